@@ -1,0 +1,173 @@
+/*
+ * rlx shim ABI, version 1.
+ *
+ * One C table of function pointers, returned by rlx_shim_get_api(), that every
+ * device shim (host, cuda, metal) implements. The Python runtime loads a shim
+ * with ctypes, hands the table's address to the Cython core (rlx/_core.pyx),
+ * and from then on every per-run call goes through these pointers without
+ * the GIL.
+ *
+ * Rules every implementation follows:
+ *  - No entry point aborts the process on a bad argument. Functions that can
+ *    fail return an rlx_status; the message of the most recent failure on the
+ *    calling thread is available from last_error().
+ *  - Encoding calls (cmd_set_*, cmd_dispatch, ...) validate their arguments
+ *    and return RLX_ERR_ARG without recording the command when they are bad.
+ *  - Objects are opaque. A buffer, library, pipeline or ICB belongs to the
+ *    device that created it and must not outlive it.
+ *  - Thread safety: distinct command buffers may be encoded, committed and
+ *    waited on from different threads at once. One command buffer is used by
+ *    one thread at a time.
+ *
+ * Versioning: rlx_shim_get_api(v) returns NULL unless the shim implements
+ * ABI version v. New entry points are only ever appended; struct_size tells
+ * a caller how much of the table a shim fills.
+ */
+#ifndef RLX_SHIM_H
+#define RLX_SHIM_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RLX_SHIM_ABI_VERSION 1u
+
+/* Most buffers one dispatch binds (kernel arguments, params included). */
+#define RLX_MAX_BINDINGS 12u
+
+typedef enum rlx_status {
+    RLX_OK = 0,
+    RLX_ERR_ARG = 1,          /* bad argument: null, out of range, wrong object */
+    RLX_ERR_OOM = 2,          /* allocation failed */
+    RLX_ERR_COMPILE = 3,      /* kernel source failed to compile (message = compiler output) */
+    RLX_ERR_NOT_FOUND = 4,    /* no such kernel function / device index */
+    RLX_ERR_DEVICE = 5,       /* the device reported an error while executing */
+    RLX_ERR_UNSUPPORTED = 6,  /* the shim cannot do this (dtype, feature) */
+    RLX_ERR_UNAVAILABLE = 7   /* the backend cannot be used here (no driver, no device) */
+} rlx_status;
+
+typedef enum rlx_dtype {
+    RLX_DTYPE_F32 = 0,
+    RLX_DTYPE_F16 = 1
+} rlx_dtype;
+
+typedef struct rlx_device rlx_device;
+typedef struct rlx_buffer rlx_buffer;
+typedef struct rlx_library rlx_library;
+typedef struct rlx_pipeline rlx_pipeline;
+typedef struct rlx_cmdbuf rlx_cmdbuf;
+typedef struct rlx_icb rlx_icb;
+
+typedef struct rlx_device_info {
+    char name[128];
+    /* Stable identifier of the hardware, used to key calibration caches. */
+    char hardware_id[128];
+    uint64_t max_buffer_length;
+    uint32_t max_threads_per_group;
+    uint32_t simd_width;
+    uint32_t unified_memory;   /* 1: buffer_host_ptr is non-NULL for every buffer */
+    uint32_t supports_f16;
+    uint32_t compute_units;    /* CPU: worker threads; GPU: SMs / cores */
+    uint32_t reserved[7];
+} rlx_device_info;
+
+/* Pipeline flags. */
+#define RLX_PIPELINE_INDIRECT 1u  /* usable inside an indirect command buffer */
+
+typedef struct rlx_pipeline_info {
+    uint32_t max_threads_per_group;
+    uint32_t execution_width;
+    uint32_t reserved[6];
+} rlx_pipeline_info;
+
+/*
+ * C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C, row-major, with
+ * op(X) = X or X^T, leading dimensions in elements. A, B and C have the
+ * same dtype; accumulation is f32.
+ */
+typedef struct rlx_gemm_desc {
+    const rlx_buffer *a, *b;
+    rlx_buffer *c;
+    uint64_t a_offset, b_offset, c_offset;  /* bytes */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldc;
+    int32_t trans_a, trans_b;
+    int32_t dtype;                          /* rlx_dtype */
+    float alpha, beta;
+} rlx_gemm_desc;
+
+typedef struct rlx_shim_api {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    const char *backend;   /* "host", "cuda", "metal" */
+
+    /* Message of the last failure on this thread ("" if none). */
+    const char *(*last_error)(void);
+    /* Why the backend is unusable here, or NULL when it is usable. */
+    const char *(*unavailable_reason)(void);
+
+    /* --- device --- */
+    int (*device_count)(void);
+    /* options: "key=value;key=value" string understood by the shim, or NULL. */
+    rlx_status (*device_open)(int index, const char *options, rlx_device **out);
+    rlx_status (*device_info)(rlx_device *dev, rlx_device_info *out);
+    void (*device_close)(rlx_device *dev);
+
+    /* --- buffer --- */
+    rlx_status (*buffer_alloc)(rlx_device *dev, uint64_t size, rlx_buffer **out);
+    void (*buffer_free)(rlx_buffer *buf);
+    /* Host pointer to the contents, or NULL when not host-visible. */
+    void *(*buffer_host_ptr)(rlx_buffer *buf);
+    uint64_t (*buffer_size)(const rlx_buffer *buf);
+    rlx_status (*buffer_write)(rlx_buffer *buf, uint64_t offset, const void *src, uint64_t size);
+    rlx_status (*buffer_read)(const rlx_buffer *buf, uint64_t offset, void *dst, uint64_t size);
+
+    /* --- library / pipeline --- */
+    /* source NULL: the shim's built-in kernels (shaders/ for this target).
+     * Otherwise: portable kernel source (shaders/ style) compiled with the
+     * target's prelude; options: extra compiler flags or NULL. */
+    rlx_status (*library_compile)(rlx_device *dev, const char *source, const char *options, rlx_library **out);
+    void (*library_free)(rlx_library *lib);
+    rlx_status (*pipeline_get)(rlx_library *lib, const char *function, uint32_t flags,
+                               rlx_pipeline **out, rlx_pipeline_info *info);
+    void (*pipeline_free)(rlx_pipeline *pipe);
+
+    /* --- command buffer --- */
+    rlx_status (*cmd_begin)(rlx_device *dev, rlx_cmdbuf **out);
+    rlx_status (*cmd_set_pipeline)(rlx_cmdbuf *cb, rlx_pipeline *pipe);
+    rlx_status (*cmd_set_buffer)(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *buf, uint64_t offset);
+    /* Copies size bytes (at most 4096) into the command; bound like a buffer. */
+    rlx_status (*cmd_set_bytes)(rlx_cmdbuf *cb, uint32_t index, const void *data, uint32_t size);
+    rlx_status (*cmd_dispatch)(rlx_cmdbuf *cb, const uint32_t groups[3], const uint32_t threads[3]);
+    /* Every later command sees the memory effects of every earlier one. */
+    rlx_status (*cmd_barrier)(rlx_cmdbuf *cb);
+    rlx_status (*cmd_gemm)(rlx_cmdbuf *cb, const rlx_gemm_desc *desc);
+    rlx_status (*cmd_execute_icb)(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count);
+    /* Starts execution; returns at once. */
+    rlx_status (*cmd_commit)(rlx_cmdbuf *cb);
+    /* Blocks until done. device_seconds (may be NULL) receives the time the
+     * device spent; the status is the device's error, if any. */
+    rlx_status (*cmd_wait)(rlx_cmdbuf *cb, double *device_seconds);
+    /* Frees the command buffer; waits first if it was committed. */
+    void (*cmd_release)(rlx_cmdbuf *cb);
+
+    /* --- indirect command buffer: dispatches recorded once, replayed --- */
+    rlx_status (*icb_create)(rlx_device *dev, uint32_t capacity, rlx_icb **out);
+    rlx_status (*icb_encode_dispatch)(rlx_icb *icb, uint32_t index, rlx_pipeline *pipe,
+                                      uint32_t n_bindings, rlx_buffer *const *buffers,
+                                      const uint64_t *offsets, const uint32_t groups[3],
+                                      const uint32_t threads[3], uint32_t barrier_before);
+    void (*icb_free)(rlx_icb *icb);
+} rlx_shim_api;
+
+/* The one exported symbol of every shim. */
+typedef const rlx_shim_api *(*rlx_shim_get_api_fn)(uint32_t abi_version);
+const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RLX_SHIM_H */

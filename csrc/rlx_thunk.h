@@ -1,0 +1,33 @@
+/*
+ * The packed thunk table the Cython core (rlx/_core.pyx) walks per run.
+ * Lowering (rlx/runtime/lowering.py) produces these fields; the core resolves
+ * buffer slots to shim buffers once, so the run loop only reads memory.
+ */
+#ifndef RLX_THUNK_H
+#define RLX_THUNK_H
+
+#include "rlx_shim.h"
+
+#define RLX_THUNK_DISPATCH 0u
+#define RLX_THUNK_GEMM 1u
+
+typedef struct rlx_thunk {
+    uint32_t kind;            /* RLX_THUNK_DISPATCH or RLX_THUNK_GEMM */
+    uint32_t barrier_before;  /* 1: a hazard with an earlier thunk of this run */
+    rlx_pipeline *pipeline;   /* dispatch only */
+    uint32_t n_bindings;
+    uint32_t groups[3];
+    uint32_t threads[3];
+    rlx_buffer *buffers[RLX_MAX_BINDINGS];
+    uint64_t offsets[RLX_MAX_BINDINGS];
+    rlx_gemm_desc gemm;       /* gemm only */
+} rlx_thunk;
+
+/* A run-time value written into the params region before each run. */
+typedef struct rlx_patch {
+    uint64_t offset;          /* byte offset in the arena */
+    uint32_t symbol;          /* index into the executable's dynamic values */
+    uint32_t pad;
+} rlx_patch;
+
+#endif

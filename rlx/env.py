@@ -1,0 +1,103 @@
+"""The one place where ``RLX_*`` environment variables are read.
+
+Each variable is declared once in ``VARIABLES`` with its meaning; the README's
+table and ``rlx info`` are produced from that list, so they cannot drift.
+Values are read when asked for (not at import), so tests can set them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlx.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    meaning: str
+
+
+VARIABLES: tuple[EnvVar, ...] = (
+    EnvVar("RLX_DEVICE", "cpu", "Default device for `rlx.compile` when none is given (`cpu`, `cuda`, `metal`)."),
+    EnvVar("RLX_NUM_THREADS", "number of cores", "Worker threads of the host (CPU) device, its BLAS included."),
+    EnvVar("RLX_ARENA_NO_REUSE", "0", "`1` gives every value its own arena slot (no reuse by liveness), for bisecting memory bugs."),
+    EnvVar("RLX_CACHE_DIR", "$XDG_CACHE_HOME/rlx", "Where compiled user kernels (and later calibration) are cached."),
+    EnvVar("RLX_CXX", "c++ on PATH", "C++ compiler the host device uses for user kernel source at run time."),
+    EnvVar("RLX_BLAS", "scipy-openblas32's library", "Path of a CBLAS shared library for the host device's gemm (symbols `cblas_sgemm` or `scipy_cblas_sgemm`)."),
+    EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
+    EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (passes, arena bytes, thunk count)."),
+)
+
+_BY_NAME = {v.name: v for v in VARIABLES}
+
+
+def _raw(name: str) -> str | None:
+    if name not in _BY_NAME:
+        raise KeyError(f"{name} is not a declared RLX_* variable")
+    value = os.environ.get(name)
+    return value if value not in (None, "") else None
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={value!r}: expected 0 or 1")
+
+
+def default_device() -> str:
+    return _raw("RLX_DEVICE") or "cpu"
+
+
+def num_threads() -> int:
+    value = _raw("RLX_NUM_THREADS")
+    if value is None:
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigError(f"RLX_NUM_THREADS={value!r}: expected a positive integer") from None
+    if n < 1:
+        raise ConfigError(f"RLX_NUM_THREADS={value!r}: expected a positive integer")
+    return n
+
+
+def arena_no_reuse() -> bool:
+    return _flag("RLX_ARENA_NO_REUSE", False)
+
+
+def replay() -> bool:
+    return _flag("RLX_REPLAY", True)
+
+
+def verbose() -> bool:
+    return _flag("RLX_VERBOSE", False)
+
+
+def cache_dir() -> Path:
+    value = _raw("RLX_CACHE_DIR")
+    if value is not None:
+        return Path(value)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "rlx"
+
+
+def cxx() -> str | None:
+    return _raw("RLX_CXX")
+
+
+def blas_library() -> str | None:
+    return _raw("RLX_BLAS")
+
+
+def in_effect() -> dict[str, str]:
+    """The RLX_* variables set in this process (for `rlx info`)."""
+    return {v.name: os.environ[v.name] for v in VARIABLES if os.environ.get(v.name)}

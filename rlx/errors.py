@@ -1,0 +1,55 @@
+"""Every error rlx raises on purpose is an ``RlxError``.
+
+User mistakes are caught in Python, before anything crosses into C, and the
+message names what was wrong and what was expected.
+"""
+
+from __future__ import annotations
+
+
+class RlxError(Exception):
+    """Base class of every error rlx raises on purpose."""
+
+
+class GraphError(RlxError):
+    """The graph is malformed: a cycle, a dangling node, no outputs."""
+
+
+class ShapeError(RlxError):
+    """Shapes do not agree (inference or a run input)."""
+
+
+class DTypeError(RlxError):
+    """A dtype is unknown, unsupported by an op, or does not match."""
+
+
+class UnsupportedOpError(RlxError):
+    """An op has no lowering on the chosen device."""
+
+
+class InputError(RlxError):
+    """A run input is missing, unknown, or of the wrong shape or dtype."""
+
+
+class ParameterError(RlxError):
+    """A parameter (weight) is missing or does not match its declaration."""
+
+
+class KernelCompileError(RlxError):
+    """Kernel source failed to compile; the message holds the compiler output."""
+
+
+class DeviceError(RlxError):
+    """A device failed to open, allocate, or execute."""
+
+
+class DeviceUnavailableError(DeviceError):
+    """The requested device cannot be used on this machine (with the reason)."""
+
+
+class MemoryPlanError(RlxError):
+    """The memory plan does not fit the device."""
+
+
+class ConfigError(RlxError):
+    """An ``RLX_*`` environment variable or option has an invalid value."""

@@ -1,0 +1,107 @@
+"""Build rlx: the Cython core and the device shims.
+
+The shims are plain shared libraries (no Python C API) placed in rlx/lib/ and
+loaded with ctypes at run time:
+  - librlx_host.so   always (the CPU device; kernels from shaders/ built in)
+  - librlx_metal.dylib on macOS only (Metal + MPS)
+The kernel sources and the ABI header are copied into the package so a user
+kernel can be compiled at run time against the same prelude.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).parent.resolve()
+
+
+def sync_package_data() -> None:
+    """Copy shaders/ and the ABI header into rlx/ so wheels carry them."""
+    dst = ROOT / "rlx" / "shaders"
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(ROOT / "shaders", dst)
+    inc = ROOT / "rlx" / "include"
+    inc.mkdir(exist_ok=True)
+    for header in ("rlx_shim.h", "rlx_thunk.h"):
+        shutil.copy2(ROOT / "csrc" / header, inc / header)
+
+
+class SharedLibrary(Extension):
+    """An Extension built as a plain shared library at rlx/lib/<libname>."""
+
+    def __init__(self, name: str, libname: str, sources: list[str], **kw):
+        super().__init__(name, sources, **kw)
+        self.libname = libname
+
+
+class BuildExt(build_ext):
+    def get_ext_filename(self, fullname: str) -> str:
+        for ext in self.extensions:
+            if isinstance(ext, SharedLibrary) and ext.name == fullname:
+                return os.path.join("rlx", "lib", ext.libname)
+        return super().get_ext_filename(fullname)
+
+    def get_export_symbols(self, ext):
+        if isinstance(ext, SharedLibrary):
+            return []
+        return super().get_export_symbols(ext)
+
+
+def native_flags() -> list[str]:
+    # RLX_PORTABLE_BUILD=1 builds for the baseline ISA (for wheels shipped to
+    # other machines); the default tunes for the building machine.
+    if os.environ.get("RLX_PORTABLE_BUILD") == "1" or sys.platform == "darwin":
+        return []
+    return ["-march=native"]
+
+
+sync_package_data()
+
+common_cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", "-fno-math-errno", *native_flags()]
+
+extensions = cythonize(
+    [
+        Extension(
+            "rlx._core",
+            ["rlx/_core.pyx"],
+            include_dirs=["csrc"],
+            extra_compile_args=["-O3", *native_flags()],
+        )
+    ],
+    compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+)
+
+extensions.append(
+    SharedLibrary(
+        "rlx.lib.librlx_host",
+        "librlx_host.so" if sys.platform != "darwin" else "librlx_host.dylib",
+        ["csrc/host_shim.cpp", "csrc/host_kernels.cpp"],
+        include_dirs=["csrc", "shaders"],
+        extra_compile_args=common_cxx,
+        extra_link_args=["-pthread"] + ([] if sys.platform == "darwin" else ["-ldl"]),
+        language="c++",
+    )
+)
+
+if sys.platform == "darwin":
+    extensions.append(
+        SharedLibrary(
+            "rlx.lib.librlx_metal",
+            "librlx_metal.dylib",
+            ["csrc/metal_shim.m"],
+            include_dirs=["csrc"],
+            extra_compile_args=["-O2", "-fobjc-arc"],
+            extra_link_args=["-framework", "Metal", "-framework", "MetalPerformanceShaders",
+                             "-framework", "Foundation"],
+        )
+    )
+
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

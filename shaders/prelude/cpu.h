@@ -1,0 +1,124 @@
+// CPU prelude: compiles the portable (MSL-style) kernels in shaders/ as C++.
+//
+// The host shim runs every threadgroup with exactly one thread, so barriers
+// and SIMD reductions are no-ops and threadgroup memory is a local array.
+// Kernels are correct for any group size (DESIGN section 3), so group size 1
+// is a legal schedule; it proves the arithmetic, the GPU runs prove the
+// parallel logic.
+//
+// Calling convention between the host shim and a compiled kernel: each
+// instantiation exports `extern "C" void rlx_k_<host_name>(const rlx_cpu_ctx*)`.
+// The context carries the bound buffers (binding i = the kernel's i-th
+// parameter) and the thread ids; a variadic template unpacks the buffer table
+// into the kernel's typed parameters.
+#ifndef RLX_PRELUDE_CPU_H
+#define RLX_PRELUDE_CPU_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <utility>
+
+#define RLX_TARGET_CPU 1
+
+typedef unsigned int uint;
+struct uint3 { uint x, y, z; };
+typedef _Float16 half;
+
+// Kept in sync with csrc/host_shim.cpp (it is the only other user).
+#define RLX_CPU_MAX_BINDINGS 12
+struct rlx_cpu_ctx {
+    void *buffers[RLX_CPU_MAX_BINDINGS];
+    uint3 group_id;
+    uint3 num_groups;
+};
+
+struct rlx_ids {
+    uint3 group_id;
+    uint3 num_groups;
+};
+
+// ---- kernel signature -------------------------------------------------------
+#define RLX_KERNEL static inline void
+#define RLX_BUF(type, name, index) type name
+#define RLX_PARAMS(type, name, index) const type *name
+#define RLX_IDS , rlx_ids rlx_ids_arg
+#define rlx_group_id (rlx_ids_arg.group_id)
+#define rlx_num_groups (rlx_ids_arg.num_groups)
+#define rlx_local_id (uint3{0u, 0u, 0u})
+#define rlx_group_size (uint3{1u, 1u, 1u})
+#define RLX_DEVICE            /* address-space qualifier of helper pointers */
+#define RLX_CONSTANT const
+#define RLX_INLINE static inline
+
+// ---- threadgroup memory, barriers, reductions -----------------------------
+#define RLX_SHARED(type, name, count) type name[count]
+#define rlx_barrier() ((void)0)
+
+// A reduction over the threadgroup. With one thread per group the value is
+// already the group's result; `scratch` is the caller's shared array.
+RLX_INLINE float rlx_group_sum(float v, float *scratch) { (void)scratch; return v; }
+RLX_INLINE float rlx_group_max(float v, float *scratch) { (void)scratch; return v; }
+
+// ---- half load/store and math ---------------------------------------------
+RLX_INLINE float rlx_to_float(float v) { return v; }
+RLX_INLINE float rlx_to_float(half v) { return (float)v; }
+template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
+
+#define rlx_exp expf
+#define rlx_log logf
+#define rlx_sqrt sqrtf
+#define rlx_rsqrt(x) (1.0f / sqrtf(x))
+#define rlx_tanh tanhf
+#define rlx_erf erff
+#define rlx_fmax fmaxf
+#define rlx_fmin fminf
+#define rlx_fabs fabsf
+#define RLX_INFINITY INFINITY
+
+// ---- elementwise range loop -----------------------------------------------
+// On the CPU each group takes one contiguous chunk, so the inner loop is a
+// plain counted loop the compiler can vectorize.
+#define RLX_FOR_RANGE(i, n)                                                        \
+    for (uint64_t rlx_total_ = (uint64_t)rlx_num_groups.x,                         \
+                  rlx_chunk_ = ((uint64_t)(n) + rlx_total_ - 1) / rlx_total_,      \
+                  rlx_begin_ = (uint64_t)rlx_group_id.x * rlx_chunk_,              \
+                  rlx_end_ = rlx_begin_ + rlx_chunk_ < (uint64_t)(n)               \
+                                 ? rlx_begin_ + rlx_chunk_ : (uint64_t)(n),        \
+                  i = rlx_begin_;                                                  \
+         i < rlx_end_; ++i)
+
+// Cooperative loop over [0, n) by the threads of one group.
+#define RLX_FOR_GROUP(i, n) for (uint i = 0; i < (uint)(n); ++i)
+
+// ---- instantiation ---------------------------------------------------------
+template <typename A> struct rlx_cpu_arg {
+    static A get(const rlx_cpu_ctx *c, unsigned i) { return static_cast<A>(c->buffers[i]); }
+};
+template <> struct rlx_cpu_arg<rlx_ids> {
+    static rlx_ids get(const rlx_cpu_ctx *c, unsigned) { return rlx_ids{c->group_id, c->num_groups}; }
+};
+template <typename... A, unsigned long... I>
+static inline void rlx_cpu_invoke_impl(void (*f)(A...), const rlx_cpu_ctx *c,
+                                       std::integer_sequence<unsigned long, I...>) {
+    f(rlx_cpu_arg<A>::get(c, (unsigned)I)...);
+}
+template <typename... A>
+static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
+    rlx_cpu_invoke_impl(f, c, std::make_integer_sequence<unsigned long, sizeof...(A)>{});
+}
+
+// RLX_INSTANTIATE(kernel_template, type, host_name): exports one variant.
+#define RLX_INSTANTIATE(kernel, type, host_name)                                   \
+    extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \
+        const rlx_cpu_ctx *c) {                                                    \
+        rlx_cpu_invoke(&kernel<type>, c);                                          \
+    }
+// A kernel that is not a template.
+#define RLX_EXPORT(kernel, host_name)                                              \
+    extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \
+        const rlx_cpu_ctx *c) {                                                    \
+        rlx_cpu_invoke(&kernel, c);                                                \
+    }
+
+#endif
