@@ -44,9 +44,15 @@ class SharedLibrary(Extension):
 
 class BuildExt(build_ext):
     def get_ext_filename(self, fullname: str) -> str:
+        # Called with the full dotted name by setuptools and with the last
+        # component by distutils' get_ext_fullpath (which joins the package
+        # path itself); answer both with the plain library name.
         for ext in self.extensions:
-            if isinstance(ext, SharedLibrary) and ext.name == fullname:
-                return os.path.join("rlx", "lib", ext.libname)
+            if isinstance(ext, SharedLibrary):
+                if fullname == ext.name:
+                    return os.path.join(*ext.name.split(".")[:-1], ext.libname)
+                if fullname == ext.name.rsplit(".", 1)[-1]:
+                    return ext.libname
         return super().get_ext_filename(fullname)
 
     def get_export_symbols(self, ext):

@@ -2,7 +2,7 @@
 // out[i] = op(a[a_offset + sum(idx_d * a_strides[d])], b[...]) over the output
 // shape; a stride of 0 broadcasts that dimension. Strides and offsets are in
 // elements, so views need no copy.
-#define RLX_MAX_DIMS 6
+
 
 struct BinaryParams {
     uint n;          // output elements

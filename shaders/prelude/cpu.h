@@ -114,6 +114,12 @@ static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
         const rlx_cpu_ctx *c) {                                                    \
         rlx_cpu_invoke(&kernel<type>, c);                                          \
     }
+// Two template arguments (e.g. input and output dtype of a cast).
+#define RLX_INSTANTIATE2(kernel, type1, type2, host_name)                          \
+    extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \
+        const rlx_cpu_ctx *c) {                                                    \
+        rlx_cpu_invoke(&kernel<type1, type2>, c);                                  \
+    }
 // A kernel that is not a template.
 #define RLX_EXPORT(kernel, host_name)                                              \
     extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \

@@ -1,0 +1,930 @@
+// Host (CPU) shim: ABI v1 of csrc/rlx_shim.h implemented on the CPU.
+//
+// Buffers are aligned host memory. Kernels are shaders/ compiled as C++ through
+// shaders/prelude/cpu.h; each exports `rlx_k_<name>(const rlx_cpu_ctx *)` and
+// runs one call per threadgroup (group size 1). Built-in kernels are linked
+// into this library (csrc/host_kernels.cpp); user kernels are compiled at run
+// time with the system C++ compiler and cached on disk. Command buffers are
+// recorded, then executed in commit order by one executor thread per device,
+// or inline by the thread that waits on them if the executor has not started
+// them yet (a one-op run then costs no thread hand-off).
+//
+// Nothing here aborts: every failure returns a status and sets the calling
+// thread's last_error. Exceptions (bad_alloc, system_error) are caught at the
+// entry points that allocate and become RLX_ERR_OOM.
+#include "rlx_shim.h"
+#include "prelude/cpu.h"  // rlx_cpu_ctx, half
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+static_assert(RLX_CPU_MAX_BINDINGS == RLX_MAX_BINDINGS, "prelude/cpu.h and rlx_shim.h disagree");
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+namespace {
+
+typedef void (*kernel_fn)(const rlx_cpu_ctx *);
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
+constexpr uint64_t kAlign = 128;       // buffer alignment (matches the arena's slot alignment)
+constexpr uint32_t kMaxBytes = 4096;   // cmd_set_bytes limit (the ABI's)
+constexpr int kSpin = 2000;            // pause iterations (~50 µs) before a thread sleeps or yields
+
+// ---- errors -----------------------------------------------------------------
+thread_local std::string t_error;
+
+rlx_status fail(rlx_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+rlx_status fail(rlx_status s, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    t_error = msg;
+    return s;
+}
+#define ARG_CHECK(cond, ...) \
+    do { if (!(cond)) return fail(RLX_ERR_ARG, __VA_ARGS__); } while (0)
+
+// Spin a little (the other side is usually about to finish), then yield so an
+// oversubscribed 2-core machine still makes progress.
+template <typename F> void spin_until(F done) {
+    for (int i = 0; !done(); ++i)
+        if (i < kSpin) CPU_RELAX(); else std::this_thread::yield();
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---- thread pool: parallel-for over the groups of one dispatch ---------------
+// Workers spin for a while after a job (dispatches come in bursts) and then
+// sleep on a condvar, so an idle device burns no CPU. One job at a time: only
+// the thread that holds the device's exec_mu publishes jobs.
+struct Pool {
+    std::vector<std::thread> workers;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;                       // guarded by mu
+    std::atomic<int> sleepers{0};
+    std::atomic<uint64_t> generation{0};     // bumped per job; workers watch it
+    std::atomic<bool> open{false};           // a job may be joined
+    std::atomic<int> inside{0};              // workers that joined the current job
+    std::atomic<uint64_t> next{0}, done{0};  // next group to take, groups finished
+    kernel_fn fn = nullptr;                  // the job; written only while !open
+    void *bufs[RLX_MAX_BINDINGS] = {};
+    uint32_t gx = 1, gy = 1, gz = 1;
+    uint64_t total = 0;
+};
+
+void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32_t gz, uint64_t i) {
+    rlx_cpu_ctx ctx;
+    memcpy(ctx.buffers, bufs, sizeof ctx.buffers);
+    ctx.group_id = uint3{(uint)(i % gx), (uint)((i / gx) % gy), (uint)(i / ((uint64_t)gx * gy))};
+    ctx.num_groups = uint3{gx, gy, gz};
+    fn(&ctx);
+}
+
+void take_groups(Pool *p) {
+    for (;;) {
+        uint64_t i = p->next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= p->total) return;
+        run_group(p->fn, p->bufs, p->gx, p->gy, p->gz, i);
+        p->done.fetch_add(1, std::memory_order_release);
+    }
+}
+
+void worker_main(Pool *p) {
+    uint64_t seen = 0;
+    for (;;) {
+        for (int i = 0; i < kSpin && p->generation.load(std::memory_order_acquire) == seen; ++i) CPU_RELAX();
+        if (p->generation.load(std::memory_order_acquire) == seen) {
+            std::unique_lock<std::mutex> lk(p->mu);
+            // seq_cst increment then check, paired with publish(): either we
+            // see the new generation or the publisher sees us sleeping.
+            p->sleepers.fetch_add(1);
+            p->cv.wait(lk, [&] { return p->stop || p->generation.load() != seen; });
+            p->sleepers.fetch_sub(1);
+            if (p->stop) return;
+        }
+        seen = p->generation.load(std::memory_order_acquire);
+        // Join, then check the job is still open (Dekker pattern with the
+        // closer in parallel_for): a late worker never reads a job that the
+        // publisher is already rewriting.
+        p->inside.fetch_add(1);
+        if (p->open.load()) take_groups(p);
+        p->inside.fetch_sub(1);
+    }
+}
+
+void parallel_for(Pool *p, kernel_fn fn, void *const *bufs, const uint32_t g[3]) {
+    p->fn = fn;
+    memcpy(p->bufs, bufs, sizeof p->bufs);
+    p->gx = g[0], p->gy = g[1], p->gz = g[2];
+    p->total = (uint64_t)g[0] * g[1] * g[2];
+    p->next.store(0, std::memory_order_relaxed);
+    p->done.store(0, std::memory_order_relaxed);
+    p->open.store(true);
+    p->generation.fetch_add(1);
+    if (p->sleepers.load() > 0) {
+        { std::lock_guard<std::mutex> lk(p->mu); }
+        p->cv.notify_all();
+    }
+    take_groups(p);  // the executing thread works too
+    spin_until([p] { return p->done.load(std::memory_order_acquire) >= p->total; });
+    p->open.store(false);
+    spin_until([p] { return p->inside.load() == 0; });
+}
+
+}  // namespace
+
+// ---- objects --------------------------------------------------------------------
+struct rlx_device {
+    int threads = 1;
+    std::string blas_path, cache_dir, cxx = "c++", include_dir;
+    sgemm_fn sgemm = nullptr;   // NULL: the C++ fallback gemm
+    rlx_device_info info{};
+    Pool pool;
+    // One command buffer executes at a time, in commit order (like a Metal
+    // command queue or a CUDA stream); whoever executes holds exec_mu.
+    std::mutex exec_mu;
+    std::mutex q_mu;                    // guards queue, executor, stopping
+    std::condition_variable q_cv;
+    std::deque<rlx_cmdbuf *> queue;     // committed, not yet executed
+    std::thread executor;
+    bool stopping = false;
+};
+
+struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size; };
+struct rlx_library { rlx_device *dev; void *handle; };
+struct rlx_pipeline { rlx_library *lib; kernel_fn fn; uint32_t flags; };
+
+struct IcbEntry { kernel_fn fn = nullptr; void *bufs[RLX_MAX_BINDINGS] = {}; uint32_t groups[3] = {}; };
+struct rlx_icb { rlx_device *dev; std::vector<IcbEntry> entries; };
+
+namespace {
+enum CmdKind : uint32_t { CMD_DISPATCH, CMD_BARRIER, CMD_GEMM, CMD_ICB };
+struct Cmd {
+    CmdKind kind;
+    uint32_t groups[3];
+    kernel_fn fn;
+    void *bufs[RLX_MAX_BINDINGS];  // resolved addresses (buffer + offset)
+    rlx_icb *icb;
+    uint32_t start, count;         // ICB range, or gemm index (start)
+};
+enum CbState : int { CB_RECORDING, CB_QUEUED, CB_RUNNING, CB_DONE };
+}  // namespace
+
+struct rlx_cmdbuf {
+    rlx_device *dev;
+    std::vector<Cmd> cmds;
+    std::vector<rlx_gemm_desc> gemms;
+    std::vector<std::unique_ptr<uint8_t[]>> bytes;  // cmd_set_bytes copies (stable addresses)
+    rlx_pipeline *pipe = nullptr;                    // encoder state, as on Metal
+    void *bind[RLX_MAX_BINDINGS] = {};
+    std::atomic<int> state{CB_RECORDING};
+    rlx_status status = RLX_OK;                      // written before state = CB_DONE
+    std::string error;
+    double seconds = 0;
+};
+
+namespace {
+
+// ---- gemm ---------------------------------------------------------------------
+uint64_t span(int64_t rows, int64_t cols, int64_t ld) {  // elements a row-major matrix touches
+    return rows == 0 || cols == 0 ? 0 : (uint64_t)(rows - 1) * ld + cols;
+}
+
+// Blocked fallback when no BLAS is loaded: op(B) is packed per block of 256
+// columns so the inner loop is a contiguous axpy the compiler vectorizes.
+void gemm_fallback(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    const int64_t NB = 256;
+    std::vector<float> bp((size_t)std::max<int64_t>(k, 1) * NB), acc(NB);
+    for (int64_t j0 = 0; j0 < n; j0 += NB) {
+        const int64_t nb = std::min(NB, n - j0);
+        for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < nb; ++j)
+                bp[p * nb + j] = tb ? B[(j0 + j) * ldb + p] : B[p * ldb + j0 + j];
+        for (int64_t i = 0; i < m; ++i) {
+            std::fill(acc.begin(), acc.begin() + nb, 0.0f);
+            for (int64_t p = 0; p < k; ++p) {
+                const float a = ta ? A[p * lda + i] : A[i * lda + p];
+                const float *b = &bp[p * nb];
+                for (int64_t j = 0; j < nb; ++j) acc[j] += a * b[j];
+            }
+            float *c = C + i * ldc + j0;
+            for (int64_t j = 0; j < nb; ++j)  // beta == 0 never reads C (BLAS semantics)
+                c[j] = alpha * acc[j] + (beta == 0.0f ? 0.0f : beta * c[j]);
+        }
+    }
+}
+
+void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (d->sgemm)  // 101 CblasRowMajor, 111 CblasNoTrans, 112 CblasTrans
+        d->sgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)m, (int)n, (int)k, alpha, A, (int)lda, B,
+                 (int)ldb, beta, C, (int)ldc);
+    else
+        gemm_fallback(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void run_gemm(rlx_device *d, const rlx_gemm_desc &g) {
+    if (g.m == 0 || g.n == 0) return;
+    const bool ta = g.trans_a, tb = g.trans_b;
+    uint8_t *a = g.a->ptr + g.a_offset, *b = g.b->ptr + g.b_offset, *c = g.c->ptr + g.c_offset;
+    if (g.dtype == RLX_DTYPE_F32) {
+        sgemm(d, ta, tb, g.m, g.n, g.k, g.alpha, (const float *)a, g.lda, (const float *)b, g.ldb, g.beta,
+              (float *)c, g.ldc);
+        return;
+    }
+    // f16: widen A, B (and C when beta reads it) to f32, sgemm, narrow the m x n
+    // block of C. Accumulation is f32 as the ABI requires.
+    const uint64_t na = span(ta ? g.k : g.m, ta ? g.m : g.k, g.lda);
+    const uint64_t nb = span(tb ? g.n : g.k, tb ? g.k : g.n, g.ldb), nc = span(g.m, g.n, g.ldc);
+    thread_local std::vector<float> scratch;
+    scratch.resize(na + nb + nc);
+    float *fa = scratch.data(), *fb = fa + na, *fc = fb + nb;
+    for (uint64_t i = 0; i < na; ++i) fa[i] = (float)((const half *)a)[i];
+    for (uint64_t i = 0; i < nb; ++i) fb[i] = (float)((const half *)b)[i];
+    if (g.beta != 0.0f)
+        for (uint64_t i = 0; i < nc; ++i) fc[i] = (float)((const half *)c)[i];
+    sgemm(d, ta, tb, g.m, g.n, g.k, g.alpha, fa, g.lda, fb, g.ldb, g.beta, fc, g.ldc);
+    for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) ((half *)c)[i * g.ldc + j] = (half)fc[i * g.ldc + j];
+}
+
+rlx_status check_range(const char *what, const rlx_buffer *buf, uint64_t offset, uint64_t elems,
+                       uint64_t esz) {
+    ARG_CHECK(offset % esz == 0, "gemm: %s_offset %llu is not a multiple of the element size %llu", what,
+              (unsigned long long)offset, (unsigned long long)esz);
+    const unsigned __int128 end = (unsigned __int128)elems * esz + offset;
+    ARG_CHECK(end <= buf->size, "gemm: %s spans bytes [%llu, %llu) of a %llu-byte buffer", what,
+              (unsigned long long)offset, (unsigned long long)end, (unsigned long long)buf->size);
+    return RLX_OK;
+}
+
+rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {
+    ARG_CHECK(g, "gemm: desc is NULL");
+    ARG_CHECK(g->a && g->b && g->c, "gemm: buffers a, b and c must be non-NULL");
+    ARG_CHECK(g->a->dev == d && g->b->dev == d && g->c->dev == d, "gemm: a buffer belongs to another device");
+    ARG_CHECK(g->dtype == RLX_DTYPE_F32 || g->dtype == RLX_DTYPE_F16, "gemm: unknown dtype %d", (int)g->dtype);
+    // CBLAS takes 32-bit ints, so every dimension must fit one.
+    const int64_t lim = INT32_MAX;
+    ARG_CHECK(g->m >= 0 && g->n >= 0 && g->k >= 0 && g->m <= lim && g->n <= lim && g->k <= lim,
+              "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m, (long long)g->n,
+              (long long)g->k);
+    const int64_t acols = g->trans_a ? g->m : g->k, bcols = g->trans_b ? g->k : g->n;
+    ARG_CHECK(g->lda >= std::max<int64_t>(1, acols) && g->lda <= lim, "gemm: lda=%lld < %lld columns of A",
+              (long long)g->lda, (long long)acols);
+    ARG_CHECK(g->ldb >= std::max<int64_t>(1, bcols) && g->ldb <= lim, "gemm: ldb=%lld < %lld columns of B",
+              (long long)g->ldb, (long long)bcols);
+    ARG_CHECK(g->ldc >= std::max<int64_t>(1, g->n) && g->ldc <= lim, "gemm: ldc=%lld < n=%lld",
+              (long long)g->ldc, (long long)g->n);
+    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
+    rlx_status s;
+    if ((s = check_range("a", g->a, g->a_offset, span(g->trans_a ? g->k : g->m, acols, g->lda), esz))) return s;
+    if ((s = check_range("b", g->b, g->b_offset, span(g->trans_b ? g->n : g->k, bcols, g->ldb), esz))) return s;
+    return check_range("c", g->c, g->c_offset, span(g->m, g->n, g->ldc), esz);
+}
+
+// ---- execution ------------------------------------------------------------------
+void run_dispatch(rlx_device *d, kernel_fn fn, void *const *bufs, const uint32_t g[3]) {
+    if ((uint64_t)g[0] * g[1] * g[2] == 1 || d->pool.workers.empty()) {
+        // One group: call it right here, no pool (tiny ops cost a function call).
+        // No workers: the groups run one after another on this thread.
+        for (uint64_t i = 0, n = (uint64_t)g[0] * g[1] * g[2]; i < n; ++i) run_group(fn, bufs, g[0], g[1], g[2], i);
+        return;
+    }
+    parallel_for(&d->pool, fn, bufs, g);
+}
+
+// Runs one command buffer; the caller holds dev->exec_mu.
+void execute(rlx_cmdbuf *cb) {
+    rlx_device *d = cb->dev;
+    cb->state.store(CB_RUNNING, std::memory_order_relaxed);
+    const double t0 = now_s();
+    rlx_status st = RLX_OK;
+    try {
+        for (const Cmd &c : cb->cmds) {
+            if (c.kind == CMD_DISPATCH) {
+                run_dispatch(d, c.fn, c.bufs, c.groups);
+            } else if (c.kind == CMD_GEMM) {
+                run_gemm(d, cb->gemms[c.start]);
+            } else if (c.kind == CMD_ICB) {
+                for (uint32_t i = c.start; i < c.start + c.count; ++i) {
+                    const IcbEntry &e = c.icb->entries[i];
+                    if (!e.fn) {
+                        st = RLX_ERR_DEVICE;
+                        cb->error = "icb entry " + std::to_string(i) + " was never encoded";
+                        break;
+                    }
+                    run_dispatch(d, e.fn, e.bufs, e.groups);
+                }
+                if (st != RLX_OK) break;
+            }
+            // CMD_BARRIER: commands run in order and each finishes before the
+            // next starts, so a barrier has nothing left to do here.
+        }
+    } catch (...) {  // only f16 gemm scratch allocates
+        st = RLX_ERR_OOM;
+        cb->error = "out of memory while executing";
+    }
+    cb->seconds = now_s() - t0;
+    cb->status = st;
+    cb->state.store(CB_DONE, std::memory_order_release);  // last touch: the waiter may free cb now
+}
+
+// Executes queued command buffers in order until `target` is done (target
+// NULL: exactly one). Called by the executor thread and by waiters that find
+// their buffer not started yet: that is the "claim", and it is ordered.
+void drain(rlx_device *d, rlx_cmdbuf *target) {
+    std::lock_guard<std::mutex> ex(d->exec_mu);
+    for (;;) {
+        if (target && target->state.load(std::memory_order_acquire) == CB_DONE) return;
+        rlx_cmdbuf *cb;
+        {
+            std::lock_guard<std::mutex> lk(d->q_mu);
+            if (d->queue.empty()) return;
+            cb = d->queue.front();
+            d->queue.pop_front();
+        }
+        execute(cb);
+        if (!target) return;
+    }
+}
+
+void executor_main(rlx_device *d) {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lk(d->q_mu);
+            d->q_cv.wait(lk, [&] { return d->stopping || !d->queue.empty(); });
+            if (d->queue.empty()) return;  // stopping, and nothing left to run
+        }
+        drain(d, nullptr);
+    }
+}
+
+// ---- device helpers -------------------------------------------------------------
+uint64_t fnv1a(uint64_t h, const std::string &s) {
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+    return (h ^ 0xff) * 1099511628211ull;  // separator so ("ab","c") != ("a","bc")
+}
+
+std::string hex64(uint64_t v) {
+    char b[17];
+    snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
+    return b;
+}
+
+std::string cpu_model() {
+    std::string model = "unknown";
+    if (FILE *f = fopen("/proc/cpuinfo", "r")) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            const char *colon = strchr(line, ':');
+            if (colon && !strncmp(line, "model name", 10)) {
+                model = colon + 1;
+                model.erase(0, model.find_first_not_of(" \t"));
+                model.erase(model.find_last_not_of(" \t\r\n") + 1);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    return model;
+}
+
+std::string read_file(const std::string &path) {
+    std::string out;
+    if (FILE *f = fopen(path.c_str(), "rb")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+        fclose(f);
+    }
+    return out;
+}
+
+bool make_dirs(const std::string &path) {
+    for (size_t i = 1; i <= path.size(); ++i)
+        if (i == path.size() || path[i] == '/') {
+            const std::string part = path.substr(0, i);
+            if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+        }
+    return true;
+}
+
+std::string shell_quote(const std::string &s) {
+    std::string out = "'";
+    for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return out + "'";
+}
+
+rlx_status load_blas(rlx_device *d) {
+    void *h = dlopen(d->blas_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fail(RLX_ERR_ARG, "blas=%s: %s", d->blas_path.c_str(), dlerror());
+    d->sgemm = (sgemm_fn)dlsym(h, "scipy_cblas_sgemm");
+    if (!d->sgemm) d->sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
+    if (!d->sgemm) return fail(RLX_ERR_ARG, "blas=%s: has neither scipy_cblas_sgemm nor cblas_sgemm",
+                               d->blas_path.c_str());
+    typedef void (*set_threads_fn)(int);
+    auto set_threads = (set_threads_fn)dlsym(h, "scipy_openblas_set_num_threads");
+    if (!set_threads) set_threads = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
+    if (set_threads) set_threads(d->threads);
+    return RLX_OK;  // the handle stays open for the life of the process (BLAS threads)
+}
+
+rlx_status parse_options(rlx_device *d, const char *options) {
+    std::string opts = options ? options : "";
+    for (size_t pos = 0; pos < opts.size();) {
+        size_t end = opts.find(';', pos);
+        if (end == std::string::npos) end = opts.size();
+        const std::string item = opts.substr(pos, end - pos);
+        pos = end + 1;
+        if (item.empty()) continue;
+        const size_t eq = item.find('=');
+        ARG_CHECK(eq != std::string::npos, "device_open: option '%s' is not key=value", item.c_str());
+        const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+        if (key == "threads") {
+            char *e = nullptr;
+            const long n = strtol(value.c_str(), &e, 10);
+            ARG_CHECK(!value.empty() && *e == 0 && n >= 1 && n <= 1024,
+                      "device_open: threads=%s: expected an integer in [1, 1024]", value.c_str());
+            d->threads = (int)n;
+        } else if (key == "blas") {
+            d->blas_path = value;
+        } else if (key == "cache_dir") {
+            d->cache_dir = value;
+        } else if (key == "cxx") {
+            ARG_CHECK(!value.empty(), "device_open: cxx= is empty");
+            d->cxx = value;
+        } else if (key == "include_dir") {
+            d->include_dir = value;
+        } else {
+            return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
+                        "include_dir)", key.c_str());
+        }
+    }
+    return RLX_OK;
+}
+
+// ---- ABI entry points -------------------------------------------------------------
+const char *last_error() { return t_error.c_str(); }
+const char *unavailable_reason() { return nullptr; }
+int device_count() { return 1; }
+
+void device_close(rlx_device *d) {
+    if (!d) return;
+    {
+        std::lock_guard<std::mutex> lk(d->q_mu);
+        d->stopping = true;
+    }
+    d->q_cv.notify_all();
+    if (d->executor.joinable()) d->executor.join();  // it drains the queue first
+    {
+        std::lock_guard<std::mutex> lk(d->pool.mu);
+        d->pool.stop = true;
+    }
+    d->pool.cv.notify_all();
+    for (auto &w : d->pool.workers) w.join();
+    delete d;
+}
+
+rlx_status device_open(int index, const char *options, rlx_device **out) {
+    ARG_CHECK(out, "device_open: out is NULL");
+    *out = nullptr;
+    if (index != 0) return fail(RLX_ERR_NOT_FOUND, "device_open: host has one device (index 0), not %d", index);
+    rlx_device *d = nullptr;
+    try {
+        d = new rlx_device;
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        d->threads = (int)std::max(1L, std::min(cores, 1024L));
+        rlx_status s = parse_options(d, options);
+        if (s == RLX_OK && !d->blas_path.empty()) s = load_blas(d);
+        if (s != RLX_OK) { delete d; return s; }
+        if (d->cache_dir.empty()) d->cache_dir = "/tmp/rlx-cache-" + std::to_string(getuid());
+        const std::string model = cpu_model();
+        rlx_device_info &in = d->info;
+        snprintf(in.name, sizeof in.name, "host (CPU: %s)%s", model.c_str(), d->sgemm ? "" : " [no BLAS]");
+        snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
+                 hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
+        in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+        in.max_threads_per_group = 1024;
+        in.simd_width = 1;
+        in.unified_memory = 1;
+        in.supports_f16 = 1;
+        in.compute_units = (uint32_t)d->threads;
+        for (int i = 1; i < d->threads; ++i) d->pool.workers.emplace_back(worker_main, &d->pool);
+    } catch (...) {
+        if (d) device_close(d);  // joins any workers already started
+        return fail(RLX_ERR_OOM, "device_open: out of memory or threads");
+    }
+    *out = d;
+    return RLX_OK;
+}
+
+rlx_status device_info(rlx_device *d, rlx_device_info *out) {
+    ARG_CHECK(d && out, "device_info: NULL argument");
+    *out = d->info;
+    return RLX_OK;
+}
+
+rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
+    ARG_CHECK(d && out, "buffer_alloc: NULL argument");
+    *out = nullptr;
+    ARG_CHECK(size <= d->info.max_buffer_length, "buffer_alloc: %llu bytes exceeds max_buffer_length %llu",
+              (unsigned long long)size, (unsigned long long)d->info.max_buffer_length);
+    const uint64_t rounded = std::max<uint64_t>(kAlign, (size + kAlign - 1) / kAlign * kAlign);
+    void *p = aligned_alloc(kAlign, rounded);
+    rlx_buffer *b = p ? new (std::nothrow) rlx_buffer{d, (uint8_t *)p, size} : nullptr;
+    if (!b) {
+        free(p);
+        return fail(RLX_ERR_OOM, "buffer_alloc: cannot allocate %llu bytes", (unsigned long long)size);
+    }
+    memset(p, 0, rounded);
+    *out = b;
+    return RLX_OK;
+}
+
+void buffer_free(rlx_buffer *b) {
+    if (!b) return;
+    free(b->ptr);
+    delete b;
+}
+
+void *buffer_host_ptr(rlx_buffer *b) { return b ? b->ptr : nullptr; }
+uint64_t buffer_size(const rlx_buffer *b) { return b ? b->size : 0; }
+
+rlx_status buffer_write(rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
+    ARG_CHECK(b && (src || size == 0), "buffer_write: NULL argument");
+    ARG_CHECK(offset <= b->size && size <= b->size - offset,
+              "buffer_write: bytes [%llu, +%llu) outside a %llu-byte buffer", (unsigned long long)offset,
+              (unsigned long long)size, (unsigned long long)b->size);
+    if (size) memcpy(b->ptr + offset, src, size);
+    return RLX_OK;
+}
+
+rlx_status buffer_read(const rlx_buffer *b, uint64_t offset, void *dst, uint64_t size) {
+    ARG_CHECK(b && (dst || size == 0), "buffer_read: NULL argument");
+    ARG_CHECK(offset <= b->size && size <= b->size - offset,
+              "buffer_read: bytes [%llu, +%llu) outside a %llu-byte buffer", (unsigned long long)offset,
+              (unsigned long long)size, (unsigned long long)b->size);
+    if (size) memcpy(dst, b->ptr + offset, size);
+    return RLX_OK;
+}
+
+// Built-in kernels live in this very library: find our own handle.
+void *self_handle() {
+    Dl_info info;
+    if (!dladdr((void *)&rlx_shim_get_api, &info) || !info.dli_fname) return nullptr;
+    return dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+}
+
+// Compiles user kernel source into cache_dir/host-kernels/<hash>.so (reused
+// when present) and returns the path. Two processes may race: each compiles
+// to its own temporary name and rename() publishes atomically.
+rlx_status compile_user(rlx_device *d, const char *source, const char *options, std::string *so) {
+    const std::string opts = options ? options : "";
+    const std::string flags = "-O3 -std=c++17 -march=native -fPIC -shared";
+    const std::string prelude = read_file(d->include_dir + "/prelude/cpu.h");
+    if (prelude.empty())
+        return fail(RLX_ERR_COMPILE, "library_compile: no prelude/cpu.h under include_dir='%s'",
+                    d->include_dir.c_str());
+    uint64_t h = 14695981039346656037ull;
+    for (const std::string &part : {std::string(source), opts, d->cxx, flags, prelude}) h = fnv1a(h, part);
+    const std::string dir = d->cache_dir + "/host-kernels";
+    *so = dir + "/" + hex64(h) + ".so";
+    if (access(so->c_str(), R_OK) == 0) return RLX_OK;
+    if (!make_dirs(dir))
+        return fail(RLX_ERR_COMPILE, "library_compile: cannot create %s: %s", dir.c_str(), strerror(errno));
+    static std::atomic<unsigned> counter{0};
+    const std::string tmp = *so + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    const std::string src_path = tmp + ".cpp", lib_path = tmp + ".so";
+    if (FILE *f = fopen(src_path.c_str(), "w")) {
+        fprintf(f, "#include \"prelude/cpu.h\"\n%s\n", source);
+        fclose(f);
+    } else {
+        return fail(RLX_ERR_COMPILE, "library_compile: cannot write %s: %s", src_path.c_str(), strerror(errno));
+    }
+    const std::string cmd = d->cxx + " " + flags + " -I" + shell_quote(d->include_dir) + " " + opts + " " +
+                            shell_quote(src_path) + " -o " + shell_quote(lib_path) + " 2>&1";
+    std::string output;
+    int rc = -1;
+    if (FILE *p = popen(cmd.c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
+        const int st = pclose(p);
+        rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    unlink(src_path.c_str());
+    if (rc != 0) {
+        unlink(lib_path.c_str());
+        // The shell says 127 when the compiler itself is missing.
+        t_error = (rc == 127 ? "no C++ compiler found: cxx=" + d->cxx + ": " : std::string()) + output;
+        if (t_error.empty()) t_error = "library_compile: '" + cmd + "' failed";
+        return RLX_ERR_COMPILE;
+    }
+    if (rename(lib_path.c_str(), so->c_str()) != 0) {
+        unlink(lib_path.c_str());
+        return fail(RLX_ERR_COMPILE, "library_compile: rename to %s: %s", so->c_str(), strerror(errno));
+    }
+    return RLX_OK;
+}
+
+rlx_status library_compile(rlx_device *d, const char *source, const char *options, rlx_library **out) {
+    ARG_CHECK(d && out, "library_compile: NULL argument");
+    *out = nullptr;
+    void *handle = nullptr;
+    try {
+        if (!source) {
+            handle = self_handle();
+            if (!handle) return fail(RLX_ERR_NOT_FOUND, "library_compile: cannot find the host shim's own handle");
+        } else {
+            std::string so;
+            rlx_status s = compile_user(d, source, options, &so);
+            if (s != RLX_OK) return s;
+            // Library handles are never dlclosed: pipelines and ICB entries
+            // hold raw function pointers into them, and they are small.
+            handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+            if (!handle) {
+                const std::string err = dlerror();
+                unlink(so.c_str());  // a broken cache entry is rebuilt next time
+                return fail(RLX_ERR_COMPILE, "library_compile: dlopen %s: %s", so.c_str(), err.c_str());
+            }
+        }
+        *out = new rlx_library{d, handle};
+    } catch (...) {
+        return fail(RLX_ERR_OOM, "library_compile: out of memory");
+    }
+    return RLX_OK;
+}
+
+void library_free(rlx_library *lib) { delete lib; }
+
+rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, rlx_pipeline **out,
+                        rlx_pipeline_info *info) {
+    ARG_CHECK(lib && function && out, "pipeline_get: NULL argument");
+    *out = nullptr;
+    ARG_CHECK((flags & ~RLX_PIPELINE_INDIRECT) == 0, "pipeline_get: unknown flags 0x%x", flags);
+    const std::string sym = std::string("rlx_k_") + function;
+    kernel_fn fn = (kernel_fn)dlsym(lib->handle, sym.c_str());
+    if (!fn) return fail(RLX_ERR_NOT_FOUND, "pipeline_get: no kernel '%s' (symbol %s)", function, sym.c_str());
+    *out = new (std::nothrow) rlx_pipeline{lib, fn, flags};
+    if (!*out) return fail(RLX_ERR_OOM, "pipeline_get: out of memory");
+    if (info) {
+        *info = rlx_pipeline_info{};
+        info->max_threads_per_group = 1024;
+        info->execution_width = 1;
+    }
+    return RLX_OK;
+}
+
+void pipeline_free(rlx_pipeline *p) { delete p; }
+
+// ---- command buffers -------------------------------------------------------------
+#define CB_CHECK(cb, fn)                                                                  \
+    do {                                                                                  \
+        ARG_CHECK(cb, fn ": command buffer is NULL");                                     \
+        ARG_CHECK(cb->state.load(std::memory_order_relaxed) == CB_RECORDING,              \
+                  fn ": command buffer was already committed");                           \
+    } while (0)
+
+rlx_status cmd_begin(rlx_device *d, rlx_cmdbuf **out) {
+    ARG_CHECK(d && out, "cmd_begin: NULL argument");
+    *out = new (std::nothrow) rlx_cmdbuf;
+    if (!*out) return fail(RLX_ERR_OOM, "cmd_begin: out of memory");
+    (*out)->dev = d;
+    return RLX_OK;
+}
+
+rlx_status cmd_set_pipeline(rlx_cmdbuf *cb, rlx_pipeline *p) {
+    CB_CHECK(cb, "cmd_set_pipeline");
+    ARG_CHECK(p, "cmd_set_pipeline: pipeline is NULL");
+    ARG_CHECK(p->lib->dev == cb->dev, "cmd_set_pipeline: pipeline belongs to another device");
+    cb->pipe = p;
+    return RLX_OK;
+}
+
+rlx_status check_binding(rlx_device *d, const char *fn, uint32_t index, const rlx_buffer *b, uint64_t offset) {
+    ARG_CHECK(index < RLX_MAX_BINDINGS, "%s: binding index %u >= %u", fn, index, RLX_MAX_BINDINGS);
+    ARG_CHECK(b, "%s: buffer at binding %u is NULL", fn, index);
+    ARG_CHECK(b->dev == d, "%s: buffer at binding %u belongs to another device", fn, index);
+    ARG_CHECK(offset <= b->size, "%s: offset %llu past the end of a %llu-byte buffer (binding %u)", fn,
+              (unsigned long long)offset, (unsigned long long)b->size, index);
+    return RLX_OK;
+}
+
+rlx_status cmd_set_buffer(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *b, uint64_t offset) {
+    CB_CHECK(cb, "cmd_set_buffer");
+    if (rlx_status s = check_binding(cb->dev, "cmd_set_buffer", index, b, offset)) return s;
+    cb->bind[index] = b->ptr + offset;
+    return RLX_OK;
+}
+
+rlx_status cmd_set_bytes(rlx_cmdbuf *cb, uint32_t index, const void *data, uint32_t size) {
+    CB_CHECK(cb, "cmd_set_bytes");
+    ARG_CHECK(index < RLX_MAX_BINDINGS, "cmd_set_bytes: binding index %u >= %u", index, RLX_MAX_BINDINGS);
+    ARG_CHECK(data && size >= 1 && size <= kMaxBytes, "cmd_set_bytes: need 1..%u bytes of non-NULL data, got %u",
+              kMaxBytes, size);
+    try {
+        cb->bytes.emplace_back(new uint8_t[size]);  // new[] is aligned for any params struct
+    } catch (...) {
+        return fail(RLX_ERR_OOM, "cmd_set_bytes: out of memory");
+    }
+    memcpy(cb->bytes.back().get(), data, size);
+    cb->bind[index] = cb->bytes.back().get();
+    return RLX_OK;
+}
+
+rlx_status check_grid(const char *fn, const uint32_t groups[3], const uint32_t threads[3]) {
+    ARG_CHECK(groups, "%s: groups is NULL", fn);
+    ARG_CHECK(groups[0] && groups[1] && groups[2], "%s: groups (%u, %u, %u) contain 0", fn, groups[0], groups[1],
+              groups[2]);
+    ARG_CHECK((uint64_t)groups[0] * groups[1] * groups[2] <= UINT32_MAX, "%s: more than 2^32-1 groups", fn);
+    // Threads per group are ignored (groups run with one thread) but checked,
+    // so a schedule that the GPUs would reject fails here too.
+    if (threads)
+        ARG_CHECK(threads[0] && threads[1] && threads[2] && (uint64_t)threads[0] * threads[1] * threads[2] <= 1024,
+                  "%s: threads per group (%u, %u, %u) must be 1..1024 in total", fn, threads[0], threads[1],
+                  threads[2]);
+    return RLX_OK;
+}
+
+rlx_status push(rlx_cmdbuf *cb, const Cmd &c) {
+    try {
+        cb->cmds.push_back(c);
+    } catch (...) {
+        return fail(RLX_ERR_OOM, "command buffer: out of memory");
+    }
+    return RLX_OK;
+}
+
+rlx_status cmd_dispatch(rlx_cmdbuf *cb, const uint32_t groups[3], const uint32_t threads[3]) {
+    CB_CHECK(cb, "cmd_dispatch");
+    ARG_CHECK(cb->pipe, "cmd_dispatch: no pipeline set");
+    if (rlx_status s = check_grid("cmd_dispatch", groups, threads)) return s;
+    Cmd c{CMD_DISPATCH, {groups[0], groups[1], groups[2]}, cb->pipe->fn, {}, nullptr, 0, 0};
+    memcpy(c.bufs, cb->bind, sizeof c.bufs);
+    return push(cb, c);
+}
+
+rlx_status cmd_barrier(rlx_cmdbuf *cb) {
+    CB_CHECK(cb, "cmd_barrier");
+    return push(cb, Cmd{CMD_BARRIER, {}, nullptr, {}, nullptr, 0, 0});
+}
+
+rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
+    CB_CHECK(cb, "cmd_gemm");
+    if (rlx_status s = check_gemm(cb->dev, desc)) return s;
+    try {
+        cb->gemms.push_back(*desc);
+    } catch (...) {
+        return fail(RLX_ERR_OOM, "cmd_gemm: out of memory");
+    }
+    return push(cb, Cmd{CMD_GEMM, {}, nullptr, {}, nullptr, (uint32_t)cb->gemms.size() - 1, 0});
+}
+
+rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
+    CB_CHECK(cb, "cmd_execute_icb");
+    ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
+    ARG_CHECK(icb->dev == cb->dev, "cmd_execute_icb: icb belongs to another device");
+    ARG_CHECK((uint64_t)start + count <= icb->entries.size(), "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %zu",
+              start, start, count, icb->entries.size());
+    // Entries are read at execution, so encoding may still change them until commit.
+    return push(cb, Cmd{CMD_ICB, {}, nullptr, {}, icb, start, count});
+}
+
+rlx_status cmd_commit(rlx_cmdbuf *cb) {
+    ARG_CHECK(cb, "cmd_commit: command buffer is NULL");
+    rlx_device *d = cb->dev;
+    int expected = CB_RECORDING;
+    ARG_CHECK(cb->state.compare_exchange_strong(expected, CB_QUEUED), "cmd_commit: already committed");
+    std::unique_lock<std::mutex> lk(d->q_mu);
+    try {
+        d->queue.push_back(cb);
+    } catch (...) {
+        cb->state.store(CB_RECORDING);
+        return fail(RLX_ERR_OOM, "cmd_commit: out of memory");
+    }
+    if (!d->executor.joinable() && !d->stopping) {
+        try {
+            d->executor = std::thread(executor_main, d);
+        } catch (...) {
+            // No executor: still correct, cmd_wait drains the queue itself.
+        }
+    }
+    lk.unlock();
+    d->q_cv.notify_one();
+    return RLX_OK;
+}
+
+rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
+    ARG_CHECK(cb, "cmd_wait: command buffer is NULL");
+    const int st = cb->state.load(std::memory_order_acquire);
+    ARG_CHECK(st != CB_RECORDING, "cmd_wait: command buffer was not committed");
+    // Not started yet: claim it (and anything committed before it) and run it
+    // on this thread. Running on the executor: spin briefly, then block on
+    // exec_mu inside drain until the executor is done with it.
+    if (st == CB_RUNNING)
+        for (int i = 0; i < kSpin && cb->state.load(std::memory_order_acquire) != CB_DONE; ++i) CPU_RELAX();
+    if (cb->state.load(std::memory_order_acquire) != CB_DONE) drain(cb->dev, cb);
+    if (device_seconds) *device_seconds = cb->seconds;
+    if (cb->status != RLX_OK) t_error = "cmd_wait: " + cb->error;
+    return cb->status;
+}
+
+void cmd_release(rlx_cmdbuf *cb) {
+    if (!cb) return;
+    if (cb->state.load(std::memory_order_acquire) != CB_RECORDING) cmd_wait(cb, nullptr);
+    delete cb;
+}
+
+// ---- indirect command buffers -------------------------------------------------------
+rlx_status icb_create(rlx_device *d, uint32_t capacity, rlx_icb **out) {
+    ARG_CHECK(d && out, "icb_create: NULL argument");
+    *out = nullptr;
+    ARG_CHECK(capacity >= 1, "icb_create: capacity must be >= 1");
+    try {
+        *out = new rlx_icb{d, std::vector<IcbEntry>(capacity)};
+    } catch (...) {
+        return fail(RLX_ERR_OOM, "icb_create: out of memory for %u entries", capacity);
+    }
+    return RLX_OK;
+}
+
+rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline *p, uint32_t n_bindings,
+                               rlx_buffer *const *buffers, const uint64_t *offsets, const uint32_t groups[3],
+                               const uint32_t threads[3], uint32_t barrier_before) {
+    (void)barrier_before;  // entries run in order, each to completion
+    ARG_CHECK(icb, "icb_encode_dispatch: icb is NULL");
+    ARG_CHECK(index < icb->entries.size(), "icb_encode_dispatch: index %u >= capacity %zu", index,
+              icb->entries.size());
+    ARG_CHECK(p, "icb_encode_dispatch: pipeline is NULL");
+    ARG_CHECK(p->lib->dev == icb->dev, "icb_encode_dispatch: pipeline belongs to another device");
+    // Metal needs the pipeline made for ICBs; checking here keeps host tests honest.
+    ARG_CHECK(p->flags & RLX_PIPELINE_INDIRECT, "icb_encode_dispatch: pipeline lacks RLX_PIPELINE_INDIRECT");
+    ARG_CHECK(n_bindings <= RLX_MAX_BINDINGS, "icb_encode_dispatch: %u bindings > %u", n_bindings,
+              RLX_MAX_BINDINGS);
+    ARG_CHECK(n_bindings == 0 || (buffers && offsets), "icb_encode_dispatch: buffers or offsets is NULL");
+    if (rlx_status s = check_grid("icb_encode_dispatch", groups, threads)) return s;
+    IcbEntry e;
+    for (uint32_t i = 0; i < n_bindings; ++i) {
+        if (rlx_status s = check_binding(icb->dev, "icb_encode_dispatch", i, buffers[i], offsets[i])) return s;
+        e.bufs[i] = buffers[i]->ptr + offsets[i];
+    }
+    e.fn = p->fn;
+    memcpy(e.groups, groups, sizeof e.groups);
+    icb->entries[index] = e;
+    return RLX_OK;
+}
+
+void icb_free(rlx_icb *icb) { delete icb; }
+
+const rlx_shim_api kApi = {
+    RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), "host",
+    last_error, unavailable_reason,
+    device_count, device_open, device_info, device_close,
+    buffer_alloc, buffer_free, buffer_host_ptr, buffer_size, buffer_write, buffer_read,
+    library_compile, library_free, pipeline_get, pipeline_free,
+    cmd_begin, cmd_set_pipeline, cmd_set_buffer, cmd_set_bytes, cmd_dispatch, cmd_barrier, cmd_gemm,
+    cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,
+    icb_create, icb_encode_dispatch, icb_free,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) {
+    if (abi_version != RLX_SHIM_ABI_VERSION) {
+        fail(RLX_ERR_UNSUPPORTED, "rlx_shim_get_api: host shim implements ABI %u, not %u", RLX_SHIM_ABI_VERSION,
+             abi_version);
+        return nullptr;
+    }
+    return &kApi;
+}

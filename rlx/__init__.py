@@ -1,0 +1,69 @@
+"""rlx: an ML graph compiler and runtime for Apple GPUs, NVIDIA GPUs and the CPU.
+
+Build a graph with ``rlx.Graph``, compile it with ``rlx.compile(graph,
+device="cpu")`` and call ``run`` on the executable. See README.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlx.errors import (
+    ConfigError,
+    DeviceError,
+    DeviceUnavailableError,
+    DTypeError,
+    GraphError,
+    InputError,
+    KernelCompileError,
+    MemoryPlanError,
+    ParameterError,
+    RlxError,
+    ShapeError,
+    UnsupportedOpError,
+)
+
+__version__ = "0.1.0"
+
+# The graph API and the runtime are imported on first use, so `import rlx`
+# stays cheap and `rlx.errors` / `rlx.env` never pull in the compiled core.
+_LAZY = {
+    "Graph": ("rlx.ir", "Graph"),
+    "DType": ("rlx.ir", "DType"),
+    "f32": ("rlx.ir", "f32"),
+    "f16": ("rlx.ir", "f16"),
+    "i32": ("rlx.ir", "i32"),
+    "i64": ("rlx.ir", "i64"),
+    "compile": ("rlx.runtime.compiler", "compile"),
+    "Executable": ("rlx.runtime.executable", "Executable"),
+    "devices": ("rlx.runtime.devices", "devices"),
+    "run_reference": ("rlx.reference", "run_reference"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rlx' has no attribute {name!r}")
+
+
+__all__ = [
+    "ConfigError", "DeviceError", "DeviceUnavailableError", "DTypeError", "GraphError", "InputError",
+    "KernelCompileError", "MemoryPlanError", "ParameterError", "RlxError", "ShapeError",
+    "UnsupportedOpError", *_LAZY,
+]
+
+
+def get_include() -> list[str]:
+    """Directories holding ``_core.pxd``'s C headers, for Cython extensions
+    that ``cimport rlx._core`` (like ``numpy.get_include()``)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    installed = here / "include"
+    return [str(installed if installed.is_dir() else here.parent / "csrc")]

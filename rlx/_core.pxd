@@ -1,0 +1,141 @@
+# cython: language_level=3
+"""C-level API of the rlx run loop.
+
+Other Cython extensions can `cimport rlx._core` and run a compiled program
+without Python in the loop:
+
+    from rlx._core cimport Program, program_run
+    with nogil:
+        status = program_run(prog, input_ptrs, output_ptrs)
+
+`input_ptrs[i]` / `output_ptrs[i]` point at dense host memory of the i-th
+input / output in the order of `Executable.input_specs` / `output_specs`
+(byte sizes there). Dynamic values are set with `program_set_dynamic`.
+A non-zero status means the run failed; `program_error(prog)` gives the
+message, and the program stays usable.
+"""
+
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+
+
+cdef extern from "rlx_shim.h" nogil:
+    ctypedef struct rlx_device
+    ctypedef struct rlx_buffer
+    ctypedef struct rlx_pipeline
+    ctypedef struct rlx_cmdbuf
+    ctypedef struct rlx_icb
+    ctypedef struct rlx_library
+    ctypedef struct rlx_device_info
+    ctypedef struct rlx_pipeline_info
+
+    ctypedef struct rlx_gemm_desc:
+        const rlx_buffer *a
+        const rlx_buffer *b
+        rlx_buffer *c
+        uint64_t a_offset, b_offset, c_offset
+        int64_t m, n, k
+        int64_t lda, ldb, ldc
+        int trans_a, trans_b
+        int dtype
+        float alpha, beta
+
+    ctypedef struct rlx_shim_api:
+        uint32_t abi_version
+        uint32_t struct_size
+        const char *backend
+        const char *(*last_error)() noexcept nogil
+        void *(*buffer_host_ptr)(rlx_buffer *buf) noexcept nogil
+        int (*buffer_write)(rlx_buffer *buf, uint64_t offset, const void *src, uint64_t size) noexcept nogil
+        int (*buffer_read)(const rlx_buffer *buf, uint64_t offset, void *dst, uint64_t size) noexcept nogil
+        int (*cmd_begin)(rlx_device *dev, rlx_cmdbuf **out) noexcept nogil
+        int (*cmd_set_pipeline)(rlx_cmdbuf *cb, rlx_pipeline *pipe) noexcept nogil
+        int (*cmd_set_buffer)(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *buf, uint64_t offset) noexcept nogil
+        int (*cmd_dispatch)(rlx_cmdbuf *cb, const uint32_t *groups, const uint32_t *threads) noexcept nogil
+        int (*cmd_barrier)(rlx_cmdbuf *cb) noexcept nogil
+        int (*cmd_gemm)(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) noexcept nogil
+        int (*cmd_execute_icb)(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) noexcept nogil
+        int (*cmd_commit)(rlx_cmdbuf *cb) noexcept nogil
+        int (*cmd_wait)(rlx_cmdbuf *cb, double *device_seconds) noexcept nogil
+        void (*cmd_release)(rlx_cmdbuf *cb) noexcept nogil
+        int (*icb_create)(rlx_device *dev, uint32_t capacity, rlx_icb **out) noexcept nogil
+        int (*icb_encode_dispatch)(rlx_icb *icb, uint32_t index, rlx_pipeline *pipe,
+                                   uint32_t n_bindings, rlx_buffer *const *buffers,
+                                   const uint64_t *offsets, const uint32_t *groups,
+                                   const uint32_t *threads, uint32_t barrier_before) noexcept nogil
+        void (*icb_free)(rlx_icb *icb) noexcept nogil
+
+
+cdef extern from "rlx_thunk.h" nogil:
+    cdef unsigned int RLX_THUNK_DISPATCH
+    cdef unsigned int RLX_THUNK_GEMM
+    cdef unsigned int RLX_MAX_BINDINGS
+
+    ctypedef struct rlx_thunk:
+        uint32_t kind
+        uint32_t barrier_before
+        rlx_pipeline *pipeline
+        uint32_t n_bindings
+        uint32_t groups[3]
+        uint32_t threads[3]
+        rlx_buffer *buffers[12]
+        uint64_t offsets[12]
+        rlx_gemm_desc gemm
+
+    ctypedef struct rlx_patch:
+        uint64_t offset
+        uint32_t symbol
+        uint32_t pad
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+
+
+# A transfer between user memory and the arena.
+ctypedef struct rlx_io:
+    uint64_t offset
+    uint64_t size
+
+
+# One replay step: a range of recorded dispatches, or one gemm thunk.
+ctypedef struct rlx_segment:
+    uint32_t is_gemm
+    uint32_t start
+    uint32_t count
+
+
+cdef class Program:
+    cdef const rlx_shim_api *api
+    cdef rlx_device *device
+    cdef rlx_buffer *arena
+    cdef char *arena_host          # NULL when the arena is not host-visible
+    cdef rlx_thunk *thunks
+    cdef uint32_t n_thunks
+    cdef rlx_io *inputs
+    cdef uint32_t n_inputs
+    cdef rlx_io *outputs
+    cdef uint32_t n_outputs
+    cdef rlx_patch *patches
+    cdef uint32_t n_patches
+    cdef int64_t *dynamic
+    cdef uint32_t n_dynamic
+    cdef rlx_icb *icb
+    cdef rlx_segment *segments
+    cdef uint32_t n_segments
+    cdef bint replay
+    cdef pthread_mutex_t lock
+    cdef double device_seconds
+    cdef char error[1024]
+    cdef object keepalive
+
+    cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil
+    cdef _record(self)
+    cdef _raise(self, int status, what)
+    cdef int _fail(self, int status, const char *what) noexcept nogil
+    cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil
+
+
+cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil
+cdef int program_set_dynamic(Program prog, uint32_t symbol, int64_t value) noexcept nogil
+cdef const char *program_error(Program prog) noexcept nogil

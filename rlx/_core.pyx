@@ -1,0 +1,347 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The run loop: copies inputs in, patches dynamic params, encodes or replays
+the packed thunk table through the shim's function table, waits, and copies
+outputs out, all without the GIL.
+
+Planning happens in Python (rlx/runtime); a Program is built once per
+executable from plain tuples and from then on touches only C memory.
+"""
+
+from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy, memset, strncpy
+
+from rlx import errors as _errors
+
+
+cdef extern from "<pthread.h>" nogil:
+    int pthread_mutex_init(pthread_mutex_t *m, const void *attr)
+    int pthread_mutex_destroy(pthread_mutex_t *m)
+    int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_unlock(pthread_mutex_t *m)
+
+# rlx_status values (csrc/rlx_shim.h) mapped to the error raised in Python.
+_STATUS_ERRORS = {
+    1: _errors.RlxError,
+    2: _errors.DeviceError,
+    3: _errors.KernelCompileError,
+    4: _errors.UnsupportedOpError,
+    5: _errors.DeviceError,
+    6: _errors.UnsupportedOpError,
+    7: _errors.DeviceUnavailableError,
+}
+
+cdef enum:
+    MAX_IO = 256
+
+THUNK_DISPATCH = 0
+THUNK_GEMM = 1
+
+
+cdef class Program:
+    """A compiled schedule bound to one device, arena and set of buffers.
+
+    thunks: sequence of tuples, either
+      (0, barrier, pipeline_addr, ((slot, offset), ...), (gx, gy, gz), (tx, ty, tz))
+      (1, barrier, (a_slot, a_off), (b_slot, b_off), (c_slot, c_off),
+          m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta)
+    buffers: shim buffer addresses by slot; slot 0 is the arena.
+    inputs / outputs: (arena offset, bytes) per transfer.
+    patches: (arena offset, dynamic symbol index) for run-time int32 params.
+    """
+
+    def __cinit__(self):
+        pthread_mutex_init(&self.lock, NULL)
+
+    def __init__(self, uintptr_t api, uintptr_t device, buffers, thunks, inputs, outputs,
+                 patches=(), uint32_t n_dynamic=0, bint replay=True, keepalive=None):
+        cdef uint32_t i, j
+        cdef rlx_thunk *t
+        cdef rlx_buffer *bufs[16]
+        if len(buffers) == 0 or len(buffers) > 16:
+            raise _errors.RlxError(f"Program needs 1..16 buffers, got {len(buffers)}")
+        if len(inputs) > MAX_IO or len(outputs) > MAX_IO:
+            raise _errors.RlxError(f"at most {MAX_IO} inputs and outputs")
+        self.api = <const rlx_shim_api *>api
+        self.device = <rlx_device *>device
+        self.keepalive = keepalive
+        for i, b in enumerate(buffers):
+            bufs[i] = <rlx_buffer *><uintptr_t>b
+        self.arena = bufs[0]
+        self.arena_host = <char *>self.api.buffer_host_ptr(self.arena)
+
+        self.n_thunks = len(thunks)
+        self.thunks = <rlx_thunk *>calloc(max(1, self.n_thunks), sizeof(rlx_thunk))
+        if self.thunks == NULL:
+            raise MemoryError()
+        for i, th in enumerate(thunks):
+            t = &self.thunks[i]
+            t.kind = th[0]
+            t.barrier_before = 1 if th[1] else 0
+            if t.kind == RLX_THUNK_DISPATCH:
+                t.pipeline = <rlx_pipeline *><uintptr_t>th[2]
+                if len(th[3]) > RLX_MAX_BINDINGS:
+                    raise _errors.RlxError(f"thunk {i}: more than {RLX_MAX_BINDINGS} bindings")
+                t.n_bindings = len(th[3])
+                for j, (slot, off) in enumerate(th[3]):
+                    t.buffers[j] = bufs[slot]
+                    t.offsets[j] = off
+                for j in range(3):
+                    t.groups[j] = th[4][j]
+                    t.threads[j] = th[5][j]
+            elif t.kind == RLX_THUNK_GEMM:
+                t.gemm.a = bufs[th[2][0]]
+                t.gemm.a_offset = th[2][1]
+                t.gemm.b = bufs[th[3][0]]
+                t.gemm.b_offset = th[3][1]
+                t.gemm.c = bufs[th[4][0]]
+                t.gemm.c_offset = th[4][1]
+                (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc,
+                 t.gemm.trans_a, t.gemm.trans_b, t.gemm.dtype, t.gemm.alpha, t.gemm.beta) = th[5:16]
+            else:
+                raise _errors.RlxError(f"thunk {i}: unknown kind {t.kind}")
+
+        self.n_inputs = len(inputs)
+        self.inputs = <rlx_io *>calloc(max(1, self.n_inputs), sizeof(rlx_io))
+        for i, (off, size) in enumerate(inputs):
+            self.inputs[i].offset = off
+            self.inputs[i].size = size
+        self.n_outputs = len(outputs)
+        self.outputs = <rlx_io *>calloc(max(1, self.n_outputs), sizeof(rlx_io))
+        for i, (off, size) in enumerate(outputs):
+            self.outputs[i].offset = off
+            self.outputs[i].size = size
+        self.n_patches = len(patches)
+        self.patches = <rlx_patch *>calloc(max(1, self.n_patches), sizeof(rlx_patch))
+        for i, (off, sym) in enumerate(patches):
+            if sym >= n_dynamic:
+                raise _errors.RlxError(f"patch {i} names dynamic value {sym} of {n_dynamic}")
+            self.patches[i].offset = off
+            self.patches[i].symbol = sym
+        self.n_dynamic = n_dynamic
+        self.dynamic = <int64_t *>calloc(max(1, n_dynamic), sizeof(int64_t))
+        if replay:
+            self._record()
+
+    cdef _record(self):
+        """Record every dispatch into an indirect command buffer once; gemm
+        thunks split it into segments (an ICB cannot hold a BLAS call)."""
+        cdef uint32_t i, start = 0
+        cdef rlx_thunk *t
+        cdef int status
+        status = self.api.icb_create(self.device, max(1, self.n_thunks), &self.icb)
+        if status != 0:
+            self._raise(status, "recording the schedule")
+        for i in range(self.n_thunks):
+            t = &self.thunks[i]
+            if t.kind == RLX_THUNK_DISPATCH:
+                status = self.api.icb_encode_dispatch(self.icb, i, t.pipeline, t.n_bindings, t.buffers,
+                                                      t.offsets, t.groups, t.threads, t.barrier_before)
+                if status != 0:
+                    self._raise(status, f"recording thunk {i}")
+        self.segments = <rlx_segment *>calloc(max(1, self.n_thunks), sizeof(rlx_segment))
+        self.n_segments = 0
+        for i in range(self.n_thunks + 1):
+            if i == self.n_thunks or self.thunks[i].kind == RLX_THUNK_GEMM:
+                if i > start:
+                    self.segments[self.n_segments].is_gemm = 0
+                    self.segments[self.n_segments].start = start
+                    self.segments[self.n_segments].count = i - start
+                    self.n_segments += 1
+                if i < self.n_thunks:
+                    self.segments[self.n_segments].is_gemm = 1
+                    self.segments[self.n_segments].start = i
+                    self.segments[self.n_segments].count = 1
+                    self.n_segments += 1
+                start = i + 1
+        self.replay = True
+
+    def __dealloc__(self):
+        if self.icb != NULL and self.api != NULL:
+            self.api.icb_free(self.icb)
+        free(self.thunks)
+        free(self.inputs)
+        free(self.outputs)
+        free(self.patches)
+        free(self.dynamic)
+        free(self.segments)
+        pthread_mutex_destroy(&self.lock)
+
+    cdef _raise(self, int status, what):
+        cdef const char *msg = self.api.last_error()
+        text = msg.decode("utf-8", "replace") if msg != NULL else ""
+        raise _STATUS_ERRORS.get(status, _errors.DeviceError)(f"{what}: {text}")
+
+    @property
+    def replaying(self):
+        """True when runs replay the recorded schedule instead of re-encoding."""
+        return bool(self.replay)
+
+    @property
+    def thunk_count(self):
+        return self.n_thunks
+
+    @property
+    def segment_count(self):
+        return self.n_segments
+
+    @property
+    def last_device_seconds(self):
+        """Device time of the latest run, as the shim measured it."""
+        return self.device_seconds
+
+    def set_dynamic(self, uint32_t symbol, int64_t value):
+        if symbol >= self.n_dynamic:
+            raise _errors.RlxError(f"dynamic value {symbol} out of range ({self.n_dynamic})")
+        program_set_dynamic(self, symbol, value)
+
+    def run(self, inputs, outputs):
+        """Run once. inputs / outputs: objects with the buffer protocol, dense,
+        in the order and byte sizes the program was built with."""
+        cdef Py_buffer in_views[MAX_IO]
+        cdef Py_buffer out_views[MAX_IO]
+        cdef const void *in_ptrs[MAX_IO]
+        cdef void *out_ptrs[MAX_IO]
+        cdef uint32_t n_in = 0, n_out = 0, i
+        cdef int status
+        if len(inputs) != self.n_inputs or len(outputs) != self.n_outputs:
+            raise _errors.InputError(
+                f"expected {self.n_inputs} inputs and {self.n_outputs} outputs, "
+                f"got {len(inputs)} and {len(outputs)}")
+        try:
+            for obj in inputs:
+                PyObject_GetBuffer(obj, &in_views[n_in], PyBUF_ANY_CONTIGUOUS)
+                n_in += 1
+                if <uint64_t>in_views[n_in - 1].len != self.inputs[n_in - 1].size:
+                    raise _errors.InputError(
+                        f"input {n_in - 1}: {in_views[n_in - 1].len} bytes, expected {self.inputs[n_in - 1].size}")
+                in_ptrs[n_in - 1] = in_views[n_in - 1].buf
+            for obj in outputs:
+                PyObject_GetBuffer(obj, &out_views[n_out], PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE)
+                n_out += 1
+                if <uint64_t>out_views[n_out - 1].len != self.outputs[n_out - 1].size:
+                    raise _errors.InputError(
+                        f"output {n_out - 1}: {out_views[n_out - 1].len} bytes, expected {self.outputs[n_out - 1].size}")
+                out_ptrs[n_out - 1] = out_views[n_out - 1].buf
+            with nogil:
+                status = self.run_nogil(in_ptrs, out_ptrs)
+        finally:
+            for i in range(n_in):
+                PyBuffer_Release(&in_views[i])
+            for i in range(n_out):
+                PyBuffer_Release(&out_views[i])
+        if status != 0:
+            raise _STATUS_ERRORS.get(status, _errors.DeviceError)(
+                "run failed: " + self.error.decode("utf-8", "replace"))
+
+    cdef int _fail(self, int status, const char *what) noexcept nogil:
+        cdef const char *msg = self.api.last_error()
+        cdef size_t n = 0
+        memset(self.error, 0, sizeof(self.error))
+        strncpy(self.error, what, 200)
+        while self.error[n] != 0:
+            n += 1
+        if msg != NULL:
+            self.error[n] = b':'
+            self.error[n + 1] = b' '
+            strncpy(self.error + n + 2, msg, sizeof(self.error) - n - 3)
+        return status
+
+    cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil:
+        cdef const rlx_shim_api *api = self.api
+        cdef rlx_thunk *t
+        cdef uint32_t i, j
+        cdef int st = 0
+        if self.replay:
+            for i in range(self.n_segments):
+                if self.segments[i].is_gemm:
+                    t = &self.thunks[self.segments[i].start]
+                    if t.barrier_before:
+                        st |= api.cmd_barrier(cb)
+                    st |= api.cmd_gemm(cb, &t.gemm)
+                else:
+                    st |= api.cmd_execute_icb(cb, self.icb, self.segments[i].start, self.segments[i].count)
+            return st
+        for i in range(self.n_thunks):
+            t = &self.thunks[i]
+            if t.barrier_before:
+                st |= api.cmd_barrier(cb)
+            if t.kind == RLX_THUNK_DISPATCH:
+                st |= api.cmd_set_pipeline(cb, t.pipeline)
+                for j in range(t.n_bindings):
+                    st |= api.cmd_set_buffer(cb, j, t.buffers[j], t.offsets[j])
+                st |= api.cmd_dispatch(cb, t.groups, t.threads)
+            else:
+                st |= api.cmd_gemm(cb, &t.gemm)
+        return st
+
+    cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil:
+        cdef const rlx_shim_api *api = self.api
+        cdef rlx_cmdbuf *cb = NULL
+        cdef uint32_t i
+        cdef int status = 0
+        cdef int32_t value
+        pthread_mutex_lock(&self.lock)
+        for i in range(self.n_inputs):
+            if self.arena_host != NULL:
+                memcpy(self.arena_host + self.inputs[i].offset, inputs[i], self.inputs[i].size)
+            else:
+                status = api.buffer_write(self.arena, self.inputs[i].offset, inputs[i], self.inputs[i].size)
+                if status != 0:
+                    status = self._fail(status, b"copying an input in")
+                    break
+        if status == 0:
+            for i in range(self.n_patches):
+                value = <int32_t>self.dynamic[self.patches[i].symbol]
+                if self.arena_host != NULL:
+                    memcpy(self.arena_host + self.patches[i].offset, &value, 4)
+                else:
+                    status = api.buffer_write(self.arena, self.patches[i].offset, &value, 4)
+                    if status != 0:
+                        status = self._fail(status, b"patching a dynamic value")
+                        break
+        if status == 0:
+            status = api.cmd_begin(self.device, &cb)
+            if status != 0:
+                status = self._fail(status, b"beginning a command buffer")
+        if status == 0:
+            status = self._encode(cb)
+            if status != 0:
+                status = self._fail(status, b"encoding")
+            else:
+                status = api.cmd_commit(cb)
+                if status != 0:
+                    status = self._fail(status, b"committing")
+                else:
+                    status = api.cmd_wait(cb, &self.device_seconds)
+                    if status != 0:
+                        status = self._fail(status, b"executing")
+        if cb != NULL:
+            api.cmd_release(cb)
+        if status == 0:
+            for i in range(self.n_outputs):
+                if self.arena_host != NULL:
+                    memcpy(outputs[i], self.arena_host + self.outputs[i].offset, self.outputs[i].size)
+                else:
+                    status = api.buffer_read(self.arena, self.outputs[i].offset, outputs[i], self.outputs[i].size)
+                    if status != 0:
+                        status = self._fail(status, b"copying an output out")
+                        break
+        pthread_mutex_unlock(&self.lock)
+        return status
+
+
+cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil:
+    return prog.run_nogil(inputs, outputs)
+
+
+cdef int program_set_dynamic(Program prog, uint32_t symbol, int64_t value) noexcept nogil:
+    if symbol >= prog.n_dynamic:
+        return 1
+    prog.dynamic[symbol] = value
+    return 0
+
+
+cdef const char *program_error(Program prog) noexcept nogil:
+    return prog.error

@@ -1,0 +1,327 @@
+"""The graph: nodes built through typed helpers, outputs, ordering and validation.
+
+Every node's type is inferred when it is built, so shape and dtype mistakes
+surface at the line of user code that made them, with the node named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops)
+from rlx.ir.dtype import DType
+from rlx.ir.op import OpDef, TensorType, get_op
+from rlx.ir.printer import format_graph
+from rlx.ir.shape import Shape
+
+__all__ = ["Graph", "Node"]
+
+_LEAF_NAMED = ("input", "param")
+
+
+class Node:
+    """One value in a graph: the op that makes it, its inputs, attrs and type.
+
+    Nodes compare and hash by identity. ``inputs`` may be reassigned by
+    rewriting passes; ``Graph.validate`` re-checks the result.
+    """
+
+    __slots__ = ("id", "op", "inputs", "attrs", "type", "name", "graph", "__weakref__")
+
+    def __init__(self, graph: Graph, id: int, op: str, inputs: tuple[Node, ...], attrs: dict,
+                 type: TensorType, name: str | None) -> None:
+        self.graph = graph
+        self.id = id
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.type = type
+        self.name = name
+
+    @property
+    def shape(self) -> Shape:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    def _operand(self, other: Any) -> Node:
+        if isinstance(other, Node):
+            return other
+        if isinstance(other, (int, float, np.number)) and not isinstance(other, bool):
+            return self.graph.constant(np.asarray(other), dtype=self.dtype)
+        return NotImplemented
+
+    def __add__(self, other: Any) -> Node:
+        o = self._operand(other)
+        return o if o is NotImplemented else self.graph.add(self, o)
+
+    def __radd__(self, other: Any) -> Node:
+        o = self._operand(other)
+        return o if o is NotImplemented else self.graph.add(o, self)
+
+    def __mul__(self, other: Any) -> Node:
+        o = self._operand(other)
+        return o if o is NotImplemented else self.graph.mul(self, o)
+
+    def __rmul__(self, other: Any) -> Node:
+        o = self._operand(other)
+        return o if o is NotImplemented else self.graph.mul(o, self)
+
+    def __repr__(self) -> str:
+        args = ", ".join(_ref(i) for i in self.inputs)
+        tail = f"  # {self.name}" if self.name else ""
+        return f"%{self.id} = {self.op}({args}) : {self.type}{tail}"
+
+
+def _ref(x: Any) -> str:
+    return f"%{x.id}" if isinstance(x, Node) else f"<not a node: {type(x).__name__}>"
+
+
+class Graph:
+    """A dataflow graph of typed nodes with named inputs, params and outputs."""
+
+    def __init__(self) -> None:
+        self._nodes: list[Node] = []
+        self._inputs: dict[str, Node] = {}
+        self._params: dict[str, Node] = {}
+        self._outputs: dict[str, Node] = {}
+        self._next_id = 0
+
+    # ------------------------------------------------------------ building
+
+    def op(self, op: str, inputs: Sequence[Node] = (), /, **attrs: Any) -> Node:
+        """Build a node of any registered op (built-in or user-registered).
+
+        ``name=`` sets the node's name; for ``input``/``param`` it is the
+        binding name and is required.
+        """
+        opdef = get_op(op)
+        if isinstance(inputs, Node):
+            inputs = (inputs,)
+        inputs = tuple(inputs)
+        for i, x in enumerate(inputs):
+            if not isinstance(x, Node):
+                raise GraphError(f"{op}: input {i} is a {type(x).__name__}, not a Node")
+            if x.graph is not self:
+                raise GraphError(f"{op}: input {i} ({x!r}) belongs to another graph")
+        if opdef.arity != -1 and len(inputs) != opdef.arity:
+            raise GraphError(f"{op}: expects {opdef.arity} input(s), got {len(inputs)}")
+        name = attrs.get("name") if op in _LEAF_NAMED or op == "constant" else attrs.pop("name", None)
+        if name is not None and not isinstance(name, str):
+            raise GraphError(f"{op}: node name must be a string, got {name!r}")
+        if op in _LEAF_NAMED and (name in self._inputs or name in self._params):
+            kind = "an input" if name in self._inputs else "a param"
+            raise GraphError(f"duplicate name {name!r}: already {kind} of this graph")
+        attrs = dict(attrs)
+        nid = self._next_id
+        ty = self._infer(opdef, inputs, attrs, nid, name)
+        node = Node(self, nid, op, inputs, attrs, ty, name)
+        self._next_id += 1
+        self._nodes.append(node)
+        if op == "input":
+            self._inputs[name] = node
+        elif op == "param":
+            self._params[name] = node
+        return node
+
+    @staticmethod
+    def _infer(opdef: OpDef, inputs: tuple[Node, ...], attrs: dict, nid: int, name: str | None) -> TensorType:
+        """Run inference, adding the node (id, name, input types) to any error message."""
+        try:
+            ty = opdef.infer([x.type for x in inputs], attrs)
+        except (ShapeError, DTypeError, GraphError) as e:
+            where = f"node %{nid}" + (f" {name!r}" if name else "")
+            ins = ", ".join(f"%{x.id}: {x.type}" for x in inputs)
+            raise type(e)(f"{e} [at {where}{'; inputs ' + ins if ins else ''}]") from None
+        if not isinstance(ty, TensorType):
+            raise GraphError(f"{opdef.name}: infer returned {type(ty).__name__}, not a TensorType")
+        return ty
+
+    def input(self, name: str, shape: Iterable[int], dtype: DType | str = "f32") -> Node:
+        """A run-time input, bound by name."""
+        return self.op("input", (), name=name, shape=shape, dtype=dtype)
+
+    def param(self, name: str, shape: Iterable[int], dtype: DType | str = "f32") -> Node:
+        """A weight, bound once by name."""
+        return self.op("param", (), name=name, shape=shape, dtype=dtype)
+
+    def constant(self, value: Any, name: str | None = None, dtype: DType | str | None = None) -> Node:
+        """A value baked into the graph.
+
+        Without ``dtype``, float64 values become f32 (there is no f64) and
+        other dtypes must be supported ones. The value is copied and frozen.
+        """
+        arr = np.asarray(value)
+        if dtype is None:
+            if arr.dtype.kind == "f" and arr.dtype != np.float16:
+                dt = DType.of("f32")
+            elif arr.dtype.kind in "iu" and arr.dtype not in (np.int32, np.int64):
+                dt = DType.of("i64")
+            else:
+                dt = DType.of(arr.dtype)
+        else:
+            dt = DType.of(dtype)
+        if arr.dtype.kind not in "fiu":
+            raise DTypeError(f"constant {name or ''}: values of numpy dtype {arr.dtype} are not supported")
+        conv = np.array(arr, dtype=dt.numpy, order="C", copy=True)
+        if not dt.is_float and not np.array_equal(conv, arr):
+            raise DTypeError(f"constant {name or ''}: values do not fit in {dt} without change")
+        conv.flags.writeable = False
+        attrs: dict[str, Any] = {"value": conv}
+        if name is not None:
+            attrs["name"] = name
+        return self.op("constant", (), **attrs)
+
+    def add(self, a: Node, b: Node, *, name: str | None = None) -> Node:
+        return self.op("add", (a, b), name=name)
+
+    def mul(self, a: Node, b: Node, *, name: str | None = None) -> Node:
+        return self.op("mul", (a, b), name=name)
+
+    def gelu(self, x: Node, approximate: str = "none", *, name: str | None = None) -> Node:
+        return self.op("gelu", (x,), approximate=approximate, name=name)
+
+    def silu(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("silu", (x,), name=name)
+
+    def softmax(self, x: Node, axis: int = -1, *, name: str | None = None) -> Node:
+        return self.op("softmax", (x,), axis=axis, name=name)
+
+    def layernorm(self, x: Node, weight: Node, bias: Node, eps: float = 1e-5, *,
+                  name: str | None = None) -> Node:
+        return self.op("layernorm", (x, weight, bias), eps=eps, name=name)
+
+    def gather(self, table: Node, indices: Node, *, name: str | None = None) -> Node:
+        return self.op("gather", (table, indices), name=name)
+
+    def matmul(self, a: Node, b: Node, transpose_b: bool = False, *, name: str | None = None) -> Node:
+        return self.op("matmul", (a, b), transpose_b=transpose_b, name=name)
+
+    def reshape(self, x: Node, shape: Iterable[int], *, name: str | None = None) -> Node:
+        return self.op("reshape", (x,), shape=shape, name=name)
+
+    def transpose(self, x: Node, perm: Iterable[int], *, name: str | None = None) -> Node:
+        return self.op("transpose", (x,), perm=perm, name=name)
+
+    def narrow(self, x: Node, axis: int, start: int, length: int, *, name: str | None = None) -> Node:
+        return self.op("narrow", (x,), axis=axis, start=start, length=length, name=name)
+
+    def copy(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("copy", (x,), name=name)
+
+    def cast(self, x: Node, dtype: DType | str, *, name: str | None = None) -> Node:
+        return self.op("cast", (x,), dtype=dtype, name=name)
+
+    def set_outputs(self, mapping_or_None: Mapping[str, Node] | None = None, **named: Node) -> None:
+        """Name the graph's outputs (replacing earlier ones), in the given order."""
+        outs: dict[str, Node] = {}
+        for k, v in list((mapping_or_None or {}).items()) + list(named.items()):
+            if not isinstance(k, str) or not k:
+                raise GraphError(f"output names must be non-empty strings, got {k!r}")
+            if not isinstance(v, Node):
+                raise GraphError(f"output {k!r} is a {type(v).__name__}, not a Node")
+            if v.graph is not self:
+                raise GraphError(f"output {k!r} ({v!r}) belongs to another graph")
+            if k in outs:
+                raise GraphError(f"output {k!r} given twice")
+            outs[k] = v
+        if not outs:
+            raise GraphError("set_outputs needs at least one output")
+        self._outputs = outs
+
+    # ------------------------------------------------------------ views of the graph
+
+    @property
+    def nodes(self) -> list[Node]:
+        """All nodes, in insertion order (dead ones included)."""
+        return list(self._nodes)
+
+    @property
+    def inputs(self) -> dict[str, Node]:
+        return dict(self._inputs)
+
+    @property
+    def params(self) -> dict[str, Node]:
+        return dict(self._params)
+
+    @property
+    def constants(self) -> list[Node]:
+        """Constant nodes in insertion order (a list: constants need not be named)."""
+        return [n for n in self._nodes if n.op == "constant"]
+
+    @property
+    def outputs(self) -> dict[str, Node]:
+        return dict(self._outputs)
+
+    def topo_order(self) -> list[Node]:
+        """Nodes reachable from the outputs, each after its inputs (depth-first, inputs in order)."""
+        if not self._outputs:
+            raise GraphError("graph has no outputs; call set_outputs(...) first")
+        visiting, done = 1, 2
+        state: dict[Node, int] = {}
+        order: list[Node] = []
+        for root in self._outputs.values():
+            if root in state:
+                continue
+            state[root] = visiting
+            stack: list[tuple[Node, Any]] = [(root, iter(root.inputs))]
+            while stack:
+                node, it = stack[-1]
+                for x in it:
+                    if not isinstance(x, Node) or x.graph is not self:
+                        what = "another graph's node" if isinstance(x, Node) else f"a {type(x).__name__}"
+                        raise GraphError(f"{node!r} has {what} as an input: {x!r}")
+                    s = state.get(x)
+                    if s is None:
+                        state[x] = visiting
+                        stack.append((x, iter(x.inputs)))
+                        break
+                    if s == visiting:
+                        path = [n for n, _ in stack]
+                        cyc = path[path.index(x):] + [x]
+                        raise GraphError("cycle in graph: " + " -> ".join(f"%{n.id} {n.op}" for n in cyc))
+                else:
+                    state[node] = done
+                    order.append(node)
+                    stack.pop()
+        return order
+
+    def validate(self) -> None:
+        """Re-run inference over the live graph; catches passes that mutated it inconsistently."""
+        for node in self.topo_order():
+            opdef = get_op(node.op)
+            if opdef.arity != -1 and len(node.inputs) != opdef.arity:
+                raise GraphError(f"{node!r}: {node.op} expects {opdef.arity} input(s), "
+                                 f"has {len(node.inputs)}")
+            ty = self._infer(opdef, tuple(node.inputs), dict(node.attrs), node.id, node.name)
+            if ty != node.type:
+                raise GraphError(f"{node!r}: stored type {node.type} but inference now gives {ty}")
+            if node.op in _LEAF_NAMED:
+                table = self._inputs if node.op == "input" else self._params
+                if table.get(node.attrs["name"]) is not node:
+                    raise GraphError(f"{node!r}: {node.op} {node.attrs['name']!r} is not registered "
+                                     f"under that name in the graph")
+
+    def consumers(self) -> dict[Node, list[Node]]:
+        """For each live node, the live nodes that read it (each listed once, in topo order)."""
+        order = self.topo_order()
+        out: dict[Node, list[Node]] = {n: [] for n in order}
+        for n in order:
+            for x in dict.fromkeys(n.inputs):
+                out[x].append(n)
+        return out
+
+    # ------------------------------------------------------------ printing
+
+    def __str__(self) -> str:
+        return format_graph(self)
+
+    def __repr__(self) -> str:
+        return (f"<Graph: {len(self._nodes)} nodes, inputs {list(self._inputs)}, "
+                f"params {len(self._params)}, outputs {list(self._outputs)}>")

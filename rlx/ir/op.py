@@ -1,0 +1,98 @@
+"""Op definitions and the op registry.
+
+An op is a name, an arity and a type-inference function. The registry is global
+so that ops registered by users (or later layers) work through ``Graph.op``
+exactly like the built-in ones in ``ops.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rlx.errors import GraphError, UnsupportedOpError
+from rlx.ir.dtype import DType
+from rlx.ir.shape import Shape
+
+__all__ = ["TensorType", "OpDef", "register_op", "get_op", "all_ops"]
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """Shape and element type of a value; everything a planner needs to size it."""
+
+    shape: Shape
+    dtype: DType
+
+    def __init__(self, shape: Iterable[int], dtype: DType | str | Any) -> None:
+        # Coerce here so ``TensorType((2, 3), "f16")`` is as good as the long form.
+        object.__setattr__(self, "shape", Shape(shape))
+        object.__setattr__(self, "dtype", DType.of(dtype))
+
+    @property
+    def numel(self) -> int:
+        return self.shape.numel
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape.numel * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        return f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"
+
+
+InferFn = Callable[[list[TensorType], dict], TensorType]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """What the IR knows about an op.
+
+    ``infer(input_types, attrs)`` returns the output type or raises
+    ShapeError/DTypeError (GraphError for malformed attrs). It receives the
+    node's own attrs dict and may normalize it in place (fill defaults, turn a
+    negative axis positive), so later layers read one canonical form.
+    ``arity`` is the number of inputs, or -1 for any number.
+    """
+
+    name: str
+    arity: int
+    infer: InferFn
+    is_view: bool = False
+    doc: str = ""
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register_op(opdef: OpDef, *, replace: bool = False) -> OpDef:
+    """Add an op to the global registry; re-registering a name needs ``replace=True``."""
+    if not isinstance(opdef, OpDef):
+        raise GraphError(f"register_op expects an OpDef, got {type(opdef).__name__}")
+    if not opdef.name or not isinstance(opdef.name, str):
+        raise GraphError(f"op name must be a non-empty string, got {opdef.name!r}")
+    if not isinstance(opdef.arity, int) or opdef.arity < -1:
+        raise GraphError(f"op {opdef.name!r}: arity must be an int >= 0 or -1, got {opdef.arity!r}")
+    if opdef.name in _REGISTRY and not replace:
+        raise GraphError(f"op {opdef.name!r} is already registered (pass replace=True to override)")
+    _REGISTRY[opdef.name] = opdef
+    return opdef
+
+
+def get_op(name: str) -> OpDef:
+    """Look an op up by name; unknown names list what exists, to make typos obvious."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise UnsupportedOpError(
+            f"unknown op {name!r}; known ops: {', '.join(sorted(_REGISTRY))}") from None
+
+
+def all_ops() -> dict[str, OpDef]:
+    """A snapshot of the registry, name -> OpDef."""
+    return dict(_REGISTRY)

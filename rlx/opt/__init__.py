@@ -1,0 +1,1 @@
+"""Graph-level optimisations and planning (memory plan, fusion, scheduling)."""

@@ -1,0 +1,186 @@
+"""The numpy oracle: what every kernel's output is checked against.
+
+Float ops compute in float32 (f16 inputs are upcast) and the result is cast to
+the node's dtype, matching kernels that accumulate in f32 and store f16.
+Transcendentals that numpy lacks (erf) use float64 ``math.erf`` so the oracle
+is never the least accurate party in a comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from rlx.errors import GraphError, InputError, ParameterError, ShapeError, UnsupportedOpError
+from rlx.ir import Graph, TensorType
+
+__all__ = ["REFERENCE", "register_reference", "run_reference", "erf"]
+
+RefFn = Callable[[list[np.ndarray], dict, TensorType], np.ndarray]
+REFERENCE: dict[str, RefFn] = {}
+
+_erf64 = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Elementwise erf in float64 (exact to double rounding, via math.erf)."""
+    x = np.asarray(x, dtype=np.float64)
+    return _erf64(x) if x.size else np.zeros(x.shape, np.float64)
+
+
+def register_reference(op_name: str, fn: RefFn) -> RefFn:
+    """Give an op (built-in or user-registered) its numpy semantics."""
+    if not callable(fn):
+        raise GraphError(f"reference for {op_name!r} must be callable, got {type(fn).__name__}")
+    REFERENCE[op_name] = fn
+    return fn
+
+
+def _f32(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32)
+
+
+def _ref(name: str) -> Callable[[RefFn], RefFn]:
+    def deco(fn: RefFn) -> RefFn:
+        return register_reference(name, fn)
+    return deco
+
+
+@_ref("add")
+def _add(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _f32(xs[0]) + _f32(xs[1])
+
+
+@_ref("mul")
+def _mul(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _f32(xs[0]) * _f32(xs[1])
+
+
+@_ref("gelu")
+def _gelu(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x = _f32(xs[0])
+    if attrs.get("approximate", "none") == "tanh":
+        c = np.float32(math.sqrt(2.0 / math.pi))
+        return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * x * x * x)))
+    e = erf(x.astype(np.float64) / math.sqrt(2.0)).astype(np.float32)
+    return np.float32(0.5) * x * (np.float32(1.0) + e)
+
+
+@_ref("silu")
+def _silu(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x = _f32(xs[0])
+    with np.errstate(over="ignore"):  # exp(-x) -> inf for very negative x gives the right limit 0
+        return x / (np.float32(1.0) + np.exp(-x))
+
+
+@_ref("softmax")
+def _softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x = _f32(xs[0])
+    axis = attrs.get("axis", -1)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+@_ref("layernorm")
+def _layernorm(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x, w, b = (_f32(a) for a in xs)
+    mean = np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(np.square(x - mean), axis=-1, keepdims=True)  # biased, as in BERT/PyTorch
+    return (x - mean) / np.sqrt(var + np.float32(attrs.get("eps", 1e-5))) * w + b
+
+
+@_ref("gather")
+def _gather(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    table, idx = xs
+    v = table.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= v):
+        bad = idx[(idx < 0) | (idx >= v)].ravel()[0]
+        raise InputError(f"gather: index {int(bad)} is out of range for a table of {v} rows")
+    return table[idx]
+
+
+@_ref("matmul")
+def _matmul(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    a, b = _f32(xs[0]), _f32(xs[1])
+    if attrs.get("transpose_b", False):
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+@_ref("reshape")
+def _reshape(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return np.reshape(xs[0], tuple(out.shape))
+
+
+@_ref("transpose")
+def _transpose(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return np.transpose(xs[0], tuple(attrs["perm"]))
+
+
+@_ref("narrow")
+def _narrow(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x = xs[0]
+    index = [slice(None)] * x.ndim
+    index[attrs["axis"]] = slice(attrs["start"], attrs["start"] + attrs["length"])
+    return x[tuple(index)]
+
+
+@_ref("copy")
+def _copy(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return np.array(xs[0], order="C", copy=True)
+
+
+@_ref("cast")
+def _cast(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return xs[0]  # the runner casts every result to the node's dtype
+
+
+def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exception]) -> np.ndarray:
+    arr = np.asarray(value)
+    if tuple(arr.shape) != tuple(t.shape) or arr.dtype != t.dtype.numpy:
+        got = f"{arr.dtype}{list(arr.shape)}"
+        raise err(f"{kind} {name!r}: expected {t} ({t.dtype.numpy}{list(t.shape)}), got {got}")
+    return arr
+
+
+def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
+                  params: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Evaluate ``graph`` with numpy; returns a fresh array per output name."""
+    params = {} if params is None else params
+    for kind, given, declared, err in (("input", inputs, graph.inputs, InputError),
+                                       ("param", params, graph.params, ParameterError)):
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise err(f"unknown {kind}(s) {', '.join(map(repr, unknown))}; the graph declares "
+                      f"{', '.join(map(repr, declared)) or 'none'}")
+    values: dict[object, np.ndarray] = {}
+    for node in graph.topo_order():
+        if node.op == "input":
+            name = node.attrs["name"]
+            if name not in inputs:
+                raise InputError(f"missing input {name!r} (expected {node.type}); given: "
+                                 f"{', '.join(map(repr, inputs)) or 'none'}")
+            values[node] = _bind("input", name, inputs[name], node.type, InputError)
+            continue
+        if node.op == "param":
+            name = node.attrs["name"]
+            if name not in params:
+                raise ParameterError(f"missing param {name!r} (expected {node.type}); given: "
+                                     f"{', '.join(map(repr, params)) or 'none'}")
+            values[node] = _bind("param", name, params[name], node.type, ParameterError)
+            continue
+        if node.op == "constant":
+            values[node] = np.asarray(node.attrs["value"], dtype=node.dtype.numpy)
+            continue
+        fn = REFERENCE.get(node.op)
+        if fn is None:
+            raise UnsupportedOpError(f"op {node.op!r} has no numpy reference (register_reference); "
+                                     f"known: {', '.join(sorted(REFERENCE))}")
+        res = np.asarray(fn([values[x] for x in node.inputs], node.attrs, node.type))
+        if tuple(res.shape) != tuple(node.shape):
+            raise ShapeError(f"reference of {node!r} returned shape {res.shape}, expected {node.shape!r}")
+        with np.errstate(over="ignore"):  # f32 -> f16 overflow is inf, as on the device
+            values[node] = res.astype(node.dtype.numpy, copy=False)
+    return {k: np.array(values[n], copy=True) for k, n in graph.outputs.items()}

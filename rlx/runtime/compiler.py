@@ -1,0 +1,199 @@
+"""rlx.compile: graph -> Executable.
+
+Order of work: topological order -> lowering (thunks over storages and views)
+-> memory plan (one arena) -> barriers -> device objects -> Program."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+
+import numpy as np
+
+from rlx import env
+from rlx._core import Program
+from rlx.errors import ParameterError
+from rlx.ir.graph import Graph, Node
+from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
+from rlx.runtime import devices, shim
+from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param
+from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
+from rlx.runtime.views import ARENA, RESIDENT, Storage, View
+
+_VIEW_OPS = ("reshape", "transpose", "narrow")
+
+
+def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.ndarray] | None = None, *,
+            pin_outputs: bool = True, replay: bool | None = None) -> Executable:
+    """Compile ``graph`` for ``device`` ("cpu" by default, or $RLX_DEVICE).
+
+    params: values for every ``graph.param`` (they stay resident across runs;
+    ``Executable.set_params`` replaces them). pin_outputs: give outputs arena
+    bytes no other value ever touches (dropped automatically when the arena
+    would not fit the device). replay: record the schedule once and replay
+    it every run (default: $RLX_REPLAY, on)."""
+    order = graph.topo_order()
+    graph.validate()
+    dev, target = devices.open_device(device)
+    lw = Lowering(graph, target)
+    lw.run(order)
+    for node in graph.inputs.values():       # declared but unused: still accepted
+        if node not in lw.views:
+            lw.views[node] = lw.new_value(node)
+            lw.inputs[node.attrs["name"]] = lw.views[node].storage
+
+    outputs = [(name, _output_view(lw, name, node)) for name, node in graph.outputs.items()]
+    input_storages = [lw.inputs[name] for name in graph.inputs]
+
+    plan = _plan_arena(lw, input_storages, [v.storage for _, v in outputs], target.max_buffer_length, pin_outputs)
+    resident_bytes = _layout_resident(lw.storages)
+    barriers = place_barriers(lw.thunks)
+
+    arena = dev.alloc(max(plan.total_bytes, ALIGNMENT))
+    resident = dev.alloc(max(resident_bytes, ALIGNMENT))
+    if lw.params_region.nbytes:
+        arena.write(lw.params_region.offset, lw.params_blob)
+    param_slots = _bind_resident(lw, graph, resident, params or {})
+
+    library = dev.builtin_library()
+    flags = shim.PIPELINE_INDIRECT
+    buffers = [arena.address, resident.address]
+    program = Program(
+        dev.shim.api_address, dev.address, buffers,
+        [_pack(t, library, flags) for t in lw.thunks],
+        [(s.offset, s.nbytes) for s in input_storages],
+        [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize) for _, v in outputs],
+        replay=env.replay() if replay is None else replay,
+        keepalive=(arena, resident, library),
+    )
+    stats = CompileStats(
+        nodes=len(order), thunks=len(lw.thunks),
+        dispatches=sum(t.kind == DISPATCH for t in lw.thunks), gemms=sum(t.kind == GEMM for t in lw.thunks),
+        barriers=barriers, segments=program.segment_count, arena_bytes=plan.total_bytes,
+        arena_no_reuse_bytes=plan.naive_bytes, resident_bytes=resident_bytes, outputs_pinned=plan.pinned)
+    exe = Executable(
+        program=program, device=dev, target=target, arena=arena, resident=resident,
+        input_specs=[IOSpec(name, tuple(n.shape), n.dtype) for name, n in graph.inputs.items()],
+        output_specs=[IOSpec(name, v.shape, v.dtype) for name, v in outputs],
+        param_slots=param_slots, index_checks=_index_checks(graph, order), stats=stats, plan=plan,
+        thunks=lw.thunks)
+    if env.verbose():
+        print(f"rlx.compile: {stats.nodes} nodes -> {stats.thunks} thunks ({stats.dispatches} dispatches, "
+              f"{stats.gemms} gemms), {stats.barriers} barriers, {stats.segments} replay segments; "
+              f"{plan.describe()}; resident {resident_bytes} B", file=sys.stderr)
+    return exe
+
+
+def _output_view(lw: Lowering, name: str, node: Node) -> View:
+    """Outputs are copied out of the arena from one dense range; anything
+    else (a strided view, a parameter) is materialized first."""
+    view = lw.views[node]
+    if view.is_dense and view.storage.slot == ARENA:
+        return view
+    out = lw.new_value(node, tuple(view.shape), view.dtype)
+    lw.emit_copy(f"output '{name}'", view, out)
+    return out
+
+
+def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max_bytes: int,
+                pin_outputs: bool) -> MemoryPlan:
+    """Lifetimes in thunk steps. Inputs and the params region live for the
+    whole run. Outputs live to the end; pinned, they are also never shared
+    with values that died before them, so their bytes stay theirs across
+    runs. If that does not fit the device, re-plan without the pin."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for step, thunk in enumerate(lw.thunks):
+        touched = [b.storage for b in thunk.bindings] + [s for s, _, _ in thunk.reads + thunk.writes]
+        if thunk.gemm:
+            touched += [thunk.gemm[k].storage for k in ("a", "b", "c")]
+        for storage in touched:
+            first.setdefault(id(storage), step)
+            last[id(storage)] = step
+    end = max(len(lw.thunks) - 1, 0)
+    always = {id(s) for s in inputs} | {id(lw.params_region)}
+    out_ids = {id(s) for s in outputs}
+
+    def lifetimes(pin: bool) -> list[Lifetime]:
+        result = []
+        for s in lw.storages:
+            if s.slot != ARENA:
+                continue
+            start, stop = first.get(id(s), 0), last.get(id(s), 0)
+            if id(s) in out_ids:
+                result.append(Lifetime(id(s), s.nbytes, start, end, fixed=pin))
+            else:
+                result.append(Lifetime(id(s), s.nbytes, start, stop, fixed=id(s) in always))
+        return result
+
+    plan = plan_memory(lifetimes(pin_outputs), pin=False)
+    if pin_outputs and plan.total_bytes > max_bytes:
+        plan = plan_memory(lifetimes(False), pin=False, max_bytes=max_bytes)
+        plan.pinned = False
+    elif plan.total_bytes > max_bytes:
+        plan = plan_memory(lifetimes(False), pin=False, max_bytes=max_bytes)
+    else:
+        plan.pinned = pin_outputs
+    for s in lw.storages:
+        if s.slot == ARENA:
+            s.offset = plan.offsets[id(s)]
+    return plan
+
+
+def _layout_resident(storages: list[Storage]) -> int:
+    offset = 0
+    for s in storages:
+        if s.slot == RESIDENT:
+            s.offset = offset
+            offset += -(-max(s.nbytes, 1) // ALIGNMENT) * ALIGNMENT
+    return offset
+
+
+def _bind_resident(lw: Lowering, graph: Graph, resident, params: Mapping[str, np.ndarray]) -> dict:
+    declared = {t.name for t in lw.resident if t.value is None}
+    unknown = sorted(set(params) - set(graph.params))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(graph.params)}")
+    missing = sorted(declared - set(params))
+    if missing:
+        raise ParameterError(f"missing value for parameter(s) {missing}; pass them as rlx.compile(..., params=...)")
+    slots = {}
+    for tensor in lw.resident:
+        if tensor.value is not None:
+            resident.write(tensor.storage.offset, tensor.value)
+            continue
+        node = graph.params[tensor.name]
+        spec = IOSpec(tensor.name, tuple(node.shape), node.dtype)
+        resident.write(tensor.storage.offset, coerce_param(spec, params[tensor.name]))
+        slots[tensor.name] = (spec, tensor.storage.offset)
+    return slots
+
+
+def _index_checks(graph: Graph, order: list[Node]) -> list[tuple[int, int, str]]:
+    """Gather indices that come straight from a graph input (through views)
+    are range-checked in Python before each run; out-of-range indices would
+    otherwise read outside the table on a GPU."""
+    positions = {node: i for i, node in enumerate(graph.inputs.values())}
+    checks = []
+    for node in order:
+        if node.op != "gather":
+            continue
+        src = node.inputs[1]
+        while src.op in _VIEW_OPS:
+            src = src.inputs[0]
+        if src in positions:
+            checks.append((positions[src], node.inputs[0].shape[0], repr(node)))
+    return checks
+
+
+def _binding(b: Binding) -> tuple[int, int]:
+    return (b.storage.slot, b.storage.offset + b.offset)
+
+
+def _pack(t: Thunk, library, flags: int) -> tuple:
+    if t.kind == DISPATCH:
+        pipeline = library.pipeline(t.kernel, flags)
+        return (DISPATCH, t.barrier, pipeline.address, tuple(_binding(b) for b in t.bindings), t.groups, t.threads)
+    g = t.gemm
+    return (GEMM, t.barrier, _binding(g["a"]), _binding(g["b"]), _binding(g["c"]), g["m"], g["n"], g["k"],
+            g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"])

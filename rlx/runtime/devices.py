@@ -1,0 +1,69 @@
+"""Device discovery and names: "cpu" is the host shim, "cuda[:N]" the CUDA
+shim, "metal" the Metal shim. ``rlx.devices()`` lists every backend, usable
+or not, with the reason when it is not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlx import env
+from rlx.errors import DeviceUnavailableError, RlxError
+from rlx.runtime import shim
+from rlx.runtime.target import Target
+
+_BACKEND_OF = {"cpu": "host", "host": "host", "cuda": "cuda", "metal": "metal"}
+_PUBLIC_NAME = {"host": "cpu", "cuda": "cuda", "metal": "metal"}
+
+
+@dataclass(frozen=True)
+class DeviceDesc:
+    name: str               # what rlx.compile(device=...) takes
+    backend: str
+    available: bool
+    reason: str | None      # why not, when not available
+    info: dict | None       # shim.DeviceInfo.as_dict() when available
+
+
+def parse_device(name: str | None) -> tuple[str, int]:
+    """'cpu' -> ('host', 0); 'cuda:1' -> ('cuda', 1). Unknown -> RlxError."""
+    name = (name or env.default_device()).strip().lower()
+    base, _, index = name.partition(":")
+    if base not in _BACKEND_OF:
+        raise RlxError(f"unknown device {name!r}: expected one of cpu, cuda[:N], metal")
+    try:
+        idx = int(index) if index else 0
+    except ValueError:
+        raise RlxError(f"device {name!r}: the index after ':' must be an integer") from None
+    return _BACKEND_OF[base], idx
+
+
+def open_device(name: str | None) -> tuple[shim.Device, Target]:
+    backend, index = parse_device(name)
+    device = shim.open_device(backend, index)
+    info = device.info
+    target = Target(
+        backend=backend,
+        compute_units=max(1, info.compute_units),
+        max_threads_per_group=max(1, info.max_threads_per_group),
+        simd_width=max(1, info.simd_width),
+        max_buffer_length=info.max_buffer_length,
+        params_alignment=256 if backend == "metal" else 16,
+    )
+    return device, target
+
+
+def devices() -> list[DeviceDesc]:
+    """Every backend rlx knows, with whether it can run here and why not."""
+    out: list[DeviceDesc] = []
+    for backend, status in shim.shim_status().items():
+        name = _PUBLIC_NAME[backend]
+        if not status["loaded"]:
+            out.append(DeviceDesc(name, backend, False, status["reason"], None))
+            continue
+        try:
+            device = shim.open_device(backend, 0)
+        except DeviceUnavailableError as exc:
+            out.append(DeviceDesc(name, backend, False, str(exc), None))
+            continue
+        out.append(DeviceDesc(name, backend, True, None, device.info.as_dict()))
+    return out

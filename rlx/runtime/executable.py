@@ -1,0 +1,149 @@
+"""Executable: one compiled graph bound to a device, an arena and its
+resident parameters. ``run`` validates inputs in Python, then hands dense
+buffers to the Cython core, which does the whole run without the GIL."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlx.errors import InputError, ParameterError
+from rlx.ir.dtype import DType
+
+
+@dataclass(frozen=True)
+class IOSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.dtype.name}{list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class CompileStats:
+    nodes: int
+    thunks: int
+    dispatches: int
+    gemms: int
+    barriers: int
+    segments: int
+    arena_bytes: int
+    arena_no_reuse_bytes: int
+    resident_bytes: int
+    outputs_pinned: bool
+
+
+class Executable:
+    """Run with ``exe.run({"x": array})`` or ``exe.run(x=array)``; returns a
+    dict of output name -> new numpy array. Safe to call from several
+    threads (runs of one executable are serialized; different executables
+    run concurrently)."""
+
+    def __init__(self, *, program, device, target, arena, resident, input_specs, output_specs,
+                 param_slots, index_checks, stats: CompileStats, plan, thunks):
+        self.program = program          # rlx._core.Program: the C-level API for Cython users
+        self.device = device
+        self.target = target
+        self._arena = arena
+        self._resident = resident
+        self.input_specs: tuple[IOSpec, ...] = tuple(input_specs)
+        self.output_specs: tuple[IOSpec, ...] = tuple(output_specs)
+        self._input_names = frozenset(s.name for s in self.input_specs)
+        self._param_slots = param_slots  # name -> (IOSpec, resident byte offset)
+        self._index_checks = index_checks  # (input position, rows, op label)
+        self.stats = stats
+        self.plan = plan
+        self.thunks = thunks
+        self._param_lock = threading.Lock()
+
+    # ---- parameters ----------------------------------------------------------
+    @property
+    def param_specs(self) -> tuple[IOSpec, ...]:
+        return tuple(spec for spec, _ in self._param_slots.values())
+
+    def set_params(self, params: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> None:
+        """Write new values for parameters; they stay resident across runs."""
+        values = dict(params or {}, **named)
+        unknown = sorted(set(values) - set(self._param_slots))
+        if unknown:
+            raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(self._param_slots)}")
+        prepared = {name: coerce_param(self._param_slots[name][0], value) for name, value in values.items()}
+        with self._param_lock:
+            for name, array in prepared.items():
+                self._resident.write(self._param_slots[name][1], array)
+
+    # ---- running -------------------------------------------------------------
+    def run(self, inputs: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> dict[str, np.ndarray]:
+        feed = dict(inputs) if inputs else {}
+        if named:
+            feed.update(named)
+        if len(feed) != len(self.input_specs) or not self._input_names.issuperset(feed):
+            self._explain_names(feed)
+        arrays = [self._check_input(spec, feed[spec.name]) for spec in self.input_specs]
+        for position, rows, label in self._index_checks:
+            idx = arrays[position]
+            if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= rows):
+                raise InputError(f"input '{self.input_specs[position].name}': index out of range [0, {rows}) "
+                                 f"for {label} (min {int(idx.min())}, max {int(idx.max())})")
+        outputs = [np.empty(spec.shape, spec.dtype.numpy) for spec in self.output_specs]
+        self.program.run(arrays, outputs)
+        return {spec.name: out for spec, out in zip(self.output_specs, outputs)}
+
+    __call__ = run
+
+    def _explain_names(self, feed: Mapping[str, object]) -> None:
+        expected = [s.name for s in self.input_specs]
+        unknown = sorted(set(feed) - self._input_names)
+        missing = [n for n in expected if n not in feed]
+        parts = []
+        if unknown:
+            parts.append(f"unknown input(s) {unknown}")
+        if missing:
+            parts.append(f"missing input(s) {missing}")
+        raise InputError("; ".join(parts) + f"; the graph takes {', '.join(str(s) for s in self.input_specs)}")
+
+    @staticmethod
+    def _check_input(spec: IOSpec, value) -> np.ndarray:
+        if not isinstance(value, np.ndarray):
+            try:
+                value = np.asarray(value, dtype=spec.dtype.numpy)
+            except (TypeError, ValueError) as exc:
+                raise InputError(f"input '{spec.name}': cannot convert to {spec.dtype.name}: {exc}") from None
+        if value.dtype != spec.dtype.numpy:
+            raise InputError(f"input '{spec.name}': dtype {value.dtype}, expected {spec.dtype.name} "
+                             f"({spec.dtype.numpy}); convert it with .astype(np.{spec.dtype.numpy})")
+        if value.shape != spec.shape:
+            raise InputError(f"input '{spec.name}': shape {value.shape}, expected {spec.shape}")
+        if not value.flags.c_contiguous:
+            value = np.ascontiguousarray(value)
+        return value
+
+    def __repr__(self) -> str:
+        ins = ", ".join(str(s) for s in self.input_specs)
+        outs = ", ".join(str(s) for s in self.output_specs)
+        s = self.stats
+        return (f"<Executable on {self.target.backend}: ({ins}) -> ({outs}); {s.thunks} thunks, "
+                f"{s.barriers} barriers, arena {s.arena_bytes} B>")
+
+
+def coerce_param(spec: IOSpec, value) -> np.ndarray:
+    """A parameter value as the declared dtype and shape. Floats convert
+    between f32 and f16 (weights often ship in the other one); anything else
+    must match exactly."""
+    array = np.asarray(value)
+    if array.shape != spec.shape:
+        raise ParameterError(f"parameter '{spec.name}': shape {array.shape}, expected {spec.shape}")
+    if array.dtype != spec.dtype.numpy:
+        if not (np.issubdtype(array.dtype, np.floating) and spec.dtype.is_float):
+            raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected {spec.dtype.name}")
+        array = array.astype(spec.dtype.numpy)
+    return np.ascontiguousarray(array)

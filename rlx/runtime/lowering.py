@@ -1,0 +1,354 @@
+"""Op -> thunk lowering: which kernel runs each op, with which bindings,
+params and grid; plus the hazard barriers between thunks.
+
+Every op's lowering is one small function registered in ``LOWERINGS``.
+View ops (reshape, narrow, transpose) produce views and no thunk; a kernel
+that cannot read a strided input gets a dense copy first (``Lowering.dense``).
+Barrier placement lives here and only here (DESIGN section 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlx.errors import UnsupportedOpError
+from rlx.ir.dtype import DType, f16, f32, i32, i64
+from rlx.ir.graph import Graph, Node
+from rlx.runtime import params as P
+from rlx.runtime.target import Target
+from rlx.runtime.views import ARENA, RESIDENT, Storage, View
+
+DISPATCH, GEMM = 0, 1
+_FLOAT_SUFFIX = {"f32": "f32", "f16": "f16"}
+
+
+@dataclass(frozen=True)
+class Binding:
+    storage: Storage
+    offset: int = 0     # bytes past the storage's start
+
+
+@dataclass
+class Thunk:
+    kind: int
+    label: str
+    kernel: str | None = None
+    bindings: list[Binding] = field(default_factory=list)
+    params: bytes | None = None
+    groups: tuple[int, int, int] = (1, 1, 1)
+    threads: tuple[int, int, int] = (1, 1, 1)
+    gemm: dict | None = None
+    # byte ranges relative to a storage: (storage, start, end)
+    reads: list[tuple[Storage, int, int]] = field(default_factory=list)
+    writes: list[tuple[Storage, int, int]] = field(default_factory=list)
+    barrier: bool = False
+
+
+@dataclass
+class ResidentTensor:
+    storage: Storage
+    value: np.ndarray | None    # constants carry their data; params get it at bind time
+    name: str
+
+
+class Lowering:
+    """Walks a graph in topological order and emits thunks."""
+
+    def __init__(self, graph: Graph, target: Target):
+        self.graph = graph
+        self.target = target
+        self.views: dict[Node, View] = {}
+        self.thunks: list[Thunk] = []
+        self.storages: list[Storage] = []
+        self.resident: list[ResidentTensor] = []
+        self.inputs: dict[str, Storage] = {}
+        self.params_region = self.new_storage("params", 0)
+        self._params_blob = bytearray()
+        self._counter = 0
+
+    # ---- storage and views -------------------------------------------------
+    def new_storage(self, key: str, nbytes: int, slot: int = ARENA) -> Storage:
+        storage = Storage(key, nbytes, slot)
+        self.storages.append(storage)
+        return storage
+
+    def new_value(self, node: Node, shape: tuple[int, ...] | None = None, dtype: DType | None = None) -> View:
+        shape = tuple(node.shape if shape is None else shape)
+        dtype = node.dtype if dtype is None else dtype
+        self._counter += 1
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return View.dense(self.new_storage(f"v{node.id}.{self._counter}", nbytes), dtype, shape)
+
+    def view(self, node: Node) -> View:
+        return self.views[node]
+
+    def dense(self, node: Node, view: View | None = None, dtype: DType | None = None,
+              at_start: bool = False) -> View:
+        """The node's value as a dense view, copying when it is strided (or,
+        with at_start, when it does not begin at its storage's first byte:
+        kernels whose params carry no element offset for that binding)."""
+        view = self.views[node] if view is None else view
+        if view.is_dense and (dtype is None or dtype == view.dtype) and not (at_start and view.offset):
+            return view
+        out = self.new_value(node, view.shape, dtype or view.dtype)
+        self.emit_copy(f"copy for {node!r}", view, out)
+        return out
+
+    # ---- emission ----------------------------------------------------------
+    def _params_binding(self, params: bytes) -> Binding:
+        align = self.target.params_alignment
+        pad = (-len(self._params_blob)) % align
+        self._params_blob.extend(b"\0" * pad)
+        offset = len(self._params_blob)
+        self._params_blob.extend(params)
+        self.params_region.nbytes = len(self._params_blob)
+        return Binding(self.params_region, offset)
+
+    @property
+    def params_blob(self) -> bytes:
+        return bytes(self._params_blob)
+
+    def dispatch(self, label: str, kernel: str, args: list[tuple[View, str]], params: bytes,
+                 grid: tuple[tuple[int, int, int], tuple[int, int, int]]) -> Thunk:
+        """args: (view, "r" or "w") in the kernel's binding order; the params
+        struct is bound after them."""
+        thunk = Thunk(DISPATCH, label, kernel=kernel, params=params, groups=grid[0], threads=grid[1])
+        for view, mode in args:
+            thunk.bindings.append(Binding(view.storage))
+            start, end = view.byte_range()
+            (thunk.writes if mode == "w" else thunk.reads).append((view.storage, start, end))
+        thunk.bindings.append(self._params_binding(params))
+        self.thunks.append(thunk)
+        return thunk
+
+    def emit_copy(self, label: str, src: View, dst: View) -> None:
+        if len(src.shape) > P.MAX_DIMS:
+            raise UnsupportedOpError(f"{label}: copies of more than {P.MAX_DIMS} dimensions")
+        if not (src.dtype.is_float and dst.dtype.is_float):
+            raise UnsupportedOpError(f"{label}: strided copy of {src.dtype.name} is not supported")
+        kernel = f"copy_{src.dtype.name}_{dst.dtype.name}"
+        params = P.copy(src.numel, src.offset, dst.offset, src.shape, src.strides)
+        self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params, self.target.elementwise_grid(src.numel))
+
+    def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
+             lda: int, ldb: int, ldc: int, trans_b: bool) -> None:
+        dtype = {"f32": 0, "f16": 1}[c.dtype.name]
+        thunk = Thunk(GEMM, label, gemm=dict(
+            a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
+            c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
+            trans_a=0, trans_b=int(trans_b), dtype=dtype, alpha=1.0, beta=0.0))
+        isz = c.dtype.itemsize
+        thunk.reads.append((a.storage, a.byte_offset, a.byte_offset + (m - 1) * lda * isz + k * isz))
+        b_rows, b_cols = (n, k) if trans_b else (k, n)
+        thunk.reads.append((b.storage, b.byte_offset, b.byte_offset + (b_rows - 1) * ldb * isz + b_cols * isz))
+        thunk.writes.append((c.storage, c.byte_offset, c.byte_offset + (m - 1) * ldc * isz + n * isz))
+        self.thunks.append(thunk)
+
+    # ---- driver --------------------------------------------------------------
+    def run(self, order: list[Node]) -> None:
+        for node in order:
+            fn = LOWERINGS.get(node.op)
+            if fn is None:
+                raise UnsupportedOpError(
+                    f"{node!r}: op '{node.op}' has no lowering on the {self.target.backend} device")
+            self.views[node] = fn(self, node)
+
+
+def float_suffix(node: Node, dtype: DType) -> str:
+    if dtype.name not in _FLOAT_SUFFIX:
+        raise UnsupportedOpError(f"{node!r}: {node.op} on {dtype.name} is not supported")
+    return _FLOAT_SUFFIX[dtype.name]
+
+
+# ---- per-op lowerings ---------------------------------------------------------
+
+LOWERINGS: dict[str, Callable[[Lowering, Node], View]] = {}
+
+
+def lowers(*ops: str):
+    def register(fn):
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+    return register
+
+
+@lowers("input")
+def _input(lw: Lowering, node: Node) -> View:
+    view = lw.new_value(node)
+    lw.inputs[node.attrs["name"]] = view.storage
+    return view
+
+
+@lowers("param", "constant")
+def _resident(lw: Lowering, node: Node) -> View:
+    name = node.attrs.get("name") or f"const{node.id}"
+    storage = lw.new_storage(f"{node.op}:{name}", node.type.nbytes, RESIDENT)
+    value = None
+    if node.op == "constant":
+        value = np.ascontiguousarray(np.asarray(node.attrs["value"]), dtype=node.dtype.numpy).reshape(node.shape)
+    lw.resident.append(ResidentTensor(storage, value, name))
+    return View.dense(storage, node.dtype, tuple(node.shape))
+
+
+@lowers("reshape")
+def _reshape(lw: Lowering, node: Node) -> View:
+    src = lw.view(node.inputs[0])
+    view = src.reshape(tuple(node.shape))
+    if view is None:
+        view = lw.dense(node.inputs[0]).reshape(tuple(node.shape))
+    return view
+
+
+@lowers("transpose")
+def _transpose(lw: Lowering, node: Node) -> View:
+    return lw.view(node.inputs[0]).transpose(tuple(node.attrs["perm"]))
+
+
+@lowers("narrow")
+def _narrow(lw: Lowering, node: Node) -> View:
+    axis = node.attrs["axis"] % len(node.inputs[0].shape)
+    return lw.view(node.inputs[0]).narrow(axis, node.attrs["start"], node.attrs["length"])
+
+
+@lowers("copy", "cast")
+def _copy(lw: Lowering, node: Node) -> View:
+    out = lw.new_value(node)
+    lw.emit_copy(repr(node), lw.view(node.inputs[0]), out)
+    return out
+
+
+_BINARY_OPS = {"add": 0, "mul": 1}
+
+
+@lowers(*_BINARY_OPS)
+def _binary(lw: Lowering, node: Node) -> View:
+    shape = tuple(node.shape)
+    if len(shape) > P.MAX_DIMS:
+        raise UnsupportedOpError(f"{node!r}: more than {P.MAX_DIMS} dimensions")
+    a = lw.view(node.inputs[0]).broadcast_to(shape)
+    b = lw.view(node.inputs[1]).broadcast_to(shape)
+    out = lw.new_value(node)
+    contiguous = a.is_dense and b.is_dense and 0 not in a.strides + b.strides
+    params = P.binary(out.numel, _BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, a.strides, b.strides)
+    lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
+                params, lw.target.elementwise_grid(out.numel))
+    return out
+
+
+_UNARY_OPS = {("gelu", "none"): 0, ("gelu", "tanh"): 1, ("silu", None): 2}
+
+
+@lowers("gelu", "silu")
+def _unary(lw: Lowering, node: Node) -> View:
+    op = _UNARY_OPS[(node.op, node.attrs.get("approximate") if node.op == "gelu" else None)]
+    x = lw.dense(node.inputs[0])
+    out = lw.new_value(node)
+    lw.dispatch(repr(node), f"unary_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
+                P.unary(out.numel, op, x.offset), lw.target.elementwise_grid(out.numel))
+    return out
+
+
+@lowers("softmax")
+def _softmax(lw: Lowering, node: Node) -> View:
+    x = lw.dense(node.inputs[0])
+    out = lw.new_value(node)
+    cols = node.shape[-1] if node.shape else 1
+    rows = out.numel // max(cols, 1)
+    if out.numel:
+        lw.dispatch(repr(node), f"softmax_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
+                    P.softmax(rows, cols, x.offset), lw.target.row_grid(rows, cols))
+    return out
+
+
+@lowers("layernorm")
+def _layernorm(lw: Lowering, node: Node) -> View:
+    x = lw.dense(node.inputs[0])
+    w, b = (lw.dense(n, at_start=True) for n in node.inputs[1:])
+    if not (x.dtype == w.dtype == b.dtype):
+        raise UnsupportedOpError(f"{node!r}: x, weight and bias must share a dtype on this device")
+    out = lw.new_value(node)
+    cols = node.shape[-1]
+    rows = out.numel // max(cols, 1)
+    if out.numel:
+        lw.dispatch(repr(node), f"layernorm_{float_suffix(node, node.dtype)}",
+                    [(x, "r"), (w, "r"), (b, "r"), (out, "w")],
+                    P.layernorm(rows, cols, x.offset, 0, float(node.attrs.get("eps", 1e-5))),
+                    lw.target.row_grid(rows, cols))
+    return out
+
+
+@lowers("gather")
+def _gather(lw: Lowering, node: Node) -> View:
+    table = lw.dense(node.inputs[0], at_start=True)
+    idx = lw.view(node.inputs[1])
+    if idx.dtype not in (i32, i64):
+        raise UnsupportedOpError(f"{node!r}: gather indices must be int32 or int64")
+    if not idx.is_dense or idx.offset:
+        raise UnsupportedOpError(f"{node!r}: gather indices must be a dense tensor, not a strided view")
+    out = lw.new_value(node)
+    rows, dim = table.shape
+    lw.dispatch(repr(node), f"gather_{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
+                P.gather(idx.numel, dim, rows, idx.dtype == i64), lw.target.elementwise_grid(out.numel))
+    return out
+
+
+@lowers("matmul")
+def _matmul(lw: Lowering, node: Node) -> View:
+    float_suffix(node, node.dtype)
+    a = lw.dense(node.inputs[0])
+    b = lw.dense(node.inputs[1])
+    out = lw.new_value(node)
+    trans_b = bool(node.attrs.get("transpose_b", False))
+    k = a.shape[-1]
+    n = node.shape[-1]
+    ldb = k if trans_b else n
+    if len(b.shape) == 2:
+        # Every leading dimension of A folds into M: one gemm.
+        m = a.numel // max(k, 1)
+        if m and n:
+            lw.gemm(repr(node), a, b, out, m, n, k, k, ldb, n, trans_b)
+        return out
+    m = a.shape[-2]
+    batch = out.numel // max(m * n, 1)
+    for i in range(batch if m and n else 0):
+        ai = View(a.storage, a.dtype, (m, k), (k, 1), a.offset + i * m * k)
+        bi = View(b.storage, b.dtype, tuple(b.shape[-2:]), (b.shape[-1], 1), b.offset + i * k * n)
+        ci = View(out.storage, out.dtype, (m, n), (n, 1), out.offset + i * m * n)
+        lw.gemm(f"{node!r} [batch {i}]", ai, bi, ci, m, n, k, k, ldb, n, trans_b)
+    return out
+
+
+# ---- hazards ----------------------------------------------------------------
+
+
+def place_barriers(thunks: list[Thunk]) -> int:
+    """Mark a barrier before a thunk only when it reads bytes an earlier thunk
+    since the last barrier wrote, or writes bytes such a thunk read or wrote.
+    Returns the number of barriers. Ranges are absolute (slot, start, end)."""
+
+    def absolute(ranges):
+        return [(s.slot, s.offset + a, s.offset + b) for s, a, b in ranges if b > a]
+
+    def overlaps(r, pool):
+        return any(slot == r[0] and r[1] < end and start < r[2] for slot, start, end in pool)
+
+    written: list[tuple[int, int, int]] = []
+    touched: list[tuple[int, int, int]] = []
+    count = 0
+    for thunk in thunks:
+        reads, writes = absolute(thunk.reads), absolute(thunk.writes)
+        hazard = any(overlaps(r, written) for r in reads) or any(overlaps(w, touched) for w in writes)
+        thunk.barrier = hazard
+        if hazard:
+            count += 1
+            written, touched = [], []
+        written.extend(writes)
+        touched.extend(writes + reads)
+    return count
+
+
+__all__ = ["LOWERINGS", "Lowering", "Thunk", "place_barriers", "DISPATCH", "GEMM", "f16", "f32"]

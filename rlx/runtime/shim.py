@@ -1,0 +1,561 @@
+"""Loading the device shims (csrc/rlx_shim.h, ABI v1) with ctypes.
+
+Used at compile time only: opening devices, allocating buffers, compiling
+libraries and looking up pipelines. The per-run path is the Cython core,
+which takes ``Shim.api_address`` and calls the function table directly.
+``CommandBuffer`` and ``Icb`` below wrap the encoding calls for the
+conformance tests; they are not a run loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rlx import env
+from rlx.errors import (
+    ConfigError,
+    DeviceError,
+    DeviceUnavailableError,
+    KernelCompileError,
+    RlxError,
+    UnsupportedOpError,
+)
+
+ABI_VERSION = 1
+MAX_BINDINGS = 12
+PIPELINE_INDIRECT = 1
+DTYPE_F32 = 0
+DTYPE_F16 = 1
+BACKENDS = ("host", "cuda", "metal")
+
+# rlx_status
+OK, ERR_ARG, ERR_OOM, ERR_COMPILE, ERR_NOT_FOUND, ERR_DEVICE, ERR_UNSUPPORTED, ERR_UNAVAILABLE = range(8)
+_ERROR_OF = {
+    ERR_ARG: RlxError,
+    ERR_OOM: DeviceError,
+    ERR_COMPILE: KernelCompileError,
+    ERR_NOT_FOUND: UnsupportedOpError,
+    ERR_DEVICE: DeviceError,
+    ERR_UNSUPPORTED: RlxError,
+    ERR_UNAVAILABLE: DeviceUnavailableError,
+}
+
+_ROOT = Path(__file__).resolve().parent.parent  # the rlx package
+
+# ---- ctypes mirror of rlx_shim.h (field order and types exactly as in C) ----------
+_p = ctypes.c_void_p
+_st = ctypes.c_int  # rlx_status (a C enum: int-sized)
+_u32, _u64, _i32, _i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64
+_pp = ctypes.POINTER(ctypes.c_void_p)
+_u32x3 = ctypes.POINTER(ctypes.c_uint32)
+
+
+class DeviceInfoC(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 128),
+        ("hardware_id", ctypes.c_char * 128),
+        ("max_buffer_length", _u64),
+        ("max_threads_per_group", _u32),
+        ("simd_width", _u32),
+        ("unified_memory", _u32),
+        ("supports_f16", _u32),
+        ("compute_units", _u32),
+        ("reserved", _u32 * 7),
+    ]
+
+
+class PipelineInfoC(ctypes.Structure):
+    _fields_ = [("max_threads_per_group", _u32), ("execution_width", _u32), ("reserved", _u32 * 6)]
+
+
+class GemmDescC(ctypes.Structure):
+    _fields_ = [
+        ("a", _p), ("b", _p), ("c", _p),
+        ("a_offset", _u64), ("b_offset", _u64), ("c_offset", _u64),
+        ("m", _i64), ("n", _i64), ("k", _i64),
+        ("lda", _i64), ("ldb", _i64), ("ldc", _i64),
+        ("trans_a", _i32), ("trans_b", _i32),
+        ("dtype", _i32),
+        ("alpha", ctypes.c_float), ("beta", ctypes.c_float),
+    ]
+
+
+def _fn(restype, *argtypes):
+    return ctypes.CFUNCTYPE(restype, *argtypes)
+
+
+class ShimApi(ctypes.Structure):
+    _fields_ = [
+        ("abi_version", _u32),
+        ("struct_size", _u32),
+        ("backend", ctypes.c_char_p),
+        ("last_error", _fn(ctypes.c_char_p)),
+        ("unavailable_reason", _fn(ctypes.c_char_p)),
+        ("device_count", _fn(ctypes.c_int)),
+        ("device_open", _fn(_st, ctypes.c_int, ctypes.c_char_p, _pp)),
+        ("device_info", _fn(_st, _p, ctypes.POINTER(DeviceInfoC))),
+        ("device_close", _fn(None, _p)),
+        ("buffer_alloc", _fn(_st, _p, _u64, _pp)),
+        ("buffer_free", _fn(None, _p)),
+        ("buffer_host_ptr", _fn(_p, _p)),
+        ("buffer_size", _fn(_u64, _p)),
+        ("buffer_write", _fn(_st, _p, _u64, _p, _u64)),
+        ("buffer_read", _fn(_st, _p, _u64, _p, _u64)),
+        ("library_compile", _fn(_st, _p, ctypes.c_char_p, ctypes.c_char_p, _pp)),
+        ("library_free", _fn(None, _p)),
+        ("pipeline_get", _fn(_st, _p, ctypes.c_char_p, _u32, _pp, ctypes.POINTER(PipelineInfoC))),
+        ("pipeline_free", _fn(None, _p)),
+        ("cmd_begin", _fn(_st, _p, _pp)),
+        ("cmd_set_pipeline", _fn(_st, _p, _p)),
+        ("cmd_set_buffer", _fn(_st, _p, _u32, _p, _u64)),
+        ("cmd_set_bytes", _fn(_st, _p, _u32, _p, _u32)),
+        ("cmd_dispatch", _fn(_st, _p, _u32x3, _u32x3)),
+        ("cmd_barrier", _fn(_st, _p)),
+        ("cmd_gemm", _fn(_st, _p, ctypes.POINTER(GemmDescC))),
+        ("cmd_execute_icb", _fn(_st, _p, _p, _u32, _u32)),
+        ("cmd_commit", _fn(_st, _p)),
+        ("cmd_wait", _fn(_st, _p, ctypes.POINTER(ctypes.c_double))),
+        ("cmd_release", _fn(None, _p)),
+        ("icb_create", _fn(_st, _p, _u32, _pp)),
+        ("icb_encode_dispatch", _fn(_st, _p, _u32, _p, _u32, _pp, ctypes.POINTER(_u64), _u32x3, _u32x3, _u32)),
+        ("icb_free", _fn(None, _p)),
+    ]
+
+
+# ---- loading ----------------------------------------------------------------------
+def library_path(backend: str) -> Path:
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    return _ROOT / "lib" / f"librlx_{backend}{suffix}"
+
+
+class Shim:
+    """One loaded shim library and its function table."""
+
+    def __init__(self, backend: str, path: Path, lib: ctypes.CDLL, api_address: int):
+        self.backend = backend
+        self.path = path
+        self.lib = lib  # kept alive: the table points into it
+        self.api_address = api_address
+        self.api = ctypes.cast(api_address, ctypes.POINTER(ShimApi))
+
+    def last_error(self) -> str:
+        msg = self.api.contents.last_error()
+        return msg.decode("utf-8", "replace") if msg else ""
+
+    def unavailable_reason(self) -> str | None:
+        msg = self.api.contents.unavailable_reason()
+        return msg.decode("utf-8", "replace") if msg else None
+
+    def __repr__(self) -> str:
+        return f"Shim({self.backend!r}, {str(self.path)!r})"
+
+
+_shims: dict[str, Shim | DeviceUnavailableError] = {}
+_lock = threading.RLock()
+
+
+def _load(backend: str) -> Shim:
+    if backend not in BACKENDS:
+        raise DeviceUnavailableError(f"{backend}: unknown backend (known: {', '.join(BACKENDS)})")
+    path = library_path(backend)
+    if not path.exists():
+        raise DeviceUnavailableError(f"{backend}: {path} was not built (on this platform or yet)")
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        raise DeviceUnavailableError(f"{backend}: cannot load {path}: {exc}") from None
+    get_api = lib.rlx_shim_get_api
+    get_api.restype = ctypes.c_void_p
+    get_api.argtypes = [ctypes.c_uint32]
+    address = get_api(ABI_VERSION)
+    if not address:
+        raise DeviceUnavailableError(f"{backend}: {path} does not implement shim ABI v{ABI_VERSION}")
+    api = ctypes.cast(address, ctypes.POINTER(ShimApi)).contents
+    if api.abi_version != ABI_VERSION or api.struct_size < ctypes.sizeof(ShimApi):
+        raise DeviceUnavailableError(
+            f"{backend}: {path} reports ABI v{api.abi_version} with a {api.struct_size}-byte table, "
+            f"expected v{ABI_VERSION} with at least {ctypes.sizeof(ShimApi)} bytes")
+    return Shim(backend, path, lib, address)
+
+
+def load_shim(backend: str) -> Shim:
+    """The shim of ``backend``, loaded once per process."""
+    with _lock:
+        if backend not in _shims:
+            try:
+                _shims[backend] = _load(backend)
+            except DeviceUnavailableError as exc:
+                _shims[backend] = exc
+        result = _shims[backend]
+    if isinstance(result, DeviceUnavailableError):
+        raise DeviceUnavailableError(str(result))
+    return result
+
+
+def shim_status() -> dict[str, dict]:
+    """For every known backend: loaded (the library and ABI are there), path,
+    and reason (why it cannot be used here; None when it can). Never raises."""
+    out: dict[str, dict] = {}
+    for backend in BACKENDS:
+        try:
+            s = load_shim(backend)
+            reason = s.unavailable_reason()
+            out[backend] = {"loaded": True, "path": str(s.path),
+                            "reason": f"{backend}: {reason}" if reason else None}
+        except Exception as exc:  # noqa: BLE001 - status must never raise
+            path = library_path(backend) if backend in BACKENDS else None
+            out[backend] = {"loaded": False, "path": str(path) if path and path.exists() else None,
+                            "reason": str(exc)}
+    return out
+
+
+def check(shim: Shim, status: int, what: str) -> None:
+    """Raise the RlxError subclass for a failed rlx_status, with the shim's message."""
+    if status == OK:
+        return
+    cls = _ERROR_OF.get(status, RlxError)
+    raise cls(f"{what}: {shim.last_error() or f'status {status}'}")
+
+
+def shader_dir() -> Path:
+    """Kernel sources: the installed copy (rlx/shaders, made by setup.py) or the repo's."""
+    installed = _ROOT / "shaders"
+    return installed if installed.is_dir() else _ROOT.parent / "shaders"
+
+
+def _default_blas() -> str | None:
+    path = env.blas_library()
+    if path:
+        return path
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return None
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    candidate = os.path.join(scipy_openblas32.get_lib_dir(), "lib" + scipy_openblas32.get_library() + suffix)
+    return candidate if os.path.exists(candidate) else None
+
+
+def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
+    """The device_open options from rlx.env. Every shim gets cache_dir and
+    include_dir; the host also threads, cxx and blas."""
+    opts = {"cache_dir": str(env.cache_dir()), "include_dir": str(shader_dir())}
+    if backend == "host":
+        opts["threads"] = str(env.num_threads())
+        if env.cxx():
+            opts["cxx"] = env.cxx()
+        blas = _default_blas()
+        if blas:
+            opts["blas"] = blas
+    opts.update(override or {})
+    for key, value in opts.items():
+        if ";" in value or "=" in key:
+            raise ConfigError(f"device option {key}={value!r}: keys may not contain '=' nor values ';'")
+    return opts
+
+
+# ---- device objects -----------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceInfo:
+    name: str
+    hardware_id: str
+    max_buffer_length: int
+    max_threads_per_group: int
+    simd_width: int
+    unified_memory: bool
+    supports_f16: bool
+    compute_units: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Device:
+    """An open device. ``open_device`` caches one per (backend, index) for the
+    process; ``Device.open`` makes a fresh one (tests, other options)."""
+
+    def __init__(self, backend: str, index: int = 0, options_override: dict[str, str] | None = None):
+        self.shim = load_shim(backend)
+        self.index = index
+        self.address = 0
+        reason = self.shim.unavailable_reason()
+        if reason:
+            raise DeviceUnavailableError(f"{backend}: {reason}")
+        opts = _options(backend, options_override)
+        self.blas: str | None = opts.get("blas")
+        handle = ctypes.c_void_p()
+        status = self.shim.api.contents.device_open(
+            index, ";".join(f"{k}={v}" for k, v in opts.items()).encode(), ctypes.byref(handle))
+        if status == ERR_NOT_FOUND:
+            raise DeviceUnavailableError(f"{backend}: no device {index}: {self.shim.last_error()}")
+        check(self.shim, status, f"{backend}: device_open({index})")
+        self.address = handle.value
+        raw = DeviceInfoC()
+        check(self.shim, self.shim.api.contents.device_info(self.address, ctypes.byref(raw)), "device_info")
+        self.info = DeviceInfo(
+            name=raw.name.decode("utf-8", "replace"), hardware_id=raw.hardware_id.decode("utf-8", "replace"),
+            max_buffer_length=raw.max_buffer_length, max_threads_per_group=raw.max_threads_per_group,
+            simd_width=raw.simd_width, unified_memory=bool(raw.unified_memory),
+            supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units)
+        self._builtin: Library | None = None
+
+    @classmethod
+    def open(cls, backend: str = "host", index: int = 0, options_override: dict[str, str] | None = None
+             ) -> Device:
+        return cls(backend, index, options_override)
+
+    @property
+    def backend(self) -> str:
+        return self.shim.backend
+
+    def alloc(self, size: int) -> Buffer:
+        if size < 0:
+            raise RlxError(f"alloc: size {size} is negative")
+        handle = ctypes.c_void_p()
+        check(self.shim, self.shim.api.contents.buffer_alloc(self.address, size, ctypes.byref(handle)),
+              f"alloc({size})")
+        return Buffer(self, handle.value, size)
+
+    def builtin_library(self) -> Library:
+        if self._builtin is None:
+            self._builtin = self._compile(None, None)
+        return self._builtin
+
+    def compile_library(self, source: str, options: str | None = None) -> Library:
+        return self._compile(source, options)
+
+    def _compile(self, source: str | None, options: str | None) -> Library:
+        handle = ctypes.c_void_p()
+        status = self.shim.api.contents.library_compile(
+            self.address, None if source is None else source.encode(),
+            None if options is None else options.encode(), ctypes.byref(handle))
+        check(self.shim, status, "library_compile" + (" (built-in)" if source is None else ""))
+        return Library(self, handle.value)
+
+    def close(self) -> None:
+        """Closes a device made by ``Device.open``. Its buffers, libraries and
+        command buffers must be gone first (the shim ABI's rule)."""
+        if self.address:
+            self.shim.api.contents.device_close(self.address)
+            self.address = 0
+
+    def __repr__(self) -> str:
+        return f"Device({self.shim.backend!r}, {self.index}, {self.info.name!r})"
+
+
+_devices: dict[tuple[str, int], Device] = {}
+
+
+def open_device(backend: str = "host", index: int = 0) -> Device:
+    """The process-wide device of (backend, index), opened on first use."""
+    with _lock:
+        key = (backend, index)
+        if key not in _devices:
+            _devices[key] = Device(backend, index)
+        return _devices[key]
+
+
+class Buffer:
+    def __init__(self, device: Device, address: int, size: int):
+        self.device = device  # keeps the device (and its shim) alive
+        self.address = address
+        self.size = size
+        ptr = device.shim.api.contents.buffer_host_ptr(address)
+        self.host_address: int | None = ptr or None
+
+    def _range(self, what: str, offset: int, size: int) -> None:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise RlxError(f"{what}: bytes [{offset}, {offset + size}) outside a {self.size}-byte buffer")
+
+    def write(self, offset: int, data) -> None:
+        view = memoryview(data)
+        if not view.c_contiguous:
+            raise RlxError("Buffer.write: data must be C-contiguous")
+        view = view.cast("B")
+        self._range("Buffer.write", offset, view.nbytes)
+        src = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
+            (ctypes.c_char * view.nbytes).from_buffer(view)
+        check(self.device.shim, self.device.shim.api.contents.buffer_write(
+            self.address, offset, ctypes.addressof(src), view.nbytes), "Buffer.write")
+
+    def read(self, offset: int, size: int) -> bytes:
+        self._range("Buffer.read", offset, size)
+        dst = ctypes.create_string_buffer(size)
+        check(self.device.shim, self.device.shim.api.contents.buffer_read(
+            self.address, offset, ctypes.addressof(dst), size), "Buffer.read")
+        return dst.raw
+
+    def numpy_view(self, dtype, offset: int = 0, count: int | None = None):
+        """An ndarray aliasing the buffer's memory (host-visible buffers only)."""
+        import numpy as np
+
+        if self.host_address is None:
+            raise DeviceError(f"{self.device.shim.backend} buffer is not host-visible")
+        dt = np.dtype(dtype)
+        if count is None:
+            count = (self.size - offset) // dt.itemsize
+        self._range("Buffer.numpy_view", offset, count * dt.itemsize)
+        raw = (ctypes.c_char * (count * dt.itemsize)).from_address(self.host_address + offset)
+        raw._rlx_owner = self  # the array's base keeps the buffer alive
+        return np.frombuffer(raw, dtype=dt, count=count)
+
+    def free(self) -> None:
+        if self.address:
+            address, self.address, self.host_address = self.address, 0, None
+            self.device.shim.api.contents.buffer_free(address)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class Library:
+    def __init__(self, device: Device, address: int):
+        self.device = device
+        self.address = address
+        self._pipelines: dict[tuple[str, int], Pipeline] = {}
+
+    def pipeline(self, name: str, flags: int = 0) -> Pipeline:
+        key = (name, flags)
+        if key not in self._pipelines:
+            handle = ctypes.c_void_p()
+            info = PipelineInfoC()
+            status = self.device.shim.api.contents.pipeline_get(
+                self.address, name.encode(), flags, ctypes.byref(handle), ctypes.byref(info))
+            check(self.device.shim, status, f"kernel {name!r}")
+            self._pipelines[key] = Pipeline(self, handle.value, name, info.max_threads_per_group,
+                                            info.execution_width)
+        return self._pipelines[key]
+
+
+@dataclass(eq=False)
+class Pipeline:
+    library: Library
+    address: int
+    name: str
+    max_threads_per_group: int
+    execution_width: int
+
+
+# ---- encoding helpers for the conformance tests (not the run path) --------------------
+def _u32x3(v) -> ctypes.Array | None:
+    return None if v is None else (ctypes.c_uint32 * 3)(*v)
+
+
+def _addr(obj) -> int | None:
+    return None if obj is None else obj.address
+
+
+class CommandBuffer:
+    """Thin wrapper over the cmd_* entries: arguments go to the shim unchecked,
+    so tests exercise the shim's own validation."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._api = device.shim.api.contents
+        handle = ctypes.c_void_p()
+        check(device.shim, self._api.cmd_begin(device.address, ctypes.byref(handle)), "cmd_begin")
+        self.address = handle.value
+        self._keep: list = []  # buffers and ICBs referenced by recorded commands
+
+    def _check(self, status: int, what: str) -> None:
+        check(self.device.shim, status, what)
+
+    def set_pipeline(self, pipeline: Pipeline | None) -> None:
+        self._check(self._api.cmd_set_pipeline(self.address, _addr(pipeline)), "cmd_set_pipeline")
+
+    def set_buffer(self, index: int, buffer: Buffer | None, offset: int = 0) -> None:
+        self._keep.append(buffer)
+        self._check(self._api.cmd_set_buffer(self.address, index, _addr(buffer), offset), "cmd_set_buffer")
+
+    def set_bytes(self, index: int, data: bytes) -> None:
+        data = bytes(data)
+        self._check(self._api.cmd_set_bytes(self.address, index, data, len(data)), "cmd_set_bytes")
+
+    def dispatch(self, groups, threads=(1, 1, 1)) -> None:
+        self._check(self._api.cmd_dispatch(self.address, _u32x3(groups), _u32x3(threads)), "cmd_dispatch")
+
+    def barrier(self) -> None:
+        self._check(self._api.cmd_barrier(self.address), "cmd_barrier")
+
+    def gemm(self, a: Buffer, b: Buffer, c: Buffer, m: int, n: int, k: int, *, lda: int, ldb: int, ldc: int,
+             trans_a: bool = False, trans_b: bool = False, dtype: int = DTYPE_F32, alpha: float = 1.0,
+             beta: float = 0.0, a_offset: int = 0, b_offset: int = 0, c_offset: int = 0) -> None:
+        self._keep += [a, b, c]
+        desc = GemmDescC(_addr(a), _addr(b), _addr(c), a_offset, b_offset, c_offset, m, n, k, lda, ldb, ldc,
+                         int(trans_a), int(trans_b), dtype, alpha, beta)
+        self._check(self._api.cmd_gemm(self.address, ctypes.byref(desc)), "cmd_gemm")
+
+    def execute_icb(self, icb: Icb, start: int, count: int) -> None:
+        self._keep.append(icb)
+        self._check(self._api.cmd_execute_icb(self.address, _addr(icb), start, count), "cmd_execute_icb")
+
+    def commit(self) -> None:
+        self._check(self._api.cmd_commit(self.address), "cmd_commit")
+
+    def wait(self) -> float:
+        """Blocks until done; returns the device seconds (the GIL is released)."""
+        seconds = ctypes.c_double()
+        self._check(self._api.cmd_wait(self.address, ctypes.byref(seconds)), "cmd_wait")
+        return seconds.value
+
+    def release(self) -> None:
+        if self.address:
+            address, self.address = self.address, 0
+            self._api.cmd_release(address)
+            self._keep.clear()
+
+    def __enter__(self) -> CommandBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class Icb:
+    """Indirect command buffer: dispatches encoded once, replayed by execute_icb."""
+
+    def __init__(self, device: Device, capacity: int):
+        self.device = device
+        self._api = device.shim.api.contents
+        handle = ctypes.c_void_p()
+        check(device.shim, self._api.icb_create(device.address, capacity, ctypes.byref(handle)), "icb_create")
+        self.address = handle.value
+        self.capacity = capacity
+        self._keep: dict[int, tuple] = {}
+
+    def encode_dispatch(self, index: int, pipeline: Pipeline | None, bindings, groups, threads=(1, 1, 1),
+                        barrier_before: bool = False) -> None:
+        """bindings: a list of Buffer or (Buffer, byte offset)."""
+        pairs = [b if isinstance(b, tuple) else (b, 0) for b in bindings]
+        n = len(pairs)
+        bufs = (ctypes.c_void_p * max(n, 1))(*[_addr(b) for b, _ in pairs])
+        offs = (ctypes.c_uint64 * max(n, 1))(*[o for _, o in pairs])
+        status = self._api.icb_encode_dispatch(self.address, index, _addr(pipeline), n, bufs, offs,
+                                               _u32x3(groups), _u32x3(threads), int(barrier_before))
+        check(self.device.shim, status, "icb_encode_dispatch")
+        self._keep[index] = (pipeline, pairs)
+
+    def free(self) -> None:
+        if self.address:
+            address, self.address = self.address, 0
+            self._api.icb_free(address)
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

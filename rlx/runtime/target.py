@@ -1,0 +1,56 @@
+"""What the lowering needs to know about a device: its capabilities and how
+it likes work split into groups. Nothing below the runtime knows which device
+it runs on except through this object (DESIGN section 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Target:
+    backend: str                 # "host", "cuda", "metal"
+    compute_units: int
+    max_threads_per_group: int
+    simd_width: int
+    max_buffer_length: int
+    # Byte alignment of a kernel's params struct inside the params region.
+    # Metal wants constant-buffer offsets aligned to 256 on some GPUs.
+    params_alignment: int = 16
+
+    @property
+    def one_thread_groups(self) -> bool:
+        """The CPU runs every group with one thread (DESIGN section 3)."""
+        return self.backend == "host"
+
+    def elementwise_grid(self, n: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """Groups and threads for a range loop over n elements.
+
+        CPU: a few contiguous chunks per worker, and a single group for small
+        n so the dispatch runs inline without waking the pool. GPU: 256-thread
+        groups, the grid-stride loop covers the rest."""
+        n = max(int(n), 1)
+        if self.one_thread_groups:
+            groups = min(_ceil_div(n, 16384), 4 * self.compute_units)
+            return (max(groups, 1), 1, 1), (1, 1, 1)
+        threads = min(256, self.max_threads_per_group)
+        groups = min(_ceil_div(n, threads), 65535)
+        return (groups, 1, 1), (threads, 1, 1)
+
+    def row_grid(self, rows: int, cols: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """One group per row; GPU groups size to the row, a multiple of the
+        SIMD width, capped by the pipeline maximum."""
+        rows = max(int(rows), 1)
+        if self.one_thread_groups:
+            return (rows, 1, 1), (1, 1, 1)
+        width = max(self.simd_width, 1)
+        threads = min(self.max_threads_per_group, 1024, max(width, _ceil_div(cols, width) * width))
+        return (rows, 1, 1), (threads, 1, 1)
+
+
+def host_target(compute_units: int, max_buffer_length: int) -> Target:
+    return Target("host", compute_units, 1024, 1, max_buffer_length)

@@ -1,0 +1,89 @@
+"""Views: where a value's elements live, as strides over a storage.
+
+Reshape, narrow and transpose produce views and cost nothing; a kernel that
+reads through strides takes the view as it is, others get a dense copy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlx.ir.dtype import DType
+from rlx.ir.shape import contiguous_strides
+
+ARENA, RESIDENT = 0, 1   # buffer slots of an executable: activations, weights
+
+
+@dataclass(eq=False)
+class Storage:
+    """A dense run of bytes the memory plan places (arena) or the resident
+    buffer holds (params and constants)."""
+
+    key: str
+    nbytes: int
+    slot: int = ARENA
+    offset: int | None = None   # bytes, set by the memory plan / resident layout
+
+    def __repr__(self) -> str:
+        return f"Storage({self.key}, {self.nbytes} B, slot {self.slot}, @{self.offset})"
+
+
+@dataclass(frozen=True)
+class View:
+    storage: Storage
+    dtype: DType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]     # elements
+    offset: int = 0              # elements from the storage's start
+
+    @staticmethod
+    def dense(storage: Storage, dtype: DType, shape: tuple[int, ...]) -> View:
+        return View(storage, dtype, tuple(shape), contiguous_strides(shape), 0)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def is_dense(self) -> bool:
+        """Row-major contiguous (size-1 dimensions may have any stride)."""
+        expected = contiguous_strides(self.shape)
+        return all(s == e or d == 1 for s, e, d in zip(self.strides, expected, self.shape))
+
+    @property
+    def byte_offset(self) -> int:
+        return self.offset * self.dtype.itemsize
+
+    def byte_range(self) -> tuple[int, int]:
+        """[start, end) in bytes relative to the storage, covering every
+        element the view can touch (used for hazard tracking)."""
+        if self.numel == 0:
+            return self.byte_offset, self.byte_offset
+        last = self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
+        return self.byte_offset, (last + 1) * self.dtype.itemsize
+
+    def reshape(self, shape: tuple[int, ...]) -> View | None:
+        """The same elements under a new shape, or None if that needs a copy."""
+        if not self.is_dense:
+            return None
+        return View(self.storage, self.dtype, tuple(shape), contiguous_strides(shape), self.offset)
+
+    def transpose(self, perm: tuple[int, ...]) -> View:
+        return View(self.storage, self.dtype, tuple(self.shape[p] for p in perm),
+                    tuple(self.strides[p] for p in perm), self.offset)
+
+    def narrow(self, axis: int, start: int, length: int) -> View:
+        shape = list(self.shape)
+        shape[axis] = length
+        return View(self.storage, self.dtype, tuple(shape), self.strides,
+                    self.offset + start * self.strides[axis])
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> View:
+        """Numpy broadcasting as stride 0 on the new and size-1 dimensions."""
+        pad = len(shape) - len(self.shape)
+        old_shape = (1,) * pad + self.shape
+        old_strides = (0,) * pad + self.strides
+        strides = tuple(0 if o == 1 and n != 1 else s for o, n, s in zip(old_shape, shape, old_strides))
+        return View(self.storage, self.dtype, tuple(shape), strides, self.offset)
