@@ -29,7 +29,9 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_CXX", "c++ on PATH", "C++ compiler the host device uses for user kernel source at run time."),
     EnvVar("RLX_BLAS", "scipy-openblas32's library", "Path of a CBLAS shared library for the host device's gemm (symbols `cblas_sgemm` or `scipy_cblas_sgemm`)."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
-    EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (passes, arena bytes, thunk count)."),
+    EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
+    EnvVar("RLX_PORTABLE_BUILD", "0", "Build time only (read by setup.py): `1` compiles for the baseline ISA "
+           "instead of `-march=native`, for wheels that run on other machines."),
 )
 
 _BY_NAME = {v.name: v for v in VARIABLES}

@@ -122,7 +122,8 @@ class ShimApi(ctypes.Structure):
         ("cmd_wait", _fn(_st, _p, ctypes.POINTER(ctypes.c_double))),
         ("cmd_release", _fn(None, _p)),
         ("icb_create", _fn(_st, _p, _u32, _pp)),
-        ("icb_encode_dispatch", _fn(_st, _p, _u32, _p, _u32, _pp, ctypes.POINTER(_u64), _u32x3, _u32x3, _u32)),
+        ("icb_encode_dispatch",
+         _fn(_st, _p, _u32, _p, _u32, _pp, ctypes.POINTER(_u64), _u32x3, _u32x3, _u32)),
         ("icb_free", _fn(None, _p)),
     ]
 
@@ -287,7 +288,7 @@ class Device:
         if reason:
             raise DeviceUnavailableError(f"{backend}: {reason}")
         opts = _options(backend, options_override)
-        self.blas: str | None = opts.get("blas")
+        self.blas: str | None = opts.get("blas") or None
         handle = ctypes.c_void_p()
         status = self.shim.api.contents.device_open(
             index, ";".join(f"{k}={v}" for k, v in opts.items()).encode(), ctypes.byref(handle))
@@ -376,8 +377,10 @@ class Buffer:
         view = memoryview(data)
         if not view.c_contiguous:
             raise RlxError("Buffer.write: data must be C-contiguous")
-        view = view.cast("B")
         self._range("Buffer.write", offset, view.nbytes)
+        if view.nbytes == 0:
+            return
+        view = view.cast("B")
         src = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
             (ctypes.c_char * view.nbytes).from_buffer(view)
         check(self.device.shim, self.device.shim.api.contents.buffer_write(

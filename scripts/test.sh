@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up and run the whole test suite on the CPU (what CI runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh test
+.venv/bin/ruff check .
+.venv/bin/python -m pytest -q "$@"
