@@ -178,6 +178,10 @@ struct rlx_device {
     std::deque<rlx_cmdbuf *> queue;     // committed, not yet executed
     std::thread executor;
     bool stopping = false;
+    // Released command buffers kept for reuse: their vectors keep their
+    // capacity, so a steady run loop neither mallocs nor page-faults.
+    std::mutex spare_mu;
+    std::vector<rlx_cmdbuf *> spare;
 };
 
 struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size; };
@@ -513,6 +517,7 @@ void device_close(rlx_device *d) {
     }
     d->pool.cv.notify_all();
     for (auto &w : d->pool.workers) w.join();
+    for (rlx_cmdbuf *cb : d->spare) delete cb;
     delete d;
 }
 
@@ -718,6 +723,14 @@ void pipeline_free(rlx_pipeline *p) { delete p; }
 
 rlx_status cmd_begin(rlx_device *d, rlx_cmdbuf **out) {
     ARG_CHECK(d && out, "cmd_begin: NULL argument");
+    {
+        std::lock_guard<std::mutex> lk(d->spare_mu);
+        if (!d->spare.empty()) {
+            *out = d->spare.back();
+            d->spare.pop_back();
+            return RLX_OK;
+        }
+    }
     *out = new (std::nothrow) rlx_cmdbuf;
     if (!*out) return fail(RLX_ERR_OOM, "cmd_begin: out of memory");
     (*out)->dev = d;
@@ -863,6 +876,24 @@ rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
 void cmd_release(rlx_cmdbuf *cb) {
     if (!cb) return;
     if (cb->state.load(std::memory_order_acquire) != CB_RECORDING) cmd_wait(cb, nullptr);
+    rlx_device *d = cb->dev;
+    cb->cmds.clear();
+    cb->gemms.clear();
+    cb->bytes.clear();
+    cb->pipe = nullptr;
+    memset(cb->bind, 0, sizeof cb->bind);
+    cb->status = RLX_OK;
+    cb->error.clear();
+    cb->seconds = 0;
+    cb->state.store(CB_RECORDING, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lk(d->spare_mu);
+    if (d->spare.size() < 4) {
+        try {
+            d->spare.push_back(cb);
+            return;
+        } catch (...) {
+        }
+    }
     delete cb;
 }
 

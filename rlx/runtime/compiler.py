@@ -45,7 +45,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     outputs = [(name, _output_view(lw, name, node)) for name, node in graph.outputs.items()]
     input_storages = [lw.inputs[name] for name in graph.inputs]
 
-    plan = _plan_arena(lw, input_storages, [v.storage for _, v in outputs], target.max_buffer_length, pin_outputs)
+    plan, lifetimes = _plan_arena(lw, input_storages, [v.storage for _, v in outputs], target.max_buffer_length, pin_outputs)
     resident_bytes = _layout_resident(lw.storages)
     barriers = place_barriers(lw.thunks)
 
@@ -76,7 +76,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         input_specs=[IOSpec(name, tuple(n.shape), n.dtype) for name, n in graph.inputs.items()],
         output_specs=[IOSpec(name, v.shape, v.dtype) for name, v in outputs],
         param_slots=param_slots, index_checks=_index_checks(graph, order), stats=stats, plan=plan,
-        thunks=lw.thunks)
+        thunks=lw.thunks, lifetimes=lifetimes)
     if env.verbose():
         print(f"rlx.compile: {stats.nodes} nodes -> {stats.thunks} thunks ({stats.dispatches} dispatches, "
               f"{stats.gemms} gemms), {stats.barriers} barriers, {stats.segments} replay segments; "
@@ -96,7 +96,7 @@ def _output_view(lw: Lowering, name: str, node: Node) -> View:
 
 
 def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max_bytes: int,
-                pin_outputs: bool) -> MemoryPlan:
+                pin_outputs: bool) -> tuple[MemoryPlan, list[Lifetime]]:
     """Lifetimes in thunk steps. Inputs and the params region live for the
     whole run. Outputs live to the end; pinned, they are also never shared
     with values that died before them, so their bytes stay theirs across
@@ -126,18 +126,17 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
                 result.append(Lifetime(id(s), s.nbytes, start, stop, fixed=id(s) in always))
         return result
 
-    plan = plan_memory(lifetimes(pin_outputs), pin=False)
-    if pin_outputs and plan.total_bytes > max_bytes:
-        plan = plan_memory(lifetimes(False), pin=False, max_bytes=max_bytes)
+    used = lifetimes(pin_outputs)
+    plan = plan_memory(used, pin=False)
+    plan.pinned = pin_outputs
+    if plan.total_bytes > max_bytes:
+        used = lifetimes(False)
+        plan = plan_memory(used, pin=False, max_bytes=max_bytes)
         plan.pinned = False
-    elif plan.total_bytes > max_bytes:
-        plan = plan_memory(lifetimes(False), pin=False, max_bytes=max_bytes)
-    else:
-        plan.pinned = pin_outputs
     for s in lw.storages:
         if s.slot == ARENA:
             s.offset = plan.offsets[id(s)]
-    return plan
+    return plan, used
 
 
 def _layout_resident(storages: list[Storage]) -> int:

@@ -49,7 +49,7 @@ class Executable:
     run concurrently)."""
 
     def __init__(self, *, program, device, target, arena, resident, input_specs, output_specs,
-                 param_slots, index_checks, stats: CompileStats, plan, thunks):
+                 param_slots, index_checks, stats: CompileStats, plan, thunks, lifetimes=()):
         self.program = program          # rlx._core.Program: the C-level API for Cython users
         self.device = device
         self.target = target
@@ -63,6 +63,7 @@ class Executable:
         self.stats = stats
         self.plan = plan
         self.thunks = thunks
+        self.lifetimes = tuple(lifetimes)   # what the memory plan was given (for checks and debugging)
         self._param_lock = threading.Lock()
 
     # ---- parameters ----------------------------------------------------------

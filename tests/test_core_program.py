@@ -1,0 +1,50 @@
+"""rlx._core.Program directly: dynamic-param patching before each run, in
+both the replayed and the re-encoded path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx._core import Program
+from rlx.runtime import params as P
+from rlx.runtime import shim
+
+
+@pytest.mark.parametrize("replay", [True, False])
+def test_dynamic_value_is_patched_into_params_before_each_run(replay):
+    dev = shim.open_device("host", 0)
+    arena = dev.alloc(4096)
+    x_off, y_off, p_off = 0, 1024, 2048
+    n = 16
+    arena.write(p_off, P.binary(n, 0, True, 0, 0, (n,), (1,), (1,)))
+    pipe = dev.builtin_library().pipeline("binary_f32", shim.PIPELINE_INDIRECT)
+    thunk = (0, False, pipe.address, ((0, x_off), (0, x_off), (0, y_off), (0, p_off)), (1, 1, 1), (1, 1, 1))
+    # Symbol 0 patches BinaryParams.n (the first field): the active extent.
+    prog = Program(dev.shim.api_address, dev.address, [arena.address], [thunk], [(x_off, 4 * n)],
+                   [(y_off, 4 * n)], patches=[(p_off, 0)], n_dynamic=1, replay=replay, keepalive=arena)
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    prog.set_dynamic(0, n)
+    prog.run([x], [y])
+    np.testing.assert_array_equal(y, 2 * x)
+    prog.set_dynamic(0, 4)
+    prog.run([np.ones(n, np.float32)], [y])
+    np.testing.assert_array_equal(y[:4], 2.0)          # patched extent
+    np.testing.assert_array_equal(y[4:], 2 * x[4:])    # untouched beyond it
+    with pytest.raises(Exception, match="out of range"):
+        prog.set_dynamic(1, 3)
+
+
+def test_program_rejects_wrong_io_sizes():
+    from rlx.errors import InputError
+
+    dev = shim.open_device("host", 0)
+    arena = dev.alloc(256)
+    prog = Program(dev.shim.api_address, dev.address, [arena.address], [], [(0, 16)], [(64, 16)], keepalive=arena)
+    with pytest.raises(InputError, match="bytes, expected 16"):
+        prog.run([np.zeros(3, np.float32)], [np.zeros(4, np.float32)])
+    with pytest.raises(InputError, match="expected 1 inputs"):
+        prog.run([], [np.zeros(4, np.float32)])
+    out = np.zeros(4, np.float32)
+    prog.run([np.arange(4, dtype=np.float32)], [out])   # no thunks: still a valid (empty) run
