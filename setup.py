@@ -28,6 +28,7 @@ def sync_package_data() -> None:
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(ROOT / "shaders", dst)
+    (ROOT / "rlx" / "lib").mkdir(exist_ok=True)  # editable builds copy the shims here
     inc = ROOT / "rlx" / "include"
     inc.mkdir(exist_ok=True)
     for header in ("rlx_shim.h", "rlx_thunk.h"):
