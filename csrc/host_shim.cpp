@@ -10,12 +10,12 @@
 // them yet (a one-op run then costs no thread hand-off).
 //
 // Nothing here aborts: every failure returns a status and sets the calling
-// thread's last_error. Exceptions (bad_alloc, system_error) are caught at the
-// entry points that allocate and become RLX_ERR_OOM.
+// thread's last_error; C++ exceptions (bad_alloc) never cross into C (GUARD).
 #include "rlx_shim.h"
 #include "prelude/cpu.h"  // rlx_cpu_ctx, half
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +70,20 @@ rlx_status fail(rlx_status s, const char *fmt, ...) {
 }
 #define ARG_CHECK(cond, ...) \
     do { if (!(cond)) return fail(RLX_ERR_ARG, __VA_ARGS__); } while (0)
+
+// Wraps an entry point so that a C++ exception (bad_alloc, system_error)
+// becomes RLX_ERR_OOM instead of unwinding into C.
+template <typename F, F f> struct Guard;
+template <typename... A, rlx_status (*f)(A...)> struct Guard<rlx_status (*)(A...), f> {
+    static rlx_status call(A... a) noexcept {
+        try {
+            return f(a...);
+        } catch (...) {
+            return fail(RLX_ERR_OOM, "out of memory (or threads)");
+        }
+    }
+};
+#define GUARD(f) Guard<decltype(&f), &f>::call
 
 // Spin a little (the other side is usually about to finish), then yield so an
 // oversubscribed 2-core machine still makes progress.
@@ -184,7 +198,7 @@ struct rlx_device {
     std::vector<rlx_cmdbuf *> spare;
 };
 
-struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size; };
+struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size, mapped; /* mapped: mmap length or 0 */ };
 struct rlx_library { rlx_device *dev; void *handle; };
 struct rlx_pipeline { rlx_library *lib; kernel_fn fn; uint32_t flags; };
 
@@ -406,24 +420,6 @@ std::string hex64(uint64_t v) {
     return b;
 }
 
-std::string cpu_model() {
-    std::string model = "unknown";
-    if (FILE *f = fopen("/proc/cpuinfo", "r")) {
-        char line[512];
-        while (fgets(line, sizeof line, f)) {
-            const char *colon = strchr(line, ':');
-            if (colon && !strncmp(line, "model name", 10)) {
-                model = colon + 1;
-                model.erase(0, model.find_first_not_of(" \t"));
-                model.erase(model.find_last_not_of(" \t\r\n") + 1);
-                break;
-            }
-        }
-        fclose(f);
-    }
-    return model;
-}
-
 std::string read_file(const std::string &path) {
     std::string out;
     if (FILE *f = fopen(path.c_str(), "rb")) {
@@ -433,6 +429,14 @@ std::string read_file(const std::string &path) {
         fclose(f);
     }
     return out;
+}
+
+std::string cpu_model() {  // "model name" of /proc/cpuinfo (x86 Linux), else "unknown"
+    const std::string info = read_file("/proc/cpuinfo");
+    size_t at = info.find("model name");
+    if (at == std::string::npos || (at = info.find(':', at)) == std::string::npos) return "unknown";
+    const size_t begin = info.find_first_not_of(" \t", at + 1), end = info.find('\n', at);
+    return begin < end ? info.substr(begin, end - begin) : "unknown";
 }
 
 bool make_dirs(const std::string &path) {
@@ -545,6 +549,7 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         in.unified_memory = 1;
         in.supports_f16 = 1;
         in.compute_units = (uint32_t)d->threads;
+        d->spare.reserve(4);
         for (int i = 1; i < d->threads; ++i) d->pool.workers.emplace_back(worker_main, &d->pool);
     } catch (...) {
         if (d) device_close(d);  // joins any workers already started
@@ -565,41 +570,43 @@ rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
     *out = nullptr;
     ARG_CHECK(size <= d->info.max_buffer_length, "buffer_alloc: %llu bytes exceeds max_buffer_length %llu",
               (unsigned long long)size, (unsigned long long)d->info.max_buffer_length);
+    // Large buffers come from mmap: page-aligned and zero without touching
+    // every page up front. Small ones from aligned_alloc + memset.
     const uint64_t rounded = std::max<uint64_t>(kAlign, (size + kAlign - 1) / kAlign * kAlign);
-    void *p = aligned_alloc(kAlign, rounded);
-    rlx_buffer *b = p ? new (std::nothrow) rlx_buffer{d, (uint8_t *)p, size} : nullptr;
-    if (!b) {
-        free(p);
+    const uint64_t mapped = rounded >= (1u << 20) ? rounded : 0;
+    void *p = mapped ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                     : aligned_alloc(kAlign, rounded);
+    if (p == MAP_FAILED || !p)
         return fail(RLX_ERR_OOM, "buffer_alloc: cannot allocate %llu bytes", (unsigned long long)size);
-    }
-    memset(p, 0, rounded);
-    *out = b;
+    if (!mapped) memset(p, 0, rounded);
+    *out = new rlx_buffer{d, (uint8_t *)p, size, mapped};  // GUARD: a throw leaks p, nothing worse
     return RLX_OK;
 }
 
 void buffer_free(rlx_buffer *b) {
     if (!b) return;
-    free(b->ptr);
+    if (b->mapped) munmap(b->ptr, b->mapped); else free(b->ptr);
     delete b;
 }
 
 void *buffer_host_ptr(rlx_buffer *b) { return b ? b->ptr : nullptr; }
 uint64_t buffer_size(const rlx_buffer *b) { return b ? b->size : 0; }
 
+rlx_status check_copy(const char *fn, const rlx_buffer *b, uint64_t offset, const void *host, uint64_t size) {
+    ARG_CHECK(b && (host || size == 0), "%s: NULL argument", fn);
+    ARG_CHECK(offset <= b->size && size <= b->size - offset, "%s: bytes [%llu, +%llu) outside a %llu-byte buffer",
+              fn, (unsigned long long)offset, (unsigned long long)size, (unsigned long long)b->size);
+    return RLX_OK;
+}
+
 rlx_status buffer_write(rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
-    ARG_CHECK(b && (src || size == 0), "buffer_write: NULL argument");
-    ARG_CHECK(offset <= b->size && size <= b->size - offset,
-              "buffer_write: bytes [%llu, +%llu) outside a %llu-byte buffer", (unsigned long long)offset,
-              (unsigned long long)size, (unsigned long long)b->size);
+    if (rlx_status s = check_copy("buffer_write", b, offset, src, size)) return s;
     if (size) memcpy(b->ptr + offset, src, size);
     return RLX_OK;
 }
 
 rlx_status buffer_read(const rlx_buffer *b, uint64_t offset, void *dst, uint64_t size) {
-    ARG_CHECK(b && (dst || size == 0), "buffer_read: NULL argument");
-    ARG_CHECK(offset <= b->size && size <= b->size - offset,
-              "buffer_read: bytes [%llu, +%llu) outside a %llu-byte buffer", (unsigned long long)offset,
-              (unsigned long long)size, (unsigned long long)b->size);
+    if (rlx_status s = check_copy("buffer_read", b, offset, dst, size)) return s;
     if (size) memcpy(dst, b->ptr + offset, size);
     return RLX_OK;
 }
@@ -668,27 +675,22 @@ rlx_status library_compile(rlx_device *d, const char *source, const char *option
     ARG_CHECK(d && out, "library_compile: NULL argument");
     *out = nullptr;
     void *handle = nullptr;
-    try {
-        if (!source) {
-            handle = self_handle();
-            if (!handle) return fail(RLX_ERR_NOT_FOUND, "library_compile: cannot find the host shim's own handle");
-        } else {
-            std::string so;
-            rlx_status s = compile_user(d, source, options, &so);
-            if (s != RLX_OK) return s;
-            // Library handles are never dlclosed: pipelines and ICB entries
-            // hold raw function pointers into them, and they are small.
-            handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-            if (!handle) {
-                const std::string err = dlerror();
-                unlink(so.c_str());  // a broken cache entry is rebuilt next time
-                return fail(RLX_ERR_COMPILE, "library_compile: dlopen %s: %s", so.c_str(), err.c_str());
-            }
+    if (!source) {
+        handle = self_handle();
+        if (!handle) return fail(RLX_ERR_NOT_FOUND, "library_compile: cannot find the host shim's own handle");
+    } else {
+        std::string so;
+        if (rlx_status s = compile_user(d, source, options, &so)) return s;
+        // Library handles are never dlclosed: pipelines and ICB entries hold
+        // raw function pointers into them, and they are small.
+        handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const std::string err = dlerror();
+            unlink(so.c_str());  // a broken cache entry is rebuilt next time
+            return fail(RLX_ERR_COMPILE, "library_compile: dlopen %s: %s", so.c_str(), err.c_str());
         }
-        *out = new rlx_library{d, handle};
-    } catch (...) {
-        return fail(RLX_ERR_OOM, "library_compile: out of memory");
     }
+    *out = new rlx_library{d, handle};
     return RLX_OK;
 }
 
@@ -702,8 +704,7 @@ rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, 
     const std::string sym = std::string("rlx_k_") + function;
     kernel_fn fn = (kernel_fn)dlsym(lib->handle, sym.c_str());
     if (!fn) return fail(RLX_ERR_NOT_FOUND, "pipeline_get: no kernel '%s' (symbol %s)", function, sym.c_str());
-    *out = new (std::nothrow) rlx_pipeline{lib, fn, flags};
-    if (!*out) return fail(RLX_ERR_OOM, "pipeline_get: out of memory");
+    *out = new rlx_pipeline{lib, fn, flags};
     if (info) {
         *info = rlx_pipeline_info{};
         info->max_threads_per_group = 1024;
@@ -732,8 +733,7 @@ rlx_status cmd_begin(rlx_device *d, rlx_cmdbuf **out) {
             return RLX_OK;
         }
     }
-    *out = new (std::nothrow) rlx_cmdbuf;
-    if (!*out) return fail(RLX_ERR_OOM, "cmd_begin: out of memory");
+    *out = new rlx_cmdbuf;
     (*out)->dev = d;
     return RLX_OK;
 }
@@ -767,11 +767,7 @@ rlx_status cmd_set_bytes(rlx_cmdbuf *cb, uint32_t index, const void *data, uint3
     ARG_CHECK(index < RLX_MAX_BINDINGS, "cmd_set_bytes: binding index %u >= %u", index, RLX_MAX_BINDINGS);
     ARG_CHECK(data && size >= 1 && size <= kMaxBytes, "cmd_set_bytes: need 1..%u bytes of non-NULL data, got %u",
               kMaxBytes, size);
-    try {
-        cb->bytes.emplace_back(new uint8_t[size]);  // new[] is aligned for any params struct
-    } catch (...) {
-        return fail(RLX_ERR_OOM, "cmd_set_bytes: out of memory");
-    }
+    cb->bytes.emplace_back(new uint8_t[size]);  // new[] is aligned for any params struct
     memcpy(cb->bytes.back().get(), data, size);
     cb->bind[index] = cb->bytes.back().get();
     return RLX_OK;
@@ -792,11 +788,7 @@ rlx_status check_grid(const char *fn, const uint32_t groups[3], const uint32_t t
 }
 
 rlx_status push(rlx_cmdbuf *cb, const Cmd &c) {
-    try {
-        cb->cmds.push_back(c);
-    } catch (...) {
-        return fail(RLX_ERR_OOM, "command buffer: out of memory");
-    }
+    cb->cmds.push_back(c);
     return RLX_OK;
 }
 
@@ -817,11 +809,7 @@ rlx_status cmd_barrier(rlx_cmdbuf *cb) {
 rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     CB_CHECK(cb, "cmd_gemm");
     if (rlx_status s = check_gemm(cb->dev, desc)) return s;
-    try {
-        cb->gemms.push_back(*desc);
-    } catch (...) {
-        return fail(RLX_ERR_OOM, "cmd_gemm: out of memory");
-    }
+    cb->gemms.push_back(*desc);
     return push(cb, Cmd{CMD_GEMM, {}, nullptr, {}, nullptr, (uint32_t)cb->gemms.size() - 1, 0});
 }
 
@@ -836,25 +824,20 @@ rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_
 }
 
 rlx_status cmd_commit(rlx_cmdbuf *cb) {
-    ARG_CHECK(cb, "cmd_commit: command buffer is NULL");
+    CB_CHECK(cb, "cmd_commit");
     rlx_device *d = cb->dev;
-    int expected = CB_RECORDING;
-    ARG_CHECK(cb->state.compare_exchange_strong(expected, CB_QUEUED), "cmd_commit: already committed");
-    std::unique_lock<std::mutex> lk(d->q_mu);
-    try {
-        d->queue.push_back(cb);
-    } catch (...) {
-        cb->state.store(CB_RECORDING);
-        return fail(RLX_ERR_OOM, "cmd_commit: out of memory");
-    }
-    if (!d->executor.joinable() && !d->stopping) {
-        try {
-            d->executor = std::thread(executor_main, d);
-        } catch (...) {
-            // No executor: still correct, cmd_wait drains the queue itself.
+    {
+        std::lock_guard<std::mutex> lk(d->q_mu);
+        d->queue.push_back(cb);  // a throw (GUARD) leaves cb recording, as if never committed
+        cb->state.store(CB_QUEUED, std::memory_order_relaxed);  // nobody pops it before we unlock
+        if (!d->executor.joinable() && !d->stopping) {
+            try {
+                d->executor = std::thread(executor_main, d);  // started lazily, once
+            } catch (...) {
+                // No executor thread: still correct, cmd_wait drains the queue itself.
+            }
         }
     }
-    lk.unlock();
     d->q_cv.notify_one();
     return RLX_OK;
 }
@@ -888,14 +871,8 @@ void cmd_release(rlx_cmdbuf *cb) {
     cb->seconds = 0;
     cb->state.store(CB_RECORDING, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(d->spare_mu);
-    if (d->spare.size() < 4) {
-        try {
-            d->spare.push_back(cb);
-            return;
-        } catch (...) {
-        }
-    }
-    delete cb;
+    if (d->spare.size() < d->spare.capacity()) d->spare.push_back(cb);  // capacity reserved: no throw
+    else delete cb;
 }
 
 // ---- indirect command buffers -------------------------------------------------------
@@ -903,11 +880,7 @@ rlx_status icb_create(rlx_device *d, uint32_t capacity, rlx_icb **out) {
     ARG_CHECK(d && out, "icb_create: NULL argument");
     *out = nullptr;
     ARG_CHECK(capacity >= 1, "icb_create: capacity must be >= 1");
-    try {
-        *out = new rlx_icb{d, std::vector<IcbEntry>(capacity)};
-    } catch (...) {
-        return fail(RLX_ERR_OOM, "icb_create: out of memory for %u entries", capacity);
-    }
+    *out = new rlx_icb{d, std::vector<IcbEntry>(capacity)};
     return RLX_OK;
 }
 
@@ -939,15 +912,16 @@ rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline *p, ui
 
 void icb_free(rlx_icb *icb) { delete icb; }
 
+// Entry points that allocate go through GUARD; the others cannot throw.
 const rlx_shim_api kApi = {
     RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), "host",
     last_error, unavailable_reason,
     device_count, device_open, device_info, device_close,
-    buffer_alloc, buffer_free, buffer_host_ptr, buffer_size, buffer_write, buffer_read,
-    library_compile, library_free, pipeline_get, pipeline_free,
-    cmd_begin, cmd_set_pipeline, cmd_set_buffer, cmd_set_bytes, cmd_dispatch, cmd_barrier, cmd_gemm,
-    cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,
-    icb_create, icb_encode_dispatch, icb_free,
+    GUARD(buffer_alloc), buffer_free, buffer_host_ptr, buffer_size, buffer_write, buffer_read,
+    GUARD(library_compile), library_free, GUARD(pipeline_get), pipeline_free,
+    GUARD(cmd_begin), cmd_set_pipeline, cmd_set_buffer, GUARD(cmd_set_bytes), GUARD(cmd_dispatch),
+    GUARD(cmd_barrier), GUARD(cmd_gemm), GUARD(cmd_execute_icb), GUARD(cmd_commit), GUARD(cmd_wait), cmd_release,
+    GUARD(icb_create), icb_encode_dispatch, icb_free,
 };
 
 }  // namespace

@@ -24,10 +24,12 @@ class EnvVar:
 VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_DEVICE", "cpu", "Default device for `rlx.compile` when none is given (`cpu`, `cuda`, `metal`)."),
     EnvVar("RLX_NUM_THREADS", "number of cores", "Worker threads of the host (CPU) device, its BLAS included."),
-    EnvVar("RLX_ARENA_NO_REUSE", "0", "`1` gives every value its own arena slot (no reuse by liveness), for bisecting memory bugs."),
+    EnvVar("RLX_ARENA_NO_REUSE", "0",
+           "`1` gives every value its own arena slot (no reuse by liveness), for bisecting memory bugs."),
     EnvVar("RLX_CACHE_DIR", "$XDG_CACHE_HOME/rlx", "Where compiled user kernels (and later calibration) are cached."),
     EnvVar("RLX_CXX", "c++ on PATH", "C++ compiler the host device uses for user kernel source at run time."),
-    EnvVar("RLX_BLAS", "scipy-openblas32's library", "Path of a CBLAS shared library for the host device's gemm (symbols `cblas_sgemm` or `scipy_cblas_sgemm`)."),
+    EnvVar("RLX_BLAS", "scipy-openblas32's library",
+           "Path of a CBLAS shared library for the host device's gemm (symbols `cblas_sgemm` or `scipy_cblas_sgemm`)."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_PORTABLE_BUILD", "0", "Build time only (read by setup.py): `1` compiles for the baseline ISA "

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from rlx._core import Program
+
 from rlx.runtime import params as P
 from rlx.runtime import shim
 

@@ -173,6 +173,7 @@ def test_failed_device_run_reports_and_program_survives(rng):
     the program's lock, and fails again cleanly; other executables and the
     device stay usable."""
     from rlx._core import Program
+
     from rlx.runtime import shim
 
     dev = shim.open_device("host", 0)

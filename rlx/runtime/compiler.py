@@ -45,7 +45,8 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     outputs = [(name, _output_view(lw, name, node)) for name, node in graph.outputs.items()]
     input_storages = [lw.inputs[name] for name in graph.inputs]
 
-    plan, lifetimes = _plan_arena(lw, input_storages, [v.storage for _, v in outputs], target.max_buffer_length, pin_outputs)
+    output_storages = [v.storage for _, v in outputs]
+    plan, lifetimes = _plan_arena(lw, input_storages, output_storages, target.max_buffer_length, pin_outputs)
     resident_bytes = _layout_resident(lw.storages)
     barriers = place_barriers(lw.thunks)
 
