@@ -14,6 +14,7 @@
 #include "rlx_shim.h"
 #include "prelude/cpu.h"  // rlx_cpu_ctx, half
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -540,7 +541,7 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->cache_dir.empty()) d->cache_dir = "/tmp/rlx-cache-" + std::to_string(getuid());
         const std::string model = cpu_model();
         rlx_device_info &in = d->info;
-        snprintf(in.name, sizeof in.name, "host (CPU: %s)%s", model.c_str(), d->sgemm ? "" : " [no BLAS]");
+        snprintf(in.name, sizeof in.name, "host (CPU: %.100s)%s", model.c_str(), d->sgemm ? "" : " [no BLAS]");
         snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
                  hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
         in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
@@ -625,8 +626,17 @@ void *self_handle() {
 rlx_status compile_user(rlx_device *d, const char *source, const char *options, std::string *so) {
     const std::string opts = options ? options : "";
     const std::string flags = "-O3 -std=c++17 -march=native -fPIC -shared";
-    const std::string prelude = read_file(d->include_dir + "/prelude/cpu.h");
-    if (prelude.empty())
+    // The cache key covers every prelude header (cpu.h includes its siblings),
+    // so editing the prelude invalidates cached kernels.
+    std::string prelude;
+    std::vector<std::string> names;
+    if (DIR *dir = opendir((d->include_dir + "/prelude").c_str())) {
+        while (dirent *e = readdir(dir)) names.push_back(e->d_name);
+        closedir(dir);
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string &name : names) prelude += name + "\n" + read_file(d->include_dir + "/prelude/" + name);
+    if (read_file(d->include_dir + "/prelude/cpu.h").empty())
         return fail(RLX_ERR_COMPILE, "library_compile: no prelude/cpu.h under include_dir='%s'",
                     d->include_dir.c_str());
     uint64_t h = 14695981039346656037ull;

@@ -1,8 +1,5 @@
 // Every built-in kernel, in one translation unit per target. Each target's
 // shim includes its prelude first, then this file.
-#ifndef RLX_MAX_DIMS
-#define RLX_MAX_DIMS 6
-#endif
 #include "binary.h"
 #include "unary.h"
 #include "softmax.h"

@@ -8,12 +8,9 @@ struct UnaryParams {
 };
 
 RLX_INLINE float rlx_unary_apply(uint op, float x) {
-    if (op == 0u) return 0.5f * x * (1.0f + rlx_erf(x * 0.70710678118654752f));
-    if (op == 1u) {
-        const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.0f + rlx_tanh(inner));
-    }
-    return x / (1.0f + rlx_exp(-x));
+    if (op == 0u) return rlx_gelu_erf(x);
+    if (op == 1u) return rlx_gelu_tanh(x);
+    return rlx_silu(x);
 }
 
 template <typename T>

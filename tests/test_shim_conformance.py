@@ -164,6 +164,13 @@ def test_buffer_write_read_and_host_view(device):
         assert download(buf, np.float32, 1, offset=8)[0] == -5.0
     buf.free()
     buf.free()  # idempotent
+    big = device.alloc((3 << 20) + 4)  # large buffers too are zeroed and bounds-checked
+    assert big.read(big.size - 64, 64) == bytes(64)
+    big.write(big.size - 4, b"abcd")
+    assert big.read(big.size - 8, 8) == bytes(4) + b"abcd"
+    with pytest.raises(RlxError):
+        big.read(big.size - 3, 4)
+    big.free()
 
 
 def test_buffer_bounds_errors(device):

@@ -70,7 +70,6 @@ template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
 #define rlx_sqrt sqrtf
 #define rlx_rsqrt(x) (1.0f / sqrtf(x))
 #define rlx_tanh tanhf
-#define rlx_erf erff
 #define rlx_fmax fmaxf
 #define rlx_fmin fminf
 #define rlx_fabs fabsf
@@ -127,4 +126,5 @@ static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
         rlx_cpu_invoke(&kernel, c);                                                \
     }
 
+#include "common.h"
 #endif

@@ -1,0 +1,40 @@
+// Target-independent helpers, included by every prelude after its target
+// macros. Code here runs identically on Metal, CUDA and the CPU, so the CPU
+// tests exercise exactly what the GPUs run (Metal has no erf, for example,
+// so all targets use this one).
+#ifndef RLX_PRELUDE_COMMON_H
+#define RLX_PRELUDE_COMMON_H
+
+#define RLX_MAX_DIMS 6
+
+// erf, Abramowitz & Stegun 7.1.26 refined with one extra term
+// (W. J. Cody's rational form is longer; this one has |error| < 1.5e-7,
+// below f32 rounding of GELU's result).
+RLX_INLINE float rlx_erf_portable(float x) {
+    const float s = x < 0.0f ? -1.0f : 1.0f;
+    const float a = rlx_fabs(x);
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    const float y = 1.0f - (((((1.061405429f * t - 1.453152027f) * t) + 1.421413741f) * t - 0.284496736f) * t +
+                            0.254829592f) * t * rlx_exp(-a * a);
+    return s * y;
+}
+
+// Numerically safe logistic: never overflows exp for large |x|.
+RLX_INLINE float rlx_sigmoid(float x) {
+    if (x >= 0.0f) {
+        return 1.0f / (1.0f + rlx_exp(-x));
+    }
+    const float e = rlx_exp(x);
+    return e / (1.0f + e);
+}
+
+RLX_INLINE float rlx_gelu_erf(float x) { return 0.5f * x * (1.0f + rlx_erf_portable(x * 0.70710678118654752f)); }
+
+RLX_INLINE float rlx_gelu_tanh(float x) {
+    const float inner = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+    return 0.5f * x * (1.0f + rlx_tanh(inner));
+}
+
+RLX_INLINE float rlx_silu(float x) { return x * rlx_sigmoid(x); }
+
+#endif

@@ -1,0 +1,97 @@
+// CUDA prelude: the portable kernels in shaders/ as CUDA C++, compiled at run
+// time by NVRTC in the CUDA shim, and by `nvcc --ptx` in the compile check.
+#ifndef RLX_PRELUDE_CUDA_H
+#define RLX_PRELUDE_CUDA_H
+
+#include <cuda_fp16.h>
+
+#define RLX_TARGET_CUDA 1
+
+typedef unsigned int uint;
+typedef unsigned long long rlx_u64;
+#ifndef __CUDACC_RTC__
+#include <stdint.h>
+#else
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+typedef unsigned int uint32_t;
+typedef int int32_t;
+#endif
+
+// ---- kernel signature -------------------------------------------------------
+// __global__ functions cannot take references, so params come as a pointer
+// into the params region (DESIGN section 3).
+#define RLX_KERNEL __global__ void
+#define RLX_BUF(type, name, index) type name
+#define RLX_PARAMS(type, name, index) const type *__restrict__ name
+#define RLX_IDS
+#define rlx_group_id blockIdx
+#define rlx_num_groups gridDim
+#define rlx_local_id threadIdx
+#define rlx_group_size blockDim
+#define RLX_DEVICE
+#define RLX_CONSTANT const
+#define RLX_INLINE static __device__ __forceinline__
+
+// ---- threadgroup memory, barriers, reductions -----------------------------
+#define RLX_SHARED(type, name, count) __shared__ type name[count]
+#define rlx_barrier() __syncthreads()
+
+// Warp reduction with an explicit active-lane count, so a group size that is
+// not a multiple of 32 never reads an inactive lane; then one partial per
+// warp in `scratch` (at least 32 floats), summed by every thread in a fixed
+// order. The leading barrier lets a caller reuse `scratch` right away.
+RLX_INLINE float rlx_group_reduce_cuda(float v, float *scratch, bool is_max) {
+    const uint lid = threadIdx.x, size = blockDim.x;
+    const uint lane = lid & 31u, warp = lid >> 5;
+    const uint warp_lanes = min(32u, size - warp * 32u);
+    const unsigned mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
+    for (uint off = 16; off > 0; off >>= 1) {
+        const float other = __shfl_down_sync(mask, v, off);
+        if (lane + off < warp_lanes) v = is_max ? fmaxf(v, other) : v + other;
+    }
+    if (size <= 32u) return __shfl_sync(mask, v, 0);
+    const uint n_warps = (size + 31u) / 32u;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float r = scratch[0];
+    for (uint i = 1; i < n_warps; ++i) r = is_max ? fmaxf(r, scratch[i]) : r + scratch[i];
+    return r;
+}
+#define rlx_group_sum(v, scratch) rlx_group_reduce_cuda((v), (scratch), false)
+#define rlx_group_max(v, scratch) rlx_group_reduce_cuda((v), (scratch), true)
+
+// ---- half load/store and math ---------------------------------------------
+RLX_INLINE float rlx_to_float(float v) { return v; }
+RLX_INLINE float rlx_to_float(__half v) { return __half2float(v); }
+template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<T>(v); }
+template <> __device__ __forceinline__ __half rlx_from_float<__half>(float v) { return __float2half_rn(v); }
+typedef __half half;
+
+#define rlx_exp expf
+#define rlx_log logf
+#define rlx_sqrt sqrtf
+#define rlx_rsqrt rsqrtf
+#define rlx_tanh tanhf
+#define rlx_fmax fmaxf
+#define rlx_fmin fminf
+#define rlx_fabs fabsf
+#define RLX_INFINITY __int_as_float(0x7f800000)
+
+// ---- loops -----------------------------------------------------------------
+#define RLX_FOR_RANGE(i, n)                                                         \
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (uint64_t)(n); \
+         i += (uint64_t)gridDim.x * blockDim.x)
+#define RLX_FOR_GROUP(i, n) for (uint i = threadIdx.x; i < (uint)(n); i += blockDim.x)
+
+// ---- instantiation ---------------------------------------------------------
+// Explicit instantiation; the CUDA shim maps each host name to the mangled
+// name through NVRTC name expressions ("kernel<type>"), which it reads from
+// these RLX_INSTANTIATE lines in the source.
+#define RLX_INSTANTIATE(kernel, type, host_name) template __global__ decltype(kernel<type>) kernel<type>;
+#define RLX_INSTANTIATE2(kernel, type1, type2, host_name)                           \
+    template __global__ decltype(kernel<type1, type2>) kernel<type1, type2>;
+
+#include "common.h"
+#endif

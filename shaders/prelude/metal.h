@@ -1,0 +1,87 @@
+// Metal prelude: the portable kernels in shaders/ as MSL, compiled at run
+// time by the Metal shim (newLibraryWithSource). Not run in this project's
+// CI: no Apple hardware is in reach; see README "What is verified where".
+#ifndef RLX_PRELUDE_METAL_H
+#define RLX_PRELUDE_METAL_H
+
+#include <metal_stdlib>
+using namespace metal;
+
+#define RLX_TARGET_METAL 1
+
+// ---- kernel signature -------------------------------------------------------
+#define RLX_KERNEL [[kernel]] void
+#define RLX_BUF(type, name, index) type name [[buffer(index)]]
+#define RLX_PARAMS(type, name, index) constant type *name [[buffer(index)]]
+#define RLX_IDS                                                                     \
+    , uint3 rlx_group_id [[threadgroup_position_in_grid]],                          \
+      uint3 rlx_local_id [[thread_position_in_threadgroup]],                        \
+      uint3 rlx_group_size [[threads_per_threadgroup]],                             \
+      uint3 rlx_num_groups [[threadgroups_per_grid]],                               \
+      uint rlx_simd_lane [[thread_index_in_simdgroup]],                             \
+      uint rlx_simd_id [[simdgroup_index_in_threadgroup]],                          \
+      uint rlx_simd_width [[threads_per_simdgroup]]
+#define RLX_DEVICE device
+#define RLX_CONSTANT constant
+#define RLX_INLINE static inline
+
+// ---- threadgroup memory, barriers, reductions -----------------------------
+#define RLX_SHARED(type, name, count) threadgroup type name[count]
+#define rlx_barrier() threadgroup_barrier(mem_flags::mem_threadgroup)
+
+// Group-wide reduction: SIMD reduction, then one partial per simdgroup in
+// `scratch` (at least 32 floats), summed by every thread so all get the
+// result. simd_sum ignores inactive lanes, so a partial last simdgroup is
+// fine; the leading barrier lets a caller reuse `scratch` for the next
+// reduction.
+RLX_INLINE float rlx_group_reduce_metal(float v, threadgroup float *scratch, uint lid, uint group_size, uint lane,
+                                        uint simd_id, uint simd_width, bool is_max) {
+    v = is_max ? simd_max(v) : simd_sum(v);
+    if (group_size <= simd_width) return v;
+    const uint n_simd = (group_size + simd_width - 1) / simd_width;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane == 0) scratch[simd_id] = v;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float r = scratch[0];
+    for (uint i = 1; i < n_simd; ++i) r = is_max ? fmax(r, scratch[i]) : r + scratch[i];
+    (void)lid;
+    return r;
+}
+#define rlx_group_sum(v, scratch)                                                   \
+    rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
+                           rlx_simd_width, false)
+#define rlx_group_max(v, scratch)                                                   \
+    rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
+                           rlx_simd_width, true)
+
+// ---- half load/store and math ---------------------------------------------
+RLX_INLINE float rlx_to_float(float v) { return v; }
+RLX_INLINE float rlx_to_float(half v) { return float(v); }
+template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<T>(v); }
+
+// Precise forms: the library is compiled with fast math off (the shim sets
+// mathMode), these names keep the intent visible.
+#define rlx_exp(x) metal::precise::exp(x)
+#define rlx_log(x) metal::precise::log(x)
+#define rlx_sqrt(x) metal::precise::sqrt(x)
+#define rlx_rsqrt(x) metal::precise::rsqrt(x)
+#define rlx_tanh(x) metal::precise::tanh(x)
+#define rlx_fmax(a, b) metal::fmax((a), (b))
+#define rlx_fmin(a, b) metal::fmin((a), (b))
+#define rlx_fabs(x) metal::fabs(x)
+#define RLX_INFINITY INFINITY
+
+// ---- loops -----------------------------------------------------------------
+#define RLX_FOR_RANGE(i, n)                                                         \
+    for (uint64_t i = (uint64_t)rlx_group_id.x * rlx_group_size.x + rlx_local_id.x; \
+         i < (uint64_t)(n); i += (uint64_t)rlx_num_groups.x * rlx_group_size.x)
+#define RLX_FOR_GROUP(i, n) for (uint i = rlx_local_id.x; i < (uint)(n); i += rlx_group_size.x)
+
+// ---- instantiation (the host name is what pipeline_get looks up) -----------
+#define RLX_INSTANTIATE(kernel, type, host_name)                                    \
+    template [[host_name(#host_name)]] [[kernel]] decltype(kernel<type>) kernel<type>;
+#define RLX_INSTANTIATE2(kernel, type1, type2, host_name)                           \
+    template [[host_name(#host_name)]] [[kernel]] decltype(kernel<type1, type2>) kernel<type1, type2>;
+
+#include "common.h"
+#endif
