@@ -6,3 +6,5 @@
 #include "layernorm.h"
 #include "gather.h"
 #include "copy.h"
+#include "rope.h"
+#include "attention.h"

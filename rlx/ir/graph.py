@@ -13,6 +13,8 @@ import numpy as np
 
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops)
+from rlx.ir import ops_attention as _ops_attention  # noqa: F401
+from rlx.ir import ops_nn as _ops_nn  # noqa: F401
 from rlx.ir.dtype import DType
 from rlx.ir.op import OpDef, TensorType, get_op
 from rlx.ir.printer import format_graph
@@ -217,6 +219,109 @@ class Graph:
 
     def cast(self, x: Node, dtype: DType | str, *, name: str | None = None) -> Node:
         return self.op("cast", (x,), dtype=dtype, name=name)
+
+    # ---- the transformer op set (rlx/ir/ops_nn.py, rlx/ir/ops_attention.py) ----
+
+    def relu(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("relu", (x,), name=name)
+
+    def tanh(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("tanh", (x,), name=name)
+
+    def exp(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("exp", (x,), name=name)
+
+    def neg(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("neg", (x,), name=name)
+
+    def sqrt(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("sqrt", (x,), name=name)
+
+    def rsqrt(self, x: Node, *, name: str | None = None) -> Node:
+        return self.op("rsqrt", (x,), name=name)
+
+    def scale_shift(self, x: Node, scale: float = 1.0, shift: float = 0.0, *, name: str | None = None) -> Node:
+        """x * scale + shift with scalar scale and shift."""
+        return self.op("scale_shift", (x,), scale=scale, shift=shift, name=name)
+
+    def sub(self, a: Node, b: Node, *, name: str | None = None) -> Node:
+        return self.op("sub", (a, b), name=name)
+
+    def div(self, a: Node, b: Node, *, name: str | None = None) -> Node:
+        return self.op("div", (a, b), name=name)
+
+    def maximum(self, a: Node, b: Node, *, name: str | None = None) -> Node:
+        return self.op("maximum", (a, b), name=name)
+
+    def minimum(self, a: Node, b: Node, *, name: str | None = None) -> Node:
+        return self.op("minimum", (a, b), name=name)
+
+    def sum(self, x: Node, axis: int = -1, keepdims: bool = False, *, name: str | None = None) -> Node:
+        return self.op("sum", (x,), axis=axis, keepdims=keepdims, name=name)
+
+    def mean(self, x: Node, axis: int = -1, keepdims: bool = False, *, name: str | None = None) -> Node:
+        return self.op("mean", (x,), axis=axis, keepdims=keepdims, name=name)
+
+    def max(self, x: Node, axis: int = -1, keepdims: bool = False, *, name: str | None = None) -> Node:
+        return self.op("max", (x,), axis=axis, keepdims=keepdims, name=name)
+
+    def argmax(self, x: Node, axis: int = -1, keepdims: bool = False, *, name: str | None = None) -> Node:
+        """Index of the first maximum along axis, as i32."""
+        return self.op("argmax", (x,), axis=axis, keepdims=keepdims, name=name)
+
+    def masked_softmax(self, x: Node, mask: Node | None = None, scale: float = 1.0, *,
+                       name: str | None = None) -> Node:
+        """softmax(x * scale + mask) over the last axis; mask broadcasts to x."""
+        inputs = (x,) if mask is None else (x, mask)
+        return self.op("masked_softmax", inputs, scale=scale, name=name)
+
+    def rmsnorm(self, x: Node, weight: Node, eps: float = 1e-6, add_one: bool = False, *,
+                name: str | None = None) -> Node:
+        """x / rms(x) * weight (or * (1 + weight) with add_one, as Gemma does)."""
+        return self.op("rmsnorm", (x, weight), eps=eps, add_one=add_one, name=name)
+
+    def add_layernorm(self, x: Node, residual: Node, weight: Node, bias: Node, eps: float = 1e-5, *,
+                      name: str | None = None) -> Node:
+        """layernorm(x + residual): the fused residual + norm of post-norm encoders."""
+        return self.op("add_layernorm", (x, residual, weight, bias), eps=eps, name=name)
+
+    def add_rmsnorm(self, x: Node, residual: Node, weight: Node, eps: float = 1e-6, add_one: bool = False, *,
+                    name: str | None = None) -> Node:
+        return self.op("add_rmsnorm", (x, residual, weight), eps=eps, add_one=add_one, name=name)
+
+    def linear(self, x: Node, weight: Node, bias: Node | None = None, activation: str | None = None,
+               transpose_b: bool = True, *, name: str | None = None) -> Node:
+        """activation(x @ W^T + bias) (transpose_b=True: W is [out, in], as
+        PyTorch and GGUF store it); activation: None, "gelu", "gelu_tanh",
+        "silu", "relu"."""
+        inputs = (x, weight) if bias is None else (x, weight, bias)
+        return self.op("linear", inputs, activation=activation, transpose_b=transpose_b, name=name)
+
+    def glu(self, gate: Node, up: Node, activation: str = "silu", *, name: str | None = None) -> Node:
+        """activation(gate) * up: SwiGLU ("silu") or GeGLU ("gelu", "gelu_tanh")."""
+        return self.op("glu", (gate, up), activation=activation, name=name)
+
+    def concat(self, xs: Sequence[Node], axis: int = -1, *, name: str | None = None) -> Node:
+        return self.op("concat", tuple(xs), axis=axis, name=name)
+
+    def rope(self, x: Node, positions: Node, base: float = 10000.0, layout: str = "neox",
+             rotary_dim: int | None = None, *, name: str | None = None) -> Node:
+        """Rotary position embedding of x [..., T, H, D] at int32 positions
+        [T] or [B, T]; layout "neox" (half-split) or "interleaved"; only the
+        first rotary_dim (default D) features rotate."""
+        return self.op("rope", (x, positions), base=base, layout=layout, rotary_dim=rotary_dim, name=name)
+
+    def attention(self, q: Node, k: Node, v: Node, mask: Node | None = None, causal: bool = False,
+                  scale: float | None = None, softcap: float | None = None, window: int | None = None, *,
+                  name: str | None = None) -> Node:
+        """Scaled dot-product attention. q [B, Tq, Hq, D], k [B, Tk, Hkv, D],
+        v [B, Tk, Hkv, Dv] with Hq a multiple of Hkv (grouped-query);
+        mask: additive, broadcast to [B, Hq, Tq, Tk]; causal aligns the last
+        query with the last key; scale defaults to 1/sqrt(D); softcap:
+        softcap * tanh(s / softcap); window: only the last `window` keys up
+        to each query's position. Returns [B, Tq, Hq, Dv]."""
+        inputs = (q, k, v) if mask is None else (q, k, v, mask)
+        return self.op("attention", inputs, causal=causal, scale=scale, softcap=softcap, window=window, name=name)
 
     def set_outputs(self, mapping_or_None: Mapping[str, Node] | None = None, **named: Node) -> None:
         """Name the graph's outputs (replacing earlier ones), in the given order."""

@@ -82,6 +82,13 @@ class Lowering:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         return View.dense(self.new_storage(f"v{node.id}.{self._counter}", nbytes), dtype, shape)
 
+    def scratch(self, node: Node, nbytes: int) -> Storage:
+        """Arena bytes a kernel needs while it runs (e.g. attention scores).
+        Used by one thunk only, so the memory plan gives it a one-step
+        lifetime and reuses its bytes right after."""
+        self._counter += 1
+        return self.new_storage(f"scratch{node.id}.{self._counter}", nbytes)
+
     def view(self, node: Node) -> View:
         return self.views[node]
 
@@ -352,3 +359,8 @@ def place_barriers(thunks: list[Thunk]) -> int:
 
 
 __all__ = ["LOWERINGS", "Lowering", "Thunk", "place_barriers", "DISPATCH", "GEMM", "f16", "f32"]
+
+
+# Op families lowered in their own modules register into LOWERINGS on import.
+from rlx.runtime import lowering_attention as _lowering_attention  # noqa: E402, F401
+from rlx.runtime import lowering_nn as _lowering_nn  # noqa: E402, F401

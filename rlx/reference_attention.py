@@ -1,0 +1,1 @@
+"""Placeholder: numpy references of RoPE and attention (issue 3)."""

@@ -1,0 +1,1 @@
+"""Placeholder: lowering of RoPE and attention (issue 3)."""

@@ -1,0 +1,1 @@
+"""Placeholder: lowering of the transformer op set (issue 3)."""

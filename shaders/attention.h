@@ -1,0 +1,1 @@
+// Attention kernels (issue 3).

@@ -1,0 +1,1 @@
+// RoPE kernels (issue 3).
