@@ -80,6 +80,7 @@ extensions = cythonize(
             "rlx._core",
             ["rlx/_core.pyx"],
             include_dirs=["csrc"],
+            depends=["rlx/_core.pxd", "csrc/rlx_shim.h", "csrc/rlx_thunk.h"],
             extra_compile_args=["-O3", *native_flags()],
         )
     ],
@@ -92,6 +93,8 @@ extensions.append(
         "librlx_host.so" if sys.platform != "darwin" else "librlx_host.dylib",
         ["csrc/host_shim.cpp", "csrc/host_kernels.cpp"],
         include_dirs=["csrc", "shaders"],
+        # The built-in kernels come from shaders/: rebuild when any changes.
+        depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + ["csrc/rlx_shim.h"],
         extra_compile_args=common_cxx,
         extra_link_args=["-pthread"] + ([] if sys.platform == "darwin" else ["-ldl"]),
         language="c++",

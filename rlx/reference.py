@@ -137,6 +137,99 @@ def _cast(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return xs[0]  # the runner casts every result to the node's dtype
 
 
+# ---- the transformer op set (rlx/ir/ops_nn.py) ----------------------------------
+
+_ACTIVATION_REFS: dict[str | None, Callable[[np.ndarray], np.ndarray]] = {
+    None: lambda x: x,
+    "gelu": lambda x: _gelu([x], {}, None),
+    "gelu_tanh": lambda x: _gelu([x], {"approximate": "tanh"}, None),
+    "silu": lambda x: _silu([x], {}, None),
+    "relu": lambda x: np.maximum(x, np.float32(0)),
+}
+
+for _name, _fn in {
+    "relu": lambda x: np.maximum(x, np.float32(0)),
+    "tanh": np.tanh,
+    "exp": np.exp,
+    "neg": np.negative,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: np.float32(1) / np.sqrt(x),
+}.items():
+    register_reference(_name, lambda xs, attrs, out, _fn=_fn: _fn(_f32(xs[0])))
+
+for _name, _fn in {"sub": np.subtract, "div": np.divide, "maximum": np.maximum, "minimum": np.minimum}.items():
+    register_reference(_name, lambda xs, attrs, out, _fn=_fn: _fn(_f32(xs[0]), _f32(xs[1])))
+
+
+@_ref("scale_shift")
+def _scale_shift(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _f32(xs[0]) * np.float32(attrs["scale"]) + np.float32(attrs["shift"])
+
+
+for _name, _fn in {"sum": np.sum, "mean": np.mean, "max": np.max}.items():
+    register_reference(_name, lambda xs, attrs, out, _fn=_fn: _fn(_f32(xs[0]), axis=attrs["axis"],
+                                                                  keepdims=attrs["keepdims"]))
+
+
+@_ref("argmax")
+def _argmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    r = np.argmax(_f32(xs[0]), axis=attrs["axis"])
+    return np.expand_dims(r, attrs["axis"]) if attrs["keepdims"] else r
+
+
+@_ref("masked_softmax")
+def _masked_softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    """A row masked everywhere (-inf) gives zeros, as the kernel does."""
+    x = _f32(xs[0]) * np.float32(attrs["scale"])
+    if len(xs) == 2:
+        x = x + _f32(xs[1])
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), np.float32(0), m)
+    e = np.exp(x - m)
+    s = np.sum(e, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, e / s, np.float32(0))
+
+
+def _rms(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
+    ms = np.mean(np.square(x), axis=-1, keepdims=True)
+    scale = (np.float32(1) + w) if attrs["add_one"] else w
+    return x / np.sqrt(ms + np.float32(attrs["eps"])) * scale
+
+
+@_ref("rmsnorm")
+def _rmsnorm(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _rms(_f32(xs[0]), _f32(xs[1]), attrs)
+
+
+@_ref("add_rmsnorm")
+def _add_rmsnorm(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _rms(_f32(xs[0]) + _f32(xs[1]), _f32(xs[2]), attrs)
+
+
+@_ref("add_layernorm")
+def _add_layernorm(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _layernorm([_f32(xs[0]) + _f32(xs[1]), xs[2], xs[3]], attrs, out)
+
+
+@_ref("linear")
+def _linear(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    y = _matmul(xs[:2], {"transpose_b": attrs["transpose_b"]}, out)
+    if len(xs) == 3:
+        y = y + _f32(xs[2])
+    return _ACTIVATION_REFS[attrs["activation"]](y)
+
+
+@_ref("glu")
+def _glu(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return _ACTIVATION_REFS[attrs["activation"]](_f32(xs[0])) * _f32(xs[1])
+
+
+@_ref("concat")
+def _concat(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return np.concatenate(xs, axis=attrs["axis"])
+
+
 def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exception]) -> np.ndarray:
     arr = np.asarray(value)
     if tuple(arr.shape) != tuple(t.shape) or arr.dtype != t.dtype.numpy:

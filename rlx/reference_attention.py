@@ -1,1 +1,87 @@
-"""Placeholder: numpy references of RoPE and attention (issue 3)."""
+"""Numpy references of RoPE and attention (semantics: rlx/ir/ops_attention.py).
+
+RoPE's angle is computed exactly as the kernel computes it: the position as
+float32 times a float32 inv_freq table (``rope_inv_freq``, the same table the
+lowering hands the kernel), one float32 multiply. sin, cos and the rotation
+are then float64, so the oracle is never the least accurate party.
+
+Attention computes scores, softmax and P @ V in float32 (f16 inputs upcast),
+like the kernel; a query row with every key masked gives zeros.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.ir import TensorType
+from rlx.reference import register_reference
+
+__all__ = ["rope_inv_freq", "rope", "attention"]
+
+
+def rope_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
+    """inv_freq[i] = base ** (-2i / rotary_dim), i < rotary_dim / 2, computed
+    in float64 and rounded once to float32 (the kernel reads this table)."""
+    i = np.arange(rotary_dim // 2, dtype=np.float64)
+    return (float(base) ** (-2.0 * i / rotary_dim)).astype(np.float32)
+
+
+def rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x, pos = xs
+    x = np.asarray(x, dtype=np.float64)
+    rd = int(attrs["rotary_dim"])
+    half = rd // 2
+    inv = rope_inv_freq(attrs["base"], rd)
+    # positions [T] or [B, T] -> angle [..., T, 1, half] as float32 (one rounding, as the kernel).
+    angle = (np.asarray(pos).astype(np.float32)[..., None] * inv).astype(np.float32)
+    angle = angle.astype(np.float64)[..., None, :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    y = x.copy()
+    if attrs["layout"] == "neox":
+        a, b = x[..., :half], x[..., half:rd]
+        y[..., :half] = a * cos - b * sin
+        y[..., half:rd] = a * sin + b * cos
+    else:
+        a, b = x[..., 0:rd:2], x[..., 1:rd:2]
+        y[..., 0:rd:2] = a * cos - b * sin
+        y[..., 1:rd:2] = a * sin + b * cos
+    return y
+
+
+def attention(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    q, k, v = (np.asarray(a, dtype=np.float32) for a in xs[:3])
+    b, tq, hq, _ = q.shape
+    tk, hkv = k.shape[1], k.shape[2]
+    rep = hq // hkv
+    # [B, H, T, D], kv heads repeated so query head h reads kv head h // rep.
+    qh = q.transpose(0, 2, 1, 3)
+    kh = np.repeat(k.transpose(0, 2, 1, 3), rep, axis=1)
+    vh = np.repeat(v.transpose(0, 2, 1, 3), rep, axis=1)
+    s = np.matmul(qh, np.swapaxes(kh, -1, -2)) * np.float32(attrs["scale"])
+    cap = attrs.get("softcap")
+    if cap is not None:
+        s = np.float32(cap) * np.tanh(s / np.float32(cap))
+    if len(xs) == 4:
+        s = s + np.asarray(xs[3], dtype=np.float32)
+    s = np.broadcast_to(s, (b, hq, tq, tk)).astype(np.float32)
+    qpos = np.arange(tq)[:, None] + (tk - tq)
+    j = np.arange(tk)[None, :]
+    allowed = np.ones((tq, tk), bool)
+    if attrs.get("causal"):
+        allowed &= j <= qpos
+    if attrs.get("window") is not None:
+        allowed &= (qpos - j) < int(attrs["window"])
+    s = np.where(allowed, s, np.float32(-np.inf))
+    m = np.max(s, axis=-1, keepdims=True) if tk else np.full(s.shape[:-1] + (1,), -np.inf, np.float32)
+    dead = ~np.isfinite(m)                       # every key masked (or no keys): the row is zeros
+    m = np.where(dead, np.float32(0), m)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(s - m)
+        denom = np.sum(e, axis=-1, keepdims=True)
+        p = np.where(dead, np.float32(0), e / np.where(dead, np.float32(1), denom))
+    o = np.matmul(p.astype(np.float32), vh)    # [B, Hq, Tq, Dv]
+    return o.transpose(0, 2, 1, 3)
+
+
+register_reference("rope", rope)
+register_reference("attention", attention)

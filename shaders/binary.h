@@ -7,7 +7,7 @@
 struct BinaryParams {
     uint n;          // output elements
     uint ndim;
-    uint op;         // 0 add, 1 mul (issue 3 adds sub, div, max, min)
+    uint op;         // 0 add, 1 mul, 2 sub, 3 div, 4 max, 5 min
     uint contiguous; // 1: a, b and out share the output's dense layout
     uint a_offset, b_offset, pad0, pad1;
     uint shape[RLX_MAX_DIMS];
@@ -16,7 +16,14 @@ struct BinaryParams {
 };
 
 RLX_INLINE float rlx_binary_apply(uint op, float x, float y) {
-    return op == 0u ? x + y : x * y;
+    switch (op) {
+        case 0u: return x + y;
+        case 1u: return x * y;
+        case 2u: return x - y;
+        case 3u: return x / y;
+        case 4u: return rlx_fmax(x, y);
+        default: return rlx_fmin(x, y);
+    }
 }
 
 template <typename T>

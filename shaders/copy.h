@@ -1,22 +1,26 @@
-// Strided copy into a dense output, with an optional dtype change. It
-// materializes any view (narrow, transpose, broadcast) for consumers that
-// cannot read through strides, and doubles as the f32 <-> f16 cast.
+// Strided copy with an optional dtype change. It materializes any view
+// (narrow, transpose, broadcast) for consumers that cannot read through
+// strides, writes into a strided destination (concat writes each input into
+// its slice of the output), and doubles as the f32 <-> f16 cast.
 struct CopyParams {
     uint n, ndim, in_offset, out_offset;
     uint shape[RLX_MAX_DIMS];
     uint in_strides[RLX_MAX_DIMS];
+    uint out_strides[RLX_MAX_DIMS];
 };
 
 template <typename TI, typename TO>
 RLX_KERNEL copy_strided(RLX_BUF(RLX_DEVICE const TI *, x, 0), RLX_BUF(RLX_DEVICE TO *, y, 1),
                         RLX_PARAMS(CopyParams, p, 2) RLX_IDS) {
     RLX_FOR_RANGE(i, p->n) {
-        uint rest = (uint)i, src = p->in_offset;
+        uint rest = (uint)i, src = p->in_offset, dst = p->out_offset;
         for (int d = (int)p->ndim - 1; d >= 0; --d) {
-            src += (rest % p->shape[d]) * p->in_strides[d];
+            const uint coord = rest % p->shape[d];
             rest /= p->shape[d];
+            src += coord * p->in_strides[d];
+            dst += coord * p->out_strides[d];
         }
-        y[p->out_offset + i] = rlx_from_float<TO>(rlx_to_float(x[src]));
+        y[dst] = rlx_from_float<TO>(rlx_to_float(x[src]));
     }
 }
 RLX_INSTANTIATE2(copy_strided, float, float, copy_f32_f32)

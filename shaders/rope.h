@@ -1,1 +1,76 @@
-// RoPE kernels (issue 3).
+// Rotary position embedding (semantics: rlx/ir/ops_attention.py).
+//
+// Elementwise over (row = (b, t, h), item): items [0, half) rotate one pair
+// each, items [half, half + D - rotary_dim) copy a pass-through feature. x is
+// read through its (b, t, h) strides (the feature axis is contiguous), so a
+// head slice of a packed QKV tensor needs no copy; positions are read through
+// their own strides (b stride 0 when one [T] vector serves every batch row).
+// inv_freq is a float32 table computed on the host, so every target and the
+// reference see the same angle: float(position) * inv_freq[i], one multiply.
+struct RopeParams {
+    uint n;              // rows * per_row work items
+    uint per_row;        // half + (D - rotary_dim)
+    uint T, H;
+    uint D, half, interleaved, out_offset;
+    uint x_offset, x_sb, x_st, x_sh;
+    uint p_offset, p_sb, p_st, pad0;
+};
+
+// sin and cos of a float32 angle, the same arithmetic on every target (the
+// preludes have no sin/cos, and Metal's fast forms differ from the CPU's).
+// Cody-Waite reduction by pi/2: three parts of 5, 1 and 1 significant bits
+// make every step before the last exact for |k| < 2^17 (|angle| < ~2e5, i.e.
+// positions up to 200k at inv_freq 1), leaving < 1e-7 absolute error; then
+// Cephes' minimax polynomials on [-pi/4, pi/4] (about 1 ulp).
+struct rlx_sincos_t {
+    float s, c;
+};
+
+RLX_INLINE rlx_sincos_t rlx_sincos_portable(float a) {
+    const float t = a * 0.636619772367581343f;
+    const int k = (int)(t >= 0.0f ? t + 0.5f : t - 0.5f);
+    const float kf = (float)k;
+    float r = a - kf * 1.5625f;
+    r = r - kf * 0.0078125f;
+    r = r - kf * 4.8828125e-4f;
+    r = r - kf * -4.4544551033807686783e-6f;   // pi/2 - 1.57080078125
+    const float z = r * r;
+    const float s = r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
+    const float c = 1.0f - 0.5f * z + z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f +
+                                                                          z * 2.443315711809948e-5f));
+    const uint q = (uint)k & 3u;
+    rlx_sincos_t out;
+    out.s = q == 0u ? s : q == 1u ? c : q == 2u ? -s : -c;
+    out.c = q == 0u ? c : q == 1u ? -s : q == 2u ? -c : s;
+    return out;
+}
+
+template <typename T>
+RLX_KERNEL rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const int *, pos, 1),
+                RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE T *, y, 3),
+                RLX_PARAMS(RopeParams, p, 4) RLX_IDS) {
+    const uint per_row = p->per_row, half = p->half;
+    RLX_FOR_RANGE(i, p->n) {
+        const uint row = (uint)(i / per_row), item = (uint)(i % per_row);
+        const uint h = row % p->H, bt = row / p->H, t = bt % p->T, b = bt / p->T;
+        RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)b * p->x_sb + (uint64_t)t * p->x_st +
+                                 (uint64_t)h * p->x_sh;
+        RLX_DEVICE T *yr = y + p->out_offset + (uint64_t)row * p->D;
+        if (item >= half) {             // pass-through feature
+            const uint d = 2u * half + (item - half);
+            yr[d] = xr[d];
+            continue;
+        }
+        const int position = pos[p->p_offset + b * p->p_sb + t * p->p_st];
+        const float angle = (float)position * inv_freq[item];
+        const rlx_sincos_t sc = rlx_sincos_portable(angle);
+        const float s = sc.s, c = sc.c;
+        const uint i0 = p->interleaved ? 2u * item : item;
+        const uint i1 = p->interleaved ? 2u * item + 1u : item + half;
+        const float a = rlx_to_float(xr[i0]), bb = rlx_to_float(xr[i1]);
+        yr[i0] = rlx_from_float<T>(a * c - bb * s);
+        yr[i1] = rlx_from_float<T>(a * s + bb * c);
+    }
+}
+RLX_INSTANTIATE(rope, float, rope_f32)
+RLX_INSTANTIATE(rope, half, rope_f16)

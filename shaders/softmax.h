@@ -26,3 +26,55 @@ RLX_KERNEL softmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, 
 }
 RLX_INSTANTIATE(softmax, float, softmax_f32)
 RLX_INSTANTIATE(softmax, half, softmax_f16)
+
+// softmax(x * scale + mask) over the last axis. The mask is read through
+// broadcast strides (0 on broadcast dimensions) over x's leading dimensions,
+// so a [1, 1, Tq, Tk] or [B, 1, 1, Tk] mask needs no expanded copy.
+struct MaskedSoftmaxParams {
+    uint rows, cols, in_offset, has_mask;
+    float scale;
+    uint mask_offset, mask_col_stride, n_lead;
+    uint lead_shape[RLX_MAX_DIMS];
+    uint mask_lead_strides[RLX_MAX_DIMS];
+};
+
+template <typename T>
+RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const T *, mask, 1),
+                          RLX_BUF(RLX_DEVICE T *, y, 2), RLX_PARAMS(MaskedSoftmaxParams, p, 3) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    const uint cols = p->cols;
+    RLX_DEVICE const T *xr = x + p->in_offset + (uint64_t)row * cols;
+    RLX_DEVICE T *yr = y + (uint64_t)row * cols;
+    uint m = p->mask_offset, rest = row;
+    for (int d = (int)p->n_lead - 1; d >= 0; --d) {
+        m += (rest % p->lead_shape[d]) * p->mask_lead_strides[d];
+        rest /= p->lead_shape[d];
+    }
+    const float scale = p->scale;
+    const uint mcs = p->mask_col_stride;
+    const bool has_mask = p->has_mask != 0u;
+
+    float mx = -RLX_INFINITY;
+    RLX_FOR_GROUP(i, cols) {
+        const float v = rlx_to_float(xr[i]) * scale + (has_mask ? rlx_to_float(mask[m + i * mcs]) : 0.0f);
+        mx = rlx_fmax(mx, v);
+    }
+    mx = rlx_group_max(mx, scratch);
+    // A row masked everywhere (-inf) gives zeros rather than NaN.
+    const float shift = mx == -RLX_INFINITY ? 0.0f : mx;
+    float s = 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float v = rlx_to_float(xr[i]) * scale + (has_mask ? rlx_to_float(mask[m + i * mcs]) : 0.0f);
+        s += rlx_exp(v - shift);
+    }
+    s = rlx_group_sum(s, scratch);
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float v = rlx_to_float(xr[i]) * scale + (has_mask ? rlx_to_float(mask[m + i * mcs]) : 0.0f);
+        yr[i] = rlx_from_float<T>(rlx_exp(v - shift) * inv);
+    }
+}
+RLX_INSTANTIATE(softmax_masked, float, softmax_masked_f32)
+RLX_INSTANTIATE(softmax_masked, half, softmax_masked_f16)

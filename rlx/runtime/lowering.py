@@ -132,12 +132,15 @@ class Lowering:
         return thunk
 
     def emit_copy(self, label: str, src: View, dst: View) -> None:
+        """dst = src elementwise through both views' strides (dtype may change)."""
         if len(src.shape) > P.MAX_DIMS:
             raise UnsupportedOpError(f"{label}: copies of more than {P.MAX_DIMS} dimensions")
         if not (src.dtype.is_float and dst.dtype.is_float):
             raise UnsupportedOpError(f"{label}: strided copy of {src.dtype.name} is not supported")
+        if src.numel == 0:
+            return
         kernel = f"copy_{src.dtype.name}_{dst.dtype.name}"
-        params = P.copy(src.numel, src.offset, dst.offset, src.shape, src.strides)
+        params = P.copy(src.numel, src.offset, dst.offset, src.shape, src.strides, dst.strides)
         self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params, self.target.elementwise_grid(src.numel))
 
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
@@ -228,10 +231,7 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
-_BINARY_OPS = {"add": 0, "mul": 1}
-
-
-@lowers(*_BINARY_OPS)
+@lowers(*P.BINARY_OPS)
 def _binary(lw: Lowering, node: Node) -> View:
     shape = tuple(node.shape)
     if len(shape) > P.MAX_DIMS:
@@ -239,23 +239,25 @@ def _binary(lw: Lowering, node: Node) -> View:
     a = lw.view(node.inputs[0]).broadcast_to(shape)
     b = lw.view(node.inputs[1]).broadcast_to(shape)
     out = lw.new_value(node)
+    if out.numel == 0:
+        return out
     contiguous = a.is_dense and b.is_dense and 0 not in a.strides + b.strides
-    params = P.binary(out.numel, _BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, a.strides, b.strides)
+    params = P.binary(out.numel, P.BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, a.strides, b.strides)
     lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
                 params, lw.target.elementwise_grid(out.numel))
     return out
 
 
-_UNARY_OPS = {("gelu", "none"): 0, ("gelu", "tanh"): 1, ("silu", None): 2}
-
-
-@lowers("gelu", "silu")
+@lowers("gelu", "silu", "relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift")
 def _unary(lw: Lowering, node: Node) -> View:
-    op = _UNARY_OPS[(node.op, node.attrs.get("approximate") if node.op == "gelu" else None)]
+    name = "gelu_tanh" if node.op == "gelu" and node.attrs.get("approximate") == "tanh" else node.op
     x = lw.dense(node.inputs[0])
     out = lw.new_value(node)
-    lw.dispatch(repr(node), f"unary_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
-                P.unary(out.numel, op, x.offset), lw.target.elementwise_grid(out.numel))
+    if out.numel:
+        params = P.unary(out.numel, P.UNARY_OPS[name], x.offset, 0, node.attrs.get("scale", 1.0),
+                         node.attrs.get("shift", 0.0))
+        lw.dispatch(repr(node), f"unary_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
+                    params, lw.target.elementwise_grid(out.numel))
     return out
 
 

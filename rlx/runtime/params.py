@@ -22,8 +22,17 @@ def binary(n: int, op: int, contiguous: bool, a_offset: int, b_offset: int,
                        *_dims(shape, 1), *_dims(a_strides), *_dims(b_strides))
 
 
-def unary(n: int, op: int, in_offset: int, out_offset: int = 0) -> bytes:
-    return struct.pack("<4I", n, op, in_offset, out_offset)
+# Op codes of shaders/unary.h, binary.h and the activation codes of
+# shaders/prelude/common.h.
+UNARY_OPS = {"gelu": 0, "gelu_tanh": 1, "silu": 2, "relu": 3, "tanh": 4, "exp": 5, "neg": 6, "sqrt": 7,
+             "rsqrt": 8, "scale_shift": 9}
+BINARY_OPS = {"add": 0, "mul": 1, "sub": 2, "div": 3, "maximum": 4, "minimum": 5}
+ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "silu": 3, "relu": 4}
+REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2}
+
+
+def unary(n: int, op: int, in_offset: int, out_offset: int = 0, scale: float = 1.0, shift: float = 0.0) -> bytes:
+    return struct.pack("<4I2f2I", n, op, in_offset, out_offset, scale, shift, 0, 0)
 
 
 def softmax(rows: int, cols: int, in_offset: int, out_offset: int = 0) -> bytes:
@@ -38,6 +47,33 @@ def gather(n_indices: int, dim: int, rows: int, index_is_i64: bool) -> bytes:
     return struct.pack("<4I", n_indices, dim, rows, int(index_is_i64))
 
 
-def copy(n: int, in_offset: int, out_offset: int, shape: tuple[int, ...], in_strides: tuple[int, ...]) -> bytes:
-    return struct.pack(f"<4I{2 * MAX_DIMS}I", n, len(shape), in_offset, out_offset,
-                       *_dims(shape, 1), *_dims(in_strides))
+def copy(n: int, in_offset: int, out_offset: int, shape: tuple[int, ...], in_strides: tuple[int, ...],
+         out_strides: tuple[int, ...]) -> bytes:
+    return struct.pack(f"<4I{3 * MAX_DIMS}I", n, len(shape), in_offset, out_offset,
+                       *_dims(shape, 1), *_dims(in_strides), *_dims(out_strides))
+
+
+def reduce(outer: int, length: int, inner: int, op: int, in_offset: int) -> bytes:
+    return struct.pack("<8I", outer, length, inner, op, in_offset, 0, 0, 0)
+
+
+def masked_softmax(rows: int, cols: int, in_offset: int, has_mask: bool, scale: float, mask_offset: int,
+                   mask_col_stride: int, lead_shape: tuple[int, ...], mask_lead_strides: tuple[int, ...]) -> bytes:
+    return struct.pack(f"<4If3I{2 * MAX_DIMS}I", rows, cols, in_offset, int(has_mask), scale, mask_offset,
+                       mask_col_stride, len(lead_shape), *_dims(lead_shape, 1), *_dims(mask_lead_strides))
+
+
+NO_RESIDUAL = 0xFFFFFFFF
+
+
+def norm(rows: int, cols: int, x_offset: int, r_offset: int, eps: float, add_one: bool = False) -> bytes:
+    return struct.pack("<4If3I", rows, cols, x_offset, r_offset, eps, int(add_one), 0, 0)
+
+
+def glu(rows: int, cols: int, gate_offset: int, gate_row_stride: int, up_offset: int, up_row_stride: int,
+        act: int) -> bytes:
+    return struct.pack("<8I", rows, cols, gate_offset, gate_row_stride, up_offset, up_row_stride, act, 0)
+
+
+def linear(m: int, n: int, k: int, a_offset: int, transpose_b: bool, has_bias: bool, act: int) -> bytes:
+    return struct.pack("<8I", m, n, k, a_offset, int(transpose_b), int(has_bias), act, 0)

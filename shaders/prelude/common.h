@@ -37,4 +37,20 @@ RLX_INLINE float rlx_gelu_tanh(float x) {
 
 RLX_INLINE float rlx_silu(float x) { return x * rlx_sigmoid(x); }
 
+// Activation codes shared by every fused epilogue (rlx/runtime/params.py
+// ACTIVATIONS mirrors them).
+#define RLX_ACT_NONE 0u
+#define RLX_ACT_GELU 1u
+#define RLX_ACT_GELU_TANH 2u
+#define RLX_ACT_SILU 3u
+#define RLX_ACT_RELU 4u
+
+RLX_INLINE float rlx_activation(uint act, float x) {
+    if (act == RLX_ACT_GELU) return rlx_gelu_erf(x);
+    if (act == RLX_ACT_GELU_TANH) return rlx_gelu_tanh(x);
+    if (act == RLX_ACT_SILU) return rlx_silu(x);
+    if (act == RLX_ACT_RELU) return rlx_fmax(x, 0.0f);
+    return x;
+}
+
 #endif

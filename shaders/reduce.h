@@ -1,0 +1,53 @@
+// Reductions over one axis of a dense tensor viewed as [outer, len, inner]:
+// one threadgroup per output element, its threads stride over the axis and
+// meet in a group reduction. Accumulates in f32.
+struct ReduceParams {
+    uint outer, len, inner;
+    uint op;  // 0 sum, 1 mean, 2 max
+    uint in_offset, pad0, pad1, pad2;
+};
+
+template <typename T>
+RLX_KERNEL reduce(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y, 1),
+                  RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint out = rlx_group_id.x;
+    if (out >= p->outer * p->inner) return;
+    const uint o = out / p->inner, in = out % p->inner;
+    RLX_DEVICE const T *base = x + p->in_offset + (uint64_t)o * p->len * p->inner + in;
+    const bool is_max = p->op == 2u;
+    float acc = is_max ? -RLX_INFINITY : 0.0f;
+    RLX_FOR_GROUP(k, p->len) {
+        const float v = rlx_to_float(base[(uint64_t)k * p->inner]);
+        acc = is_max ? rlx_fmax(acc, v) : acc + v;
+    }
+    acc = is_max ? rlx_group_max(acc, scratch) : rlx_group_sum(acc, scratch);
+    if (p->op == 1u) acc /= (float)p->len;
+    if (rlx_local_id.x == 0) y[out] = rlx_from_float<T>(acc);
+}
+RLX_INSTANTIATE(reduce, float, reduce_f32)
+RLX_INSTANTIATE(reduce, half, reduce_f16)
+
+// Index of the first maximum (numpy's tie rule): the group finds the max,
+// then the smallest index holding it. Indices travel as floats, exact below
+// 2^24 elements along the axis (the lowering checks).
+template <typename T>
+RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *, y, 1),
+                  RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint out = rlx_group_id.x;
+    if (out >= p->outer * p->inner) return;
+    const uint o = out / p->inner, in = out % p->inner;
+    RLX_DEVICE const T *base = x + p->in_offset + (uint64_t)o * p->len * p->inner + in;
+    float best = -RLX_INFINITY;
+    RLX_FOR_GROUP(k, p->len) { best = rlx_fmax(best, rlx_to_float(base[(uint64_t)k * p->inner])); }
+    best = rlx_group_max(best, scratch);
+    float first = -(float)p->len;  // negated so a max-reduction finds the smallest index
+    RLX_FOR_GROUP(k, p->len) {
+        if (rlx_to_float(base[(uint64_t)k * p->inner]) == best) first = rlx_fmax(first, -(float)k);
+    }
+    first = rlx_group_max(first, scratch);
+    if (rlx_local_id.x == 0) y[out] = (int)(-first);
+}
+RLX_INSTANTIATE(argmax, float, argmax_f32)
+RLX_INSTANTIATE(argmax, half, argmax_f16)

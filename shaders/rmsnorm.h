@@ -1,0 +1,69 @@
+// RMSNorm and the fused residual + norm kernels: one threadgroup per row,
+// f32 accumulation. The residual sum x + r is recomputed in each pass rather
+// than stored, so a fused kernel reads its inputs twice and writes once.
+// rmsnorm serves both plain and residual forms: r_offset == 0xffffffff means
+// no residual (r is then bound to x and never read).
+struct NormParams {
+    uint rows, cols;
+    uint x_offset, r_offset;
+    float eps;
+    uint add_one;   // rmsnorm: scale by (1 + w), as Gemma stores its weights
+    uint pad0, pad1;
+};
+
+template <typename T>
+RLX_KERNEL rmsnorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const T *, r, 1),
+                   RLX_BUF(RLX_DEVICE const T *, weight, 2), RLX_BUF(RLX_DEVICE T *, y, 3),
+                   RLX_PARAMS(NormParams, p, 4) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    const uint cols = p->cols;
+    const bool res = p->r_offset != 0xffffffffu;
+    RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)row * cols;
+    RLX_DEVICE const T *rr = r + (res ? p->r_offset : 0u) + (uint64_t)row * cols;
+    RLX_DEVICE T *yr = y + (uint64_t)row * cols;
+    float ss = 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float v = res ? rlx_to_float(xr[i]) + rlx_to_float(rr[i]) : rlx_to_float(xr[i]);
+        ss += v * v;
+    }
+    ss = rlx_group_sum(ss, scratch);
+    const float inv = rlx_rsqrt(ss / (float)cols + p->eps);
+    const float one = p->add_one ? 1.0f : 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float v = res ? rlx_to_float(xr[i]) + rlx_to_float(rr[i]) : rlx_to_float(xr[i]);
+        yr[i] = rlx_from_float<T>(v * inv * (one + rlx_to_float(weight[i])));
+    }
+}
+RLX_INSTANTIATE(rmsnorm, float, rmsnorm_f32)
+RLX_INSTANTIATE(rmsnorm, half, rmsnorm_f16)
+
+// LayerNorm of x + r (residual), two passes (mean, centred variance).
+template <typename T>
+RLX_KERNEL add_layernorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const T *, r, 1),
+                         RLX_BUF(RLX_DEVICE const T *, weight, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                         RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(NormParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    const uint cols = p->cols;
+    RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)row * cols;
+    RLX_DEVICE const T *rr = r + p->r_offset + (uint64_t)row * cols;
+    RLX_DEVICE T *yr = y + (uint64_t)row * cols;
+    float s = 0.0f;
+    RLX_FOR_GROUP(i, cols) { s += rlx_to_float(xr[i]) + rlx_to_float(rr[i]); }
+    const float mean = rlx_group_sum(s, scratch) / (float)cols;
+    float v = 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float d = rlx_to_float(xr[i]) + rlx_to_float(rr[i]) - mean;
+        v += d * d;
+    }
+    const float inv = rlx_rsqrt(rlx_group_sum(v, scratch) / (float)cols + p->eps);
+    RLX_FOR_GROUP(i, cols) {
+        const float n = (rlx_to_float(xr[i]) + rlx_to_float(rr[i]) - mean) * inv;
+        yr[i] = rlx_from_float<T>(n * rlx_to_float(weight[i]) + rlx_to_float(bias[i]));
+    }
+}
+RLX_INSTANTIATE(add_layernorm, float, add_layernorm_f32)
+RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
