@@ -625,7 +625,9 @@ void *self_handle() {
 // to its own temporary name and rename() publishes atomically.
 rlx_status compile_user(rlx_device *d, const char *source, const char *options, std::string *so) {
     const std::string opts = options ? options : "";
-    const std::string flags = "-O3 -std=c++17 -march=native -fPIC -shared";
+    // Same math flags as setup.py's KERNEL_MATH_FLAGS for the built-in kernels.
+    const std::string flags = "-O3 -std=c++17 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math "
+                              "-fassociative-math -fno-signed-zeros";
     // The cache key covers every prelude header (cpu.h includes its siblings),
     // so editing the prelude invalidates cached kernels.
     std::string prelude;

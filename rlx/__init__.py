@@ -38,6 +38,7 @@ _LAZY = {
     "Executable": ("rlx.runtime.executable", "Executable"),
     "devices": ("rlx.runtime.devices", "devices"),
     "run_reference": ("rlx.reference", "run_reference"),
+    "register_kernel": ("rlx.runtime.custom_kernels", "register_kernel"),
 }
 
 

@@ -18,11 +18,17 @@ RLX_KERNEL softmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, 
     float m = -RLX_INFINITY;
     RLX_FOR_GROUP(i, cols) { m = rlx_fmax(m, rlx_to_float(xr[i])); }
     m = rlx_group_max(m, scratch);
+    // exp is written once and rescaled: each thread rereads only what it
+    // wrote itself (same loop mapping), so no barrier is needed between.
     float s = 0.0f;
-    RLX_FOR_GROUP(i, cols) { s += rlx_exp(rlx_to_float(xr[i]) - m); }
+    RLX_FOR_GROUP(i, cols) {
+        const float e = rlx_exp(rlx_to_float(xr[i]) - m);
+        yr[i] = rlx_from_float<T>(e);
+        s += e;
+    }
     s = rlx_group_sum(s, scratch);
     const float inv = 1.0f / s;
-    RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<T>(rlx_exp(rlx_to_float(xr[i]) - m) * inv); }
+    RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<T>(rlx_to_float(yr[i]) * inv); }
 }
 RLX_INSTANTIATE(softmax, float, softmax_f32)
 RLX_INSTANTIATE(softmax, half, softmax_f16)

@@ -56,16 +56,15 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         arena.write(lw.params_region.offset, lw.params_blob)
     param_slots = _bind_resident(lw, graph, resident, params or {})
 
-    library = dev.builtin_library()
-    flags = shim.PIPELINE_INDIRECT
+    libraries = _libraries(dev, lw.thunks)
     buffers = [arena.address, resident.address]
     program = Program(
         dev.shim.api_address, dev.address, buffers,
-        [_pack(t, library, flags) for t in lw.thunks],
+        [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in lw.thunks],
         [(s.offset, s.nbytes) for s in input_storages],
         [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize) for _, v in outputs],
         replay=env.replay() if replay is None else replay,
-        keepalive=(arena, resident, library),
+        keepalive=(arena, resident, libraries),
     )
     stats = CompileStats(
         nodes=len(order), thunks=len(lw.thunks),
@@ -186,12 +185,26 @@ def _index_checks(graph: Graph, order: list[Node]) -> list[tuple[int, int, str]]
     return checks
 
 
+def _libraries(dev, thunks: list[Thunk]) -> dict:
+    """The built-in library, plus each user kernel library the schedule uses
+    (compiled once per device and source, then cached)."""
+    from rlx.runtime.custom_kernels import library_for
+
+    libraries = {None: dev.builtin_library()}
+    for t in thunks:
+        if t.source is not None and t.source not in libraries:
+            libraries[t.source] = library_for(dev, t.source)
+    return libraries
+
+
 def _binding(b: Binding) -> tuple[int, int]:
     return (b.storage.slot, b.storage.offset + b.offset)
 
 
 def _pack(t: Thunk, library, flags: int) -> tuple:
     if t.kind == DISPATCH:
+        if library is None:
+            raise RuntimeError("no library for a dispatch")
         pipeline = library.pipeline(t.kernel, flags)
         return (DISPATCH, t.barrier, pipeline.address, tuple(_binding(b) for b in t.bindings), t.groups, t.threads)
     g = t.gemm

@@ -45,6 +45,9 @@ class Thunk:
     reads: list[tuple[Storage, int, int]] = field(default_factory=list)
     writes: list[tuple[Storage, int, int]] = field(default_factory=list)
     barrier: bool = False
+    # Portable source of a user kernel library (rlx.register_kernel); None
+    # means the device's built-in kernels.
+    source: str | None = None
 
 
 @dataclass
@@ -119,10 +122,11 @@ class Lowering:
         return bytes(self._params_blob)
 
     def dispatch(self, label: str, kernel: str, args: list[tuple[View, str]], params: bytes,
-                 grid: tuple[tuple[int, int, int], tuple[int, int, int]]) -> Thunk:
+                 grid: tuple[tuple[int, int, int], tuple[int, int, int]], source: str | None = None) -> Thunk:
         """args: (view, "r" or "w") in the kernel's binding order; the params
-        struct is bound after them."""
-        thunk = Thunk(DISPATCH, label, kernel=kernel, params=params, groups=grid[0], threads=grid[1])
+        struct is bound after them. source: a user kernel library's source."""
+        thunk = Thunk(DISPATCH, label, kernel=kernel, params=params, groups=grid[0], threads=grid[1],
+                      source=source)
         for view, mode in args:
             thunk.bindings.append(Binding(view.storage))
             start, end = view.byte_range()

@@ -21,11 +21,9 @@ RLX_INLINE float rlx_erf_portable(float x) {
 
 // Numerically safe logistic: never overflows exp for large |x|.
 RLX_INLINE float rlx_sigmoid(float x) {
-    if (x >= 0.0f) {
-        return 1.0f / (1.0f + rlx_exp(-x));
-    }
-    const float e = rlx_exp(x);
-    return e / (1.0f + e);
+    const float e = rlx_exp(-rlx_fabs(x));   // in (0, 1]: never overflows
+    const float s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : 1.0f - s;
 }
 
 RLX_INLINE float rlx_gelu_erf(float x) { return 0.5f * x * (1.0f + rlx_erf_portable(x * 0.70710678118654752f)); }
