@@ -3,6 +3,8 @@
 The shims are plain shared libraries (no Python C API) placed in rlx/lib/ and
 loaded with ctypes at run time:
   - librlx_host.so   always (the CPU device; kernels from shaders/ built in)
+  - librlx_cuda.so   on Linux (needs no CUDA toolkit to build: the driver,
+                     NVRTC and cuBLAS are dlopened at run time)
   - librlx_metal.dylib on macOS only (Metal + MPS)
 The kernel sources and the ABI header are copied into the package so a user
 kernel can be compiled at run time against the same prelude.
@@ -72,7 +74,12 @@ def native_flags() -> list[str]:
 
 sync_package_data()
 
-common_cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", "-fno-math-errno", *native_flags()]
+# Host kernels: reassociation lets GCC vectorize float reductions (sums in
+# softmax and the norms) without -ffast-math's finite-math assumption, which
+# would break -inf masks. csrc/host_shim.cpp compiles user kernels with the
+# same KERNEL_MATH_FLAGS.
+KERNEL_MATH_FLAGS = ["-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
+common_cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", *KERNEL_MATH_FLAGS, *native_flags()]
 
 extensions = cythonize(
     [
@@ -101,6 +108,19 @@ extensions.append(
     )
 )
 
+if sys.platform.startswith("linux"):
+    extensions.append(
+        SharedLibrary(
+            "rlx.lib.librlx_cuda",
+            "librlx_cuda.so",
+            ["csrc/cuda_shim.c"],
+            include_dirs=["csrc"],
+            extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-fvisibility=hidden"],
+            extra_link_args=["-ldl", "-pthread"],
+            language="c",
+        )
+    )
+
 if sys.platform == "darwin":
     extensions.append(
         SharedLibrary(
@@ -108,9 +128,13 @@ if sys.platform == "darwin":
             "librlx_metal.dylib",
             ["csrc/metal_shim.m"],
             include_dirs=["csrc"],
-            extra_compile_args=["-O2", "-fobjc-arc"],
-            extra_link_args=["-framework", "Metal", "-framework", "MetalPerformanceShaders",
-                             "-framework", "Foundation"],
+            # macOS 11: compute commands in indirect command buffers (see the shim's header).
+            # CoreGraphics: Apple documents that a command-line process must link it for
+            # MTLCreateSystemDefaultDevice to return a device.
+            extra_compile_args=["-O2", "-fobjc-arc", "-mmacosx-version-min=11.0"],
+            extra_link_args=["-mmacosx-version-min=11.0", "-framework", "Metal",
+                             "-framework", "MetalPerformanceShaders", "-framework", "Foundation",
+                             "-framework", "CoreGraphics"],
         )
     )
 

@@ -98,9 +98,10 @@ ctypedef struct rlx_io:
     uint64_t size
 
 
-# One replay step: a range of recorded dispatches, or one gemm thunk.
+# One replay step (rlx/opt/segments.py): kind 0 a recorded range of
+# dispatches, 1 one gemm thunk, 2 a range encoded directly every run.
 ctypedef struct rlx_segment:
-    uint32_t is_gemm
+    uint32_t is_gemm          # the segment kind
     uint32_t start
     uint32_t count
 
@@ -130,7 +131,8 @@ cdef class Program:
     cdef object keepalive
 
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil
-    cdef _record(self)
+    cdef _record(self, segments)
+    cdef int _encode_range(self, rlx_cmdbuf *cb, uint32_t start, uint32_t end) noexcept nogil
     cdef _raise(self, int status, what)
     cdef int _fail(self, int status, const char *what) noexcept nogil
     cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil

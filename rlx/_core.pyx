@@ -37,6 +37,14 @@ cdef enum:
 
 THUNK_DISPATCH = 0
 THUNK_GEMM = 1
+# Segment kinds of rlx/opt/segments.py.
+cdef enum:
+    SEG_REPLAY = 0
+    SEG_GEMM = 1
+    SEG_DIRECT = 2
+SEGMENT_REPLAY = SEG_REPLAY
+SEGMENT_GEMM = SEG_GEMM
+SEGMENT_DIRECT = SEG_DIRECT
 
 
 cdef class Program:
@@ -55,7 +63,7 @@ cdef class Program:
         pthread_mutex_init(&self.lock, NULL)
 
     def __init__(self, uintptr_t api, uintptr_t device, buffers, thunks, inputs, outputs,
-                 patches=(), uint32_t n_dynamic=0, bint replay=True, keepalive=None):
+                 patches=(), uint32_t n_dynamic=0, bint replay=True, segments=None, keepalive=None):
         cdef uint32_t i, j
         cdef rlx_thunk *t
         cdef rlx_buffer *bufs[16]
@@ -122,39 +130,57 @@ cdef class Program:
         self.n_dynamic = n_dynamic
         self.dynamic = <int64_t *>calloc(max(1, n_dynamic), sizeof(int64_t))
         if replay:
-            self._record()
+            if segments is None:   # one replay range per run of dispatches, gemms between
+                segments = []
+                for i in range(self.n_thunks):
+                    kind = SEGMENT_GEMM if self.thunks[i].kind == RLX_THUNK_GEMM else SEGMENT_REPLAY
+                    last = len(segments) - 1
+                    if last >= 0 and kind == SEGMENT_REPLAY and segments[last][0] == SEGMENT_REPLAY:
+                        segments[last] = (kind, segments[last][1], segments[last][2] + 1)
+                    else:
+                        segments.append((kind, i, 1))
+            self._record(segments)
 
-    cdef _record(self):
-        """Record every dispatch into an indirect command buffer once; gemm
-        thunks split it into segments (an ICB cannot hold a BLAS call)."""
-        cdef uint32_t i, start = 0
+    cdef _record(self, segments):
+        """Record the dispatches of every replay segment into one indirect
+        command buffer (entry i = thunk i), once; the segment plan says what
+        each run executes: recorded ranges, gemms between them, and direct
+        ranges that are encoded every run."""
+        cdef uint32_t i, n = 0
         cdef rlx_thunk *t
         cdef int status
+        self.segments = <rlx_segment *>calloc(max(1, len(segments)), sizeof(rlx_segment))
+        covered = 0
+        for kind, start, count in segments:
+            if kind not in (SEGMENT_REPLAY, SEGMENT_GEMM, SEGMENT_DIRECT) or start != covered or count < 1:
+                raise _errors.RlxError(f"bad segment plan at ({kind}, {start}, {count}): segments must cover "
+                                       f"the thunks in order")
+            if kind == SEGMENT_GEMM and (count != 1 or self.thunks[start].kind != RLX_THUNK_GEMM):
+                raise _errors.RlxError(f"segment at {start}: a gemm segment is one gemm thunk")
+            if kind == SEGMENT_REPLAY:
+                for i in range(start, start + count):
+                    if self.thunks[i].kind != RLX_THUNK_DISPATCH:
+                        raise _errors.RlxError(f"segment at {start}: thunk {i} is not a dispatch")
+            self.segments[n].is_gemm = kind
+            self.segments[n].start = start
+            self.segments[n].count = count
+            n += 1
+            covered = start + count
+        if covered != self.n_thunks:
+            raise _errors.RlxError(f"segment plan covers {covered} of {self.n_thunks} thunks")
+        self.n_segments = n
         status = self.api.icb_create(self.device, max(1, self.n_thunks), &self.icb)
         if status != 0:
             self._raise(status, "recording the schedule")
-        for i in range(self.n_thunks):
-            t = &self.thunks[i]
-            if t.kind == RLX_THUNK_DISPATCH:
-                status = self.api.icb_encode_dispatch(self.icb, i, t.pipeline, t.n_bindings, t.buffers,
+        for i in range(self.n_segments):
+            if self.segments[i].is_gemm != SEGMENT_REPLAY:
+                continue
+            for j in range(self.segments[i].start, self.segments[i].start + self.segments[i].count):
+                t = &self.thunks[j]
+                status = self.api.icb_encode_dispatch(self.icb, j, t.pipeline, t.n_bindings, t.buffers,
                                                       t.offsets, t.groups, t.threads, t.barrier_before)
                 if status != 0:
-                    self._raise(status, f"recording thunk {i}")
-        self.segments = <rlx_segment *>calloc(max(1, self.n_thunks), sizeof(rlx_segment))
-        self.n_segments = 0
-        for i in range(self.n_thunks + 1):
-            if i == self.n_thunks or self.thunks[i].kind == RLX_THUNK_GEMM:
-                if i > start:
-                    self.segments[self.n_segments].is_gemm = 0
-                    self.segments[self.n_segments].start = start
-                    self.segments[self.n_segments].count = i - start
-                    self.n_segments += 1
-                if i < self.n_thunks:
-                    self.segments[self.n_segments].is_gemm = 1
-                    self.segments[self.n_segments].start = i
-                    self.segments[self.n_segments].count = 1
-                    self.n_segments += 1
-                start = i + 1
+                    self._raise(status, f"recording thunk {j}")
         self.replay = True
 
     def __dealloc__(self):
@@ -248,22 +274,13 @@ cdef class Program:
             strncpy(self.error + n + 2, msg, sizeof(self.error) - n - 3)
         return status
 
-    cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil:
+    cdef int _encode_range(self, rlx_cmdbuf *cb, uint32_t start, uint32_t end) noexcept nogil:
+        """Encode thunks [start, end) one by one."""
         cdef const rlx_shim_api *api = self.api
         cdef rlx_thunk *t
         cdef uint32_t i, j
         cdef int st = 0
-        if self.replay:
-            for i in range(self.n_segments):
-                if self.segments[i].is_gemm:
-                    t = &self.thunks[self.segments[i].start]
-                    if t.barrier_before:
-                        st |= api.cmd_barrier(cb)
-                    st |= api.cmd_gemm(cb, &t.gemm)
-                else:
-                    st |= api.cmd_execute_icb(cb, self.icb, self.segments[i].start, self.segments[i].count)
-            return st
-        for i in range(self.n_thunks):
+        for i in range(start, end):
             t = &self.thunks[i]
             if t.barrier_before:
                 st |= api.cmd_barrier(cb)
@@ -274,6 +291,20 @@ cdef class Program:
                 st |= api.cmd_dispatch(cb, t.groups, t.threads)
             else:
                 st |= api.cmd_gemm(cb, &t.gemm)
+        return st
+
+    cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil:
+        cdef uint32_t i
+        cdef int st = 0
+        cdef rlx_segment *seg
+        if not self.replay:
+            return self._encode_range(cb, 0, self.n_thunks)
+        for i in range(self.n_segments):
+            seg = &self.segments[i]
+            if seg.is_gemm == SEG_REPLAY:
+                st |= self.api.cmd_execute_icb(cb, self.icb, seg.start, seg.count)
+            else:
+                st |= self._encode_range(cb, seg.start, seg.start + seg.count)
         return st
 
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil:

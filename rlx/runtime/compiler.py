@@ -12,9 +12,13 @@ import numpy as np
 
 from rlx import env
 from rlx._core import Program
-from rlx.errors import ParameterError
+from rlx.errors import ConfigError, ParameterError
 from rlx.ir.graph import Graph, Node
+from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
+from rlx.opt.precision import apply_precision
+from rlx.opt.segments import Step, segment
+from rlx.opt.segments import describe as describe_segments
 from rlx.runtime import devices, shim
 from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param
 from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
@@ -23,20 +27,48 @@ from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 _VIEW_OPS = ("reshape", "transpose", "narrow")
 
 
+PASSES = ("fusion", "views", "precision", "memory_reuse", "segments")
+
+
 def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.ndarray] | None = None, *,
-            pin_outputs: bool = True, replay: bool | None = None) -> Executable:
+            precision: str = "f32", passes: Mapping[str, bool] | None = None, pin_outputs: bool = True,
+            replay: bool | None = None) -> Executable:
     """Compile ``graph`` for ``device`` ("cpu" by default, or $RLX_DEVICE).
 
+    The pipeline: fusion -> view elision -> precision -> memory plan ->
+    lowering -> segmenting (DESIGN section 4). ``RLX_VERBOSE=1`` prints what
+    each pass changed; ``exe.compile_report`` keeps the same lines.
+
     params: values for every ``graph.param`` (they stay resident across runs;
-    ``Executable.set_params`` replaces them). pin_outputs: give outputs arena
-    bytes no other value ever touches (dropped automatically when the arena
-    would not fit the device). replay: record the schedule once and replay
-    it every run (default: $RLX_REPLAY, on)."""
-    order = graph.topo_order()
+    ``Executable.set_params`` replaces them). precision: "f32", "f16" or
+    "auto" (rlx/opt/precision.py). passes: switch passes off for bisecting,
+    e.g. ``{"fusion": False}``; names: fusion, views, precision,
+    memory_reuse, segments. pin_outputs: give outputs arena bytes no other
+    value ever touches (dropped automatically when the arena would not fit
+    the device). replay: record the schedule once and replay it every run
+    (default: $RLX_REPLAY, on)."""
+    enabled = dict.fromkeys(PASSES, True)
+    for name, on in (passes or {}).items():
+        if name not in enabled:
+            raise ConfigError(f"unknown pass {name!r}: expected one of {', '.join(PASSES)}")
+        enabled[name] = bool(on)
+    graph.topo_order()
     graph.validate()
     dev, target = devices.open_device(device)
-    lw = Lowering(graph, target)
+    report: list[str] = []
+    if enabled["fusion"]:
+        graph, fusion_report = fuse(graph, target.capabilities)
+        report.append(fusion_report.describe())
+    if enabled["precision"]:
+        graph, precision_report = apply_precision(graph, precision)
+        report.append(precision_report.describe())
+    elif precision != "f32":
+        raise ConfigError(f"precision={precision!r} needs the precision pass, which is switched off")
+    order = graph.topo_order()
+    lw = Lowering(graph, target, elide_views=enabled["views"])
     lw.run(order)
+    report.append(f"views: {lw.copies_avoided} view ops lowered to no thunk"
+                  if enabled["views"] else "views: elision off, every view op copies")
     for node in graph.inputs.values():       # declared but unused: still accepted
         if node not in lw.views:
             lw.views[node] = lw.new_value(node)
@@ -46,9 +78,17 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     input_storages = [lw.inputs[name] for name in graph.inputs]
 
     output_storages = [v.storage for _, v in outputs]
-    plan, lifetimes = _plan_arena(lw, input_storages, output_storages, target.max_buffer_length, pin_outputs)
+    plan, lifetimes = _plan_arena(lw, input_storages, output_storages, target.max_buffer_length, pin_outputs,
+                                  reuse=None if enabled["memory_reuse"] else False)
+    report.append(f"memory: {plan.describe()}")
     resident_bytes = _layout_resident(lw.storages)
     barriers = place_barriers(lw.thunks)
+    report.append(f"lowering: {len(lw.thunks)} thunks, {barriers} barriers")
+    use_replay = (env.replay() if replay is None else replay) and enabled["segments"]
+    plan_segments = segment([Step(t.kind == GEMM, True, frozenset(id(s) for s, _, _ in t.reads),
+                                  frozenset(id(s) for s, _, _ in t.writes)) for t in lw.thunks],
+                            frozenset(id(s) for s in output_storages))
+    report.append(describe_segments(plan_segments) if use_replay else "segments: off, every thunk encoded per run")
 
     arena = dev.alloc(max(plan.total_bytes, ALIGNMENT))
     resident = dev.alloc(max(resident_bytes, ALIGNMENT))
@@ -63,11 +103,11 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in lw.thunks],
         [(s.offset, s.nbytes) for s in input_storages],
         [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize) for _, v in outputs],
-        replay=env.replay() if replay is None else replay,
+        replay=use_replay, segments=[seg.as_tuple() for seg in plan_segments] if use_replay else None,
         keepalive=(arena, resident, libraries),
     )
     stats = CompileStats(
-        nodes=len(order), thunks=len(lw.thunks),
+        nodes=len(order), thunks=len(lw.thunks), fused=dict(fusion_report.fused) if enabled["fusion"] else {},
         dispatches=sum(t.kind == DISPATCH for t in lw.thunks), gemms=sum(t.kind == GEMM for t in lw.thunks),
         barriers=barriers, segments=program.segment_count, arena_bytes=plan.total_bytes,
         arena_no_reuse_bytes=plan.naive_bytes, resident_bytes=resident_bytes, outputs_pinned=plan.pinned)
@@ -76,11 +116,12 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         input_specs=[IOSpec(name, tuple(n.shape), n.dtype) for name, n in graph.inputs.items()],
         output_specs=[IOSpec(name, v.shape, v.dtype) for name, v in outputs],
         param_slots=param_slots, index_checks=_index_checks(graph, order), stats=stats, plan=plan,
-        thunks=lw.thunks, lifetimes=lifetimes)
+        thunks=lw.thunks, lifetimes=lifetimes, compile_report=report, graph=graph, segments=plan_segments)
     if env.verbose():
-        print(f"rlx.compile: {stats.nodes} nodes -> {stats.thunks} thunks ({stats.dispatches} dispatches, "
-              f"{stats.gemms} gemms), {stats.barriers} barriers, {stats.segments} replay segments; "
-              f"{plan.describe()}; resident {resident_bytes} B", file=sys.stderr)
+        print("rlx.compile:\n  " + "\n  ".join("\n".join(report).splitlines()) +
+              f"\n  total: {stats.nodes} nodes -> {stats.thunks} thunks ({stats.dispatches} dispatches, "
+              f"{stats.gemms} gemms), {stats.barriers} barriers, {stats.segments} segments, "
+              f"arena {plan.total_bytes} B, resident {resident_bytes} B", file=sys.stderr)
     return exe
 
 
@@ -96,7 +137,7 @@ def _output_view(lw: Lowering, name: str, node: Node) -> View:
 
 
 def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max_bytes: int,
-                pin_outputs: bool) -> tuple[MemoryPlan, list[Lifetime]]:
+                pin_outputs: bool, reuse: bool | None = None) -> tuple[MemoryPlan, list[Lifetime]]:
     """Lifetimes in thunk steps. Inputs and the params region live for the
     whole run. Outputs live to the end; pinned, they are also never shared
     with values that died before them, so their bytes stay theirs across
@@ -127,11 +168,11 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
         return result
 
     used = lifetimes(pin_outputs)
-    plan = plan_memory(used, pin=False)
+    plan = plan_memory(used, pin=False, reuse=reuse)
     plan.pinned = pin_outputs
     if plan.total_bytes > max_bytes:
         used = lifetimes(False)
-        plan = plan_memory(used, pin=False, max_bytes=max_bytes)
+        plan = plan_memory(used, pin=False, max_bytes=max_bytes, reuse=reuse)
         plan.pinned = False
     for s in lw.storages:
         if s.slot == ARENA:

@@ -17,12 +17,10 @@ from rlx.errors import GraphError
 from rlx.ir.graph import Node
 from rlx.ir.op import OpDef, TensorType, register_op
 from rlx.reference import register_reference
-from rlx.runtime import shader_source
 from rlx.runtime.lowering import LOWERINGS, Lowering, float_suffix
 from rlx.runtime.target import Target
 from rlx.runtime.views import View
 
-_TARGET_OF_BACKEND = {"host": "cpu", "cuda": "cuda", "metal": "metal"}
 _cache: dict[tuple[int, str], object] = {}
 _cache_lock = threading.Lock()
 
@@ -35,11 +33,7 @@ def library_for(device, source: str):
     with _cache_lock:
         lib = _cache.get(key)
         if lib is None:
-            backend = device.shim.backend
-            # The host shim puts its prelude in front itself (and caches the
-            # compiled .so on disk); the GPU shims take the flattened text.
-            text = source if backend == "host" else shader_source.kernel_source(_TARGET_OF_BACKEND[backend], source)
-            lib = _cache[key] = device.compile_library(text)
+            lib = _cache[key] = device.compile_library(source)
     return lib
 
 

@@ -32,6 +32,7 @@ class IOSpec:
 class CompileStats:
     nodes: int
     thunks: int
+    fused: dict
     dispatches: int
     gemms: int
     barriers: int
@@ -49,7 +50,8 @@ class Executable:
     run concurrently)."""
 
     def __init__(self, *, program, device, target, arena, resident, input_specs, output_specs,
-                 param_slots, index_checks, stats: CompileStats, plan, thunks, lifetimes=()):
+                 param_slots, index_checks, stats: CompileStats, plan, thunks, lifetimes=(),
+                 compile_report=(), graph=None, segments=()):
         self.program = program          # rlx._core.Program: the C-level API for Cython users
         self.device = device
         self.target = target
@@ -64,6 +66,9 @@ class Executable:
         self.plan = plan
         self.thunks = thunks
         self.lifetimes = tuple(lifetimes)   # what the memory plan was given (for checks and debugging)
+        self.compile_report = tuple(compile_report)   # one line (or block) per pass
+        self.graph = graph                  # the graph after fusion and precision: what was lowered
+        self.segments = tuple(segments)
         self._param_lock = threading.Lock()
 
     # ---- parameters ----------------------------------------------------------

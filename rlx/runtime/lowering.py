@@ -22,6 +22,7 @@ from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 
 DISPATCH, GEMM = 0, 1
+_VIEW_OPS = frozenset({"reshape", "transpose", "narrow"})
 _FLOAT_SUFFIX = {"f32": "f32", "f16": "f16"}
 
 
@@ -60,9 +61,12 @@ class ResidentTensor:
 class Lowering:
     """Walks a graph in topological order and emits thunks."""
 
-    def __init__(self, graph: Graph, target: Target):
+    def __init__(self, graph: Graph, target: Target, elide_views: bool = True):
         self.graph = graph
         self.target = target
+        # False materializes every view op with a copy (for bisecting).
+        self.elide_views = elide_views
+        self.copies_avoided = 0
         self.views: dict[Node, View] = {}
         self.thunks: list[Thunk] = []
         self.storages: list[Storage] = []
@@ -168,7 +172,15 @@ class Lowering:
             if fn is None:
                 raise UnsupportedOpError(
                     f"{node!r}: op '{node.op}' has no lowering on the {self.target.backend} device")
-            self.views[node] = fn(self, node)
+            view = fn(self, node)
+            if node.op in _VIEW_OPS:
+                if self.elide_views or not view.dtype.is_float:
+                    self.copies_avoided += 1
+                else:
+                    out = self.new_value(node, view.shape, view.dtype)
+                    self.emit_copy(f"{node!r} (views not elided)", view, out)
+                    view = out
+            self.views[node] = view
 
 
 def float_suffix(node: Node, dtype: DType) -> str:

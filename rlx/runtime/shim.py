@@ -242,10 +242,31 @@ def _default_blas() -> str | None:
     return candidate if os.path.exists(candidate) else None
 
 
+def _cuda_options() -> dict[str, str]:
+    """Where NVIDIA's pip wheels put NVRTC, cuBLAS and cuda_fp16.h (CUDA 12:
+    nvidia/<component>/{lib,include}; CUDA 13: nvidia/cu13/{lib,include}).
+    The shim also searches CUDA_HOME, CUDA_PATH and /usr/local/cuda itself."""
+    import site
+
+    roots = [*site.getsitepackages(), site.getusersitepackages(), *sys.path]
+    nvidia = [Path(r) / "nvidia" for r in dict.fromkeys(roots) if r and (Path(r) / "nvidia").is_dir()]
+
+    def dirs(*subdirs: str) -> list[str]:
+        return [str(n / d) for n in nvidia for d in subdirs if (n / d).is_dir()]
+
+    incs = [d for d in dirs("cu13/include", "cuda_runtime/include") if os.path.exists(os.path.join(d, "cuda_fp16.h"))]
+    opts = {"nvrtc": ":".join(dirs("cu13/lib", "cuda_nvrtc/lib")), "cublas": ":".join(dirs("cu13/lib", "cublas/lib")),
+            "include_dir": ":".join([str(shader_dir()), *incs[:1]])}
+    return {k: v for k, v in opts.items() if v}
+
+
 def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
     """The device_open options from rlx.env. Every shim gets cache_dir and
-    include_dir; the host also threads, cxx and blas."""
+    include_dir; the host also threads, cxx and blas; cuda the folders of
+    NVRTC, cuBLAS and the CUDA headers from pip wheels (':'-separated)."""
     opts = {"cache_dir": str(env.cache_dir()), "include_dir": str(shader_dir())}
+    if backend == "cuda":
+        opts.update(_cuda_options())
     if backend == "host":
         opts["threads"] = str(env.num_threads())
         if env.cxx():
@@ -323,11 +344,25 @@ class Device:
         return Buffer(self, handle.value, size)
 
     def builtin_library(self) -> Library:
+        """The built-in kernels: linked into the host shim; for the GPU shims
+        the flattened shaders/ source of the target, compiled (and cached) by it."""
         if self._builtin is None:
-            self._builtin = self._compile(None, None)
+            if self.backend == "host":
+                self._builtin = self._compile(None, None)
+            else:
+                from rlx.runtime import shader_source
+
+                self._builtin = self._compile(shader_source.kernel_source(self.backend), None)
         return self._builtin
 
     def compile_library(self, source: str, options: str | None = None) -> Library:
+        """User kernel source (shaders/ style). The host shim puts its prelude
+        in front itself; the GPU shims get the text flattened with their
+        prelude, since Metal and NVRTC cannot resolve our #includes."""
+        if self.backend != "host":
+            from rlx.runtime import shader_source
+
+            source = shader_source.kernel_source(self.backend, source)
         return self._compile(source, options)
 
     def _compile(self, source: str | None, options: str | None) -> Library:

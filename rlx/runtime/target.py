@@ -21,6 +21,8 @@ class Target:
     # Byte alignment of a kernel's params struct inside the params region.
     # Metal wants constant-buffer offsets aligned to 256 on some GPUs.
     params_alignment: int = 16
+    # Fused ops this target can lower (rlx/opt/fusion.py emits only these).
+    capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention"})
 
     @property
     def one_thread_groups(self) -> bool:

@@ -1,0 +1,211 @@
+"""Backend-aware fusion: rewrite primitive chains into the fused ops a
+target can lower. The target's capability set (op names it lowers) decides
+what may be emitted; a target without a fused op keeps the primitive chain.
+
+Patterns (root op <- chain), each applied only when every intermediate node
+has exactly one consumer and is not a graph output:
+- linear:        act(add(matmul(x, W), bias)), add(matmul(x, W), bias), act(matmul(x, W))
+- add_layernorm: layernorm(add(x, r), w, b)          (x and r of the same shape)
+- add_rmsnorm:   rmsnorm(add(x, r), w)
+- glu:           mul(act(gate), up)                   (SwiGLU / GeGLU)
+- attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
+                 heads-first transposes of [B, T, H, D] tensors (mul and add optional)
+Narrow/reshape of a packed QKV feeding attention or RoPE needs no pass: the
+lowering reads such views through strides.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlx.ir.graph import Graph, Node
+from rlx.opt.rewrite import SKIP, rebuild
+
+FUSED_OPS = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention"})
+_ACT_OF = {("gelu", "none"): "gelu", ("gelu", "tanh"): "gelu_tanh", ("silu", None): "silu", ("relu", None): "relu"}
+
+
+@dataclass
+class FusionReport:
+    nodes_before: int
+    nodes_after: int = 0
+    fused: Counter = field(default_factory=Counter)
+
+    def describe(self) -> str:
+        groups = ", ".join(f"{n} {op}" for op, n in sorted(self.fused.items())) or "nothing fused"
+        return f"fusion: {self.nodes_before} -> {self.nodes_after} nodes ({groups})"
+
+
+def _activation(node: Node) -> str | None:
+    key = (node.op, node.attrs.get("approximate") if node.op == "gelu" else None)
+    return _ACT_OF.get(key)
+
+
+class _Matcher:
+    def __init__(self, graph: Graph):
+        self.uses = Counter()
+        for node in graph.topo_order():
+            for x in node.inputs:
+                self.uses[x] += 1
+        for node in graph.outputs.values():
+            self.uses[node] += 1   # an output is a use the pattern cannot absorb
+
+    def private(self, node: Node) -> bool:
+        """Only the pattern's root reads it: it can be absorbed."""
+        return self.uses[node] == 1
+
+
+def _scalar_constant(node: Node) -> float | None:
+    if node.op == "constant" and int(np.prod(node.shape)) == 1:
+        return float(np.asarray(node.attrs["value"]).reshape(()))
+    return None
+
+
+def _peel_transposes(node: Node) -> tuple[Node, tuple[int, ...]]:
+    """The first non-transpose ancestor and the composed permutation."""
+    perm = tuple(range(len(node.shape)))
+    while node.op == "transpose":
+        p = node.attrs["perm"]
+        perm = tuple(p[i] for i in perm)
+        node = node.inputs[0]
+    return node, perm
+
+
+Build = Callable[[Callable[[Node], Node], Graph], Node]
+Match = tuple[str, list[Node], Build]   # fused op, absorbed nodes, builder
+
+
+def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionReport]:
+    """Plan fusions consumers-first (so the largest pattern claims its nodes
+    before a smaller one could), then rebuild the graph with them."""
+    m = _Matcher(graph)
+    order = graph.topo_order()
+    report = FusionReport(nodes_before=len(order))
+    plan: dict[Node, Build] = {}
+    absorbed: set[Node] = set()
+    matchers = [(op, fn) for op, fn in (("attention", _match_attention), ("linear", _match_linear),
+                                        ("add_layernorm", _match_add_norm), ("add_rmsnorm", _match_add_norm),
+                                        ("glu", _match_glu)) if op in capabilities]
+    for node in reversed(order):
+        if node in absorbed:
+            continue
+        for op, fn in matchers:
+            match = fn(node, m)
+            if match is None or match[0] != op or any(n in absorbed or n in plan for n in match[1]):
+                continue
+            plan[node] = match[2]
+            absorbed.update(match[1])
+            report.fused[op] += 1
+            break
+
+    def rewrite(node: Node, mapped, g: Graph):
+        if node in plan:
+            return plan[node](mapped, g)
+        return SKIP if node in absorbed else None
+
+    new, _ = rebuild(graph, rewrite)
+    report.nodes_after = len(new.topo_order())
+    return new, report
+
+
+def _match_linear(node: Node, m: _Matcher) -> Match | None:
+    act = _activation(node)
+    body = node.inputs[0] if act else node
+    absorbed = [body] if act else []
+    if act and not m.private(body):
+        return None
+    bias, mm = None, body
+    if body.op == "add":
+        a, b = body.inputs
+        mm, bias = (a, b) if a.op == "matmul" else (b, a)
+    if mm.op != "matmul" or len(mm.inputs[1].shape) != 2 or (mm is not node and not m.private(mm)):
+        return None
+    if mm is not body:
+        absorbed.append(mm)
+    n = mm.shape[-1]
+    if bias is not None and (tuple(bias.shape) != (n,) or bias.dtype != mm.dtype):
+        return None
+    if bias is None and act is None:
+        return None
+    x, w, tb = mm.inputs[0], mm.inputs[1], mm.attrs["transpose_b"]
+    return "linear", absorbed, lambda mapped, g: g.linear(
+        mapped(x), mapped(w), None if bias is None else mapped(bias), activation=act, transpose_b=tb)
+
+
+def _match_add_norm(node: Node, m: _Matcher) -> Match | None:
+    if node.op not in ("layernorm", "rmsnorm"):
+        return None
+    add = node.inputs[0]
+    if add.op != "add" or not m.private(add) or add.inputs[0].shape != add.inputs[1].shape:
+        return None
+    x, r = add.inputs
+    if node.op == "layernorm":
+        w, b = node.inputs[1:]
+        eps = node.attrs["eps"]
+        return "add_layernorm", [add], lambda mapped, g: g.add_layernorm(mapped(x), mapped(r), mapped(w),
+                                                                          mapped(b), eps=eps)
+    w = node.inputs[1]
+    eps, add_one = node.attrs["eps"], node.attrs["add_one"]
+    return "add_rmsnorm", [add], lambda mapped, g: g.add_rmsnorm(mapped(x), mapped(r), mapped(w), eps=eps,
+                                                                  add_one=add_one)
+
+
+def _match_glu(node: Node, m: _Matcher) -> Match | None:
+    if node.op != "mul":
+        return None
+    for gate_act, up in (node.inputs, node.inputs[::-1]):
+        act = _activation(gate_act)
+        if act in ("silu", "gelu", "gelu_tanh") and m.private(gate_act) and gate_act.shape == up.shape:
+            gate = gate_act.inputs[0]
+            return "glu", [gate_act], lambda mapped, g, gate=gate, up=up, act=act: g.glu(mapped(gate), mapped(up),
+                                                                                           act)
+    return None
+
+
+def _match_attention(node: Node, m: _Matcher) -> Match | None:
+    if node.op != "matmul" or node.attrs["transpose_b"] or len(node.shape) != 4:
+        return None
+    probs, v_h = node.inputs
+    if probs.op not in ("softmax", "masked_softmax") or not m.private(probs):
+        return None
+    absorbed = [probs]
+    scores, mask, scale = probs.inputs[0], None, 1.0
+    if probs.op == "masked_softmax":
+        scale = probs.attrs["scale"]
+        mask = probs.inputs[1] if len(probs.inputs) == 2 else None
+    if scores.op == "add" and m.private(scores) and mask is None:
+        absorbed.append(scores)
+        a, b = scores.inputs
+        scores, mask = (a, b) if a.op in ("mul", "div", "matmul") else (b, a)
+    if scores.op in ("mul", "div") and m.private(scores):
+        a, b = scores.inputs
+        c = _scalar_constant(b)
+        if c is None and scores.op == "mul":
+            c, a = _scalar_constant(a), b
+        if c is None or c == 0.0:
+            return None
+        absorbed.append(scores)
+        scale *= c if scores.op == "mul" else 1.0 / c
+        scores = a
+    if scores.op != "matmul" or not m.private(scores):
+        return None
+    absorbed.append(scores)
+    q_h, k_side = scores.inputs
+    q4, q_perm = _peel_transposes(q_h)
+    v4, v_perm = _peel_transposes(v_h)
+    k4, k_perm = _peel_transposes(k_side)
+    want_k = (0, 2, 1, 3) if scores.attrs["transpose_b"] else (0, 2, 3, 1)
+    if q_perm != (0, 2, 1, 3) or v_perm != (0, 2, 1, 3) or k_perm != want_k:
+        return None
+    if mask is not None and (len(mask.shape) > 4 or mask.dtype != node.dtype):
+        return None
+
+    def build(mapped, g: Graph) -> Node:
+        out = g.attention(mapped(q4), mapped(k4), mapped(v4), None if mask is None else mapped(mask), scale=scale)
+        return g.transpose(out, (0, 2, 1, 3))   # the matched root was heads-first [B, H, T, D]
+
+    return "attention", absorbed, build

@@ -1,0 +1,119 @@
+"""Automatic mixed precision.
+
+Policies:
+- "f32": nothing changes.
+- "f16": every float op computes in f16 (the kernels still accumulate
+  reductions, norms and softmax in f32 internally).
+- "auto": matmuls, linear layers, attention and elementwise chains in f16;
+  norms, softmax and reductions read and write f32, for models whose
+  activations would lose range in f16.
+Under both f16 policies, float params and constants are converted once at
+compile time (no cast thunk), inputs are cast once where first needed, and
+outputs are cast back to the dtype the graph declared. A value is cast to a
+dtype at most once and reused by every consumer, and a cast of a cast back
+to the original dtype is the original value, so consecutive f16 ops never
+round-trip through f32. The report lists every cast kept, and why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlx.errors import ConfigError
+from rlx.ir.dtype import DType, f16, f32
+from rlx.ir.graph import Graph, Node
+from rlx.opt.rewrite import clone_node
+
+POLICIES = ("f32", "f16", "auto")
+# Kept in f32 under "auto".
+F32_UNDER_AUTO = frozenset({"layernorm", "add_layernorm", "rmsnorm", "add_rmsnorm", "softmax", "masked_softmax",
+                            "sum", "mean", "max"})
+# Ops whose dtype is not a compute choice.
+_FIXED = frozenset({"cast", "argmax", "reshape", "transpose", "narrow", "copy"})
+
+
+@dataclass
+class PrecisionReport:
+    policy: str
+    casts: list[tuple[str, str, str, str]] = field(default_factory=list)  # (value, from, to, why)
+    converted: list[str] = field(default_factory=list)                   # params/constants stored as f16
+
+    def describe(self) -> str:
+        if self.policy == "f32":
+            return "precision: f32 (no change)"
+        lines = [f"precision: {self.policy}, {len(self.converted)} params/constants stored as f16, "
+                 f"{len(self.casts)} casts kept"]
+        lines += [f"  cast {v} {a}->{b}: {why}" for v, a, b, why in self.casts]
+        return "\n".join(lines)
+
+
+def apply_precision(graph: Graph, policy: str) -> tuple[Graph, PrecisionReport]:
+    if policy not in POLICIES:
+        raise ConfigError(f"precision {policy!r}: expected one of {', '.join(POLICIES)}")
+    report = PrecisionReport(policy)
+    if policy == "f32":
+        return graph, report
+    order = graph.topo_order()
+    consumers = graph.consumers()
+
+    def wants(node: Node) -> DType | None:
+        """The float dtype this op should compute in (None: not our choice)."""
+        if node.op in _FIXED or node.op in ("input", "param", "constant") or not node.dtype.is_float:
+            return None
+        if policy == "auto" and node.op in F32_UNDER_AUTO:
+            return f32
+        return f16
+
+    g = Graph()
+    new: dict[Node, Node] = {}
+    cast_cache: dict[tuple[Node, str], Node] = {}
+
+    def as_dtype(value: Node, dtype: DType, why: str) -> Node:
+        if value.dtype == dtype or not value.dtype.is_float:
+            return value
+        if value.op == "cast" and value.inputs[0].dtype == dtype:
+            return value.inputs[0]          # undo a cast instead of stacking a second one
+        key = (value, dtype.name)
+        if key not in cast_cache:
+            cast_cache[key] = g.cast(value, dtype)
+            report.casts.append((repr(value).split(" = ")[0], value.dtype.name, dtype.name, why))
+        return cast_cache[key]
+
+    # Params and constants: stored in f16 when every consumer computes in f16.
+    def storage_dtype(node: Node) -> DType:
+        users = consumers.get(node, [])
+        if node.dtype == f32 and users and all(wants(u) == f16 or (u.op == "gather" and wants(u) is None and
+                                                                   u.inputs[0] is node) for u in users):
+            return f16
+        return node.dtype
+
+    for node in list(graph.inputs.values()):
+        new[node] = clone_node(node, [], g)
+    for node in list(graph.params.values()):
+        attrs = dict(node.attrs)
+        if node.dtype.is_float and storage_dtype(node) == f16:
+            attrs["dtype"] = f16
+            report.converted.append(attrs["name"])
+        new[node] = g.op("param", (), **attrs)
+    for node in order:
+        if node in new:
+            continue
+        if node.op == "constant":
+            value = np.asarray(node.attrs["value"])
+            if node.dtype.is_float and storage_dtype(node) == f16:
+                value = value.astype(np.float16)
+                report.converted.append(node.name or f"constant %{node.id}")
+            new[node] = g.constant(value, name=node.name)
+            continue
+        target = wants(node)
+        if node.op == "gather":
+            inputs = [new[node.inputs[0]], new[node.inputs[1]]]   # table keeps its storage dtype
+        elif target is None:
+            inputs = [new[i] for i in node.inputs]
+        else:
+            inputs = [as_dtype(new[i], target, f"{node.op} computes in {target.name}") for i in node.inputs]
+        new[node] = clone_node(node, inputs, g)
+    g.set_outputs({name: as_dtype(new[node], node.dtype, "the output keeps its declared dtype")
+                   for name, node in graph.outputs.items()})
+    return g, report

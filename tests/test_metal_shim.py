@@ -1,0 +1,289 @@
+"""Checks on the Metal shim that run without a Mac.
+
+csrc/metal_shim.m cannot be compiled here, so these keep it honest by other
+means: (1) every Objective-C selector, property, class, function and constant
+it uses is listed in csrc/METAL_API.md with a reference project that makes the
+same call (the table cannot drift from the code); (2) the MSL it compiles
+(kernel_source("metal") and the shim's own embedded kernel) parses as C++
+under tests/metal_stub/metal_stdlib, so typos, undeclared names and macro
+leftovers fail in CI; (3) its API table fills rlx_shim.h's struct in order;
+(4) rlx.shaders_cli.emit writes the source a target compiles.
+The behaviour of a loaded Metal shim is tested by tests/test_shim_conformance.py.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rlx.errors import RlxError
+from rlx.runtime.shader_source import kernel_source
+from rlx.shaders_cli import emit
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIM = ROOT / "csrc" / "metal_shim.m"
+TABLE = ROOT / "csrc" / "METAL_API.md"
+HEADER = ROOT / "csrc" / "rlx_shim.h"
+STUB = Path(__file__).resolve().parent / "metal_stub"
+
+
+# ---- a small Objective-C scanner (enough for the shim's own style) -----------------------
+def strip_comments_and_strings(src: str) -> str:
+    """Comments become spaces, string and char literals become "" and ''
+    (so MSL text inside C strings is not mistaken for code)."""
+    out, i, n = [], 0, len(src)
+    while i < n:
+        c, nxt = src[i], src[i + 1] if i + 1 < n else ""
+        if c == "/" and nxt == "/":
+            j = src.find("\n", i)
+            i = n if j < 0 else j
+        elif c == "/" and nxt == "*":
+            j = src.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            out.append(" ")
+        elif c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c:
+                j += 2 if src[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _matching(src: str, start: int) -> int:
+    """Index of the bracket closing the one at src[start], across nested ()[]{}."""
+    pairs, stack = {"(": ")", "[": "]", "{": "}"}, []
+    for i in range(start, len(src)):
+        if src[i] in pairs:
+            stack.append(pairs[src[i]])
+        elif stack and src[i] == stack[-1]:
+            stack.pop()
+            if not stack:
+                return i
+    raise ValueError(f"unbalanced bracket at {start}")
+
+
+def _flatten(body: str) -> str:
+    """Nested (...) and [...] groups become '_' so only the top level is left."""
+    out, i = [], 0
+    while i < len(body):
+        if body[i] in "([":
+            i = _matching(body, i) + 1
+            out.append("_")
+        else:
+            out.append(body[i])
+            i += 1
+    return "".join(out)
+
+
+_RECEIVER = r"[A-Za-z_]\w*(?:\s*(?:->|\.)\s*\w+)*"
+_MESSAGE = re.compile(rf"\s*{_RECEIVER}\s+([A-Za-z_]\w*)\s*(:?)(.*)", re.S)
+
+
+def message_selectors(code: str) -> set[str]:
+    """Selectors of every [receiver selector:arg part:arg ...] message send.
+    A subscript (a[i], entries[start + count]) has no 'receiver selector'
+    shape at its top level, so it is skipped."""
+    found = set()
+    for i, ch in enumerate(code):
+        if ch != "[":
+            continue
+        m = _MESSAGE.fullmatch(_flatten(code[i + 1:_matching(code, i)]))
+        if not m:
+            continue
+        first, colon, rest = m.groups()
+        if colon:
+            found.add(first + ":" + "".join(p + ":" for p in re.findall(r"([A-Za-z_]\w*)\s*:", rest)))
+        elif not rest.strip():
+            found.add(first)
+    return found
+
+
+_OBJC_DECL = re.compile(r"(?:\bid\s*<\s*\w+\s*>|\b(?:NS|MTL|MPS)[A-Z]\w*\s*\*)\s*(?:__\w+\s+)?([A-Za-z_]\w*)")
+
+
+def property_accesses(code: str) -> set[str]:
+    """Dot-syntax properties used on Objective-C objects: on variables declared
+    with an id<...> or NS/MTL/MPS pointer type (with the rest of the chain, e.g.
+    err.localizedDescription.UTF8String), and on any parenthesised expression."""
+    objc_vars = set(_OBJC_DECL.findall(code))
+    found = set()
+    for base, chain in re.findall(r"\b([A-Za-z_]\w*)((?:\s*\.\s*[A-Za-z_]\w*)+)", code):
+        if base in objc_vars:
+            found.update(re.findall(r"[A-Za-z_]\w*", chain))
+    found.update(re.findall(r"\)\s*\.\s*([A-Za-z_]\w*)", code))
+    return found
+
+
+def framework_identifiers(code: str) -> set[str]:
+    """Classes, types, functions and constants of Foundation, CoreFoundation, Metal and MPS."""
+    return set(re.findall(r"\b((?:NS|CF|MTL|MPS)[A-Z]\w*)", code))
+
+
+def table_symbols() -> dict[str, list[str]]:
+    """First column of every row of csrc/METAL_API.md's tables -> the other cells."""
+    rows = {}
+    for line in TABLE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.lstrip().startswith("|") else []
+        m = re.fullmatch(r"`([^`]+)`", cells[0]) if cells else None
+        if m:
+            rows[m.group(1)] = cells[1:]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def shim_code() -> str:
+    return strip_comments_and_strings(SHIM.read_text())
+
+
+# ---- (1) the API table covers the shim ---------------------------------------------------------
+def test_scanner_understands_the_shims_forms():
+    code = strip_comments_and_strings("""
+        id<MTLDevice> dev = MTLCreateSystemDefaultDevice(); // [ignored comment:x]
+        x = [OBJ(id<MTLDevice>, d->mtl) newBufferWithLength:(NSUInteger)(a ? b : 1)
+                                                     options:MTLResourceStorageModeShared];
+        m = [[MPSMatrix alloc] initWithBuffer:OBJ(id<MTLBuffer>, b->mtl) offset:o descriptor:desc];
+        if (cb->enc) [enc memoryBarrierWithScope:MTLBarrierScopeBuffers];
+        return [x foo];
+        s = "[not code:really]"; v = seen[(*n)++]; w = entries[start + count]; char model[96];
+        NSError *err = nil; NSString *text = err.localizedDescription; q = text.UTF8String; r = info.name;
+        u = dev.maxThreadsPerThreadgroup.width;
+    """)
+    assert message_selectors(code) == {"newBufferWithLength:options:", "alloc", "initWithBuffer:offset:descriptor:",
+                                       "memoryBarrierWithScope:", "foo"}
+    assert property_accesses(code) == {"localizedDescription", "UTF8String", "maxThreadsPerThreadgroup", "width"}
+    assert {"MTLDevice", "MTLCreateSystemDefaultDevice", "NSUInteger", "MPSMatrix"} <= framework_identifiers(code)
+
+
+def test_every_objc_call_in_the_shim_is_in_the_api_table(shim_code):
+    table = table_symbols()
+    used = {
+        "selector": message_selectors(shim_code),
+        "property": property_accesses(shim_code),
+        "identifier": framework_identifiers(shim_code),
+    }
+    assert len(used["selector"]) > 30 and len(used["identifier"]) > 30, "the scanner found too little"
+    missing = {kind: sorted(names - set(table)) for kind, names in used.items() if names - set(table)}
+    assert not missing, f"add these to csrc/METAL_API.md (with a reference project): {missing}"
+
+
+def test_every_table_row_names_a_reference_and_is_used(shim_code):
+    table = table_symbols()
+    used = message_selectors(shim_code) | property_accesses(shim_code) | framework_identifiers(shim_code)
+    for name, cells in table.items():
+        assert len(cells) >= 3 and cells[1] and cells[2], f"{name}: kind, reference and note are required"
+    # Rows for Objective-C language features (@autoreleasepool, ...) are documentation only.
+    stale = sorted(n for n in table if n not in used and not n.startswith(("@", "__")))
+    assert not stale, f"METAL_API.md lists calls the shim no longer makes: {stale}"
+
+
+def test_shim_declares_its_minimum_macos():
+    head = SHIM.read_text()[:2500]
+    assert re.search(r"Minimum macOS: 11\.0", head)
+    setup = (ROOT / "setup.py").read_text()
+    assert "-mmacosx-version-min=11.0" in setup and "CoreGraphics" in setup
+
+
+# ---- (3) the API table matches rlx_shim.h ------------------------------------------------------
+def test_api_table_fills_every_abi_entry_in_order():
+    header = HEADER.read_text()
+    body = header[header.index("typedef struct rlx_shim_api {"):header.index("} rlx_shim_api;")]
+    fields = re.findall(r"\(\s*\*\s*(\w+)\s*\)\s*\(", body)
+    code = strip_comments_and_strings(SHIM.read_text())
+    init = code[code.index("rlx_shim_api kApi = {"):]
+    init = init[init.index("{") + 1:init.index("};")]
+    entries = [e.strip() for e in init.split(",") if e.strip()]
+    assert entries[:2] == ["RLX_SHIM_ABI_VERSION", "(uint32_t)sizeof(rlx_shim_api)"]
+    assert re.search(r'sizeof\(rlx_shim_api\),\s*"metal",', SHIM.read_text()), "backend name must be \"metal\""
+    assert entries[3:] == fields, "kApi must list every rlx_shim_api entry, in the header's order"
+    for name in fields:  # every entry is a real function of the shim, not a NULL stub
+        assert re.search(rf"^static [^;{{]*\b{name}\(", code, re.M), f"{name} is not defined in metal_shim.m"
+
+
+# ---- (2) the MSL parses ------------------------------------------------------------------------
+def _gxx_syntax(tmp_path: Path, source: str, name: str = "k.metal") -> subprocess.CompletedProcess:
+    path = tmp_path / name
+    path.write_text(source)
+    return subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wno-attributes", "-I", str(STUB), "-x", "c++",
+                           str(path)], capture_output=True, text=True)
+
+
+needs_gxx = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ not installed")
+
+USER_KERNEL = """
+struct ScaleParams { uint n; float scale; float bias; uint pad; };
+template <typename T>
+RLX_KERNEL scale_bias(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y, 1),
+                      RLX_PARAMS(ScaleParams, p, 2) RLX_IDS) {
+    RLX_FOR_RANGE(i, p->n) { y[i] = rlx_from_float<T>(rlx_to_float(x[i]) * p->scale + p->bias); }
+}
+RLX_INSTANTIATE(scale_bias, float, scale_bias_f32)
+RLX_INSTANTIATE(scale_bias, half, scale_bias_f16)
+"""
+
+
+@needs_gxx
+def test_metal_kernel_source_parses_as_cxx(tmp_path):
+    for label, src in (("built-in", kernel_source("metal")), ("user", kernel_source("metal", USER_KERNEL))):
+        r = _gxx_syntax(tmp_path, src)
+        assert r.returncode == 0, f"{label} MSL does not parse:\n{r.stderr[-4000:]}"
+
+
+@needs_gxx
+def test_the_stub_still_rejects_mistakes(tmp_path):
+    """The check is only worth something if the stub does not declare too much."""
+    good = kernel_source("metal", USER_KERNEL)
+    bad = {
+        "undeclared name": "RLX_INLINE float f(float x) { return rlx_undeclared_helper(x); }",
+        "typo in a builtin": "RLX_INLINE float f(float x) { return metal::precise::exq(x); }",
+        "macro leftover": "RLX_INLINE float f(float x) { return RLX_NOT_A_MACRO(x); }",
+        "C library call MSL lacks": "RLX_INLINE float f(float x) { return expf(x); }",
+    }
+    for label, line in bad.items():
+        assert _gxx_syntax(tmp_path, good + "\n" + line + "\n").returncode != 0, f"{label} was not caught"
+
+
+@needs_gxx
+def test_explicit_instantiation_form_parses(tmp_path):
+    src = ('#include <metal_stdlib>\nusing namespace metal;\n'
+           'template <typename T>\n[[kernel]] void k(device T *x [[buffer(0)]], uint3 g [[thread_position_in_grid]])'
+           ' { x[g.x] = T(1.0f); }\n'
+           'template [[host_name("k_f32")]] [[kernel]] decltype(k<float>) k<float>;\n'
+           'template [[host_name("k_f16")]] [[kernel]] decltype(k<half>) k<half>;\n')
+    r = _gxx_syntax(tmp_path, src)
+    assert r.returncode == 0, r.stderr
+
+
+@needs_gxx
+def test_the_shims_embedded_kernel_parses(tmp_path):
+    """kScaleSource (C = beta*C for k == 0) is MSL inside a C string literal."""
+    text = SHIM.read_text()
+    m = re.search(r"kScaleSource\s*=\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+);", text)
+    assert m, "kScaleSource not found in metal_shim.m"
+    parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))
+    src = "".join(p.encode().decode("unicode_escape") for p in parts)
+    assert "rlx_scale_c_f32" in src and "rlx_scale_c_f16" in src
+    r = _gxx_syntax(tmp_path, src, "scale.metal")
+    assert r.returncode == 0, r.stderr
+
+
+# ---- (4) rlx shaders --emit ------------------------------------------------------------------
+@pytest.mark.parametrize("target,suffix", [("metal", ".metal"), ("cuda", ".cu"), ("cpu", ".cpp")])
+def test_emit_writes_the_targets_source(tmp_path, target, suffix):
+    out = emit(target, tmp_path / "new" / "dir")
+    assert out == tmp_path / "new" / "dir" / f"rlx_kernels{suffix}"
+    assert out.read_text() == kernel_source(target)
+    assert emit(target, tmp_path / "new" / "dir") == out  # overwrites in place
+
+
+def test_emit_rejects_unknown_targets(tmp_path):
+    with pytest.raises(RlxError, match="vulkan"):
+        emit("vulkan", tmp_path)
+    assert not list(tmp_path.iterdir())
