@@ -11,13 +11,16 @@ struct GluParams {
 template <typename T>
 RLX_KERNEL glu(RLX_BUF(RLX_DEVICE const T *, gate, 0), RLX_BUF(RLX_DEVICE const T *, up, 1),
                RLX_BUF(RLX_DEVICE T *, out, 2), RLX_PARAMS(GluParams, p, 3) RLX_IDS) {
-    const uint cols = p->cols;
-    RLX_FOR_RANGE(i, (uint64_t)p->rows * cols) {
-        const uint r = (uint)(i / cols), c = (uint)(i % cols);
-        const float g = rlx_to_float(gate[p->gate_offset + (uint64_t)r * p->gate_row_stride + c]);
-        const float u = rlx_to_float(up[p->up_offset + (uint64_t)r * p->up_row_stride + c]);
-        out[i] = rlx_from_float<T>(rlx_activation(p->act, g) * u);
-    }
+    // One group per row, its threads over the columns (contiguous access).
+    const uint cols = p->cols, row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    RLX_DEVICE const T *gr = gate + p->gate_offset + (uint64_t)row * p->gate_row_stride;
+    RLX_DEVICE const T *ur = up + p->up_offset + (uint64_t)row * p->up_row_stride;
+    RLX_DEVICE T *orow = out + (uint64_t)row * cols;
+#define RLX_GLU_LOOP(f)                                                             \
+    RLX_FOR_GROUP(c, cols) { orow[c] = rlx_from_float<T>(f(rlx_to_float(gr[c])) * rlx_to_float(ur[c])); }
+    RLX_SWITCH_ACTIVATION(p->act, RLX_GLU_LOOP)
+#undef RLX_GLU_LOOP
 }
 RLX_INSTANTIATE(glu, float, glu_f32)
 RLX_INSTANTIATE(glu, half, glu_f16)

@@ -1,6 +1,7 @@
 // Fused matmul epilogues.
 //
-// bias_act: y = act(y + bias) in place, after the shim's gemm (large M).
+// bias_act: y = act(y + bias) in place, after the shim's gemm (large M);
+// one threadgroup per row.
 // matmul_rows: out[m, n] = act(sum_k a[m, k] * b(k, n) + bias[n]) with one
 // threadgroup per output element and its threads splitting K: the path for
 // small M (decode-style mat-vec), where a BLAS / MPS / cuBLAS call costs
@@ -16,11 +17,23 @@ template <typename T>
 RLX_KERNEL bias_act(RLX_BUF(RLX_DEVICE T *, y, 0), RLX_BUF(RLX_DEVICE const T *, bias, 1),
                     RLX_PARAMS(LinearParams, p, 2) RLX_IDS) {
     const uint n = p->n;
-    RLX_FOR_RANGE(i, (uint64_t)p->m * n) {
-        float v = rlx_to_float(y[i]);
-        if (p->has_bias) v += rlx_to_float(bias[i % n]);
-        y[i] = rlx_from_float<T>(rlx_activation(p->act, v));
+    // Branch-free loop bodies for the CPU vectorizer; without a bias the
+    // binding is y itself and is never read.
+    // One group per row, its threads over the columns: contiguous, and the
+    // bias index needs no modulo (which would stop the CPU vectorizer).
+    const uint row = rlx_group_id.x;
+    if (row >= p->m) return;
+    RLX_DEVICE T *yr = y + (uint64_t)row * n;
+#define RLX_BIAS_ACT_LOOP(f)                                                        \
+    RLX_FOR_GROUP(c, n) { yr[c] = rlx_from_float<T>(f(rlx_to_float(yr[c]) + rlx_to_float(bias[c]))); }
+#define RLX_ACT_LOOP(f) RLX_FOR_GROUP(c, n) { yr[c] = rlx_from_float<T>(f(rlx_to_float(yr[c]))); }
+    if (p->has_bias) {
+        RLX_SWITCH_ACTIVATION(p->act, RLX_BIAS_ACT_LOOP)
+    } else {
+        RLX_SWITCH_ACTIVATION(p->act, RLX_ACT_LOOP)
     }
+#undef RLX_BIAS_ACT_LOOP
+#undef RLX_ACT_LOOP
 }
 RLX_INSTANTIATE(bias_act, float, bias_act_f32)
 RLX_INSTANTIATE(bias_act, half, bias_act_f16)

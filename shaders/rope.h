@@ -18,27 +18,36 @@ struct RopeParams {
 
 // sin and cos of a float32 angle, the same arithmetic on every target (the
 // preludes have no sin/cos, and Metal's fast forms differ from the CPU's).
-// Cody-Waite reduction by pi/2: three parts of 5, 1 and 1 significant bits
-// make every step before the last exact for |k| < 2^17 (|angle| < ~2e5, i.e.
-// positions up to 200k at inv_freq 1), leaving < 1e-7 absolute error; then
-// Cephes' minimax polynomials on [-pi/4, pi/4] (about 1 ulp).
+// The reduction by pi/2 is done in 64-bit fixed point (2^-32 units, pi/2
+// carried to 2^-64), not as a float Cody-Waite chain, so it stays exact
+// whatever float reassociation a target's compiler allows (the host kernels
+// are built with -fassociative-math, which folds a Cody-Waite chain back into
+// one rounded pi/2). Then Cephes' minimax polynomials on [-pi/4, pi/4].
+// Measured against float64 sin/cos of the same float32 angle: < 1.2e-7
+// absolute for any |angle| <= 2^30 (larger angles are clamped to 2^30).
 struct rlx_sincos_t {
     float s, c;
 };
 
 RLX_INLINE rlx_sincos_t rlx_sincos_portable(float a) {
-    const float t = a * 0.636619772367581343f;
-    const int k = (int)(t >= 0.0f ? t + 0.5f : t - 0.5f);
-    const float kf = (float)k;
-    float r = a - kf * 1.5625f;
-    r = r - kf * 0.0078125f;
-    r = r - kf * 4.8828125e-4f;
-    r = r - kf * -4.4544551033807686783e-6f;   // pi/2 - 1.57080078125
+    a = rlx_fmin(rlx_fmax(a, -1073741824.0f), 1073741824.0f);
+    const int64_t pi2_hi = 6746518852ll, pi2_lo = 1121027177ll;   // floor(pi/2 * 2^64) = hi * 2^32 + lo
+    // a * 2^32 is exact in float (a power-of-two scale) and an integer when
+    // |a| >= 2^-9; below that the truncation costs < 2^-32.
+    const int64_t fixed = (int64_t)(a * 4294967296.0f);
+    // Quadrant in two steps: a float estimate (off by up to ulp(a) / 1.5 for
+    // large a), then the nearest quadrant of the small exact remainder.
+    const int64_t k0 = (int64_t)(a * 0.636619772367581343f);
+    const int64_t r0 = fixed - k0 * pi2_hi - ((k0 * pi2_lo) >> 32);
+    const float t1 = (float)r0 * 1.4822459e-10f;                   // 2^-32 * 2/pi
+    const int64_t k = k0 + (int64_t)(t1 >= 0.0f ? t1 + 0.5f : t1 - 0.5f);
+    const int64_t r_fixed = fixed - k * pi2_hi - ((k * pi2_lo) >> 32);
+    const float r = (float)r_fixed * 2.3283064365386963e-10f;      // 2^-32
     const float z = r * r;
     const float s = r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
     const float c = 1.0f - 0.5f * z + z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f +
                                                                           z * 2.443315711809948e-5f));
-    const uint q = (uint)k & 3u;
+    const uint q = (uint)(k & 3);
     rlx_sincos_t out;
     out.s = q == 0u ? s : q == 1u ? c : q == 2u ? -s : -c;
     out.c = q == 0u ? c : q == 1u ? -s : q == 2u ? -c : s;

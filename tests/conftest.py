@@ -1,5 +1,11 @@
-"""Shared fixtures: random data and the reference comparison with stated
-tolerances.
+"""Shared fixtures: random data, the device under test and the reference
+comparison with stated tolerances.
+
+The kernel and pipeline suites run on the CPU by default. The same suites
+run on another device, and at a forced threads-per-group, with
+    pytest --rlx-device cuda --rlx-group-size 32
+(group size N caps every dispatch's threads per group at N; kernels must be
+correct for any size, DESIGN section 3).
 
 Tolerances: f32 kernels accumulate in f32 like the numpy reference, so they
 agree to rounding (rtol 1e-5, atol 1e-5; reductions over up to ~4k terms in
@@ -10,6 +16,8 @@ intermediate values (one ulp is ~1e-3 relative): rtol 2e-3, atol 2e-3.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -18,7 +26,37 @@ import rlx
 TOL = {"f32": dict(rtol=1e-5, atol=1e-5), "f16": dict(rtol=2e-3, atol=2e-3)}
 
 
-def assert_matches_reference(graph, inputs, params=None, device="cpu", tol=None, **compile_kw):
+def pytest_addoption(parser):
+    parser.addoption("--rlx-device", default="cpu", help="device the kernel suites compile for (cpu, cuda, metal)")
+    parser.addoption("--rlx-group-size", type=int, default=0,
+                     help="cap threads per group at N on every dispatch (0: the device's own choice)")
+
+
+_DEVICE = {"name": "cpu"}
+
+
+@pytest.fixture(autouse=True)
+def _device_under_test(request, monkeypatch):
+    """Point rlx.compile's default device (and group size) at the option's."""
+    name = request.config.getoption("--rlx-device")
+    size = request.config.getoption("--rlx-group-size")
+    _DEVICE["name"] = name
+    if name != "cpu" or size:
+        from rlx.runtime import devices
+
+        real = devices.open_device
+
+        def open_for_test(requested):
+            dev, target = real(name if requested in (None, "cpu") else requested)
+            if size:
+                target = dataclasses.replace(target, max_threads_per_group=size)
+            return dev, target
+
+        monkeypatch.setattr(devices, "open_device", open_for_test)
+    yield
+
+
+def assert_matches_reference(graph, inputs, params=None, device=None, tol=None, **compile_kw):
     exe = rlx.compile(graph, device=device, params=params, **compile_kw)
     got = exe.run(inputs)
     want = rlx.run_reference(graph, inputs, params)

@@ -247,7 +247,11 @@ def _pack(t: Thunk, library, flags: int) -> tuple:
         if library is None:
             raise RuntimeError("no library for a dispatch")
         pipeline = library.pipeline(t.kernel, flags)
-        return (DISPATCH, t.barrier, pipeline.address, tuple(_binding(b) for b in t.bindings), t.groups, t.threads)
+        # Kernels are correct for any group size, so a pipeline whose limit is
+        # below the device's (register pressure) just gets smaller groups.
+        tx = max(1, min(t.threads[0], pipeline.max_threads_per_group or t.threads[0]))
+        threads = (tx, t.threads[1], t.threads[2])
+        return (DISPATCH, t.barrier, pipeline.address, tuple(_binding(b) for b in t.bindings), t.groups, threads)
     g = t.gemm
     return (GEMM, t.barrier, _binding(g["a"]), _binding(g["b"]), _binding(g["c"]), g["m"], g["n"], g["k"],
             g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"])

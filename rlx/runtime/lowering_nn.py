@@ -135,7 +135,7 @@ def _linear(lw: Lowering, node: Node) -> View:
     lw.gemm(repr(node), x, w, out, m, n, k, k, k if trans_b else n, n, trans_b)
     if bias is not None or act:
         lw.dispatch(f"{node!r} epilogue", f"bias_act_{suffix}", [(out, "w"), (bias or out, "r")],
-                    P.linear(m, n, k, 0, trans_b, bias is not None, act), lw.target.elementwise_grid(m * n))
+                    P.linear(m, n, k, 0, trans_b, bias is not None, act), lw.target.row_grid(m, n))
     return out
 
 
@@ -150,7 +150,7 @@ def _glu(lw: Lowering, node: Node) -> View:
         params = P.glu(rows, cols, gate.offset, gate_stride, up.offset, up_stride,
                        P.ACTIVATIONS[node.attrs["activation"]])
         lw.dispatch(repr(node), f"glu_{float_suffix(node, node.dtype)}", [(gate, "r"), (up, "r"), (out, "w")],
-                    params, lw.target.elementwise_grid(out.numel))
+                    params, lw.target.row_grid(rows, cols))
     return out
 
 

@@ -43,6 +43,21 @@ RLX_INLINE float rlx_silu(float x) { return x * rlx_sigmoid(x); }
 #define RLX_ACT_SILU 3u
 #define RLX_ACT_RELU 4u
 
+// RLX_SWITCH_ACTIVATION(act, LOOP) expands LOOP(f) once per activation with
+// f the function to apply: the activation is uniform across a dispatch, so
+// each loop body is branch-free (which the CPU target needs to vectorize).
+#define RLX_SWITCH_ACTIVATION(act, LOOP)                                            \
+    switch (act) {                                                                  \
+        case RLX_ACT_GELU: LOOP(rlx_gelu_erf); break;                               \
+        case RLX_ACT_GELU_TANH: LOOP(rlx_gelu_tanh); break;                         \
+        case RLX_ACT_SILU: LOOP(rlx_silu); break;                                   \
+        case RLX_ACT_RELU: LOOP(rlx_relu); break;                                   \
+        default: LOOP(rlx_identity); break;                                         \
+    }
+
+RLX_INLINE float rlx_relu(float x) { return rlx_fmax(x, 0.0f); }
+RLX_INLINE float rlx_identity(float x) { return x; }
+
 RLX_INLINE float rlx_activation(uint act, float x) {
     if (act == RLX_ACT_GELU) return rlx_gelu_erf(x);
     if (act == RLX_ACT_GELU_TANH) return rlx_gelu_tanh(x);
