@@ -1,9 +1,10 @@
 """Numpy references of RoPE and attention (semantics: rlx/ir/ops_attention.py).
 
 RoPE's angle is computed exactly as the kernel computes it: the position as
-float32 times a float32 inv_freq table (``rope_inv_freq``, the same table the
-lowering hands the kernel), one float32 multiply. sin, cos and the rotation
-are then float64, so the oracle is never the least accurate party.
+float32 times a float32 inv_freq table (``rlx.ir.ops_attention.rope_inv_freq``,
+the table the lowering hands the kernel), one float32 multiply. sin, cos and
+the rotation are then float64, so the oracle is never the least accurate
+party.
 
 Attention computes scores, softmax and P @ V in float32 (f16 inputs upcast),
 like the kernel; a query row with every key masked gives zeros.
@@ -14,16 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.ir import TensorType
+from rlx.ir.ops_attention import rope_inv_freq
 from rlx.reference import register_reference
 
-__all__ = ["rope_inv_freq", "rope", "attention"]
-
-
-def rope_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
-    """inv_freq[i] = base ** (-2i / rotary_dim), i < rotary_dim / 2, computed
-    in float64 and rounded once to float32 (the kernel reads this table)."""
-    i = np.arange(rotary_dim // 2, dtype=np.float64)
-    return (float(base) ** (-2.0 * i / rotary_dim)).astype(np.float32)
+__all__ = ["rope", "attention"]
 
 
 def rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:

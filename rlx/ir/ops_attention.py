@@ -51,6 +51,14 @@ def _number(op: str, what: str, v: Any) -> float:
 # ---------------------------------------------------------------- rope
 
 
+def rope_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
+    """inv_freq[i] = base ** (-2i / rotary_dim) for i < rotary_dim / 2, in
+    float64 rounded once to float32: the table the kernel reads and the
+    reference multiplies by, so both compute the same float32 angle."""
+    i = np.arange(rotary_dim // 2, dtype=np.float64)
+    return (float(base) ** (-2.0 * i / rotary_dim)).astype(np.float32)
+
+
 def _infer_rope(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("rope", attrs, {"base": 10000.0, "layout": "neox", "rotary_dim": None})
     x, pos = types
@@ -138,4 +146,4 @@ ATTENTION_OPS: tuple[OpDef, ...] = (
          "additive masks and logit softcap; fully masked rows give zeros."),
 )
 
-__all__ = ["ATTENTION_OPS", "ROPE_LAYOUTS"]
+__all__ = ["ATTENTION_OPS", "ROPE_LAYOUTS", "rope_inv_freq"]

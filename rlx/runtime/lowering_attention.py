@@ -1,1 +1,134 @@
-"""Placeholder: lowering of RoPE and attention (issue 3)."""
+"""Lowering of RoPE and attention, and their params packers (the structs
+RopeParams and AttentionParams in shaders/rope.h and shaders/attention.h).
+
+Both kernels read their float inputs through strides with a contiguous
+feature axis, so head slices of a packed QKV tensor (reshape to
+[B, T, heads, D], then narrow the heads axis) cost no copy; only a view whose
+feature axis is itself strided gets a dense copy first. Attention's mask is
+read through broadcast strides (stride 0 on broadcast dims), never copied."""
+
+from __future__ import annotations
+
+import struct
+import weakref
+
+from rlx.errors import UnsupportedOpError
+from rlx.ir.dtype import f32, i32
+from rlx.ir.graph import Node
+from rlx.ir.ops_attention import rope_inv_freq
+from rlx.runtime.lowering import Lowering, ResidentTensor, float_suffix, lowers
+from rlx.runtime.views import RESIDENT, View
+
+_U32 = 1 << 32
+_MAX_THREADS = 256
+
+# inv_freq tables, one per (base, rotary_dim) per compile: rope nodes of every
+# layer share one resident table.
+_TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple[float, int], View]] = weakref.WeakKeyDictionary()
+
+
+def _u32(node: Node, values: list[int]) -> list[int]:
+    for v in values:
+        if not 0 <= v < _U32:
+            raise UnsupportedOpError(f"{node!r}: offset, stride or size {v} does not fit the kernel's 32-bit params")
+    return values
+
+
+def rope_params(node: Node, n: int, per_row: int, t: int, h: int, d: int, half: int, interleaved: bool,
+                out_offset: int, x_offset: int, x_strides: tuple[int, int, int], p_offset: int,
+                p_strides: tuple[int, int]) -> bytes:
+    """RopeParams: x_strides = (b, t, h), p_strides = (b, t) in elements."""
+    fields = [n, per_row, t, h, d, half, int(interleaved), out_offset, x_offset, *x_strides, p_offset, *p_strides, 0]
+    return struct.pack("<16I", *_u32(node, fields))
+
+
+def attention_params(node: Node, rows: int, tq: int, tk: int, hq: int, group: int, d: int, dv: int,
+                     has_mask: bool, causal: bool, window: int, offsets: tuple[int, int, int, int, int],
+                     scale: float, softcap: float, q_strides: tuple[int, int, int], k_strides: tuple[int, int, int],
+                     v_strides: tuple[int, int, int], m_strides: tuple[int, int, int, int]) -> bytes:
+    """AttentionParams: offsets = (q, k, v, mask, out); q/k/v strides =
+    (b, t, h) and mask strides = (b, h, q, k), in elements."""
+    q_off, k_off, v_off, m_off, o_off = offsets
+    flags = (1 if has_mask else 0) | (2 if causal else 0)
+    head = _u32(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off, 0, 0])
+    tail = _u32(node, [*q_strides, *k_strides, *v_strides, *m_strides, 0, 0, 0])
+    return struct.pack("<16I4f16I", *head, scale, softcap, 0.0, 0.0, *tail)
+
+
+def _feature_contiguous(lw: Lowering, node: Node) -> View:
+    """The node's view as it is when its last axis is contiguous, else a dense copy."""
+    view = lw.view(node)
+    if view.shape[-1] > 1 and view.strides[-1] != 1:
+        view = lw.dense(node)
+    return view
+
+
+def _inv_freq_table(lw: Lowering, base: float, rotary_dim: int) -> View:
+    tables = _TABLES.setdefault(lw, {})
+    key = (float(base), int(rotary_dim))
+    if key not in tables:
+        value = rope_inv_freq(base, rotary_dim)
+        name = f"rope_inv_freq(base={key[0]:g}, rotary_dim={key[1]})"
+        storage = lw.new_storage(f"constant:{name}", value.nbytes, RESIDENT)
+        lw.resident.append(ResidentTensor(storage, value, name))
+        tables[key] = View.dense(storage, f32, value.shape)
+    return tables[key]
+
+
+@lowers("rope")
+def _rope(lw: Lowering, node: Node) -> View:
+    suffix = float_suffix(node, node.dtype)
+    x = _feature_contiguous(lw, node.inputs[0])
+    pos = lw.view(node.inputs[1])
+    if pos.dtype != i32:
+        raise UnsupportedOpError(f"{node!r}: rope positions must be i32, got {pos.dtype.name}")
+    if len(x.shape) == 3:
+        b, (t, h, d) = 1, x.shape
+        x_strides = (0, *x.strides[:2])
+    else:
+        b, t, h, d = x.shape
+        x_strides = tuple(x.strides[:3])
+    p_strides = (0, pos.strides[0]) if len(pos.shape) == 1 else tuple(pos.strides)
+    rotary_dim = node.attrs["rotary_dim"]
+    half = rotary_dim // 2
+    out = lw.new_value(node)
+    per_row = half + (d - rotary_dim)
+    n = b * t * h * per_row
+    if n:
+        table = _inv_freq_table(lw, node.attrs["base"], rotary_dim)
+        params = rope_params(node, n, per_row, t, h, d, half, node.attrs["layout"] == "interleaved", out.offset,
+                             x.offset, x_strides, pos.offset, p_strides)
+        lw.dispatch(repr(node), f"rope_{suffix}", [(x, "r"), (pos, "r"), (table, "r"), (out, "w")],
+                    params, lw.target.elementwise_grid(n))
+    return out
+
+
+@lowers("attention")
+def _attention(lw: Lowering, node: Node) -> View:
+    suffix = float_suffix(node, node.dtype)
+    q, k, v = (_feature_contiguous(lw, n) for n in node.inputs[:3])
+    b, tq, hq, d = q.shape
+    tk, hkv = k.shape[1], k.shape[2]
+    dv = v.shape[3]
+    has_mask = len(node.inputs) == 4
+    if has_mask:
+        mask = lw.view(node.inputs[3]).broadcast_to((b, hq, tq, tk))
+        m_strides = tuple(mask.strides)
+    else:
+        mask, m_strides = q, (0, 0, 0, 0)   # bound but never read
+    out = lw.new_value(node)
+    rows = b * tq * hq
+    if not out.numel:
+        return out
+    scores = View.dense(lw.scratch(node, rows * tk * 4), f32, (rows * tk,))
+    attrs = node.attrs
+    params = attention_params(
+        node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
+        (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
+        float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
+    # Groups of at most 256 threads: more only idle in P @ V, and the kernel's
+    # registers cap its pipeline below 1024 threads on CUDA (896 on an H200).
+    lw.dispatch(repr(node), f"attention_{suffix}",
+                [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (scores, "w"), (out, "w")],
+                params, lw.target.row_grid(rows, min(tk, _MAX_THREADS)))
+    return out

@@ -65,10 +65,51 @@ class View:
         return self.byte_offset, (last + 1) * self.dtype.itemsize
 
     def reshape(self, shape: tuple[int, ...]) -> View | None:
-        """The same elements under a new shape, or None if that needs a copy."""
-        if not self.is_dense:
-            return None
-        return View(self.storage, self.dtype, tuple(shape), contiguous_strides(shape), self.offset)
+        """The same elements under a new shape, or None if that needs a copy.
+
+        Strided views reshape without a copy when every group of old
+        dimensions that maps onto a group of new ones is itself contiguous
+        (numpy's no-copy reshape rule): e.g. a narrow of the last axis of a
+        packed QKV tensor can still be split into heads."""
+        shape = tuple(shape)
+        if self.is_dense:
+            return View(self.storage, self.dtype, shape, contiguous_strides(shape), self.offset)
+        if self.numel == 0:
+            return View(self.storage, self.dtype, shape, contiguous_strides(shape), self.offset)
+        old = [(d, s) for d, s in zip(self.shape, self.strides) if d != 1]
+        new_dims = [d for d in shape]
+        strides = [0] * len(new_dims)
+        i = j = 0
+        while i < len(old) or j < len(new_dims):
+            if j < len(new_dims) and new_dims[j] == 1:
+                strides[j] = 0
+                j += 1
+                continue
+            if i >= len(old) or j >= len(new_dims):
+                return None
+            # Grow the two groups until their element counts match.
+            i0, j0 = i, j
+            po, pn = old[i][0], new_dims[j]
+            i, j = i + 1, j + 1
+            while po != pn:
+                if po < pn:
+                    if i >= len(old):
+                        return None
+                    po *= old[i][0]
+                    i += 1
+                else:
+                    if j >= len(new_dims):
+                        return None
+                    pn *= new_dims[j]
+                    j += 1
+            for k in range(i0, i - 1):   # the old group must be one contiguous run
+                if old[k][1] != old[k + 1][1] * old[k + 1][0]:
+                    return None
+            stride = old[i - 1][1]
+            for k in range(j - 1, j0 - 1, -1):
+                strides[k] = stride
+                stride *= new_dims[k]
+        return View(self.storage, self.dtype, shape, tuple(strides), self.offset)
 
     def transpose(self, perm: tuple[int, ...]) -> View:
         return View(self.storage, self.dtype, tuple(self.shape[p] for p in perm),

@@ -27,7 +27,11 @@ using namespace metal;
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) threadgroup type name[count]
-#define rlx_barrier() threadgroup_barrier(mem_flags::mem_threadgroup)
+// Orders threadgroup memory and device memory: kernels such as attention
+// exchange values through a device scratch region between passes, which
+// mem_threadgroup alone would not order on Metal (CUDA's __syncthreads
+// covers both).
+#define rlx_barrier() threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup)
 
 // Group-wide reduction: SIMD reduction, then one partial per simdgroup in
 // `scratch` (at least 32 floats), summed by every thread so all get the

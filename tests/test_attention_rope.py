@@ -1,0 +1,435 @@
+"""RoPE and attention against rlx/reference_attention.py on the CPU device.
+
+Tolerances (conftest.TOL): f32 rtol/atol 1e-5. The kernel and the reference
+both compute scores, softmax and P @ V in float32 and differ only in
+summation order (dot products of up to 256 terms, sums over up to 513 keys:
+~1e-6 relative). RoPE's reference works in float64 from the very float32
+angle the kernel computes; the kernel's sin/cos is within 1.2e-7 of it.
+f16: rtol/atol 2e-3. Both sides read the same f16 inputs and do f32 math, so
+the results differ by f32 reassociation (~1e-6) plus at most one f16
+rounding of the output: one f16 ulp is 2^-10 ~ 9.8e-4 relative, inside 2e-3.
+
+The CPU runs every group with one thread; the kernels' parallel logic (group
+reductions, the barrier before P @ V) is what a GPU run checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import assert_matches_reference
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rlx
+from rlx.errors import DTypeError, GraphError, ShapeError
+
+DTYPES = ["f32", "f16"]
+
+
+def _rand(rng, shape, dtype, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float16 if dtype == "f16" else np.float32)
+
+
+def _np(dtype):
+    return np.float16 if dtype == "f16" else np.float32
+
+
+def _kernels(exe):
+    return [t.kernel for t in exe.thunks]
+
+
+def _attention_graph(b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask_shape=None, **kw):
+    dv = d if dv is None else dv
+    g = rlx.Graph()
+    q = g.input("q", (b, tq, hq, d), dtype)
+    k = g.input("k", (b, tk, hkv, d), dtype)
+    v = g.input("v", (b, tk, hkv, dv), dtype)
+    mask = None if mask_shape is None else g.input("mask", mask_shape, dtype)
+    g.set_outputs(o=g.attention(q, k, v, mask, **kw))
+    return g
+
+
+def _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None):
+    dv = d if dv is None else dv
+    ins = {"q": _rand(rng, (b, tq, hq, d), dtype), "k": _rand(rng, (b, tk, hkv, d), dtype),
+           "v": _rand(rng, (b, tk, hkv, dv), dtype)}
+    if mask is not None:
+        ins["mask"] = mask.astype(_np(dtype))
+    return ins
+
+
+def _check_attention(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
+    g = _attention_graph(b, tq, tk, hq, hkv, d, dv, dtype, None if mask is None else mask.shape, **kw)
+    exe, got = assert_matches_reference(g, _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask))
+    assert _kernels(exe) == [f"attention_{dtype}"]
+    return got["o"]
+
+
+# ---------------------------------------------------------------- attention
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("d", [32, 64, 80, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_head_dims(rng, d, dtype, causal):
+    _check_attention(rng, 2, 9, 9, 4, 4, d, dtype=dtype, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t", [1, 513])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_sequence_lengths(rng, t, dtype, causal):
+    _check_attention(rng, 1, t, t, 2, 1, 64, dtype=dtype, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tk", [1, 37, 513])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_decode_gqa(rng, tk, dtype, causal):
+    """One new query against a KV cache, 8 query heads over 2 kv heads."""
+    _check_attention(rng, 2, 1, tk, 8, 2, 64, dtype=dtype, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tq, tk", [(5, 12), (12, 12), (12, 5)])
+def test_attention_causal_tq_ne_tk(rng, tq, tk, dtype):
+    """Causal aligns the last query with the last key; with Tq > Tk the first
+    Tq - Tk queries see no key at all and give zeros."""
+    out = _check_attention(rng, 2, tq, tk, 8, 2, 32, dtype=dtype, causal=True)
+    if tq > tk:
+        assert not np.any(out[:, : tq - tk])
+        assert np.all(np.any(out[:, tq - tk:] != 0, axis=-1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_value_dim_differs(rng, dtype):
+    _check_attention(rng, 2, 7, 11, 6, 3, 48, dv=24, dtype=dtype, causal=True)
+    _check_attention(rng, 1, 3, 5, 2, 2, 16, dv=37, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_mask_broadcast_1_1_tq_tk(rng, dtype):
+    b, tq, tk = 2, 7, 13
+    mask = rng.standard_normal((1, 1, tq, tk)) * 2
+    mask[0, 0, :, 3] = -np.inf
+    _check_attention(rng, b, tq, tk, 4, 2, 32, dtype=dtype, mask=mask)
+    _check_attention(rng, b, tq, tk, 4, 2, 32, dtype=dtype, mask=mask, causal=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fill", [-np.inf, -1e4])
+def test_attention_padding_mask(rng, dtype, fill):
+    """[B, 1, 1, Tk] padding mask: batch row 1 pads its last 4 keys, batch
+    row 2 pads every key (its rows are all masked: zeros with -inf)."""
+    b, t = 3, 10
+    mask = np.zeros((b, 1, 1, t))
+    mask[1, ..., -4:] = fill
+    mask[2] = fill
+    out = _check_attention(rng, b, t, t, 4, 4, 32, dtype=dtype, mask=mask)
+    if fill == -np.inf:
+        assert not np.any(out[2])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_shape", [(13,), (7, 13), (2, 1, 7, 13), (1, 4, 1, 13), (2, 4, 7, 13)])
+def test_attention_mask_other_broadcasts(rng, dtype, mask_shape):
+    _check_attention(rng, 2, 7, 13, 4, 1, 16, dtype=dtype, mask=rng.standard_normal(mask_shape))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_scale_softcap_window(rng, dtype):
+    _check_attention(rng, 2, 9, 9, 4, 2, 32, dtype=dtype, scale=0.3)
+    _check_attention(rng, 2, 9, 9, 4, 2, 32, dtype=dtype, softcap=2.0, scale=1.0)
+    _check_attention(rng, 2, 9, 9, 4, 2, 32, dtype=dtype, softcap=50.0, causal=True)
+    _check_attention(rng, 2, 9, 9, 4, 2, 32, dtype=dtype, window=3, causal=True)
+    _check_attention(rng, 2, 9, 9, 4, 2, 32, dtype=dtype, window=4)   # lower bound only
+    _check_attention(rng, 1, 1, 513, 8, 2, 64, dtype=dtype, window=64, causal=True, softcap=30.0)
+
+
+def test_attention_window_semantics(rng):
+    """window=1 with causal: each query sees exactly its own key, so the output is v itself."""
+    b, t, h, d = 2, 6, 2, 8
+    g = _attention_graph(b, t, t, h, h, d, causal=True, window=1)
+    ins = _attention_inputs(rng, b, t, t, h, h, d)
+    got = rlx.compile(g).run(ins)["o"]
+    np.testing.assert_allclose(got, ins["v"], rtol=1e-6, atol=1e-6)
+
+
+def test_attention_scale_default_is_normalized():
+    g = rlx.Graph()
+    q = g.input("q", (1, 2, 4, 80))
+    kv = g.input("kv", (1, 3, 2, 80))
+    node = g.attention(q, kv, kv)
+    assert node.attrs["scale"] == pytest.approx(1 / math.sqrt(80))
+    assert node.attrs["causal"] is False and node.attrs["softcap"] is None and node.attrs["window"] is None
+    assert node.shape == (1, 2, 4, 80)
+
+
+def _packed_qkv_graph(b, t, hq, hkv, d, dtype, **kw):
+    """q, k, v as head slices of one packed [B, T, (Hq + 2 Hkv) * D] tensor
+    (a fused QKV projection's output): reshape to heads, narrow the heads axis."""
+    g = rlx.Graph()
+    packed = g.input("qkv", (b, t, (hq + 2 * hkv) * d), dtype)
+    heads = g.reshape(packed, (b, t, hq + 2 * hkv, d))
+    q = g.narrow(heads, axis=2, start=0, length=hq)
+    k = g.narrow(heads, axis=2, start=hq, length=hkv)
+    v = g.narrow(heads, axis=2, start=hq + hkv, length=hkv)
+    return g, q, k, v
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hq, hkv", [(4, 4), (8, 2)])
+def test_attention_strided_qkv_from_packed_without_copy(rng, dtype, hq, hkv):
+    b, t, d = 2, 11, 32
+    g, q, k, v = _packed_qkv_graph(b, t, hq, hkv, d, dtype)
+    g.set_outputs(o=g.attention(q, k, v, causal=True))
+    exe, _ = assert_matches_reference(g, {"qkv": _rand(rng, (b, t, (hq + 2 * hkv) * d), dtype)})
+    assert _kernels(exe) == [f"attention_{dtype}"]     # no copy thunk
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_transposed_bhtd_inputs_without_copy(rng, dtype):
+    """[B, H, T, D] tensors transposed to [B, T, H, D] are read through their strides."""
+    b, h, t, d = 2, 3, 5, 16
+    g = rlx.Graph()
+    q, k, v = (g.transpose(g.input(n, (b, h, t, d), dtype), (0, 2, 1, 3)) for n in "qkv")
+    mask = g.narrow(g.input("mask", (1, 1, t, 2 * t), dtype), axis=3, start=1, length=t)   # strided mask
+    g.set_outputs(o=g.attention(q, k, v, mask))
+    ins = {n: _rand(rng, (b, h, t, d), dtype) for n in "qkv"}
+    ins["mask"] = _rand(rng, (1, 1, t, 2 * t), dtype)
+    exe, _ = assert_matches_reference(g, ins)
+    assert _kernels(exe) == [f"attention_{dtype}"]
+
+
+def test_attention_strided_feature_axis_falls_back_to_copy(rng):
+    """A feature axis that is not contiguous gets one dense copy, then the kernel."""
+    b, t, h, d = 1, 4, 2, 8
+    g = rlx.Graph()
+    q = g.transpose(g.input("q", (b, t, d, h)), (0, 1, 3, 2))
+    kv = g.input("kv", (b, t, h, d))
+    g.set_outputs(o=g.attention(q, kv, kv))
+    exe, _ = assert_matches_reference(g, {"q": _rand(rng, (b, t, d, h), "f32"), "kv": _rand(rng, (b, t, h, d), "f32")})
+    assert _kernels(exe) == ["copy_f32_f32", "attention_f32"]
+
+
+def test_attention_rows_never_nan(rng):
+    """Huge scores (softmax must subtract the max) and all-masked rows stay finite."""
+    b, t, h, d = 1, 6, 2, 16
+    mask = np.zeros((1, 1, t, t), np.float32)
+    mask[..., 0, :] = -np.inf
+    ins = _attention_inputs(rng, b, t, t, h, h, d, mask=mask)
+    ins["q"] *= 100
+    g = _attention_graph(b, t, t, h, h, d, mask_shape=mask.shape)
+    _, got = assert_matches_reference(g, ins)
+    assert np.all(np.isfinite(got["o"])) and not np.any(got["o"][:, 0])
+
+
+# ---------------------------------------------------------------- hypothesis
+
+
+@st.composite
+def _attention_cases(draw):
+    b = draw(st.integers(1, 2))
+    tq, tk = draw(st.integers(1, 9)), draw(st.integers(1, 12))
+    hkv = draw(st.integers(1, 3))
+    hq = hkv * draw(st.integers(1, 3))
+    d, dv = draw(st.integers(1, 40)), draw(st.integers(1, 40))
+    full = (b, hq, tq, tk)
+    mask_shape = None
+    if draw(st.booleans()):
+        rank = draw(st.integers(1, 4))
+        mask_shape = tuple(draw(st.sampled_from([1, n])) for n in full[4 - rank:])
+    kw = dict(causal=draw(st.booleans()),
+              window=draw(st.one_of(st.none(), st.integers(1, 6))),
+              softcap=draw(st.one_of(st.none(), st.floats(0.5, 30.0))),
+              scale=draw(st.one_of(st.none(), st.floats(0.01, 2.0))))
+    return b, tq, tk, hq, hkv, d, dv, mask_shape, kw, draw(st.sampled_from(DTYPES)), draw(st.integers(0, 2**31))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_attention_cases())
+def test_attention_random_shapes(case):
+    b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    mask = None
+    if mask_shape is not None:
+        mask = rng.standard_normal(mask_shape)
+        mask[rng.random(mask_shape) < 0.2] = -np.inf
+    _check_attention(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
+
+
+# ---------------------------------------------------------------- rope
+
+
+def _rope_check(rng, x_shape, pos_shape, dtype, layout="neox", rotary_dim=None, base=10000.0, max_pos=600):
+    g = rlx.Graph()
+    x = g.input("x", x_shape, dtype)
+    pos = g.input("pos", pos_shape, "i32")
+    g.set_outputs(y=g.rope(x, pos, base=base, layout=layout, rotary_dim=rotary_dim))
+    ins = {"x": _rand(rng, x_shape, dtype), "pos": rng.integers(0, max_pos, pos_shape).astype(np.int32)}
+    exe, got = assert_matches_reference(g, ins)
+    assert _kernels(exe) == [f"rope_{dtype}"]
+    return ins, got["y"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("d", [32, 64, 80, 128, 256])
+def test_rope_head_dims(rng, dtype, layout, d):
+    _rope_check(rng, (2, 7, 3, d), (2, 7), dtype, layout)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("rotary_dim", [2, 16, 32, 62])
+def test_rope_partial_rotary_dim(rng, dtype, layout, rotary_dim):
+    ins, y = _rope_check(rng, (2, 5, 3, 64), (5,), dtype, layout, rotary_dim)
+    np.testing.assert_array_equal(y[..., rotary_dim:], ins["x"][..., rotary_dim:])   # pass-through
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("x_shape, pos_shape", [((9, 4, 32), (9,)), ((2, 9, 4, 32), (9,)), ((2, 9, 4, 32), (2, 9)),
+                                                ((1, 1, 1, 8), (1,)), ((1, 513, 2, 64), (1, 513))])
+def test_rope_position_forms(rng, dtype, layout, x_shape, pos_shape):
+    _rope_check(rng, x_shape, pos_shape, dtype, layout)
+
+
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+def test_rope_large_positions_and_base(rng, layout):
+    """Positions up to 500k (long-context decoders), a large base (Llama 3: 500000)."""
+    _rope_check(rng, (1, 64, 2, 128), (64,), "f32", layout, base=500000.0, max_pos=500_000)
+    _rope_check(rng, (1, 64, 2, 128), (64,), "f32", layout, max_pos=500_000)
+
+
+def test_rope_position_zero_is_identity(rng):
+    g = rlx.Graph()
+    x = g.input("x", (3, 2, 16))
+    g.set_outputs(y=g.rope(x, g.input("pos", (3,), "i32"), layout="interleaved"))
+    xs = _rand(rng, (3, 2, 16), "f32")
+    got = rlx.compile(g).run(x=xs, pos=np.zeros(3, np.int32))["y"]
+    np.testing.assert_array_equal(got, xs)
+
+
+def test_rope_neox_matches_rotate_half(rng):
+    """The neox layout is HF's rotate_half form: x * cos + rotate_half(x) * sin."""
+    t, h, d = 5, 2, 16
+    g = rlx.Graph()
+    g.set_outputs(y=g.rope(g.input("x", (t, h, d)), g.input("pos", (t,), "i32")))
+    xs, pos = _rand(rng, (t, h, d), "f32"), np.arange(t, dtype=np.int32) * 7
+    got = rlx.compile(g).run(x=xs, pos=pos)["y"]
+    inv = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
+    ang = np.concatenate([pos[:, None] * inv] * 2, axis=-1)[:, None, :]
+    rot = np.concatenate([-xs[..., d // 2:], xs[..., : d // 2]], axis=-1)
+    np.testing.assert_allclose(got, xs * np.cos(ang) + rot * np.sin(ang), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+def test_rope_reads_packed_tensor_without_copy(rng, dtype, layout):
+    """RoPE on q and k head slices of a packed QKV tensor, then attention on
+    the rotated q, k and the v slice: three kernels, no copy."""
+    b, t, hq, hkv, d = 2, 9, 4, 2, 32
+    g, q, k, v = _packed_qkv_graph(b, t, hq, hkv, d, dtype)
+    pos = g.input("pos", (b, t), "i32")
+    qr = g.rope(q, pos, layout=layout, rotary_dim=16)
+    kr = g.rope(k, pos, layout=layout, rotary_dim=16)
+    g.set_outputs(q=qr, o=g.attention(qr, kr, v, causal=True))
+    ins = {"qkv": _rand(rng, (b, t, (hq + 2 * hkv) * d), dtype),
+           "pos": (np.arange(t)[None] + np.array([[0], [40]])).astype(np.int32)}
+    exe, _ = assert_matches_reference(g, ins)
+    assert _kernels(exe) == [f"rope_{dtype}", f"rope_{dtype}", f"attention_{dtype}"]
+    # the two ropes share one inv_freq table
+    assert sum(1 for s in exe.thunks[0].bindings if "rope_inv_freq" in s.storage.key) == 1
+    assert exe.thunks[0].bindings[2].storage is exe.thunks[1].bindings[2].storage
+
+
+# ---------------------------------------------------------------- IR errors
+
+
+def _g():
+    return rlx.Graph()
+
+
+def test_rope_ir_errors():
+    g = _g()
+    x = g.input("x", (2, 5, 3, 8))
+    pos = g.input("pos", (5,), "i32")
+    with pytest.raises(ShapeError, match=r"rope: x must be.*\(5, 8\)"):
+        g.rope(g.input("x2", (5, 8)), pos)
+    with pytest.raises(DTypeError, match="positions must be i32"):
+        g.rope(x, g.input("pf", (5,), "f32"))
+    with pytest.raises(DTypeError, match="positions must be i32"):
+        g.rope(x, g.input("p64", (5,), "i64"))
+    with pytest.raises(DTypeError, match="float"):
+        g.rope(g.input("xi", (5, 3, 8), "i32"), pos)
+    with pytest.raises(ShapeError, match=r"positions shape \(4,\)"):
+        g.rope(x, g.input("p4", (4,), "i32"))
+    with pytest.raises(ShapeError, match=r"positions shape \(3, 5\)"):
+        g.rope(x, g.input("p35", (3, 5), "i32"))
+    with pytest.raises(ShapeError, match=r"positions shape \(2, 5\)"):
+        g.rope(g.input("x3", (5, 3, 8)), g.input("p25", (2, 5), "i32"))
+    for rd in (3, 10, 0, -2):
+        with pytest.raises(ShapeError, match="rotary_dim"):
+            g.rope(x, pos, rotary_dim=rd)
+    with pytest.raises(ShapeError, match="rotary_dim"):
+        g.rope(g.input("xodd", (5, 3, 7)), pos)                   # default rotary_dim = D must be even
+    with pytest.raises(GraphError, match="layout"):
+        g.rope(x, pos, layout="gptj")
+    with pytest.raises(GraphError, match="base"):
+        g.rope(x, pos, base=0.0)
+    with pytest.raises(GraphError, match="base"):
+        g.rope(x, pos, base="10000")
+    with pytest.raises(GraphError, match="unknown attribute"):
+        g.op("rope", (x, pos), theta=1.0)
+    node = g.rope(x, pos)
+    assert node.attrs == {"base": 10000.0, "layout": "neox", "rotary_dim": 8}
+
+
+def test_attention_ir_errors():
+    g = _g()
+    q = g.input("q", (2, 5, 8, 16))
+    k = g.input("k", (2, 7, 2, 16))
+    v = g.input("v", (2, 7, 2, 24))
+    with pytest.raises(ShapeError, match=r"q must be 4-D.*\(5, 8, 16\)"):
+        g.attention(g.input("q3", (5, 8, 16)), k, v)
+    with pytest.raises(ShapeError, match="head dims differ"):
+        g.attention(g.input("qd", (2, 5, 8, 32)), k, v)
+    with pytest.raises(ShapeError, match="multiple of kv heads"):
+        g.attention(g.input("qh", (2, 5, 6, 16)), g.input("k4", (2, 7, 4, 16)), g.input("v4", (2, 7, 4, 16)))
+    with pytest.raises(ShapeError, match=r"k and v must share \[Tk, Hkv\]"):
+        g.attention(q, k, g.input("v6", (2, 6, 2, 24)))
+    with pytest.raises(ShapeError, match="batch sizes differ"):
+        g.attention(q, g.input("kb", (3, 7, 2, 16)), g.input("vb", (3, 7, 2, 24)))
+    with pytest.raises(ShapeError, match=r"mask shape \(5, 6\) does not broadcast"):
+        g.attention(q, k, v, g.input("m", (5, 6)))
+    with pytest.raises(ShapeError, match="mask shape"):
+        g.attention(q, k, v, g.input("m5", (1, 1, 1, 5, 7)))
+    with pytest.raises(DTypeError, match="same dtype"):
+        g.attention(q, k, g.input("v16", (2, 7, 2, 24), "f16"))
+    with pytest.raises(DTypeError, match="same dtype"):
+        g.attention(q, k, v, g.input("m16", (5, 7), "f16"))
+    with pytest.raises(DTypeError, match="float"):
+        g.attention(q, k, v, g.input("mi", (5, 7), "i32"))
+    for bad in (dict(softcap=0.0), dict(softcap=-1.0), dict(window=0), dict(window=2.5), dict(scale="x"),
+                dict(causal=1), dict(scale=float("inf"))):
+        with pytest.raises(GraphError):
+            g.attention(q, k, v, **bad)
+    with pytest.raises(GraphError, match="expects 3 inputs"):
+        g.op("attention", (q, k))
+    with pytest.raises(GraphError, match="unknown attribute"):
+        g.op("attention", (q, k, v), dropout=0.1)
+    out = g.attention(q, k, v, g.input("ok", (2, 1, 1, 7)), causal=True, window=3, softcap=30)
+    assert out.shape == (2, 5, 8, 24)
+    assert out.attrs["softcap"] == 30.0 and out.attrs["window"] == 3
+
+
+def test_graph_with_attention_validates_and_prints():
+    g = _g()
+    q = g.input("q", (1, 4, 2, 8))
+    g.set_outputs(o=g.attention(q, q, q, causal=True), r=g.rope(q, g.input("pos", (4,), "i32")))
+    g.validate()
+    assert "attention" in str(g) and "rope" in str(g)
