@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.runtime import lowering_attention
 
 DTYPES = ["f32", "f16"]
 
@@ -59,6 +60,14 @@ def _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=Non
     if mask is not None:
         ins["mask"] = mask.astype(_np(dtype))
     return ins
+
+
+@pytest.fixture(autouse=True)
+def _fused_attention_kernel(monkeypatch):
+    """These tests check the attention kernel itself (and that it reads
+    views without copies), so the CPU's gemm path stays off here; it has
+    its own tests below."""
+    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 10**9)
 
 
 def _check_attention(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
@@ -433,3 +442,23 @@ def test_graph_with_attention_validates_and_prints():
     g.set_outputs(o=g.attention(q, q, q, causal=True), r=g.rope(q, g.input("pos", (4,), "i32")))
     g.validate()
     assert "attention" in str(g) and "rope" in str(g)
+
+
+@pytest.mark.parametrize("b,tq,tk,hq,hkv,d,mask", [
+    (1, 33, 33, 4, 4, 32, None), (2, 40, 64, 8, 2, 64, "padding"), (1, 64, 64, 4, 1, 80, "full")])
+def test_cpu_gemm_path_matches_the_reference(rng, monkeypatch, b, tq, tk, hq, hkv, d, mask):
+    """Long sequences on the CPU run as two gemms per (batch, head) around a
+    masked softmax; same semantics as the kernel."""
+    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 32)
+    m = None
+    if mask == "padding":
+        m = np.zeros((b, 1, 1, tk), np.float32)
+        m[-1, ..., tk - 5:] = -np.inf
+    elif mask == "full":
+        m = rng.standard_normal((b, hq, tq, tk)).astype(np.float32)
+    g = _attention_graph(b, tq, tk, hq, hkv, d, None, "f32", None if m is None else m.shape)
+    exe, _ = assert_matches_reference(g, _attention_inputs(rng, b, tq, tk, hq, hkv, d, None, "f32", m),
+                                      tol=dict(rtol=1e-5, atol=2e-5))
+    kernels = _kernels(exe)
+    if exe.target.backend == "host":
+        assert kernels.count(None) == 2 * b * hq and kernels.count("softmax_masked_f32") == 1

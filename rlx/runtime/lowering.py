@@ -152,12 +152,14 @@ class Lowering:
         self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params, self.target.elementwise_grid(src.numel))
 
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
-             lda: int, ldb: int, ldc: int, trans_b: bool) -> None:
+             lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0) -> None:
+        """C[m, n] = alpha * A @ op(B) through the shim's BLAS; the views give
+        each matrix's storage and first element, ld* its row strides."""
         dtype = {"f32": 0, "f16": 1}[c.dtype.name]
         thunk = Thunk(GEMM, label, gemm=dict(
             a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
             c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
-            trans_a=0, trans_b=int(trans_b), dtype=dtype, alpha=1.0, beta=0.0))
+            trans_a=0, trans_b=int(trans_b), dtype=dtype, alpha=float(alpha), beta=0.0))
         isz = c.dtype.itemsize
         thunk.reads.append((a.storage, a.byte_offset, a.byte_offset + (m - 1) * lda * isz + k * isz))
         b_rows, b_cols = (n, k) if trans_b else (k, n)

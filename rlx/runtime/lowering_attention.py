@@ -16,6 +16,7 @@ from rlx.errors import UnsupportedOpError
 from rlx.ir.dtype import f32, i32
 from rlx.ir.graph import Node
 from rlx.ir.ops_attention import rope_inv_freq
+from rlx.runtime import params as P
 from rlx.runtime.lowering import Lowering, ResidentTensor, float_suffix, lowers
 from rlx.runtime.views import RESIDENT, View
 
@@ -120,6 +121,8 @@ def _attention(lw: Lowering, node: Node) -> View:
     rows = b * tq * hq
     if not out.numel:
         return out
+    if _use_gemm_path(lw, node, tq, tk):
+        return _attention_gemms(lw, node, q, k, v, mask if has_mask else None, out)
     scores = View.dense(lw.scratch(node, rows * tk * 4), f32, (rows * tk,))
     attrs = node.attrs
     params = attention_params(
@@ -131,4 +134,52 @@ def _attention(lw: Lowering, node: Node) -> View:
     lw.dispatch(repr(node), f"attention_{suffix}",
                 [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (scores, "w"), (out, "w")],
                 params, lw.target.row_grid(rows, min(tk, _MAX_THREADS)))
+    return out
+
+
+# On the CPU, long sequences run attention as two BLAS gemms per (batch,
+# head) around one masked softmax: the BLAS keeps the cores' vector units
+# busy where the fused kernel (one query row per group, made for GPUs and
+# short sequences) re-reads K and V per row. Until the calibrated cost model
+# (issue 7) decides, sequences of at least this many queries and keys take
+# the gemm path when it applies (f32, no causal/softcap/window).
+GEMM_PATH_MIN_TOKENS = 32
+
+
+def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:
+    a = node.attrs
+    return (lw.target.one_thread_groups and node.dtype == f32 and not a["causal"] and not a["softcap"]
+            and not a["window"] and min(tq, tk) >= GEMM_PATH_MIN_TOKENS)
+
+
+def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: View | None, out: View) -> View:
+    b, tq, hq, d = q.shape
+    tk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
+    group = hq // hkv
+    label = repr(node)
+    scores = View.dense(lw.scratch(node, b * hq * tq * tk * 4), f32, (b, hq, tq, tk))
+    for bi in range(b):
+        for h in range(hq):
+            s_bh = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h) * tq) * tk)
+            hk = h // group
+            q_bh = View(q.storage, q.dtype, (tq, d), (q.strides[1], 1),
+                        q.offset + bi * q.strides[0] + h * q.strides[2])
+            k_bh = View(k.storage, k.dtype, (tk, d), (k.strides[1], 1),
+                        k.offset + bi * k.strides[0] + hk * k.strides[2])
+            lw.gemm(f"{label} scores b{bi} h{h}", q_bh, k_bh, s_bh, tq, tk, d, q.strides[1], k.strides[1], tk, True,
+                    alpha=float(node.attrs["scale"]))
+    # In place: each thread reads an element before it writes it.
+    params = P.masked_softmax(b * hq * tq, tk, 0, mask is not None, 1.0, mask.offset if mask else 0,
+                              mask.strides[-1] if mask else 0, (b, hq, tq),
+                              tuple(mask.strides[:-1]) if mask else (0, 0, 0))
+    lw.dispatch(f"{label} softmax", "softmax_masked_f32", [(scores, "r"), (mask or scores, "r"), (scores, "w")],
+                params, lw.target.row_grid(b * hq * tq, tk))
+    for bi in range(b):
+        for h in range(hq):
+            p_bh = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h) * tq) * tk)
+            hk = h // group
+            v_bh = View(v.storage, v.dtype, (tk, dv), (v.strides[1], 1),
+                        v.offset + bi * v.strides[0] + hk * v.strides[2])
+            o_bh = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + (bi * tq * hq + h) * dv)
+            lw.gemm(f"{label} context b{bi} h{h}", p_bh, v_bh, o_bh, tq, dv, tk, tk, v.strides[1], hq * dv, False)
     return out
