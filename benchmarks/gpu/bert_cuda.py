@@ -1,0 +1,148 @@
+"""BERT-shape latency on an NVIDIA GPU: rlx (re-encoded and replayed) next
+to PyTorch eager and PyTorch with CUDA graphs, in one process, plus the
+replay floor (65 tiny kernels). Writes JSON (argv[1], default stdout).
+
+Run on the H200 (issue 6):  python benchmarks/gpu/bert_cuda.py results.json
+The model: 6 post-norm BERT layers, hidden 384, 12 heads, FFN 1536, random
+weights (rlx.blocks), identical weights in both frameworks; outputs are
+compared so a fast wrong answer cannot pass."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import rlx
+from rlx.blocks import bert_encoder, random_params
+
+LAYERS, HIDDEN, HEADS, FFN = 6, 384, 12, 1536
+SHAPES = [(1, 16), (1, 128), (32, 128)]
+
+
+def torch_bert(params: dict, dtype: torch.dtype, batch: int, seq: int):
+    p = {k: torch.from_numpy(v.astype(np.float32)).to("cuda", dtype) for k, v in params.items()}
+    hd = HIDDEN // HEADS
+
+    def dense(x, name):
+        return x @ p[f"{name}.w"] + p[f"{name}.b"]
+
+    def forward(x, mask):
+        for i in range(LAYERS):
+            pre = f"l{i}"
+            q, k, v = (dense(x, f"{pre}.{n}").view(batch, seq, HEADS, hd).transpose(1, 2) for n in "qkv")
+            s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
+            ctx = (s.softmax(-1) @ v).transpose(1, 2).reshape(batch, seq, HIDDEN)
+            h = torch.nn.functional.layer_norm(dense(ctx, f"{pre}.o") + x, (HIDDEN,), p[f"{pre}.ln1.w"],
+                                               p[f"{pre}.ln1.b"])
+            f = dense(torch.nn.functional.gelu(dense(h, f"{pre}.ffn1")), f"{pre}.ffn2")
+            x = torch.nn.functional.layer_norm(f + h, (HIDDEN,), p[f"{pre}.ln2.w"], p[f"{pre}.ln2.b"])
+        return x
+
+    return forward
+
+
+def median_ms(fn, warmup=10, runs=50, sync=True) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        if sync:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return 1e3 * statistics.median(times)
+
+
+def bench_shape(batch: int, seq: int, precision: str) -> dict:
+    g = bert_encoder(LAYERS, batch, seq, HIDDEN, HEADS, FFN)
+    params = random_params(g, seed=1)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((batch, seq, HIDDEN)).astype(np.float32)
+    mask = np.zeros((batch, 1, 1, seq), np.float32)
+    feed = {"x": x, "mask": mask}
+    row = {"batch": batch, "tokens": seq, "precision": precision}
+    for mode, replay in (("rlx_eager", False), ("rlx_replay", True)):
+        exe = rlx.compile(g, device="cuda", params=params, precision=precision, replay=replay)
+        out = exe.run(feed)["y"]
+        row[mode + "_ms"] = median_ms(lambda exe=exe: exe.run(feed), sync=False)
+        row[mode + "_thunks"] = exe.stats.thunks
+    tdtype = torch.float16 if precision == "f16" else torch.float32
+    fwd = torch_bert(params, tdtype, batch, seq)
+    tx = torch.from_numpy(x).to("cuda", tdtype)
+    tm = torch.from_numpy(mask).to("cuda", tdtype)
+    with torch.no_grad():
+        ref = fwd(tx, tm).float().cpu().numpy()
+        row["max_abs_diff_vs_torch"] = float(np.max(np.abs(ref - out)))
+        row["torch_eager_ms"] = median_ms(lambda: fwd(tx, tm))
+        static_out = None
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                fwd(tx, tm)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = fwd(tx, tm)
+        # Fair to rlx's run, which copies the input in and the output out.
+        host_x = torch.from_numpy(x).to(tdtype).pin_memory()
+
+        def graph_run():
+            tx.copy_(host_x, non_blocking=True)
+            graph.replay()
+            return static_out.cpu()
+        row["torch_cudagraph_ms"] = median_ms(graph_run)
+    row["ratio_replay_vs_torch_graph"] = row["rlx_replay_ms"] / row["torch_cudagraph_ms"]
+    row["ratio_eager_vs_torch_eager"] = row["rlx_eager_ms"] / row["torch_eager_ms"]
+    return row
+
+
+def replay_floor() -> dict:
+    g = rlx.Graph()
+    x = g.input("x", (16,))
+    b = g.param("b", (16,))
+    y = x
+    for _ in range(65):
+        y = g.add(y, b)
+    g.set_outputs(y=y)
+    exe = rlx.compile(g, device="cuda", params={"b": np.ones(16, np.float32)})
+    xin = np.zeros(16, np.float32)
+    assert float(exe.run(x=xin)["y"][0]) == 65.0
+    rlx_ms = median_ms(lambda: exe.run(x=xin), warmup=20, runs=200, sync=False)
+    tx, tb = torch.zeros(16, device="cuda"), torch.ones(16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(65):
+            tx.add_(tb)
+    torch_ms = median_ms(graph.replay, warmup=20, runs=200)
+    return {"rlx_65_kernels_replay_sync_us": 1e3 * rlx_ms, "torch_graph_65_kernels_replay_sync_us": 1e3 * torch_ms,
+            "ratio": rlx_ms / torch_ms}
+
+
+def main() -> None:
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}
+    for precision in ("f32", "f16"):
+        for batch, seq in SHAPES:
+            row = bench_shape(batch, seq, precision)
+            print(json.dumps(row), flush=True)
+            results["rows"].append(row)
+    results["replay_floor"] = replay_floor()
+    print(json.dumps(results["replay_floor"]), flush=True)
+    text = json.dumps(results, indent=2)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            f.write(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
