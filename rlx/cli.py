@@ -1,4 +1,5 @@
-"""The `rlx` command: `rlx info [--json]`, `rlx selftest [--device D]`."""
+"""The `rlx` command: `rlx info [--json]`, `rlx selftest [--device D]`,
+`rlx embed TEXT... [--file F] [-o out.npy]`, `rlx bench bert`."""
 
 from __future__ import annotations
 
@@ -126,6 +127,118 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+class _Progress:
+    """A one-line progress bar on stderr (no dependency); silent when stderr is not a terminal
+    unless forced."""
+
+    def __init__(self, total: int, label: str, force: bool = False, width: int = 30) -> None:
+        self.total, self.label, self.width = total, label, width
+        self.enabled = force or sys.stderr.isatty()
+        self.start = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        frac = done / max(total, 1)
+        fill = int(round(frac * self.width))
+        rate = done / max(time.perf_counter() - self.start, 1e-9)
+        end = "\n" if done >= total else ""
+        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (self.width - fill)}] {done}/{total} "
+                         f"({rate:.1f}/s){end}")
+        sys.stderr.flush()
+
+
+def _read_lines(path: str) -> list[str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\r\n") for line in f if line.strip()]
+    except OSError as e:
+        raise RlxError(f"--file {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise RlxError(f"--file {path}: not UTF-8 text ({e})") from None
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    """Embed texts with a BERT sentence embedder; print them or save a .npy."""
+    import warnings
+
+    from rlx.models import load_embedder
+
+    texts = list(args.texts)
+    if args.file:
+        texts += _read_lines(args.file)
+    if not texts:
+        print("rlx embed: error: give texts as arguments or --file F (one text a line)", file=sys.stderr)
+        return 2
+    if args.batch_size < 1:
+        print("rlx embed: error: --batch-size must be >= 1", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    model = load_embedder(args.model, device=args.device, precision=args.precision)
+    t1 = time.perf_counter()
+    progress = None
+    if args.file and len(texts) > args.batch_size:
+        progress = _Progress(len(texts), "embedding", force=args.progress)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        emb = model.encode(texts, batch_size=args.batch_size, progress=progress)
+    for w in caught:
+        print(f"rlx embed: warning: {w.message}", file=sys.stderr)
+    t2 = time.perf_counter()
+    print(f"rlx embed: {len(texts)} text(s) -> {emb.shape[0]} x {emb.shape[1]} float32 with {model!r}; "
+          f"load {1e3 * (t1 - t0):.0f} ms, encode {1e3 * (t2 - t1):.0f} ms "
+          f"({model.compiles} compile(s))", file=sys.stderr)
+    if args.output:
+        np.save(args.output, emb)
+        print(f"wrote {args.output} ({emb.shape[0]} x {emb.shape[1]} float32)", file=sys.stderr)
+        return 0
+    for text, vec in zip(texts, emb):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        head = ", ".join(f"{v:+.6f}" for v in vec[:args.show])
+        tail = ", ..." if len(vec) > args.show else ""
+        print(f"{json.dumps(shown, ensure_ascii=False)}: [{head}{tail}] dim {len(vec)} norm "
+              f"{float(np.linalg.norm(vec)):.4f}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rlx.models import bench_bert
+
+    peers = tuple(p.strip() for p in args.peers.split(",") if p.strip())
+    bad = [p for p in peers if p not in bench_bert.PEERS]
+    if bad:
+        print(f"rlx bench: error: unknown peer(s) {bad}; choose from {', '.join(bench_bert.PEERS)}", file=sys.stderr)
+        return 2
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr)
+
+    log(f"rlx bench bert: {args.model or 'all-MiniLM-L6-v2'}, batch x tokens "
+        f"{', '.join(f'{b}x{t}' for b, t in bench_bert.CASES)}")
+    report = bench_bert.run_benchmark(args.model, peers=peers, threads=args.threads, precision=args.precision,
+                                      budget=args.budget, device=args.device, log=log)
+    print(bench_bert.format_report(report))
+    if args.profile:
+        _print_profile(args, bench_bert)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
+def _print_profile(args: argparse.Namespace, bench_bert) -> None:
+    from rlx.models.bert import resolve_model_path
+
+    folder = resolve_model_path(args.model)
+    for b, t in bench_bert.CASES:
+        _, facts = bench_bert.make_runner("rlx", folder, b, t, args.threads or env.num_threads(), args.precision,
+                                          device=args.device)
+        rows = bench_bert.profile_thunks(facts["executable"], repeats=3 if b * t > 1000 else 20)
+        total = sum(r["ms"] for r in rows)
+        print(f"\nrlx {b} x {t}: {len(rows)} thunks, {total:.2f} ms summed when each runs alone; top costs:")
+        for kind, count, ms in bench_bert.summarize_profile(rows, top=8):
+            print(f"  {kind:<40} x{count:<3} {ms:9.3f} ms  {100 * ms / max(total, 1e-9):5.1f}%")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,6 +249,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
     p.add_argument("--runs", type=int, default=20)
     p.set_defaults(fn=cmd_selftest)
+    p = sub.add_parser("embed", help="sentence embeddings with a BERT model (default all-MiniLM-L6-v2)")
+    p.add_argument("texts", nargs="*", help="texts to embed")
+    p.add_argument("--file", "-f", help="a UTF-8 file with one text a line (blank lines skipped)")
+    p.add_argument("-o", "--output", help="write the embeddings to this .npy file instead of printing")
+    p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
+    p.add_argument("--precision", choices=("f32", "f16"), default="f32")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
+    p.add_argument("--show", type=int, default=6, help="values printed per embedding")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
+    p.set_defaults(fn=cmd_embed)
+    p = sub.add_parser("bench", help="benchmarks against peers (bench bert)")
+    bsub = p.add_subparsers(dest="suite", required=True)
+    p = bsub.add_parser("bert", help="BERT encoder latency: rlx vs PyTorch CPU vs ONNX Runtime CPU")
+    p.add_argument("--device", default="cpu", help="rlx device (peers run on the CPU)")
+    p.add_argument("--precision", choices=("f32", "f16"), default="f32", help="rlx precision (peers: f32)")
+    p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
+    p.add_argument("--threads", type=int, default=None, help="threads for every peer (default RLX_NUM_THREADS)")
+    p.add_argument("--peers", default=",".join(("rlx", "torch", "ort")))
+    p.add_argument("--budget", type=float, default=3.0, help="seconds of timed runs per peer and case")
+    p.add_argument("--profile", action="store_true", help="also time each rlx thunk alone and list the top costs")
+    p.add_argument("--json", help="also write the raw results to this file")
+    p.set_defaults(fn=cmd_bench)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

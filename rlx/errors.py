@@ -53,3 +53,7 @@ class MemoryPlanError(RlxError):
 
 class ConfigError(RlxError):
     """An ``RLX_*`` environment variable or option has an invalid value."""
+
+
+class ModelLoadError(RlxError):
+    """A model folder or file is missing, malformed, or describes an unsupported model."""

@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh test
+export HF_HUB_OFFLINE=1      # the parity tests load sentence-transformers from a local folder only
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"

@@ -128,6 +128,7 @@ LINEAR_TOL = {"f32": dict(rtol=1e-4, atol=1e-4), "f16": dict(rtol=5e-3, atol=5e-
 @pytest.mark.parametrize("transpose_b,bias", [(True, True), (False, True), (True, False)])
 def test_linear_paths(rng, monkeypatch, dtype, path, activation, transpose_b, bias):
     monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_FLOPS_CPU", 10**12 if path == "row_kernel" else 0)
+    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_M_GPU", 10**6 if path == "row_kernel" else 0)
     m, k, n = 3, 65, 17
     g = rlx.Graph()
     x = g.input("x", (m, k), dtype)
