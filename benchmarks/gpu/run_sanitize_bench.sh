@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Part 2 of the H200 run: compute-sanitizer memcheck and racecheck on a
+# representative subset of the kernel suite, then the BERT-shape benchmarks
+# against PyTorch (JSON into $OUT).
+set -uo pipefail
+OUT=${OUT:-/tmp/rlx-out}
+mkdir -p "$OUT"
+export PATH=/usr/local/cuda/bin:$PATH
+python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_executable.py -k "linear_paths or unsupported" \
+  --rlx-device cuda --rlx-group-size 32 2>&1 | tail -1 | tee -a "$OUT/suites.txt"
+for tool in memcheck racecheck; do
+  echo "== compute-sanitizer $tool" | tee -a "$OUT/sanitizer.txt"
+  timeout 150 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_ops.py \
+      -k "(softmax or rmsnorm or fused_residual or reductions or glu or layernorm or binary_broadcast) and f32" \
+      --rlx-device cuda --rlx-group-size 256 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tail -3 \
+      | tee -a "$OUT/sanitizer.txt"
+  echo "rc=${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.txt"
+  timeout 120 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_attention_rope.py -k "f32 and not property" --rlx-device cuda \
+      --rlx-group-size 128 2>&1 | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tail -3 | tee -a "$OUT/sanitizer.txt"
+  echo "rc=${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.txt"
+done
+echo "== benchmarks"
+timeout 200 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert_cuda.json" 2>&1 | tail -14
