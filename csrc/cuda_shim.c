@@ -30,6 +30,7 @@
  */
 #define _GNU_SOURCE
 #include "rlx_shim.h"
+#include "rlx_gemm_check.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -139,7 +140,10 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
        const float *, float *, int))                                                                      \
     X(cublasGemmEx, "cublasGemmEx",                                                                       \
       (cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, const void *, int,  \
-       int, const void *, void *, int, int, int, int))
+       int, const void *, void *, int, int, int, int))                                                    \
+    X(cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx",                                           \
+      (cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, long long,          \
+       const void *, int, int, long long, const void *, void *, int, int, long long, int, int, int))
 
 #define FIELD(name, sym, args) int (*name) args;
 static struct { CU_API(FIELD) CUresult (*cuFuncGetParamInfo)(CUfunction, size_t, size_t *, size_t *); } cu;
@@ -942,39 +946,15 @@ static rlx_status check_grid(rlx_device *d, const char *fn, const rlx_pipeline *
     return RLX_OK;
 }
 
-static uint64_t span(int64_t rows, int64_t cols, int64_t ld) {
-    return rows == 0 || cols == 0 ? 0 : (uint64_t)(rows - 1) * (uint64_t)ld + (uint64_t)cols;
-}
-
-static rlx_status check_range(const char *what, const rlx_buffer *buf, uint64_t offset, uint64_t elems, uint64_t esz) {
-    ARG_CHECK(offset % esz == 0, "gemm: %s_offset %llu is not a multiple of the element size %llu", what,
-              (unsigned long long)offset, (unsigned long long)esz);
-    const unsigned __int128 end = (unsigned __int128)elems * esz + offset;
-    ARG_CHECK(end <= buf->size, "gemm: %s spans bytes [%llu, %llu) of a %llu-byte buffer", what,
-              (unsigned long long)offset, (unsigned long long)end, (unsigned long long)buf->size);
-    return RLX_OK;
-}
 
 static rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {
     ARG_CHECK(g, "gemm: desc is NULL");
     ARG_CHECK(g->a && g->b && g->c, "gemm: buffers a, b and c must be non-NULL");
     ARG_CHECK(g->a->dev == d && g->b->dev == d && g->c->dev == d, "gemm: a buffer belongs to another device");
-    ARG_CHECK(g->dtype == RLX_DTYPE_F32 || g->dtype == RLX_DTYPE_F16, "gemm: unknown dtype %d", (int)g->dtype);
-    const int64_t lim = 0x7fffffff;  /* cuBLAS takes 32-bit ints */
-    ARG_CHECK(g->m >= 0 && g->n >= 0 && g->k >= 0 && g->m <= lim && g->n <= lim && g->k <= lim,
-              "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m, (long long)g->n, (long long)g->k);
-    const int64_t acols = g->trans_a ? g->m : g->k, bcols = g->trans_b ? g->k : g->n;
-    ARG_CHECK(g->lda >= (acols > 1 ? acols : 1) && g->lda <= lim, "gemm: lda=%lld < %lld columns of A",
-              (long long)g->lda, (long long)acols);
-    ARG_CHECK(g->ldb >= (bcols > 1 ? bcols : 1) && g->ldb <= lim, "gemm: ldb=%lld < %lld columns of B",
-              (long long)g->ldb, (long long)bcols);
-    ARG_CHECK(g->ldc >= (g->n > 1 ? g->n : 1) && g->ldc <= lim, "gemm: ldc=%lld < n=%lld", (long long)g->ldc,
-              (long long)g->n);
-    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
-    rlx_status s;
-    if ((s = check_range("a", g->a, g->a_offset, span(g->trans_a ? g->k : g->m, acols, g->lda), esz))) return s;
-    if ((s = check_range("b", g->b, g->b_offset, span(g->trans_b ? g->n : g->k, bcols, g->ldb), esz))) return s;
-    return check_range("c", g->c, g->c_offset, span(g->m, g->n, g->ldc), esz);
+    char err[256];
+    if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)
+        return fail(RLX_ERR_ARG, "%s", err);
+    return RLX_OK;
 }
 
 /* ---- command buffers ------------------------------------------------------------------- */
@@ -1115,7 +1095,14 @@ static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, char *err, siz
     const int ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const CUdeviceptr a = g->a->ptr + g->a_offset, b = g->b->ptr + g->b_offset, c = g->c->ptr + g->c_offset;
     int st = cb_api.cublasSetStream(d->blas, d->stream);
-    if (st == 0 && g->dtype == RLX_DTYPE_F32)
+    if (st == 0 && g->batch > 1) {  /* one strided-batched call; operands swapped as above */
+        const int type = g->dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+        st = cb_api.cublasGemmStridedBatchedEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
+                                               (const void *)b, type, (int)g->ldb, (long long)g->stride_b,
+                                               (const void *)a, type, (int)g->lda, (long long)g->stride_a, &g->beta,
+                                               (void *)c, type, (int)g->ldc, (long long)g->stride_c, (int)g->batch,
+                                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    } else if (st == 0 && g->dtype == RLX_DTYPE_F32)
         st = cb_api.cublasSgemm(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha, (const float *)b,
                                 (int)g->ldb, (const float *)a, (int)g->lda, &g->beta, (float *)c, (int)g->ldc);
     else if (st == 0)

@@ -12,6 +12,7 @@
 // Nothing here aborts: every failure returns a status and sets the calling
 // thread's last_error; C++ exceptions (bad_alloc) never cross into C (GUARD).
 #include "rlx_shim.h"
+#include "rlx_gemm_check.h"
 #include "prelude/cpu.h"  // rlx_cpu_ctx, half
 
 #include <dirent.h>
@@ -183,8 +184,6 @@ struct rlx_device {
     int threads = 1;
     std::string blas_path, cache_dir, cxx = "c++", include_dir;
     sgemm_fn sgemm = nullptr;   // NULL: the C++ fallback gemm
-    void (*blas_set_threads)(int) = nullptr;
-    int blas_threads_now = 0;   // what the BLAS was last told (gemms run under exec_mu)
     rlx_device_info info{};
     Pool pool;
     // One command buffer executes at a time, in commit order (like a Metal
@@ -237,9 +236,6 @@ struct rlx_cmdbuf {
 namespace {
 
 // ---- gemm ---------------------------------------------------------------------
-uint64_t span(int64_t rows, int64_t cols, int64_t ld) {  // elements a row-major matrix touches
-    return rows == 0 || cols == 0 ? 0 : (uint64_t)(rows - 1) * ld + cols;
-}
 
 // Blocked fallback when no BLAS is loaded: op(B) is packed per block of 256
 // columns so the inner loop is a contiguous axpy the compiler vectorizes.
@@ -266,21 +262,8 @@ void gemm_fallback(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alph
     }
 }
 
-// Below this much work (m*n*k) a gemm runs on one BLAS thread: waking the
-// BLAS's other threads costs more than they save (measured here: a
-// 128x128x32 gemm took 0.02 ms on one thread and ~0.9 ms on two), and
-// attention issues many such gemms.
-constexpr int64_t kBlasParallelMinWork = int64_t(1) << 22;
-
-void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
-           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (d->blas_set_threads) {
-        const int want = m * n * k >= kBlasParallelMinWork ? d->threads : 1;
-        if (want != d->blas_threads_now) {
-            d->blas_set_threads(want);
-            d->blas_threads_now = want;
-        }
-    }
+void sgemm_1(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+             int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (d->sgemm)  // 101 CblasRowMajor, 111 CblasNoTrans, 112 CblasTrans
         d->sgemm(101, ta ? 112 : 111, tb ? 112 : 111, (int)m, (int)n, (int)k, alpha, A, (int)lda, B,
                  (int)ldb, beta, C, (int)ldc);
@@ -288,63 +271,108 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
         gemm_fallback(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-void run_gemm(rlx_device *d, const rlx_gemm_desc &g) {
-    if (g.m == 0 || g.n == 0) return;
+// The BLAS runs single-threaded and the device's own pool splits a gemm
+// into row (or column) blocks, one BLAS call each: two thread pools on the
+// same cores (the BLAS's and ours) spin against each other, which measured
+// here as gemms 10-100x slower than either alone. Below kSplitMinWork
+// (m*n*k) one call on the executing thread is cheaper than waking the pool.
+constexpr int64_t kSplitMinWork = int64_t(1) << 18;
+
+struct GemmSplit {
+    rlx_device *d;
+    bool ta, tb, along_m;
+    int64_t m, n, k, lda, ldb, ldc, chunk;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+};
+
+void gemm_block(const rlx_cpu_ctx *ctx) {
+    const GemmSplit &s = *(const GemmSplit *)ctx->buffers[0];
+    const int64_t i0 = (int64_t)ctx->group_id.x * s.chunk;
+    const int64_t len = std::min(s.chunk, (s.along_m ? s.m : s.n) - i0);
+    if (len <= 0) return;
+    if (s.along_m)  // rows i0.. of C come from rows i0.. of op(A)
+        sgemm_1(s.d, s.ta, s.tb, len, s.n, s.k, s.alpha, s.ta ? s.A + i0 : s.A + i0 * s.lda, s.lda, s.B, s.ldb,
+                s.beta, s.C + i0 * s.ldc, s.ldc);
+    else            // columns i0.. of C come from columns i0.. of op(B)
+        sgemm_1(s.d, s.ta, s.tb, s.m, len, s.k, s.alpha, s.A, s.lda, s.tb ? s.B + i0 * s.ldb : s.B + i0, s.ldb,
+                s.beta, s.C + i0, s.ldc);
+}
+
+void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
+           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    const int64_t parts = d->threads;
+    if (parts < 2 || m * n * k < kSplitMinWork || (m < 2 * parts && n < 16 * parts)) {
+        sgemm_1(d, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    GemmSplit s{d, ta, tb, m >= 2 * parts, m, n, k, lda, ldb, ldc, 0, alpha, beta, A, B, C};
+    // Column blocks stay multiples of 16 so each call keeps full vector tiles.
+    s.chunk = s.along_m ? (m + parts - 1) / parts : ((n + parts - 1) / parts + 15) / 16 * 16;
+    void *bufs[RLX_MAX_BINDINGS] = {&s};
+    const uint32_t g[3] = {(uint32_t)(((s.along_m ? m : n) + s.chunk - 1) / s.chunk), 1, 1};
+    parallel_for(&d->pool, gemm_block, bufs, g);
+}
+
+// One product of a (possibly batched) gemm, at element offsets into A, B, C.
+void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t i, bool split) {
     const bool ta = g.trans_a, tb = g.trans_b;
-    uint8_t *a = g.a->ptr + g.a_offset, *b = g.b->ptr + g.b_offset, *c = g.c->ptr + g.c_offset;
+    const uint64_t esz = g.dtype == RLX_DTYPE_F32 ? 4 : 2;
+    uint8_t *a = g.a->ptr + g.a_offset + (uint64_t)(i * g.stride_a) * esz;
+    uint8_t *b = g.b->ptr + g.b_offset + (uint64_t)(i * g.stride_b) * esz;
+    uint8_t *c = g.c->ptr + g.c_offset + (uint64_t)(i * g.stride_c) * esz;
+    auto gemm = split ? sgemm : sgemm_1;
     if (g.dtype == RLX_DTYPE_F32) {
-        sgemm(d, ta, tb, g.m, g.n, g.k, g.alpha, (const float *)a, g.lda, (const float *)b, g.ldb, g.beta,
-              (float *)c, g.ldc);
+        gemm(d, ta, tb, g.m, g.n, g.k, g.alpha, (const float *)a, g.lda, (const float *)b, g.ldb, g.beta,
+             (float *)c, g.ldc);
         return;
     }
     // f16: widen A, B (and C when beta reads it) to f32, sgemm, narrow the m x n
     // block of C. Accumulation is f32 as the ABI requires.
-    const uint64_t na = span(ta ? g.k : g.m, ta ? g.m : g.k, g.lda);
-    const uint64_t nb = span(tb ? g.n : g.k, tb ? g.k : g.n, g.ldb), nc = span(g.m, g.n, g.ldc);
+    const uint64_t na = rlx_gemm_span(ta ? g.k : g.m, ta ? g.m : g.k, g.lda);
+    const uint64_t nb = rlx_gemm_span(tb ? g.n : g.k, tb ? g.k : g.n, g.ldb), nc = rlx_gemm_span(g.m, g.n, g.ldc);
     thread_local std::vector<float> scratch;
     scratch.resize(na + nb + nc);
     float *fa = scratch.data(), *fb = fa + na, *fc = fb + nb;
-    for (uint64_t i = 0; i < na; ++i) fa[i] = (float)((const half *)a)[i];
-    for (uint64_t i = 0; i < nb; ++i) fb[i] = (float)((const half *)b)[i];
+    for (uint64_t j = 0; j < na; ++j) fa[j] = (float)((const half *)a)[j];
+    for (uint64_t j = 0; j < nb; ++j) fb[j] = (float)((const half *)b)[j];
     if (g.beta != 0.0f)
-        for (uint64_t i = 0; i < nc; ++i) fc[i] = (float)((const half *)c)[i];
-    sgemm(d, ta, tb, g.m, g.n, g.k, g.alpha, fa, g.lda, fb, g.ldb, g.beta, fc, g.ldc);
-    for (int64_t i = 0; i < g.m; ++i)
-        for (int64_t j = 0; j < g.n; ++j) ((half *)c)[i * g.ldc + j] = (half)fc[i * g.ldc + j];
+        for (uint64_t j = 0; j < nc; ++j) fc[j] = (float)((const half *)c)[j];
+    gemm(d, ta, tb, g.m, g.n, g.k, g.alpha, fa, g.lda, fb, g.ldb, g.beta, fc, g.ldc);
+    for (int64_t r = 0; r < g.m; ++r)
+        for (int64_t j = 0; j < g.n; ++j) ((half *)c)[r * g.ldc + j] = (half)fc[r * g.ldc + j];
 }
 
-rlx_status check_range(const char *what, const rlx_buffer *buf, uint64_t offset, uint64_t elems,
-                       uint64_t esz) {
-    ARG_CHECK(offset % esz == 0, "gemm: %s_offset %llu is not a multiple of the element size %llu", what,
-              (unsigned long long)offset, (unsigned long long)esz);
-    const unsigned __int128 end = (unsigned __int128)elems * esz + offset;
-    ARG_CHECK(end <= buf->size, "gemm: %s spans bytes [%llu, %llu) of a %llu-byte buffer", what,
-              (unsigned long long)offset, (unsigned long long)end, (unsigned long long)buf->size);
-    return RLX_OK;
+struct GemmBatch { rlx_device *d; const rlx_gemm_desc *g; };
+
+void gemm_batch_entry(const rlx_cpu_ctx *ctx) {
+    const GemmBatch &b = *(const GemmBatch *)ctx->buffers[0];
+    run_gemm_one(b.d, *b.g, (int64_t)ctx->group_id.x, false);
+}
+
+void run_gemm(rlx_device *d, const rlx_gemm_desc &g) {
+    if (g.m == 0 || g.n == 0) return;
+    const int64_t batch = g.batch > 1 ? g.batch : 1;
+    if (batch == 1 || d->threads < 2) {
+        for (int64_t i = 0; i < batch; ++i) run_gemm_one(d, g, i, batch == 1);
+        return;
+    }
+    // Whole products per worker: no splitting inside one, no second pool.
+    GemmBatch job{d, &g};
+    void *bufs[RLX_MAX_BINDINGS] = {&job};
+    const uint32_t groups[3] = {(uint32_t)batch, 1, 1};
+    parallel_for(&d->pool, gemm_batch_entry, bufs, groups);
 }
 
 rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {
     ARG_CHECK(g, "gemm: desc is NULL");
     ARG_CHECK(g->a && g->b && g->c, "gemm: buffers a, b and c must be non-NULL");
     ARG_CHECK(g->a->dev == d && g->b->dev == d && g->c->dev == d, "gemm: a buffer belongs to another device");
-    ARG_CHECK(g->dtype == RLX_DTYPE_F32 || g->dtype == RLX_DTYPE_F16, "gemm: unknown dtype %d", (int)g->dtype);
-    // CBLAS takes 32-bit ints, so every dimension must fit one.
-    const int64_t lim = INT32_MAX;
-    ARG_CHECK(g->m >= 0 && g->n >= 0 && g->k >= 0 && g->m <= lim && g->n <= lim && g->k <= lim,
-              "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m, (long long)g->n,
-              (long long)g->k);
-    const int64_t acols = g->trans_a ? g->m : g->k, bcols = g->trans_b ? g->k : g->n;
-    ARG_CHECK(g->lda >= std::max<int64_t>(1, acols) && g->lda <= lim, "gemm: lda=%lld < %lld columns of A",
-              (long long)g->lda, (long long)acols);
-    ARG_CHECK(g->ldb >= std::max<int64_t>(1, bcols) && g->ldb <= lim, "gemm: ldb=%lld < %lld columns of B",
-              (long long)g->ldb, (long long)bcols);
-    ARG_CHECK(g->ldc >= std::max<int64_t>(1, g->n) && g->ldc <= lim, "gemm: ldc=%lld < n=%lld",
-              (long long)g->ldc, (long long)g->n);
-    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
-    rlx_status s;
-    if ((s = check_range("a", g->a, g->a_offset, span(g->trans_a ? g->k : g->m, acols, g->lda), esz))) return s;
-    if ((s = check_range("b", g->b, g->b_offset, span(g->trans_b ? g->n : g->k, bcols, g->ldb), esz))) return s;
-    return check_range("c", g->c, g->c_offset, span(g->m, g->n, g->ldc), esz);
+    char err[256];
+    if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)
+        return fail(RLX_ERR_ARG, "%s", err);
+    return RLX_OK;
 }
 
 // ---- execution ------------------------------------------------------------------
@@ -480,11 +508,7 @@ rlx_status load_blas(rlx_device *d) {
     typedef void (*set_threads_fn)(int);
     auto set_threads = (set_threads_fn)dlsym(h, "scipy_openblas_set_num_threads");
     if (!set_threads) set_threads = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
-    if (set_threads) {
-        set_threads(d->threads);
-        d->blas_set_threads = set_threads;
-        d->blas_threads_now = d->threads;
-    }
+    if (set_threads) set_threads(1);  // the device's pool parallelizes gemms (see sgemm)
     return RLX_OK;  // the handle stays open for the life of the process (BLAS threads)
 }
 

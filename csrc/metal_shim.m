@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "rlx_shim.h"
+#include "rlx_gemm_check.h"
 
 #if !__has_feature(objc_arc)
 #error "metal_shim.m is written for ARC: compile it with -fobjc-arc"
@@ -620,40 +621,15 @@ static rlx_status cmd_barrier(rlx_cmdbuf *cb) {
 }
 
 /* ---- gemm ----------------------------------------------------------------------------------- */
-static uint64_t span(int64_t rows, int64_t cols, int64_t ld) {  /* elements a row-major matrix touches */
-    return rows == 0 || cols == 0 ? 0 : (uint64_t)(rows - 1) * (uint64_t)ld + (uint64_t)cols;
-}
 
-static rlx_status check_range(const char *what, const rlx_buffer *buf, uint64_t offset, uint64_t elems, uint64_t esz) {
-    ARG_CHECK(offset % esz == 0, "gemm: %s_offset %llu is not a multiple of the element size %llu", what,
-              (unsigned long long)offset, (unsigned long long)esz);
-    const unsigned __int128 end = (unsigned __int128)elems * esz + offset;
-    ARG_CHECK(end <= buf->size, "gemm: %s spans bytes [%llu, %llu) of a %llu-byte buffer", what,
-              (unsigned long long)offset, (unsigned long long)end, (unsigned long long)buf->size);
-    return RLX_OK;
-}
-
-/* The host shim's checks, so both reject the same descriptors. */
 static rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {
     ARG_CHECK(g, "gemm: desc is NULL");
     ARG_CHECK(g->a && g->b && g->c, "gemm: buffers a, b and c must be non-NULL");
     ARG_CHECK(g->a->dev == d && g->b->dev == d && g->c->dev == d, "gemm: a buffer belongs to another device");
-    ARG_CHECK(g->dtype == RLX_DTYPE_F32 || g->dtype == RLX_DTYPE_F16, "gemm: unknown dtype %d", (int)g->dtype);
-    const int64_t lim = INT32_MAX;
-    ARG_CHECK(g->m >= 0 && g->n >= 0 && g->k >= 0 && g->m <= lim && g->n <= lim && g->k <= lim,
-              "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m, (long long)g->n, (long long)g->k);
-    const int64_t acols = g->trans_a ? g->m : g->k, bcols = g->trans_b ? g->k : g->n;
-    ARG_CHECK(g->lda >= (acols > 1 ? acols : 1) && g->lda <= lim, "gemm: lda=%lld < %lld columns of A",
-              (long long)g->lda, (long long)acols);
-    ARG_CHECK(g->ldb >= (bcols > 1 ? bcols : 1) && g->ldb <= lim, "gemm: ldb=%lld < %lld columns of B",
-              (long long)g->ldb, (long long)bcols);
-    ARG_CHECK(g->ldc >= (g->n > 1 ? g->n : 1) && g->ldc <= lim, "gemm: ldc=%lld < n=%lld", (long long)g->ldc,
-              (long long)g->n);
-    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
-    rlx_status s;
-    if ((s = check_range("a", g->a, g->a_offset, span(g->trans_a ? g->k : g->m, acols, g->lda), esz))) return s;
-    if ((s = check_range("b", g->b, g->b_offset, span(g->trans_b ? g->n : g->k, bcols, g->ldb), esz))) return s;
-    return check_range("c", g->c, g->c_offset, span(g->m, g->n, g->ldc), esz);
+    char err[256];
+    if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)
+        return fail(RLX_ERR_ARG, "%s", err);
+    return RLX_OK;
 }
 
 /* Cache insert under the write lock; another thread's entry for the same key wins. */
@@ -781,13 +757,8 @@ static rlx_status encode_scale_c(rlx_cmdbuf *cb, const rlx_gemm_desc *g) {
     return RLX_OK;
 }
 
-static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *g) {
-    CB_CHECK(cb, "cmd_gemm");
-    rlx_device *d = cb->dev;
-    rlx_status s = check_gemm(d, g);
-    if (s) return s;
-    if (!d->mps_ok) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: MetalPerformanceShaders does not support this device");
-    if (g->m == 0 || g->n == 0 || cb->status) return RLX_OK;
+/* One product (batch entry) of a validated gemm. */
+static rlx_status encode_gemm_one(rlx_cmdbuf *cb, rlx_device *d, const rlx_gemm_desc *g) {
     @autoreleasepool {
         @try {
             close_encoder(cb);  /* MPS encodes into the command buffer with encoders of its own */
@@ -808,6 +779,27 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *g) {
             }
         }
         CATCH_OBJC("cmd_gemm")
+    }
+    return RLX_OK;
+}
+
+static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *g) {
+    CB_CHECK(cb, "cmd_gemm");
+    rlx_device *d = cb->dev;
+    rlx_status s = check_gemm(d, g);
+    if (s) return s;
+    if (!d->mps_ok) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: MetalPerformanceShaders does not support this device");
+    if (g->m == 0 || g->n == 0 || cb->status) return RLX_OK;
+    /* A strided batch is one MPS call per entry: MPS's own batched matrices need equal
+     * matrixBytes strides for A, B and C, which attention's per-head views do not have. */
+    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
+    rlx_gemm_desc one = *g;
+    one.batch = 1;
+    for (int64_t i = 0; i < (g->batch > 1 ? g->batch : 1); ++i) {
+        one.a_offset = g->a_offset + (uint64_t)(i * g->stride_a) * esz;
+        one.b_offset = g->b_offset + (uint64_t)(i * g->stride_b) * esz;
+        one.c_offset = g->c_offset + (uint64_t)(i * g->stride_c) * esz;
+        if ((s = encode_gemm_one(cb, d, &one))) return s;
     }
     return RLX_OK;
 }

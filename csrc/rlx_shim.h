@@ -87,6 +87,10 @@ typedef struct rlx_pipeline_info {
  * C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C, row-major, with
  * op(X) = X or X^T, leading dimensions in elements. A, B and C have the
  * same dtype; accumulation is f32.
+ * Strided batch: for i in [0, batch) the same product on A + i*stride_a,
+ * B + i*stride_b, C + i*stride_c (strides in elements; batch 0 means 1), so
+ * per-head attention or a batched matmul is one call (cuBLAS strided
+ * batched, one MPS call per matrix, or the host's thread pool over i).
  */
 typedef struct rlx_gemm_desc {
     const rlx_buffer *a, *b;
@@ -97,6 +101,8 @@ typedef struct rlx_gemm_desc {
     int32_t trans_a, trans_b;
     int32_t dtype;                          /* rlx_dtype */
     float alpha, beta;
+    int64_t batch;                          /* 0 or 1: a single product */
+    int64_t stride_a, stride_b, stride_c;   /* elements between batch entries */
 } rlx_gemm_desc;
 
 typedef struct rlx_shim_api {

@@ -38,6 +38,8 @@ cdef extern from "rlx_shim.h" nogil:
         int trans_a, trans_b
         int dtype
         float alpha, beta
+        int64_t batch
+        int64_t stride_a, stride_b, stride_c
 
     ctypedef struct rlx_shim_api:
         uint32_t abi_version

@@ -53,7 +53,7 @@ cdef class Program:
     thunks: sequence of tuples, either
       (0, barrier, pipeline_addr, ((slot, offset), ...), (gx, gy, gz), (tx, ty, tz))
       (1, barrier, (a_slot, a_off), (b_slot, b_off), (c_slot, c_off),
-          m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta)
+          m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta[, batch, stride_a, stride_b, stride_c])
     buffers: shim buffer addresses by slot; slot 0 is the arena.
     inputs / outputs: (arena offset, bytes) per transfer.
     patches: (arena offset, dynamic symbol index) for run-time int32 params.
@@ -107,6 +107,10 @@ cdef class Program:
                 t.gemm.c_offset = th[4][1]
                 (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc,
                  t.gemm.trans_a, t.gemm.trans_b, t.gemm.dtype, t.gemm.alpha, t.gemm.beta) = th[5:16]
+                if len(th) > 16:
+                    t.gemm.batch, t.gemm.stride_a, t.gemm.stride_b, t.gemm.stride_c = th[16:20]
+                else:
+                    t.gemm.batch = 1
             else:
                 raise _errors.RlxError(f"thunk {i}: unknown kind {t.kind}")
 

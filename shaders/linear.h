@@ -3,7 +3,7 @@
 // bias_act: y = act(y + bias) in place, after the shim's gemm (large M);
 // one threadgroup per row.
 // matmul_rows: out[m, n] = act(sum_k a[m, k] * b(k, n) + bias[n]) with one
-// threadgroup per output element and its threads splitting K: the path for
+// threadgroup per output column and its threads splitting K: the path for
 // small M (decode-style mat-vec), where a BLAS / MPS / cuBLAS call costs
 // more than it saves. b is [N, K] (transpose_b, rows contiguous: the fast
 // case, how PyTorch and GGUF store weights) or [K, N].
@@ -38,25 +38,31 @@ RLX_KERNEL bias_act(RLX_BUF(RLX_DEVICE T *, y, 0), RLX_BUF(RLX_DEVICE const T *,
 RLX_INSTANTIATE(bias_act, float, bias_act_f32)
 RLX_INSTANTIATE(bias_act, half, bias_act_f16)
 
+// One group per output column n: it reads row n of W once and applies it to
+// every row of A (M is small here, so A stays in cache), which makes the
+// kernel stream the weights exactly once: the bound for decode-style and
+// short-batch matmuls.
 template <typename T>
 RLX_KERNEL matmul_rows(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
                        RLX_BUF(RLX_DEVICE const T *, bias, 2), RLX_BUF(RLX_DEVICE T *, out, 3),
                        RLX_PARAMS(LinearParams, p, 4) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
-    const uint64_t idx = (uint64_t)rlx_group_id.y * rlx_num_groups.x + rlx_group_id.x;
-    if (idx >= (uint64_t)p->m * p->n) return;
-    const uint row = (uint)(idx / p->n), col = (uint)(idx % p->n), k = p->k;
-    RLX_DEVICE const T *ar = a + p->a_offset + (uint64_t)row * k;
-    float acc = 0.0f;
-    if (p->transpose_b) {
-        RLX_DEVICE const T *br = b + (uint64_t)col * k;
-        RLX_FOR_GROUP(i, k) { acc += rlx_to_float(ar[i]) * rlx_to_float(br[i]); }
-    } else {
-        RLX_FOR_GROUP(i, k) { acc += rlx_to_float(ar[i]) * rlx_to_float(b[(uint64_t)i * p->n + col]); }
+    const uint col = rlx_group_id.y * rlx_num_groups.x + rlx_group_id.x;
+    if (col >= p->n) return;
+    const uint k = p->k, n = p->n;
+    const float bias_v = p->has_bias ? rlx_to_float(bias[col]) : 0.0f;
+    for (uint row = 0; row < p->m; ++row) {
+        RLX_DEVICE const T *ar = a + p->a_offset + (uint64_t)row * k;
+        float acc = 0.0f;
+        if (p->transpose_b) {
+            RLX_DEVICE const T *br = b + (uint64_t)col * k;
+            RLX_FOR_GROUP(i, k) { acc += rlx_to_float(ar[i]) * rlx_to_float(br[i]); }
+        } else {
+            RLX_FOR_GROUP(i, k) { acc += rlx_to_float(ar[i]) * rlx_to_float(b[(uint64_t)i * n + col]); }
+        }
+        acc = rlx_group_sum(acc, scratch);
+        if (rlx_local_id.x == 0) out[(uint64_t)row * n + col] = rlx_from_float<T>(rlx_activation(p->act, acc + bias_v));
     }
-    acc = rlx_group_sum(acc, scratch);
-    if (p->has_bias) acc += rlx_to_float(bias[col]);
-    if (rlx_local_id.x == 0) out[idx] = rlx_from_float<T>(rlx_activation(p->act, acc));
 }
 RLX_INSTANTIATE(matmul_rows, float, matmul_rows_f32)
 RLX_INSTANTIATE(matmul_rows, half, matmul_rows_f16)

@@ -668,3 +668,43 @@ def test_host_gemm_without_blas(backend, tmp_path, monkeypatch):
             buf.free()
     finally:
         dev.close()
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+@pytest.mark.parametrize("batch,stride_b_zero,tb", [(1, False, False), (3, False, True), (5, True, False),
+                                                   (4, True, True)])
+def test_strided_batched_gemm_matches_numpy(device, dt, batch, stride_b_zero, tb):
+    """batch products at element strides; a B stride of 0 shares one B
+    (grouped-query attention), and C entries may interleave (ldc > n)."""
+    np_dt = NP_DTYPE[dt]
+    r = rng(batch * 7 + int(tb))
+    m, n, k = 5, 6, 7
+    a = r.standard_normal((batch, m, k)).astype(np_dt)
+    b_rows, b_cols = (n, k) if tb else (k, n)
+    b = r.standard_normal((1 if stride_b_zero else batch, b_rows, b_cols)).astype(np_dt)
+    # C entry i is columns [i*n, (i+1)*n) of one (m, batch*n) matrix: stride n, ldc batch*n.
+    c = np.zeros((m, batch * n), np_dt)
+    bufs = [device.alloc(x.nbytes + 64) for x in (a, b, c)]
+    for buf, x in zip(bufs, (a, b, c)):
+        buf.write(0, x)
+    with CommandBuffer(device) as cb:
+        cb.gemm(*bufs, m, n, k, lda=k, ldb=b_cols, ldc=batch * n, trans_b=tb,
+                dtype=DTYPE_F32 if dt == "f32" else DTYPE_F16, batch=batch, stride_a=m * k,
+                stride_b=0 if stride_b_zero else b_rows * b_cols, stride_c=n)
+        cb.commit()
+        cb.wait()
+    got = download(bufs[2], np_dt, c.size).reshape(m, batch * n).astype(np.float64)
+    for i in range(batch):
+        bi = b[0 if stride_b_zero else i].astype(np.float64)
+        want = a[i].astype(np.float64) @ (bi.T if tb else bi)
+        tol = 1e-4 if dt == "f32" else 2e-2
+        np.testing.assert_allclose(got[:, i * n:(i + 1) * n], want, rtol=tol, atol=tol)
+
+
+def test_batched_gemm_bounds_are_checked_on_the_last_entry(device):
+    a, b, c = (device.alloc(4 * 4 * 4) for _ in range(3))   # room for exactly one 4x4 f32 matrix each
+    with CommandBuffer(device) as cb:
+        with pytest.raises(RlxError, match="spans bytes"):
+            cb.gemm(a, b, c, 4, 4, 4, lda=4, ldb=4, ldc=4, batch=2, stride_a=16, stride_b=0, stride_c=0)
+        with pytest.raises(RlxError, match="batch"):
+            cb.gemm(a, b, c, 4, 4, 4, lda=4, ldb=4, ldc=4, batch=-1)

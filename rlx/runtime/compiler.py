@@ -254,4 +254,5 @@ def _pack(t: Thunk, library, flags: int) -> tuple:
         return (DISPATCH, t.barrier, pipeline.address, tuple(_binding(b) for b in t.bindings), t.groups, threads)
     g = t.gemm
     return (GEMM, t.barrier, _binding(g["a"]), _binding(g["b"]), _binding(g["c"]), g["m"], g["n"], g["k"],
-            g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"])
+            g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"],
+            g["batch"], g["stride_a"], g["stride_b"], g["stride_c"])

@@ -152,19 +152,25 @@ class Lowering:
         self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params, self.target.elementwise_grid(src.numel))
 
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
-             lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0) -> None:
+             lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,
+             batch: int = 1, strides: tuple[int, int, int] = (0, 0, 0)) -> None:
         """C[m, n] = alpha * A @ op(B) through the shim's BLAS; the views give
-        each matrix's storage and first element, ld* its row strides."""
+        each matrix's storage and first element, ld* its row strides; batch
+        repeats it at the given element strides of A, B and C."""
         dtype = {"f32": 0, "f16": 1}[c.dtype.name]
         thunk = Thunk(GEMM, label, gemm=dict(
             a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
             c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
-            trans_a=0, trans_b=int(trans_b), dtype=dtype, alpha=float(alpha), beta=0.0))
+            trans_a=0, trans_b=int(trans_b), dtype=dtype, alpha=float(alpha), beta=0.0,
+            batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2]))
         isz = c.dtype.itemsize
-        thunk.reads.append((a.storage, a.byte_offset, a.byte_offset + (m - 1) * lda * isz + k * isz))
+        last = batch - 1
         b_rows, b_cols = (n, k) if trans_b else (k, n)
-        thunk.reads.append((b.storage, b.byte_offset, b.byte_offset + (b_rows - 1) * ldb * isz + b_cols * isz))
-        thunk.writes.append((c.storage, c.byte_offset, c.byte_offset + (m - 1) * ldc * isz + n * isz))
+        for view, rows, cols, ld, stride, rw in ((a, m, k, lda, strides[0], thunk.reads),
+                                                 (b, b_rows, b_cols, ldb, strides[1], thunk.reads),
+                                                 (c, m, n, ldc, strides[2], thunk.writes)):
+            rw.append((view.storage, view.byte_offset,
+                       view.byte_offset + ((rows - 1) * ld + cols + last * stride) * isz))
         self.thunks.append(thunk)
 
     # ---- driver --------------------------------------------------------------
@@ -341,11 +347,9 @@ def _matmul(lw: Lowering, node: Node) -> View:
         return out
     m = a.shape[-2]
     batch = out.numel // max(m * n, 1)
-    for i in range(batch if m and n else 0):
-        ai = View(a.storage, a.dtype, (m, k), (k, 1), a.offset + i * m * k)
-        bi = View(b.storage, b.dtype, tuple(b.shape[-2:]), (b.shape[-1], 1), b.offset + i * k * n)
-        ci = View(out.storage, out.dtype, (m, n), (n, 1), out.offset + i * m * n)
-        lw.gemm(f"{node!r} [batch {i}]", ai, bi, ci, m, n, k, k, ldb, n, trans_b)
+    if m and n and batch:
+        lw.gemm(f"{node!r} [batch {batch}]", a, b, out, m, n, k, k, ldb, n, trans_b,
+                batch=batch, strides=(m * k, k * n, m * n))
     return out
 
 

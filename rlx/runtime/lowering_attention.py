@@ -153,21 +153,29 @@ def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:
 
 
 def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: View | None, out: View) -> View:
+    """Per batch row: one strided-batched gemm over the heads for the scores,
+    one masked softmax for everything, one batched gemm for the context.
+    Grouped-query attention batches over the query heads of each KV head."""
     b, tq, hq, d = q.shape
     tk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
     group = hq // hkv
     label = repr(node)
+    scale = float(node.attrs["scale"])
     scores = View.dense(lw.scratch(node, b * hq * tq * tk * 4), f32, (b, hq, tq, tk))
+    # Batch over the query heads sharing one KV head (all heads when hkv == hq... per kv head
+    # when grouped: the K stride between query heads of a group is 0).
     for bi in range(b):
-        for h in range(hq):
-            s_bh = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h) * tq) * tk)
-            hk = h // group
-            q_bh = View(q.storage, q.dtype, (tq, d), (q.strides[1], 1),
-                        q.offset + bi * q.strides[0] + h * q.strides[2])
-            k_bh = View(k.storage, k.dtype, (tk, d), (k.strides[1], 1),
-                        k.offset + bi * k.strides[0] + hk * k.strides[2])
-            lw.gemm(f"{label} scores b{bi} h{h}", q_bh, k_bh, s_bh, tq, tk, d, q.strides[1], k.strides[1], tk, True,
-                    alpha=float(node.attrs["scale"]))
+        for hk in range(hkv):
+            h0 = hk * group
+            s0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h0) * tq) * tk)
+            q0 = View(q.storage, q.dtype, (tq, d), (q.strides[1], 1), q.offset + bi * q.strides[0] + h0 * q.strides[2])
+            k0 = View(k.storage, k.dtype, (tk, d), (k.strides[1], 1), k.offset + bi * k.strides[0] + hk * k.strides[2])
+            if group == 1 and hk == 0:   # plain multi-head: every head in one call
+                lw.gemm(f"{label} scores b{bi}", q0, k0, s0, tq, tk, d, q.strides[1], k.strides[1], tk, True,
+                        alpha=scale, batch=hq, strides=(q.strides[2], k.strides[2], tq * tk))
+                break
+            lw.gemm(f"{label} scores b{bi} kv{hk}", q0, k0, s0, tq, tk, d, q.strides[1], k.strides[1], tk, True,
+                    alpha=scale, batch=group, strides=(q.strides[2], 0, tq * tk))
     # In place: each thread reads an element before it writes it.
     params = P.masked_softmax(b * hq * tq, tk, 0, mask is not None, 1.0, mask.offset if mask else 0,
                               mask.strides[-1] if mask else 0, (b, hq, tq),
@@ -175,11 +183,15 @@ def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: 
     lw.dispatch(f"{label} softmax", "softmax_masked_f32", [(scores, "r"), (mask or scores, "r"), (scores, "w")],
                 params, lw.target.row_grid(b * hq * tq, tk))
     for bi in range(b):
-        for h in range(hq):
-            p_bh = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h) * tq) * tk)
-            hk = h // group
-            v_bh = View(v.storage, v.dtype, (tk, dv), (v.strides[1], 1),
-                        v.offset + bi * v.strides[0] + hk * v.strides[2])
-            o_bh = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + (bi * tq * hq + h) * dv)
-            lw.gemm(f"{label} context b{bi} h{h}", p_bh, v_bh, o_bh, tq, dv, tk, tk, v.strides[1], hq * dv, False)
+        for hk in range(hkv):
+            h0 = hk * group
+            p0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h0) * tq) * tk)
+            v0 = View(v.storage, v.dtype, (tk, dv), (v.strides[1], 1), v.offset + bi * v.strides[0] + hk * v.strides[2])
+            o0 = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + (bi * tq * hq + h0) * dv)
+            if group == 1 and hk == 0:
+                lw.gemm(f"{label} context b{bi}", p0, v0, o0, tq, dv, tk, tk, v.strides[1], hq * dv, False,
+                        batch=hq, strides=(tq * tk, v.strides[2], dv))
+                break
+            lw.gemm(f"{label} context b{bi} kv{hk}", p0, v0, o0, tq, dv, tk, tk, v.strides[1], hq * dv, False,
+                    batch=group, strides=(tq * tk, 0, dv))
     return out

@@ -130,7 +130,7 @@ def _linear(lw: Lowering, node: Node) -> View:
         lw.dispatch(repr(node), f"matmul_rows_{suffix}",
                     [(x, "r"), (w, "r"), (bias or w, "r"), (out, "w")],
                     P.linear(m, n, k, x.offset, trans_b, bias is not None, act),
-                    lw.target.row_grid(m * n, k))
+                    lw.target.row_grid(n, k))
         return out
     lw.gemm(repr(node), x, w, out, m, n, k, k, k if trans_b else n, n, trans_b)
     if bias is not None or act:

@@ -82,6 +82,7 @@ class GemmDescC(ctypes.Structure):
         ("trans_a", _i32), ("trans_b", _i32),
         ("dtype", _i32),
         ("alpha", ctypes.c_float), ("beta", ctypes.c_float),
+        ("batch", _i64), ("stride_a", _i64), ("stride_b", _i64), ("stride_c", _i64),
     ]
 
 
@@ -525,10 +526,11 @@ class CommandBuffer:
 
     def gemm(self, a: Buffer, b: Buffer, c: Buffer, m: int, n: int, k: int, *, lda: int, ldb: int, ldc: int,
              trans_a: bool = False, trans_b: bool = False, dtype: int = DTYPE_F32, alpha: float = 1.0,
-             beta: float = 0.0, a_offset: int = 0, b_offset: int = 0, c_offset: int = 0) -> None:
+             beta: float = 0.0, a_offset: int = 0, b_offset: int = 0, c_offset: int = 0, batch: int = 1,
+             stride_a: int = 0, stride_b: int = 0, stride_c: int = 0) -> None:
         self._keep += [a, b, c]
         desc = GemmDescC(_addr(a), _addr(b), _addr(c), a_offset, b_offset, c_offset, m, n, k, lda, ldb, ldc,
-                         int(trans_a), int(trans_b), dtype, alpha, beta)
+                         int(trans_a), int(trans_b), dtype, alpha, beta, batch, stride_a, stride_b, stride_c)
         self._check(self._api.cmd_gemm(self.address, ctypes.byref(desc)), "cmd_gemm")
 
     def execute_icb(self, icb: Icb, start: int, count: int) -> None:

@@ -1,0 +1,81 @@
+/*
+ * Validation of an rlx_gemm_desc, shared by every shim (C and C++), so the
+ * three shims reject exactly the same descriptors with the same messages.
+ * The caller checks that the buffers exist and belong to its device, then
+ * passes their sizes in bytes.
+ */
+#ifndef RLX_GEMM_CHECK_H
+#define RLX_GEMM_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rlx_shim.h"
+
+/* Elements a row-major rows x cols matrix with leading dimension ld touches. */
+static inline uint64_t rlx_gemm_span(int64_t rows, int64_t cols, int64_t ld) {
+    return rows == 0 || cols == 0 ? 0 : (uint64_t)(rows - 1) * (uint64_t)ld + (uint64_t)cols;
+}
+
+static inline int rlx_gemm_range_ok(const char *what, uint64_t offset, uint64_t elems, uint64_t esz,
+                                    uint64_t size, char *err, size_t err_size) {
+    if (offset % esz != 0) {
+        snprintf(err, err_size, "gemm: %s_offset %llu is not a multiple of the element size %llu", what,
+                 (unsigned long long)offset, (unsigned long long)esz);
+        return 0;
+    }
+    const unsigned __int128 end = (unsigned __int128)elems * esz + offset;
+    if (end > size) {
+        snprintf(err, err_size, "gemm: %s spans bytes [%llu, %llu) of a %llu-byte buffer", what,
+                 (unsigned long long)offset, (unsigned long long)end, (unsigned long long)size);
+        return 0;
+    }
+    return 1;
+}
+
+/* RLX_OK, or RLX_ERR_ARG with the reason in err. Dimensions must fit the
+ * 32-bit ints of CBLAS, cuBLAS and MPS. */
+static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size, uint64_t b_size,
+                                        uint64_t c_size, char *err, size_t err_size) {
+    const int64_t lim = 0x7fffffff;
+    if (g->dtype != RLX_DTYPE_F32 && g->dtype != RLX_DTYPE_F16) {
+        snprintf(err, err_size, "gemm: unknown dtype %d", (int)g->dtype);
+        return RLX_ERR_ARG;
+    }
+    if (g->m < 0 || g->n < 0 || g->k < 0 || g->m > lim || g->n > lim || g->k > lim) {
+        snprintf(err, err_size, "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m,
+                 (long long)g->n, (long long)g->k);
+        return RLX_ERR_ARG;
+    }
+    const int64_t acols = g->trans_a ? g->m : g->k, bcols = g->trans_b ? g->k : g->n;
+    if (g->lda < (acols > 1 ? acols : 1) || g->lda > lim) {
+        snprintf(err, err_size, "gemm: lda=%lld < %lld columns of A", (long long)g->lda, (long long)acols);
+        return RLX_ERR_ARG;
+    }
+    if (g->ldb < (bcols > 1 ? bcols : 1) || g->ldb > lim) {
+        snprintf(err, err_size, "gemm: ldb=%lld < %lld columns of B", (long long)g->ldb, (long long)bcols);
+        return RLX_ERR_ARG;
+    }
+    if (g->ldc < (g->n > 1 ? g->n : 1) || g->ldc > lim) {
+        snprintf(err, err_size, "gemm: ldc=%lld < n=%lld", (long long)g->ldc, (long long)g->n);
+        return RLX_ERR_ARG;
+    }
+    if (g->batch < 0 || g->batch > lim || g->stride_a < 0 || g->stride_b < 0 || g->stride_c < 0) {
+        snprintf(err, err_size, "gemm: batch=%lld and the strides must be >= 0", (long long)g->batch);
+        return RLX_ERR_ARG;
+    }
+    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
+    const uint64_t last = (uint64_t)(g->batch > 1 ? g->batch - 1 : 0);  /* the furthest entry */
+    if (!rlx_gemm_range_ok("a", g->a_offset,
+                           rlx_gemm_span(g->trans_a ? g->k : g->m, acols, g->lda) + last * (uint64_t)g->stride_a,
+                           esz, a_size, err, err_size) ||
+        !rlx_gemm_range_ok("b", g->b_offset,
+                           rlx_gemm_span(g->trans_b ? g->n : g->k, bcols, g->ldb) + last * (uint64_t)g->stride_b,
+                           esz, b_size, err, err_size) ||
+        !rlx_gemm_range_ok("c", g->c_offset, rlx_gemm_span(g->m, g->n, g->ldc) + last * (uint64_t)g->stride_c,
+                           esz, c_size, err, err_size))
+        return RLX_ERR_ARG;
+    return RLX_OK;
+}
+
+#endif

