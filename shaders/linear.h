@@ -39,9 +39,11 @@ RLX_INSTANTIATE(bias_act, float, bias_act_f32)
 RLX_INSTANTIATE(bias_act, half, bias_act_f16)
 
 // One group per output column n: it reads row n of W once and applies it to
-// every row of A (M is small here, so A stays in cache), which makes the
-// kernel stream the weights exactly once: the bound for decode-style and
-// short-batch matmuls.
+// eight rows of A at a time (M is small here, so A stays in cache): the
+// weights stream once, the bound for decode-style and short-batch matmuls,
+// and the eight independent accumulators keep the FMA pipes busy instead of
+// waiting on one dependency chain.
+#define RLX_ROWS_PER_PASS 8
 template <typename T>
 RLX_KERNEL matmul_rows(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
                        RLX_BUF(RLX_DEVICE const T *, bias, 2), RLX_BUF(RLX_DEVICE T *, out, 3),
@@ -49,19 +51,42 @@ RLX_KERNEL matmul_rows(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE c
     RLX_SHARED(float, scratch, 32);
     const uint col = rlx_group_id.y * rlx_num_groups.x + rlx_group_id.x;
     if (col >= p->n) return;
-    const uint k = p->k, n = p->n;
+    const uint k = p->k, n = p->n, m = p->m;
     const float bias_v = p->has_bias ? rlx_to_float(bias[col]) : 0.0f;
-    for (uint row = 0; row < p->m; ++row) {
-        RLX_DEVICE const T *ar = a + p->a_offset + (uint64_t)row * k;
+    RLX_DEVICE const T *a0 = a + p->a_offset;
+    if (m == 1 && p->transpose_b) {   // mat-vec: one dot product, no wasted rows
+        RLX_DEVICE const T *br = b + (uint64_t)col * k;
         float acc = 0.0f;
+        RLX_FOR_GROUP(i, k) { acc += rlx_to_float(a0[i]) * rlx_to_float(br[i]); }
+        acc = rlx_group_sum(acc, scratch);
+        if (rlx_local_id.x == 0) out[col] = rlx_from_float<T>(rlx_activation(p->act, acc + bias_v));
+        return;
+    }
+    for (uint m0 = 0; m0 < m; m0 += RLX_ROWS_PER_PASS) {
+        // Rows past the end repeat the last row (harmless reads, never written),
+        // so the inner loop has a fixed trip count and no branch.
+        RLX_DEVICE const T *ar[RLX_ROWS_PER_PASS];
+        float acc[RLX_ROWS_PER_PASS];
+        for (uint r = 0; r < RLX_ROWS_PER_PASS; ++r) {
+            ar[r] = a0 + (uint64_t)(m0 + r < m ? m0 + r : m - 1) * k;
+            acc[r] = 0.0f;
+        }
         if (p->transpose_b) {
             RLX_DEVICE const T *br = b + (uint64_t)col * k;
-            RLX_FOR_GROUP(i, k) { acc += rlx_to_float(ar[i]) * rlx_to_float(br[i]); }
+            RLX_FOR_GROUP(i, k) {
+                const float bv = rlx_to_float(br[i]);
+                for (uint r = 0; r < RLX_ROWS_PER_PASS; ++r) acc[r] += rlx_to_float(ar[r][i]) * bv;
+            }
         } else {
-            RLX_FOR_GROUP(i, k) { acc += rlx_to_float(ar[i]) * rlx_to_float(b[(uint64_t)i * n + col]); }
+            RLX_FOR_GROUP(i, k) {
+                const float bv = rlx_to_float(b[(uint64_t)i * n + col]);
+                for (uint r = 0; r < RLX_ROWS_PER_PASS; ++r) acc[r] += rlx_to_float(ar[r][i]) * bv;
+            }
         }
-        acc = rlx_group_sum(acc, scratch);
-        if (rlx_local_id.x == 0) out[(uint64_t)row * n + col] = rlx_from_float<T>(rlx_activation(p->act, acc + bias_v));
+        for (uint r = 0; r < RLX_ROWS_PER_PASS && m0 + r < m; ++r) {
+            const float v = rlx_group_sum(acc[r], scratch);
+            if (rlx_local_id.x == 0) out[(uint64_t)(m0 + r) * n + col] = rlx_from_float<T>(rlx_activation(p->act, v + bias_v));
+        }
     }
 }
 RLX_INSTANTIATE(matmul_rows, float, matmul_rows_f32)

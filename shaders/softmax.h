@@ -60,27 +60,36 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
     }
     const float scale = p->scale;
     const uint mcs = p->mask_col_stride;
-    const bool has_mask = p->has_mask != 0u;
-
-    float mx = -RLX_INFINITY;
-    RLX_FOR_GROUP(i, cols) {
-        const float v = rlx_to_float(xr[i]) * scale + (has_mask ? rlx_to_float(mask[m + i * mcs]) : 0.0f);
-        mx = rlx_fmax(mx, v);
+    // Three shapes of the same loops (no mask, a contiguous mask row, a
+    // strided one) so each body is branch-free: the CPU target vectorizes them.
+#define RLX_MASKED_SOFTMAX(VALUE)                                                   \
+    {                                                                               \
+        float mx = -RLX_INFINITY;                                                   \
+        RLX_FOR_GROUP(i, cols) { mx = rlx_fmax(mx, VALUE); }                        \
+        mx = rlx_group_max(mx, scratch);                                            \
+        /* A row masked everywhere (-inf) gives zeros rather than NaN. */           \
+        const float shift = mx == -RLX_INFINITY ? 0.0f : mx;                        \
+        float s = 0.0f;                                                             \
+        RLX_FOR_GROUP(i, cols) {                                                    \
+            const float e = rlx_exp(VALUE - shift);                                 \
+            yr[i] = rlx_from_float<T>(e);                                           \
+            s += e;                                                                 \
+        }                                                                           \
+        s = rlx_group_sum(s, scratch);                                              \
+        const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
+        RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<T>(rlx_to_float(yr[i]) * inv); } \
     }
-    mx = rlx_group_max(mx, scratch);
-    // A row masked everywhere (-inf) gives zeros rather than NaN.
-    const float shift = mx == -RLX_INFINITY ? 0.0f : mx;
-    float s = 0.0f;
-    RLX_FOR_GROUP(i, cols) {
-        const float v = rlx_to_float(xr[i]) * scale + (has_mask ? rlx_to_float(mask[m + i * mcs]) : 0.0f);
-        s += rlx_exp(v - shift);
+    // In place (y == x) is allowed: each thread reads an element before it
+    // writes it, and later passes read only what the same thread wrote.
+    if (!p->has_mask) {
+        RLX_MASKED_SOFTMAX(rlx_to_float(xr[i]) * scale)
+    } else if (mcs == 1u) {
+        RLX_DEVICE const T *mr = mask + m;
+        RLX_MASKED_SOFTMAX(rlx_to_float(xr[i]) * scale + rlx_to_float(mr[i]))
+    } else {
+        RLX_MASKED_SOFTMAX(rlx_to_float(xr[i]) * scale + rlx_to_float(mask[m + i * mcs]))
     }
-    s = rlx_group_sum(s, scratch);
-    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-    RLX_FOR_GROUP(i, cols) {
-        const float v = rlx_to_float(xr[i]) * scale + (has_mask ? rlx_to_float(mask[m + i * mcs]) : 0.0f);
-        yr[i] = rlx_from_float<T>(rlx_exp(v - shift) * inv);
-    }
+#undef RLX_MASKED_SOFTMAX
 }
 RLX_INSTANTIATE(softmax_masked, float, softmax_masked_f32)
 RLX_INSTANTIATE(softmax_masked, half, softmax_masked_f16)
