@@ -239,6 +239,16 @@ def _print_profile(args: argparse.Namespace, bench_bert) -> None:
             print(f"  {kind:<40} x{count:<3} {ms:9.3f} ms  {100 * ms / max(total, 1e-9):5.1f}%")
 
 
+def cmd_shaders(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlx.shaders_cli import emit
+
+    target, out_dir = args.emit
+    print(emit(target, Path(out_dir)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -260,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
     p.set_defaults(fn=cmd_embed)
+    p = sub.add_parser("shaders", help="write the exact kernel source a device compiles")
+    p.add_argument("--emit", nargs=2, metavar=("TARGET", "DIR"), required=True,
+                   help="TARGET: metal, cuda or cpu; DIR: where rlx_kernels.<metal|cu|cpp> goes")
+    p.set_defaults(fn=cmd_shaders)
     p = sub.add_parser("bench", help="benchmarks against peers (bench bert)")
     bsub = p.add_subparsers(dest="suite", required=True)
     p = bsub.add_parser("bert", help="BERT encoder latency: rlx vs PyTorch CPU vs ONNX Runtime CPU")

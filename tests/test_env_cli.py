@@ -70,3 +70,12 @@ def test_verbose_compile_reports(monkeypatch, capsys):
     rlx.compile(g).run(x=np.ones((3, 4), np.float32))
     err = capsys.readouterr().err
     assert "2 thunks" in err and "arena" in err and "barriers" in err
+
+
+def test_shaders_emit_writes_the_metal_source(tmp_path, capsys):
+    assert cli.main(["shaders", "--emit", "metal", str(tmp_path)]) == 0
+    path = tmp_path / "rlx_kernels.metal"
+    text = path.read_text()
+    assert "#include <metal_stdlib>" in text and "RLX_INSTANTIATE(softmax, float, softmax_f32)" in text
+    assert "[[host_name(#host_name)]]" in text   # the Metal prelude's instantiation macro
+    assert cli.main(["shaders", "--emit", "vulkan", str(tmp_path)]) == 2
