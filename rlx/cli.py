@@ -270,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
     p.set_defaults(fn=cmd_embed)
+    from rlx.runtime.calibrate import add_calibrate_parser
+
+    add_calibrate_parser(sub)
     p = sub.add_parser("shaders", help="write the exact kernel source a device compiles")
     p.add_argument("--emit", nargs=2, metavar=("TARGET", "DIR"), required=True,
                    help="TARGET: metal, cuda or cpu; DIR: where rlx_kernels.<metal|cu|cpp> goes")

@@ -36,6 +36,15 @@ _DEVICE = {"name": "cpu"}
 
 
 @pytest.fixture(autouse=True)
+def _no_calibration_probes(monkeypatch, request):
+    """Compiles in the suites use the documented default calibration, so no
+    test waits on (or depends on) seconds of probing; the calibration tests
+    turn probing back on themselves."""
+    if "test_calibration" not in request.node.nodeid:
+        monkeypatch.setenv("RLX_CALIBRATE", "0")
+
+
+@pytest.fixture(autouse=True)
 def _device_under_test(request, monkeypatch):
     """Point rlx.compile's default device (and group size) at the option's."""
     name = request.config.getoption("--rlx-device")

@@ -54,8 +54,13 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         enabled[name] = bool(on)
     graph.topo_order()
     graph.validate()
-    dev, target = devices.open_device(device)
     report: list[str] = []
+    if (device or env.default_device()) == "auto":
+        from rlx.runtime import cost
+
+        device = cost.auto_device(graph, params, precision=precision)
+        report.append(f"device: auto chose {device}")
+    dev, target = devices.open_device(device)
     if enabled["fusion"]:
         graph, fusion_report = fuse(graph, target.capabilities)
         report.append(fusion_report.describe())
@@ -66,7 +71,10 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         raise ConfigError(f"precision={precision!r} needs the precision pass, which is switched off")
     order = graph.topo_order()
     lw = Lowering(graph, target, elide_views=enabled["views"])
+    lw.cost_model = _cost_model(dev)
     lw.run(order)
+    if lw.cost_model is not None and env.verbose():
+        report.extend(lw.cost_model.describe_decisions())
     report.append(f"views: {lw.copies_avoided} view ops lowered to no thunk"
                   if enabled["views"] else "views: elision off, every view op copies")
     for node in graph.inputs.values():       # declared but unused: still accepted
@@ -123,6 +131,14 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
               f"{stats.gemms} gemms), {stats.barriers} barriers, {stats.segments} segments, "
               f"arena {plan.total_bytes} B, resident {resident_bytes} B", file=sys.stderr)
     return exe
+
+
+def _cost_model(dev):
+    """The device's calibrated cost model (None while a calibration runs or
+    when it fails, and the lowering falls back to fixed thresholds)."""
+    from rlx.runtime import cost
+
+    return cost.cost_model_for(dev)
 
 
 def _output_view(lw: Lowering, name: str, node: Node) -> View:

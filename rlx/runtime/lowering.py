@@ -67,6 +67,9 @@ class Lowering:
         # False materializes every view op with a copy (for bisecting).
         self.elide_views = elide_views
         self.copies_avoided = 0
+        # rlx/runtime/cost.py's CostModel for this device, when calibrated:
+        # per-shape choices (gemm or row kernel) ask it.
+        self.cost_model = None
         self.views: dict[Node, View] = {}
         self.thunks: list[Thunk] = []
         self.storages: list[Storage] = []

@@ -12,16 +12,23 @@ from rlx.runtime import params as P
 from rlx.runtime.lowering import Lowering, float_suffix, lowers
 from rlx.runtime.views import View
 
-# Small-M matmuls run on matmul_rows (one group per output element) instead
-# of the shim's gemm. Until the calibrated cost model (issue 7) decides per
-# shape: GPUs take M <= 8 (decode-style mat-vec, where a cuBLAS/MPS call
-# costs more than it saves); the CPU's BLAS beats the scalar kernel except
-# on tiny problems.
+# Small-M matmuls may run on matmul_rows (one group per output column)
+# instead of the shim's gemm. The calibrated cost model (rlx/runtime/cost.py)
+# decides per shape when the compile has one; these fixed thresholds are the
+# fallback (RLX_CALIBRATE=0 without a cached calibration, or a model that is
+# still calibrating): GPUs take M <= 8 (decode-style mat-vec, where a
+# cuBLAS/MPS call costs more than it saves); the CPU's BLAS beats the kernel
+# except on tiny problems.
 ROW_KERNEL_MAX_M_GPU = 8
 ROW_KERNEL_MAX_FLOPS_CPU = 4096
 
 
-def use_row_kernel(lw: Lowering, m: int, n: int, k: int) -> bool:
+def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
+                   activation: bool = False, transpose_b: bool = False) -> bool:
+    model = getattr(lw, "cost_model", None)
+    if model is not None:
+        return model.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
+                                       transpose_b=transpose_b)
     if lw.target.one_thread_groups:
         return m * n * k <= ROW_KERNEL_MAX_FLOPS_CPU
     return m <= ROW_KERNEL_MAX_M_GPU
@@ -126,7 +133,8 @@ def _linear(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)
     if out.numel == 0:
         return out
-    if use_row_kernel(lw, m, n, k):
+    if use_row_kernel(lw, m, n, k, suffix, epilogue=bias is not None or bool(act), activation=act in (1, 2, 3),
+                      transpose_b=trans_b):
         lw.dispatch(repr(node), f"matmul_rows_{suffix}",
                     [(x, "r"), (w, "r"), (bias or w, "r"), (out, "w")],
                     P.linear(m, n, k, x.offset, trans_b, bias is not None, act),

@@ -1,0 +1,836 @@
+"""Device calibration: a few seconds of probes that measure what the cost
+model (rlx/runtime/cost.py) needs, cached as JSON per device (DESIGN
+section 4, "Calibration").
+
+Everything here goes through the public runtime: graphs compiled with
+``rlx.compile`` (the replayed run path, for per-thunk and per-run overheads)
+and the shim wrappers of ``rlx.runtime.shim`` (one thunk of a compiled
+executable encoded R times into one command buffer, for kernel and gemm
+throughput). Nothing knows which backend it runs on, so the same probes
+calibrate the CPU, CUDA and Metal.
+
+What is measured (PROBE_SET 1):
+
+- ``sync_s``: a whole ``Executable.run`` of a graph with no thunk (input
+  checks, copy in, commit, wait, copy out): the floor of every run.
+- ``dispatch_s`` / ``dispatch_parallel_s``: extra time per thunk in a
+  replayed run, for a one-group dispatch (chain of tiny adds) and for a
+  dispatch spread over the device's units (chain of tiny row softmaxes).
+- ``mem_bw``: a large copy kernel (bytes read + written per second).
+- ``h2d_bw`` / ``d2h_bw``: ``Buffer.write`` / ``Buffer.read``.
+- ``gemm_call_s``, ``gemm_curves[<dtype>_<small_m|large_m>]`` (throughput
+  over problem size, a few shapes per class) and ``gemm_flops`` (each
+  class's peak): the shim's gemm.
+- ``row_kernel_flops[<dtype>[_tb]]``: ``matmul_rows`` (the small-M linear
+  kernel), weights [K, N] and, with ``_tb``, [N, K].
+- ``family_rates[<family>]``: each other kernel family at transformer-layer
+  sizes, in the work unit the cost model uses for it (bytes moved, or flops
+  for attention); see ``cost.FAMILY_UNITS``.
+
+Cache: ``<cache_dir>/<backend>-calib-<hardware id>.json``, stamped with the
+rlx version, PROBE_SET and the device configuration (unit count, BLAS); any
+mismatch is a miss and a re-measure, a corrupt file a warning and a
+re-measure, and writes are atomic (temp file + os.replace).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx import env
+
+# Bump when a probe changes what it measures: old cache files then miss.
+PROBE_SET = 1
+SCHEMA = 1
+DEFAULT_BUDGET_S = 3.0
+
+GEMM_CLASSES = ("f32_small_m", "f32_large_m", "f16_small_m", "f16_large_m")
+SMALL_M = 8          # gemms with M <= SMALL_M use the small-M throughput
+FAMILIES = ("elementwise", "unary", "copy", "epilogue", "epilogue_act", "softmax", "softmax_masked", "norm",
+            "attention")
+
+
+def _rlx_version() -> str:
+    import rlx
+
+    return rlx.__version__
+
+
+@dataclass
+class Calibration:
+    """Measured (or default) speeds of one device. Times in seconds, rates
+    in bytes/s or flop/s (see the field comments)."""
+
+    backend: str
+    hardware_id: str = ""
+    device_name: str = ""
+    unified_memory: bool = True
+    parallel_units: int = 1          # groups the device runs at once (host: threads; GPU: compute units)
+    config: dict[str, Any] = field(default_factory=dict)   # settings that change speed but not the hardware id
+    source: str = "defaults"         # "measured" or "defaults"
+    rlx_version: str = ""
+    probe_set: int = PROBE_SET
+    created: str = ""
+    probe_seconds: float = 0.0
+    sync_s: float = 1e-5             # floor of one Executable.run
+    dispatch_s: float = 1e-7         # per replayed one-group dispatch
+    dispatch_parallel_s: float = 5e-6   # per replayed dispatch spread over the units
+    mem_bw: float = 1e10             # bytes/s, large copy (read + write)
+    h2d_bw: float = 1e10             # bytes/s, Buffer.write
+    d2h_bw: float = 1e10             # bytes/s, Buffer.read
+    gemm_call_s: float = 2e-6        # fixed cost of one gemm call
+    gemm_flops: dict[str, float] = field(default_factory=dict)         # GEMM_CLASSES -> peak flop/s
+    # GEMM_CLASSES -> [[flops, flop/s], ...] ascending: throughput by problem size
+    gemm_curves: dict[str, list] = field(default_factory=dict)
+    row_kernel_flops: dict[str, float] = field(default_factory=dict)   # "f32", "f16", "f32_tb", "f16_tb" -> flop/s
+    family_rates: dict[str, float] = field(default_factory=dict)       # FAMILIES -> unit/s
+    log: list[str] = field(default_factory=list)
+
+    # ---- JSON ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, **dataclasses.asdict(self)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        """Strict: a missing or mistyped field raises ValueError, which the
+        cache treats as a corrupt file."""
+        if not isinstance(data, dict):
+            raise ValueError("calibration JSON is not an object")
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"schema {data.get('schema')!r}, expected {SCHEMA}")
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name not in data:
+                raise ValueError(f"field {f.name!r} missing")
+            value = data[f.name]
+            kind = {"str": str, "bool": bool, "int": int, "float": (int, float), "dict[str, Any]": dict,
+                    "dict[str, float]": dict, "list[str]": list, "dict[str, list]": dict}[str(f.type)]
+            if not isinstance(value, kind) or (str(f.type) == "float" and isinstance(value, bool)):
+                raise ValueError(f"field {f.name!r} has type {type(value).__name__}")
+            if str(f.type) == "float":
+                value = float(value)
+                if not np.isfinite(value) or value < 0:
+                    raise ValueError(f"field {f.name!r} = {value} is not a non-negative number")
+            if str(f.type) == "dict[str, float]":
+                bad = [k for k, v in value.items()
+                       if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or not np.isfinite(v)]
+                if bad:
+                    raise ValueError(f"field {f.name!r}: entries {bad} are not positive numbers")
+                value = {k: float(v) for k, v in value.items()}
+            if str(f.type) == "dict[str, list]":
+                for key, curve in value.items():
+                    if not (isinstance(curve, list) and all(
+                            isinstance(p, list) and len(p) == 2 and all(
+                                isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 and np.isfinite(x)
+                                for x in p) for p in curve)):
+                        raise ValueError(f"field {f.name!r}: {key!r} is not a list of [flops, rate] pairs")
+            kwargs[f.name] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibration:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from None
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> Calibration:
+        return dataclasses.replace(self, **changes)
+
+    def summary(self) -> list[str]:
+        """Human-readable lines (``rlx calibrate``, RLX_VERBOSE)."""
+        us = 1e6
+        lines = [f"{self.backend} {self.device_name or ''} [{self.hardware_id}] ({self.source}"
+                 + (f", {self.probe_seconds:.1f} s of probes" if self.source == "measured" else "") + ")",
+                 f"  run floor {self.sync_s * us:.2f} us; per thunk {self.dispatch_s * us:.3f} us (one group), "
+                 f"{self.dispatch_parallel_s * us:.2f} us (spread over {self.parallel_units} units)",
+                 f"  memory {self.mem_bw / 1e9:.1f} GB/s; host->device {self.h2d_bw / 1e9:.1f} GB/s, "
+                 f"device->host {self.d2h_bw / 1e9:.1f} GB/s" + (" (unified)" if self.unified_memory else ""),
+                 f"  gemm call {self.gemm_call_s * us:.2f} us; " +
+                 ", ".join(f"{k} {v / 1e9:.1f}" for k, v in sorted(self.gemm_flops.items())) + " GFLOP/s",
+                 "  matmul_rows " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in sorted(self.row_kernel_flops.items()))
+                 + " GFLOP/s"]
+        from rlx.runtime.cost import FAMILY_UNITS
+
+        fams = [f"{k} {v / 1e9:.1f} G{FAMILY_UNITS.get(k, 'B')}/s" for k, v in sorted(self.family_rates.items())]
+        lines.append("  families: " + ", ".join(fams))
+        return lines
+
+
+# ---- documented defaults (RLX_CALIBRATE=0, and what a failed probe falls back to) ----------
+# Rough figures for a typical machine of each backend, from public specs and
+# the seed's measurements; they only need to put decisions on the right side
+# of the obvious cases (a tiny graph on the CPU, a big one on the GPU).
+DEFAULTS: dict[str, Calibration] = {
+    # A few-core x86 server CPU with OpenBLAS: a quiet 2-core AMD EPYC VM's
+    # measurements, rounded (rlx calibrate).
+    "host": Calibration(
+        backend="host", unified_memory=True, parallel_units=2, sync_s=3e-6, dispatch_s=5e-8,
+        dispatch_parallel_s=5e-7, mem_bw=20e9, h2d_bw=20e9, d2h_bw=20e9, gemm_call_s=2e-7,
+        gemm_flops={"f32_small_m": 30e9, "f32_large_m": 150e9, "f16_small_m": 10e9, "f16_large_m": 80e9},
+        row_kernel_flops={"f32": 1e9, "f16": 1e9, "f32_tb": 4e9, "f16_tb": 4e9},
+        family_rates={"elementwise": 15e9, "unary": 15e9, "copy": 1e9, "epilogue": 40e9, "epilogue_act": 8e9,
+                      "softmax": 8e9, "softmax_masked": 3e9, "norm": 40e9, "attention": 12e9}),
+    # A datacenter NVIDIA GPU (H100/H200 class) over PCIe, cuBLAS, CUDA graphs.
+    "cuda": Calibration(
+        backend="cuda", unified_memory=False, parallel_units=132, sync_s=2e-5, dispatch_s=2.5e-6,
+        dispatch_parallel_s=2.5e-6, mem_bw=2.5e12, h2d_bw=12e9, d2h_bw=12e9, gemm_call_s=6e-6,
+        gemm_flops={"f32_small_m": 2e12, "f32_large_m": 40e12, "f16_small_m": 4e12, "f16_large_m": 400e12},
+        row_kernel_flops={"f32": 1e12, "f16": 1.5e12, "f32_tb": 1e12, "f16_tb": 1.5e12},
+        family_rates={"elementwise": 1.5e12, "unary": 1.2e12, "copy": 1.2e12, "epilogue": 1.2e12,
+                      "epilogue_act": 1e12, "softmax": 8e11, "softmax_masked": 7e11, "norm": 8e11, "attention": 1e13}),
+    # An Apple-silicon GPU (M-series Pro class): unified memory, MPS gemm.
+    "metal": Calibration(
+        backend="metal", unified_memory=True, parallel_units=16, sync_s=8e-5, dispatch_s=1.5e-6,
+        dispatch_parallel_s=1.5e-6, mem_bw=150e9, h2d_bw=30e9, d2h_bw=30e9, gemm_call_s=1e-5,
+        gemm_flops={"f32_small_m": 1e11, "f32_large_m": 4e12, "f16_small_m": 1.5e11, "f16_large_m": 6e12},
+        row_kernel_flops={"f32": 8e10, "f16": 1e11, "f32_tb": 8e10, "f16_tb": 1e11},
+        family_rates={"elementwise": 1e11, "unary": 8e10, "copy": 1e11, "epilogue": 1e11, "epilogue_act": 8e10,
+                      "softmax": 6e10, "softmax_masked": 5e10, "norm": 6e10, "attention": 1e12}),
+}
+
+
+def default_calibration(backend: str, device: Any = None) -> Calibration:
+    """DEFAULTS[backend] (host's for an unknown backend), labelled with the
+    device when one is given."""
+    base = DEFAULTS.get(backend, DEFAULTS["host"])
+    calib = base.replace(gemm_flops=dict(base.gemm_flops), gemm_curves={}, row_kernel_flops=dict(base.row_kernel_flops),
+                         family_rates=dict(base.family_rates), log=[], config={}, rlx_version=_rlx_version())
+    if device is not None:
+        info = device.info
+        calib = calib.replace(hardware_id=info.hardware_id, device_name=info.name,
+                              unified_memory=bool(info.unified_memory),
+                              parallel_units=max(1, int(info.compute_units)), config=_config(device))
+    return calib
+
+
+# ---- cache ---------------------------------------------------------------------------------
+def _sanitize(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[:120] or "unknown"
+
+
+def calibration_path(device: Any) -> Path:
+    """``<cache_dir>/<backend>-calib-<hardware id>.json``."""
+    return env.cache_dir() / f"{_sanitize(device.backend)}-calib-{_sanitize(device.info.hardware_id)}.json"
+
+
+def _config(device: Any) -> dict[str, Any]:
+    """What changes speed without changing the hardware id: the host's
+    thread count (RLX_NUM_THREADS) and its BLAS library (RLX_BLAS)."""
+    config: dict[str, Any] = {"compute_units": int(device.info.compute_units)}
+    if getattr(device, "blas", None) is not None or device.backend == "host":
+        config["blas"] = getattr(device, "blas", None) or ""
+    return config
+
+
+def _stale_reason(calib: Calibration, device: Any) -> str | None:
+    checks = (("backend", calib.backend, device.backend), ("hardware id", calib.hardware_id, device.info.hardware_id),
+              ("rlx version", calib.rlx_version, _rlx_version()), ("probe set", calib.probe_set, PROBE_SET),
+              ("device configuration", calib.config, _config(device)))
+    for what, have, want in checks:
+        if have != want:
+            return f"{what} {have!r} != {want!r}"
+    if calib.source != "measured":
+        return "not measured"
+    return None
+
+
+def write_cache(path: str | os.PathLike, text: str) -> None:
+    """Atomically replace ``path`` with ``text``: readers (and other writers)
+    only ever see a whole old file or a whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _write_cache_repeatedly(path: str, texts: list[str], start: Any = None) -> None:
+    """Test helper (importable by spawned processes): many atomic writes,
+    after ``start`` (a multiprocessing Event) is set, so writers overlap."""
+    if start is not None:
+        start.wait(30)
+    for text in texts:
+        write_cache(path, text)
+
+
+# In-process memo: compile calls get_calibration often; read the file once.
+_MEMO: dict[Path, Calibration] = {}
+_MEMO_LOCK = threading.RLock()
+_STATE = threading.local()
+
+
+def calibrating() -> bool:
+    """True while this thread runs probes. The probes compile graphs, so a
+    compile hook asking for a calibration must not recurse into probing:
+    it gets the defaults instead (see ``get_calibration``)."""
+    return bool(getattr(_STATE, "active", False))
+
+
+def _log(message: str) -> None:
+    if env.verbose():
+        print(f"rlx calibrate: {message}", file=sys.stderr)
+
+
+def get_calibration(device: Any, *, force: bool = False, budget_s: float | None = None,
+                    progress: bool | None = None) -> Calibration:
+    """The device's calibration: from the cache when its stamps match, else
+    measured (about ``budget_s`` seconds, DEFAULT_BUDGET_S by default) and
+    cached. ``RLX_CALIBRATE=0`` returns DEFAULTS[backend] without probing.
+    ``force`` re-measures. ``progress``: a bar on stderr (default: when
+    stderr is a terminal)."""
+    if not env.calibrate_enabled() or calibrating():
+        return default_calibration(device.backend, device)
+    path = calibration_path(device)
+    with _MEMO_LOCK:
+        if not force:
+            memo = _MEMO.get(path)
+            if memo is not None and _stale_reason(memo, device) is None:
+                return memo
+            cached = _read_cache(path, device)
+            if cached is not None:
+                _MEMO[path] = cached
+                return cached
+        calib = measure(device, budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s, progress=progress)
+        try:
+            write_cache(path, calib.to_json())
+            _log(f"wrote {path}")
+        except OSError as exc:
+            warnings.warn(f"rlx: cannot write the calibration cache {path}: {exc}", RuntimeWarning, stacklevel=2)
+        _MEMO[path] = calib
+        return calib
+
+
+def _read_cache(path: Path, device: Any) -> Calibration | None:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        _log(f"no cache at {path}: measuring")
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        warnings.warn(f"rlx: calibration cache {path} is unreadable ({exc}); re-measuring", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    try:
+        calib = Calibration.from_json(text)
+    except (ValueError, TypeError) as exc:
+        warnings.warn(f"rlx: calibration cache {path} is corrupt ({exc}); re-measuring and replacing it",
+                      RuntimeWarning, stacklevel=3)
+        return None
+    reason = _stale_reason(calib, device)
+    if reason is not None:
+        _log(f"cache {path} is stale ({reason}): re-measuring")
+        return None
+    _log(f"loaded {path}")
+    for line in calib.summary():
+        _log(line)
+    return calib
+
+
+def clear_memo() -> None:
+    """Forget calibrations read in this process (tests)."""
+    with _MEMO_LOCK:
+        _MEMO.clear()
+
+
+# ---- timing helpers (also used by benchmarks/test_cost_accuracy.py) -------------------------
+def _buffers(exe: Any) -> tuple[Any, Any]:
+    # The executable's arena and resident buffers: probes re-encode its own
+    # thunks in place, so bindings and params are exactly what compile made.
+    return exe._arena, exe._resident
+
+
+def encode_thunk(cb: Any, exe: Any, thunk: Any, buffers: tuple[Any, ...] | None = None) -> None:
+    """Encode one thunk of ``exe`` into a ``shim.CommandBuffer`` (what the
+    Cython core does per thunk, through the Python wrappers). ``buffers``:
+    the buffer of each storage slot (default: the arena and resident
+    buffers of ``exe``)."""
+    from rlx.runtime.lowering import GEMM
+
+    buffers = _buffers(exe) if buffers is None else buffers
+
+    def where(binding: Any) -> tuple[Any, int]:
+        return buffers[binding.storage.slot], binding.storage.offset + binding.offset
+
+    if thunk.kind == GEMM:
+        g = thunk.gemm
+        (a, ao), (b, bo), (c, co) = where(g["a"]), where(g["b"]), where(g["c"])
+        cb.gemm(a, b, c, g["m"], g["n"], g["k"], lda=g["lda"], ldb=g["ldb"], ldc=g["ldc"],
+                trans_a=bool(g["trans_a"]), trans_b=bool(g["trans_b"]), dtype=g["dtype"], alpha=g["alpha"],
+                beta=g["beta"], a_offset=ao, b_offset=bo, c_offset=co, batch=g.get("batch", 1),
+                stride_a=g.get("stride_a", 0), stride_b=g.get("stride_b", 0), stride_c=g.get("stride_c", 0))
+        return
+    pipeline = _pipeline(exe, thunk)
+    cb.set_pipeline(pipeline)
+    for i, binding in enumerate(thunk.bindings):
+        buf, off = where(binding)
+        cb.set_buffer(i, buf, off)
+    tx = max(1, min(thunk.threads[0], pipeline.max_threads_per_group or thunk.threads[0]))
+    cb.dispatch(thunk.groups, (tx, thunk.threads[1], thunk.threads[2]))
+
+
+def _pipeline(exe: Any, thunk: Any) -> Any:
+    if thunk.source is not None:
+        from rlx.runtime.custom_kernels import library_for
+
+        return library_for(exe.device, thunk.source).pipeline(thunk.kernel)
+    return exe.device.builtin_library().pipeline(thunk.kernel)
+
+
+def _run_encoded(device: Any, encode: Callable[[Any], None]) -> float:
+    """Seconds for one committed command buffer: the device's own timing
+    when the shim reports it, else wall time of commit + wait."""
+    from rlx.runtime import shim
+
+    with shim.CommandBuffer(device) as cb:
+        encode(cb)
+        t0 = time.perf_counter()
+        cb.commit()
+        device_s = cb.wait()
+        wall = time.perf_counter() - t0
+    return device_s if device_s > 0 else wall
+
+
+def time_thunk(exe: Any, thunk: Any, *, repeats: int = 8, samples: int = 5, budget_s: float | None = None,
+               buffers: tuple[Any, ...] | None = None) -> float:
+    """Seconds per execution of one thunk of ``exe``, encoded ``repeats``
+    times with a barrier between (a dependent chain, like a real schedule)
+    into one command buffer; the minimum over ``samples`` buffers (or over
+    as many as fit in ``budget_s``), so other load on the machine counts
+    as little as possible."""
+    def encode(cb: Any) -> None:
+        for i in range(repeats):
+            if i:
+                cb.barrier()
+            encode_thunk(cb, exe, thunk, buffers)
+
+    return _sample(lambda: _run_encoded(exe.device, encode), samples, budget_s) / repeats
+
+
+def _sample(fn: Callable[[], float], samples: int, budget_s: float | None) -> float:
+    """min over calls of fn(): at least 2 calls (the first warms caches),
+    then until ``samples`` calls or ``budget_s`` seconds are spent."""
+    start = time.perf_counter()
+    best = float("inf")
+    n = 0
+    while True:
+        best = min(best, fn())
+        n += 1
+        spent = time.perf_counter() - start
+        if n >= 2 and (n >= samples if budget_s is None else (spent >= budget_s or n >= 200)):
+            return best
+
+
+def time_run(exe: Any, feed: dict[str, np.ndarray], *, samples: int = 5, budget_s: float | None = None) -> float:
+    """Seconds of one whole ``exe.run`` (min over samples)."""
+    def once() -> float:
+        t0 = time.perf_counter()
+        exe.run(feed)
+        return time.perf_counter() - t0
+
+    return _sample(once, samples, budget_s)
+
+
+def random_feed(graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(tuple(node.shape)).astype(node.dtype.numpy) if node.dtype.is_float
+            else np.zeros(tuple(node.shape), node.dtype.numpy) for name, node in graph.inputs.items()}
+
+
+# ---- probes --------------------------------------------------------------------------------
+@dataclass
+class _Sizes:
+    rows: int            # activations [rows, hidden]
+    hidden: int
+    heads: int
+    head_dim: int
+    gemm_large_m: tuple[tuple[int, int, int], ...]    # (m, n, k) points of each gemm class
+    gemm_small_m: tuple[tuple[int, int, int], ...]
+    mem_bytes: int
+    transfer_bytes: int
+
+
+def _sizes(backend: str, budget_s: float) -> _Sizes:
+    small_budget = budget_s < 1.5
+    if backend == "host":
+        # Transformer-layer sizes of a small encoder: what the host runs.
+        # Gemm points: a tiny one that is all call overhead, then sizes that
+        # straddle the host's one-BLAS-thread threshold (m*n*k = 2**22) and
+        # cover attention's per-head gemms and the projections.
+        return _Sizes(128, 384, 6, 64,
+                      ((9, 16, 16), (16, 64, 64), (128, 128, 64), (128, 256, 96), (128, 384, 96), (128, 384, 384),
+                       (128, 1536, 384)),
+                      ((1, 512, 512), (4, 1024, 1024), (8, 2048, 1024)),
+                      (16 if small_budget else 64) << 20, 4 << 20)
+    # GPUs: big enough that launch latency does not hide the throughput.
+    return _Sizes(4096, 1024, 16, 64,
+                  ((9, 64, 64), (16, 256, 256), (256, 1024, 1024), (1024, 4096, 1024), (4096, 4096, 4096)),
+                  ((1, 4096, 4096), (4, 8192, 8192), (8, 16384, 8192)), 256 << 20, 64 << 20)
+
+
+class _Progress:
+    def __init__(self, total: float, label: str, enabled: bool):
+        self.total, self.done, self.label, self.enabled = total, 0.0, label, enabled
+
+    def step(self, weight: float, what: str) -> None:
+        self.done += weight
+        if self.enabled:
+            frac = min(1.0, self.done / self.total)
+            bar = "#" * int(frac * 24)
+            sys.stderr.write(f"\r{self.label} [{bar:<24}] {frac * 100:3.0f}% {what:<28}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def measure(device: Any, *, budget_s: float = DEFAULT_BUDGET_S, progress: bool | None = None) -> Calibration:
+    """Run every probe on ``device`` (about ``budget_s`` seconds). A probe
+    that fails keeps the backend's default for its numbers and says so in
+    the log, so calibration never makes compile fail."""
+    if progress is None:
+        progress = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    calib = default_calibration(device.backend, device)
+    calib.source = "measured"
+    calib.created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    sizes = _sizes(device.backend, budget_s)
+    probes: list[tuple[str, float, Callable[[Calibration, _Sizes, float, Any], None]]] = [
+        ("run floor", 0.05, _probe_sync),
+        ("dispatch overhead", 0.10, _probe_dispatch),
+        ("memory bandwidth", 0.08, _probe_memory),
+        ("transfers", 0.05, _probe_transfer),
+        ("gemm f32", 0.22, lambda c, s, b, d: _probe_gemm(c, s, b, d, "f32")),
+        ("gemm f16", 0.15, lambda c, s, b, d: _probe_gemm(c, s, b, d, "f16")),
+        ("kernel families", 0.35, _probe_families),
+    ]
+    total = sum(w for _, w, _ in probes)
+    bar = _Progress(total, f"rlx calibrate {device.backend}", progress)
+    start = time.perf_counter()
+    _STATE.active = True
+    try:
+        for name, weight, probe in probes:
+            bar.step(0.0, name)
+            t0 = time.perf_counter()
+            try:
+                probe(calib, sizes, budget_s * weight / total, device)
+            except Exception as exc:  # noqa: BLE001 - a failed probe keeps its defaults
+                calib.log.append(f"{name}: failed ({type(exc).__name__}: {exc}); kept the defaults")
+            calib.log.append(f"{name}: {time.perf_counter() - t0:.2f} s")
+            bar.step(weight, name)
+    finally:
+        _STATE.active = False
+        bar.close()
+    calib.probe_seconds = time.perf_counter() - start
+    for line in calib.summary():
+        _log(line)
+    for line in calib.log:
+        _log(line)
+    return calib
+
+
+def _compile(graph: Any, device: Any, params: dict[str, np.ndarray] | None = None) -> Any:
+    from rlx.runtime.compiler import compile as rlx_compile
+
+    name = {"host": "cpu"}.get(device.backend, device.backend)
+    if device.index:
+        name += f":{device.index}"
+    return rlx_compile(graph, device=name, params=params or {})
+
+
+def _params_for(graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {name: (rng.standard_normal(tuple(node.shape)) / np.sqrt(max(node.shape[0], 1))).astype(node.dtype.numpy)
+            for name, node in graph.params.items()}
+
+
+def _empty_graph() -> Any:
+    from rlx.ir.graph import Graph
+
+    g = Graph()
+    x = g.input("x", (1,))
+    g.set_outputs(y=x)
+    return g
+
+
+def _probe_sync(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
+    g = _empty_graph()
+    exe = _compile(g, device)
+    calib.sync_s = time_run(exe, random_feed(g), budget_s=budget)
+    calib.log.append(f"run floor: {exe.stats.thunks}-thunk graph, {calib.sync_s * 1e6:.2f} us per run")
+
+
+def _chain(n: int, shape: tuple[int, ...], op: str) -> Any:
+    from rlx.ir.graph import Graph
+
+    g = Graph()
+    x = g.input("x", shape)
+    b = g.param("b", shape) if op == "add" else None
+    y = x
+    for _ in range(n):
+        y = g.add(y, b) if op == "add" else g.softmax(y)
+    g.set_outputs(y=y)
+    return g
+
+
+def _per_thunk(device: Any, shape: tuple[int, ...], op: str, budget: float) -> tuple[float, int]:
+    """Per-thunk seconds of a replayed chain, as the difference of two chain
+    lengths (so the run floor and the copies in and out cancel)."""
+    # Long chains: a one-group thunk costs tens of nanoseconds on the host,
+    # so the difference must span hundreds of them to rise above run noise.
+    short, long = 16, 400
+    times = []
+    for n in (short, long):
+        g = _chain(n, shape, op)
+        exe = _compile(g, device, _params_for(g))
+        times.append(time_run(exe, random_feed(g), budget_s=budget / 2))
+        groups = exe.thunks[0].groups[0] * exe.thunks[0].groups[1] * exe.thunks[0].groups[2]
+    return max((times[1] - times[0]) / (long - short), 1e-9), groups
+
+
+def _probe_dispatch(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
+    calib.dispatch_s, g1 = _per_thunk(device, (16,), "add", budget * 0.4)
+    rows = max(2, 2 * calib.parallel_units)
+    calib.dispatch_parallel_s, g2 = _per_thunk(device, (rows, 4), "softmax", budget * 0.6)
+    calib.log.append(f"dispatch: {calib.dispatch_s * 1e6:.3f} us per {g1}-group thunk, "
+                     f"{calib.dispatch_parallel_s * 1e6:.3f} us per {g2}-group thunk (replayed chains)")
+
+
+def _work_seconds(calib: Calibration, thunk: Any, per_rep: float) -> float:
+    """A probe's per-execution time less the dispatch overhead the cost model
+    adds back separately; never below a fifth of what was measured (noise)."""
+    from rlx.runtime.cost import dispatch_overhead
+
+    return max(per_rep - dispatch_overhead(calib, thunk), 0.2 * per_rep)
+
+
+def _probe_memory(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
+    """Streaming bandwidth from a large contiguous add (two reads, one write):
+    the copy kernel is the generic strided one, slower than memory on a CPU."""
+    from rlx.ir.graph import Graph
+    from rlx.runtime.cost import thunk_bytes
+
+    g = Graph()
+    n = sizes.mem_bytes // 12
+    x, y = g.input("x", (n,)), g.input("y", (n,))
+    g.set_outputs(z=g.add(x, y))
+    exe = _compile(g, device)
+    thunk = exe.thunks[0]
+    per = time_thunk(exe, thunk, repeats=2, samples=3, budget_s=budget)
+    calib.mem_bw = thunk_bytes(thunk) / _work_seconds(calib, thunk, per)
+    calib.log.append(f"memory: add over {sizes.mem_bytes >> 20} MiB in {per * 1e3:.3f} ms: "
+                     f"{calib.mem_bw / 1e9:.1f} GB/s (read + write)")
+
+
+def _probe_transfer(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
+    n = sizes.transfer_bytes
+    buf = device.alloc(n)
+    try:
+        # The shim's buffer_write / buffer_read on one reused host array: what
+        # the run path does per input and output (Buffer.read would add a copy).
+        from rlx.runtime import shim
+
+        host = np.ones(n, np.uint8)
+        api = device.shim.api.contents
+
+        def write() -> float:
+            t0 = time.perf_counter()
+            shim.check(device.shim, api.buffer_write(buf.address, 0, host.ctypes.data, n), "buffer_write")
+            return time.perf_counter() - t0
+
+        def read() -> float:
+            t0 = time.perf_counter()
+            shim.check(device.shim, api.buffer_read(buf.address, 0, host.ctypes.data, n), "buffer_read")
+            return time.perf_counter() - t0
+
+        calib.h2d_bw = n / _sample(write, 4, budget / 2)
+        calib.d2h_bw = n / _sample(read, 4, budget / 2)
+    finally:
+        buf.free()
+    calib.log.append(f"transfers: {n >> 20} MiB, write {calib.h2d_bw / 1e9:.1f} GB/s, "
+                     f"read {calib.d2h_bw / 1e9:.1f} GB/s")
+
+
+def _matmul_exe(device: Any, m: int, n: int, k: int, dtype: str, transpose_b: bool = False) -> Any:
+    from rlx.ir.graph import Graph
+
+    g = Graph()
+    x = g.input("x", (m, k), dtype)
+    w = g.param("w", (n, k) if transpose_b else (k, n), dtype)
+    g.set_outputs(y=g.matmul(x, w, transpose_b=transpose_b))
+    return _compile(g, device, _params_for(g))
+
+
+def _probe_gemm(calib: Calibration, sizes: _Sizes, budget: float, device: Any, dtype: str) -> None:
+    """Gemm seconds at several sizes per shape class. BLAS throughput is far
+    from flat in the problem size (threading thresholds, cache blocking), so
+    the model interpolates a curve of throughput over flops instead of one
+    number; the call overhead comes from the two smallest large-M points."""
+    from rlx.runtime.lowering import GEMM
+
+    def gemm_time(m: int, n: int, k: int, share: float) -> tuple[float, Any]:
+        exe = _matmul_exe(device, m, n, k, dtype)
+        thunk = next(t for t in exe.thunks if t.kind == GEMM)
+        return time_thunk(exe, thunk, repeats=4, samples=3, budget_s=share), exe
+
+    shapes = {"large_m": sizes.gemm_large_m, "small_m": sizes.gemm_small_m}
+    share = budget * 0.8 / sum(len(v) for v in shapes.values())
+    times = {cls: [(2.0 * m * n * k, gemm_time(m, n, k, share)[0]) for m, n, k in pts] for cls, pts in shapes.items()}
+    (f1, t1), (f2, t2) = sorted(times["large_m"])[:2]
+    # Two-point fit of t = call + flops / rate on the smallest problems.
+    rate = (f2 - f1) / (t2 - t1) if t2 > t1 else f2 / t2
+    call = min(max(t1 - f1 / rate, 0.0), 0.5 * t1)
+    if dtype == "f32":
+        calib.gemm_call_s = call
+    for cls, pts in times.items():
+        curve = sorted([f, f / max(t - call, 0.2 * t)] for f, t in pts)
+        calib.gemm_curves[f"{dtype}_{cls}"] = curve
+        calib.gemm_flops[f"{dtype}_{cls}"] = max(r for _, r in curve)
+        calib.log.append(f"gemm {dtype} {cls}: " + ", ".join(
+            f"{s} {t * 1e6:.1f} us" for s, (_, t) in zip(shapes[cls], pts)) +
+            f" -> peak {calib.gemm_flops[f'{dtype}_{cls}'] / 1e9:.1f} GFLOP/s" +
+            (f", {call * 1e6:.2f} us per call" if cls == "large_m" else ""))
+    m, n, k = sizes.gemm_small_m[len(sizes.gemm_small_m) // 2]
+    for transpose_b in (False, True):     # weights [K, N] (strided reads) and [N, K] (contiguous)
+        _probe_row_kernel(calib, _matmul_exe(device, m, n, k, dtype, transpose_b), m, n, k, dtype, budget * 0.1)
+
+
+def _probe_row_kernel(calib: Calibration, exe: Any, m: int, n: int, k: int, dtype: str, budget: float) -> None:
+    """matmul_rows on the small-M gemm's own operands: the lowering's choice
+    between the two is exactly what this calibrates, so the probe builds the
+    row-kernel thunk by hand (the compiled graph took the gemm path)."""
+    from rlx.runtime import params as P
+    from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Thunk
+    from rlx.runtime.views import Storage
+
+    gemm = next(t for t in exe.thunks if t.kind == GEMM)
+    g = gemm.gemm
+    trans_b = bool(g["trans_b"])
+    params = P.linear(m, n, k, g["a"].offset // (2 if dtype == "f16" else 4), trans_b, False, 0)
+    # The kernel reads x at an element offset from its binding, so bind x's
+    # storage at its start; params go in a small buffer of their own (slot 2).
+    pbuf = exe.device.alloc(256)
+    try:
+        pbuf.write(0, params)
+        pstore = Storage("params", len(params), slot=2)
+        pstore.offset = 0
+        groups, threads = exe.target.row_grid(n, k)   # as lowering_nn: one group per output column
+        thunk = Thunk(DISPATCH, "matmul_rows probe", kernel=f"matmul_rows_{dtype}",
+                      bindings=[Binding(g["a"].storage), g["b"], g["b"], g["c"], Binding(pstore)],
+                      params=params, groups=groups, threads=threads)
+        isz = 2 if dtype == "f16" else 4
+        thunk.reads = [(g["a"].storage, 0, m * k * isz), (g["b"].storage, 0, n * k * isz)]
+        thunk.writes = [(g["c"].storage, 0, m * n * isz)]
+        per = time_thunk(exe, thunk, repeats=4, samples=3, budget_s=budget, buffers=(*_buffers(exe), pbuf))
+    finally:
+        pbuf.free()
+    key = dtype + ("_tb" if trans_b else "")
+    calib.row_kernel_flops[key] = 2.0 * m * n * k / _work_seconds(calib, thunk, per)
+    calib.log.append(f"matmul_rows {key}: ({m}, {n}, {k}) {per * 1e6:.1f} us -> "
+                     f"{calib.row_kernel_flops[key] / 1e9:.2f} GFLOP/s")
+
+
+def _family_graph(sizes: _Sizes) -> Any:
+    """One graph with a thunk of every family at transformer-layer sizes."""
+    from rlx.ir.graph import Graph
+
+    g = Graph()
+    r, h, nh, hd = sizes.rows, sizes.hidden, sizes.heads, sizes.head_dim
+    x, y = g.input("x", (r, h)), g.input("y", (r, h))
+    q, k, v = (g.input(n, (1, r, nh, hd)) for n in ("q", "k", "v"))
+    s = g.input("s", (nh * r, min(r, 1024)))
+    outs = {
+        "elementwise": g.add(x, y),
+        "unary": g.gelu(x),
+        "copy": g.copy(x),
+        "epilogue": g.linear(x, g.param("w", (h, h)), g.param("b", (h,))),
+        "epilogue_act": g.linear(x, g.param("w2", (h, h)), g.param("b2", (h,)), activation="gelu"),
+        "softmax": g.softmax(s),
+        "masked_softmax": g.masked_softmax(s, g.input("mask", (1, min(r, 1024))), scale=0.125),
+        "norm": g.add_layernorm(x, y, g.param("ln.w", (h,)), g.param("ln.b", (h,))),
+        # Causal, so every backend runs the fused kernel (the CPU runs long
+        # non-causal attention as per-head gemms, which the gemm probe covers).
+        "attention": g.attention(q, k, v, causal=True, scale=1.0 / np.sqrt(hd)),
+    }
+    g.set_outputs(**outs)
+    return g
+
+
+def _probe_families(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
+    from rlx.runtime.cost import FAMILY_UNITS, family_of, thunk_work
+
+    g = _family_graph(sizes)
+    exe = _compile(g, device, _params_for(g))
+    targets = [t for t in exe.thunks if family_of(t) in FAMILIES]
+    totals: dict[str, list[float]] = {}
+    for thunk in targets:
+        fam = family_of(thunk)
+        per = time_thunk(exe, thunk, repeats=4, samples=3, budget_s=budget / max(len(targets), 1))
+        work = thunk_work(thunk)
+        acc = totals.setdefault(fam, [0.0, 0.0])
+        acc[0] += work
+        acc[1] += _work_seconds(calib, thunk, per)
+        calib.log.append(f"{fam}: {thunk.kernel} {per * 1e6:.1f} us for {work:.3g} {FAMILY_UNITS[fam]}")
+    for fam, (work, seconds) in totals.items():
+        calib.family_rates[fam] = work / seconds
+
+
+# ---- CLI ---------------------------------------------------------------------------------
+def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """``rlx calibrate [--device D] [--force] [--json] [--budget S]``."""
+    p = subparsers.add_parser("calibrate", help="measure (or show the cached) calibration of a device",
+                              description="Measure the device's dispatch, sync, bandwidth, gemm and kernel "
+                                          "throughput for the cost model, or show the cached numbers.")
+    p.add_argument("--device", default=None, help="cpu, cuda[:N] or metal (default: $RLX_DEVICE or cpu)")
+    p.add_argument("--force", action="store_true", help="re-measure even when the cache is valid")
+    p.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    p.add_argument("--budget", type=float, default=None, help=f"seconds of probes (default {DEFAULT_BUDGET_S})")
+    p.set_defaults(fn=cmd_calibrate)
+    return p
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from rlx.runtime import devices
+
+    device, _ = devices.open_device(args.device)
+    calib = get_calibration(device, force=bool(args.force), budget_s=getattr(args, "budget", None),
+                            progress=None if not args.json else False)
+    if args.json:
+        print(calib.to_json())
+        return 0
+    print("\n".join(calib.summary()))
+    print(f"cache: {calibration_path(device)}" if calib.source == "measured" else
+          "RLX_CALIBRATE=0: documented defaults, nothing measured or cached")
+    for line in calib.log:
+        print(f"  {line}")
+    return 0

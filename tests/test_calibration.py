@@ -1,0 +1,292 @@
+"""Calibration cache and cost model. Decisions are checked against synthetic
+calibrations (no timing assertions); one real, tiny-budget calibration of
+the host checks that the probes produce sane numbers and a cache file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import types
+import warnings
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.runtime import calibrate, cost
+from rlx.runtime.calibrate import DEFAULTS, Calibration
+from rlx.runtime.cost import Candidate, CostModel
+from rlx.runtime.target import Target, host_target
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("RLX_CALIBRATE", raising=False)
+    calibrate.clear_memo()
+    yield
+    calibrate.clear_memo()
+
+
+def _synthetic(backend: str = "host", **changes) -> Calibration:
+    base = calibrate.default_calibration(backend)
+    return base.replace(source="measured", **changes)
+
+
+def _fake_device(hardware_id: str = "fake-hw-1", backend: str = "host", units: int = 4):
+    info = types.SimpleNamespace(hardware_id=hardware_id, name="fake device", unified_memory=backend != "cuda",
+                                 compute_units=units)
+    return types.SimpleNamespace(backend=backend, info=info, blas=None, index=0)
+
+
+@pytest.fixture
+def fake_measure(monkeypatch):
+    """Replaces the probes with an instant synthetic measurement; counts calls."""
+    calls = []
+
+    def measure(device, *, budget_s=None, progress=None):
+        calls.append(device.info.hardware_id)
+        calib = calibrate.default_calibration(device.backend, device)
+        return calib.replace(source="measured", sync_s=1.25e-5, log=[f"synthetic #{len(calls)}"])
+
+    monkeypatch.setattr(calibrate, "measure", measure)
+    return calls
+
+
+# ---- cost model decisions ------------------------------------------------------------------
+def _decision_model(call_s: float) -> CostModel:
+    # No dispatch overheads and no epilogue: row kernel = F / 1 GFLOP/s,
+    # gemm = call_s + F / 100 GFLOP/s, so they cross at F* = call_s / (1e-9 - 1e-11).
+    return CostModel(_synthetic(gemm_call_s=call_s, dispatch_s=0.0, dispatch_parallel_s=0.0, parallel_units=1,
+                                gemm_flops={c: 1e11 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
+                                row_kernel_flops={"f32": 1e9, "f16": 1e9}))
+
+
+@pytest.mark.parametrize("call_s", [1e-6, 1e-5, 1e-4])
+def test_row_kernel_decision_flips_at_the_predicted_crossover(call_s):
+    model = _decision_model(call_s)
+    crossover = call_s / (1e-9 - 1e-11)          # in flops
+    for m, n in [(1, 64), (4, 16), (8, 8)]:
+        k_below = max(1, int(0.8 * crossover / (2 * m * n)))
+        k_above = int(1.25 * crossover / (2 * m * n)) + 1
+        assert model.prefer_row_kernel(m, n, k_below, "f32", epilogue=False), (m, n, k_below)
+        assert not model.prefer_row_kernel(m, n, k_above, "f32", epilogue=False), (m, n, k_above)
+    assert any("matmul_rows" in line for line in model.describe_decisions())
+
+
+def test_row_kernel_decision_follows_the_row_kernel_speed():
+    fast_rows = CostModel(_synthetic(row_kernel_flops={"f32": 1e13, "f16": 1e13}, gemm_call_s=1e-5))
+    slow_rows = CostModel(_synthetic(row_kernel_flops={"f32": 1e6, "f16": 1e6}, gemm_call_s=1e-5))
+    assert fast_rows.prefer_row_kernel(4, 1024, 1024, "f32")
+    assert not slow_rows.prefer_row_kernel(4, 1024, 1024, "f32")
+
+
+def test_gemm_curve_interpolates_between_measured_sizes():
+    curve = [[1e6, 1e10], [1e8, 1e11]]
+    model = CostModel(_synthetic(gemm_call_s=0.0, gemm_curves={"f32_large_m": curve}))
+    small, mid, big = (model.gemm_seconds(*s) for s in ((16, 32, 32), (64, 128, 128 * 4), (512, 512, 512)))
+    assert small == pytest.approx(2 * 16 * 32 * 32 / 1e10)          # below the curve: its first rate
+    assert big == pytest.approx(2 * 512 ** 3 / 1e11)                 # beyond: its last rate
+    rate = 2 * 64 * 128 * 512 / mid
+    assert 1e10 < rate < 1e11
+
+
+def test_thunk_and_graph_seconds_of_a_compiled_graph():
+    g = rlx.Graph()
+    x = g.input("x", (64, 128))
+    w = g.param("w", (128, 256))
+    b = g.param("b", (256,))
+    g.set_outputs(y=g.softmax(g.gelu(g.add(g.matmul(x, w), b))))
+    exe = rlx.compile(g, params={"w": np.ones((128, 256), np.float32), "b": np.zeros(256, np.float32)})
+    model = CostModel(_synthetic())
+    per = [model.thunk_seconds(t) for t in exe.thunks]
+    assert all(s > 0 and np.isfinite(s) for s in per)
+    assert set(model.breakdown(exe.thunks)) <= set(cost.FAMILY_UNITS)
+    total = model.graph_seconds(exe.thunks, (64 * 128 * 4, 64 * 256 * 4))
+    assert total == pytest.approx(sum(per) + model.calibration.sync_s + model.transfer_seconds(
+        (64 * 128 * 4, 64 * 256 * 4)))
+
+
+def test_small_m_linear_on_a_gpu_target_is_costed_as_matmul_rows():
+    g = rlx.Graph()
+    x = g.input("x", (1, 256))
+    g.set_outputs(y=g.linear(x, g.param("w", (512, 256)), g.param("b", (512,)), activation="gelu"))
+    thunks = cost.lower_for(g, _fake_gpu().target)
+    fams = [cost.family_of(t) for t in thunks]
+    assert "matmul_rows" in fams
+    rows = thunks[fams.index("matmul_rows")]
+    assert cost.thunk_flops(rows) == 2 * 1 * 512 * 256
+    model = CostModel(_fake_gpu().calibration)
+    assert model.thunk_seconds(rows) == pytest.approx(1e-6 + 2 * 512 * 256 / 1e13)
+
+
+# ---- device choice ------------------------------------------------------------------------------
+def _fake_gpu() -> Candidate:
+    # A GPU that is 1000x the CPU's throughput but pays 2 ms per run.
+    target = Target("cuda", compute_units=100, max_threads_per_group=1024, simd_width=32, max_buffer_length=1 << 36)
+    calib = _synthetic("cuda", sync_s=2e-3, dispatch_s=1e-6, dispatch_parallel_s=1e-6, gemm_call_s=1e-6,
+                       gemm_flops={c: 1e14 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
+                       row_kernel_flops={k: 1e13 for k in ("f32", "f16", "f32_tb", "f16_tb")}, parallel_units=100,
+                       unified_memory=False,
+                       family_rates={f: 1e13 for f in calibrate.FAMILIES}, h2d_bw=1e10, d2h_bw=1e10)
+    return Candidate("fakegpu", target, calib)
+
+
+def _fake_cpu() -> Candidate:
+    calib = _synthetic("host", sync_s=2e-6, dispatch_s=5e-8, dispatch_parallel_s=1e-6, gemm_call_s=1e-6,
+                       gemm_flops={c: 1e11 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
+                       row_kernel_flops={"f32": 1e9, "f16": 1e9}, parallel_units=4,
+                       family_rates={f: 1e10 for f in calibrate.FAMILIES}, h2d_bw=2e10, d2h_bw=2e10)
+    return Candidate("cpu", host_target(4, 1 << 34), calib)
+
+
+def test_pick_best_device_tiny_graph_stays_on_the_cpu():
+    g = rlx.Graph()
+    x = g.input("x", (16,))
+    g.set_outputs(y=g.add(x, x))
+    assert cost.pick_best_device(g, candidates=[_fake_gpu(), _fake_cpu()]) == "cpu"
+    assert cost.last_decision[0].endswith("cpu")
+
+
+def test_pick_best_device_large_graph_goes_to_the_gpu():
+    g = rlx.Graph()
+    x = g.input("x", (2048, 2048))
+    w = g.param("w", (2048, 2048))
+    g.set_outputs(y=g.softmax(g.matmul(g.matmul(x, w), w)))
+    assert cost.pick_best_device(g, candidates=[_fake_cpu(), _fake_gpu()]) == "fakegpu"
+    preds = {p.name: p.seconds for p in cost.predict_devices(g, [_fake_cpu(), _fake_gpu()])}
+    assert preds["fakegpu"] < preds["cpu"]
+
+
+def test_pick_best_device_real_devices_and_auto(monkeypatch):
+    monkeypatch.setenv("RLX_CALIBRATE", "0")    # defaults: no probing in this test
+    g = rlx.Graph()
+    x = g.input("x", (8,))
+    g.set_outputs(y=g.add(x, x))
+    assert cost.auto_device(g) in {d.name for d in rlx.devices() if d.available}
+
+
+# ---- cache -----------------------------------------------------------------------------------------
+def test_cache_hit_then_hardware_change_is_a_miss(fake_measure):
+    dev = _fake_device("fake-hw-1")
+    first = calibrate.get_calibration(dev)
+    path = calibrate.calibration_path(dev)
+    assert path.exists() and path.name == "host-calib-fake-hw-1.json"
+    calibrate.clear_memo()
+    again = calibrate.get_calibration(dev)
+    assert fake_measure == ["fake-hw-1"] and again == first      # from the file, not measured
+    other = _fake_device("fake-hw-2")
+    calibrate.get_calibration(other)
+    assert fake_measure == ["fake-hw-1", "fake-hw-2"]
+    # A file whose stamp names other hardware (copied between machines) misses too.
+    path.write_text(first.replace(hardware_id="someone-else").to_json())
+    calibrate.clear_memo()
+    calibrate.get_calibration(dev)
+    assert fake_measure[-1] == "fake-hw-1" and len(fake_measure) == 3
+    assert Calibration.from_json(path.read_text()).hardware_id == "fake-hw-1"
+
+
+def test_version_or_probe_set_change_is_a_miss(fake_measure, monkeypatch):
+    dev = _fake_device()
+    calibrate.get_calibration(dev)
+    calibrate.clear_memo()
+    monkeypatch.setattr(calibrate, "PROBE_SET", calibrate.PROBE_SET + 1)
+    calibrate.get_calibration(dev)
+    assert len(fake_measure) == 2
+
+
+def test_corrupt_cache_file_warns_and_is_replaced(fake_measure):
+    dev = _fake_device()
+    path = calibrate.calibration_path(dev)
+    path.parent.mkdir(parents=True)
+    for junk in ('{"schema": 1, "backend": "host"', '{"schema": 1}', "[]", "\x00\xff garbage"):
+        path.write_text(junk)
+        calibrate.clear_memo()
+        with pytest.warns(RuntimeWarning, match="corrupt|unreadable"):
+            calib = calibrate.get_calibration(dev)
+        assert calib.source == "measured"
+        assert Calibration.from_json(path.read_text()) == calib
+    assert len(fake_measure) == 4
+
+
+def test_concurrent_writers_leave_a_valid_file(tmp_path):
+    path = tmp_path / "shared" / "host-calib-x.json"
+    texts = [[_synthetic(sync_s=(w + 1) * 1e-6 + i * 1e-9, log=["x" * 4000]).to_json() for i in range(40)]
+             for w in range(3)]
+    allowed = {t for ts in texts for t in ts}
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=calibrate._write_cache_repeatedly, args=(str(path), t, start)) for t in texts]
+    for p in procs:
+        p.start()
+    start.set()
+    seen = 0
+    while any(p.is_alive() for p in procs):     # a reader never sees a partial file
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        assert text in allowed
+        seen += 1
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    final = path.read_text()
+    assert final in allowed
+    Calibration.from_json(final)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]    # no temp files left behind
+
+
+def test_calibrate_off_uses_documented_defaults(monkeypatch):
+    monkeypatch.setenv("RLX_CALIBRATE", "0")
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: pytest.fail("probed with RLX_CALIBRATE=0"))
+    for backend in ("host", "cuda", "metal"):
+        dev = _fake_device(backend=backend)
+        calib = calibrate.get_calibration(dev)
+        assert calib.source == "defaults" and calib.hardware_id == "fake-hw-1"
+        assert calib.family_rates == DEFAULTS[backend].family_rates
+        assert calib.gemm_flops == DEFAULTS[backend].gemm_flops
+        assert not calibrate.calibration_path(dev).exists()
+    for calib in DEFAULTS.values():
+        assert set(calib.family_rates) == set(calibrate.FAMILIES)
+        assert set(calib.gemm_flops) == set(calibrate.GEMM_CLASSES)
+        assert Calibration.from_json(calib.to_json()) == calib
+
+
+# ---- a real (tiny) calibration of the host ------------------------------------------------------
+def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
+    from rlx.runtime import devices
+
+    dev, _ = devices.open_device("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        calib = calibrate.get_calibration(dev, budget_s=0.5, progress=False)
+    assert calib.source == "measured", calib.log
+    assert not [line for line in calib.log if "failed" in line], calib.log
+    scalars = [calib.sync_s, calib.dispatch_s, calib.dispatch_parallel_s, calib.mem_bw, calib.h2d_bw, calib.d2h_bw]
+    assert all(np.isfinite(v) and v > 0 for v in scalars), scalars
+    for table in (calib.gemm_flops, calib.row_kernel_flops, calib.family_rates):
+        assert table and all(np.isfinite(v) and v > 0 for v in table.values()), table
+    assert set(calib.family_rates) == set(calibrate.FAMILIES)
+    assert all(calib.gemm_curves[c] for c in calibrate.GEMM_CLASSES)
+    assert {"f32", "f16", "f32_tb", "f16_tb"} <= set(calib.row_kernel_flops)
+    path = calibrate.calibration_path(dev)
+    assert Calibration.from_json(path.read_text()) == calib
+    # Second process-level lookup: from the file, no probes.
+    calibrate.clear_memo()
+    monkeypatch.setattr(calibrate, "measure", lambda *a, **k: pytest.fail("re-measured a valid cache"))
+    assert calibrate.get_calibration(dev) == calib
+    # The CLI shows the cached numbers.
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    calibrate.add_calibrate_parser(parser.add_subparsers())
+    args = parser.parse_args(["calibrate", "--device", "cpu", "--json"])
+    assert args.fn(args) == 0
+    assert json.loads(capsys.readouterr().out)["hardware_id"] == dev.info.hardware_id
+    # A model from it predicts a positive time for a real graph.
+    g = rlx.Graph()
+    x = g.input("x", (32, 64))
+    g.set_outputs(y=g.softmax(x))
+    thunks = cost.lower_for(g, host_target(dev.info.compute_units, 1 << 30))
+    assert CostModel(calib).graph_seconds(thunks, (32 * 64 * 4, 32 * 64 * 4)) > 0
