@@ -186,3 +186,26 @@ def test_failed_device_run_reports_and_program_survives(rng):
             prog.run([], [])
     exe = rlx.compile(_mlp(), params=_params(rng))
     assert exe.run(x=np.ones((5, 16), np.float32))["y"].shape == (5, 32)
+
+
+def test_executables_share_resident_params(rng):
+    """Shape buckets of one model read one copy of the weights."""
+    def graph(rows):
+        g = rlx.Graph()
+        x = g.input("x", (rows, 16))
+        g.set_outputs(y=g.add(g.matmul(x, g.param("w", (16, 32))), g.param("b", (32,))))
+        return g
+
+    params = _params(rng)
+    first = rlx.compile(graph(5), params=params)
+    second = rlx.compile(graph(9), share_params_with=first)    # no params needed
+    assert second.stats.resident_bytes < first.stats.resident_bytes
+    x = rng.standard_normal((9, 16)).astype(np.float32)
+    np.testing.assert_allclose(second.run(x=x)["y"], x @ params["w"] + params["b"], rtol=1e-5, atol=1e-5)
+    new = _params(rng)
+    first.set_params(new)                                      # one copy: both see it
+    np.testing.assert_allclose(second.run(x=x)["y"], x @ new["w"] + new["b"], rtol=1e-5, atol=1e-5)
+    g3 = rlx.Graph()
+    g3.set_outputs(y=g3.add(g3.input("x", (2, 31)), g3.param("b", (31,))))   # same name, other shape
+    with pytest.raises(ParameterError, match="missing value for parameter.*'b'"):
+        rlx.compile(g3, share_params_with=first)

@@ -92,6 +92,7 @@ class Embedder:
         self._lower = model.pooling.do_lower_case
         self._params = model.params(precision)
         self._cache: OrderedDict[tuple[int, int], object] = OrderedDict()
+        self._weights_owner = None   # the first executable: later buckets read its weights
         self._cache_size = cache_size
         self._lock = threading.Lock()
         self.compiles = 0
@@ -138,7 +139,11 @@ class Embedder:
         import rlx
 
         graph = self.model.build_graph(batch, seq, self.precision)
-        exe = rlx.compile(graph, device=self.device, params=self._params)
+        # Every bucket reads the first executable's resident weights: one
+        # copy of the model per device, however many shapes are cached.
+        exe = rlx.compile(graph, device=self.device, params=self._params, share_params_with=self._weights_owner)
+        if self._weights_owner is None:
+            self._weights_owner = exe
         with self._lock:
             self.compiles += 1
             self._cache[key] = exe

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,7 +33,7 @@ PASSES = ("fusion", "views", "precision", "memory_reuse", "segments")
 
 def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.ndarray] | None = None, *,
             precision: str = "f32", passes: Mapping[str, bool] | None = None, pin_outputs: bool = True,
-            replay: bool | None = None) -> Executable:
+            replay: bool | None = None, share_params_with: Executable | None = None) -> Executable:
     """Compile ``graph`` for ``device`` ("cpu" by default, or $RLX_DEVICE).
 
     The pipeline: fusion -> view elision -> precision -> memory plan ->
@@ -46,7 +47,12 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     memory_reuse, segments. pin_outputs: give outputs arena bytes no other
     value ever touches (dropped automatically when the arena would not fit
     the device). replay: record the schedule once and replay it every run
-    (default: $RLX_REPLAY, on)."""
+    (default: $RLX_REPLAY, on). share_params_with: an executable on the same
+    device whose resident parameters this one reads instead of holding its
+    own copy, for every param with the same name, shape and dtype (shape
+    buckets of one model share one set of weights; ``set_params`` on either
+    changes both); those params need no value in ``params``, and a value
+    given for one is not used."""
     enabled = dict.fromkeys(PASSES, True)
     for name, on in (passes or {}).items():
         if name not in enabled:
@@ -89,6 +95,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     plan, lifetimes = _plan_arena(lw, input_storages, output_storages, target.max_buffer_length, pin_outputs,
                                   reuse=None if enabled["memory_reuse"] else False)
     report.append(f"memory: {plan.describe()}")
+    shared = _share_params(lw, graph, dev, share_params_with)
     resident_bytes = _layout_resident(lw.storages)
     barriers = place_barriers(lw.thunks)
     report.append(f"lowering: {len(lw.thunks)} thunks, {barriers} barriers")
@@ -102,17 +109,17 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     resident = dev.alloc(max(resident_bytes, ALIGNMENT))
     if lw.params_region.nbytes:
         arena.write(lw.params_region.offset, lw.params_blob)
-    param_slots = _bind_resident(lw, graph, resident, params or {})
+    param_slots = _bind_resident(lw, graph, resident, params or {}, shared)
 
     libraries = _libraries(dev, lw.thunks)
-    buffers = [arena.address, resident.address]
+    buffers = [arena.address, resident.address] + [buf.address for buf in shared.buffers]
     program = Program(
         dev.shim.api_address, dev.address, buffers,
         [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in lw.thunks],
         [(s.offset, s.nbytes) for s in input_storages],
         [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize) for _, v in outputs],
         replay=use_replay, segments=[seg.as_tuple() for seg in plan_segments] if use_replay else None,
-        keepalive=(arena, resident, libraries),
+        keepalive=(arena, resident, libraries, shared.buffers),
     )
     stats = CompileStats(
         nodes=len(order), thunks=len(lw.thunks), fused=dict(fusion_report.fused) if enabled["fusion"] else {},
@@ -205,23 +212,53 @@ def _layout_resident(storages: list[Storage]) -> int:
     return offset
 
 
-def _bind_resident(lw: Lowering, graph: Graph, resident, params: Mapping[str, np.ndarray]) -> dict:
+@dataclass
+class _Shared:
+    """Params read from another executable's resident buffers."""
+    slots: dict = field(default_factory=dict)     # name -> (spec, buffer, offset)
+    buffers: list = field(default_factory=list)   # those buffers, in slot order from slot 2
+
+
+def _share_params(lw: Lowering, graph: Graph, dev, source: Executable | None) -> _Shared:
+    shared = _Shared()
+    if source is None:
+        return shared
+    if source.device is not dev:
+        raise ParameterError("share_params_with: the executable belongs to another device")
+    for tensor in lw.resident:
+        if tensor.value is not None or tensor.name not in source._param_slots:
+            continue
+        node = graph.params[tensor.name]
+        spec, buffer, offset = source._param_slots[tensor.name]
+        if spec.shape != tuple(node.shape) or spec.dtype != node.dtype:
+            continue
+        if all(b is not buffer for b in shared.buffers):
+            shared.buffers.append(buffer)
+        slot = 2 + next(i for i, b in enumerate(shared.buffers) if b is buffer)
+        tensor.storage.slot, tensor.storage.offset = slot, offset
+        shared.slots[tensor.name] = (spec, buffer, offset)
+    return shared
+
+
+def _bind_resident(lw: Lowering, graph: Graph, resident, params: Mapping[str, np.ndarray], shared: _Shared) -> dict:
     declared = {t.name for t in lw.resident if t.value is None}
     unknown = sorted(set(params) - set(graph.params))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(graph.params)}")
-    missing = sorted(declared - set(params))
+    missing = sorted(declared - set(params) - set(shared.slots))
     if missing:
         raise ParameterError(f"missing value for parameter(s) {missing}; pass them as rlx.compile(..., params=...)")
-    slots = {}
+    slots = dict(shared.slots)
     for tensor in lw.resident:
         if tensor.value is not None:
             resident.write(tensor.storage.offset, tensor.value)
             continue
         node = graph.params[tensor.name]
         spec = IOSpec(tensor.name, tuple(node.shape), node.dtype)
+        if tensor.name in shared.slots:
+            continue   # read from the other executable; a value given here is not used
         resident.write(tensor.storage.offset, coerce_param(spec, params[tensor.name]))
-        slots[tensor.name] = (spec, tensor.storage.offset)
+        slots[tensor.name] = (spec, resident, tensor.storage.offset)
     return slots
 
 

@@ -60,7 +60,7 @@ class Executable:
         self.input_specs: tuple[IOSpec, ...] = tuple(input_specs)
         self.output_specs: tuple[IOSpec, ...] = tuple(output_specs)
         self._input_names = frozenset(s.name for s in self.input_specs)
-        self._param_slots = param_slots  # name -> (IOSpec, resident byte offset)
+        self._param_slots = param_slots  # name -> (IOSpec, buffer, byte offset): own or shared resident
         self._index_checks = index_checks  # (input position, rows, op label)
         self.stats = stats
         self.plan = plan
@@ -74,7 +74,7 @@ class Executable:
     # ---- parameters ----------------------------------------------------------
     @property
     def param_specs(self) -> tuple[IOSpec, ...]:
-        return tuple(spec for spec, _ in self._param_slots.values())
+        return tuple(spec for spec, _, _ in self._param_slots.values())
 
     def set_params(self, params: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> None:
         """Write new values for parameters; they stay resident across runs."""
@@ -85,7 +85,8 @@ class Executable:
         prepared = {name: coerce_param(self._param_slots[name][0], value) for name, value in values.items()}
         with self._param_lock:
             for name, array in prepared.items():
-                self._resident.write(self._param_slots[name][1], array)
+                _, buffer, offset = self._param_slots[name]
+                buffer.write(offset, array)
 
     # ---- running -------------------------------------------------------------
     def run(self, inputs: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> dict[str, np.ndarray]:
