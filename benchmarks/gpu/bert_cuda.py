@@ -69,9 +69,18 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
     mask = np.zeros((batch, 1, 1, seq), np.float32)
     feed = {"x": x, "mask": mask}
     row = {"batch": batch, "tokens": seq, "precision": precision}
-    for mode, replay in (("rlx_eager", False), ("rlx_replay", True)):
-        exe = rlx.compile(g, device="cuda", params=params, precision=precision, replay=replay)
-        out = exe.run(feed)["y"]
+    from rlx.runtime import lowering_attention
+
+    for mode, replay, gemm_attention in (("rlx_eager", False, False), ("rlx_replay", True, False),
+                                         ("rlx_replay_gemm_attention", True, True)):
+        lowering_attention.GEMM_PATH_ON_GPU = gemm_attention
+        try:
+            exe = rlx.compile(g, device="cuda", params=params, precision=precision, replay=replay)
+        finally:
+            lowering_attention.GEMM_PATH_ON_GPU = False
+        result = exe.run(feed)["y"]
+        if mode == "rlx_replay":
+            out = result
         row[mode + "_ms"] = median_ms(lambda exe=exe: exe.run(feed), sync=False)
         row[mode + "_thunks"] = exe.stats.thunks
     tdtype = torch.float16 if precision == "f16" else torch.float32

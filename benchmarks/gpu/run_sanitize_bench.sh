@@ -23,4 +23,4 @@ for tool in memcheck racecheck; do
   echo "rc=${PIPESTATUS[0]}" | tee -a "$OUT/sanitizer.txt"
 done
 echo "== benchmarks"
-timeout 200 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert_cuda.json" 2>&1 | tail -14
+PYTHONPATH=$PWD timeout 200 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert_cuda.json" 2>&1 | tail -14

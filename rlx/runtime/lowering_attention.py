@@ -146,10 +146,14 @@ def _attention(lw: Lowering, node: Node) -> View:
 GEMM_PATH_MIN_TOKENS = 32
 
 
+# GPUs keep the fused kernel unless this is set (benchmarks compare both).
+GEMM_PATH_ON_GPU = False
+
+
 def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:
     a = node.attrs
-    return (lw.target.one_thread_groups and node.dtype == f32 and not a["causal"] and not a["softcap"]
-            and not a["window"] and min(tq, tk) >= GEMM_PATH_MIN_TOKENS)
+    return ((lw.target.one_thread_groups or GEMM_PATH_ON_GPU) and node.dtype == f32 and not a["causal"]
+            and not a["softcap"] and not a["window"] and min(tq, tk) >= GEMM_PATH_MIN_TOKENS)
 
 
 def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: View | None, out: View) -> View:
