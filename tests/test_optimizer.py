@@ -150,7 +150,12 @@ def test_view_elision_can_be_switched_off(rng):
     assert not any((t.kernel or "").startswith("copy") for t in on.thunks)
 
 
-def test_segments_split_at_gemms_and_carry_boundaries(rng):
+def test_segments_split_at_gemms_and_carry_boundaries(rng, monkeypatch):
+    from rlx.runtime import compiler, lowering_nn
+
+    monkeypatch.setattr(compiler, "_cost_model", lambda dev: None)   # gemms on every device
+    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_M_GPU", 0)
+    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_FLOPS_CPU", 0)
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g))
     kinds = [s.kind for s in exe.segments]

@@ -26,7 +26,11 @@ ROW_KERNEL_MAX_FLOPS_CPU = 4096
 def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
                    activation: bool = False, transpose_b: bool = False) -> bool:
     model = getattr(lw, "cost_model", None)
-    if model is not None:
+    # The model's row-kernel estimate is validated on the host only; on the
+    # H200 it chose the row kernel at M = 16 where gemm + epilogue measured
+    # faster (0.55 ms against 0.88 ms for BERT 1 x 16), so GPUs keep the
+    # measured threshold until their calibration of that kernel is fixed.
+    if model is not None and lw.target.one_thread_groups:
         return model.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
                                        transpose_b=transpose_b)
     if lw.target.one_thread_groups:
