@@ -78,7 +78,8 @@ sync_package_data()
 # softmax and the norms) without -ffast-math's finite-math assumption, which
 # would break -inf masks. csrc/host_shim.cpp compiles user kernels with the
 # same KERNEL_MATH_FLAGS.
-KERNEL_MATH_FLAGS = ["-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"]
+KERNEL_MATH_FLAGS = ["-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros",
+                     "-fopenmp-simd"]
 common_cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", *KERNEL_MATH_FLAGS, *native_flags()]
 
 extensions = cythonize(

@@ -1,6 +1,7 @@
 """Cost model accuracy: predicted vs measured time of BERT encoders (1 and 6
-layers, batch 1 x 128 tokens) on the host device, per kernel family and for
-the whole run.
+layers, batch 1 x 128 tokens) on the host device and, where one is present,
+on the CUDA device (the H200 run: `python -m pytest benchmarks/test_cost_accuracy.py -s -k cuda`),
+per kernel family and for the whole run.
 
 - measured, per family: every thunk of the compiled executable timed on its
   own, in place in the executable's buffers (``calibrate.time_thunk``:
@@ -88,8 +89,10 @@ def _table(cases: list[dict]) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("device", ["cpu"])
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_cost_model_accuracy_bert(device):
+    if not any(d.name == device and d.available for d in devices.devices()):
+        pytest.skip(f"{device} is not available here")
     dev, _ = devices.open_device(device)
     calib = calibrate.get_calibration(dev)
     model = cost.CostModel(calib)

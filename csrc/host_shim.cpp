@@ -116,6 +116,7 @@ struct Pool {
     void *bufs[RLX_MAX_BINDINGS] = {};
     uint32_t gx = 1, gy = 1, gz = 1;
     uint64_t total = 0;
+    uint64_t chunk = 1;                      // groups taken per claim
 };
 
 void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32_t gz, uint64_t i) {
@@ -126,12 +127,17 @@ void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32
     fn(&ctx);
 }
 
+// Workers claim groups `chunk` at a time: with tens of thousands of small
+// groups (a softmax row each), one contended atomic per group cost more
+// than the groups themselves.
 void take_groups(Pool *p) {
+    const uint64_t chunk = p->chunk;
     for (;;) {
-        uint64_t i = p->next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= p->total) return;
-        run_group(p->fn, p->bufs, p->gx, p->gy, p->gz, i);
-        p->done.fetch_add(1, std::memory_order_release);
+        const uint64_t first = p->next.fetch_add(chunk, std::memory_order_relaxed);
+        if (first >= p->total) return;
+        const uint64_t last = std::min(p->total, first + chunk);
+        for (uint64_t i = first; i < last; ++i) run_group(p->fn, p->bufs, p->gx, p->gy, p->gz, i);
+        p->done.fetch_add(last - first, std::memory_order_release);
     }
 }
 
@@ -163,6 +169,8 @@ void parallel_for(Pool *p, kernel_fn fn, void *const *bufs, const uint32_t g[3])
     memcpy(p->bufs, bufs, sizeof p->bufs);
     p->gx = g[0], p->gy = g[1], p->gz = g[2];
     p->total = (uint64_t)g[0] * g[1] * g[2];
+    // ~16 claims per thread keeps the load balanced without per-group atomics.
+    p->chunk = std::max<uint64_t>(1, p->total / ((uint64_t)(p->workers.size() + 1) * 16));
     p->next.store(0, std::memory_order_relaxed);
     p->done.store(0, std::memory_order_relaxed);
     p->open.store(true);
@@ -307,7 +315,9 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
         sgemm_1(d, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    GemmSplit s{d, ta, tb, m >= 2 * parts, m, n, k, lda, ldb, ldc, 0, alpha, beta, A, B, C};
+    // Few rows (decode, short batches): split the columns, so each worker
+    // streams its own part of B (the weights) once instead of all of it.
+    GemmSplit s{d, ta, tb, m >= 32 * parts || n < 16 * parts, m, n, k, lda, ldb, ldc, 0, alpha, beta, A, B, C};
     // Column blocks stay multiples of 16 so each call keeps full vector tiles.
     s.chunk = s.along_m ? (m + parts - 1) / parts : ((n + parts - 1) / parts + 15) / 16 * 16;
     void *bufs[RLX_MAX_BINDINGS] = {&s};
@@ -670,7 +680,7 @@ rlx_status compile_user(rlx_device *d, const char *source, const char *options, 
     const std::string opts = options ? options : "";
     // Same math flags as setup.py's KERNEL_MATH_FLAGS for the built-in kernels.
     const std::string flags = "-O3 -std=c++17 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math "
-                              "-fassociative-math -fno-signed-zeros";
+                              "-fassociative-math -fno-signed-zeros -fopenmp-simd";
     // The cache key covers every prelude header (cpu.h includes its siblings),
     // so editing the prelude invalidates cached kernels.
     std::string prelude;

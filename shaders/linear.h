@@ -43,7 +43,11 @@ RLX_INSTANTIATE(bias_act, half, bias_act_f16)
 // weights stream once, the bound for decode-style and short-batch matmuls,
 // and the eight independent accumulators keep the FMA pipes busy instead of
 // waiting on one dependency chain.
+#ifdef RLX_TARGET_CPU
+#define RLX_ROWS_PER_PASS 16   // 32 vector registers: 16 accumulators + loads
+#else
 #define RLX_ROWS_PER_PASS 8
+#endif
 template <typename T>
 RLX_KERNEL matmul_rows(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
                        RLX_BUF(RLX_DEVICE const T *, bias, 2), RLX_BUF(RLX_DEVICE T *, out, 3),

@@ -16,6 +16,7 @@ RLX_KERNEL softmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, 
     RLX_DEVICE T *yr = y + p->out_offset + (uint64_t)row * cols;
 
     float m = -RLX_INFINITY;
+    RLX_MAX_REDUCTION(m)
     RLX_FOR_GROUP(i, cols) { m = rlx_fmax(m, rlx_to_float(xr[i])); }
     m = rlx_group_max(m, scratch);
     // exp is written once and rescaled: each thread rereads only what it
@@ -65,6 +66,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
 #define RLX_MASKED_SOFTMAX(VALUE)                                                   \
     {                                                                               \
         float mx = -RLX_INFINITY;                                                   \
+        RLX_MAX_REDUCTION(mx)                                                       \
         RLX_FOR_GROUP(i, cols) { mx = rlx_fmax(mx, VALUE); }                        \
         mx = rlx_group_max(mx, scratch);                                            \
         /* A row masked everywhere (-inf) gives zeros rather than NaN. */           \

@@ -114,6 +114,13 @@ static inline float rlx_cpu_exp(float x) {
                   i = rlx_begin_;                                                  \
          i < rlx_end_; ++i)
 
+// Marks the next loop as a max-reduction into v, so GCC vectorizes it
+// (compiled with -fopenmp-simd; no OpenMP runtime involved). Without the
+// hint, a max reduction only vectorizes under -ffinite-math-only, which
+// would break -inf masks. A no-op on the GPU preludes.
+#define RLX_PRAGMA(x) _Pragma(#x)
+#define RLX_MAX_REDUCTION(v) RLX_PRAGMA(omp simd reduction(max : v))
+
 // Cooperative loop over [0, n) by the threads of one group.
 #define RLX_FOR_GROUP(i, n) for (uint i = 0; i < (uint)(n); ++i)
 

@@ -83,6 +83,7 @@ typedef __half half;
 #define RLX_FOR_RANGE(i, n)                                                         \
     for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (uint64_t)(n); \
          i += (uint64_t)gridDim.x * blockDim.x)
+#define RLX_MAX_REDUCTION(v)   /* a vectorization hint for the CPU target only */
 #define RLX_FOR_GROUP(i, n) for (uint i = threadIdx.x; i < (uint)(n); i += blockDim.x)
 
 // ---- instantiation ---------------------------------------------------------
