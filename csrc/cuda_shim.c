@@ -112,6 +112,8 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
       (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, const CUDA_KERNEL_NODE_PARAMS_v1 *))          \
     X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", (CUgraphExec *, CUgraph, unsigned long long)) \
     X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec, CUstream))                                            \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", (CUstream, int))                                    \
+    X(cuStreamEndCapture, "cuStreamEndCapture", (CUstream, CUgraph *))                                     \
     X(cuGraphDestroy, "cuGraphDestroy", (CUgraph))                                                        \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                            \
     X(cuGetErrorName, "cuGetErrorName", (CUresult, const char **))
@@ -390,6 +392,8 @@ struct rlx_device {
     pthread_mutex_t spare_mu;
     rlx_cmdbuf *spare;          /* released command buffers (events and scratch kept) */
     int n_spare;
+    struct sched_graph *sched;  /* whole-schedule graphs of replayed command lists (guarded by mu) */
+    int n_sched, sched_next;
 };
 
 struct rlx_buffer { rlx_device *dev; CUdeviceptr ptr; uint64_t size; };
@@ -422,6 +426,20 @@ typedef struct {
     uint32_t start, count;
     rlx_gemm_desc gemm;
 } cmd_t;
+typedef struct sched_graph {
+    cmd_t *cmds;                /* the list, ICB versions in .gemm.m of CMD_ICB entries */
+    size_t n;
+    int seen;                   /* times committed */
+    CUgraphExec exec;           /* NULL until captured */
+} sched_graph;
+#define MAX_SCHED_GRAPHS 16
+
+static void sched_graph_clear(sched_graph *g) {
+    if (g->exec) cu.cuGraphExecDestroy(g->exec);
+    free(g->cmds);
+    memset(g, 0, sizeof *g);
+}
+
 enum { CB_RECORDING, CB_COMMITTED };
 
 struct rlx_cmdbuf {
@@ -499,6 +517,8 @@ static void device_close(rlx_device *d) {
             if (cb->scratch) cu.cuMemFree(cb->scratch);
             free(cb->cmds), free(cb->bytes), free(cb);
         }
+        for (int i = 0; i < d->n_sched; ++i) sched_graph_clear(&d->sched[i]);
+        free(d->sched);
         if (d->blas) cb_api.cublasDestroy(d->blas);
         if (d->stream) cu.cuStreamDestroy(d->stream);
         if (d->copy_stream) cu.cuStreamDestroy(d->copy_stream);
@@ -1173,6 +1193,90 @@ static rlx_status icb_graph_for(rlx_icb *icb, uint32_t start, uint32_t count, CU
     return RLX_OK;
 }
 
+/* ---- whole-schedule graphs ------------------------------------------------------------
+ * A replayed run commits the same list every time: ICB ranges with cuBLAS
+ * gemms between them. Launched one by one that costs a host launch per range
+ * and per gemm; captured once into one CUDA graph it is a single launch, as
+ * PyTorch's CUDA graphs are. A list is captured the second time it is seen
+ * (the first run initializes cuBLAS, whose first call allocates and cannot
+ * be captured) and replayed from then on. Lists with set_bytes are never
+ * captured (their data changes per commit). Kernels read their params from
+ * device memory, so patched dynamic params need no new graph. */
+static int cmd_same(const cmd_t *a, const cmd_t *b) {
+    if (a->kind != b->kind) return 0;
+    if (a->kind == CMD_ICB) return a->icb == b->icb && a->start == b->start && a->count == b->count &&
+                                   a->gemm.m == b->gemm.m;  /* .gemm.m holds the ICB version */
+    if (a->kind == CMD_GEMM) {
+        const rlx_gemm_desc *x = &a->gemm, *y = &b->gemm;
+        return x->a == y->a && x->b == y->b && x->c == y->c && x->a_offset == y->a_offset &&
+               x->b_offset == y->b_offset && x->c_offset == y->c_offset && x->m == y->m && x->n == y->n &&
+               x->k == y->k && x->lda == y->lda && x->ldb == y->ldb && x->ldc == y->ldc &&
+               x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
+               x->alpha == y->alpha && x->beta == y->beta && x->batch == y->batch && x->stride_a == y->stride_a &&
+               x->stride_b == y->stride_b && x->stride_c == y->stride_c;
+    }
+    if (a->fn != b->fn || a->bytes_mask != b->bytes_mask) return 0;
+    for (int i = 0; i < 3; ++i)
+        if (a->groups[i] != b->groups[i] || a->threads[i] != b->threads[i]) return 0;
+    for (int i = 0; i < (int)RLX_MAX_BINDINGS; ++i)
+        if (a->args[i] != b->args[i]) return 0;
+    return 1;
+}
+
+/* The device's entry for this command list (made on first sight); NULL when
+ * the list cannot be captured. Called with the device lock held. */
+static sched_graph *sched_graph_for(rlx_cmdbuf *cb) {
+    rlx_device *d = cb->dev;
+    int has_icb = 0;
+    if (cb->bytes_len) return NULL;
+    for (size_t i = 0; i < cb->n; ++i) {
+        if (cb->cmds[i].kind == CMD_ICB) {
+            has_icb = 1;
+            cb->cmds[i].gemm.m = (int64_t)cb->cmds[i].icb->version;
+        }
+    }
+    if (!has_icb) return NULL;  /* direct encoding stays direct: that is what it is for */
+    for (int i = 0; i < d->n_sched; ++i) {
+        sched_graph *g = &d->sched[i];
+        if (g->n != cb->n) continue;
+        size_t j = 0;
+        while (j < cb->n && cmd_same(&g->cmds[j], &cb->cmds[j])) ++j;
+        if (j == cb->n) return g;
+    }
+    if (!d->sched && !(d->sched = calloc(MAX_SCHED_GRAPHS, sizeof *d->sched))) return NULL;
+    sched_graph *g;
+    if (d->n_sched < MAX_SCHED_GRAPHS) {
+        g = &d->sched[d->n_sched++];
+    } else {  /* full: replace round-robin (a graph still running is freed when it completes) */
+        g = &d->sched[d->sched_next];
+        d->sched_next = (d->sched_next + 1) % MAX_SCHED_GRAPHS;
+    }
+    sched_graph_clear(g);
+    if (!(g->cmds = malloc(cb->n * sizeof *g->cmds))) return NULL;
+    memcpy(g->cmds, cb->cmds, cb->n * sizeof *g->cmds);
+    g->n = cb->n;
+    return g;
+}
+
+static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *r, const char **what);
+
+/* Captures the list into g->exec (on the device stream, under the lock). On
+ * any failure the list simply keeps running command by command. */
+static void sched_graph_capture(rlx_cmdbuf *cb, sched_graph *g) {
+    rlx_device *d = cb->dev;
+    CUgraph graph = NULL;
+    CUresult r = cu.cuStreamBeginCapture(d->stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
+    const char *what = "";
+    if (r != CUDA_SUCCESS) return;
+    launch_cmds(cb, 1, &r, &what);
+    CUresult end = cu.cuStreamEndCapture(d->stream, &graph);
+    if (r == CUDA_SUCCESS && end == CUDA_SUCCESS && cb->status == RLX_OK && graph)
+        if (cu.cuGraphInstantiateWithFlags(&g->exec, graph, 0) != CUDA_SUCCESS) g->exec = NULL;
+    if (graph) cu.cuGraphDestroy(graph);
+    cb->status = RLX_OK;  /* nothing ran during capture; the real launch below reports errors */
+    cb->error[0] = 0;
+}
+
 /* Launches everything onto the device stream; errors are kept for cmd_wait.
  * Called with the device lock held and the context current. */
 static void launch_all(rlx_cmdbuf *cb) {
@@ -1184,9 +1288,28 @@ static void launch_all(rlx_cmdbuf *cb) {
         what = "cuMemAlloc (set_bytes scratch)";
         if ((r = cu.cuMemAlloc(&cb->scratch, cb->bytes_cap)) == CUDA_SUCCESS) cb->scratch_cap = cb->bytes_cap;
     }
+    sched_graph *g = r == CUDA_SUCCESS ? sched_graph_for(cb) : NULL;
+    if (g && !g->exec && ++g->seen >= 2) sched_graph_capture(cb, g);
     if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, d->stream), what = "cuEventRecord";
     if (r == CUDA_SUCCESS && cb->bytes_len)
         r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, d->stream), what = "set_bytes upload";
+    if (r == CUDA_SUCCESS && g && g->exec) {
+        r = cu.cuGraphLaunch(g->exec, d->stream), what = "cuGraphLaunch (schedule)";
+    } else if (r == CUDA_SUCCESS) {
+        launch_cmds(cb, 0, &r, &what);
+    }
+    if (r != CUDA_SUCCESS && cb->status == RLX_OK) {
+        cb->status = r == CUDA_ERROR_OUT_OF_MEMORY ? RLX_ERR_OOM : RLX_ERR_DEVICE;
+        snprintf(cb->error, sizeof cb->error, "%s: %s (%d)", what, cu_name(r), r);
+    }
+    cb->recorded = cu.cuEventRecord(cb->ev1, d->stream) == CUDA_SUCCESS;
+}
+
+/* Each command onto the stream, in order. While capturing, ICB ranges are
+ * launched kernel by kernel (the captured graph then holds them as nodes). */
+static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char **what) {
+    rlx_device *d = cb->dev;
+    CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n; ++i) {
         const cmd_t *c = &cb->cmds[i];
         if (c->kind == CMD_DISPATCH) {
@@ -1196,22 +1319,32 @@ static void launch_all(rlx_cmdbuf *cb) {
                 vals[j] = (c->bytes_mask >> j & 1u) ? cb->scratch + c->args[j] : c->args[j];
                 params[j] = &vals[j];
             }
-            what = "cuLaunchKernel";
+            *what = "cuLaunchKernel";
             r = cu.cuLaunchKernel(c->fn, c->groups[0], c->groups[1], c->groups[2], c->threads[0], c->threads[1],
                                   c->threads[2], 0, d->stream, params, NULL);
         } else if (c->kind == CMD_GEMM) {
             cb->status = run_gemm(d, &c->gemm, cb->error, sizeof cb->error);
+        } else if (capturing) {
+            for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {
+                icb_entry *en = &c->icb->entries[e];
+                if (!en->fn) {
+                    cb->status = RLX_ERR_DEVICE;
+                    snprintf(cb->error, sizeof cb->error, "icb entry %u was never encoded", e);
+                    break;
+                }
+                void *params[RLX_MAX_BINDINGS];
+                for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &en->args[j];
+                *what = "cuLaunchKernel (capture)";
+                r = cu.cuLaunchKernel(en->fn, en->groups[0], en->groups[1], en->groups[2], en->threads[0],
+                                      en->threads[1], en->threads[2], 0, d->stream, params, NULL);
+            }
         } else {
             CUgraphExec exec = NULL;
             cb->status = icb_graph_for(c->icb, c->start, c->count, &exec, cb->error, sizeof cb->error);
-            if (cb->status == RLX_OK) r = cu.cuGraphLaunch(exec, d->stream), what = "cuGraphLaunch";
+            if (cb->status == RLX_OK) r = cu.cuGraphLaunch(exec, d->stream), *what = "cuGraphLaunch";
         }
     }
-    if (r != CUDA_SUCCESS && cb->status == RLX_OK) {
-        cb->status = r == CUDA_ERROR_OUT_OF_MEMORY ? RLX_ERR_OOM : RLX_ERR_DEVICE;
-        snprintf(cb->error, sizeof cb->error, "%s: %s (%d)", what, cu_name(r), r);
-    }
-    cb->recorded = cu.cuEventRecord(cb->ev1, d->stream) == CUDA_SUCCESS;
+    *rr = r;
 }
 
 static rlx_status cmd_commit(rlx_cmdbuf *cb) {
