@@ -24,3 +24,6 @@ for tool in memcheck racecheck; do
 done
 echo "== benchmarks"
 PYTHONPATH=$PWD timeout 200 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert_cuda.json" 2>&1 | tail -14
+echo "== cost model accuracy on cuda"
+PYTHONPATH=$PWD timeout 150 python3 -m pytest -q -p no:cacheprovider benchmarks/test_cost_accuracy.py -s -k cuda 2>&1 | tail -25
+cp benchmarks/results/cost_accuracy-cuda.json "$OUT/" 2>/dev/null

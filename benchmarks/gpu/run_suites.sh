@@ -7,7 +7,7 @@ mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH
 python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 python3 -c "from rlx.runtime import devices; print([(d.name, d.available, d.reason) for d in devices.devices()])"
-SUITES="tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py tests/test_optimizer.py tests/test_custom_kernels.py tests/test_random_graphs.py tests/test_executable.py tests/test_bert.py"
+SUITES="tests/test_core_program.py tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py tests/test_optimizer.py tests/test_custom_kernels.py tests/test_random_graphs.py tests/test_executable.py tests/test_bert.py"
 for gs in 1 32 1024; do
   echo "== kernel suites on cuda, group size $gs"
   timeout 170 python3 -m pytest -q -p no:cacheprovider $SUITES --rlx-device cuda --rlx-group-size $gs 2>&1 \
