@@ -407,6 +407,7 @@ typedef struct {
     uint64_t version;           /* icb->version when encoded */
 } icb_entry;
 typedef struct { uint32_t start, count; uint64_t built; CUgraphExec exec; } icb_graph;
+static uint64_t g_icb_version;  /* process-wide: see icb_encode_dispatch */
 struct rlx_icb {
     rlx_device *dev;
     uint32_t capacity;
@@ -1437,7 +1438,9 @@ static rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline
     }
     for (int i = 0; i < 3; ++i) e.groups[i] = groups[i], e.threads[i] = threads ? threads[i] : 1;
     pthread_mutex_lock(&icb->dev->mu);  /* a commit on another thread may be reading entries */
-    e.version = ++icb->version;
+    /* Versions come from one process-wide counter, so a new ICB that reuses a
+     * freed one's address never matches a schedule graph captured from it. */
+    e.version = icb->version = __atomic_add_fetch(&g_icb_version, 1, __ATOMIC_RELAXED);
     icb->entries[index] = e;
     pthread_mutex_unlock(&icb->dev->mu);
     return RLX_OK;
@@ -1445,9 +1448,19 @@ static rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline
 
 static void icb_free(rlx_icb *icb) {
     if (!icb) return;
-    if (set_ctx(icb->dev) == RLX_OK)
+    rlx_device *d = icb->dev;
+    if (set_ctx(d) == RLX_OK) {
         for (int i = 0; i < icb->n_graphs; ++i)
             if (icb->graphs[i].exec) cu.cuGraphExecDestroy(icb->graphs[i].exec);
+        pthread_mutex_lock(&d->mu);  /* schedule graphs that replay this ICB go with it */
+        for (int i = 0; i < d->n_sched; ++i)
+            for (size_t j = 0; j < d->sched[i].n; ++j)
+                if (d->sched[i].cmds[j].kind == CMD_ICB && d->sched[i].cmds[j].icb == icb) {
+                    sched_graph_clear(&d->sched[i]);
+                    break;
+                }
+        pthread_mutex_unlock(&d->mu);
+    }
     free(icb->entries), free(icb);
 }
 
