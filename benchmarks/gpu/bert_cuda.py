@@ -83,6 +83,8 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
             out = result
         row[mode + "_ms"] = median_ms(lambda exe=exe: exe.run(feed), sync=False)
         row[mode + "_thunks"] = exe.stats.thunks
+        # The timed runs replay a captured graph: its result must still match the first run.
+        row[mode + "_max_abs_diff_after_timing"] = float(np.max(np.abs(exe.run(feed)["y"] - result)))
     tdtype = torch.float16 if precision == "f16" else torch.float32
     fwd = torch_bert(params, tdtype, batch, seq)
     tx = torch.from_numpy(x).to("cuda", tdtype)
