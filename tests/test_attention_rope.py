@@ -445,7 +445,8 @@ def test_graph_with_attention_validates_and_prints():
 
 
 @pytest.mark.parametrize("b,tq,tk,hq,hkv,d,mask", [
-    (1, 33, 33, 4, 4, 32, None), (2, 40, 64, 8, 2, 64, "padding"), (1, 64, 64, 4, 1, 80, "full")])
+    (1, 33, 33, 4, 4, 32, None), (2, 40, 64, 8, 2, 64, "padding"), (1, 64, 64, 4, 1, 80, "full"),
+    (5, 33, 40, 4, 2, 32, "padding"), (6, 32, 32, 2, 2, 16, "full")])
 def test_cpu_gemm_path_matches_the_reference(rng, monkeypatch, b, tq, tk, hq, hkv, d, mask):
     """Long sequences on the CPU run as two gemms per (batch, head) around a
     masked softmax; same semantics as the kernel."""
@@ -461,5 +462,6 @@ def test_cpu_gemm_path_matches_the_reference(rng, monkeypatch, b, tq, tk, hq, hk
                                       tol=dict(rtol=1e-5, atol=2e-5))
     kernels = _kernels(exe)
     if exe.target.backend == "host":
-        calls_per_row = 1 if hq == hkv else hkv    # strided-batched over heads (per KV head when grouped)
-        assert kernels.count(None) == 2 * b * calls_per_row and kernels.count("softmax_masked_f32") == 1
+        # Batched over the larger of (batch rows, query heads), looping the other.
+        loops = (b * (1 if hq == hkv else hkv)) if b < hq else hq
+        assert kernels.count(None) == 2 * loops and kernels.count("softmax_masked_f32") == 1

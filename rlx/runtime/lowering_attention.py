@@ -159,45 +159,55 @@ def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:
 
 
 def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: View | None, out: View) -> View:
-    """Per batch row: one strided-batched gemm over the heads for the scores,
-    one masked softmax for everything, one batched gemm for the context.
-    Grouped-query attention batches over the query heads of each KV head."""
+    """Strided-batched gemms for the scores, one masked softmax for all rows,
+    strided-batched gemms for the context. The batch runs over the larger of
+    (batch rows, query heads) and the loop over the other, so a 32 x 12
+    problem is 12 calls per gemm, not 32 (grouped-query heads map to their KV
+    head through the loop index)."""
     b, tq, hq, d = q.shape
     tk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
     group = hq // hkv
     label = repr(node)
     scale = float(node.attrs["scale"])
     scores = View.dense(lw.scratch(node, b * hq * tq * tk * 4), f32, (b, hq, tq, tk))
-    # Batch over the query heads sharing one KV head (all heads when hkv == hq... per kv head
-    # when grouped: the K stride between query heads of a group is 0).
-    for bi in range(b):
-        for hk in range(hkv):
-            h0 = hk * group
-            s0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h0) * tq) * tk)
-            q0 = View(q.storage, q.dtype, (tq, d), (q.strides[1], 1), q.offset + bi * q.strides[0] + h0 * q.strides[2])
-            k0 = View(k.storage, k.dtype, (tk, d), (k.strides[1], 1), k.offset + bi * k.strides[0] + hk * k.strides[2])
-            if group == 1 and hk == 0:   # plain multi-head: every head in one call
-                lw.gemm(f"{label} scores b{bi}", q0, k0, s0, tq, tk, d, q.strides[1], k.strides[1], tk, True,
-                        alpha=scale, batch=hq, strides=(q.strides[2], k.strides[2], tq * tk))
-                break
-            lw.gemm(f"{label} scores b{bi} kv{hk}", q0, k0, s0, tq, tk, d, q.strides[1], k.strides[1], tk, True,
-                    alpha=scale, batch=group, strides=(q.strides[2], 0, tq * tk))
+    qs, ks, vs = q.strides, k.strides, v.strides
+    over_heads = b < hq
+    if over_heads:   # loop b (and KV head when grouped), batch query heads
+        loops = [(bi, hk) for bi in range(b) for hk in range(1 if group == 1 else hkv)]
+        n_batch = hq if group == 1 else group
+    else:            # loop query heads, batch the batch rows
+        loops = [(None, h) for h in range(hq)]
+        n_batch = b
+    for bi, hh in loops:
+        if over_heads:
+            h0, hk = (0, 0) if group == 1 else (hh * group, hh)
+            row0 = bi
+            strides = (qs[2], ks[2] if group == 1 else 0, tq * tk)
+        else:
+            h0, hk, row0 = hh, hh // group, 0
+            strides = (qs[0], ks[0], hq * tq * tk)
+        s0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((row0 * hq + h0) * tq) * tk)
+        q0 = View(q.storage, q.dtype, (tq, d), (qs[1], 1), q.offset + row0 * qs[0] + h0 * qs[2])
+        k0 = View(k.storage, k.dtype, (tk, d), (ks[1], 1), k.offset + row0 * ks[0] + hk * ks[2])
+        lw.gemm(f"{label} scores", q0, k0, s0, tq, tk, d, qs[1], ks[1], tk, True, alpha=scale,
+                batch=n_batch, strides=strides)
     # In place: each thread reads an element before it writes it.
     params = P.masked_softmax(b * hq * tq, tk, 0, mask is not None, 1.0, mask.offset if mask else 0,
                               mask.strides[-1] if mask else 0, (b, hq, tq),
                               tuple(mask.strides[:-1]) if mask else (0, 0, 0))
     lw.dispatch(f"{label} softmax", "softmax_masked_f32", [(scores, "r"), (mask or scores, "r"), (scores, "w")],
                 params, lw.target.row_grid(b * hq * tq, tk))
-    for bi in range(b):
-        for hk in range(hkv):
-            h0 = hk * group
-            p0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((bi * hq + h0) * tq) * tk)
-            v0 = View(v.storage, v.dtype, (tk, dv), (v.strides[1], 1), v.offset + bi * v.strides[0] + hk * v.strides[2])
-            o0 = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + (bi * tq * hq + h0) * dv)
-            if group == 1 and hk == 0:
-                lw.gemm(f"{label} context b{bi}", p0, v0, o0, tq, dv, tk, tk, v.strides[1], hq * dv, False,
-                        batch=hq, strides=(tq * tk, v.strides[2], dv))
-                break
-            lw.gemm(f"{label} context b{bi} kv{hk}", p0, v0, o0, tq, dv, tk, tk, v.strides[1], hq * dv, False,
-                    batch=group, strides=(tq * tk, 0, dv))
+    for bi, hh in loops:
+        if over_heads:
+            h0, hk = (0, 0) if group == 1 else (hh * group, hh)
+            row0 = bi
+            ctx_strides = (tq * tk, vs[2] if group == 1 else 0, dv)
+        else:
+            h0, hk, row0 = hh, hh // group, 0
+            ctx_strides = (hq * tq * tk, vs[0], tq * hq * dv)
+        p0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((row0 * hq + h0) * tq) * tk)
+        v0 = View(v.storage, v.dtype, (tk, dv), (vs[1], 1), v.offset + row0 * vs[0] + hk * vs[2])
+        o0 = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + (row0 * tq * hq + h0) * dv)
+        lw.gemm(f"{label} context", p0, v0, o0, tq, dv, tk, tk, vs[1], hq * dv, False,
+                batch=n_batch, strides=ctx_strides)
     return out
