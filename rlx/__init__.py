@@ -43,6 +43,10 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "models":   # the model loaders: `rlx.models.load_embedder(...)` without an extra import
+        import importlib
+
+        return importlib.import_module("rlx.models")
     if name in _LAZY:
         import importlib
 

@@ -7,14 +7,20 @@ struct ReduceParams {
     uint in_offset, pad0, pad1, pad2;
 };
 
+// The start of output element `out`'s run along the axis (stride p->inner).
+template <typename T>
+RLX_INLINE RLX_DEVICE const T *rlx_reduce_base(RLX_DEVICE const T *x, RLX_CONSTANT ReduceParams *p, uint out) {
+    const uint o = out / p->inner, in = out % p->inner;
+    return x + p->in_offset + (uint64_t)o * p->len * p->inner + in;
+}
+
 template <typename T>
 RLX_KERNEL reduce(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y, 1),
                   RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     const uint out = rlx_group_id.x;
     if (out >= p->outer * p->inner) return;
-    const uint o = out / p->inner, in = out % p->inner;
-    RLX_DEVICE const T *base = x + p->in_offset + (uint64_t)o * p->len * p->inner + in;
+    RLX_DEVICE const T *base = rlx_reduce_base(x, p, out);
     const bool is_max = p->op == 2u;
     float acc = is_max ? -RLX_INFINITY : 0.0f;
     RLX_FOR_GROUP(k, p->len) {
@@ -37,8 +43,7 @@ RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *,
     RLX_SHARED(float, scratch, 32);
     const uint out = rlx_group_id.x;
     if (out >= p->outer * p->inner) return;
-    const uint o = out / p->inner, in = out % p->inner;
-    RLX_DEVICE const T *base = x + p->in_offset + (uint64_t)o * p->len * p->inner + in;
+    RLX_DEVICE const T *base = rlx_reduce_base(x, p, out);
     float best = -RLX_INFINITY;
     RLX_FOR_GROUP(k, p->len) { best = rlx_fmax(best, rlx_to_float(base[(uint64_t)k * p->inner])); }
     best = rlx_group_max(best, scratch);
