@@ -302,12 +302,13 @@ def _log(message: str) -> None:
 
 
 def get_calibration(device: Any, *, force: bool = False, budget_s: float | None = None,
-                    progress: bool | None = None) -> Calibration:
+                    progress: bool | None = None, measure_if_missing: bool = True) -> Calibration:
     """The device's calibration: from the cache when its stamps match, else
     measured (about ``budget_s`` seconds, DEFAULT_BUDGET_S by default) and
     cached. ``RLX_CALIBRATE=0`` returns DEFAULTS[backend] without probing.
     ``force`` re-measures. ``progress``: a bar on stderr (default: when
-    stderr is a terminal)."""
+    stderr is a terminal). ``measure_if_missing=False`` returns the defaults
+    instead of probing when nothing is cached."""
     if not env.calibrate_enabled() or calibrating():
         return default_calibration(device.backend, device)
     path = calibration_path(device)
@@ -320,6 +321,10 @@ def get_calibration(device: Any, *, force: bool = False, budget_s: float | None 
             if cached is not None:
                 _MEMO[path] = cached
                 return cached
+            if not measure_if_missing:
+                _log(f"{device.backend}: no calibration cached; using the defaults "
+                     f"(`rlx calibrate --device {device.backend}` measures this device)")
+                return default_calibration(device.backend, device)
         calib = measure(device, budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s, progress=progress)
         try:
             write_cache(path, calib.to_json())

@@ -317,7 +317,11 @@ def cost_model_for(device: Any) -> CostModel | None:
     than recurse into calibrating."""
     if calibrating():
         return None
-    calib = get_calibration(device)
+    # The host measures itself on first use (a few seconds). A GPU's probes
+    # compile and time dozens of executables (about 20 s on an H200), too
+    # long to spring on a first compile: GPUs use the cache written by
+    # `rlx calibrate --device ...`, or the documented defaults.
+    calib = get_calibration(device, measure_if_missing=device.backend == "host")
     # By identity of the measurement, not of the object: with RLX_CALIBRATE=0
     # every lookup builds a fresh defaults object, which must not grow this.
     key = (calib.backend, calib.hardware_id, calib.source, calib.created)
