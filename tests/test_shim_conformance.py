@@ -267,6 +267,11 @@ GEMM_CASES = [
     (17, 23, 31, True, True, 1, -2.0, 0.25),
     (64, 96, 128, False, True, 0, 1.0, 0.0),
     (5, 7, 0, False, False, 2, 1.0, 0.5),
+    # few rows against row-major weights (the decode / short-sentence shape)
+    (1, 300, 384, False, True, 0, 1.0, 0.0),
+    (9, 129, 37, False, True, 3, 0.5, 0.0),
+    (16, 64, 16, False, True, 1, 1.0, 0.75),
+    (3, 17, 1000, False, True, 0, -1.0, 1.0),
 ]
 
 
