@@ -968,15 +968,7 @@ static rlx_status check_grid(rlx_device *d, const char *fn, const rlx_pipeline *
 }
 
 
-static rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {
-    ARG_CHECK(g, "gemm: desc is NULL");
-    ARG_CHECK(g->a && g->b && g->c, "gemm: buffers a, b and c must be non-NULL");
-    ARG_CHECK(g->a->dev == d && g->b->dev == d && g->c->dev == d, "gemm: a buffer belongs to another device");
-    char err[256];
-    if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)
-        return fail(RLX_ERR_ARG, "%s", err);
-    return RLX_OK;
-}
+RLX_DEFINE_CHECK_GEMM(static)
 
 /* ---- command buffers ------------------------------------------------------------------- */
 #define CB_CHECK(cb, fn)                                                                     \

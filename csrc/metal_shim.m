@@ -622,15 +622,7 @@ static rlx_status cmd_barrier(rlx_cmdbuf *cb) {
 
 /* ---- gemm ----------------------------------------------------------------------------------- */
 
-static rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {
-    ARG_CHECK(g, "gemm: desc is NULL");
-    ARG_CHECK(g->a && g->b && g->c, "gemm: buffers a, b and c must be non-NULL");
-    ARG_CHECK(g->a->dev == d && g->b->dev == d && g->c->dev == d, "gemm: a buffer belongs to another device");
-    char err[256];
-    if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)
-        return fail(RLX_ERR_ARG, "%s", err);
-    return RLX_OK;
-}
+RLX_DEFINE_CHECK_GEMM(static)
 
 /* Cache insert under the write lock; another thread's entry for the same key wins. */
 static id cache_add(rlx_device *d, NSMutableDictionary *dict, id key, id value) {

@@ -78,4 +78,19 @@ static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size,
     return RLX_OK;
 }
 
+/* Defines `check_gemm(d, g)` for a shim whose rlx_buffer has `dev` and
+ * `size` fields and which provides `fail(status, fmt, ...)` (all three do),
+ * so ownership and range checks are written once. */
+#define RLX_DEFINE_CHECK_GEMM(storage)                                                              \
+    storage rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {                          \
+        if (!g) return fail(RLX_ERR_ARG, "gemm: desc is NULL");                                     \
+        if (!g->a || !g->b || !g->c) return fail(RLX_ERR_ARG, "gemm: buffers a, b and c must be non-NULL"); \
+        if (g->a->dev != d || g->b->dev != d || g->c->dev != d)                                     \
+            return fail(RLX_ERR_ARG, "gemm: a buffer belongs to another device");                   \
+        char err[256];                                                                              \
+        if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)       \
+            return fail(RLX_ERR_ARG, "%s", err);                                                    \
+        return RLX_OK;                                                                              \
+    }
+
 #endif
