@@ -42,11 +42,24 @@ def info_dict() -> dict:
         "devices": [d.__dict__ for d in devs],
         "shims": {k: dict(v, path=str(v["path"]) if v.get("path") else None) for k, v in shim.shim_status().items()},
         "host_blas": blas,
+        "calibration": _calibration_status(devs),
         "build": _build_details_safe(),
         "environment": {v.name: {"value": __import__("os").environ.get(v.name), "default": v.default,
                                  "meaning": v.meaning} for v in env.VARIABLES},
         "environment_in_effect": env.in_effect(),
     }
+
+
+def _calibration_status(devs) -> dict:
+    """Per usable device: the calibration cache file and whether it exists."""
+    from rlx.runtime import calibrate, shim
+
+    out = {}
+    for d in devs:
+        if d.available:
+            path = calibrate.calibration_path(shim.open_device(d.backend, 0))
+            out[d.name] = {"path": str(path), "cached": path.exists()}
+    return out
 
 
 def _build_details_safe() -> dict:
@@ -75,6 +88,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         state = "loaded" if s["loaded"] else f"not loaded: {s['reason']}"
         print(f"  {name:<6} {state}" + (f" ({s['path']})" if s.get("path") and s["loaded"] else ""))
     print(f"host BLAS: {data['host_blas'] or 'none (built-in fallback gemm)'}")
+    for name, c in data["calibration"].items():
+        state = "cached" if c["cached"] else "not measured yet (`rlx calibrate --device " + name + "`)"
+        print(f"calibration {name}: {state} ({c['path']})")
     print("build: " + ", ".join(f"{k} {v}" for k, v in data["build"].items()))
     effect = data["environment_in_effect"]
     print("environment: " + (", ".join(f"{k}={v}" for k, v in effect.items()) if effect else "no RLX_* set"))
