@@ -16,10 +16,10 @@ from rlx.runtime.views import View
 # instead of the shim's gemm. The calibrated cost model (rlx/runtime/cost.py)
 # decides per shape when the compile has one; these fixed thresholds are the
 # fallback (RLX_CALIBRATE=0 without a cached calibration, or a model that is
-# still calibrating): GPUs take M <= 8 (decode-style mat-vec, where a
-# cuBLAS/MPS call costs more than it saves); the CPU's BLAS beats the kernel
-# except on tiny problems.
-ROW_KERNEL_MAX_M_GPU = 8
+# still calibrating): GPUs take only M = 1 (mat-vec: one dot per group; at
+# M = 9 and 16 cuBLAS + epilogue measured 2.5-5x faster on the H200); the
+# CPU's BLAS beats the kernel except on tiny problems.
+ROW_KERNEL_MAX_M_GPU = 1   # H200: gemm + epilogue measured 2.5-5x faster at M = 9 and 16 (benchmarks/results)
 ROW_KERNEL_MAX_FLOPS_CPU = 4096
 
 
@@ -28,8 +28,8 @@ def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32"
     model = getattr(lw, "cost_model", None)
     # The model's row-kernel estimate is validated on the host only; on the
     # H200 it chose the row kernel at M = 16 where gemm + epilogue measured
-    # faster (0.55 ms against 0.88 ms for BERT 1 x 16), so GPUs keep the
-    # measured threshold until their calibration of that kernel is fixed.
+    # faster (benchmarks/results/h200-row-kernel-threshold-*.json), so GPUs
+    # keep the measured threshold until their calibration of it is fixed.
     if model is not None and lw.target.one_thread_groups:
         return model.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
                                        transpose_b=transpose_b)
