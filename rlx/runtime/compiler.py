@@ -297,8 +297,6 @@ def _binding(b: Binding) -> tuple[int, int]:
 
 def _pack(t: Thunk, library, flags: int) -> tuple:
     if t.kind == DISPATCH:
-        if library is None:
-            raise RuntimeError("no library for a dispatch")
         pipeline = library.pipeline(t.kernel, flags)
         # Kernels are correct for any group size, so a pipeline whose limit is
         # below the device's (register pressure) just gets smaller groups.
