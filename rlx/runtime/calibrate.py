@@ -325,7 +325,12 @@ def get_calibration(device: Any, *, force: bool = False, budget_s: float | None 
                 _log(f"{device.backend}: no calibration cached; using the defaults "
                      f"(`rlx calibrate --device {device.backend}` measures this device)")
                 return default_calibration(device.backend, device)
-        calib = measure(device, budget_s=DEFAULT_BUDGET_S if budget_s is None else budget_s, progress=progress)
+        budget = DEFAULT_BUDGET_S if budget_s is None else budget_s
+        # A first compile can pause for this; say why, once, even without a
+        # terminal for the progress bar (logs of services, CI).
+        print(f"rlx: measuring the {device.backend} device once for the cost model (about {budget:.0f} s; "
+              f"cached in {path}; RLX_CALIBRATE=0 skips)", file=sys.stderr, flush=True)
+        calib = measure(device, budget_s=budget, progress=progress)
         try:
             write_cache(path, calib.to_json())
             _log(f"wrote {path}")
