@@ -434,6 +434,7 @@ typedef struct sched_graph {
     CUgraphExec exec;           /* NULL until captured */
 } sched_graph;
 #define MAX_SCHED_GRAPHS 16
+enum { kMinDirectCapture = 8 };
 
 static void sched_graph_clear(sched_graph *g) {
     if (g->exec) cu.cuGraphExecDestroy(g->exec);
@@ -1192,8 +1193,9 @@ static rlx_status icb_graph_for(rlx_icb *icb, uint32_t start, uint32_t count, CU
  * and per gemm; captured once into one CUDA graph it is a single launch, as
  * PyTorch's CUDA graphs are. A list is captured the second time it is seen
  * (the first run initializes cuBLAS, whose first call allocates and cannot
- * be captured) and replayed from then on. Lists with set_bytes are never
- * captured (their data changes per commit). Kernels read their params from
+ * be captured) and replayed from then on; directly encoded lists of at least
+ * kMinDirectCapture commands are treated the same way. Lists with set_bytes
+ * are never captured (their data changes per commit). Kernels read their params from
  * device memory, so patched dynamic params need no new graph. */
 static int cmd_same(const cmd_t *a, const cmd_t *b) {
     if (a->kind != b->kind) return 0;
@@ -1228,7 +1230,10 @@ static sched_graph *sched_graph_for(rlx_cmdbuf *cb) {
             cb->cmds[i].gemm.m = (int64_t)cb->cmds[i].icb->version;
         }
     }
-    if (!has_icb) return NULL;  /* direct encoding stays direct: that is what it is for */
+    /* A directly encoded list is worth a graph too when it repeats (an
+     * executable run without replay re-encodes the same commands each time);
+     * a handful of commands launch faster than a graph lookup pays back. */
+    if (!has_icb && cb->n < kMinDirectCapture) return NULL;
     for (int i = 0; i < d->n_sched; ++i) {
         sched_graph *g = &d->sched[i];
         if (g->n != cb->n) continue;
