@@ -13,6 +13,7 @@
 // thread's last_error; C++ exceptions (bad_alloc) never cross into C (GUARD).
 #include "rlx_shim.h"
 #include "rlx_gemm_check.h"
+#include "host_small_m.h"
 #include "prelude/cpu.h"  // rlx_cpu_ctx, half
 
 #include <dirent.h>
@@ -308,8 +309,37 @@ void gemm_block(const rlx_cpu_ctx *ctx) {
                 s.beta, s.C + i0, s.ldc);
 }
 
+#ifdef RLX_HAVE_SMALL_M
+struct SmallMJob {
+    int64_t m, n, k, lda, ldb, ldc, chunk;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+};
+
+void small_m_part(const rlx_cpu_ctx *ctx) {
+    const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
+    const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk;
+    rlx_small_m::columns(s.m, n0, std::min(s.n, n0 + s.chunk), s.k, s.alpha, s.A, s.lda, s.B, s.ldb, s.beta, s.C,
+                         s.ldc);
+}
+#endif
+
 void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+#ifdef RLX_HAVE_SMALL_M
+    if (!ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
+        SmallMJob job{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C};
+        const uint32_t g[3] = {(uint32_t)((n + job.chunk - 1) / job.chunk), 1, 1};
+        if (d->threads < 2 || g[0] == 1) {
+            rlx_small_m::columns(m, 0, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        } else {
+            void *bufs[RLX_MAX_BINDINGS] = {&job};
+            parallel_for(&d->pool, small_m_part, bufs, g);
+        }
+        return;
+    }
+#endif
     const int64_t parts = d->threads;
     if (parts < 2 || m * n * k < kSplitMinWork || (m < 2 * parts && n < 16 * parts)) {
         sgemm_1(d, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -1,0 +1,96 @@
+/*
+ * Host shim: C[m, n] = alpha * A[m, k] . B[n, k]^T + beta * C for few rows
+ * (m <= 16) against row-major weights, the shape of decode steps and short
+ * sentences. The cost there is streaming B (the weights) from memory once;
+ * a BLAS packs B on every call first (read, write a copy, read it again).
+ * This kernel reads 4 rows of B straight from memory and applies them to
+ * every row of A (A stays in L1), 4 rows of A at a time with 16 AVX-512
+ * accumulators. Only built where the compiler targets AVX-512; elsewhere the
+ * shim keeps the BLAS path.
+ */
+#ifndef RLX_HOST_SMALL_M_H
+#define RLX_HOST_SMALL_M_H
+
+#include <stdint.h>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define RLX_HAVE_SMALL_M 1
+
+namespace rlx_small_m {
+
+constexpr int64_t kMaxRows = 16;
+constexpr int64_t kPrefetch = 256;   // floats ahead (1 KiB)
+
+// MI rows of A (1..4) against NJ rows of B (1..4): an MI x NJ tile of C.
+template <int MI, int NJ>
+static inline void tile(int64_t k, float alpha, const float *const *a, const float *const *b, float beta,
+                        float *c, int64_t ldc) {
+    __m512 acc[MI][NJ];
+    for (int i = 0; i < MI; ++i)
+        for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_setzero_ps();
+    int64_t p = 0;
+    for (; p + 16 <= k; p += 16) {
+        __m512 bv[NJ];
+        // B streams from memory once: ask for it well ahead of use (the rows
+        // are far apart, so four streams; the hardware prefetcher alone lags).
+        for (int j = 0; j < NJ; ++j) _mm_prefetch((const char *)(b[j] + p + kPrefetch), _MM_HINT_T0);
+        for (int j = 0; j < NJ; ++j) bv[j] = _mm512_loadu_ps(b[j] + p);
+        for (int i = 0; i < MI; ++i) {
+            const __m512 av = _mm512_loadu_ps(a[i] + p);
+            for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+        }
+    }
+    if (p < k) {  // masked tail: no scalar loop
+        const __mmask16 m = (__mmask16)((1u << (k - p)) - 1u);
+        __m512 bv[NJ];
+        for (int j = 0; j < NJ; ++j) bv[j] = _mm512_maskz_loadu_ps(m, b[j] + p);
+        for (int i = 0; i < MI; ++i) {
+            const __m512 av = _mm512_maskz_loadu_ps(m, a[i] + p);
+            for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+        }
+    }
+    for (int i = 0; i < MI; ++i)
+        for (int j = 0; j < NJ; ++j) {
+            float *out = c + i * ldc + j;
+            const float v = alpha * _mm512_reduce_add_ps(acc[i][j]);
+            *out = beta == 0.0f ? v : v + beta * *out;  // beta == 0 never reads C (BLAS semantics)
+        }
+}
+
+template <int NJ>
+static inline void column_block(int64_t m, int64_t k, float alpha, const float *A, int64_t lda,
+                                const float *const *b, float beta, float *C, int64_t ldc) {
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {
+        const float *a[4];
+        const int64_t mi = m - i0 < 4 ? m - i0 : 4;
+        for (int64_t i = 0; i < mi; ++i) a[i] = A + (i0 + i) * lda;
+        float *c = C + i0 * ldc;
+        switch (mi) {
+            case 1: tile<1, NJ>(k, alpha, a, b, beta, c, ldc); break;
+            case 2: tile<2, NJ>(k, alpha, a, b, beta, c, ldc); break;
+            case 3: tile<3, NJ>(k, alpha, a, b, beta, c, ldc); break;
+            default: tile<4, NJ>(k, alpha, a, b, beta, c, ldc); break;
+        }
+    }
+}
+
+// Columns [n0, n1) of C.
+static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float alpha, const float *A, int64_t lda,
+                           const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    for (int64_t j0 = n0; j0 < n1; j0 += 4) {
+        const int64_t nj = n1 - j0 < 4 ? n1 - j0 : 4;
+        const float *b[4];
+        for (int64_t j = 0; j < nj; ++j) b[j] = B + (j0 + j) * ldb;
+        switch (nj) {
+            case 1: column_block<1>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
+            case 2: column_block<2>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
+            case 3: column_block<3>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
+            default: column_block<4>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
+        }
+    }
+}
+
+}  // namespace rlx_small_m
+#endif
+#endif
