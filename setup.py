@@ -102,7 +102,7 @@ extensions.append(
         ["csrc/host_shim.cpp", "csrc/host_kernels.cpp"],
         include_dirs=["csrc", "shaders"],
         # The built-in kernels come from shaders/: rebuild when any changes.
-        depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + ["csrc/rlx_shim.h"],
+        depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + sorted(str(p) for p in Path("csrc").glob("*.h")),
         extra_compile_args=common_cxx,
         extra_link_args=["-pthread"] + ([] if sys.platform == "darwin" else ["-ldl"]),
         language="c++",
