@@ -313,15 +313,37 @@ void gemm_block(const rlx_cpu_ctx *ctx) {
 struct SmallMJob {
     int64_t m, n, k, lda, ldb, ldc, chunk;
     float alpha, beta;
-    const float *A, *B;
-    float *C;
+    const float *A;
+    const void *B;
+    void *C;
+    bool f16;   // B and C are f16 (A is always f32 here)
 };
 
 void small_m_part(const rlx_cpu_ctx *ctx) {
     const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
-    const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk;
-    rlx_small_m::columns(s.m, n0, std::min(s.n, n0 + s.chunk), s.k, s.alpha, s.A, s.lda, s.B, s.ldb, s.beta, s.C,
-                         s.ldc);
+    const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
+    if (s.f16)
+        rlx_small_m::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const uint16_t *)s.B, s.ldb, s.beta,
+                             (uint16_t *)s.C, s.ldc);
+    else
+        rlx_small_m::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const float *)s.B, s.ldb, s.beta,
+                             (float *)s.C, s.ldc);
+}
+
+// Runs the small-M kernel over column blocks on the device's pool.
+void small_m(rlx_device *d, const SmallMJob &job) {
+    const uint32_t g[3] = {(uint32_t)((job.n + job.chunk - 1) / job.chunk), 1, 1};
+    if (d->threads < 2 || g[0] == 1) {
+        rlx_cpu_ctx ctx{};
+        ctx.buffers[0] = (void *)&job;
+        for (uint32_t i = 0; i < g[0]; ++i) {
+            ctx.group_id = uint3{i, 0, 0};
+            small_m_part(&ctx);
+        }
+        return;
+    }
+    void *bufs[RLX_MAX_BINDINGS] = {(void *)&job};
+    parallel_for(&d->pool, small_m_part, bufs, g);
 }
 #endif
 
@@ -329,14 +351,7 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
     if (!ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
-        SmallMJob job{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C};
-        const uint32_t g[3] = {(uint32_t)((n + job.chunk - 1) / job.chunk), 1, 1};
-        if (d->threads < 2 || g[0] == 1) {
-            rlx_small_m::columns(m, 0, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
-        } else {
-            void *bufs[RLX_MAX_BINDINGS] = {&job};
-            parallel_for(&d->pool, small_m_part, bufs, g);
-        }
+        small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, false});
         return;
     }
 #endif
@@ -368,6 +383,19 @@ void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t i, bool split) 
              (float *)c, g.ldc);
         return;
     }
+#ifdef RLX_HAVE_SMALL_M
+    // Few rows against f16 weights: widen only A (m x k, small) and stream B
+    // as f16, half the bytes of f32 weights.
+    // (split: not already inside a pool worker, which may not start another job)
+    if (split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16 && d->sgemm) {
+        thread_local std::vector<float> wide_a;
+        wide_a.resize((size_t)(g.m * g.k));
+        for (int64_t r = 0; r < g.m; ++r)
+            for (int64_t p = 0; p < g.k; ++p) wide_a[r * g.k + p] = (float)((const half *)a)[r * g.lda + p];
+        small_m(d, SmallMJob{g.m, g.n, g.k, g.k, g.ldb, g.ldc, 64, g.alpha, g.beta, wide_a.data(), b, c, true});
+        return;
+    }
+#endif
     // f16: widen A, B (and C when beta reads it) to f32, sgemm, narrow the m x n
     // block of C. Accumulation is f32 as the ABI requires.
     const uint64_t na = rlx_gemm_span(ta ? g.k : g.m, ta ? g.m : g.k, g.lda);

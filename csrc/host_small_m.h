@@ -22,10 +22,28 @@ namespace rlx_small_m {
 constexpr int64_t kMaxRows = 16;
 constexpr int64_t kPrefetch = 256;   // floats ahead (1 KiB)
 
-// MI rows of A (1..4) against NJ rows of B (1..4): an MI x NJ tile of C.
-template <int MI, int NJ>
-static inline void tile(int64_t k, float alpha, const float *const *a, const float *const *b, float beta,
-                        float *c, int64_t ldc) {
+// 16 elements of B as f32: f32 directly, f16 (raw bits) through vcvtph2ps,
+// so f16 weights stream at half the bytes.
+static inline __m512 load_b(const float *p) { return _mm512_loadu_ps(p); }
+static inline __m512 load_b(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+static inline __m512 load_b_masked(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+static inline __m512 load_b_masked(const uint16_t *p, __mmask16 m) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+// C element store: f32, or f16 (round to nearest even) for f16 gemms.
+static inline void store_c(float *c, float v, float beta) { *c = beta == 0.0f ? v : v + beta * *c; }
+static inline void store_c(uint16_t *c, float v, float beta) {
+    if (beta != 0.0f) v += beta * _cvtsh_ss(*c);
+    *c = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+}
+
+// MI rows of A (1..4, f32) against NJ rows of B (1..4): an MI x NJ tile of C.
+template <int MI, int NJ, typename TB, typename TC>
+static inline void tile(int64_t k, float alpha, const float *const *a, const TB *const *b, float beta,
+                        TC *c, int64_t ldc) {
     __m512 acc[MI][NJ];
     for (int i = 0; i < MI; ++i)
         for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -35,7 +53,7 @@ static inline void tile(int64_t k, float alpha, const float *const *a, const flo
         // B streams from memory once: ask for it well ahead of use (the rows
         // are far apart, so four streams; the hardware prefetcher alone lags).
         for (int j = 0; j < NJ; ++j) _mm_prefetch((const char *)(b[j] + p + kPrefetch), _MM_HINT_T0);
-        for (int j = 0; j < NJ; ++j) bv[j] = _mm512_loadu_ps(b[j] + p);
+        for (int j = 0; j < NJ; ++j) bv[j] = load_b(b[j] + p);
         for (int i = 0; i < MI; ++i) {
             const __m512 av = _mm512_loadu_ps(a[i] + p);
             for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
@@ -44,28 +62,25 @@ static inline void tile(int64_t k, float alpha, const float *const *a, const flo
     if (p < k) {  // masked tail: no scalar loop
         const __mmask16 m = (__mmask16)((1u << (k - p)) - 1u);
         __m512 bv[NJ];
-        for (int j = 0; j < NJ; ++j) bv[j] = _mm512_maskz_loadu_ps(m, b[j] + p);
+        for (int j = 0; j < NJ; ++j) bv[j] = load_b_masked(b[j] + p, m);
         for (int i = 0; i < MI; ++i) {
             const __m512 av = _mm512_maskz_loadu_ps(m, a[i] + p);
             for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
         }
     }
     for (int i = 0; i < MI; ++i)
-        for (int j = 0; j < NJ; ++j) {
-            float *out = c + i * ldc + j;
-            const float v = alpha * _mm512_reduce_add_ps(acc[i][j]);
-            *out = beta == 0.0f ? v : v + beta * *out;  // beta == 0 never reads C (BLAS semantics)
-        }
+        for (int j = 0; j < NJ; ++j)   // beta == 0 never reads C (BLAS semantics)
+            store_c(c + i * ldc + j, alpha * _mm512_reduce_add_ps(acc[i][j]), beta);
 }
 
-template <int NJ>
+template <int NJ, typename TB, typename TC>
 static inline void column_block(int64_t m, int64_t k, float alpha, const float *A, int64_t lda,
-                                const float *const *b, float beta, float *C, int64_t ldc) {
+                                const TB *const *b, float beta, TC *C, int64_t ldc) {
     for (int64_t i0 = 0; i0 < m; i0 += 4) {
         const float *a[4];
         const int64_t mi = m - i0 < 4 ? m - i0 : 4;
         for (int64_t i = 0; i < mi; ++i) a[i] = A + (i0 + i) * lda;
-        float *c = C + i0 * ldc;
+        TC *c = C + i0 * ldc;
         switch (mi) {
             case 1: tile<1, NJ>(k, alpha, a, b, beta, c, ldc); break;
             case 2: tile<2, NJ>(k, alpha, a, b, beta, c, ldc); break;
@@ -75,12 +90,14 @@ static inline void column_block(int64_t m, int64_t k, float alpha, const float *
     }
 }
 
-// Columns [n0, n1) of C.
+// Columns [n0, n1) of C. A is f32 (an f16 gemm widens its few rows first);
+// B and C are f32 or f16 (uint16_t bits).
+template <typename TB, typename TC>
 static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float alpha, const float *A, int64_t lda,
-                           const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+                           const TB *B, int64_t ldb, float beta, TC *C, int64_t ldc) {
     for (int64_t j0 = n0; j0 < n1; j0 += 4) {
         const int64_t nj = n1 - j0 < 4 ? n1 - j0 : 4;
-        const float *b[4];
+        const TB *b[4];
         for (int64_t j = 0; j < nj; ++j) b[j] = B + (j0 + j) * ldb;
         switch (nj) {
             case 1: column_block<1>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
