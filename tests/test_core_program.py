@@ -48,3 +48,42 @@ def test_program_rejects_wrong_io_sizes():
         prog.run([], [np.zeros(4, np.float32)])
     out = np.zeros(4, np.float32)
     prog.run([np.arange(4, dtype=np.float32)], [out])   # no thunks: still a valid (empty) run
+
+
+def test_explicit_segment_plan_with_direct_and_gemm_segments():
+    """A plan mixing a recorded range, a gemm and a range encoded directly
+    every run (what host fallbacks and per-run shapes get) runs correctly,
+    and a plan that does not cover the thunks in order is refused."""
+    from rlx.errors import RlxError
+    from rlx.opt.segments import DIRECT, GEMM, REPLAY
+
+    dev = shim.open_device("host", 0)
+    arena = dev.alloc(8192)
+    n = 16
+    x_off, y_off, z_off, w_off, out_off, p_off = 0, 512, 1024, 1536, 3072, 6144
+    pipe = dev.builtin_library().pipeline("binary_f32", shim.PIPELINE_INDIRECT)
+    arena.write(p_off, P.binary(n, 0, True, 0, 0, (n,), (1,), (1,)))            # add
+    arena.write(p_off + 256, P.binary(n, 1, True, 0, 0, (n,), (1,), (1,)))      # mul
+    w = np.arange(n * n, dtype=np.float32).reshape(n, n) / 100
+    arena.write(w_off, w)
+    thunks = [
+        (0, False, pipe.address, ((0, x_off), (0, x_off), (0, y_off), (0, p_off)), (1, 1, 1), (1, 1, 1)),  # y = x+x
+        (1, True, (0, y_off), (0, w_off), (0, z_off), 1, n, n, n, n, n, 0, 0, 0, 1.0, 0.0),              # z = y @ w
+        (0, True, pipe.address, ((0, z_off), (0, z_off), (0, out_off), (0, p_off + 256)), (1, 1, 1), (1, 1, 1)),
+    ]
+    x = np.linspace(-1, 1, n).astype(np.float32)
+    want = ((x + x) @ w) ** 2
+    plan = [(REPLAY, 0, 1), (GEMM, 1, 1), (DIRECT, 2, 1)]
+    prog = Program(dev.shim.api_address, dev.address, [arena.address], thunks, [(x_off, 4 * n)],
+                   [(out_off, 4 * n)], replay=True, segments=plan, keepalive=arena)
+    assert prog.segment_count == 3
+    for _ in range(2):
+        out = np.zeros(n, np.float32)
+        prog.run([x], [out])
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RlxError, match="cover"):
+        Program(dev.shim.api_address, dev.address, [arena.address], thunks, [], [], replay=True,
+                segments=[(REPLAY, 0, 1), (DIRECT, 2, 1)], keepalive=arena)
+    with pytest.raises(RlxError, match="gemm segment"):
+        Program(dev.shim.api_address, dev.address, [arena.address], thunks, [], [], replay=True,
+                segments=[(GEMM, 0, 1), (GEMM, 1, 1), (DIRECT, 2, 1)], keepalive=arena)
