@@ -1,7 +1,11 @@
 """rlx.compile: graph -> Executable.
 
-Order of work: topological order -> lowering (thunks over storages and views)
--> memory plan (one arena) -> barriers -> device objects -> Program."""
+Order of work: fusion -> precision (graph rewrites, rlx/opt) -> lowering,
+which elides views per consumer (thunks over storages and views) -> memory
+plan (one arena) -> barriers -> segments -> device objects -> Program.
+View elision runs inside lowering rather than before precision because
+whether a view can be read in place depends on the consuming kernel and on
+the dtypes the precision pass settled."""
 
 from __future__ import annotations
 
@@ -36,9 +40,10 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
             replay: bool | None = None, share_params_with: Executable | None = None) -> Executable:
     """Compile ``graph`` for ``device`` ("cpu" by default, or $RLX_DEVICE).
 
-    The pipeline: fusion -> view elision -> precision -> memory plan ->
-    lowering -> segmenting (DESIGN section 4). ``RLX_VERBOSE=1`` prints what
-    each pass changed; ``exe.compile_report`` keeps the same lines.
+    The pipeline: fusion -> precision -> lowering with view elision ->
+    memory plan -> barriers -> segmenting (see the module docstring for the
+    order). ``RLX_VERBOSE=1`` prints what each pass changed;
+    ``exe.compile_report`` keeps the same lines.
 
     params: values for every ``graph.param`` (they stay resident across runs;
     ``Executable.set_params`` replaces them). precision: "f32", "f16" or
