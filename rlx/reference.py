@@ -250,19 +250,13 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
                       f"{', '.join(map(repr, declared)) or 'none'}")
     values: dict[object, np.ndarray] = {}
     for node in graph.topo_order():
-        if node.op == "input":
+        if node.op in ("input", "param"):
+            given, err = (inputs, InputError) if node.op == "input" else (params, ParameterError)
             name = node.attrs["name"]
-            if name not in inputs:
-                raise InputError(f"missing input {name!r} (expected {node.type}); given: "
-                                 f"{', '.join(map(repr, inputs)) or 'none'}")
-            values[node] = _bind("input", name, inputs[name], node.type, InputError)
-            continue
-        if node.op == "param":
-            name = node.attrs["name"]
-            if name not in params:
-                raise ParameterError(f"missing param {name!r} (expected {node.type}); given: "
-                                     f"{', '.join(map(repr, params)) or 'none'}")
-            values[node] = _bind("param", name, params[name], node.type, ParameterError)
+            if name not in given:
+                raise err(f"missing {node.op} {name!r} (expected {node.type}); given: "
+                          f"{', '.join(map(repr, given)) or 'none'}")
+            values[node] = _bind(node.op, name, given[name], node.type, err)
             continue
         if node.op == "constant":
             values[node] = np.asarray(node.attrs["value"], dtype=node.dtype.numpy)

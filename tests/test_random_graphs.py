@@ -81,8 +81,8 @@ def test_pin_dropped_when_arena_exceeds_device_maximum(monkeypatch):
     pinned = rlx.compile(g, params=params)
     unpinned = rlx.compile(g, params=params, pin_outputs=False)
     assert pinned.stats.outputs_pinned and not unpinned.stats.outputs_pinned
-    if unpinned.stats.arena_bytes == pinned.stats.arena_bytes:
-        pytest.skip("this random graph gains nothing from dropping the pin")
+    # This (seeded) graph is one where the pin costs bytes, so the fallback is observable.
+    assert unpinned.stats.arena_bytes < pinned.stats.arena_bytes
     real_open = devices.open_device
 
     def small_device(name):

@@ -633,9 +633,7 @@ def test_user_kernel_disk_cache(backend, fresh_device, tmp_path):
 
 
 # ---- host-only behaviour -----------------------------------------------------------
-def test_host_options(backend, tmp_path, monkeypatch):
-    if backend != "host":
-        pytest.skip("host device options")
+def test_host_options(tmp_path, monkeypatch):
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
     with pytest.raises(RlxError, match="bogus"):
         Device.open("host", options_override={"bogus": "1"})
@@ -652,9 +650,7 @@ def test_host_options(backend, tmp_path, monkeypatch):
         dev.close()
 
 
-def test_host_gemm_without_blas(backend, tmp_path, monkeypatch):
-    if backend != "host":
-        pytest.skip("host BLAS fallback")
+def test_host_gemm_without_blas(tmp_path, monkeypatch):
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
     dev = Device.open("host", options_override={"blas": ""})
     try:
