@@ -91,7 +91,10 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
     X(cuMemFree, "cuMemFree_v2", (CUdeviceptr))                                                           \
     X(cuMemsetD8Async, "cuMemsetD8Async", (CUdeviceptr, unsigned char, size_t, CUstream))                 \
     X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr, const void *, size_t, CUstream))           \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr, const void *, size_t))                                \
     X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *, CUdeviceptr, size_t, CUstream))                 \
+    X(cuMemAllocHost, "cuMemAllocHost_v2", (void **, size_t))                                             \
+    X(cuMemFreeHost, "cuMemFreeHost", (void *))                                                           \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                                   \
     X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                                       \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))                 \
@@ -145,10 +148,32 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
        int, const void *, void *, int, int, int, int))                                                    \
     X(cublasGemmStridedBatchedEx, "cublasGemmStridedBatchedEx",                                           \
       (cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int, long long,          \
-       const void *, int, int, long long, const void *, void *, int, int, long long, int, int, int))
+       const void *, int, int, long long, const void *, void *, int, int, long long, int, int, int))     \
+    X(cublasGemmBatchedEx, "cublasGemmBatchedEx",                                                         \
+      (cublasHandle_t, int, int, int, int, int, const void *, const void *const *, int, int,             \
+       const void *const *, int, int, const void *, void *const *, int, int, int, int, int))
 
 #define FIELD(name, sym, args) int (*name) args;
-static struct { CU_API(FIELD) CUresult (*cuFuncGetParamInfo)(CUfunction, size_t, size_t *, size_t *); } cu;
+/* cuLaunchKernelEx's config (cuda.h, CUDA 12.0+), declared here because the
+ * shim builds without the toolkit; only the attribute it sets is spelled out. */
+typedef struct {
+    int id;                     /* CUlaunchAttributeID */
+    char pad[8 - sizeof(int)];
+    union { char bytes[64]; int programmatic_stream_serialization_allowed; } value;
+} cu_launch_attribute;
+typedef struct {
+    unsigned grid[3], block[3], shared_bytes;
+    CUstream stream;
+    cu_launch_attribute *attrs;
+    unsigned n_attrs;
+} cu_launch_config;
+#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+
+static struct {
+    CU_API(FIELD)
+    CUresult (*cuFuncGetParamInfo)(CUfunction, size_t, size_t *, size_t *);
+    CUresult (*cuLaunchKernelEx)(const cu_launch_config *, CUfunction, void **, void **);
+} cu;
 static struct { NVRTC_API(FIELD) int loaded, major, minor, archs[64], n_archs; char path[512]; } nv;
 static struct { CUBLAS_API(FIELD) int loaded; char path[512]; } cb_api;
 #undef FIELD
@@ -300,6 +325,7 @@ static void init_driver(void) {
     __typeof__(cu) *tbl = &cu;
     CU_API(LOAD)
     *(void **)&cu.cuFuncGetParamInfo = dlsym(h, "cuFuncGetParamInfo");  /* CUDA 12.4+, optional */
+    *(void **)&cu.cuLaunchKernelEx = dlsym(h, "cuLaunchKernelEx");        /* CUDA 12.0+, optional */
     if (missing) {
         snprintf(g_reason, sizeof g_reason, "libcuda.so.1 lacks %s: the NVIDIA driver is too old", missing);
         return;
@@ -381,6 +407,7 @@ static rlx_status load_cublas(const char *dirs) {
 /* ---- objects ------------------------------------------------------------------------- */
 struct rlx_device {
     int arch, cubin;            /* arch: 90 for sm_90; cubin 0: PTX for compute_<arch>, JIT by the driver */
+    int pdl;                    /* launch kernels with programmatic dependent launch (see launch_kernel) */
     CUdevice cudev;
     CUcontext ctx;
     CUstream stream, copy_stream;
@@ -394,7 +421,14 @@ struct rlx_device {
     int n_spare;
     struct sched_graph *sched;  /* whole-schedule graphs of replayed command lists (guarded by mu) */
     int n_sched, sched_next;
+    struct ptr_array *ptr_arrays;  /* two-level batched gemms' operand pointers (guarded by mu) */
 };
+
+/* Device-resident A, B, C pointer arrays of one two-level batched gemm
+ * (cublasGemmBatchedEx reads them from device memory). Built once per
+ * descriptor at encode time; a captured graph refers to them, so they live
+ * until one of the gemm's buffers is freed. */
+typedef struct ptr_array { struct ptr_array *next; rlx_gemm_desc key; CUdeviceptr ptrs; } ptr_array;
 
 struct rlx_buffer { rlx_device *dev; CUdeviceptr ptr; uint64_t size; };
 struct rlx_library;  /* below, with the kernel names */
@@ -426,6 +460,7 @@ typedef struct {
     rlx_icb *icb;
     uint32_t start, count;
     rlx_gemm_desc gemm;
+    CUdeviceptr gemm_ptrs;      /* outer > 1: the ptr_array's device copy */
 } cmd_t;
 typedef struct sched_graph {
     cmd_t *cmds;                /* the list, ICB versions in .gemm.m of CMD_ICB entries */
@@ -461,6 +496,12 @@ struct rlx_cmdbuf {
     double seconds;
     CUevent ev0, ev1;
     rlx_cmdbuf *next;
+    /* cmd_upload / cmd_download: staged through pinned host memory so the
+     * copies run asynchronously in stream order (one sync per run). */
+    uint8_t *staging;
+    size_t staging_len, staging_cap;
+    struct stage_copy { CUdeviceptr dev; size_t at, size; void *dst; } *copies;
+    size_t n_copies, copies_cap;
 };
 
 static rlx_status set_ctx(rlx_device *d) {
@@ -499,9 +540,12 @@ static rlx_status parse_options(rlx_device *d, const char *options) {
         if (slot) {
             free(*slot);
             if (!(*slot = strdup(value))) return fail(RLX_ERR_OOM, "device_open: out of memory");
+        } else if (!strcmp(key, "pdl")) {
+            ARG_CHECK(!strcmp(value, "0") || !strcmp(value, "1"), "device_open: pdl=%s (expected 0 or 1)", value);
+            d->pdl = value[0] == '1';
         } else if (strcmp(key, "threads") && strcmp(key, "blas") && strcmp(key, "cxx")) {  /* host keys */
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: nvrtc, cublas, cache_dir, "
-                        "include_dir; threads, blas, cxx are ignored)", key);
+                        "include_dir, pdl; threads, blas, cxx are ignored)", key);
         }
     }
     return RLX_OK;
@@ -517,10 +561,12 @@ static void device_close(rlx_device *d) {
             if (cb->ev0) cu.cuEventDestroy(cb->ev0);
             if (cb->ev1) cu.cuEventDestroy(cb->ev1);
             if (cb->scratch) cu.cuMemFree(cb->scratch);
-            free(cb->cmds), free(cb->bytes), free(cb);
+            if (cb->staging) cu.cuMemFreeHost(cb->staging);
+            free(cb->cmds), free(cb->bytes), free(cb->copies), free(cb);
         }
         for (int i = 0; i < d->n_sched; ++i) sched_graph_clear(&d->sched[i]);
         free(d->sched);
+        for (ptr_array *p = d->ptr_arrays, *next; p; p = next) next = p->next, cu.cuMemFree(p->ptrs), free(p);
         if (d->blas) cb_api.cublasDestroy(d->blas);
         if (d->stream) cu.cuStreamDestroy(d->stream);
         if (d->copy_stream) cu.cuStreamDestroy(d->copy_stream);
@@ -559,6 +605,7 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     if (!d) return fail(RLX_ERR_OOM, "device_open: out of memory");
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->spare_mu, NULL);
+    d->pdl = 1;
     rlx_status s = parse_options(d, options);
     if (s == RLX_OK) s = load_nvrtc(d->nvrtc_dirs);
     if (s != RLX_OK) { device_close(d); return s; }
@@ -587,6 +634,9 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     STEP(cu.cuStreamCreate(&d->copy_stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 #undef STEP
     if ((s = pick_arch(d, major * 10 + minor)) != RLX_OK) { device_close(d); return s; }
+    /* The kernels wait for their predecessor (griddepcontrol, in the CUDA
+     * prelude) only when compiled for sm_90 or newer. */
+    d->pdl = d->pdl && d->arch >= 90 && cu.cuLaunchKernelEx;
     if (cu.cuDeviceGetUuid(&uuid, d->cudev) == CUDA_SUCCESS) {
         const unsigned char *u = (const unsigned char *)uuid.bytes;
         snprintf(in->hardware_id, sizeof in->hardware_id,
@@ -639,7 +689,22 @@ static rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
 
 static void buffer_free(rlx_buffer *b) {
     if (!b) return;
-    if (set_ctx(b->dev) == RLX_OK) cu.cuMemFree(b->ptr);
+    rlx_device *d = b->dev;
+    if (set_ctx(d) == RLX_OK) {
+        pthread_mutex_lock(&d->mu);
+        for (ptr_array **p = &d->ptr_arrays; *p;) {
+            ptr_array *e = *p;
+            if (e->key.a == b || e->key.b == b || e->key.c == b) {
+                *p = e->next;
+                cu.cuMemFree(e->ptrs);
+                free(e);
+            } else {
+                p = &e->next;
+            }
+        }
+        pthread_mutex_unlock(&d->mu);
+        cu.cuMemFree(b->ptr);
+    }
     free(b);
 }
 
@@ -969,7 +1034,9 @@ static rlx_status check_grid(rlx_device *d, const char *fn, const rlx_pipeline *
 }
 
 
-RLX_DEFINE_CHECK_GEMM(static)
+/* Optional operand types: f16 inputs with an f32 result (attention scores). */
+static const int32_t kExtraGemmTypes[][3] = {{RLX_DTYPE_F16, RLX_DTYPE_F16, RLX_DTYPE_F32}};
+RLX_DEFINE_CHECK_GEMM(static, "cuda", kExtraGemmTypes, 1)
 
 /* ---- command buffers ------------------------------------------------------------------- */
 #define CB_CHECK(cb, fn)                                                                     \
@@ -1073,6 +1140,49 @@ static rlx_status cmd_barrier(rlx_cmdbuf *cb) {
     return RLX_OK;
 }
 
+static int gemm_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
+    return x->a == y->a && x->b == y->b && x->c == y->c && x->a_offset == y->a_offset &&
+           x->b_offset == y->b_offset && x->c_offset == y->c_offset && x->m == y->m && x->n == y->n &&
+           x->k == y->k && x->lda == y->lda && x->ldb == y->ldb && x->ldc == y->ldc &&
+           x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
+           x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype && x->alpha == y->alpha &&
+           x->beta == y->beta && x->batch == y->batch && x->stride_a == y->stride_a &&
+           x->stride_b == y->stride_b && x->stride_c == y->stride_c && x->outer == y->outer &&
+           x->outer_stride_a == y->outer_stride_a && x->outer_stride_b == y->outer_stride_b &&
+           x->outer_stride_c == y->outer_stride_c;
+}
+
+/* The device pointer arrays of a two-level batched gemm (see ptr_array);
+ * entry j * batch + i is inner entry i of outer repeat j. Device lock held. */
+static rlx_status gemm_ptr_array(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr *out) {
+    for (ptr_array *p = d->ptr_arrays; p; p = p->next)
+        if (gemm_same(&p->key, g)) return *out = p->ptrs, RLX_OK;
+    const int64_t inner = rlx_gemm_batch(g), n = inner * rlx_gemm_outer(g);
+    CUdeviceptr *host = malloc(3 * (size_t)n * sizeof *host);
+    ptr_array *e = calloc(1, sizeof *e);
+    if (!host || !e) return free(host), free(e), fail(RLX_ERR_OOM, "cmd_gemm: out of host memory");
+    const uint64_t sa = rlx_dtype_size(g->dtype), sb = rlx_dtype_size(g->b_dtype), sc = rlx_dtype_size(g->c_dtype);
+    for (int64_t idx = 0; idx < n; ++idx) {
+        const int64_t i = idx % inner, j = idx / inner;
+        host[idx] = g->a->ptr + g->a_offset + (uint64_t)(i * g->stride_a + j * g->outer_stride_a) * sa;
+        host[n + idx] = g->b->ptr + g->b_offset + (uint64_t)(i * g->stride_b + j * g->outer_stride_b) * sb;
+        host[2 * n + idx] = g->c->ptr + g->c_offset + (uint64_t)(i * g->stride_c + j * g->outer_stride_c) * sc;
+    }
+    CUresult r = cu.cuMemAlloc(&e->ptrs, 3 * (size_t)n * sizeof *host);
+    if (r == CUDA_SUCCESS) r = cu.cuMemcpyHtoD(e->ptrs, host, 3 * (size_t)n * sizeof *host);
+    free(host);
+    if (r != CUDA_SUCCESS) {
+        if (e->ptrs) cu.cuMemFree(e->ptrs);
+        free(e);
+        return cu_fail(r, "cmd_gemm (pointer arrays)");
+    }
+    e->key = *g;
+    e->next = d->ptr_arrays;
+    d->ptr_arrays = e;
+    *out = e->ptrs;
+    return RLX_OK;
+}
+
 static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     CB_CHECK(cb, "cmd_gemm");
     rlx_device *d = cb->dev;
@@ -1087,9 +1197,11 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
                      g_driver);
         }
     }
+    CUdeviceptr ptrs = 0;
+    if (s == RLX_OK && rlx_gemm_outer(desc) > 1) s = gemm_ptr_array(d, desc, &ptrs);
     pthread_mutex_unlock(&d->mu);
     if (s) return s;
-    return push(cb, &(cmd_t){.kind = CMD_GEMM, .gemm = *desc});
+    return push(cb, &(cmd_t){.kind = CMD_GEMM, .gemm = *desc, .gemm_ptrs = ptrs});
 }
 
 static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
@@ -1104,28 +1216,41 @@ static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, 
 
 /* C = op(A) op(B) row-major is C^T = op(B)^T op(A)^T column-major: cuBLAS gets
  * B as its first operand, A as its second, and m, n swapped. */
-static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, char *err, size_t err_size) {
+static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr ptrs, char *err, size_t err_size) {
     if (g->m == 0 || g->n == 0) return RLX_OK;
     const int ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const CUdeviceptr a = g->a->ptr + g->a_offset, b = g->b->ptr + g->b_offset, c = g->c->ptr + g->c_offset;
+    const int at = g->dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int bt = g->b_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int n_entries = (int)(rlx_gemm_batch(g) * rlx_gemm_outer(g));
     int st = cb_api.cublasSetStream(d->blas, d->stream);
-    if (st == 0 && g->batch > 1) {  /* one strided-batched call; operands swapped as above */
-        const int type = g->dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    if (st == 0 && rlx_gemm_outer(g) > 1) {  /* pointer arrays [A..][B..][C..]; operands swapped as above */
+        const CUdeviceptr *arr = (const CUdeviceptr *)(uintptr_t)ptrs;
+        st = cb_api.cublasGemmBatchedEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
+                                        (const void *const *)(arr + n_entries), bt, (int)g->ldb,
+                                        (const void *const *)arr, at, (int)g->lda, &g->beta,
+                                        (void *const *)(arr + 2 * n_entries), ct, (int)g->ldc, n_entries,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    } else if (st == 0 && n_entries > 1) {  /* one strided-batched call */
         st = cb_api.cublasGemmStridedBatchedEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
-                                               (const void *)b, type, (int)g->ldb, (long long)g->stride_b,
-                                               (const void *)a, type, (int)g->lda, (long long)g->stride_a, &g->beta,
-                                               (void *)c, type, (int)g->ldc, (long long)g->stride_c, (int)g->batch,
+                                               (const void *)b, bt, (int)g->ldb, (long long)g->stride_b,
+                                               (const void *)a, at, (int)g->lda, (long long)g->stride_a, &g->beta,
+                                               (void *)c, ct, (int)g->ldc, (long long)g->stride_c, n_entries,
                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    } else if (st == 0 && g->dtype == RLX_DTYPE_F32)
+    } else if (st == 0 && rlx_gemm_uniform(g) && g->dtype == RLX_DTYPE_F32) {
         st = cb_api.cublasSgemm(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha, (const float *)b,
                                 (int)g->ldb, (const float *)a, (int)g->lda, &g->beta, (float *)c, (int)g->ldc);
-    else if (st == 0)
-        st = cb_api.cublasGemmEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha, (const void *)b,
-                                 CUDA_R_16F, (int)g->ldb, (const void *)a, CUDA_R_16F, (int)g->lda, &g->beta,
-                                 (void *)c, CUDA_R_16F, (int)g->ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    } else if (st == 0) {
+        st = cb_api.cublasGemmEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha, (const void *)b, bt,
+                                 (int)g->ldb, (const void *)a, at, (int)g->lda, &g->beta, (void *)c, ct, (int)g->ldc,
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
     if (st == 0) return RLX_OK;
-    snprintf(err, err_size, "cuBLAS %s gemm (m=%lld n=%lld k=%lld) failed with status %d",
-             g->dtype == RLX_DTYPE_F32 ? "f32" : "f16", (long long)g->m, (long long)g->n, (long long)g->k, st);
+    static const char *names[] = {"f32", "f16", "bf16"};
+    snprintf(err, err_size, "cuBLAS %s x %s -> %s gemm (m=%lld n=%lld k=%lld, %d entries) failed with status %d",
+             names[g->dtype], names[g->b_dtype], names[g->c_dtype], (long long)g->m, (long long)g->n,
+             (long long)g->k, n_entries, st);
     return RLX_ERR_DEVICE;
 }
 
@@ -1201,15 +1326,7 @@ static int cmd_same(const cmd_t *a, const cmd_t *b) {
     if (a->kind != b->kind) return 0;
     if (a->kind == CMD_ICB) return a->icb == b->icb && a->start == b->start && a->count == b->count &&
                                    a->gemm.m == b->gemm.m;  /* .gemm.m holds the ICB version */
-    if (a->kind == CMD_GEMM) {
-        const rlx_gemm_desc *x = &a->gemm, *y = &b->gemm;
-        return x->a == y->a && x->b == y->b && x->c == y->c && x->a_offset == y->a_offset &&
-               x->b_offset == y->b_offset && x->c_offset == y->c_offset && x->m == y->m && x->n == y->n &&
-               x->k == y->k && x->lda == y->lda && x->ldb == y->ldb && x->ldc == y->ldc &&
-               x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
-               x->alpha == y->alpha && x->beta == y->beta && x->batch == y->batch && x->stride_a == y->stride_a &&
-               x->stride_b == y->stride_b && x->stride_c == y->stride_c;
-    }
+    if (a->kind == CMD_GEMM) return gemm_same(&a->gemm, &b->gemm);
     if (a->fn != b->fn || a->bytes_mask != b->bytes_mask) return 0;
     for (int i = 0; i < 3; ++i)
         if (a->groups[i] != b->groups[i] || a->threads[i] != b->threads[i]) return 0;
@@ -1256,6 +1373,26 @@ static sched_graph *sched_graph_for(rlx_cmdbuf *cb) {
     return g;
 }
 
+/* One of our kernels onto the device stream. With pdl set it may start while
+ * the previous kernel in the stream finishes (programmatic dependent launch):
+ * every rlx kernel waits for its predecessor's memory before it touches a
+ * buffer (griddepcontrol.wait in the CUDA prelude), so only the launch
+ * latency overlaps. cuBLAS kernels are launched normally and keep the full
+ * dependency on both sides. */
+static CUresult launch_kernel(rlx_device *d, CUfunction fn, const uint32_t groups[3], const uint32_t threads[3],
+                              void **params) {
+    if (!d->pdl)
+        return cu.cuLaunchKernel(fn, groups[0], groups[1], groups[2], threads[0], threads[1], threads[2], 0,
+                                 d->stream, params, NULL);
+    cu_launch_attribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    const cu_launch_config cfg = {{groups[0], groups[1], groups[2]}, {threads[0], threads[1], threads[2]}, 0,
+                                  d->stream, &attr, 1};
+    return cu.cuLaunchKernelEx(&cfg, fn, params, NULL);
+}
+
 static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *r, const char **what);
 
 /* Captures the list into g->exec (on the device stream, under the lock). On
@@ -1289,6 +1426,10 @@ static void launch_all(rlx_cmdbuf *cb) {
     sched_graph *g = r == CUDA_SUCCESS ? sched_graph_for(cb) : NULL;
     if (g && !g->exec && ++g->seen >= 2) sched_graph_capture(cb, g);
     if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, d->stream), what = "cuEventRecord";
+    for (size_t i = 0; r == CUDA_SUCCESS && i < cb->n_copies; ++i)
+        if (!cb->copies[i].dst)
+            r = cu.cuMemcpyHtoDAsync(cb->copies[i].dev, cb->staging + cb->copies[i].at, cb->copies[i].size,
+                                     d->stream), what = "cmd_upload";
     if (r == CUDA_SUCCESS && cb->bytes_len)
         r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, d->stream), what = "set_bytes upload";
     if (r == CUDA_SUCCESS && g && g->exec) {
@@ -1296,6 +1437,10 @@ static void launch_all(rlx_cmdbuf *cb) {
     } else if (r == CUDA_SUCCESS) {
         launch_cmds(cb, 0, &r, &what);
     }
+    for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n_copies; ++i)
+        if (cb->copies[i].dst)
+            r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].dev, cb->copies[i].size,
+                                     d->stream), what = "cmd_download";
     if (r != CUDA_SUCCESS && cb->status == RLX_OK) {
         cb->status = r == CUDA_ERROR_OUT_OF_MEMORY ? RLX_ERR_OOM : RLX_ERR_DEVICE;
         snprintf(cb->error, sizeof cb->error, "%s: %s (%d)", what, cu_name(r), r);
@@ -1318,10 +1463,9 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
                 params[j] = &vals[j];
             }
             *what = "cuLaunchKernel";
-            r = cu.cuLaunchKernel(c->fn, c->groups[0], c->groups[1], c->groups[2], c->threads[0], c->threads[1],
-                                  c->threads[2], 0, d->stream, params, NULL);
+            r = launch_kernel(d, c->fn, c->groups, c->threads, params);
         } else if (c->kind == CMD_GEMM) {
-            cb->status = run_gemm(d, &c->gemm, cb->error, sizeof cb->error);
+            cb->status = run_gemm(d, &c->gemm, c->gemm_ptrs, cb->error, sizeof cb->error);
         } else if (capturing) {
             for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {
                 icb_entry *en = &c->icb->entries[e];
@@ -1333,8 +1477,7 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
                 void *params[RLX_MAX_BINDINGS];
                 for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &en->args[j];
                 *what = "cuLaunchKernel (capture)";
-                r = cu.cuLaunchKernel(en->fn, en->groups[0], en->groups[1], en->groups[2], en->threads[0],
-                                      en->threads[1], en->threads[2], 0, d->stream, params, NULL);
+                r = launch_kernel(d, en->fn, en->groups, en->threads, params);
             }
         } else {
             CUgraphExec exec = NULL;
@@ -1371,6 +1514,8 @@ static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
             cb->status = RLX_ERR_DEVICE;
             snprintf(cb->error, sizeof cb->error, "the GPU reported %s (%d) while executing", cu_name(r), r);
         }
+        for (size_t i = 0; cb->status == RLX_OK && i < cb->n_copies; ++i)
+            if (cb->copies[i].dst) memcpy(cb->copies[i].dst, cb->staging + cb->copies[i].at, cb->copies[i].size);
         cb->waited = 1;
     }
     if (device_seconds) *device_seconds = cb->seconds;
@@ -1383,6 +1528,7 @@ static void cmd_release(rlx_cmdbuf *cb) {
     if (cb->state == CB_COMMITTED) cmd_wait(cb, NULL);
     rlx_device *d = cb->dev;
     cb->n = 0, cb->bytes_len = 0, cb->pipe = NULL, cb->bind_set = cb->bind_bytes = 0;
+    cb->n_copies = 0, cb->staging_len = 0;
     cb->state = CB_RECORDING, cb->waited = cb->recorded = 0, cb->status = RLX_OK, cb->error[0] = 0;
     cb->seconds = 0;
     pthread_mutex_lock(&d->spare_mu);
@@ -1393,8 +1539,57 @@ static void cmd_release(rlx_cmdbuf *cb) {
     if (set_ctx(d) == RLX_OK) {
         cu.cuEventDestroy(cb->ev0), cu.cuEventDestroy(cb->ev1);
         if (cb->scratch) cu.cuMemFree(cb->scratch);
+        if (cb->staging) cu.cuMemFreeHost(cb->staging);
     }
-    free(cb->cmds), free(cb->bytes), free(cb);
+    free(cb->cmds), free(cb->bytes), free(cb->copies), free(cb);
+}
+
+/* ---- copies that travel with a command buffer ------------------------------------------ */
+/* Room for size more staging bytes (16-aligned) and one more copy record. */
+static rlx_status stage_reserve(rlx_cmdbuf *cb, size_t size, size_t *at) {
+    *at = (cb->staging_len + 15) & ~(size_t)15;
+    if (*at + size > cb->staging_cap) {
+        size_t cap = cb->staging_cap ? cb->staging_cap : 4096;
+        while (cap < *at + size) cap *= 2;
+        rlx_status s = set_ctx(cb->dev);
+        if (s) return s;
+        void *p = NULL;
+        CU_CHECK(cu.cuMemAllocHost(&p, cap), "cuMemAllocHost (staging)");
+        if (cb->staging_len) memcpy(p, cb->staging, cb->staging_len);
+        if (cb->staging) cu.cuMemFreeHost(cb->staging);
+        cb->staging = p, cb->staging_cap = cap;
+    }
+    if (cb->n_copies == cb->copies_cap) {
+        const size_t cap = cb->copies_cap ? 2 * cb->copies_cap : 8;
+        struct stage_copy *p = realloc(cb->copies, cap * sizeof *p);
+        if (!p) return fail(RLX_ERR_OOM, "command buffer: out of memory");
+        cb->copies = p, cb->copies_cap = cap;
+    }
+    cb->staging_len = *at + size;
+    return RLX_OK;
+}
+
+static rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
+    CB_CHECK(cb, "cmd_upload");
+    rlx_status s = check_copy("cmd_upload", b, offset, src, size);
+    if (s) return s;
+    ARG_CHECK(b->dev == cb->dev, "cmd_upload: buffer belongs to another device");
+    size_t at;
+    if (!size || (s = stage_reserve(cb, size, &at))) return s;
+    memcpy(cb->staging + at, src, size);
+    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, NULL};
+    return RLX_OK;
+}
+
+static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t offset, void *dst, uint64_t size) {
+    CB_CHECK(cb, "cmd_download");
+    rlx_status s = check_copy("cmd_download", b, offset, dst, size);
+    if (s) return s;
+    ARG_CHECK(b->dev == cb->dev, "cmd_download: buffer belongs to another device");
+    size_t at;
+    if (!size || (s = stage_reserve(cb, size, &at))) return s;
+    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, dst};
+    return RLX_OK;
 }
 
 /* ---- indirect command buffers ------------------------------------------------------------ */
@@ -1470,6 +1665,7 @@ static const rlx_shim_api kApi = {
     cmd_begin, cmd_set_pipeline, cmd_set_buffer, cmd_set_bytes, cmd_dispatch,
     cmd_barrier, cmd_gemm, cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,
     icb_create, icb_encode_dispatch, icb_free,
+    cmd_upload, cmd_download,
 };
 
 __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) {

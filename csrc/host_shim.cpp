@@ -240,6 +240,10 @@ struct rlx_cmdbuf {
     rlx_status status = RLX_OK;                      // written before state = CB_DONE
     std::string error;
     double seconds = 0;
+    struct Upload { uint8_t *at; std::vector<uint8_t> bytes; };
+    struct Download { const uint8_t *at; void *dst; uint64_t size; };
+    std::vector<Upload> uploads;                     // cmd_upload: before the commands run
+    std::vector<Download> downloads;                 // cmd_download: after them
 };
 
 namespace {
@@ -370,24 +374,26 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
     parallel_for(&d->pool, gemm_block, bufs, g);
 }
 
-// One product of a (possibly batched) gemm, at element offsets into A, B, C.
-void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t i, bool split) {
+// Product `index` of a (possibly two-level batched) gemm: entry index % batch
+// of outer repeat index / batch.
+void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool split) {
     const bool ta = g.trans_a, tb = g.trans_b;
-    const uint64_t esz = g.dtype == RLX_DTYPE_F32 ? 4 : 2;
-    uint8_t *a = g.a->ptr + g.a_offset + (uint64_t)(i * g.stride_a) * esz;
-    uint8_t *b = g.b->ptr + g.b_offset + (uint64_t)(i * g.stride_b) * esz;
-    uint8_t *c = g.c->ptr + g.c_offset + (uint64_t)(i * g.stride_c) * esz;
+    const int64_t i = index % rlx_gemm_batch(&g), j = index / rlx_gemm_batch(&g);
+    uint8_t *a = g.a->ptr + g.a_offset + (uint64_t)(i * g.stride_a + j * g.outer_stride_a) * rlx_dtype_size(g.dtype);
+    uint8_t *b = g.b->ptr + g.b_offset + (uint64_t)(i * g.stride_b + j * g.outer_stride_b) * rlx_dtype_size(g.b_dtype);
+    uint8_t *c = g.c->ptr + g.c_offset + (uint64_t)(i * g.stride_c + j * g.outer_stride_c) * rlx_dtype_size(g.c_dtype);
     auto gemm = split ? sgemm : sgemm_1;
-    if (g.dtype == RLX_DTYPE_F32) {
+    if (rlx_gemm_uniform(&g) && g.dtype == RLX_DTYPE_F32) {
         gemm(d, ta, tb, g.m, g.n, g.k, g.alpha, (const float *)a, g.lda, (const float *)b, g.ldb, g.beta,
              (float *)c, g.ldc);
         return;
     }
+    const bool c_f16 = g.c_dtype == RLX_DTYPE_F16;
 #ifdef RLX_HAVE_SMALL_M
     // Few rows against f16 weights: widen only A (m x k, small) and stream B
     // as f16, half the bytes of f32 weights.
     // (split: not already inside a pool worker, which may not start another job)
-    if (split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16 && d->sgemm) {
+    if (c_f16 && split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16 && d->sgemm) {
         thread_local std::vector<float> wide_a;
         wide_a.resize((size_t)(g.m * g.k));
         for (int64_t r = 0; r < g.m; ++r)
@@ -396,20 +402,22 @@ void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t i, bool split) 
         return;
     }
 #endif
-    // f16: widen A, B (and C when beta reads it) to f32, sgemm, narrow the m x n
-    // block of C. Accumulation is f32 as the ABI requires.
+    // f16 A and B: widen both (and C when beta reads it) to f32, sgemm, then
+    // narrow the m x n block of C when C is f16 (an f32 C is written in place).
+    // Accumulation is f32 as the ABI requires.
     const uint64_t na = rlx_gemm_span(ta ? g.k : g.m, ta ? g.m : g.k, g.lda);
     const uint64_t nb = rlx_gemm_span(tb ? g.n : g.k, tb ? g.k : g.n, g.ldb), nc = rlx_gemm_span(g.m, g.n, g.ldc);
     thread_local std::vector<float> scratch;
-    scratch.resize(na + nb + nc);
-    float *fa = scratch.data(), *fb = fa + na, *fc = fb + nb;
-    for (uint64_t j = 0; j < na; ++j) fa[j] = (float)((const half *)a)[j];
-    for (uint64_t j = 0; j < nb; ++j) fb[j] = (float)((const half *)b)[j];
-    if (g.beta != 0.0f)
-        for (uint64_t j = 0; j < nc; ++j) fc[j] = (float)((const half *)c)[j];
+    scratch.resize(na + nb + (c_f16 ? nc : 0));
+    float *fa = scratch.data(), *fb = fa + na, *fc = c_f16 ? fb + nb : (float *)c;
+    for (uint64_t e = 0; e < na; ++e) fa[e] = (float)((const half *)a)[e];
+    for (uint64_t e = 0; e < nb; ++e) fb[e] = (float)((const half *)b)[e];
+    if (c_f16 && g.beta != 0.0f)
+        for (uint64_t e = 0; e < nc; ++e) fc[e] = (float)((const half *)c)[e];
     gemm(d, ta, tb, g.m, g.n, g.k, g.alpha, fa, g.lda, fb, g.ldb, g.beta, fc, g.ldc);
-    for (int64_t r = 0; r < g.m; ++r)
-        for (int64_t j = 0; j < g.n; ++j) ((half *)c)[r * g.ldc + j] = (half)fc[r * g.ldc + j];
+    if (c_f16)
+        for (int64_t r = 0; r < g.m; ++r)
+            for (int64_t col = 0; col < g.n; ++col) ((half *)c)[r * g.ldc + col] = (half)fc[r * g.ldc + col];
 }
 
 struct GemmBatch { rlx_device *d; const rlx_gemm_desc *g; };
@@ -421,19 +429,22 @@ void gemm_batch_entry(const rlx_cpu_ctx *ctx) {
 
 void run_gemm(rlx_device *d, const rlx_gemm_desc &g) {
     if (g.m == 0 || g.n == 0) return;
-    const int64_t batch = g.batch > 1 ? g.batch : 1;
-    if (batch == 1 || d->threads < 2) {
-        for (int64_t i = 0; i < batch; ++i) run_gemm_one(d, g, i, batch == 1);
+    const int64_t entries = rlx_gemm_batch(&g) * rlx_gemm_outer(&g);
+    if (entries == 1 || d->threads < 2) {
+        for (int64_t i = 0; i < entries; ++i) run_gemm_one(d, g, i, entries == 1);
         return;
     }
     // Whole products per worker: no splitting inside one, no second pool.
     GemmBatch job{d, &g};
     void *bufs[RLX_MAX_BINDINGS] = {&job};
-    const uint32_t groups[3] = {(uint32_t)batch, 1, 1};
+    const uint32_t groups[3] = {(uint32_t)entries, 1, 1};
     parallel_for(&d->pool, gemm_batch_entry, bufs, groups);
 }
 
-RLX_DEFINE_CHECK_GEMM()
+// Optional operand types: f16 inputs with an f32 result (attention scores).
+const int32_t kExtraGemmTypes[][3] = {{RLX_DTYPE_F16, RLX_DTYPE_F16, RLX_DTYPE_F32}};
+
+RLX_DEFINE_CHECK_GEMM(, "host", kExtraGemmTypes, 1)
 
 // ---- execution ------------------------------------------------------------------
 void run_dispatch(rlx_device *d, kernel_fn fn, void *const *bufs, const uint32_t g[3]) {
@@ -452,6 +463,7 @@ void execute(rlx_cmdbuf *cb) {
     cb->state.store(CB_RUNNING, std::memory_order_relaxed);
     const double t0 = now_s();
     rlx_status st = RLX_OK;
+    for (const rlx_cmdbuf::Upload &u : cb->uploads) memcpy(u.at, u.bytes.data(), u.bytes.size());
     try {
         for (const Cmd &c : cb->cmds) {
             if (c.kind == CMD_DISPATCH) {
@@ -477,6 +489,8 @@ void execute(rlx_cmdbuf *cb) {
         st = RLX_ERR_OOM;
         cb->error = "out of memory while executing";
     }
+    if (st == RLX_OK)
+        for (const rlx_cmdbuf::Download &dl : cb->downloads) memcpy(dl.dst, dl.at, dl.size);
     cb->seconds = now_s() - t0;
     cb->status = st;
     cb->state.store(CB_DONE, std::memory_order_release);  // last touch: the waiter may free cb now
@@ -928,6 +942,23 @@ rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     return push(cb, Cmd{CMD_GEMM, {}, nullptr, {}, nullptr, (uint32_t)cb->gemms.size() - 1, 0});
 }
 
+rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
+    CB_CHECK(cb, "cmd_upload");
+    if (rlx_status s = check_copy("cmd_upload", b, offset, src, size)) return s;
+    ARG_CHECK(b->dev == cb->dev, "cmd_upload: buffer belongs to another device");
+    const uint8_t *from = (const uint8_t *)src;
+    cb->uploads.push_back({b->ptr + offset, std::vector<uint8_t>(from, from + size)});
+    return RLX_OK;
+}
+
+rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t offset, void *dst, uint64_t size) {
+    CB_CHECK(cb, "cmd_download");
+    if (rlx_status s = check_copy("cmd_download", b, offset, dst, size)) return s;
+    ARG_CHECK(b->dev == cb->dev, "cmd_download: buffer belongs to another device");
+    cb->downloads.push_back({b->ptr + offset, dst, size});
+    return RLX_OK;
+}
+
 rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
     CB_CHECK(cb, "cmd_execute_icb");
     ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
@@ -979,6 +1010,8 @@ void cmd_release(rlx_cmdbuf *cb) {
     cb->cmds.clear();
     cb->gemms.clear();
     cb->bytes.clear();
+    cb->uploads.clear();
+    cb->downloads.clear();
     cb->pipe = nullptr;
     memset(cb->bind, 0, sizeof cb->bind);
     cb->status = RLX_OK;
@@ -1037,6 +1070,7 @@ const rlx_shim_api kApi = {
     GUARD(cmd_begin), cmd_set_pipeline, cmd_set_buffer, GUARD(cmd_set_bytes), GUARD(cmd_dispatch),
     GUARD(cmd_barrier), GUARD(cmd_gemm), GUARD(cmd_execute_icb), GUARD(cmd_commit), GUARD(cmd_wait), cmd_release,
     GUARD(icb_create), icb_encode_dispatch, icb_free,
+    GUARD(cmd_upload), GUARD(cmd_download),
 };
 
 }  // namespace

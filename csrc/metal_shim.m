@@ -622,7 +622,7 @@ static rlx_status cmd_barrier(rlx_cmdbuf *cb) {
 
 /* ---- gemm ----------------------------------------------------------------------------------- */
 
-RLX_DEFINE_CHECK_GEMM(static)
+RLX_DEFINE_CHECK_GEMM(static, "metal", NULL, 0)
 
 /* Cache insert under the write lock; another thread's entry for the same key wins. */
 static id cache_add(rlx_device *d, NSMutableDictionary *dict, id key, id value) {
@@ -784,15 +784,16 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *g) {
     if (g->m == 0 || g->n == 0 || cb->status) return RLX_OK;
     /* A strided batch is one MPS call per entry: MPS's own batched matrices need equal
      * matrixBytes strides for A, B and C, which attention's per-head views do not have. */
-    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
+    const uint64_t esz = rlx_dtype_size(g->dtype);  /* one dtype: check_gemm allows no mixed types here */
     rlx_gemm_desc one = *g;
-    one.batch = 1;
-    for (int64_t i = 0; i < (g->batch > 1 ? g->batch : 1); ++i) {
-        one.a_offset = g->a_offset + (uint64_t)(i * g->stride_a) * esz;
-        one.b_offset = g->b_offset + (uint64_t)(i * g->stride_b) * esz;
-        one.c_offset = g->c_offset + (uint64_t)(i * g->stride_c) * esz;
-        if ((s = encode_gemm_one(cb, d, &one))) return s;
-    }
+    one.batch = one.outer = 1;
+    for (int64_t j = 0; j < rlx_gemm_outer(g); ++j)
+        for (int64_t i = 0; i < rlx_gemm_batch(g); ++i) {
+            one.a_offset = g->a_offset + (uint64_t)(i * g->stride_a + j * g->outer_stride_a) * esz;
+            one.b_offset = g->b_offset + (uint64_t)(i * g->stride_b + j * g->outer_stride_b) * esz;
+            one.c_offset = g->c_offset + (uint64_t)(i * g->stride_c + j * g->outer_stride_c) * esz;
+            if ((s = encode_gemm_one(cb, d, &one))) return s;
+        }
     return RLX_OK;
 }
 
@@ -979,6 +980,19 @@ static void icb_free(rlx_icb *icb) {
     free(icb);
 }
 
+/* ---- copies with a command buffer ------------------------------------------------------- */
+/* Buffers are shared (host-visible) storage, so the core copies inputs and
+ * outputs itself; these ABI entries are for devices with separate memory. */
+static rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
+    (void)cb, (void)b, (void)offset, (void)src, (void)size;
+    return fail(RLX_ERR_UNSUPPORTED, "cmd_upload: Metal buffers are host-visible; use buffer_write");
+}
+
+static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t offset, void *dst, uint64_t size) {
+    (void)cb, (void)b, (void)offset, (void)dst, (void)size;
+    return fail(RLX_ERR_UNSUPPORTED, "cmd_download: Metal buffers are host-visible; use buffer_read");
+}
+
 static const rlx_shim_api kApi = {
     RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), "metal",
     last_error, unavailable_reason,
@@ -988,6 +1002,7 @@ static const rlx_shim_api kApi = {
     cmd_begin, cmd_set_pipeline, cmd_set_buffer, cmd_set_bytes, cmd_dispatch,
     cmd_barrier, cmd_gemm, cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,
     icb_create, icb_encode_dispatch, icb_free,
+    cmd_upload, cmd_download,
 };
 
 __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) {

@@ -12,6 +12,10 @@
 
 #include "rlx_shim.h"
 
+static inline uint64_t rlx_dtype_size(int32_t dtype) { return dtype == RLX_DTYPE_F32 ? 4 : 2; }
+static inline int64_t rlx_gemm_batch(const rlx_gemm_desc *g) { return g->batch > 1 ? g->batch : 1; }
+static inline int64_t rlx_gemm_outer(const rlx_gemm_desc *g) { return g->outer > 1 ? g->outer : 1; }
+
 /* Elements a row-major rows x cols matrix with leading dimension ld touches. */
 static inline uint64_t rlx_gemm_span(int64_t rows, int64_t cols, int64_t ld) {
     return rows == 0 || cols == 0 ? 0 : (uint64_t)(rows - 1) * (uint64_t)ld + (uint64_t)cols;
@@ -38,10 +42,12 @@ static inline int rlx_gemm_range_ok(const char *what, uint64_t offset, uint64_t 
 static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size, uint64_t b_size,
                                         uint64_t c_size, char *err, size_t err_size) {
     const int64_t lim = 0x7fffffff;
-    if (g->dtype != RLX_DTYPE_F32 && g->dtype != RLX_DTYPE_F16) {
-        snprintf(err, err_size, "gemm: unknown dtype %d", (int)g->dtype);
-        return RLX_ERR_ARG;
-    }
+    const int32_t dtypes[3] = {g->dtype, g->b_dtype, g->c_dtype};
+    for (int i = 0; i < 3; i++)
+        if (dtypes[i] < RLX_DTYPE_F32 || dtypes[i] > RLX_DTYPE_BF16) {
+            snprintf(err, err_size, "gemm: unknown dtype %d for %c", (int)dtypes[i], "abc"[i]);
+            return RLX_ERR_ARG;
+        }
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->m > lim || g->n > lim || g->k > lim) {
         snprintf(err, err_size, "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m,
                  (long long)g->n, (long long)g->k);
@@ -64,24 +70,54 @@ static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size,
         snprintf(err, err_size, "gemm: batch=%lld and the strides must be >= 0", (long long)g->batch);
         return RLX_ERR_ARG;
     }
-    const uint64_t esz = g->dtype == RLX_DTYPE_F32 ? 4 : 2;
-    const uint64_t last = (uint64_t)(g->batch > 1 ? g->batch - 1 : 0);  /* the furthest entry */
+    if (g->outer < 0 || g->outer > lim || g->outer_stride_a < 0 || g->outer_stride_b < 0 || g->outer_stride_c < 0 ||
+        rlx_gemm_batch(g) * rlx_gemm_outer(g) > lim) {
+        snprintf(err, err_size, "gemm: outer=%lld and its strides must be >= 0, batch*outer < 2^31",
+                 (long long)g->outer);
+        return RLX_ERR_ARG;
+    }
+    /* The furthest entry of both batch levels. */
+    const uint64_t last = (uint64_t)(rlx_gemm_batch(g) - 1), last_outer = (uint64_t)(rlx_gemm_outer(g) - 1);
     if (!rlx_gemm_range_ok("a", g->a_offset,
-                           rlx_gemm_span(g->trans_a ? g->k : g->m, acols, g->lda) + last * (uint64_t)g->stride_a,
-                           esz, a_size, err, err_size) ||
+                           rlx_gemm_span(g->trans_a ? g->k : g->m, acols, g->lda) + last * (uint64_t)g->stride_a +
+                               last_outer * (uint64_t)g->outer_stride_a,
+                           rlx_dtype_size(g->dtype), a_size, err, err_size) ||
         !rlx_gemm_range_ok("b", g->b_offset,
-                           rlx_gemm_span(g->trans_b ? g->n : g->k, bcols, g->ldb) + last * (uint64_t)g->stride_b,
-                           esz, b_size, err, err_size) ||
-        !rlx_gemm_range_ok("c", g->c_offset, rlx_gemm_span(g->m, g->n, g->ldc) + last * (uint64_t)g->stride_c,
-                           esz, c_size, err, err_size))
+                           rlx_gemm_span(g->trans_b ? g->n : g->k, bcols, g->ldb) + last * (uint64_t)g->stride_b +
+                               last_outer * (uint64_t)g->outer_stride_b,
+                           rlx_dtype_size(g->b_dtype), b_size, err, err_size) ||
+        !rlx_gemm_range_ok("c", g->c_offset,
+                           rlx_gemm_span(g->m, g->n, g->ldc) + last * (uint64_t)g->stride_c +
+                               last_outer * (uint64_t)g->outer_stride_c,
+                           rlx_dtype_size(g->c_dtype), c_size, err, err_size))
         return RLX_ERR_ARG;
     return RLX_OK;
 }
 
+/* 1 when A, B and C share one element type. */
+static inline int rlx_gemm_uniform(const rlx_gemm_desc *g) {
+    return g->dtype == g->b_dtype && g->dtype == g->c_dtype && g->dtype != RLX_DTYPE_BF16;
+}
+
+/* RLX_OK when the operand types are (f32, f32, f32), (f16, f16, f16) or one
+ * of the shim's optional combinations (a, b, c triples in `extra`, n_extra of
+ * them); RLX_ERR_UNSUPPORTED with the reason otherwise. */
+static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t (*extra)[3], int n_extra,
+                                           const char *backend, char *err, size_t err_size) {
+    if (rlx_gemm_uniform(g)) return RLX_OK;
+    for (int i = 0; i < n_extra; i++)
+        if (extra[i][0] == g->dtype && extra[i][1] == g->b_dtype && extra[i][2] == g->c_dtype) return RLX_OK;
+    static const char *names[] = {"f32", "f16", "bf16"};
+    snprintf(err, err_size, "gemm: the %s shim has no %s x %s -> %s gemm", backend, names[g->dtype],
+             names[g->b_dtype], names[g->c_dtype]);
+    return RLX_ERR_UNSUPPORTED;
+}
+
 /* Defines `check_gemm(d, g)` for a shim whose rlx_buffer has `dev` and
  * `size` fields and which provides `fail(status, fmt, ...)` (all three do),
- * so ownership and range checks are written once. */
-#define RLX_DEFINE_CHECK_GEMM(storage)                                                              \
+ * so ownership, range and operand-type checks are written once; extra_types
+ * lists the shim's optional (a, b, c) dtype combinations. */
+#define RLX_DEFINE_CHECK_GEMM(storage, backend, extra_types, n_extra_types)                          \
     storage rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {                          \
         if (!g) return fail(RLX_ERR_ARG, "gemm: desc is NULL");                                     \
         if (!g->a || !g->b || !g->c) return fail(RLX_ERR_ARG, "gemm: buffers a, b and c must be non-NULL"); \
@@ -90,6 +126,8 @@ static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size,
         char err[256];                                                                              \
         if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)       \
             return fail(RLX_ERR_ARG, "%s", err);                                                    \
+        if (rlx_gemm_types_ok(g, extra_types, n_extra_types, backend, err, sizeof err) != RLX_OK)   \
+            return fail(RLX_ERR_UNSUPPORTED, "%s", err);                                            \
         return RLX_OK;                                                                              \
     }
 

@@ -51,7 +51,8 @@ typedef enum rlx_status {
 
 typedef enum rlx_dtype {
     RLX_DTYPE_F32 = 0,
-    RLX_DTYPE_F16 = 1
+    RLX_DTYPE_F16 = 1,
+    RLX_DTYPE_BF16 = 2   /* gemm operand B on shims that support it (host) */
 } rlx_dtype;
 
 typedef struct rlx_device rlx_device;
@@ -85,12 +86,19 @@ typedef struct rlx_pipeline_info {
 
 /*
  * C[m,n] = alpha * op(A)[m,k] @ op(B)[k,n] + beta * C, row-major, with
- * op(X) = X or X^T, leading dimensions in elements. A, B and C have the
- * same dtype; accumulation is f32.
+ * op(X) = X or X^T, leading dimensions in elements. dtype is A's element
+ * type, b_dtype and c_dtype those of B and C (callers always set all three);
+ * accumulation is f32. Every shim takes (f32, f32, f32) and (f16, f16, f16);
+ * other combinations are optional and a shim that lacks one returns
+ * RLX_ERR_UNSUPPORTED (cuda: f16 A/B with f32 C; host: that, and f32 A with
+ * bf16 B and f32 C).
  * Strided batch: for i in [0, batch) the same product on A + i*stride_a,
  * B + i*stride_b, C + i*stride_c (strides in elements; batch 0 means 1), so
  * per-head attention or a batched matmul is one call (cuBLAS strided
  * batched, one MPS call per matrix, or the host's thread pool over i).
+ * Outer batch: for j in [0, outer) (0 means 1) all of that again at
+ * A + j*outer_stride_a, ... — the (batch, head) grid of attention over a
+ * [batch, seq, heads, dim] tensor, whose two strides no single stride covers.
  */
 typedef struct rlx_gemm_desc {
     const rlx_buffer *a, *b;
@@ -103,6 +111,9 @@ typedef struct rlx_gemm_desc {
     float alpha, beta;
     int64_t batch;                          /* 0 or 1: a single product */
     int64_t stride_a, stride_b, stride_c;   /* elements between batch entries */
+    int64_t outer;                          /* 0 or 1: one level of batch */
+    int64_t outer_stride_a, outer_stride_b, outer_stride_c;
+    int32_t b_dtype, c_dtype;               /* rlx_dtype of B and of C */
 } rlx_gemm_desc;
 
 typedef struct rlx_shim_api {
@@ -167,6 +178,18 @@ typedef struct rlx_shim_api {
                                       const uint64_t *offsets, const uint32_t groups[3],
                                       const uint32_t threads[3], uint32_t barrier_before);
     void (*icb_free)(rlx_icb *icb);
+
+    /* --- copies that travel with a command buffer (appended: check struct_size) ---
+     * They save a device without unified memory a synchronization per input
+     * and output. A shim whose buffers are host-visible may return
+     * RLX_ERR_UNSUPPORTED (callers then use buffer_write / buffer_read). */
+    /* Copies size bytes from src, read during this call, into buf before any
+     * command of cb runs. */
+    rlx_status (*cmd_upload)(rlx_cmdbuf *cb, rlx_buffer *buf, uint64_t offset, const void *src, uint64_t size);
+    /* Copies size bytes of buf into dst after every command of cb has run;
+     * dst must stay valid until cmd_wait returns, and holds the bytes then
+     * (when the run succeeded). */
+    rlx_status (*cmd_download)(rlx_cmdbuf *cb, const rlx_buffer *buf, uint64_t offset, void *dst, uint64_t size);
 } rlx_shim_api;
 
 /* The one exported symbol of every shim. */

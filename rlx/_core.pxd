@@ -40,6 +40,9 @@ cdef extern from "rlx_shim.h" nogil:
         float alpha, beta
         int64_t batch
         int64_t stride_a, stride_b, stride_c
+        int64_t outer
+        int64_t outer_stride_a, outer_stride_b, outer_stride_c
+        int b_dtype, c_dtype
 
     ctypedef struct rlx_shim_api:
         uint32_t abi_version
@@ -65,6 +68,10 @@ cdef extern from "rlx_shim.h" nogil:
                                    const uint64_t *offsets, const uint32_t *groups,
                                    const uint32_t *threads, uint32_t barrier_before) noexcept nogil
         void (*icb_free)(rlx_icb *icb) noexcept nogil
+        int (*cmd_upload)(rlx_cmdbuf *cb, rlx_buffer *buf, uint64_t offset, const void *src,
+                          uint64_t size) noexcept nogil
+        int (*cmd_download)(rlx_cmdbuf *cb, const rlx_buffer *buf, uint64_t offset, void *dst,
+                            uint64_t size) noexcept nogil
 
 
 cdef extern from "rlx_thunk.h" nogil:
@@ -113,6 +120,7 @@ cdef class Program:
     cdef rlx_device *device
     cdef rlx_buffer *arena
     cdef char *arena_host          # NULL when the arena is not host-visible
+    cdef bint staged               # copies travel in the command buffer (cmd_upload / cmd_download)
     cdef rlx_thunk *thunks
     cdef uint32_t n_thunks
     cdef rlx_io *inputs
@@ -138,6 +146,9 @@ cdef class Program:
     cdef _raise(self, int status, what)
     cdef int _fail(self, int status, const char *what) noexcept nogil
     cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil
+    cdef int _execute(self, rlx_cmdbuf *cb) noexcept nogil
+    cdef int _run_staged(self, const void *const *inputs, void *const *outputs) noexcept nogil
+    cdef int _run_direct(self, const void *const *inputs, void *const *outputs) noexcept nogil
 
 
 cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil

@@ -34,6 +34,7 @@ _STATUS_ERRORS = {
 
 cdef enum:
     MAX_IO = 256
+    RLX_ERR_UNSUPPORTED_STATUS = 6   # rlx_status RLX_ERR_UNSUPPORTED
 
 THUNK_DISPATCH = 0
 THUNK_GEMM = 1
@@ -53,7 +54,8 @@ cdef class Program:
     thunks: sequence of tuples, either
       (0, barrier, pipeline_addr, ((slot, offset), ...), (gx, gy, gz), (tx, ty, tz))
       (1, barrier, (a_slot, a_off), (b_slot, b_off), (c_slot, c_off),
-          m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta[, batch, stride_a, stride_b, stride_c])
+          m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta[, batch, stride_a, stride_b, stride_c
+          [, outer, outer_stride_a, outer_stride_b, outer_stride_c, b_dtype, c_dtype]])
     buffers: shim buffer addresses by slot; slot 0 is the arena.
     inputs / outputs: (arena offset, bytes) per transfer.
     patches: (arena offset, dynamic symbol index) for run-time int32 params.
@@ -63,7 +65,8 @@ cdef class Program:
         pthread_mutex_init(&self.lock, NULL)
 
     def __init__(self, uintptr_t api, uintptr_t device, buffers, thunks, inputs, outputs,
-                 patches=(), uint32_t n_dynamic=0, bint replay=True, segments=None, keepalive=None):
+                 patches=(), uint32_t n_dynamic=0, bint replay=True, segments=None, keepalive=None,
+                 staged=None):
         cdef uint32_t i, j
         cdef rlx_thunk *t
         cdef rlx_buffer *bufs[16]
@@ -78,6 +81,11 @@ cdef class Program:
             bufs[i] = <rlx_buffer *><uintptr_t>b
         self.arena = bufs[0]
         self.arena_host = <char *>self.api.buffer_host_ptr(self.arena)
+        # Separate device memory: inputs, patches and outputs travel inside the
+        # command buffer (one synchronization per run) when the shim can.
+        # staged=True forces that path (tests run it on the host shim), False never takes it.
+        self.staged = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.cmd_upload != NULL and
+                       (self.arena_host == NULL if staged is None else bool(staged)))
 
         self.n_thunks = len(thunks)
         self.thunks = <rlx_thunk *>calloc(max(1, self.n_thunks), sizeof(rlx_thunk))
@@ -107,10 +115,11 @@ cdef class Program:
                 t.gemm.c_offset = th[4][1]
                 (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc,
                  t.gemm.trans_a, t.gemm.trans_b, t.gemm.dtype, t.gemm.alpha, t.gemm.beta) = th[5:16]
-                if len(th) > 16:
-                    t.gemm.batch, t.gemm.stride_a, t.gemm.stride_b, t.gemm.stride_c = th[16:20]
-                else:
-                    t.gemm.batch = 1
+                # Optional tails: one level of batch, then the outer level and B's and C's dtypes.
+                t.gemm.batch, t.gemm.stride_a, t.gemm.stride_b, t.gemm.stride_c = th[16:20] if len(th) > 16 \
+                    else (1, 0, 0, 0)
+                (t.gemm.outer, t.gemm.outer_stride_a, t.gemm.outer_stride_b, t.gemm.outer_stride_c,
+                 t.gemm.b_dtype, t.gemm.c_dtype) = th[20:26] if len(th) > 20 else (1, 0, 0, 0, th[13], th[13])
             else:
                 raise _errors.RlxError(f"thunk {i}: unknown kind {t.kind}")
 
@@ -217,6 +226,11 @@ cdef class Program:
         return self.n_segments
 
     @property
+    def staged_copies(self):
+        """True when inputs and outputs are copied inside the command buffer."""
+        return bool(self.staged)
+
+    @property
     def last_device_seconds(self):
         """Device time of the latest run, as the shim measured it."""
         return self.device_seconds
@@ -312,59 +326,102 @@ cdef class Program:
         return st
 
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil:
+        cdef int status
+        pthread_mutex_lock(&self.lock)
+        if self.staged:
+            status = self._run_staged(inputs, outputs)
+            if status == RLX_ERR_UNSUPPORTED_STATUS:   # the shim prefers direct copies after all
+                self.staged = 0
+        if not self.staged:
+            status = self._run_direct(inputs, outputs)
+        pthread_mutex_unlock(&self.lock)
+        return status
+
+    cdef int _execute(self, rlx_cmdbuf *cb) noexcept nogil:
+        """Encode, commit and wait (cb is released by the caller)."""
+        cdef int status = self._encode(cb)
+        if status != 0:
+            return self._fail(status, b"encoding")
+        status = self.api.cmd_commit(cb)
+        if status != 0:
+            return self._fail(status, b"committing")
+        status = self.api.cmd_wait(cb, &self.device_seconds)
+        if status != 0:
+            return self._fail(status, b"executing")
+        return 0
+
+    cdef int _run_staged(self, const void *const *inputs, void *const *outputs) noexcept nogil:
+        """Copies in, the schedule and copies out as one command buffer."""
+        cdef const rlx_shim_api *api = self.api
+        cdef rlx_cmdbuf *cb = NULL
+        cdef uint32_t i
+        cdef int32_t value
+        cdef int status = api.cmd_begin(self.device, &cb)
+        if status != 0:
+            return self._fail(status, b"beginning a command buffer")
+        for i in range(self.n_inputs):
+            status = api.cmd_upload(cb, self.arena, self.inputs[i].offset, inputs[i], self.inputs[i].size)
+            if status != 0:
+                break
+        if status == 0:
+            for i in range(self.n_patches):
+                value = <int32_t>self.dynamic[self.patches[i].symbol]
+                status = api.cmd_upload(cb, self.arena, self.patches[i].offset, &value, 4)
+                if status != 0:
+                    break
+        if status == 0:
+            for i in range(self.n_outputs):
+                status = api.cmd_download(cb, self.arena, self.outputs[i].offset, outputs[i], self.outputs[i].size)
+                if status != 0:
+                    break
+        if status == RLX_ERR_UNSUPPORTED_STATUS:
+            api.cmd_release(cb)
+            return status
+        if status != 0:
+            status = self._fail(status, b"staging an input or output copy")
+        else:
+            status = self._execute(cb)
+        api.cmd_release(cb)
+        return status
+
+    cdef int _run_direct(self, const void *const *inputs, void *const *outputs) noexcept nogil:
+        """Inputs written, the schedule run, outputs read, one after another
+        (plain memcpy when the arena is host-visible)."""
         cdef const rlx_shim_api *api = self.api
         cdef rlx_cmdbuf *cb = NULL
         cdef uint32_t i
         cdef int status = 0
         cdef int32_t value
-        pthread_mutex_lock(&self.lock)
         for i in range(self.n_inputs):
             if self.arena_host != NULL:
                 memcpy(self.arena_host + self.inputs[i].offset, inputs[i], self.inputs[i].size)
             else:
                 status = api.buffer_write(self.arena, self.inputs[i].offset, inputs[i], self.inputs[i].size)
                 if status != 0:
-                    status = self._fail(status, b"copying an input in")
-                    break
-        if status == 0:
-            for i in range(self.n_patches):
-                value = <int32_t>self.dynamic[self.patches[i].symbol]
-                if self.arena_host != NULL:
-                    memcpy(self.arena_host + self.patches[i].offset, &value, 4)
-                else:
-                    status = api.buffer_write(self.arena, self.patches[i].offset, &value, 4)
-                    if status != 0:
-                        status = self._fail(status, b"patching a dynamic value")
-                        break
-        if status == 0:
-            status = api.cmd_begin(self.device, &cb)
-            if status != 0:
-                status = self._fail(status, b"beginning a command buffer")
-        if status == 0:
-            status = self._encode(cb)
-            if status != 0:
-                status = self._fail(status, b"encoding")
+                    return self._fail(status, b"copying an input in")
+        for i in range(self.n_patches):
+            value = <int32_t>self.dynamic[self.patches[i].symbol]
+            if self.arena_host != NULL:
+                memcpy(self.arena_host + self.patches[i].offset, &value, 4)
             else:
-                status = api.cmd_commit(cb)
+                status = api.buffer_write(self.arena, self.patches[i].offset, &value, 4)
                 if status != 0:
-                    status = self._fail(status, b"committing")
-                else:
-                    status = api.cmd_wait(cb, &self.device_seconds)
-                    if status != 0:
-                        status = self._fail(status, b"executing")
-        if cb != NULL:
-            api.cmd_release(cb)
-        if status == 0:
-            for i in range(self.n_outputs):
-                if self.arena_host != NULL:
-                    memcpy(outputs[i], self.arena_host + self.outputs[i].offset, self.outputs[i].size)
-                else:
-                    status = api.buffer_read(self.arena, self.outputs[i].offset, outputs[i], self.outputs[i].size)
-                    if status != 0:
-                        status = self._fail(status, b"copying an output out")
-                        break
-        pthread_mutex_unlock(&self.lock)
-        return status
+                    return self._fail(status, b"patching a dynamic value")
+        status = api.cmd_begin(self.device, &cb)
+        if status != 0:
+            return self._fail(status, b"beginning a command buffer")
+        status = self._execute(cb)
+        api.cmd_release(cb)
+        if status != 0:
+            return status
+        for i in range(self.n_outputs):
+            if self.arena_host != NULL:
+                memcpy(outputs[i], self.arena_host + self.outputs[i].offset, self.outputs[i].size)
+            else:
+                status = api.buffer_read(self.arena, self.outputs[i].offset, outputs[i], self.outputs[i].size)
+                if status != 0:
+                    return self._fail(status, b"copying an output out")
+        return 0
 
 
 cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil:

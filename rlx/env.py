@@ -32,8 +32,13 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_CXX", "c++ on PATH", "C++ compiler the host device uses for user kernel source at run time."),
     EnvVar("RLX_BLAS", "scipy-openblas32's library",
            "Path of a CBLAS shared library for the host device's gemm (symbols `cblas_sgemm` or `scipy_cblas_sgemm`)."),
+    EnvVar("RLX_HOST_BF16", "1", "`0` makes the host device's gemms with bf16 weights (`precision=\"bf16\"`) widen "
+           "the weights to f32 and call the BLAS sgemm instead of the AVX-512 BF16 kernels (used only where "
+           "the CPU has them); read when the device is opened."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
+    EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
+           "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
     EnvVar("RLX_PORTABLE_BUILD", "0", "Build time only (read by setup.py): `1` compiles for the baseline ISA "
            "instead of `-march=native`, for wheels that run on other machines."),
 )
@@ -76,12 +81,20 @@ def num_threads() -> int:
     return n
 
 
+def host_bf16() -> bool:
+    return _flag("RLX_HOST_BF16", True)
+
+
 def arena_no_reuse() -> bool:
     return _flag("RLX_ARENA_NO_REUSE", False)
 
 
 def replay() -> bool:
     return _flag("RLX_REPLAY", True)
+
+
+def cuda_pdl() -> bool:
+    return _flag("RLX_CUDA_PDL", True)
 
 
 def verbose() -> bool:

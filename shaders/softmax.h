@@ -45,15 +45,17 @@ struct MaskedSoftmaxParams {
     uint mask_lead_strides[RLX_MAX_DIMS];
 };
 
-template <typename T>
+// T: scores and mask; U: probabilities (f32 scores may give f16 probabilities
+// for an f16 P @ V gemm).
+template <typename T, typename U>
 RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const T *, mask, 1),
-                          RLX_BUF(RLX_DEVICE T *, y, 2), RLX_PARAMS(MaskedSoftmaxParams, p, 3) RLX_IDS) {
+                          RLX_BUF(RLX_DEVICE U *, y, 2), RLX_PARAMS(MaskedSoftmaxParams, p, 3) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
     const uint cols = p->cols;
     RLX_DEVICE const T *xr = x + p->in_offset + (uint64_t)row * cols;
-    RLX_DEVICE T *yr = y + (uint64_t)row * cols;
+    RLX_DEVICE U *yr = y + (uint64_t)row * cols;
     uint m = p->mask_offset, rest = row;
     for (int d = (int)p->n_lead - 1; d >= 0; --d) {
         m += (rest % p->lead_shape[d]) * p->mask_lead_strides[d];
@@ -74,12 +76,12 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
         float s = 0.0f;                                                             \
         RLX_FOR_GROUP(i, cols) {                                                    \
             const float e = rlx_exp(VALUE - shift);                                 \
-            yr[i] = rlx_from_float<T>(e);                                           \
+            yr[i] = rlx_from_float<U>(e);                                           \
             s += e;                                                                 \
         }                                                                           \
         s = rlx_group_sum(s, scratch);                                              \
         const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
-        RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<T>(rlx_to_float(yr[i]) * inv); } \
+        RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<U>(rlx_to_float(yr[i]) * inv); } \
     }
     // In place (y == x) is allowed: each thread reads an element before it
     // writes it, and later passes read only what the same thread wrote.
@@ -93,5 +95,6 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
     }
 #undef RLX_MASKED_SOFTMAX
 }
-RLX_INSTANTIATE(softmax_masked, float, softmax_masked_f32)
-RLX_INSTANTIATE(softmax_masked, half, softmax_masked_f16)
+RLX_INSTANTIATE2(softmax_masked, float, float, softmax_masked_f32)
+RLX_INSTANTIATE2(softmax_masked, half, half, softmax_masked_f16)
+RLX_INSTANTIATE2(softmax_masked, float, half, softmax_masked_f32_f16)

@@ -11,8 +11,11 @@ from rlx.runtime import params as P
 from rlx.runtime import shim
 
 
+@pytest.mark.parametrize("staged", [None, True])
 @pytest.mark.parametrize("replay", [True, False])
-def test_dynamic_value_is_patched_into_params_before_each_run(replay):
+def test_dynamic_value_is_patched_into_params_before_each_run(replay, staged):
+    """staged=True: inputs, patches and outputs travel in the command buffer
+    (cmd_upload / cmd_download), the path a GPU without unified memory takes."""
     dev = shim.open_device("host", 0)
     arena = dev.alloc(4096)
     x_off, y_off, p_off = 0, 1024, 2048
@@ -22,7 +25,9 @@ def test_dynamic_value_is_patched_into_params_before_each_run(replay):
     thunk = (0, False, pipe.address, ((0, x_off), (0, x_off), (0, y_off), (0, p_off)), (1, 1, 1), (1, 1, 1))
     # Symbol 0 patches BinaryParams.n (the first field): the active extent.
     prog = Program(dev.shim.api_address, dev.address, [arena.address], [thunk], [(x_off, 4 * n)],
-                   [(y_off, 4 * n)], patches=[(p_off, 0)], n_dynamic=1, replay=replay, keepalive=arena)
+                   [(y_off, 4 * n)], patches=[(p_off, 0)], n_dynamic=1, replay=replay, keepalive=arena,
+                   staged=staged)
+    assert prog.staged_copies == bool(staged)
     x = np.arange(n, dtype=np.float32)
     y = np.zeros(n, np.float32)
     prog.set_dynamic(0, n)

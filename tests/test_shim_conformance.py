@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from rlx.errors import DeviceError, DeviceUnavailableError, KernelCompileError, RlxError, UnsupportedOpError
+from rlx.runtime import params as P
 from rlx.runtime import shim
 from rlx.runtime.shim import DTYPE_F16, DTYPE_F32, PIPELINE_INDIRECT, CommandBuffer, Device, Icb
 
@@ -709,3 +710,94 @@ def test_batched_gemm_bounds_are_checked_on_the_last_entry(device):
             cb.gemm(a, b, c, 4, 4, 4, lda=4, ldb=4, ldc=4, batch=2, stride_a=16, stride_b=0, stride_c=0)
         with pytest.raises(RlxError, match="batch"):
             cb.gemm(a, b, c, 4, 4, 4, lda=4, ldb=4, ldc=4, batch=-1)
+        with pytest.raises(RlxError, match="outer"):
+            cb.gemm(a, b, c, 4, 4, 4, lda=4, ldb=4, ldc=4, outer=-1)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+@pytest.mark.parametrize("batch,outer", [(1, 3), (4, 3), (3, 2)])
+def test_two_level_batched_gemm_matches_numpy(device, dt, batch, outer):
+    """Attention's (batch, head) grid over a [B, S, H, D] tensor: head h of
+    sequence b starts at b*S*H*D + h*D with row stride H*D, which no single
+    stride reaches; inner batch = heads (stride D), outer = sequences."""
+    np_dt = NP_DTYPE[dt]
+    r = rng(batch * 11 + outer)
+    s, h, d = 5, batch, 3          # scores[b, h] = q[b, :, h] @ k[b, :, h]^T
+    q = r.standard_normal((outer, s, h, d)).astype(np_dt)
+    k = r.standard_normal((outer, s, h, d)).astype(np_dt)
+    scores = np.zeros((outer, h, s, s), np_dt)
+    bufs = [device.alloc(x.nbytes + 64) for x in (q, k, scores)]
+    for buf, x in zip(bufs, (q, k, scores)):
+        buf.write(0, x)
+    with CommandBuffer(device) as cb:
+        cb.gemm(*bufs, s, s, d, lda=h * d, ldb=h * d, ldc=s, trans_b=True,
+                dtype=DTYPE_F32 if dt == "f32" else DTYPE_F16, batch=h, stride_a=d, stride_b=d, stride_c=s * s,
+                outer=outer, outer_strides=(s * h * d, s * h * d, h * s * s))
+        cb.commit()
+        cb.wait()
+    got = download(bufs[2], np_dt, scores.size).reshape(scores.shape).astype(np.float64)
+    want = np.einsum("bshd,bthd->bhst", q.astype(np.float64), k.astype(np.float64))
+    tol = 1e-5 if dt == "f32" else 2e-2
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_f16_gemm_with_f32_result_or_unsupported(device):
+    """f16 A and B with an f32 C (attention scores kept wide) is optional:
+    the shims that offer it must be exact to f32 accumulation, the others
+    must refuse it by name, before anything runs."""
+    r = rng(5)
+    m, n, k = 7, 9, 33
+    a = r.standard_normal((m, k)).astype(np.float16)
+    b = r.standard_normal((k, n)).astype(np.float16)
+    bufs = [device.alloc(x) for x in (a.nbytes, b.nbytes, m * n * 4)]
+    bufs[0].write(0, a)
+    bufs[1].write(0, b)
+    with CommandBuffer(device) as cb:
+        try:
+            cb.gemm(*bufs, m, n, k, lda=k, ldb=n, ldc=n, dtype=DTYPE_F16, b_dtype=DTYPE_F16, c_dtype=DTYPE_F32)
+        except UnsupportedOpError as e:
+            assert device.shim.backend == "metal" and "f16 x f16 -> f32" in str(e)
+            return
+        cb.commit()
+        cb.wait()
+    got = download(bufs[2], np.float32, m * n).reshape(m, n)
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+
+
+def test_gemm_operand_type_mixes_are_checked(device):
+    bufs = [device.alloc(256) for _ in range(3)]
+    with CommandBuffer(device) as cb:
+        with pytest.raises(RlxError, match="unknown dtype 7 for b"):
+            cb.gemm(*bufs, 2, 2, 2, lda=2, ldb=2, ldc=2, b_dtype=7)
+        with pytest.raises(UnsupportedOpError, match="f32 x f16 -> f32"):
+            cb.gemm(*bufs, 2, 2, 2, lda=2, ldb=2, ldc=2, dtype=DTYPE_F32, b_dtype=DTYPE_F16)
+
+
+def test_upload_and_download_travel_with_the_command_buffer(device, lib):
+    """cmd_upload's bytes are taken at the call and land before the commands
+    run; cmd_download's land in the destination by the time wait returns.
+    Shims with host-visible memory may decline both by name."""
+    n = 37
+    x = np.arange(n, dtype=np.float32)
+    buf = device.alloc(4096)
+    out = np.zeros(n, np.float32)
+    pipe = lib.pipeline("binary_f32", PIPELINE_INDIRECT)
+    params = device.alloc(256)
+    params.write(0, P.binary(n, 0, True, 0, 0, (n,), (1,), (1,)))
+    with CommandBuffer(device) as cb:
+        try:
+            cb.upload(buf, 0, x)
+        except RlxError as e:
+            assert device.shim.backend == "metal" and "host-visible" in str(e)
+            return
+        x[:] = -1.0                              # taken at the call: this change is not uploaded
+        cb.set_pipeline(pipe)
+        for i, b in enumerate((buf, buf, buf, params)):
+            cb.set_buffer(i, b, 0)
+        cb.dispatch((1, 1, 1), (32, 1, 1))
+        cb.download(buf, 0, out)
+        with pytest.raises(RlxError, match="outside"):
+            cb.download(buf, 4090, out)
+        cb.commit()
+        cb.wait()
+    np.testing.assert_array_equal(out, 2 * np.arange(n, dtype=np.float32))

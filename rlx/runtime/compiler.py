@@ -311,4 +311,5 @@ def _pack(t: Thunk, library, flags: int) -> tuple:
     g = t.gemm
     return (GEMM, t.barrier, _binding(g["a"]), _binding(g["b"]), _binding(g["c"]), g["m"], g["n"], g["k"],
             g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"],
-            g["batch"], g["stride_a"], g["stride_b"], g["stride_c"])
+            g["batch"], g["stride_a"], g["stride_b"], g["stride_c"], g["outer"], *g["outer_strides"],
+            g["b_dtype"], g["c_dtype"])

@@ -26,6 +26,10 @@ _VIEW_OPS = frozenset({"reshape", "transpose", "narrow"})
 _FLOAT_SUFFIX = {"f32": "f32", "f16": "f16"}
 
 
+# Element types as the shim ABI numbers them (rlx_dtype in csrc/rlx_shim.h).
+_GEMM_DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
+
+
 @dataclass(frozen=True)
 class Binding:
     storage: Storage
@@ -156,24 +160,26 @@ class Lowering:
 
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
              lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,
-             batch: int = 1, strides: tuple[int, int, int] = (0, 0, 0)) -> None:
+             batch: int = 1, strides: tuple[int, int, int] = (0, 0, 0),
+             outer: int = 1, outer_strides: tuple[int, int, int] = (0, 0, 0)) -> None:
         """C[m, n] = alpha * A @ op(B) through the shim's BLAS; the views give
-        each matrix's storage and first element, ld* its row strides; batch
-        repeats it at the given element strides of A, B and C."""
-        dtype = {"f32": 0, "f16": 1}[c.dtype.name]
+        each matrix's storage, first element and element type, ld* its row
+        strides; batch repeats it at the given element strides of A, B and C,
+        and outer repeats all of that at outer_strides."""
         thunk = Thunk(GEMM, label, gemm=dict(
             a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
             c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
-            trans_a=0, trans_b=int(trans_b), dtype=dtype, alpha=float(alpha), beta=0.0,
-            batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2]))
-        isz = c.dtype.itemsize
-        last = batch - 1
+            trans_a=0, trans_b=int(trans_b), dtype=_GEMM_DTYPES[a.dtype.name], alpha=float(alpha), beta=0.0,
+            batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2],
+            outer=outer, outer_strides=tuple(outer_strides),
+            b_dtype=_GEMM_DTYPES[b.dtype.name], c_dtype=_GEMM_DTYPES[c.dtype.name]))
         b_rows, b_cols = (n, k) if trans_b else (k, n)
-        for view, rows, cols, ld, stride, rw in ((a, m, k, lda, strides[0], thunk.reads),
-                                                 (b, b_rows, b_cols, ldb, strides[1], thunk.reads),
-                                                 (c, m, n, ldc, strides[2], thunk.writes)):
-            rw.append((view.storage, view.byte_offset,
-                       view.byte_offset + ((rows - 1) * ld + cols + last * stride) * isz))
+        for view, rows, cols, ld, stride, outer_stride, rw in (
+                (a, m, k, lda, strides[0], outer_strides[0], thunk.reads),
+                (b, b_rows, b_cols, ldb, strides[1], outer_strides[1], thunk.reads),
+                (c, m, n, ldc, strides[2], outer_strides[2], thunk.writes)):
+            span = (rows - 1) * ld + cols + (batch - 1) * stride + (outer - 1) * outer_stride
+            rw.append((view.storage, view.byte_offset, view.byte_offset + span * view.dtype.itemsize))
         self.thunks.append(thunk)
 
     # ---- driver --------------------------------------------------------------

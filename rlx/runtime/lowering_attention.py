@@ -124,14 +124,16 @@ def _attention(lw: Lowering, node: Node) -> View:
     if _use_gemm_path(lw, node, tq, tk):
         if node.dtype == f32:
             return _attention_gemms(lw, node, q, k, v, mask if has_mask else None, out)
-        # f16: the scores need f32 range and the gemm takes one dtype, so the
-        # inputs are widened once (a few copies of B*T*H*D elements, cheap next
-        # to the T x T work) and the result narrowed back.
-        wide = [lw.dense(n, view, f32) for n, view in zip(node.inputs[:3], (q, k, v))]
         wide_mask = None
-        if has_mask:
-            m = lw.dense(node.inputs[3], dtype=f32)
-            wide_mask = m.broadcast_to((b, hq, tq, tk))
+        if has_mask:   # the f32 scores take an f32 mask (a copy of B*Tk elements, as broadcast)
+            wide_mask = lw.dense(node.inputs[3], dtype=f32).broadcast_to((b, hq, tq, tk))
+        if ("f16", "f16", "f32") in lw.target.gemm_mixes:
+            # f16 Q @ K^T into f32 scores (their range), softmax to f16
+            # probabilities, f16 P @ V straight into the output: no copies.
+            return _attention_gemms(lw, node, q, k, v, wide_mask, out)
+        # A BLAS with one dtype per gemm: widen the inputs once (a few copies
+        # of B*T*H*D elements, cheap next to the T x T work), narrow the result.
+        wide = [lw.dense(n, view, f32) for n, view in zip(node.inputs[:3], (q, k, v))]
         wide_out = lw.new_value(node, tuple(out.shape), f32)
         _attention_gemms(lw, node, *wide, wide_mask, wide_out)
         lw.emit_copy(f"{node!r} (narrow to f16)", wide_out, out)
@@ -172,55 +174,47 @@ def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:
 
 
 def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: View | None, out: View) -> View:
-    """Strided-batched gemms for the scores, one masked softmax for all rows,
-    strided-batched gemms for the context. The batch runs over the larger of
-    (batch rows, query heads) and the loop over the other, so a 32 x 12
-    problem is 12 calls per gemm, not 32 (grouped-query heads map to their KV
-    head through the loop index)."""
+    """Batched gemms for the scores (f32, whatever the inputs), one masked
+    softmax for all rows (probabilities in the dtype of V), batched gemms for
+    the context. Each gemm covers the whole (batch, head) grid in one call:
+    heads are the inner batch and batch rows the outer one. Grouped-query
+    heads share a KV head, which one stride cannot express across groups, so
+    those loop over the batch rows with (KV head, query head in group) as the
+    two levels."""
     b, tq, hq, d = q.shape
     tk, hkv, dv = k.shape[1], k.shape[2], v.shape[3]
     group = hq // hkv
     label = repr(node)
     scale = float(node.attrs["scale"])
     scores = View.dense(lw.scratch(node, b * hq * tq * tk * 4), f32, (b, hq, tq, tk))
+    probs = scores
+    if v.dtype != f32:   # P @ V takes P in V's dtype
+        probs = View.dense(lw.scratch(node, b * hq * tq * tk * v.dtype.itemsize), v.dtype,
+                           (b, hq, tq, tk))
     qs, ks, vs = q.strides, k.strides, v.strides
-    over_heads = b < hq
-    if over_heads:   # loop b (and KV head when grouped), batch query heads
-        loops = [(bi, hk) for bi in range(b) for hk in range(1 if group == 1 else hkv)]
-        n_batch = hq if group == 1 else group
-    else:            # loop query heads, batch the batch rows
-        loops = [(None, h) for h in range(hq)]
-        n_batch = b
-    for bi, hh in loops:
-        if over_heads:
-            h0, hk = (0, 0) if group == 1 else (hh * group, hh)
-            row0 = bi
-            strides = (qs[2], ks[2] if group == 1 else 0, tq * tk)
-        else:
-            h0, hk, row0 = hh, hh // group, 0
-            strides = (qs[0], ks[0], hq * tq * tk)
-        s0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((row0 * hq + h0) * tq) * tk)
-        q0 = View(q.storage, q.dtype, (tq, d), (qs[1], 1), q.offset + row0 * qs[0] + h0 * qs[2])
-        k0 = View(k.storage, k.dtype, (tk, d), (ks[1], 1), k.offset + row0 * ks[0] + hk * ks[2])
+    s_entry, o_row = tq * tk, tq * hq * dv
+    if group == 1:   # one call: (head, batch row)
+        calls = [(0, hq, (qs[2], ks[2], vs[2], s_entry, dv), b, (qs[0], ks[0], vs[0], hq * s_entry, o_row))]
+    else:            # per batch row: (query head in group, KV head)
+        calls = [(bi, group, (qs[2], 0, 0, s_entry, dv), hkv,
+                  (group * qs[2], ks[2], vs[2], group * s_entry, group * dv)) for bi in range(b)]
+    for bi, inner, (sq, sk, _, ss, _), outer, (oq, ok, _, os_, _) in calls:
+        s0 = View(scores.storage, f32, (tq, tk), (tk, 1), scores.offset + bi * hq * s_entry)
+        q0 = View(q.storage, q.dtype, (tq, d), (qs[1], 1), q.offset + bi * qs[0])
+        k0 = View(k.storage, k.dtype, (tk, d), (ks[1], 1), k.offset + bi * ks[0])
         lw.gemm(f"{label} scores", q0, k0, s0, tq, tk, d, qs[1], ks[1], tk, True, alpha=scale,
-                batch=n_batch, strides=strides)
-    # In place: each thread reads an element before it writes it.
+                batch=inner, strides=(sq, sk, ss), outer=outer, outer_strides=(oq, ok, os_))
+    # In place when the probabilities stay f32: each thread reads an element before it writes it.
     params = P.masked_softmax(b * hq * tq, tk, 0, mask is not None, 1.0, mask.offset if mask else 0,
                               mask.strides[-1] if mask else 0, (b, hq, tq),
                               tuple(mask.strides[:-1]) if mask else (0, 0, 0))
-    lw.dispatch(f"{label} softmax", "softmax_masked_f32", [(scores, "r"), (mask or scores, "r"), (scores, "w")],
+    kernel = "softmax_masked_f32" if probs is scores else f"softmax_masked_f32_{probs.dtype.name}"
+    lw.dispatch(f"{label} softmax", kernel, [(scores, "r"), (mask or scores, "r"), (probs, "w")],
                 params, lw.target.row_grid(b * hq * tq, tk))
-    for bi, hh in loops:
-        if over_heads:
-            h0, hk = (0, 0) if group == 1 else (hh * group, hh)
-            row0 = bi
-            ctx_strides = (tq * tk, vs[2] if group == 1 else 0, dv)
-        else:
-            h0, hk, row0 = hh, hh // group, 0
-            ctx_strides = (hq * tq * tk, vs[0], tq * hq * dv)
-        p0 = View(scores.storage, f32, (tq, tk), (tk, 1), ((row0 * hq + h0) * tq) * tk)
-        v0 = View(v.storage, v.dtype, (tk, dv), (vs[1], 1), v.offset + row0 * vs[0] + hk * vs[2])
-        o0 = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + (row0 * tq * hq + h0) * dv)
+    for bi, inner, (_, _, sv, ss, so), outer, (_, _, ov, os_, oo) in calls:
+        p0 = View(probs.storage, probs.dtype, (tq, tk), (tk, 1), probs.offset + bi * hq * s_entry)
+        v0 = View(v.storage, v.dtype, (tk, dv), (vs[1], 1), v.offset + bi * vs[0])
+        o0 = View(out.storage, out.dtype, (tq, dv), (hq * dv, 1), out.offset + bi * o_row)
         lw.gemm(f"{label} context", p0, v0, o0, tq, dv, tk, tk, vs[1], hq * dv, False,
-                batch=n_batch, strides=ctx_strides)
+                batch=inner, strides=(ss, sv, so), outer=outer, outer_strides=(os_, ov, oo))
     return out

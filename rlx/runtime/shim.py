@@ -31,6 +31,7 @@ MAX_BINDINGS = 12
 PIPELINE_INDIRECT = 1
 DTYPE_F32 = 0
 DTYPE_F16 = 1
+DTYPE_BF16 = 2
 BACKENDS = ("host", "cuda", "metal")
 
 # rlx_status
@@ -41,7 +42,7 @@ _ERROR_OF = {
     ERR_COMPILE: KernelCompileError,
     ERR_NOT_FOUND: UnsupportedOpError,
     ERR_DEVICE: DeviceError,
-    ERR_UNSUPPORTED: RlxError,
+    ERR_UNSUPPORTED: UnsupportedOpError,
     ERR_UNAVAILABLE: DeviceUnavailableError,
 }
 
@@ -83,6 +84,8 @@ class GemmDescC(ctypes.Structure):
         ("dtype", _i32),
         ("alpha", ctypes.c_float), ("beta", ctypes.c_float),
         ("batch", _i64), ("stride_a", _i64), ("stride_b", _i64), ("stride_c", _i64),
+        ("outer", _i64), ("outer_stride_a", _i64), ("outer_stride_b", _i64), ("outer_stride_c", _i64),
+        ("b_dtype", _i32), ("c_dtype", _i32),
     ]
 
 
@@ -126,6 +129,8 @@ class ShimApi(ctypes.Structure):
         ("icb_encode_dispatch",
          _fn(_st, _p, _u32, _p, _u32, _pp, ctypes.POINTER(_u64), _u32x3, _u32x3, _u32)),
         ("icb_free", _fn(None, _p)),
+        ("cmd_upload", _fn(_st, _p, _p, _u64, _p, _u64)),
+        ("cmd_download", _fn(_st, _p, _p, _u64, _p, _u64)),
     ]
 
 
@@ -268,6 +273,7 @@ def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
     opts = {"cache_dir": str(env.cache_dir()), "include_dir": str(shader_dir())}
     if backend == "cuda":
         opts.update(_cuda_options())
+        opts["pdl"] = "1" if env.cuda_pdl() else "0"
     if backend == "host":
         opts["threads"] = str(env.num_threads())
         if env.cxx():
@@ -527,15 +533,33 @@ class CommandBuffer:
     def gemm(self, a: Buffer, b: Buffer, c: Buffer, m: int, n: int, k: int, *, lda: int, ldb: int, ldc: int,
              trans_a: bool = False, trans_b: bool = False, dtype: int = DTYPE_F32, alpha: float = 1.0,
              beta: float = 0.0, a_offset: int = 0, b_offset: int = 0, c_offset: int = 0, batch: int = 1,
-             stride_a: int = 0, stride_b: int = 0, stride_c: int = 0) -> None:
+             stride_a: int = 0, stride_b: int = 0, stride_c: int = 0, outer: int = 1,
+             outer_strides: tuple[int, int, int] = (0, 0, 0), b_dtype: int | None = None,
+             c_dtype: int | None = None) -> None:
         self._keep += [a, b, c]
         desc = GemmDescC(_addr(a), _addr(b), _addr(c), a_offset, b_offset, c_offset, m, n, k, lda, ldb, ldc,
-                         int(trans_a), int(trans_b), dtype, alpha, beta, batch, stride_a, stride_b, stride_c)
+                         int(trans_a), int(trans_b), dtype, alpha, beta, batch, stride_a, stride_b, stride_c,
+                         outer, *outer_strides, dtype if b_dtype is None else b_dtype,
+                         dtype if c_dtype is None else c_dtype)
         self._check(self._api.cmd_gemm(self.address, ctypes.byref(desc)), "cmd_gemm")
 
     def execute_icb(self, icb: Icb, start: int, count: int) -> None:
         self._keep.append(icb)
         self._check(self._api.cmd_execute_icb(self.address, _addr(icb), start, count), "cmd_execute_icb")
+
+    def upload(self, buf: Buffer, offset: int, data) -> None:
+        """Copies data (read now) into buf before this command buffer's commands run."""
+        view = memoryview(data).cast("B")
+        src = (ctypes.c_char * len(view)).from_buffer_copy(view) if len(view) else None
+        self._keep.append(buf)
+        self._check(self._api.cmd_upload(self.address, _addr(buf), offset, src, len(view)), "cmd_upload")
+
+    def download(self, buf: Buffer, offset: int, out) -> None:
+        """Copies buf's bytes into `out` (writable, kept alive here) after the commands ran."""
+        view = memoryview(out).cast("B")
+        dst = (ctypes.c_char * len(view)).from_buffer(view) if len(view) else None
+        self._keep += [buf, out, dst]
+        self._check(self._api.cmd_download(self.address, _addr(buf), offset, dst, len(view)), "cmd_download")
 
     def commit(self) -> None:
         self._check(self._api.cmd_commit(self.address), "cmd_commit")

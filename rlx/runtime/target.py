@@ -6,6 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+_GEMM_MIXES = {
+    "host": frozenset({("f16", "f16", "f32")}),
+    "cuda": frozenset({("f16", "f16", "f32")}),
+}
+
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
@@ -23,6 +28,13 @@ class Target:
     params_alignment: int = 16
     # Fused ops this target can lower (rlx/opt/fusion.py emits only these).
     capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention"})
+
+    @property
+    def gemm_mixes(self) -> frozenset[tuple[str, str, str]]:
+        """The optional (A, B, C) dtype combinations this backend's gemm
+        takes besides uniform f32 and f16: the kExtraGemmTypes tables of
+        csrc/host_shim.cpp and csrc/cuda_shim.c (the Metal shim has none)."""
+        return _GEMM_MIXES.get(self.backend, frozenset())
 
     @property
     def one_thread_groups(self) -> bool:

@@ -25,10 +25,30 @@ typedef int int32_t;
 #define RLX_BUF(type, name, index) type name
 #define RLX_PARAMS(type, name, index) const type *__restrict__ name
 #define RLX_IDS
-#define rlx_group_id blockIdx
 #define rlx_num_groups gridDim
-#define rlx_local_id threadIdx
 #define rlx_group_size blockDim
+
+// Programmatic dependent launch (sm_90 and newer): the CUDA shim lets a kernel
+// start while the kernel before it in the stream finishes, which hides launch
+// latency between short kernels. Reading the group or thread index waits for
+// that kernel to complete with its writes visible (griddepcontrol.wait) and
+// then lets the next kernel begin launching. Kernels derive every buffer
+// address from these indices, so no buffer is read or written before the
+// wait; the params region is written only by the host, before the run. On
+// older architectures these are the plain indices and the shim launches
+// kernels one after another.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+static __device__ __forceinline__ uint3 rlx_after_predecessor(uint3 ids) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+    return ids;
+}
+#define rlx_group_id rlx_after_predecessor(blockIdx)
+#define rlx_local_id rlx_after_predecessor(threadIdx)
+#else
+#define rlx_group_id blockIdx
+#define rlx_local_id threadIdx
+#endif
 #define RLX_DEVICE
 #define RLX_CONSTANT const
 #define RLX_INLINE static __device__ __forceinline__
@@ -80,11 +100,13 @@ typedef __half half;
 #define RLX_INFINITY __int_as_float(0x7f800000)
 
 // ---- loops -----------------------------------------------------------------
+// The loops start from rlx_group_id / rlx_local_id: that is where a kernel
+// waits for its predecessor (above).
 #define RLX_FOR_RANGE(i, n)                                                         \
-    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (uint64_t)(n); \
+    for (uint64_t i = (uint64_t)rlx_group_id.x * blockDim.x + rlx_local_id.x; i < (uint64_t)(n); \
          i += (uint64_t)gridDim.x * blockDim.x)
 #define RLX_MAX_REDUCTION(v)   /* a vectorization hint for the CPU target only */
-#define RLX_FOR_GROUP(i, n) for (uint i = threadIdx.x; i < (uint)(n); i += blockDim.x)
+#define RLX_FOR_GROUP(i, n) for (uint i = rlx_local_id.x; i < (uint)(n); i += blockDim.x)
 
 // ---- instantiation ---------------------------------------------------------
 // Explicit instantiation; the CUDA shim maps each host name to the mangled
