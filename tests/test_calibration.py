@@ -55,30 +55,156 @@ def fake_measure(monkeypatch):
 
 # ---- cost model decisions ------------------------------------------------------------------
 def _decision_model(call_s: float) -> CostModel:
-    # No dispatch overheads and no epilogue: row kernel = F / 1 GFLOP/s,
-    # gemm = call_s + F / 100 GFLOP/s, so they cross at F* = call_s / (1e-9 - 1e-11).
+    # No dispatch overheads, no epilogue, no curves: the row kernel costs its
+    # whole passes (row_pass_rows rows each) at 1 GFLOP/s, gemm = call_s +
+    # its flops at 100 GFLOP/s.
     return CostModel(_synthetic(gemm_call_s=call_s, dispatch_s=0.0, dispatch_parallel_s=0.0, parallel_units=1,
                                 gemm_flops={c: 1e11 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
-                                row_kernel_flops={"f32": 1e9, "f16": 1e9}))
+                                row_kernel_flops={"f32": 1e9, "f16": 1e9}, row_kernel_curves={}, row_pass_rows=16))
 
 
-@pytest.mark.parametrize("call_s", [1e-6, 1e-5, 1e-4])
+@pytest.mark.parametrize("call_s", [1e-5, 1e-4, 1e-3])
 def test_row_kernel_decision_flips_at_the_predicted_crossover(call_s):
     model = _decision_model(call_s)
-    crossover = call_s / (1e-9 - 1e-11)          # in flops
-    for m, n in [(1, 64), (4, 16), (8, 8)]:
-        k_below = max(1, int(0.8 * crossover / (2 * m * n)))
-        k_above = int(1.25 * crossover / (2 * m * n)) + 1
+    p = model.calibration.row_pass_rows
+    for m, n in [(1, 8), (4, 4), (8, 2), (16, 1)]:
+        # row: 2*p*n*k / 1e9 (one pass); gemm: call_s + 2*m*n*k / 1e11.
+        crossover_k = call_s / (2 * n * (p / 1e9 - m / 1e11))
+        k_below = max(1, int(0.8 * crossover_k))
+        k_above = int(1.25 * crossover_k) + 1
         assert model.prefer_row_kernel(m, n, k_below, "f32", epilogue=False), (m, n, k_below)
         assert not model.prefer_row_kernel(m, n, k_above, "f32", epilogue=False), (m, n, k_above)
     assert any("matmul_rows" in line for line in model.describe_decisions())
 
 
 def test_row_kernel_decision_follows_the_row_kernel_speed():
-    fast_rows = CostModel(_synthetic(row_kernel_flops={"f32": 1e13, "f16": 1e13}, gemm_call_s=1e-5))
-    slow_rows = CostModel(_synthetic(row_kernel_flops={"f32": 1e6, "f16": 1e6}, gemm_call_s=1e-5))
+    fast_rows = CostModel(_synthetic(row_kernel_flops={"f32": 1e13, "f16": 1e13}, row_kernel_curves={},
+                                     gemm_call_s=1e-5))
+    slow_rows = CostModel(_synthetic(row_kernel_flops={"f32": 1e6, "f16": 1e6}, row_kernel_curves={},
+                                     gemm_call_s=1e-5))
     assert fast_rows.prefer_row_kernel(4, 1024, 1024, "f32")
     assert not slow_rows.prefer_row_kernel(4, 1024, 1024, "f32")
+
+
+def _row_curves(pass_rate: float, matvec_rate: float) -> dict:
+    flat = lambda rate: [[1e4, rate], [1e8, rate]]      # noqa: E731
+    return {f"{d}{v}": flat(r) for d in ("f32", "f16")
+            for v, r in ((":pass", pass_rate), ("_tb:pass", pass_rate), ("_tb:m1", matvec_rate))}
+
+
+def test_row_kernel_costs_whole_passes_and_the_matvec_path():
+    model = CostModel(_synthetic("cuda", dispatch_s=0.0, dispatch_parallel_s=0.0, row_pass_rows=8,
+                                 row_kernel_curves=_row_curves(1e10, 1e11)))
+    n, k = 384, 384
+    one_pass = n * k / 1e10
+    for m in range(1, 9):                  # one pass over the weights covers 8 rows
+        assert model.row_kernel_seconds(m, n, k) == pytest.approx(one_pass)
+    for m in (9, 12, 16):
+        assert model.row_kernel_seconds(m, n, k) == pytest.approx(2 * one_pass)
+    assert model.row_kernel_seconds(17, n, k) == pytest.approx(3 * one_pass)
+    # M = 1 with weights [N, K]: the mat-vec path at its own rate; [K, N] runs a whole pass.
+    assert model.row_kernel_seconds(1, n, k, transpose_b=True) == pytest.approx(n * k / 1e11)
+    assert model.row_kernel_seconds(1, n, k, transpose_b=False) == pytest.approx(one_pass)
+    assert model.row_kernel_seconds(2, n, k, transpose_b=True) == pytest.approx(one_pass)
+
+
+def _gpu_like(pass_rate: float, matvec_rate: float) -> CostModel:
+    # An H200-like calibration: replayed gemms of a few microseconds at small
+    # M, a 1.7 us node, a row kernel whose mat-vec path is fast and whose
+    # 8-row pass streams weights slowly.
+    return CostModel(_synthetic("cuda", dispatch_s=1e-6, dispatch_parallel_s=1.7e-6, gemm_call_s=1.3e-6,
+                                gemm_curves={c: [[1e5, 1e11], [2e6, 1e12], [2e7, 4e12], [5e8, 2e13]]
+                                             for c in calibrate.GEMM_CLASSES},
+                                row_pass_rows=8, row_kernel_curves=_row_curves(pass_rate, matvec_rate),
+                                family_rates={f: 1.5e12 for f in calibrate.FAMILIES}))
+
+
+def test_gpu_row_kernel_decision_comes_from_the_calibrated_small_m_numbers():
+    slow_pass = _gpu_like(1.5e10, 9e10)
+    # As measured on the H200: the mat-vec path beats gemm + epilogue at M = 1
+    # (weights [N, K]); at 9 and 16 rows two slow passes lose to the gemm.
+    assert slow_pass.prefer_row_kernel(1, 384, 384, "f32", transpose_b=True)
+    for m in (9, 16):
+        for n, k in ((384, 384), (1536, 384), (384, 1536)):
+            assert not slow_pass.prefer_row_kernel(m, n, k, "f32", transpose_b=True), (m, n, k)
+            assert not slow_pass.prefer_row_kernel(m, n, k, "f16", transpose_b=False), (m, n, k)
+    # The same shapes flip when the numbers say the passes are fast.
+    fast_pass = _gpu_like(1e12, 9e10)
+    for m in (9, 16):
+        assert fast_pass.prefer_row_kernel(m, 384, 384, "f32", transpose_b=True)
+    # And M = 1 flips to gemm when the mat-vec path is slow.
+    assert not _gpu_like(1.5e10, 1e9).prefer_row_kernel(1, 384, 384, "f32", transpose_b=True)
+
+
+def _linear_graph(m: int, n: int = 384, k: int = 384) -> rlx.Graph:
+    g = rlx.Graph()
+    x = g.input("x", (m, k))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k)), g.param("b", (n,)), transpose_b=True))
+    return g
+
+
+def test_gpu_lowering_asks_the_cost_model_not_a_fixed_threshold():
+    target = _fake_gpu().target
+    for model, m, want in ((_gpu_like(1.5e10, 9e10), 16, "gemm"), (_gpu_like(1e12, 9e10), 16, "matmul_rows"),
+                           (_gpu_like(1.5e10, 9e10), 1, "matmul_rows"), (_gpu_like(1.5e10, 1e9), 1, "gemm")):
+        fams = [cost.family_of(t) for t in cost.lower_for(_linear_graph(m), target, model)]
+        assert want in fams and ({"gemm", "matmul_rows"} - {want}).isdisjoint(fams), (m, fams)
+    # No calibrated model (a compile inside the probes): the defaults' model
+    # decides, with the same shape-by-shape outcome as the H200 measurement.
+    for m, want in ((1, "matmul_rows"), (9, "gemm"), (16, "gemm")):
+        assert want in [cost.family_of(t) for t in cost.lower_for(_linear_graph(m), target, None)], m
+    assert cost.decision_model("cuda") is cost.decision_model("cuda")
+
+
+def test_replay_ranges_count_dispatch_runs_between_gemms():
+    G, D = types.SimpleNamespace(kind=1), types.SimpleNamespace(kind=0)
+    assert CostModel.replay_ranges([G, D, D, G, D, G, G, D]) == 3
+    assert CostModel.replay_ranges([]) == 0 and CostModel.replay_ranges([G, G]) == 0
+
+
+class _CountingCommands:
+    """Stands in for a command buffer: counts the nodes a list would run."""
+
+    def __init__(self):
+        self.nodes = 0
+
+    def execute_icb(self, icb, start, count):
+        self.nodes += count
+
+    def gemm(self, *a, **k):
+        self.nodes += 1
+
+    def barrier(self):
+        pass
+
+    def set_pipeline(self, *a):
+        pass
+
+    def set_buffer(self, *a):
+        pass
+
+    def dispatch(self, *a):
+        self.nodes += 1
+
+
+@pytest.mark.parametrize("repeats", [3, 16, None])
+def test_time_replayed_is_the_per_node_slope(monkeypatch, repeats):
+    # A synthetic device clock: every list costs 7 us to launch plus 3 us per
+    # node; the replay slope must recover the 3 us for dispatches and gemms.
+    def fake_run(device, encode):
+        cb = _CountingCommands()
+        encode(cb)
+        return 7e-6 + 3e-6 * cb.nodes
+
+    monkeypatch.setattr(calibrate, "_run_encoded", fake_run)
+    g = rlx.Graph()
+    x = g.input("x", (8, 16))
+    g.set_outputs(y=g.softmax(g.matmul(x, g.param("w", (16, 16)))))
+    exe = rlx.compile(g, params={"w": np.ones((16, 16), np.float32)})
+    kinds = {t.kind for t in exe.thunks}
+    assert kinds == {0, 1}
+    for thunk in exe.thunks:
+        assert calibrate.time_replayed(exe, thunk, repeats=repeats, samples=2) == pytest.approx(3e-6)
 
 
 def test_gemm_curve_interpolates_between_measured_sizes():
@@ -103,8 +229,10 @@ def test_thunk_and_graph_seconds_of_a_compiled_graph():
     assert all(s > 0 and np.isfinite(s) for s in per)
     assert set(model.breakdown(exe.thunks)) <= set(cost.FAMILY_UNITS)
     total = model.graph_seconds(exe.thunks, (64 * 128 * 4, 64 * 256 * 4))
+    ranges = model.replay_ranges(exe.thunks)
+    assert ranges >= 1
     assert total == pytest.approx(sum(per) + model.calibration.sync_s + model.transfer_seconds(
-        (64 * 128 * 4, 64 * 256 * 4)))
+        (64 * 128 * 4, 64 * 256 * 4)) + ranges * model.calibration.segment_s)
 
 
 def test_small_m_linear_on_a_gpu_target_is_costed_as_matmul_rows():
@@ -126,7 +254,8 @@ def _fake_gpu() -> Candidate:
     target = Target("cuda", compute_units=100, max_threads_per_group=1024, simd_width=32, max_buffer_length=1 << 36)
     calib = _synthetic("cuda", sync_s=2e-3, dispatch_s=1e-6, dispatch_parallel_s=1e-6, gemm_call_s=1e-6,
                        gemm_flops={c: 1e14 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
-                       row_kernel_flops={k: 1e13 for k in ("f32", "f16", "f32_tb", "f16_tb")}, parallel_units=100,
+                       row_kernel_flops={k: 1e13 for k in ("f32", "f16", "f32_tb", "f16_tb")}, row_kernel_curves={},
+                       parallel_units=100,
                        unified_memory=False,
                        family_rates={f: 1e13 for f in calibrate.FAMILIES}, h2d_bw=1e10, d2h_bw=1e10)
     return Candidate("fakegpu", target, calib)
@@ -193,6 +322,21 @@ def test_version_or_probe_set_change_is_a_miss(fake_measure, monkeypatch):
     monkeypatch.setattr(calibrate, "PROBE_SET", calibrate.PROBE_SET + 1)
     calibrate.get_calibration(dev)
     assert len(fake_measure) == 2
+
+
+def test_cache_of_an_older_probe_set_is_a_quiet_miss(fake_measure):
+    dev = _fake_device()
+    path = calibrate.calibration_path(dev)
+    path.parent.mkdir(parents=True)
+    old = calibrate.default_calibration("host", dev).replace(source="measured").to_dict()
+    old["probe_set"] = calibrate.PROBE_SET - 1
+    del old["row_kernel_curves"]            # an older probe set's fields differ: stale, not corrupt
+    path.write_text(json.dumps(old))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        calib = calibrate.get_calibration(dev)
+    assert fake_measure == ["fake-hw-1"] and calib.probe_set == calibrate.PROBE_SET
+    assert Calibration.from_json(path.read_text()).probe_set == calibrate.PROBE_SET
 
 
 def test_corrupt_cache_file_warns_and_is_replaced(fake_measure):
@@ -268,6 +412,12 @@ def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
     for table in (calib.gemm_flops, calib.row_kernel_flops, calib.family_rates):
         assert table and all(np.isfinite(v) and v > 0 for v in table.values()), table
     assert set(calib.family_rates) == set(calibrate.FAMILIES)
+    assert calib.segment_s >= 0 and calib.row_pass_rows == 16
+    # Replayed small-M probes of the row kernel: one pass per layout, the
+    # mat-vec path for weights [N, K], at least the smallest weight size.
+    assert {"f32:pass", "f32_tb:pass", "f32_tb:m1", "f16:pass", "f16_tb:pass", "f16_tb:m1"} <= set(
+        calib.row_kernel_curves)
+    assert all(x > 0 and y > 0 for curve in calib.row_kernel_curves.values() for x, y in curve)
     assert all(calib.gemm_curves[c] for c in calibrate.GEMM_CLASSES)
     assert {"f32", "f16", "f32_tb", "f16_tb"} <= set(calib.row_kernel_flops)
     path = calibrate.calibration_path(dev)

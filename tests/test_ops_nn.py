@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlx
-from rlx.runtime import compiler, lowering_nn
+from rlx.runtime import lowering_nn
 
 SIZES = [1, 3, 17, 1000, 4097]
 DTYPES = ["f32", "f16"]
@@ -127,10 +127,8 @@ LINEAR_TOL = {"f32": dict(rtol=1e-4, atol=1e-4), "f16": dict(rtol=5e-3, atol=5e-
 @pytest.mark.parametrize("activation", [None, "gelu", "gelu_tanh", "silu", "relu"])
 @pytest.mark.parametrize("transpose_b,bias", [(True, True), (False, True), (True, False)])
 def test_linear_paths(rng, monkeypatch, dtype, path, activation, transpose_b, bias):
-    # Force the path: no cost model, then the fixed thresholds decide.
-    monkeypatch.setattr(compiler, "_cost_model", lambda dev: None)
-    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_FLOPS_CPU", 10**12 if path == "row_kernel" else 0)
-    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_M_GPU", 10**6 if path == "row_kernel" else 0)
+    # Force the path over the cost model's choice.
+    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: path == "row_kernel")
     m, k, n = 3, 65, 17
     g = rlx.Graph()
     x = g.input("x", (m, k), dtype)

@@ -154,8 +154,7 @@ def test_segments_split_at_gemms_and_carry_boundaries(rng, monkeypatch):
     from rlx.runtime import compiler, lowering_nn
 
     monkeypatch.setattr(compiler, "_cost_model", lambda dev: None)   # gemms on every device
-    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_M_GPU", 0)
-    monkeypatch.setattr(lowering_nn, "ROW_KERNEL_MAX_FLOPS_CPU", 0)
+    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: False)
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g))
     kinds = [s.kind for s in exe.segments]

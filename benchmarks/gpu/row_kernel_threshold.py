@@ -26,7 +26,7 @@ for precision in ("f32", "f16"):
         row = {"precision": precision, "tokens": tokens}
         outs = {}
         for label, max_m in (("gemm", 0), ("row_kernel", 16)):
-            lowering_nn.ROW_KERNEL_MAX_M_GPU = max_m
+            lowering_nn.use_row_kernel = lambda lw, m, *a, max_m=max_m, **k: m <= max_m
             exe = rlx.compile(g, device="cuda", params=params, precision=precision)
             for _ in range(20):
                 exe.run(feed)

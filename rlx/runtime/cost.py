@@ -8,13 +8,24 @@ lowering choices, from a device's calibration (rlx/runtime/calibrate.py).
   flops. A dispatch with fewer groups than the device has units runs at
   that fraction of the rate, and one that streams more bytes than the
   caches hold is held to the memory bandwidth.
-- A gemm costs the call overhead plus 2*m*n*k over the throughput of its
-  shape class (M <= 8 or larger, f32 or f16).
+- Every cost is what the thunk adds to a REPLAYED schedule (the
+  calibration times thunks inside replayed ICBs, and gemms inside replayed
+  command lists: one CUDA graph on CUDA, where consecutive nodes overlap
+  their launch latency), not what one launch at a time costs.
+- A gemm costs the call overhead (in a replayed list) plus 2*m*n*k over the
+  throughput of its shape class (M <= 8 or larger, f32 or f16) at its size.
+- matmul_rows costs one pass over the weights per ``row_pass_rows`` rows
+  (the mat-vec path for M = 1 with weights [N, K]), at the replayed
+  weight-elements-per-second measured for that weight size.
 - A run costs the sync floor (an empty run), every thunk, the weights
-  streamed from memory when the run's bytes exceed the cache, and the copies
-  of inputs in and outputs out at the measured transfer bandwidths.
-- ``prefer_row_kernel`` replaces the fixed gemm-or-row-kernel threshold:
-  gemm (+ bias/activation epilogue) versus matmul_rows, predicted.
+  streamed from memory when the run's bytes exceed the cache, the copies
+  of inputs in and outputs out at the measured transfer bandwidths, and a
+  measured cost per replay range (runs of dispatches between gemms).
+- ``prefer_row_kernel`` replaces the fixed gemm-or-row-kernel thresholds on
+  every backend: gemm (+ bias/activation epilogue) versus matmul_rows,
+  predicted from calibrated numbers; ``decision_model`` is the model of the
+  backend's documented defaults, for compiles that have no calibration
+  (the probes' own compiles).
 - ``pick_best_device`` lowers the graph for every candidate device (no
   allocation: lowering is pure Python over a Target) and picks the fastest
   predicted run.
@@ -109,7 +120,7 @@ def thunk_flops(thunk: Any) -> float:
     """Flops of a gemm, matmul_rows or attention thunk (0 for the others)."""
     if thunk.kind == _GEMM:
         g = thunk.gemm
-        return 2.0 * g["m"] * g["n"] * g["k"] * g.get("batch", 1)
+        return 2.0 * g["m"] * g["n"] * g["k"] * g.get("batch", 1) * g.get("outer", 1)
     base = _base_kernel(thunk.kernel or "")
     if base == "matmul_rows" and thunk.params and len(thunk.params) >= 12:
         m, n, k = struct.unpack_from("<3I", thunk.params)
@@ -159,11 +170,6 @@ class CostModel:
 
     def __init__(self, calibration: Calibration):
         self.calibration = calibration
-        # The CUDA shim captures a replayed schedule, gemms included, into one
-        # CUDA graph: a gemm there costs a graph node, not a host-side call.
-        # (Measured on the H200: without this the 6-layer BERT was predicted
-        # 75% slow, 0.30 ms of it gemm call overheads that the graph removes.)
-        self.gemm_in_graph = calibration.backend == "cuda"
         self._defaults = DEFAULTS.get(calibration.backend, DEFAULTS["host"])
         self._decisions: dict[tuple, str] = {}
         self._lock = threading.Lock()
@@ -183,17 +189,34 @@ class CostModel:
         flops = 2.0 * m * n * k * max(1, batch)
         curve = c.gemm_curves.get(key)
         rate = _interpolate(curve, flops) if curve else _rate(c.gemm_flops, key, self._defaults.gemm_flops)
-        call = c.dispatch_s if self.gemm_in_graph else c.gemm_call_s
-        return call + flops / rate
+        return c.gemm_call_s + flops / rate
 
     def row_kernel_seconds(self, m: int, n: int, k: int, dtype_name: str = "f32", transpose_b: bool = False
                            ) -> float:
+        """matmul_rows: one group per output column (Target.row_grid(n, k)),
+        each streaming its weights once per pass of ``row_pass_rows`` rows of
+        A (M = 1 with weights [N, K]: the mat-vec path). With the calibrated
+        curves, passes * n*k weight elements at the replayed rate measured
+        for that weight size (occupancy and latency floors included); without
+        them, the flops of whole passes (2*n*k per row of each pass; 2*n*k
+        for the mat-vec) at the variant's flat rate, scaled by occupancy."""
         c = self.calibration
-        groups = n   # one group per output column (lowering_nn: Target.row_grid(n, k))
+        groups = n
         key = ("f16" if dtype_name == "f16" else "f32") + ("_tb" if transpose_b else "")
-        rate = _rate(c.row_kernel_flops, key, self._defaults.row_kernel_flops)
         overhead = c.dispatch_s if groups == 1 else c.dispatch_parallel_s
-        return overhead + 2.0 * m * n * k / (rate * self._occupancy(groups))
+        weights = float(n) * float(k)
+        matvec = m == 1 and transpose_b
+        rows_per_pass = max(1, int(c.row_pass_rows))
+        passes = max(1, -(-int(m) // rows_per_pass))
+        m1 = c.row_kernel_curves.get(key + ":m1") if matvec else None
+        one_pass = c.row_kernel_curves.get(key + ":pass")
+        if m1:
+            return overhead + weights / _interpolate(m1, weights)
+        if one_pass and not matvec:
+            return overhead + passes * weights / _interpolate(one_pass, weights)
+        rate = _rate(c.row_kernel_flops, key, self._defaults.row_kernel_flops)
+        rows = 1 if matvec else passes * rows_per_pass
+        return overhead + 2.0 * rows * weights / (rate * self._occupancy(groups))
 
     def epilogue_seconds(self, m: int, n: int, dtype_name: str = "f32", activation: bool = False) -> float:
         """bias_act over the gemm's output: one group per row, reads and
@@ -212,15 +235,16 @@ class CostModel:
         c = self.calibration
         if thunk.kind == _GEMM:
             g = thunk.gemm
-            return self.gemm_seconds(g["m"], g["n"], g["k"], _dtype_of(thunk), g.get("batch", 1))
+            return self.gemm_seconds(g["m"], g["n"], g["k"], _dtype_of(thunk), g.get("batch", 1) * g.get("outer", 1))
         family = family_of(thunk)
         groups = _groups(thunk)
         overhead = c.dispatch_s if groups == 1 else c.dispatch_parallel_s
+        params = thunk.params or b""
+        if family == "matmul_rows" and len(params) >= 20:
+            m, n, k, _offset, transpose_b = struct.unpack_from("<5I", params)   # LinearParams
+            return self.row_kernel_seconds(m, n, k, _dtype_of(thunk), bool(transpose_b))
         if family == "matmul_rows":
-            params = thunk.params or b""
-            transpose_b = len(params) >= 20 and bool(struct.unpack_from("<I", params, 16)[0])   # LinearParams
-            key = _dtype_of(thunk) + ("_tb" if transpose_b else "")
-            rate = _rate(c.row_kernel_flops, key, self._defaults.row_kernel_flops)
+            rate = _rate(c.row_kernel_flops, _dtype_of(thunk), self._defaults.row_kernel_flops)
         else:
             rate = self._family_rate(family)
         work = thunk_work(thunk)
@@ -258,12 +282,30 @@ class CostModel:
             return 0.0
         return resident / max(c.mem_bw, 1.0)
 
+    @staticmethod
+    def replay_ranges(thunks: Sequence[Any]) -> int:
+        """Replay ranges of a run's list: maximal runs of dispatches between
+        gemms (the segmenter's plan, rlx/opt/segments.py)."""
+        ranges, inside = 0, False
+        for t in thunks:
+            if t.kind == _GEMM:
+                inside = False
+            elif not inside:
+                ranges, inside = ranges + 1, True
+        return ranges
+
+    def run_overhead_seconds(self, thunks: Sequence[Any], transfer_bytes: int | tuple[int, int] = 0) -> float:
+        """A run's cost beyond its thunks: sync floor, input/output
+        transfers, weights streamed from memory, and the replay ranges."""
+        thunks = list(thunks)
+        return (self.calibration.sync_s + self.transfer_seconds(transfer_bytes) + self.cold_seconds(thunks)
+                + self.calibration.segment_s * self.replay_ranges(thunks))
+
     def graph_seconds(self, thunks: Iterable[Any], transfer_bytes: int | tuple[int, int] = 0) -> float:
         """One whole run: sync floor + every thunk + weights streamed from
-        memory + input/output transfers."""
+        memory + input/output transfers + a cost per replay range."""
         thunks = list(thunks)
-        return (self.calibration.sync_s + sum(self.thunk_seconds(t) for t in thunks) + self.cold_seconds(thunks)
-                + self.transfer_seconds(transfer_bytes))
+        return sum(self.thunk_seconds(t) for t in thunks) + self.run_overhead_seconds(thunks, transfer_bytes)
 
     def breakdown(self, thunks: Iterable[Any]) -> dict[str, float]:
         """Predicted seconds per family (for reports and the accuracy benchmark)."""
@@ -329,6 +371,22 @@ def cost_model_for(device: Any) -> CostModel | None:
         model = _MODELS.get(key)
         if model is None:
             model = _MODELS[key] = CostModel(calib)
+        return model
+
+
+_DEFAULT_MODELS: dict[str, CostModel] = {}
+
+
+def decision_model(backend: str) -> CostModel:
+    """The model of a backend's documented defaults (DEFAULTS): what the
+    lowering asks when a compile has no calibrated model (the calibration
+    probes' own compiles), so no fixed threshold is left anywhere."""
+    with _MODELS_LOCK:
+        model = _DEFAULT_MODELS.get(backend)
+        if model is None:
+            from rlx.runtime.calibrate import default_calibration
+
+            model = _DEFAULT_MODELS[backend] = CostModel(default_calibration(backend))
         return model
 
 

@@ -13,29 +13,21 @@ from rlx.runtime.lowering import Lowering, float_suffix, lowers
 from rlx.runtime.views import View
 
 # Small-M matmuls may run on matmul_rows (one group per output column)
-# instead of the shim's gemm. The calibrated cost model (rlx/runtime/cost.py)
-# decides per shape when the compile has one; these fixed thresholds are the
-# fallback (RLX_CALIBRATE=0 without a cached calibration, or a model that is
-# still calibrating): GPUs take only M = 1 (mat-vec: one dot per group; at
-# M = 9 and 16 cuBLAS + epilogue measured 2.5-5x faster on the H200); the
-# CPU's BLAS beats the kernel except on tiny problems.
-ROW_KERNEL_MAX_M_GPU = 1   # H200: gemm + epilogue measured 2.5-5x faster at M = 9 and 16 (benchmarks/results)
-ROW_KERNEL_MAX_FLOPS_CPU = 4096
+# instead of the shim's gemm. The cost model (rlx/runtime/cost.py) decides
+# per shape from calibrated numbers (row kernel and gemm probed at small-M
+# shape classes inside a replay); a compile without a calibrated model (the
+# calibration's own probes) asks the model of the backend's defaults.
 
 
 def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
                    activation: bool = False, transpose_b: bool = False) -> bool:
     model = getattr(lw, "cost_model", None)
-    # The model's row-kernel estimate is validated on the host only; on the
-    # H200 it chose the row kernel at M = 16 where gemm + epilogue measured
-    # faster (benchmarks/results/h200-row-kernel-threshold-*.json), so GPUs
-    # keep the measured threshold until their calibration of it is fixed.
-    if model is not None and lw.target.one_thread_groups:
-        return model.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
-                                       transpose_b=transpose_b)
-    if lw.target.one_thread_groups:
-        return m * n * k <= ROW_KERNEL_MAX_FLOPS_CPU
-    return m <= ROW_KERNEL_MAX_M_GPU
+    if model is None:
+        from rlx.runtime.cost import decision_model
+
+        model = decision_model(lw.target.backend)
+    return model.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
+                                   transpose_b=transpose_b)
 
 
 def rows_view(lw: Lowering, node: Node) -> tuple[View, int]:
