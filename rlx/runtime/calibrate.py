@@ -30,7 +30,9 @@ What is measured (PROBE_SET 2):
   list is ICB ranges with gemms between them): slope of a list of 1 + N
   one-entry ranges over one, less a dispatch.
 - ``mem_bw``: a large add (bytes read + written per second).
-- ``h2d_bw`` / ``d2h_bw``: ``Buffer.write`` / ``Buffer.read``.
+- ``h2d_bw`` / ``d2h_bw``: inputs copied in and outputs copied out by the
+  run path (1 MiB, as the core does it on this device: buffer writes and
+  reads, or copies staged in the run's command buffer).
 - ``gemm_call_s``, ``gemm_curves[<dtype>_<small_m|large_m>]`` (throughput
   over problem size, a few shapes per class, plus the small-M shapes of the
   row-kernel decision) and ``gemm_flops`` (each class's peak): the shim's
@@ -676,13 +678,13 @@ def _sizes(backend: str, budget_s: float) -> _Sizes:
                       ((9, 16, 16), (16, 64, 64), (128, 128, 64), (128, 256, 96), (128, 384, 96), (128, 384, 384),
                        (128, 1536, 384)),
                       ((1, 512, 512), (4, 1024, 1024), (8, 2048, 1024)),
-                      (16 if small_budget else 64) << 20, 4 << 20,
+                      (16 if small_budget else 64) << 20, 1 << 20,
                       ((384, 384), (1024, 512)))
     # GPUs: big enough that launch latency does not hide the throughput.
     return _Sizes(4096, 1024, 16, 64,
                   ((9, 64, 64), (16, 256, 256), (128, 384, 384), (128, 1536, 384), (256, 1024, 1024),
                    (1024, 4096, 1024), (4096, 4096, 4096)),
-                  ((1, 4096, 4096), (4, 8192, 8192), (8, 16384, 8192)), 256 << 20, 64 << 20,
+                  ((1, 4096, 4096), (4, 8192, 8192), (8, 16384, 8192)), 256 << 20, 1 << 20,
                   ((384, 384), (1536, 384), (1024, 1024), (4096, 4096)))
 
 
@@ -875,33 +877,39 @@ def _probe_memory(calib: Calibration, sizes: _Sizes, budget: float, device: Any)
                      f"{calib.mem_bw / 1e9:.1f} GB/s (read + write)")
 
 
+def _io_graph(n: int, output_all: bool) -> Any:
+    """A graph with no thunk: input x of n floats, output x itself (n floats
+    copied out) or its first element (4 bytes out): a dense view needs no
+    copy kernel, so a run is its floor plus the copies in and out."""
+    from rlx.ir.graph import Graph
+
+    g = Graph()
+    x = g.input("x", (n,))
+    g.set_outputs(y=x if output_all else g.narrow(x, 0, 0, 1))
+    return g
+
+
 def _probe_transfer(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
-    n = sizes.transfer_bytes
-    buf = device.alloc(n)
-    try:
-        # The shim's buffer_write / buffer_read on one reused host array: what
-        # the run path does per input and output (Buffer.read would add a copy).
-        from rlx.runtime import shim
-
-        host = np.ones(n, np.uint8)
-        api = device.shim.api.contents
-
-        def write() -> float:
-            t0 = time.perf_counter()
-            shim.check(device.shim, api.buffer_write(buf.address, 0, host.ctypes.data, n), "buffer_write")
-            return time.perf_counter() - t0
-
-        def read() -> float:
-            t0 = time.perf_counter()
-            shim.check(device.shim, api.buffer_read(buf.address, 0, host.ctypes.data, n), "buffer_read")
-            return time.perf_counter() - t0
-
-        calib.h2d_bw = n / _sample(write, 4, budget / 2)
-        calib.d2h_bw = n / _sample(read, 4, budget / 2)
-    finally:
-        buf.free()
-    calib.log.append(f"transfers: {n >> 20} MiB, write {calib.h2d_bw / 1e9:.1f} GB/s, "
-                     f"read {calib.d2h_bw / 1e9:.1f} GB/s")
+    """Input and output copies as the run path makes them (a synchronous
+    write per input and read per output, or copies staged inside the run's
+    command buffer: whatever the core does on this device): whole runs of
+    thunk-less graphs with n floats in and 1 or n out, less the empty run."""
+    n = max(1, sizes.transfer_bytes // 4)
+    times = []
+    for graph in (_empty_graph(), _io_graph(n, False), _io_graph(n, True)):
+        exe = _compile(graph, device)
+        if exe.stats.thunks:
+            raise RuntimeError(f"the transfer probe's graph has {exe.stats.thunks} thunks, expected none")
+        times.append(time_run(exe, random_feed(graph), samples=7, budget_s=budget / 3))
+    empty, t_in, t_both = times
+    nbytes = 4 * n
+    into, out = t_in - empty, t_both - t_in
+    if into <= 0 or out <= 0:
+        raise RuntimeError(f"runs of {nbytes} bytes in/out were not slower than an empty run "
+                           f"({empty * 1e6:.1f}, {t_in * 1e6:.1f}, {t_both * 1e6:.1f} us)")
+    calib.h2d_bw, calib.d2h_bw = nbytes / into, nbytes / out
+    calib.log.append(f"transfers (run path): {nbytes >> 10} KiB in {into * 1e6:.1f} us "
+                     f"({calib.h2d_bw / 1e9:.1f} GB/s), out {out * 1e6:.1f} us ({calib.d2h_bw / 1e9:.1f} GB/s)")
 
 
 def _matmul_exe(device: Any, m: int, n: int, k: int, dtype: str, transpose_b: bool = False) -> Any:
