@@ -12,7 +12,8 @@ per kernel family and for the whole run.
 - predicted: ``CostModel.thunk_seconds`` / ``graph_seconds`` from the
   device's calibration (cached, or measured on first use).
 
-- row-kernel decision: for the BERT layer at 1, 9 and 16 tokens (f32 and
+- row-kernel decision: for two BERT layers (weights [K, N]) and two
+  feed-forward blocks with weights [N, K], at 1, 9 and 16 tokens (f32 and
   f16 on GPUs), the compile's gemm-or-matmul_rows choice (the cost model's)
   against both paths forced and timed as whole runs.
 
@@ -95,32 +96,48 @@ def _case(layers: int, device: str, model: cost.CostModel) -> dict:
             "gemms": {k: {**v, "measured_s": statistics.median(v["measured_s"])} for k, v in gemms.items()}}
 
 
-def _decisions(device: str, precisions: tuple[str, ...], layers: int = 2) -> list[dict]:
-    """The compile's (cost model's) gemm-or-row-kernel choice for BERT layers
-    at small token counts, against both paths forced and timed."""
+def _ffn_tb(tokens: int, layers: int = 2, hidden: int = 384, ffn: int = 1536) -> rlx.Graph:
+    """Feed-forward blocks with weights stored [N, K] (as checkpoints store
+    them; the row kernel's mat-vec path at M = 1)."""
+    g = rlx.Graph()
+    x = g.input("x", (tokens, hidden))
+    for i in range(layers):
+        h = g.linear(x, g.param(f"w{i}a", (ffn, hidden)), g.param(f"b{i}a", (ffn,)), activation="gelu",
+                     transpose_b=True)
+        x = g.linear(h, g.param(f"w{i}b", (hidden, ffn)), g.param(f"b{i}b", (hidden,)), transpose_b=True)
+    g.set_outputs(y=x)
+    return g
+
+
+def _decisions(device: str, precisions: tuple[str, ...]) -> list[dict]:
+    """The compile's (cost model's) gemm-or-row-kernel choice at small token
+    counts, against both paths forced and timed as whole runs: BERT layers
+    (weights [K, N]) and feed-forward blocks with weights [N, K]."""
     from rlx.runtime import lowering_nn
 
     chosen_fn = lowering_nn.use_row_kernel
     out = []
-    for precision in precisions:
-        for tokens in (1, 9, 16):
-            g = bert_encoder(layers=layers, batch=1, seq=tokens)
-            params = random_params(g)
-            feed = calibrate.random_feed(g)
-            row = {"precision": precision, "tokens": tokens, "layers": layers}
-            try:
-                for label, force in (("chosen", None), ("gemm", False), ("row_kernel", True)):
-                    lowering_nn.use_row_kernel = chosen_fn if force is None else (lambda *a, f=force, **k: f)
-                    exe = rlx.compile(g, device=device, params=params, precision=precision)
-                    row[f"{label}_row_thunks"] = sum(cost.family_of(t) == "matmul_rows" for t in exe.thunks)
-                    row[f"{label}_ms"] = 1e3 * min(_measure_runs(exe, feed, runs=30))
-            finally:
-                lowering_nn.use_row_kernel = chosen_fn
-            row["chose"] = "row_kernel" if row["chosen_row_thunks"] else "gemm"
-            if 0 < row["chosen_row_thunks"] < row["row_kernel_row_thunks"]:
-                row["chose"] = "mixed"
-            row["faster"] = "row_kernel" if row["row_kernel_ms"] < row["gemm_ms"] else "gemm"
-            out.append(row)
+    for graph_name, build in (("bert2 [K,N]", lambda t: bert_encoder(layers=2, batch=1, seq=t)),
+                              ("ffn2 [N,K]", _ffn_tb)):
+        for precision in precisions:
+            for tokens in (1, 9, 16):
+                g = build(tokens)
+                params = random_params(g)
+                feed = calibrate.random_feed(g)
+                row = {"graph": graph_name, "precision": precision, "tokens": tokens}
+                try:
+                    for label, force in (("chosen", None), ("gemm", False), ("row_kernel", True)):
+                        lowering_nn.use_row_kernel = chosen_fn if force is None else (lambda *a, f=force, **k: f)
+                        exe = rlx.compile(g, device=device, params=params, precision=precision)
+                        row[f"{label}_row_thunks"] = sum(cost.family_of(t) == "matmul_rows" for t in exe.thunks)
+                        row[f"{label}_ms"] = 1e3 * min(_measure_runs(exe, feed, runs=30))
+                finally:
+                    lowering_nn.use_row_kernel = chosen_fn
+                row["chose"] = "row_kernel" if row["chosen_row_thunks"] else "gemm"
+                if 0 < row["chosen_row_thunks"] < row["row_kernel_row_thunks"]:
+                    row["chose"] = "mixed"
+                row["faster"] = "row_kernel" if row["row_kernel_ms"] < row["gemm_ms"] else "gemm"
+                out.append(row)
     return out
 
 
@@ -153,7 +170,8 @@ def test_cost_model_accuracy_bert(device):
     lines.append(f"target: whole run within {TARGET:.0%} of measured (min): {'met' if within else 'NOT met'}")
     decisions = _decisions(device, ("f32", "f16") if calib.backend != "host" else ("f32",))
     for d in decisions:
-        lines.append(f"row-kernel decision {d['precision']} {d['tokens']:>2} tokens: chose {d['chose']:<10} "
+        lines.append(f"row-kernel decision {d['graph']} {d['precision']} {d['tokens']:>2} tokens: "
+                     f"chose {d['chose']:<10} "
                      f"(gemm {d['gemm_ms']:.3f} ms, row kernel {d['row_kernel_ms']:.3f} ms, chosen "
                      f"{d['chosen_ms']:.3f} ms; faster: {d['faster']})")
     print("\ncost model accuracy (" + calib.backend + ", " + calib.source + " calibration)\n  " + "\n  ".join(lines),

@@ -67,9 +67,11 @@ def _decision_model(call_s: float) -> CostModel:
 def test_row_kernel_decision_flips_at_the_predicted_crossover(call_s):
     model = _decision_model(call_s)
     p = model.calibration.row_pass_rows
+    margin = cost.ROW_KERNEL_MARGIN
     for m, n in [(1, 8), (4, 4), (8, 2), (16, 1)]:
-        # row: 2*p*n*k / 1e9 (one pass); gemm: call_s + 2*m*n*k / 1e11.
-        crossover_k = call_s / (2 * n * (p / 1e9 - m / 1e11))
+        # row: 2*p*n*k / 1e9 (one pass); gemm: call_s + 2*m*n*k / 1e11; the
+        # row kernel wins below row = margin * gemm.
+        crossover_k = margin * call_s / (2 * n * (p / 1e9 - margin * m / 1e11))
         k_below = max(1, int(0.8 * crossover_k))
         k_above = int(1.25 * crossover_k) + 1
         assert model.prefer_row_kernel(m, n, k_below, "f32", epilogue=False), (m, n, k_below)

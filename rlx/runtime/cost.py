@@ -71,6 +71,13 @@ _KERNEL_FAMILY = {
 # a last-level cache (CPU) or L2 (GPU) of each backend.
 CACHE_BYTES = {"host": 8 << 20, "cuda": 48 << 20, "metal": 16 << 20}
 
+# The row kernel must be predicted this much faster than gemm (+ epilogue)
+# to be chosen: replayed probes of one shape scatter by 10-20% on a loaded
+# machine, and within that the gemm, the general path, is the safer pick
+# (measured on a 2-core host: a predicted near-tie at M = 1, weights [N, K],
+# ran 1.5x slower on the row kernel in a whole run).
+ROW_KERNEL_MARGIN = 0.9
+
 _TRANSCENDENTAL_ACTS = frozenset({1, 2, 3})   # gelu, gelu_tanh, silu (rlx.runtime.params.ACTIVATIONS)
 _GEMM, _DISPATCH = 1, 0   # rlx.runtime.lowering.GEMM / DISPATCH (not imported: lowering imports us lazily)
 _RESIDENT = 1             # rlx.runtime.views.RESIDENT: the params/constants buffer
@@ -320,13 +327,14 @@ class CostModel:
                           activation: bool = False, transpose_b: bool = False) -> bool:
         """True when matmul_rows (bias and activation fused) is predicted
         faster than the shim's gemm plus, with ``epilogue`` (a bias or an
-        activation to apply), its bias_act dispatch. ``activation``: the
+        activation to apply), its bias_act dispatch, by more than the
+        calibration's noise (ROW_KERNEL_MARGIN). ``activation``: the
         epilogue has an erf/exp activation; ``transpose_b``: weights [N, K]."""
         row = self.row_kernel_seconds(m, n, k, dtype_name, transpose_b)
         gemm = self.gemm_seconds(m, n, k, dtype_name)
         if epilogue:
             gemm += self.epilogue_seconds(m, n, dtype_name, activation)
-        choice = row < gemm
+        choice = row < ROW_KERNEL_MARGIN * gemm
         key = ("linear", m, n, k, dtype_name, epilogue, activation, transpose_b)
         with self._lock:
             if key not in self._decisions:
