@@ -14,6 +14,7 @@
 #include "rlx_shim.h"
 #include "rlx_gemm_check.h"
 #include "host_small_m.h"
+#include "host_bf16.h"
 #include "prelude/cpu.h"  // rlx_cpu_ctx, half
 
 #include <dirent.h>
@@ -193,6 +194,8 @@ struct rlx_device {
     int threads = 1;
     std::string blas_path, cache_dir, cxx = "c++", include_dir;
     sgemm_fn sgemm = nullptr;   // NULL: the C++ fallback gemm
+    bool bf16_kernels = true;   // option bf16=0 (RLX_HOST_BF16=0): widen bf16 weights, sgemm
+    int bf16_level = 0;         // 2: the AVX-512 BF16 kernels of host_bf16.h run here
     rlx_device_info info{};
     Pool pool;
     // One command buffer executes at a time, in commit order (like a Metal
@@ -374,6 +377,86 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
     parallel_for(&d->pool, gemm_block, bufs, g);
 }
 
+// ---- f32 A x bf16 B -> f32 C (precision="bf16" weights; csrc/host_bf16.h) --------
+#ifdef RLX_HAVE_BF16_KERNELS
+struct Bf16Job {
+    const rlx_gemm_desc *g;
+    const float *A;
+    const uint16_t *B;
+    float *C;
+    uint32_t *ap;        // A rounded to bf16 pairs
+    int64_t ldp, chunk;  // pair words per row; rows (rounding) or columns (small M) per group
+    rlx_bf16::big::Gemm big;
+};
+
+void bf16_round_part(const rlx_cpu_ctx *ctx) {
+    const Bf16Job &j = *(const Bf16Job *)ctx->buffers[0];
+    const int64_t r0 = (int64_t)ctx->group_id.x * j.chunk, r1 = std::min(j.g->m, r0 + j.chunk);
+    rlx_bf16::round_rows(r0, r1, j.g->k, j.A, j.g->lda, j.ap, j.ldp);
+}
+
+void bf16_small_part(const rlx_cpu_ctx *ctx) {
+    const Bf16Job &j = *(const Bf16Job *)ctx->buffers[0];
+    const rlx_gemm_desc &g = *j.g;
+    const int64_t n0 = (int64_t)ctx->group_id.x * j.chunk, n1 = std::min(g.n, n0 + j.chunk);
+    rlx_bf16::small::columns(g.m, n0, n1, g.k, g.alpha, j.ap, j.ldp, j.B, g.ldb, g.beta, j.C, g.ldc);
+}
+
+void bf16_big_task(const rlx_cpu_ctx *ctx) {
+    const Bf16Job &j = *(const Bf16Job *)ctx->buffers[0];
+    thread_local std::vector<uint32_t> packed_b;
+    rlx_bf16::big::run_task(j.big, (int64_t)ctx->group_id.x, packed_b);
+}
+
+// fn over groups [0, count): on the pool when `split` (not inside a worker), else here.
+void bf16_run(rlx_device *d, bool split, kernel_fn fn, Bf16Job *job, int64_t count) {
+    if (!split || d->threads < 2 || count == 1) {
+        rlx_cpu_ctx ctx{};
+        ctx.buffers[0] = (void *)job;
+        for (int64_t i = 0; i < count; ++i) {
+            ctx.group_id = uint3{(uint)i, 0, 0};
+            fn(&ctx);
+        }
+        return;
+    }
+    void *bufs[RLX_MAX_BINDINGS] = {(void *)job};
+    const uint32_t g[3] = {(uint32_t)count, 1, 1};
+    parallel_for(&d->pool, fn, bufs, g);
+}
+#endif
+
+void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint16_t *B, float *C, bool split) {
+#ifdef RLX_HAVE_BF16_KERNELS
+    if (d->bf16_level >= 2 && !g.trans_a && g.k > 0) {
+        Bf16Job job{&g, A, B, C, nullptr, 0, 0, {}};
+        job.ldp = ((g.k + 1) / 2 + 15) / 16 * 16;
+        thread_local std::vector<uint32_t> rounded_a;
+        rounded_a.resize((size_t)(g.m * job.ldp));
+        job.ap = rounded_a.data();
+        job.chunk = std::max<int64_t>(64, (g.m + 2 * d->threads - 1) / (2 * d->threads));
+        bf16_run(d, split && g.m * g.k >= (1 << 16), bf16_round_part, &job, (g.m + job.chunk - 1) / job.chunk);
+        if (g.trans_b && g.m <= rlx_bf16::small::kMaxRows) {
+            job.chunk = 64;   // columns per group: B streams once, split over the pool
+            bf16_run(d, split, bf16_small_part, &job, (g.n + job.chunk - 1) / job.chunk);
+            return;
+        }
+        job.big = rlx_bf16::big::Gemm{g.m, g.n, g.k, g.alpha, g.beta, job.ap, job.ldp, B, g.ldb, (bool)g.trans_b,
+                                      C, g.ldc, 0, 0};
+        rlx_bf16::big::plan(job.big, split ? d->threads : 1);
+        bf16_run(d, split, bf16_big_task, &job, rlx_bf16::big::tasks(job.big));
+        return;
+    }
+#endif
+    // No BF16 kernels (CPU, compiler, or RLX_HOST_BF16=0): widen B to f32, sgemm.
+    const bool tb = g.trans_b;
+    const uint64_t nb = rlx_gemm_span(tb ? g.n : g.k, tb ? g.k : g.n, g.ldb);
+    thread_local std::vector<float> wide_b;
+    wide_b.resize(nb);
+    rlx_bf16::widen(B, wide_b.data(), nb);
+    (split ? sgemm : sgemm_1)(d, g.trans_a, tb, g.m, g.n, g.k, g.alpha, A, g.lda, wide_b.data(), g.ldb, g.beta, C,
+                              g.ldc);
+}
+
 // Product `index` of a (possibly two-level batched) gemm: entry index % batch
 // of outer repeat index / batch.
 void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool split) {
@@ -383,6 +466,10 @@ void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spl
     uint8_t *b = g.b->ptr + g.b_offset + (uint64_t)(i * g.stride_b + j * g.outer_stride_b) * rlx_dtype_size(g.b_dtype);
     uint8_t *c = g.c->ptr + g.c_offset + (uint64_t)(i * g.stride_c + j * g.outer_stride_c) * rlx_dtype_size(g.c_dtype);
     auto gemm = split ? sgemm : sgemm_1;
+    if (g.b_dtype == RLX_DTYPE_BF16) {   // f32 A and C: the one bf16 combination (kExtraGemmTypes)
+        gemm_bf16(d, g, (const float *)a, (const uint16_t *)b, (float *)c, split);
+        return;
+    }
     if (rlx_gemm_uniform(&g) && g.dtype == RLX_DTYPE_F32) {
         gemm(d, ta, tb, g.m, g.n, g.k, g.alpha, (const float *)a, g.lda, (const float *)b, g.ldb, g.beta,
              (float *)c, g.ldc);
@@ -442,9 +529,10 @@ void run_gemm(rlx_device *d, const rlx_gemm_desc &g) {
 }
 
 // Optional operand types: f16 inputs with an f32 result (attention scores).
-const int32_t kExtraGemmTypes[][3] = {{RLX_DTYPE_F16, RLX_DTYPE_F16, RLX_DTYPE_F32}};
+const int32_t kExtraGemmTypes[][3] = {{RLX_DTYPE_F16, RLX_DTYPE_F16, RLX_DTYPE_F32},
+                                      {RLX_DTYPE_F32, RLX_DTYPE_BF16, RLX_DTYPE_F32}};
 
-RLX_DEFINE_CHECK_GEMM(, "host", kExtraGemmTypes, 1)
+RLX_DEFINE_CHECK_GEMM(, "host", kExtraGemmTypes, 2)
 
 // ---- execution ------------------------------------------------------------------
 void run_dispatch(rlx_device *d, kernel_fn fn, void *const *bufs, const uint32_t g[3]) {
@@ -612,9 +700,12 @@ rlx_status parse_options(rlx_device *d, const char *options) {
             d->cxx = value;
         } else if (key == "include_dir") {
             d->include_dir = value;
+        } else if (key == "bf16") {
+            ARG_CHECK(value == "0" || value == "1", "device_open: bf16=%s: expected 0 or 1", value.c_str());
+            d->bf16_kernels = value == "1";
         } else {
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
-                        "include_dir)", key.c_str());
+                        "include_dir, bf16)", key.c_str());
         }
     }
     return RLX_OK;
@@ -666,6 +757,9 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         in.simd_width = 1;
         in.unified_memory = 1;
         in.supports_f16 = 1;
+#ifdef RLX_HAVE_BF16_KERNELS
+        if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
+#endif
         in.compute_units = (uint32_t)d->threads;
         d->spare.reserve(4);
         for (int i = 1; i < d->threads; ++i) d->pool.workers.emplace_back(worker_main, &d->pool);

@@ -21,6 +21,7 @@ from rlx.errors import (
     RlxError,
     ShapeError,
     UnsupportedOpError,
+    UnsupportedPrecisionError,
 )
 
 __version__ = "0.1.0"
@@ -60,7 +61,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ConfigError", "DeviceError", "DeviceUnavailableError", "DTypeError", "GraphError", "InputError",
     "KernelCompileError", "MemoryPlanError", "ParameterError", "RlxError", "ShapeError",
-    "UnsupportedOpError", *_LAZY,
+    "UnsupportedOpError", "UnsupportedPrecisionError", *_LAZY,
 ]
 
 

@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--file", "-f", help="a UTF-8 file with one text a line (blank lines skipped)")
     p.add_argument("-o", "--output", help="write the embeddings to this .npy file instead of printing")
     p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
-    p.add_argument("--precision", choices=("f32", "f16"), default="f32")
+    p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32",
+                   help="f32 (default); f16 (GPUs); bf16 (CPU: linear weights in bf16, see README)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     bsub = p.add_subparsers(dest="suite", required=True)
     p = bsub.add_parser("bert", help="BERT encoder latency: rlx vs PyTorch CPU vs ONNX Runtime CPU")
     p.add_argument("--device", default="cpu", help="rlx device (peers run on the CPU)")
-    p.add_argument("--precision", choices=("f32", "f16"), default="f32", help="rlx precision (peers: f32)")
+    p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32", help="rlx precision (peers: f32)")
     p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
     p.add_argument("--threads", type=int, default=None, help="threads for every peer (default RLX_NUM_THREADS)")
     p.add_argument("--peers", default=",".join(("rlx", "torch", "ort")))

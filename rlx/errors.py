@@ -55,5 +55,9 @@ class ConfigError(RlxError):
     """An ``RLX_*`` environment variable or option has an invalid value."""
 
 
+class UnsupportedPrecisionError(ConfigError):
+    """The requested precision cannot run on the chosen device (``precision="bf16"`` off the host)."""
+
+
 class ModelLoadError(RlxError):
     """A model folder or file is missing, malformed, or describes an unsupported model."""

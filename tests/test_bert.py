@@ -211,6 +211,16 @@ def test_f16_close_to_f32(tiny):
     assert cosine(a, b).min() > 0.999
 
 
+def test_bf16_close_to_f32(tiny):
+    a = load_embedder(tiny).encode(TEXTS)
+    model = load_embedder(tiny, precision="bf16")
+    b = model.encode(TEXTS)
+    assert b.dtype == np.float32
+    assert cosine(a, b).min() > 0.999
+    exe = next(iter(model._cache.values()))
+    assert any(t.gemm and t.gemm["b_dtype"] == 2 for t in exe.thunks)   # the linear weights are bf16
+
+
 def test_buckets_and_executable_cache(tiny):
     assert [seq_bucket(n, 512) for n in (1, 8, 9, 64, 65, 200, 257, 511)] == [8, 8, 16, 64, 96, 224, 320, 512]
     assert seq_bucket(30, 24) == 24
@@ -318,7 +328,7 @@ def test_unsupported_modules(tiny):
 
 def test_bad_arguments(tiny):
     with pytest.raises(ValueError, match="precision"):
-        load_embedder(tiny, precision="bf16")
+        load_embedder(tiny, precision="f64")
     model = load_embedder(tiny)
     with pytest.raises(ValueError, match="batch_size"):
         model.encode(["a"], batch_size=0)
@@ -416,7 +426,7 @@ def st_model():
 
 
 @needs_st
-@pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999)])
+@pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999), ("bf16", 0.999)])
 def test_minilm_parity_with_sentence_transformers(st_model, precision, floor):
     want = st_model.encode(SENTENCES, convert_to_numpy=True, batch_size=32)
     model = load_embedder("all-MiniLM-L6-v2", precision=precision)

@@ -216,7 +216,7 @@ def test_unknown_pass_and_policy_are_config_errors():
     with pytest.raises(rlx.ConfigError, match="unknown pass"):
         rlx.compile(g, params=random_params(g), passes={"fuse": False})
     with pytest.raises(rlx.ConfigError, match="precision"):
-        rlx.compile(g, params=random_params(g), precision="bf16")
+        rlx.compile(g, params=random_params(g), precision="bf8")
 
 
 def test_verbose_reports_every_pass(monkeypatch, capsys, rng):

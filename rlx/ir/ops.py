@@ -56,8 +56,17 @@ def _bool(op: str, what: str, v: Any) -> bool:
 
 
 def _float_type(op: str, t: TensorType, what: str = "input") -> None:
-    if not t.dtype.is_float:
-        raise DTypeError(f"{op}: {what} must be a float tensor (f32 or f16), got {t}")
+    if not t.dtype.is_float or t.dtype.name == "bf16":
+        raise DTypeError(f"{op}: {what} must be a float tensor (f32 or f16), got {t}"
+                         + (" (bf16 is only the storage of linear/matmul weights)" if t.dtype.name == "bf16" else ""))
+
+
+def _weight_dtype(op: str, x: TensorType, w: TensorType, what: str) -> None:
+    """A matmul's B operand has x's dtype, or is bf16 against f32 x (weights
+    stored in bf16 under precision="bf16"; the gemm accumulates in f32)."""
+    if w.dtype == x.dtype or (w.dtype.name == "bf16" and x.dtype.name == "f32"):
+        return
+    raise DTypeError(f"{op}: {what} must have x's dtype (or be bf16 against f32), got {x} and {w}")
 
 
 def _same_dtype(op: str, types: list[TensorType], names: list[str]) -> None:
@@ -89,6 +98,9 @@ def _infer_leaf(op: str):
             raise GraphError(f"{op}: name must be a non-empty string, got {attrs['name']!r}")
         attrs["shape"] = Shape(attrs["shape"])
         attrs["dtype"] = DType.of(attrs["dtype"])
+        if op == "input" and attrs["dtype"].name == "bf16":
+            raise DTypeError(f"input {attrs['name']!r}: bf16 is only the storage of linear/matmul weights "
+                             "(params); declare the input f32")
         return TensorType(attrs["shape"], attrs["dtype"])
     return infer
 
@@ -190,8 +202,7 @@ def _infer_matmul(types: list[TensorType], attrs: dict) -> TensorType:
     tb = attrs["transpose_b"] = _bool("matmul", "transpose_b", attrs["transpose_b"])
     a, b = types
     _float_type("matmul", a, "a")
-    _float_type("matmul", b, "b")
-    _same_dtype("matmul", [a, b], ["a", "b"])
+    _weight_dtype("matmul", a, b, "b")
     if a.rank < 2:
         raise ShapeError(f"matmul: a must have rank >= 2 ([..., M, K]), got shape {a.shape!r}")
     b_form = "[..., N, K]" if tb else "[..., K, N]"
@@ -279,7 +290,7 @@ def _infer_cast(types: list[TensorType], attrs: dict) -> TensorType:
     (x,) = types
     to = attrs["dtype"] = DType.of(attrs["dtype"])
     _float_type("cast", x)
-    if not to.is_float:
+    if not to.is_float or to.name == "bf16":
         raise DTypeError(f"cast: only float <-> float casts are supported, got {x.dtype} -> {to}")
     return TensorType(x.shape, to)
 

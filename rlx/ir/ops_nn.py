@@ -14,7 +14,7 @@ import numpy as np
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.dtype import DType
 from rlx.ir.op import OpDef, TensorType
-from rlx.ir.ops import _MISSING, _attrs, _axis, _bool, _float_type, _infer_binary, _reg, _same_dtype
+from rlx.ir.ops import _MISSING, _attrs, _axis, _bool, _float_type, _infer_binary, _reg, _same_dtype, _weight_dtype
 from rlx.ir.shape import broadcast_shapes
 
 ACTIVATIONS = (None, "gelu", "gelu_tanh", "silu", "relu")
@@ -138,7 +138,9 @@ def _infer_linear(types: list[TensorType], attrs: dict) -> TensorType:
     tb = attrs["transpose_b"] = _bool("linear", "transpose_b", attrs["transpose_b"])
     x, w = types[:2]
     _float_type("linear", x, "x")
-    _same_dtype("linear", types, ["x", "weight", "bias"][: len(types)])
+    _weight_dtype("linear", x, w, "weight")
+    if len(types) == 3:
+        _same_dtype("linear", [x, types[2]], ["x", "bias"])
     if x.rank < 1 or w.rank != 2:
         raise ShapeError(f"linear: x must be [..., K] and weight 2-D, got {x.shape!r} and {w.shape!r}")
     n, k = (w.shape[0], w.shape[1]) if tb else (w.shape[1], w.shape[0])

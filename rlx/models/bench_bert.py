@@ -63,13 +63,13 @@ def make_runner(peer: str, folder: Path, batch: int, tokens: int, threads: int, 
     facts: dict = {}
     if peer == "rlx":
         import rlx
-        from rlx.models.bert import BertModel
+        from rlx.models.bert import BertModel, compile_precision
 
         model = _model_cache.get(folder) or BertModel.load(folder)
         _model_cache[folder] = model
         t0 = time.perf_counter()
         exe = rlx.compile(model.build_graph(batch, tokens, precision, pooled=False), device=device,
-                          params=model.params(precision))
+                          params=model.params(precision), precision=compile_precision(precision))
         facts["compile_ms"] = 1e3 * (time.perf_counter() - t0)
         facts["executable"] = exe
         feed = {"input_ids": inputs["input_ids"].astype(np.int32),

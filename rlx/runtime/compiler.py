@@ -46,8 +46,8 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     ``exe.compile_report`` keeps the same lines.
 
     params: values for every ``graph.param`` (they stay resident across runs;
-    ``Executable.set_params`` replaces them). precision: "f32", "f16" or
-    "auto" (rlx/opt/precision.py). passes: switch passes off for bisecting,
+    ``Executable.set_params`` replaces them). precision: "f32", "f16",
+    "auto" or "bf16" (host only) (rlx/opt/precision.py). passes: switch passes off for bisecting,
     e.g. ``{"fusion": False}``; names: fusion, views, precision,
     memory_reuse, segments. pin_outputs: give outputs arena bytes no other
     value ever touches (dropped automatically when the arena would not fit
@@ -76,7 +76,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         graph, fusion_report = fuse(graph, target.capabilities)
         report.append(fusion_report.describe())
     if enabled["precision"]:
-        graph, precision_report = apply_precision(graph, precision)
+        graph, precision_report = apply_precision(graph, precision, target.backend)
         report.append(precision_report.describe())
     elif precision != "f32":
         raise ConfigError(f"precision={precision!r} needs the precision pass, which is switched off")

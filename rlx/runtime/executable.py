@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlx.errors import InputError, ParameterError
-from rlx.ir.dtype import DType
+from rlx.ir.dtype import DType, bf16, to_bf16
 
 
 @dataclass(frozen=True)
@@ -144,11 +144,16 @@ class Executable:
 
 def coerce_param(spec: IOSpec, value) -> np.ndarray:
     """A parameter value as the declared dtype and shape. Floats convert
-    between f32 and f16 (weights often ship in the other one); anything else
-    must match exactly."""
+    between f32 and f16 (weights often ship in the other one) and round to
+    bf16 for bf16 params; anything else must match exactly."""
     array = np.asarray(value)
     if array.shape != spec.shape:
         raise ParameterError(f"parameter '{spec.name}': shape {array.shape}, expected {spec.shape}")
+    if spec.dtype is bf16:   # stored as bf16 bits (precision="bf16"): values are given as floats
+        if not np.issubdtype(array.dtype, np.floating):
+            raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected float values "
+                                 "(stored as bf16)")
+        return to_bf16(array)
     if array.dtype != spec.dtype.numpy:
         if not (np.issubdtype(array.dtype, np.floating) and spec.dtype.is_float):
             raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected {spec.dtype.name}")

@@ -129,8 +129,9 @@ def _linear(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)
     if out.numel == 0:
         return out
-    if use_row_kernel(lw, m, n, k, suffix, epilogue=bias is not None or bool(act), activation=act in (1, 2, 3),
-                      transpose_b=trans_b):
+    # bf16 weights (precision="bf16") go to the shim's gemm, which reads them; the row kernel reads x's dtype.
+    if w.dtype == x.dtype and use_row_kernel(lw, m, n, k, suffix, epilogue=bias is not None or bool(act),
+                                             activation=act in (1, 2, 3), transpose_b=trans_b):
         lw.dispatch(repr(node), f"matmul_rows_{suffix}",
                     [(x, "r"), (w, "r"), (bias or w, "r"), (out, "w")],
                     P.linear(m, n, k, x.offset, trans_b, bias is not None, act),

@@ -268,7 +268,7 @@ def _cuda_options() -> dict[str, str]:
 
 def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
     """The device_open options from rlx.env. Every shim gets cache_dir and
-    include_dir; the host also threads, cxx and blas; cuda the folders of
+    include_dir; the host also threads, cxx, blas and bf16; cuda the folders of
     NVRTC, cuBLAS and the CUDA headers from pip wheels (':'-separated)."""
     opts = {"cache_dir": str(env.cache_dir()), "include_dir": str(shader_dir())}
     if backend == "cuda":
@@ -281,6 +281,8 @@ def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
         blas = _default_blas()
         if blas:
             opts["blas"] = blas
+        if not env.host_bf16():
+            opts["bf16"] = "0"   # RLX_HOST_BF16=0: bf16 weights widen to f32 for the BLAS
     opts.update(override or {})
     for key, value in opts.items():
         if ";" in value or "=" in key:

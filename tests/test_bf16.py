@@ -1,0 +1,263 @@
+"""precision="bf16" on the host: linear/matmul weights stored as bf16, the
+host gemm (csrc/host_bf16.h) with f32 A and C, its forced fallback
+(RLX_HOST_BF16=0 / device option bf16=0), and the precision pass.
+
+Tolerance: the product differs from the f32 one only by rounding each weight
+to bf16 (8 significant bits: relative error <= u = 2^-8) and, in the AVX-512
+BF16 kernels, each element of A too (another u); f32 sums add ~k * 2^-24.
+So per element |got - f32 product| <= (2u + u^2) * (|A| @ |B|) + 1e-5, the
+bound checked below (2^-7 * 1.01).
+Against the product of the rounded operands (numpy, f64) the kernels agree
+to f32 accumulation error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.errors import DTypeError, UnsupportedPrecisionError
+from rlx.ir.dtype import bf16, from_bf16, to_bf16
+from rlx.opt.precision import apply_precision
+from rlx.runtime import shim
+
+SHAPES = [(1, 17, 33), (3, 5, 7), (9, 31, 63), (16, 45, 129), (17, 33, 31), (130, 77, 385), (9, 100, 1),
+          (40, 96, 600)]
+
+
+def _cpu_has_avx512_bf16() -> bool:
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags and " avx512bw" in flags and " avx512vl" in flags
+
+
+def _round(x: np.ndarray) -> np.ndarray:
+    return from_bf16(to_bf16(x)).astype(np.float64)
+
+
+def _bound(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return 1.01 * 2.0 ** -7 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) + 1e-5
+
+
+def test_bf16_conversion_rounds_to_nearest_even():
+    x = np.array([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20, -2.5, np.inf, 0.0], np.float32)
+    assert from_bf16(to_bf16(x)).tolist() == [1.0, 1.0, 1 + 4 * 2 ** -8, 1 + 2 ** -7, -2.5, np.inf, 0.0]
+    assert np.isnan(from_bf16(to_bf16(np.array([np.nan], np.float32)))).all()
+    assert to_bf16(np.float32(1.0)).dtype == np.uint16
+
+
+@pytest.mark.parametrize("transpose_b", [True, False])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_linear_bf16_weights(rng, m, n, k, transpose_b):
+    g = rlx.Graph()
+    x = g.input("x", (m, k))
+    w = g.param("w", (n, k) if transpose_b else (k, n))
+    bias = g.param("b", (n,))
+    g.set_outputs(y=g.linear(x, w, bias, activation="gelu", transpose_b=transpose_b),
+                  z=g.linear(x, w, transpose_b=transpose_b))
+    W = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(np.float32)
+    B = rng.standard_normal(n).astype(np.float32)
+    X = rng.standard_normal((m, k)).astype(np.float32)
+    exe = rlx.compile(g, device="cpu", params={"w": W, "b": B}, precision="bf16")
+    out = exe.run(x=X)
+    Wt = W.T if transpose_b else W
+    # z = x @ W^T: within the bf16 rounding bound of the f32 product ...
+    f32 = X.astype(np.float64) @ Wt.astype(np.float64)
+    ratio = np.abs(out["z"] - f32) / _bound(X, Wt)
+    assert ratio.max() <= 1, (ratio.max(), np.unravel_index(ratio.argmax(), ratio.shape))
+    # ... and y = gelu(z + b) as the f32 graph computes it from the bf16-weight product.
+    want = rlx.run_reference(g, {"x": X}, {"w": from_bf16(to_bf16(W)), "b": B})
+    np.testing.assert_allclose(out["y"], want["y"], rtol=2e-2, atol=2e-2 * max(1.0, float(np.abs(f32).max())) / 8)
+    # The weight is bf16 in the compiled graph; every gemm reads it as operand B.
+    assert exe.graph.params["w"].dtype is bf16 and exe.graph.params["b"].dtype.name == "f32"
+    gemms = [t.gemm for t in exe.thunks if t.gemm]
+    assert gemms and all(gm["b_dtype"] == 2 and gm["dtype"] == 0 and gm["c_dtype"] == 0 for gm in gemms)
+
+
+def test_matmul_bf16_weight_with_batched_activations(rng):
+    """A 2-D weight against [batch, m, k] activations folds the batch into M."""
+    g = rlx.Graph()
+    x = g.input("x", (3, 7, 45))
+    w = g.param("w", (45, 29))
+    g.set_outputs(y=g.matmul(x, w))
+    W = rng.standard_normal((45, 29)).astype(np.float32)
+    X = rng.standard_normal((3, 7, 45)).astype(np.float32)
+    exe = rlx.compile(g, device="cpu", params={"w": W}, precision="bf16")
+    y = exe.run(x=X)["y"]
+    assert (np.abs(y - X.astype(np.float64) @ W) <= _bound(X, W)).all()
+    assert exe.graph.params["w"].dtype is bf16
+
+
+# ---------------------------------------------------------------- the shim's gemm directly
+
+
+def _gemm(device, A, Bbits, m, n, k, *, trans_b, batch=1, strides=(0, 0, 0), outer=1,
+          outer_strides=(0, 0, 0), alpha=1.0, beta=0.0, C0=None, ldc=None):
+    ldc = ldc or n
+    lda, ldb = k, (k if trans_b else n)
+    a = device.alloc(A.nbytes)
+    a.write(0, A)
+    b = device.alloc(Bbits.nbytes)
+    b.write(0, Bbits)
+    csize = (outer - 1) * outer_strides[2] + (batch - 1) * strides[2] + (m - 1) * ldc + n
+    C = np.zeros(csize, np.float32) if C0 is None else C0.copy()
+    c = device.alloc(C.nbytes)
+    c.write(0, C)
+    with shim.CommandBuffer(device) as cb:
+        cb.gemm(a, b, c, m, n, k, lda=lda, ldb=ldb, ldc=ldc, trans_b=trans_b, dtype=shim.DTYPE_F32,
+                b_dtype=shim.DTYPE_BF16, c_dtype=shim.DTYPE_F32, alpha=alpha, beta=beta, batch=batch,
+                stride_a=strides[0], stride_b=strides[1], stride_c=strides[2], outer=outer,
+                outer_strides=outer_strides)
+        cb.commit()
+        cb.wait()
+    return np.frombuffer(c.read(0, C.nbytes), np.float32).copy()
+
+
+@pytest.fixture(scope="module", params=["kernels", "fallback"])
+def host(request):
+    """The host device with the bf16 kernels (where the CPU has them) and with
+    them switched off (device option bf16=0, what RLX_HOST_BF16=0 passes)."""
+    return request.param, shim.Device("host", 0, options_override={"bf16": "0"} if request.param == "fallback"
+                                      else None)
+
+
+@pytest.mark.parametrize("trans_b", [True, False])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_shim_gemm_f32_bf16_f32(rng, host, m, n, k, trans_b):
+    path, device = host
+    A = rng.standard_normal((m, k)).astype(np.float32)
+    Bf = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    Bbits = to_bf16(Bf)
+    Bt = from_bf16(Bbits).astype(np.float64)
+    Bt = Bt.T if trans_b else Bt
+    ldc = n + 3   # C's padding columns stay untouched
+    C0 = rng.standard_normal(m * ldc).astype(np.float32)[: (m - 1) * ldc + n]
+    got = _gemm(device, A, Bbits, m, n, k, trans_b=trans_b, alpha=1.5, beta=0.5, C0=C0, ldc=ldc)
+    pad = np.ones_like(got, bool)
+    for r in range(m):
+        pad[r * ldc: r * ldc + n] = False
+    assert (got[pad] == C0[pad]).all()
+    got = np.stack([got[r * ldc: r * ldc + n] for r in range(m)])
+    base = np.stack([C0[r * ldc: r * ldc + n] for r in range(m)]).astype(np.float64)
+    if path == "fallback" or not _cpu_has_avx512_bf16():
+        want = 1.5 * (A.astype(np.float64) @ Bt) + 0.5 * base          # A stays f32
+    else:
+        want = 1.5 * (_round(A) @ Bt) + 0.5 * base                      # A rounded to bf16 as well
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1, k) ** 0.5)
+
+
+def test_shim_gemm_bf16_batched_and_outer(rng, host):
+    _, device = host
+    m, n, k, batch, outer = 5, 19, 37, 3, 2
+    sa, sb, sc = m * k, n * k, m * n
+    A = rng.standard_normal(outer * batch * sa).astype(np.float32)
+    Bf = rng.standard_normal(outer * batch * sb).astype(np.float32)
+    got = _gemm(device, A, to_bf16(Bf), m, n, k, trans_b=True, batch=batch, strides=(sa, sb, sc), outer=outer,
+                outer_strides=(batch * sa, batch * sb, batch * sc))
+    Br = from_bf16(to_bf16(Bf)).astype(np.float64)
+    for e in range(outer * batch):
+        a = A[e * sa:(e + 1) * sa].reshape(m, k)
+        b = Br[e * sb:(e + 1) * sb].reshape(n, k)
+        c = got[e * sc:(e + 1) * sc].reshape(m, n)
+        assert (np.abs(c - a.astype(np.float64) @ b.T) <= _bound(a, b.T)).all()
+
+
+def test_fallback_matches_f32_a_exactly_and_kernels_round_a(rng):
+    if not _cpu_has_avx512_bf16():
+        pytest.skip("the CPU has no AVX-512 BF16: both devices take the fallback")
+    kernels = shim.Device("host", 0)
+    fallback = shim.Device("host", 0, options_override={"bf16": "0"})
+    A = rng.standard_normal((9, 64)).astype(np.float32)
+    Bbits = to_bf16(rng.standard_normal((48, 64)).astype(np.float32))
+    a = _gemm(kernels, A, Bbits, 9, 48, 64, trans_b=True).reshape(9, 48)
+    b = _gemm(fallback, A, Bbits, 9, 48, 64, trans_b=True).reshape(9, 48)
+    Bt = from_bf16(Bbits).astype(np.float64).T
+    np.testing.assert_allclose(a, _round(A) @ Bt, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b, A.astype(np.float64) @ Bt, rtol=1e-5, atol=1e-5)
+    assert not np.array_equal(a, b)
+
+
+def test_env_var_switches_the_kernels_off(monkeypatch):
+    monkeypatch.setenv("RLX_HOST_BF16", "0")
+    assert shim._options("host", None)["bf16"] == "0"
+    monkeypatch.setenv("RLX_HOST_BF16", "1")
+    assert "bf16" not in shim._options("host", None)
+    with pytest.raises(rlx.RlxError, match="bf16=2"):
+        shim.Device("host", 0, options_override={"bf16": "2"})
+
+
+def test_shim_refuses_other_bf16_combinations(rng):
+    device = shim.Device("host", 0)
+    buf = device.alloc(4096)
+    with shim.CommandBuffer(device) as cb, pytest.raises(rlx.RlxError, match="no bf16 x bf16 -> f32 gemm"):
+        cb.gemm(buf, buf, buf, 4, 4, 4, lda=4, ldb=4, ldc=4, dtype=shim.DTYPE_BF16, b_dtype=shim.DTYPE_BF16,
+                c_dtype=shim.DTYPE_F32)
+
+
+# ---------------------------------------------------------------- precision pass and errors
+
+
+def _mlp():
+    g = rlx.Graph()
+    x = g.input("x", (4, 32))
+    emb = g.param("emb", (10, 32))
+    ids = g.input("ids", (4,), "i32")
+    w1, b1 = g.param("w1", (64, 32)), g.param("b1", (64,))
+    w2 = g.param("w2", (64, 16))
+    h = g.add(x, g.gather(emb, ids))
+    h = g.linear(h, w1, b1, activation="relu")
+    g.set_outputs(y=g.matmul(h, w2), e=g.gather(emb, ids))
+    return g
+
+
+def test_precision_pass_converts_only_matmul_weights():
+    g, report = apply_precision(_mlp(), "bf16", "host")
+    assert sorted(report.converted) == ["w1", "w2"]
+    assert {n: p.dtype.name for n, p in g.params.items()} == {"emb": "f32", "w1": "bf16", "b1": "f32", "w2": "bf16"}
+    assert not report.casts and "stored as bf16" in report.describe()
+    assert all(n.dtype.name != "bf16" for n in g.topo_order() if n.op not in ("param",))
+
+
+def test_bf16_params_set_and_shared(rng):
+    g = _mlp()
+    params = {"emb": rng.standard_normal((10, 32)).astype(np.float32),
+              "w1": rng.standard_normal((64, 32)).astype(np.float32),
+              "b1": rng.standard_normal(64).astype(np.float32),
+              "w2": rng.standard_normal((64, 16)).astype(np.float32)}
+    inputs = {"x": rng.standard_normal((4, 32)).astype(np.float32), "ids": np.array([1, 2, 3, 9], np.int32)}
+    exe = rlx.compile(g, device="cpu", params=params, precision="bf16")
+    other = rlx.compile(g, device="cpu", precision="bf16", share_params_with=exe)
+    rounded = {k: (from_bf16(to_bf16(v)) if k in ("w1", "w2") else v) for k, v in params.items()}
+    want = rlx.run_reference(g, inputs, rounded)["y"]
+    scale = float(np.abs(want).max())
+    for e in (exe, other):
+        np.testing.assert_allclose(e.run(inputs)["y"], want, atol=2e-2 * scale)
+    exe.set_params(w2=2 * params["w2"])    # floats in, rounded to bf16, seen by both
+    np.testing.assert_allclose(other.run(inputs)["y"], 2 * want, atol=4e-2 * scale)
+    with pytest.raises(rlx.ParameterError, match="expected float values"):
+        exe.set_params(w2=np.zeros((64, 16), np.int32))
+
+
+def test_bf16_needs_the_host():
+    with pytest.raises(UnsupportedPrecisionError, match="host"):
+        apply_precision(_mlp(), "bf16", "cuda")
+    assert issubclass(UnsupportedPrecisionError, rlx.RlxError)
+
+
+def test_bf16_is_storage_only():
+    g = rlx.Graph()
+    with pytest.raises(DTypeError, match="storage"):
+        g.input("x", (2, 2), bf16)
+    x = g.input("y", (2, 2))
+    with pytest.raises(DTypeError):
+        g.cast(x, bf16)
+    w = g.param("w", (2, 2), bf16)
+    with pytest.raises(DTypeError, match="storage"):
+        g.add(w, w)
+    with pytest.raises(DTypeError):
+        rlx.DType.of("bf16")   # not a user-facing dtype name
