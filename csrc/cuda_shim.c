@@ -153,6 +153,31 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
       (cublasHandle_t, int, int, int, int, int, const void *, const void *const *, int, int,             \
        const void *const *, int, int, const void *, void *const *, int, int, int, int, int))
 
+/* cuBLASLt, for gemms with a bias epilogue (cublasLt.h values). */
+enum {
+    LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
+    LT_DESC_BIAS_DATA_TYPE = 26, LT_EPILOGUE_BIAS = 4, LT_PREF_MAX_WORKSPACE_BYTES = 1
+};
+typedef struct { uint64_t data[8]; } lt_algo;
+typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; int reserved[4]; } lt_heuristic;
+#define CUBLASLT_API(X)                                                                                   \
+    X(cublasLtCreate, "cublasLtCreate", (void **))                                                        \
+    X(cublasLtDestroy, "cublasLtDestroy", (void *))                                                       \
+    X(cublasLtMatmulDescCreate, "cublasLtMatmulDescCreate", (void **, int, int))                          \
+    X(cublasLtMatmulDescDestroy, "cublasLtMatmulDescDestroy", (void *))                                   \
+    X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute", (void *, int, const void *, size_t)) \
+    X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate", (void **, int, uint64_t, uint64_t, int64_t)) \
+    X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy", (void *))                               \
+    X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate", (void **))                        \
+    X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy", (void *))                       \
+    X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute",                       \
+      (void *, int, const void *, size_t))                                                                \
+    X(cublasLtMatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic",                                   \
+      (void *, void *, void *, void *, void *, void *, void *, int, lt_heuristic *, int *))               \
+    X(cublasLtMatmul, "cublasLtMatmul",                                                                   \
+      (void *, void *, const void *, const void *, void *, const void *, void *, const void *,            \
+       const void *, void *, void *, void *, const lt_algo *, void *, size_t, CUstream))
+
 #define FIELD(name, sym, args) int (*name) args;
 /* cuLaunchKernelEx's config (cuda.h, CUDA 12.0+), declared here because the
  * shim builds without the toolkit; only the attribute it sets is spelled out. */
@@ -176,6 +201,7 @@ static struct {
 } cu;
 static struct { NVRTC_API(FIELD) int loaded, major, minor, archs[64], n_archs; char path[512]; } nv;
 static struct { CUBLAS_API(FIELD) int loaded; char path[512]; } cb_api;
+static struct { CUBLASLT_API(FIELD) int loaded; char path[512]; } lt_api;
 #undef FIELD
 
 /* Loads every symbol of a table; returns the first missing name or NULL. */
@@ -404,6 +430,21 @@ static rlx_status load_cublas(const char *dirs) {
     return s;
 }
 
+/* cuBLASLt is optional: without it the device reports gemm_bias = 0 and the
+ * runtime adds biases with a kernel. Returns 1 when loaded. */
+static int load_cublaslt(const char *dirs) {
+    pthread_mutex_lock(&g_lib_mu);
+    rlx_status s = RLX_OK;
+    void *h = lt_api.loaded ? NULL : open_lib("cuBLASLt", "cublasLt", "nvidia-cublas", dirs, lt_api.path,
+                                              sizeof lt_api.path, &s);
+    const char *missing = NULL;
+    __typeof__(lt_api) *tbl = &lt_api;
+    if (h) { CUBLASLT_API(LOAD) }
+    lt_api.loaded |= h && !missing;
+    pthread_mutex_unlock(&g_lib_mu);
+    return lt_api.loaded;
+}
+
 /* ---- objects ------------------------------------------------------------------------- */
 struct rlx_device {
     int arch, cubin;            /* arch: 90 for sm_90; cubin 0: PTX for compute_<arch>, JIT by the driver */
@@ -422,7 +463,20 @@ struct rlx_device {
     struct sched_graph *sched;  /* whole-schedule graphs of replayed command lists (guarded by mu) */
     int n_sched, sched_next;
     struct ptr_array *ptr_arrays;  /* two-level batched gemms' operand pointers (guarded by mu) */
+    void *lt;                   /* cuBLASLt handle (gemms with a bias), made on first use */
+    CUdeviceptr lt_workspace;
+    struct lt_plan *lt_plans;   /* per gemm shape (guarded by mu) */
 };
+
+/* A cuBLASLt matmul for one gemm shape: descriptors and the chosen algorithm,
+ * made once at encode time; the bias pointer is set at each launch. */
+typedef struct lt_plan {
+    struct lt_plan *next;
+    rlx_gemm_desc key;          /* shape and type fields compared by lt_same */
+    void *op, *la, *lb, *lc;
+    lt_algo algo;
+} lt_plan;
+#define LT_WORKSPACE (4u << 20)
 
 /* Device-resident A, B, C pointer arrays of one two-level batched gemm
  * (cublasGemmBatchedEx reads them from device memory). Built once per
@@ -461,6 +515,7 @@ typedef struct {
     uint32_t start, count;
     rlx_gemm_desc gemm;
     CUdeviceptr gemm_ptrs;      /* outer > 1: the ptr_array's device copy */
+    struct lt_plan *plan;       /* a gemm with a bias: its cuBLASLt plan */
 } cmd_t;
 typedef struct sched_graph {
     cmd_t *cmds;                /* the list, ICB versions in .gemm.m of CMD_ICB entries */
@@ -567,6 +622,15 @@ static void device_close(rlx_device *d) {
         for (int i = 0; i < d->n_sched; ++i) sched_graph_clear(&d->sched[i]);
         free(d->sched);
         for (ptr_array *p = d->ptr_arrays, *next; p; p = next) next = p->next, cu.cuMemFree(p->ptrs), free(p);
+        for (lt_plan *p = d->lt_plans, *next; p; p = next) {
+            next = p->next;
+            lt_api.cublasLtMatmulDescDestroy(p->op);
+            lt_api.cublasLtMatrixLayoutDestroy(p->la), lt_api.cublasLtMatrixLayoutDestroy(p->lb);
+            lt_api.cublasLtMatrixLayoutDestroy(p->lc);
+            free(p);
+        }
+        if (d->lt_workspace) cu.cuMemFree(d->lt_workspace);
+        if (d->lt) lt_api.cublasLtDestroy(d->lt);
         if (d->blas) cb_api.cublasDestroy(d->blas);
         if (d->stream) cu.cuStreamDestroy(d->stream);
         if (d->copy_stream) cu.cuStreamDestroy(d->copy_stream);
@@ -651,6 +715,7 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     in->unified_memory = 0;
     in->supports_f16 = 1;
     in->compute_units = (uint32_t)sms;
+    in->gemm_bias = (uint32_t)load_cublaslt(d->cublas_dirs);
     *out = d;
     return RLX_OK;
 }
@@ -1149,7 +1214,7 @@ static int gemm_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
            x->beta == y->beta && x->batch == y->batch && x->stride_a == y->stride_a &&
            x->stride_b == y->stride_b && x->stride_c == y->stride_c && x->outer == y->outer &&
            x->outer_stride_a == y->outer_stride_a && x->outer_stride_b == y->outer_stride_b &&
-           x->outer_stride_c == y->outer_stride_c;
+           x->outer_stride_c == y->outer_stride_c && x->bias == y->bias && x->bias_offset == y->bias_offset;
 }
 
 /* The device pointer arrays of a two-level batched gemm (see ptr_array);
@@ -1183,6 +1248,72 @@ static rlx_status gemm_ptr_array(rlx_device *d, const rlx_gemm_desc *g, CUdevice
     return RLX_OK;
 }
 
+static int lt_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
+    return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
+           x->ldc == y->ldc && x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
+           x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype;
+}
+
+/* The cuBLASLt plan of a single gemm with a bias (row-major C = A op(B) is
+ * column-major C^T = op(B)^T op(A)^T, as in run_gemm; the bias then runs
+ * along D's rows, which is what the BIAS epilogue adds). Device lock held. */
+static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **out) {
+    if (!d->info.gemm_bias) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: no cuBLASLt here, so no bias epilogue");
+    if (rlx_gemm_batch(g) * rlx_gemm_outer(g) > 1)
+        return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: the cuda shim takes a bias on single products only");
+    for (lt_plan *p = d->lt_plans; p; p = p->next)
+        if (lt_same(&p->key, g)) return *out = p, RLX_OK;
+    int st = 0;
+    if (!d->lt && (st = lt_api.cublasLtCreate(&d->lt)) != 0)
+        return d->lt = NULL, fail(RLX_ERR_DEVICE, "cublasLtCreate failed with status %d", st);
+    if (!d->lt_workspace) {
+        CUresult r = cu.cuMemAlloc(&d->lt_workspace, LT_WORKSPACE);
+        if (r != CUDA_SUCCESS) return d->lt_workspace = 0, cu_fail(r, "cmd_gemm (cuBLASLt workspace)");
+    }
+    lt_plan *p = calloc(1, sizeof *p);
+    if (!p) return fail(RLX_ERR_OOM, "cmd_gemm: out of host memory");
+    const int at = g->dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int bt = g->b_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int32_t op_a = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const uint32_t epilogue = LT_EPILOGUE_BIAS;
+    const int32_t bias_type = ct;
+    const uint64_t ws = LT_WORKSPACE;
+    void *pref = NULL;
+    lt_heuristic h;
+    int found = 0;
+    st = lt_api.cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSA, &op_a, sizeof op_a);
+    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSB, &op_b, sizeof op_b);
+    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    /* Lt's A is our B, its B our A (swapped as in run_gemm). */
+    if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->la, bt, (uint64_t)(g->trans_b ? g->k : g->n),
+                                                    (uint64_t)(g->trans_b ? g->n : g->k), g->ldb);
+    if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lb, at, (uint64_t)(g->trans_a ? g->m : g->k),
+                                                    (uint64_t)(g->trans_a ? g->k : g->m), g->lda);
+    if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lc, ct, (uint64_t)g->n, (uint64_t)g->m, g->ldc);
+    if (!st) st = lt_api.cublasLtMatmulPreferenceCreate(&pref);
+    if (!st) st = lt_api.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (!st) st = lt_api.cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &h, &found);
+    if (pref) lt_api.cublasLtMatmulPreferenceDestroy(pref);
+    if (st || found < 1) {
+        if (p->op) lt_api.cublasLtMatmulDescDestroy(p->op);
+        if (p->la) lt_api.cublasLtMatrixLayoutDestroy(p->la);
+        if (p->lb) lt_api.cublasLtMatrixLayoutDestroy(p->lb);
+        if (p->lc) lt_api.cublasLtMatrixLayoutDestroy(p->lc);
+        free(p);
+        return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: cuBLASLt has no bias-epilogue algorithm for m=%lld n=%lld k=%lld "
+                    "(status %d)", (long long)g->m, (long long)g->n, (long long)g->k, st);
+    }
+    p->algo = h.algo;
+    p->key = *g;
+    p->next = d->lt_plans;
+    d->lt_plans = p;
+    *out = p;
+    return RLX_OK;
+}
+
 static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     CB_CHECK(cb, "cmd_gemm");
     rlx_device *d = cb->dev;
@@ -1198,10 +1329,12 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
         }
     }
     CUdeviceptr ptrs = 0;
+    lt_plan *plan = NULL;
     if (s == RLX_OK && rlx_gemm_outer(desc) > 1) s = gemm_ptr_array(d, desc, &ptrs);
+    if (s == RLX_OK && desc->bias) s = lt_plan_for(d, desc, &plan);
     pthread_mutex_unlock(&d->mu);
     if (s) return s;
-    return push(cb, &(cmd_t){.kind = CMD_GEMM, .gemm = *desc, .gemm_ptrs = ptrs});
+    return push(cb, &(cmd_t){.kind = CMD_GEMM, .gemm = *desc, .gemm_ptrs = ptrs, .plan = plan});
 }
 
 static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
@@ -1216,7 +1349,8 @@ static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, 
 
 /* C = op(A) op(B) row-major is C^T = op(B)^T op(A)^T column-major: cuBLAS gets
  * B as its first operand, A as its second, and m, n swapped. */
-static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr ptrs, char *err, size_t err_size) {
+static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr ptrs, const lt_plan *plan, char *err,
+                           size_t err_size) {
     if (g->m == 0 || g->n == 0) return RLX_OK;
     const int ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const CUdeviceptr a = g->a->ptr + g->a_offset, b = g->b->ptr + g->b_offset, c = g->c->ptr + g->c_offset;
@@ -1225,7 +1359,14 @@ static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr pt
     const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
     const int n_entries = (int)(rlx_gemm_batch(g) * rlx_gemm_outer(g));
     int st = cb_api.cublasSetStream(d->blas, d->stream);
-    if (st == 0 && rlx_gemm_outer(g) > 1) {  /* pointer arrays [A..][B..][C..]; operands swapped as above */
+    if (st == 0 && plan) {  /* with the bias epilogue: D = C = our C */
+        const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
+        st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
+        if (st == 0)
+            st = lt_api.cublasLtMatmul(d->lt, plan->op, &g->alpha, (const void *)b, plan->la, (const void *)a, plan->lb,
+                                       &g->beta, (const void *)c, plan->lc, (void *)c, plan->lc, &plan->algo,
+                                       (void *)d->lt_workspace, LT_WORKSPACE, d->stream);
+    } else if (st == 0 && rlx_gemm_outer(g) > 1) {  /* pointer arrays [A..][B..][C..]; operands swapped as above */
         const CUdeviceptr *arr = (const CUdeviceptr *)(uintptr_t)ptrs;
         st = cb_api.cublasGemmBatchedEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
                                         (const void *const *)(arr + n_entries), bt, (int)g->ldb,
@@ -1465,7 +1606,7 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
             *what = "cuLaunchKernel";
             r = launch_kernel(d, c->fn, c->groups, c->threads, params);
         } else if (c->kind == CMD_GEMM) {
-            cb->status = run_gemm(d, &c->gemm, c->gemm_ptrs, cb->error, sizeof cb->error);
+            cb->status = run_gemm(d, &c->gemm, c->gemm_ptrs, c->plan, cb->error, sizeof cb->error);
         } else if (capturing) {
             for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {
                 icb_entry *en = &c->icb->entries[e];

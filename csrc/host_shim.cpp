@@ -459,7 +459,7 @@ void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint
 
 // Product `index` of a (possibly two-level batched) gemm: entry index % batch
 // of outer repeat index / batch.
-void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool split) {
+void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool split) {
     const bool ta = g.trans_a, tb = g.trans_b;
     const int64_t i = index % rlx_gemm_batch(&g), j = index / rlx_gemm_batch(&g);
     uint8_t *a = g.a->ptr + g.a_offset + (uint64_t)(i * g.stride_a + j * g.outer_stride_a) * rlx_dtype_size(g.dtype);
@@ -505,6 +505,26 @@ void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spl
     if (c_f16)
         for (int64_t r = 0; r < g.m; ++r)
             for (int64_t col = 0; col < g.n; ++col) ((half *)c)[r * g.ldc + col] = (half)fc[r * g.ldc + col];
+}
+
+// The product, then the bias on each of its rows while they are still in cache.
+void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool split) {
+    run_product(d, g, index, split);
+    if (!g.bias) return;
+    const int64_t i = index % rlx_gemm_batch(&g), j = index / rlx_gemm_batch(&g);
+    const uint64_t esz = rlx_dtype_size(g.c_dtype);
+    uint8_t *c = g.c->ptr + g.c_offset + (uint64_t)(i * g.stride_c + j * g.outer_stride_c) * esz;
+    const uint8_t *bias = g.bias->ptr + g.bias_offset;
+    for (int64_t r = 0; r < g.m; ++r) {
+        if (g.c_dtype == RLX_DTYPE_F32) {
+            float *row = (float *)c + r * g.ldc;
+            for (int64_t col = 0; col < g.n; ++col) row[col] += ((const float *)bias)[col];
+        } else {
+            half *row = (half *)c + r * g.ldc;
+            for (int64_t col = 0; col < g.n; ++col)
+                row[col] = (half)((float)row[col] + (float)((const half *)bias)[col]);
+        }
+    }
 }
 
 struct GemmBatch { rlx_device *d; const rlx_gemm_desc *g; };
@@ -761,6 +781,7 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
 #endif
         in.compute_units = (uint32_t)d->threads;
+        in.gemm_bias = 1;
         d->spare.reserve(4);
         for (int i = 1; i < d->threads; ++i) d->pool.workers.emplace_back(worker_main, &d->pool);
     } catch (...) {

@@ -781,6 +781,7 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *g) {
     rlx_status s = check_gemm(d, g);
     if (s) return s;
     if (!d->mps_ok) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: MetalPerformanceShaders does not support this device");
+    if (g->bias) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: the metal shim has no bias epilogue (MPS lacks one)");
     if (g->m == 0 || g->n == 0 || cb->status) return RLX_OK;
     /* A strided batch is one MPS call per entry: MPS's own batched matrices need equal
      * matrixBytes strides for A, B and C, which attention's per-head views do not have. */

@@ -94,6 +94,13 @@ static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size,
     return RLX_OK;
 }
 
+/* The bias's bytes, when there is one (its buffer's size passed in). */
+static inline rlx_status rlx_gemm_bias_check(const rlx_gemm_desc *g, uint64_t bias_size, char *err, size_t err_size) {
+    if (!g->bias) return RLX_OK;
+    return rlx_gemm_range_ok("bias", g->bias_offset, (uint64_t)g->n, rlx_dtype_size(g->c_dtype), bias_size, err,
+                             err_size) ? RLX_OK : RLX_ERR_ARG;
+}
+
 /* 1 when A, B and C share one element type. */
 static inline int rlx_gemm_uniform(const rlx_gemm_desc *g) {
     return g->dtype == g->b_dtype && g->dtype == g->c_dtype && g->dtype != RLX_DTYPE_BF16;
@@ -121,10 +128,11 @@ static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t
     storage rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {                          \
         if (!g) return fail(RLX_ERR_ARG, "gemm: desc is NULL");                                     \
         if (!g->a || !g->b || !g->c) return fail(RLX_ERR_ARG, "gemm: buffers a, b and c must be non-NULL"); \
-        if (g->a->dev != d || g->b->dev != d || g->c->dev != d)                                     \
+        if (g->a->dev != d || g->b->dev != d || g->c->dev != d || (g->bias && g->bias->dev != d))   \
             return fail(RLX_ERR_ARG, "gemm: a buffer belongs to another device");                   \
         char err[256];                                                                              \
-        if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK)       \
+        if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK ||     \
+            rlx_gemm_bias_check(g, g->bias ? g->bias->size : 0, err, sizeof err) != RLX_OK)         \
             return fail(RLX_ERR_ARG, "%s", err);                                                    \
         if (rlx_gemm_types_ok(g, extra_types, n_extra_types, backend, err, sizeof err) != RLX_OK)   \
             return fail(RLX_ERR_UNSUPPORTED, "%s", err);                                            \

@@ -72,7 +72,8 @@ typedef struct rlx_device_info {
     uint32_t unified_memory;   /* 1: buffer_host_ptr is non-NULL for every buffer */
     uint32_t supports_f16;
     uint32_t compute_units;    /* CPU: worker threads; GPU: SMs / cores */
-    uint32_t reserved[7];
+    uint32_t gemm_bias;        /* 1: cmd_gemm takes rlx_gemm_desc.bias */
+    uint32_t reserved[6];
 } rlx_device_info;
 
 /* Pipeline flags. */
@@ -114,6 +115,13 @@ typedef struct rlx_gemm_desc {
     int64_t outer;                          /* 0 or 1: one level of batch */
     int64_t outer_stride_a, outer_stride_b, outer_stride_c;
     int32_t b_dtype, c_dtype;               /* rlx_dtype of B and of C */
+    /* Optional bias (NULL: none): n elements of C's dtype at bias_offset
+     * bytes, added to every row of C after alpha*AB + beta*C (every batch
+     * entry alike). Only where rlx_device_info.gemm_bias says so (host: any
+     * gemm; cuda: single products, through cuBLASLt's bias epilogue; Metal:
+     * none); elsewhere RLX_ERR_UNSUPPORTED. */
+    const rlx_buffer *bias;
+    uint64_t bias_offset;
 } rlx_gemm_desc;
 
 typedef struct rlx_shim_api {

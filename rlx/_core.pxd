@@ -43,6 +43,8 @@ cdef extern from "rlx_shim.h" nogil:
         int64_t outer
         int64_t outer_stride_a, outer_stride_b, outer_stride_c
         int b_dtype, c_dtype
+        const rlx_buffer *bias
+        uint64_t bias_offset
 
     ctypedef struct rlx_shim_api:
         uint32_t abi_version

@@ -55,7 +55,7 @@ cdef class Program:
       (0, barrier, pipeline_addr, ((slot, offset), ...), (gx, gy, gz), (tx, ty, tz))
       (1, barrier, (a_slot, a_off), (b_slot, b_off), (c_slot, c_off),
           m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta[, batch, stride_a, stride_b, stride_c
-          [, outer, outer_stride_a, outer_stride_b, outer_stride_c, b_dtype, c_dtype]])
+          [, outer, outer_stride_a, outer_stride_b, outer_stride_c, b_dtype, c_dtype[, (bias_slot, bias_off) or None]]])
     buffers: shim buffer addresses by slot; slot 0 is the arena.
     inputs / outputs: (arena offset, bytes) per transfer.
     patches: (arena offset, dynamic symbol index) for run-time int32 params.
@@ -120,6 +120,9 @@ cdef class Program:
                     else (1, 0, 0, 0)
                 (t.gemm.outer, t.gemm.outer_stride_a, t.gemm.outer_stride_b, t.gemm.outer_stride_c,
                  t.gemm.b_dtype, t.gemm.c_dtype) = th[20:26] if len(th) > 20 else (1, 0, 0, 0, th[13], th[13])
+                if len(th) > 26 and th[26] is not None:      # (slot, offset) of a bias added per column
+                    t.gemm.bias = bufs[th[26][0]]
+                    t.gemm.bias_offset = th[26][1]
             else:
                 raise _errors.RlxError(f"thunk {i}: unknown kind {t.kind}")
 

@@ -801,3 +801,46 @@ def test_upload_and_download_travel_with_the_command_buffer(device, lib):
         cb.commit()
         cb.wait()
     np.testing.assert_array_equal(out, 2 * np.arange(n, dtype=np.float32))
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16"])
+@pytest.mark.parametrize("m,n,k,tb", [(1, 7, 5, False), (16, 384, 384, True), (9, 33, 17, True), (130, 96, 64, False)])
+def test_gemm_bias_epilogue_matches_numpy(device, dt, m, n, k, tb):
+    """C = A @ op(B) + bias per column, where the device says its gemm takes
+    a bias (rlx_device_info.gemm_bias); refused by name elsewhere. ldc > n so
+    the bias must follow C's row stride, not its width."""
+    np_dt = NP_DTYPE[dt]
+    r = rng(m * 3 + n)
+    a = r.standard_normal((m, k)).astype(np_dt)
+    b = r.standard_normal((n, k) if tb else (k, n)).astype(np_dt)
+    bias = r.standard_normal(n).astype(np_dt)
+    ldc = n + 3
+    c = np.full((m, ldc), 7.0, np_dt)
+    bufs = [device.alloc(x.nbytes) for x in (a, b, c, bias)]
+    for buf, x in zip(bufs, (a, b, c, bias)):
+        buf.write(0, x)
+    with CommandBuffer(device) as cb:
+        try:
+            cb.gemm(*bufs[:3], m, n, k, lda=k, ldb=k if tb else n, ldc=ldc, trans_b=tb,
+                    dtype=DTYPE_F32 if dt == "f32" else DTYPE_F16, bias=bufs[3])
+        except UnsupportedOpError as e:
+            assert not device.info.gemm_bias and "bias" in str(e)
+            return
+        assert device.info.gemm_bias
+        cb.commit()
+        cb.wait()
+    got = download(bufs[2], np_dt, c.size).reshape(m, ldc).astype(np.float64)
+    want = a.astype(np.float64) @ (b.T if tb else b).astype(np.float64) + bias.astype(np.float64)
+    tol = 1e-4 if dt == "f32" else 3e-2
+    np.testing.assert_allclose(got[:, :n], want, rtol=tol, atol=tol)
+    np.testing.assert_array_equal(got[:, n:], 7.0)       # the padding columns are not C's
+
+
+def test_gemm_bias_range_is_checked(device):
+    if not device.info.gemm_bias:
+        pytest.skip(f"{device.shim.backend}: no bias epilogue (test_gemm_bias_epilogue_matches_numpy checks refusal)")
+    a, b, c = (device.alloc(4 * 4 * 4) for _ in range(3))
+    small = device.alloc(8)
+    with CommandBuffer(device) as cb:
+        with pytest.raises(RlxError, match="bias spans bytes"):
+            cb.gemm(a, b, c, 4, 4, 4, lda=4, ldb=4, ldc=4, bias=small)

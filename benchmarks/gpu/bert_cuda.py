@@ -130,14 +130,41 @@ def replay_floor() -> dict:
     xin = np.zeros(16, np.float32)
     assert float(exe.run(x=xin)["y"][0]) == 65.0
     rlx_ms = median_ms(lambda: exe.run(x=xin), warmup=20, runs=200, sync=False)
+    # The same run without Executable.run's Python (checks, dicts, output allocation).
+    out = np.empty(16, np.float32)
+    program_ms = median_ms(lambda: exe.program.run([xin], [out]), warmup=20, runs=200, sync=False)
+    # Replay and synchronize only, as the PyTorch graph below does: the same
+    # thunks over the same arena, no input or output copies.
+    from rlx._core import Program
+
+    from rlx.runtime import shim
+    from rlx.runtime.compiler import _libraries, _pack
+    libraries = _libraries(exe.device, exe.thunks)
+    bare = Program(exe.device.shim.api_address, exe.device.address, [exe._arena.address, exe._resident.address],
+                   [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in exe.thunks], [], [],
+                   replay=True, keepalive=(exe, libraries))
+    bare_ms = median_ms(lambda: bare.run([], []), warmup=20, runs=200, sync=False)
     tx, tb = torch.zeros(16, device="cuda"), torch.ones(16, device="cuda")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(65):
             tx.add_(tb)
     torch_ms = median_ms(graph.replay, warmup=20, runs=200)
-    return {"rlx_65_kernels_replay_sync_us": 1e3 * rlx_ms, "torch_graph_65_kernels_replay_sync_us": 1e3 * torch_ms,
-            "ratio": rlx_ms / torch_ms}
+    # PyTorch doing what exe.run does: copy the input in, replay, copy the output out.
+    host_x = torch.zeros(16).pin_memory()
+    host_y = torch.empty(16).pin_memory()
+
+    def torch_with_copies():
+        tx.copy_(host_x, non_blocking=True)
+        graph.replay()
+        host_y.copy_(tx, non_blocking=True)
+        torch.cuda.synchronize()
+    torch_copies_ms = median_ms(torch_with_copies, warmup=20, runs=200, sync=False)
+    return {"rlx_replay_sync_us": 1e3 * bare_ms, "torch_graph_replay_sync_us": 1e3 * torch_ms,
+            "ratio_replay_sync": bare_ms / torch_ms,
+            "rlx_run_with_copies_us": 1e3 * rlx_ms, "rlx_program_run_with_copies_us": 1e3 * program_ms,
+            "torch_graph_with_copies_us": 1e3 * torch_copies_ms, "ratio_with_copies": rlx_ms / torch_copies_ms,
+            "staged_copies": exe.program.staged_copies}
 
 
 def main() -> None:

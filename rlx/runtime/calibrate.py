@@ -456,7 +456,9 @@ def encode_thunk(cb: Any, exe: Any, thunk: Any, buffers: tuple[Any, ...] | None 
                 beta=g["beta"], a_offset=ao, b_offset=bo, c_offset=co, batch=g.get("batch", 1),
                 stride_a=g.get("stride_a", 0), stride_b=g.get("stride_b", 0), stride_c=g.get("stride_c", 0),
                 outer=g.get("outer", 1), outer_strides=g.get("outer_strides", (0, 0, 0)),
-                b_dtype=g.get("b_dtype"), c_dtype=g.get("c_dtype"))
+                b_dtype=g.get("b_dtype"), c_dtype=g.get("c_dtype"),
+                bias=where(g["bias"])[0] if g.get("bias") else None,
+                bias_offset=where(g["bias"])[1] if g.get("bias") else 0)
         return
     pipeline = _pipeline(exe, thunk)
     cb.set_pipeline(pipeline)

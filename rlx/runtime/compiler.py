@@ -175,7 +175,7 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
     for step, thunk in enumerate(lw.thunks):
         touched = [b.storage for b in thunk.bindings] + [s for s, _, _ in thunk.reads + thunk.writes]
         if thunk.gemm:
-            touched += [thunk.gemm[k].storage for k in ("a", "b", "c")]
+            touched += [thunk.gemm[k].storage for k in ("a", "b", "c", "bias") if thunk.gemm.get(k)]
         for storage in touched:
             first.setdefault(id(storage), step)
             last[id(storage)] = step
@@ -312,4 +312,4 @@ def _pack(t: Thunk, library, flags: int) -> tuple:
     return (GEMM, t.barrier, _binding(g["a"]), _binding(g["b"]), _binding(g["c"]), g["m"], g["n"], g["k"],
             g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"],
             g["batch"], g["stride_a"], g["stride_b"], g["stride_c"], g["outer"], *g["outer_strides"],
-            g["b_dtype"], g["c_dtype"])
+            g["b_dtype"], g["c_dtype"], _binding(g["bias"]) if g.get("bias") else None)

@@ -48,6 +48,7 @@ def open_device(name: str | None) -> tuple[shim.Device, Target]:
         simd_width=max(1, info.simd_width),
         max_buffer_length=info.max_buffer_length,
         params_alignment=256 if backend == "metal" else 16,
+        gemm_bias=bool(info.gemm_bias),
     )
     return device, target
 

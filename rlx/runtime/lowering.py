@@ -161,18 +161,22 @@ class Lowering:
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
              lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,
              batch: int = 1, strides: tuple[int, int, int] = (0, 0, 0),
-             outer: int = 1, outer_strides: tuple[int, int, int] = (0, 0, 0)) -> None:
+             outer: int = 1, outer_strides: tuple[int, int, int] = (0, 0, 0), bias: View | None = None) -> None:
         """C[m, n] = alpha * A @ op(B) through the shim's BLAS; the views give
         each matrix's storage, first element and element type, ld* its row
         strides; batch repeats it at the given element strides of A, B and C,
-        and outer repeats all of that at outer_strides."""
+        and outer repeats all of that at outer_strides; bias (n elements,
+        C's dtype) is added to every row when the target's gemm takes one."""
         thunk = Thunk(GEMM, label, gemm=dict(
             a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
             c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
             trans_a=0, trans_b=int(trans_b), dtype=_GEMM_DTYPES[a.dtype.name], alpha=float(alpha), beta=0.0,
             batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2],
             outer=outer, outer_strides=tuple(outer_strides),
-            b_dtype=_GEMM_DTYPES[b.dtype.name], c_dtype=_GEMM_DTYPES[c.dtype.name]))
+            b_dtype=_GEMM_DTYPES[b.dtype.name], c_dtype=_GEMM_DTYPES[c.dtype.name],
+            bias=Binding(bias.storage, bias.byte_offset) if bias is not None else None))
+        if bias is not None:
+            thunk.reads.append((bias.storage, bias.byte_offset, bias.byte_offset + n * bias.dtype.itemsize))
         b_rows, b_cols = (n, k) if trans_b else (k, n)
         for view, rows, cols, ld, stride, outer_stride, rw in (
                 (a, m, k, lda, strides[0], outer_strides[0], thunk.reads),

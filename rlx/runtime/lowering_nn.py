@@ -137,10 +137,14 @@ def _linear(lw: Lowering, node: Node) -> View:
                     P.linear(m, n, k, x.offset, trans_b, bias is not None, act),
                     lw.target.row_grid(n, k))
         return out
-    lw.gemm(repr(node), x, w, out, m, n, k, k, k if trans_b else n, n, trans_b)
-    if bias is not None or act:
-        lw.dispatch(f"{node!r} epilogue", f"bias_act_{suffix}", [(out, "w"), (bias or out, "r")],
-                    P.linear(m, n, k, 0, trans_b, bias is not None, act), lw.target.row_grid(m, n))
+    # The bias rides in the gemm where the shim takes one (one kernel less per
+    # linear); an activation still takes the epilogue kernel.
+    gemm_bias = bias if bias is not None and lw.target.gemm_bias else None
+    lw.gemm(repr(node), x, w, out, m, n, k, k, k if trans_b else n, n, trans_b, bias=gemm_bias)
+    if act or (bias is not None and gemm_bias is None):
+        epilogue_bias = bias if gemm_bias is None else None
+        lw.dispatch(f"{node!r} epilogue", f"bias_act_{suffix}", [(out, "w"), (epilogue_bias or out, "r")],
+                    P.linear(m, n, k, 0, trans_b, epilogue_bias is not None, act), lw.target.row_grid(m, n))
     return out
 
 

@@ -66,7 +66,7 @@ class DeviceInfoC(ctypes.Structure):
         ("unified_memory", _u32),
         ("supports_f16", _u32),
         ("compute_units", _u32),
-        ("reserved", _u32 * 7),
+        ("gemm_bias", _u32), ("reserved", _u32 * 6),
     ]
 
 
@@ -86,6 +86,7 @@ class GemmDescC(ctypes.Structure):
         ("batch", _i64), ("stride_a", _i64), ("stride_b", _i64), ("stride_c", _i64),
         ("outer", _i64), ("outer_stride_a", _i64), ("outer_stride_b", _i64), ("outer_stride_c", _i64),
         ("b_dtype", _i32), ("c_dtype", _i32),
+        ("bias", _p), ("bias_offset", _u64),
     ]
 
 
@@ -301,6 +302,7 @@ class DeviceInfo:
     unified_memory: bool
     supports_f16: bool
     compute_units: int
+    gemm_bias: bool = False   # cmd_gemm adds a bias itself
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -332,7 +334,7 @@ class Device:
             name=raw.name.decode("utf-8", "replace"), hardware_id=raw.hardware_id.decode("utf-8", "replace"),
             max_buffer_length=raw.max_buffer_length, max_threads_per_group=raw.max_threads_per_group,
             simd_width=raw.simd_width, unified_memory=bool(raw.unified_memory),
-            supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units)
+            supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units, gemm_bias=bool(raw.gemm_bias))
         self._builtin: Library | None = None
 
     @classmethod
@@ -537,12 +539,12 @@ class CommandBuffer:
              beta: float = 0.0, a_offset: int = 0, b_offset: int = 0, c_offset: int = 0, batch: int = 1,
              stride_a: int = 0, stride_b: int = 0, stride_c: int = 0, outer: int = 1,
              outer_strides: tuple[int, int, int] = (0, 0, 0), b_dtype: int | None = None,
-             c_dtype: int | None = None) -> None:
-        self._keep += [a, b, c]
+             c_dtype: int | None = None, bias: Buffer | None = None, bias_offset: int = 0) -> None:
+        self._keep += [a, b, c, bias]
         desc = GemmDescC(_addr(a), _addr(b), _addr(c), a_offset, b_offset, c_offset, m, n, k, lda, ldb, ldc,
                          int(trans_a), int(trans_b), dtype, alpha, beta, batch, stride_a, stride_b, stride_c,
                          outer, *outer_strides, dtype if b_dtype is None else b_dtype,
-                         dtype if c_dtype is None else c_dtype)
+                         dtype if c_dtype is None else c_dtype, _addr(bias), bias_offset)
         self._check(self._api.cmd_gemm(self.address, ctypes.byref(desc)), "cmd_gemm")
 
     def execute_icb(self, icb: Icb, start: int, count: int) -> None:

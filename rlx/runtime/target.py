@@ -26,8 +26,13 @@ class Target:
     # Byte alignment of a kernel's params struct inside the params region.
     # Metal wants constant-buffer offsets aligned to 256 on some GPUs.
     params_alignment: int = 16
-    # Fused ops this target can lower (rlx/opt/fusion.py emits only these).
-    capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention"})
+    # Fused ops this target can lower (rlx/opt/fusion.py emits only these);
+    # "linear_siblings": merge sibling projections (rlx/opt/siblings.py).
+    capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention",
+                                              "linear_siblings"})
+    # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
+    # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
+    gemm_bias: bool = False
 
     @property
     def gemm_mixes(self) -> frozenset[tuple[str, str, str]]:
@@ -35,6 +40,7 @@ class Target:
         takes besides uniform f32 and f16: the kExtraGemmTypes tables of
         csrc/host_shim.cpp and csrc/cuda_shim.c (the Metal shim has none)."""
         return _GEMM_MIXES.get(self.backend, frozenset())
+
 
     @property
     def one_thread_groups(self) -> bool:
@@ -56,13 +62,20 @@ class Target:
         return (groups, 1, 1), (threads, 1, 1)
 
     def row_grid(self, rows: int, cols: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """One group per row; GPU groups size to the row, a multiple of the
-        SIMD width, capped by the pipeline maximum."""
+        """One group per row. GPU groups are a multiple of the SIMD width:
+        a thread per column while rows are few (the row's latency is the
+        run's), four columns per thread and at most 128 threads once there
+        are enough rows to fill every core several times (measured on the
+        H200: softmax, layernorm and bias kernels of BERT 32 x 128 took
+        0.57x the time; benchmarks/gpu/row_grid_variants.py)."""
         rows = max(int(rows), 1)
         if self.one_thread_groups:
             return (rows, 1, 1), (1, 1, 1)
         width = max(self.simd_width, 1)
-        threads = min(self.max_threads_per_group, 1024, max(width, _ceil_div(cols, width) * width))
+        many_rows = rows >= 4 * self.compute_units
+        per_thread, cap = (4, 128) if many_rows else (1, 1024)
+        wanted = _ceil_div(max(int(cols), 1), per_thread)
+        threads = min(self.max_threads_per_group, cap, max(width, _ceil_div(wanted, width) * width))
         return (rows, 1, 1), (threads, 1, 1)
 
 
