@@ -17,6 +17,14 @@
 #include <immintrin.h>
 #define RLX_HAVE_SMALL_M 1
 
+// GCC 12's _mm512_reduce_add_ps initializes its "undefined" vectors from
+// themselves, which -Wuninitialized reports once inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace rlx_small_m {
 
 constexpr int64_t kMaxRows = 16;
@@ -109,5 +117,8 @@ static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float a
 }
 
 }  // namespace rlx_small_m
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 #endif
