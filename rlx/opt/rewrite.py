@@ -24,10 +24,12 @@ def clone_node(node: Node, new_inputs: list[Node], g: Graph) -> Node:
     return g.op(node.op, new_inputs, **attrs)
 
 
-def rebuild(graph: Graph, rewrite: Rewrite | None = None) -> tuple[Graph, dict[Node, Node]]:
+def rebuild(graph: Graph, rewrite: Rewrite | None = None,
+            drop_params: frozenset[Node] = frozenset()) -> tuple[Graph, dict[Node, Node]]:
     """A new graph computing the same outputs, with `rewrite` applied in
     topological order. Every input and param of the old graph is kept
-    (in declaration order) so run-time bindings do not change."""
+    (in declaration order) so run-time bindings do not change, except
+    `drop_params`: params a pass replaced (rewrite must not read them)."""
     g = Graph()
     mapping: dict[Node, Node] = {}
 
@@ -38,7 +40,7 @@ def rebuild(graph: Graph, rewrite: Rewrite | None = None) -> tuple[Graph, dict[N
         return new
 
     for node in list(graph.inputs.values()) + list(graph.params.values()):
-        mapping[node] = clone_node(node, [], g)
+        mapping[node] = SKIP if node in drop_params else clone_node(node, [], g)
     for node in graph.topo_order():
         if node in mapping:
             continue

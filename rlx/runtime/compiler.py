@@ -1,6 +1,6 @@
 """rlx.compile: graph -> Executable.
 
-Order of work: fusion -> precision (graph rewrites, rlx/opt) -> lowering,
+Order of work: fusion -> siblings -> precision (graph rewrites, rlx/opt) -> lowering,
 which elides views per consumer (thunks over storages and views) -> memory
 plan (one arena) -> barriers -> segments -> device objects -> Program.
 View elision runs inside lowering rather than before precision because
@@ -24,6 +24,7 @@ from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
 from rlx.opt.precision import apply_precision
 from rlx.opt.segments import Step, segment
 from rlx.opt.segments import describe as describe_segments
+from rlx.opt.siblings import CAPABILITY, SiblingReport, merge_siblings, shareable
 from rlx.runtime import devices, shim
 from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param
 from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
@@ -32,7 +33,7 @@ from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 _VIEW_OPS = ("reshape", "transpose", "narrow")
 
 
-PASSES = ("fusion", "views", "precision", "memory_reuse", "segments")
+PASSES = ("fusion", "siblings", "views", "precision", "memory_reuse", "segments")
 
 
 def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.ndarray] | None = None, *,
@@ -40,7 +41,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
             replay: bool | None = None, share_params_with: Executable | None = None) -> Executable:
     """Compile ``graph`` for ``device`` ("cpu" by default, or $RLX_DEVICE).
 
-    The pipeline: fusion -> precision -> lowering with view elision ->
+    The pipeline: fusion -> siblings -> precision -> lowering with view elision ->
     memory plan -> barriers -> segmenting (see the module docstring for the
     order). ``RLX_VERBOSE=1`` prints what each pass changed;
     ``exe.compile_report`` keeps the same lines.
@@ -48,7 +49,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     params: values for every ``graph.param`` (they stay resident across runs;
     ``Executable.set_params`` replaces them). precision: "f32", "f16",
     "auto" or "bf16" (host only) (rlx/opt/precision.py). passes: switch passes off for bisecting,
-    e.g. ``{"fusion": False}``; names: fusion, views, precision,
+    e.g. ``{"fusion": False}``; names: fusion, siblings (rlx/opt/siblings.py), views, precision,
     memory_reuse, segments. pin_outputs: give outputs arena bytes no other
     value ever touches (dropped automatically when the arena would not fit
     the device). replay: record the schedule once and replay it every run
@@ -75,6 +76,10 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     if enabled["fusion"]:
         graph, fusion_report = fuse(graph, target.capabilities)
         report.append(fusion_report.describe())
+    siblings = SiblingReport()
+    if enabled["fusion"] and enabled["siblings"] and CAPABILITY in target.capabilities:
+        graph, siblings = merge_siblings(graph)   # before precision: merged params convert like any other
+        report.append(siblings.describe())
     if enabled["precision"]:
         graph, precision_report = apply_precision(graph, precision, target.backend)
         report.append(precision_report.describe())
@@ -114,7 +119,8 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     resident = dev.alloc(max(resident_bytes, ALIGNMENT))
     if lw.params_region.nbytes:
         arena.write(lw.params_region.offset, lw.params_blob)
-    param_slots = _bind_resident(lw, graph, resident, params or {}, shared)
+    param_slots = siblings.alias_slots(_bind_resident(lw, graph, resident, siblings.param_values(
+        graph, params or {}, shared.slots), shared))
 
     libraries = _libraries(dev, lw.thunks)
     buffers = [arena.address, resident.address] + [buf.address for buf in shared.buffers]
@@ -235,7 +241,7 @@ def _share_params(lw: Lowering, graph: Graph, dev, source: Executable | None) ->
             continue
         node = graph.params[tensor.name]
         spec, buffer, offset = source._param_slots[tensor.name]
-        if spec.shape != tuple(node.shape) or spec.dtype != node.dtype:
+        if spec.shape != tuple(node.shape) or spec.dtype != node.dtype or not shareable(buffer):
             continue
         if all(b is not buffer for b in shared.buffers):
             shared.buffers.append(buffer)
