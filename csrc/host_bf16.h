@@ -141,7 +141,8 @@ RLX_BF16_TARGET static inline __m128 reduce4(__m512 v0, __m512 v1, __m512 v2, __
 // C[i, j0 + j] for i < MI, j < nj.
 template <int MI>
 RLX_BF16_TARGET static inline void tile(int64_t k, float alpha, const uint32_t *a, int64_t ldp,
-                                        const uint16_t *const *b, int nj, float beta, float *c, int64_t ldc) {
+                                        const uint16_t *const *b, int nj, float beta, float *c, int64_t ldc,
+                                        const float *bias) {
     __m512 acc[MI][4];
     for (int i = 0; i < MI; ++i)
         for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -166,8 +167,9 @@ RLX_BF16_TARGET static inline void tile(int64_t k, float alpha, const uint32_t *
         }
     }
     const __mmask8 mc = (__mmask8)((1u << nj) - 1u);
+    const __m128 bv = bias ? _mm_maskz_loadu_ps(mc, bias) : _mm_setzero_ps();
     for (int i = 0; i < MI; ++i) {
-        __m128 s = _mm_mul_ps(_mm_set1_ps(alpha), reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]));
+        __m128 s = _mm_fmadd_ps(_mm_set1_ps(alpha), reduce4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]), bv);
         float *ci = c + i * ldc;
         if (beta != 0.0f)  // beta == 0 never reads C (BLAS semantics)
             s = _mm_fmadd_ps(_mm_set1_ps(beta), _mm_maskz_loadu_ps(mc, ci), s);
@@ -177,18 +179,20 @@ RLX_BF16_TARGET static inline void tile(int64_t k, float alpha, const uint32_t *
 
 template <int R>
 RLX_BF16_TARGET static inline void tile_rows(int64_t rows, int64_t k, float alpha, const uint32_t *a, int64_t ldp,
-                                             const uint16_t *const *b, int nj, float beta, float *c, int64_t ldc) {
+                                             const uint16_t *const *b, int nj, float beta, float *c, int64_t ldc,
+                                             const float *bias) {
     if (rows == R)
-        tile<R>(k, alpha, a, ldp, b, nj, beta, c, ldc);
+        tile<R>(k, alpha, a, ldp, b, nj, beta, c, ldc, bias);
     else if constexpr (R > 1)
-        tile_rows<R - 1>(rows, k, alpha, a, ldp, b, nj, beta, c, ldc);
+        tile_rows<R - 1>(rows, k, alpha, a, ldp, b, nj, beta, c, ldc, bias);
 }
 
-// Columns [n0, n1) of C[m, n] = alpha * A . B^T + beta * C, A already rounded
-// (ap: m rows of ldp bf16 pairs, zero past k), B[n, k] at row stride ldb.
+// Columns [n0, n1) of C[m, n] = alpha * A . B^T + beta * C (+ bias[n] on
+// every row when bias is not NULL), A already rounded (ap: m rows of ldp
+// bf16 pairs, zero past k), B[n, k] at row stride ldb.
 RLX_BF16_TARGET static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float alpha,
                                            const uint32_t *ap, int64_t ldp, const uint16_t *B, int64_t ldb,
-                                           float beta, float *C, int64_t ldc) {
+                                           float beta, float *C, int64_t ldc, const float *bias = nullptr) {
     // Row groups of at most kGroup, as even as possible (9 rows: 5 + 4, 16: 6 + 5 + 5).
     const int64_t groups = (m + kGroup - 1) / kGroup;
     for (int64_t j0 = n0; j0 < n1; j0 += 4) {
@@ -197,7 +201,8 @@ RLX_BF16_TARGET static inline void columns(int64_t m, int64_t n0, int64_t n1, in
         for (int j = 0; j < 4; ++j) b[j] = B + (j0 + std::min(j, nj - 1)) * ldb;  // spare lanes repeat a row
         for (int64_t g = 0, i0 = 0; g < groups; ++g) {
             const int64_t i1 = m * (g + 1) / groups;
-            tile_rows<kGroup>(i1 - i0, k, alpha, ap + i0 * ldp, ldp, b, nj, beta, C + i0 * ldc + j0, ldc);
+            tile_rows<kGroup>(i1 - i0, k, alpha, ap + i0 * ldp, ldp, b, nj, beta, C + i0 * ldc + j0, ldc,
+                              bias ? bias + j0 : nullptr);
             i0 = i1;
         }
     }
@@ -303,10 +308,11 @@ RLX_BF16_TARGET static inline void pack_b(bool tb, const uint16_t *B, int64_t ld
 
 // C[rows, cols] (+)= alpha * A-pairs[rows, kcp] . B-panel[kcp, NR]; rows <= MR.
 // first: this is the first k block (apply beta); later blocks accumulate.
+// bias (the last k block only, else NULL): added to every row.
 template <int R>
 RLX_BF16_TARGET static inline void micro(int64_t kcp, const uint32_t *a, int64_t ldp, const uint32_t *b,
                                          float *c, int64_t ldc, int64_t cols, float alpha, float beta,
-                                         bool first) {
+                                         bool first, const float *bias) {
     __m512 acc[R][NV];
     for (int i = 0; i < R; ++i)
         for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
@@ -323,9 +329,10 @@ RLX_BF16_TARGET static inline void micro(int64_t kcp, const uint32_t *a, int64_t
         const int64_t left = cols - v * 16;
         if (left <= 0) break;
         const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + v * 16) : _mm512_setzero_ps();
         for (int i = 0; i < R; ++i) {
             float *ci = c + i * ldc + v * 16;
-            __m512 x = _mm512_mul_ps(va, acc[i][v]);
+            __m512 x = _mm512_fmadd_ps(va, acc[i][v], bv);
             if (!first)
                 x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, ci));
             else if (beta != 0.0f)
@@ -338,11 +345,11 @@ RLX_BF16_TARGET static inline void micro(int64_t kcp, const uint32_t *a, int64_t
 template <int R>
 RLX_BF16_TARGET static inline void micro_rows(int64_t rows, int64_t kcp, const uint32_t *a, int64_t ldp,
                                               const uint32_t *b, float *c, int64_t ldc, int64_t cols, float alpha,
-                                              float beta, bool first) {
+                                              float beta, bool first, const float *bias) {
     if (rows == R)
-        micro<R>(kcp, a, ldp, b, c, ldc, cols, alpha, beta, first);
+        micro<R>(kcp, a, ldp, b, c, ldc, cols, alpha, beta, first, bias);
     else if constexpr (R > 1)
-        micro_rows<R - 1>(rows, kcp, a, ldp, b, c, ldc, cols, alpha, beta, first);
+        micro_rows<R - 1>(rows, kcp, a, ldp, b, c, ldc, cols, alpha, beta, first, bias);
 }
 
 struct Gemm {
@@ -356,6 +363,7 @@ struct Gemm {
     float *C;
     int64_t ldc;
     int64_t mt, nt;      // rows and columns per task
+    const float *bias;   // n floats added to every row, or NULL
 };
 
 static inline int64_t tasks(const Gemm &g) { return ((g.m + g.mt - 1) / g.mt) * ((g.n + g.nt - 1) / g.nt); }
@@ -390,7 +398,8 @@ RLX_BF16_TARGET static inline void run_task(const Gemm &g, int64_t t, std::vecto
                 for (int64_t i = ic; i < ie; i += MR) {
                     const int64_t rows = std::min<int64_t>(MR, ie - i);
                     micro_rows<MR>(rows, kcp, g.ap + i * g.ldp + p0, g.ldp, b, g.C + i * g.ldc + j0 + jp * NR,
-                                   g.ldc, cols, g.alpha, g.beta, p0 == 0);
+                                   g.ldc, cols, g.alpha, g.beta, p0 == 0,
+                                   g.bias && p0 + kcp == kp ? g.bias + j0 + jp * NR : nullptr);
                 }
             }
         }

@@ -385,6 +385,7 @@ struct Bf16Job {
     const uint16_t *B;
     float *C;
     uint32_t *ap;        // A rounded to bf16 pairs
+    const float *bias;   // the desc's bias (f32, added in the kernels' stores), or NULL
     int64_t ldp, chunk;  // pair words per row; rows (rounding) or columns (small M) per group
     rlx_bf16::big::Gemm big;
 };
@@ -399,7 +400,7 @@ void bf16_small_part(const rlx_cpu_ctx *ctx) {
     const Bf16Job &j = *(const Bf16Job *)ctx->buffers[0];
     const rlx_gemm_desc &g = *j.g;
     const int64_t n0 = (int64_t)ctx->group_id.x * j.chunk, n1 = std::min(g.n, n0 + j.chunk);
-    rlx_bf16::small::columns(g.m, n0, n1, g.k, g.alpha, j.ap, j.ldp, j.B, g.ldb, g.beta, j.C, g.ldc);
+    rlx_bf16::small::columns(g.m, n0, n1, g.k, g.alpha, j.ap, j.ldp, j.B, g.ldb, g.beta, j.C, g.ldc, j.bias);
 }
 
 void bf16_big_task(const rlx_cpu_ctx *ctx) {
@@ -425,10 +426,21 @@ void bf16_run(rlx_device *d, bool split, kernel_fn fn, Bf16Job *job, int64_t cou
 }
 #endif
 
+// True when gemm_bf16 runs the AVX-512 BF16 kernels for g, which also add
+// g.bias (so run_gemm_one must not add it again).
+bool bf16_kernels_take(const rlx_device *d, const rlx_gemm_desc &g) {
+#ifdef RLX_HAVE_BF16_KERNELS
+    return g.b_dtype == RLX_DTYPE_BF16 && d->bf16_level >= 2 && !g.trans_a && g.k > 0;
+#else
+    (void)d, (void)g;
+    return false;
+#endif
+}
+
 void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint16_t *B, float *C, bool split) {
 #ifdef RLX_HAVE_BF16_KERNELS
-    if (d->bf16_level >= 2 && !g.trans_a && g.k > 0) {
-        Bf16Job job{&g, A, B, C, nullptr, 0, 0, {}};
+    if (bf16_kernels_take(d, g)) {
+        Bf16Job job{&g, A, B, C, nullptr, g.bias ? (const float *)(g.bias->ptr + g.bias_offset) : nullptr, 0, 0, {}};
         job.ldp = ((g.k + 1) / 2 + 15) / 16 * 16;
         thread_local std::vector<uint32_t> rounded_a;
         rounded_a.resize((size_t)(g.m * job.ldp));
@@ -441,7 +453,7 @@ void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint
             return;
         }
         job.big = rlx_bf16::big::Gemm{g.m, g.n, g.k, g.alpha, g.beta, job.ap, job.ldp, B, g.ldb, (bool)g.trans_b,
-                                      C, g.ldc, 0, 0};
+                                      C, g.ldc, 0, 0, job.bias};
         rlx_bf16::big::plan(job.big, split ? d->threads : 1);
         bf16_run(d, split, bf16_big_task, &job, rlx_bf16::big::tasks(job.big));
         return;
@@ -510,7 +522,7 @@ void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spli
 // The product, then the bias on each of its rows while they are still in cache.
 void run_gemm_one(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool split) {
     run_product(d, g, index, split);
-    if (!g.bias) return;
+    if (!g.bias || bf16_kernels_take(d, g)) return;   // those kernels add it as they store
     const int64_t i = index % rlx_gemm_batch(&g), j = index / rlx_gemm_batch(&g);
     const uint64_t esz = rlx_dtype_size(g.c_dtype);
     uint8_t *c = g.c->ptr + g.c_offset + (uint64_t)(i * g.stride_c + j * g.outer_stride_c) * esz;

@@ -97,7 +97,7 @@ def test_matmul_bf16_weight_with_batched_activations(rng):
 
 
 def _gemm(device, A, Bbits, m, n, k, *, trans_b, batch=1, strides=(0, 0, 0), outer=1,
-          outer_strides=(0, 0, 0), alpha=1.0, beta=0.0, C0=None, ldc=None):
+          outer_strides=(0, 0, 0), alpha=1.0, beta=0.0, C0=None, ldc=None, bias=None):
     ldc = ldc or n
     lda, ldb = k, (k if trans_b else n)
     a = device.alloc(A.nbytes)
@@ -108,11 +108,15 @@ def _gemm(device, A, Bbits, m, n, k, *, trans_b, batch=1, strides=(0, 0, 0), out
     C = np.zeros(csize, np.float32) if C0 is None else C0.copy()
     c = device.alloc(C.nbytes)
     c.write(0, C)
+    bias_buf = None
+    if bias is not None:   # at an offset, to check bias_offset is honoured
+        bias_buf = device.alloc(bias.nbytes + 64)
+        bias_buf.write(64, bias)
     with shim.CommandBuffer(device) as cb:
         cb.gemm(a, b, c, m, n, k, lda=lda, ldb=ldb, ldc=ldc, trans_b=trans_b, dtype=shim.DTYPE_F32,
                 b_dtype=shim.DTYPE_BF16, c_dtype=shim.DTYPE_F32, alpha=alpha, beta=beta, batch=batch,
                 stride_a=strides[0], stride_b=strides[1], stride_c=strides[2], outer=outer,
-                outer_strides=outer_strides)
+                outer_strides=outer_strides, bias=bias_buf, bias_offset=64 if bias is not None else 0)
         cb.commit()
         cb.wait()
     return np.frombuffer(c.read(0, C.nbytes), np.float32).copy()
@@ -137,7 +141,8 @@ def test_shim_gemm_f32_bf16_f32(rng, host, m, n, k, trans_b):
     Bt = Bt.T if trans_b else Bt
     ldc = n + 3   # C's padding columns stay untouched
     C0 = rng.standard_normal(m * ldc).astype(np.float32)[: (m - 1) * ldc + n]
-    got = _gemm(device, A, Bbits, m, n, k, trans_b=trans_b, alpha=1.5, beta=0.5, C0=C0, ldc=ldc)
+    bias = rng.standard_normal(n).astype(np.float32)
+    got = _gemm(device, A, Bbits, m, n, k, trans_b=trans_b, alpha=1.5, beta=0.5, C0=C0, ldc=ldc, bias=bias)
     pad = np.ones_like(got, bool)
     for r in range(m):
         pad[r * ldc: r * ldc + n] = False
@@ -145,9 +150,9 @@ def test_shim_gemm_f32_bf16_f32(rng, host, m, n, k, trans_b):
     got = np.stack([got[r * ldc: r * ldc + n] for r in range(m)])
     base = np.stack([C0[r * ldc: r * ldc + n] for r in range(m)]).astype(np.float64)
     if path == "fallback" or not _cpu_has_avx512_bf16():
-        want = 1.5 * (A.astype(np.float64) @ Bt) + 0.5 * base          # A stays f32
+        want = 1.5 * (A.astype(np.float64) @ Bt) + 0.5 * base + bias   # A stays f32
     else:
-        want = 1.5 * (_round(A) @ Bt) + 0.5 * base                      # A rounded to bf16 as well
+        want = 1.5 * (_round(A) @ Bt) + 0.5 * base + bias               # A rounded to bf16 as well
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * max(1, k) ** 0.5)
 
 
@@ -157,14 +162,15 @@ def test_shim_gemm_bf16_batched_and_outer(rng, host):
     sa, sb, sc = m * k, n * k, m * n
     A = rng.standard_normal(outer * batch * sa).astype(np.float32)
     Bf = rng.standard_normal(outer * batch * sb).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
     got = _gemm(device, A, to_bf16(Bf), m, n, k, trans_b=True, batch=batch, strides=(sa, sb, sc), outer=outer,
-                outer_strides=(batch * sa, batch * sb, batch * sc))
+                outer_strides=(batch * sa, batch * sb, batch * sc), bias=bias)
     Br = from_bf16(to_bf16(Bf)).astype(np.float64)
     for e in range(outer * batch):
         a = A[e * sa:(e + 1) * sa].reshape(m, k)
         b = Br[e * sb:(e + 1) * sb].reshape(n, k)
         c = got[e * sc:(e + 1) * sc].reshape(m, n)
-        assert (np.abs(c - a.astype(np.float64) @ b.T) <= _bound(a, b.T)).all()
+        assert (np.abs(c - a.astype(np.float64) @ b.T - bias) <= _bound(a, b.T)).all()   # same bias every entry
 
 
 def test_fallback_matches_f32_a_exactly_and_kernels_round_a(rng):
