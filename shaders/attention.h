@@ -210,3 +210,106 @@ RLX_KERNEL attention(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE con
 }
 RLX_INSTANTIATE(attention, float, attention_f32)
 RLX_INSTANTIATE(attention, half, attention_f16)
+
+// Tiled attention for GPUs: each thread owns one query row, a group owns
+// rlx_group_size.x consecutive queries of one (batch, head), and the keys and
+// values pass through threadgroup memory RLX_ATT_TK rows at a time. Scores of
+// a tile stay in registers with an online softmax (running max and sum, the
+// output rescaled once per tile), so nothing of size Tq x Tk touches memory
+// and no thread waits on another except at the two tile barriers. Head
+// dimensions up to RLX_ATT_MAXD. Same params and semantics as `attention`
+// (mask, causal, window, softcap; a fully masked row gives zeros); the grid
+// is ceil(Tq / group size) * Hq * B groups.
+#define RLX_ATT_TK 32u
+#define RLX_ATT_MAXD 64u
+
+template <typename T>
+RLX_KERNEL attention_tiled(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
+                           RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
+                           RLX_BUF(RLX_DEVICE T *, out, 4), RLX_PARAMS(AttentionParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, kt, RLX_ATT_TK * RLX_ATT_MAXD);
+    RLX_SHARED(float, vt, RLX_ATT_TK * RLX_ATT_MAXD);
+    const uint Tq = p->Tq, Tk = p->Tk, Hq = p->Hq, D = p->D, Dv = p->Dv;
+    const uint bq = rlx_group_size.x, tiles = (Tq + bq - 1) / bq;
+    const uint gid = rlx_group_id.x;
+    const uint tile = gid % tiles, h = (gid / tiles) % Hq, b = gid / (tiles * Hq);
+    if (b * Tq * Hq >= p->rows) return;          // the whole group leaves together
+    const uint i = tile * bq + rlx_local_id.x;    // this thread's query
+    const bool active = i < Tq;
+    const uint kvh = h / p->group;
+    RLX_DEVICE const T *kb = k + p->k_offset + (uint64_t)b * p->k_sb + (uint64_t)kvh * p->k_sh;
+    RLX_DEVICE const T *vb = v + p->v_offset + (uint64_t)b * p->v_sb + (uint64_t)kvh * p->v_sh;
+    const uint qi = active ? i : 0u;
+    RLX_DEVICE const T *qr = q + p->q_offset + (uint64_t)b * p->q_sb + (uint64_t)qi * p->q_st + (uint64_t)h * p->q_sh;
+    RLX_DEVICE const T *mr = mask + p->m_offset + (uint64_t)b * p->m_sb + (uint64_t)h * p->m_sh +
+                             (uint64_t)qi * p->m_sq;
+    const bool has_mask = (p->flags & RLX_ATT_MASK) != 0u, causal = (p->flags & RLX_ATT_CAUSAL) != 0u;
+    const float scale = p->scale, cap = p->softcap;
+    const int qpos = (int)qi + (int)Tk - (int)Tq;
+    const int window = (int)p->window;
+
+    float qv[RLX_ATT_MAXD], o[RLX_ATT_MAXD];
+    RLX_UNROLL
+    for (uint d = 0; d < RLX_ATT_MAXD; ++d) {
+        qv[d] = d < D ? rlx_to_float(qr[d]) : 0.0f;
+        o[d] = 0.0f;
+    }
+    float m = -RLX_INFINITY, l = 0.0f;
+    for (uint j0 = 0; j0 < Tk; j0 += RLX_ATT_TK) {
+        const uint nk = Tk - j0 < RLX_ATT_TK ? Tk - j0 : RLX_ATT_TK;
+        rlx_barrier();                            // every thread is done with the previous tile
+        RLX_FOR_GROUP(e, nk * D) {
+            const uint jj = e / D, d = e % D;
+            kt[jj * RLX_ATT_MAXD + d] = rlx_to_float(kb[(uint64_t)(j0 + jj) * p->k_st + d]);
+        }
+        RLX_FOR_GROUP(e, nk * Dv) {
+            const uint jj = e / Dv, d = e % Dv;
+            vt[jj * RLX_ATT_MAXD + d] = rlx_to_float(vb[(uint64_t)(j0 + jj) * p->v_st + d]);
+        }
+        rlx_barrier();
+        if (!active) continue;
+        float s[RLX_ATT_TK];
+        float mt = -RLX_INFINITY;
+        RLX_UNROLL
+        for (uint jj = 0; jj < RLX_ATT_TK; ++jj) {
+            const int j = (int)(j0 + jj);
+            float sj = -RLX_INFINITY;
+            if (jj < nk && !(causal && j > qpos) && !(window > 0 && qpos - j >= window)) {
+                float acc = 0.0f;
+                RLX_UNROLL
+                for (uint d = 0; d < RLX_ATT_MAXD; ++d)
+                    if (d < D) acc += qv[d] * kt[jj * RLX_ATT_MAXD + d];   // unset columns are never read
+                sj = acc * scale;
+                if (cap > 0.0f) sj = cap * rlx_tanh(sj / cap);
+                if (has_mask) sj += rlx_to_float(mr[(uint64_t)j * p->m_sk]);
+            }
+            s[jj] = sj;
+            mt = rlx_fmax(mt, sj);
+        }
+        if (!(mt > -RLX_INFINITY)) continue;      // a fully masked tile adds nothing
+        const float mn = rlx_fmax(m, mt);
+        const float corr = rlx_exp(m - mn);       // 0 while nothing was seen (m = -inf)
+        l *= corr;
+        RLX_UNROLL
+        for (uint d = 0; d < RLX_ATT_MAXD; ++d) o[d] *= corr;
+        RLX_UNROLL
+        for (uint jj = 0; jj < RLX_ATT_TK; ++jj) {
+            // Rows past the tile's keys hold stale values; masked keys: exp(-inf) = 0.
+            const float pj = jj < nk ? rlx_exp(s[jj] - mn) : 0.0f;
+            if (pj == 0.0f) continue;
+            l += pj;
+            RLX_UNROLL
+            for (uint d = 0; d < RLX_ATT_MAXD; ++d)
+                if (d < Dv) o[d] += pj * vt[jj * RLX_ATT_MAXD + d];
+        }
+        m = mn;
+    }
+    if (!active) return;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    RLX_DEVICE T *orow = out + p->o_offset + ((uint64_t)(b * Tq + i) * Hq + h) * Dv;
+    RLX_UNROLL
+    for (uint d = 0; d < RLX_ATT_MAXD; ++d)
+        if (d < Dv) orow[d] = rlx_from_float<T>(o[d] * inv);
+}
+RLX_INSTANTIATE(attention_tiled, float, attention_tiled_f32)
+RLX_INSTANTIATE(attention_tiled, half, attention_tiled_f16)

@@ -17,7 +17,7 @@ import rlx
 from rlx.blocks import bert_encoder, random_params
 from rlx.models.bench_bert import profile_thunks
 
-CONFIGS = [("f32", 1, 16), ("f16", 1, 128), ("f32", 32, 128), ("f16", 32, 128)]
+CONFIGS = [("f32", 1, 128), ("f32", 32, 128), ("f16", 32, 128)]
 
 
 def kind(row: dict) -> str:

@@ -121,6 +121,16 @@ def _attention(lw: Lowering, node: Node) -> View:
     rows = b * tq * hq
     if not out.numel:
         return out
+    attrs = node.attrs
+    params = attention_params(
+        node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
+        (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
+        float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
+    if _use_tiled(lw, tq, tk, d, dv):
+        size = 1 if lw.target.one_thread_groups else TILED_QUERIES_PER_GROUP
+        lw.dispatch(repr(node), f"attention_tiled_{suffix}", [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (out, "w")],
+                    params, (((-(-tq // size)) * hq * b, 1, 1), (size, 1, 1)))
+        return out
     if _use_gemm_path(lw, node, tq, tk):
         if node.dtype == f32:
             return _attention_gemms(lw, node, q, k, v, mask if has_mask else None, out)
@@ -139,11 +149,6 @@ def _attention(lw: Lowering, node: Node) -> View:
         lw.emit_copy(f"{node!r} (narrow to f16)", wide_out, out)
         return out
     scores = View.dense(lw.scratch(node, rows * tk * 4), f32, (rows * tk,))
-    attrs = node.attrs
-    params = attention_params(
-        node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
-        (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
-        float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
     # Groups of at most 256 threads: more only idle in P @ V, and the kernel's
     # registers cap its pipeline below 1024 threads on CUDA (896 on an H200).
     lw.dispatch(repr(node), f"attention_{suffix}",
@@ -165,6 +170,25 @@ GEMM_PATH_MIN_TOKENS = 32
 # tokens the cuBLAS path beats the fused kernel too (f32, 32 x 128: 7.6 ms
 # against 11.1 ms), so GPUs take it as well; set False to compare.
 GEMM_PATH_ON_GPU = True
+
+
+# GPUs run attention of up to TILED_MAX_KEYS keys and head dimensions up to 64
+# (RLX_ATT_MAXD in shaders/attention.h) with the tiled kernel: one thread per
+# query, keys and values staged through threadgroup memory, an online
+# softmax, no scores in memory. Measured on the H200 (BERT, 12 heads of 32):
+# see benchmarks/results/h200-bert-cuda-*.json. One query (decode) keeps the
+# kernel that spreads the keys over a group. TILED_ON_CPU is for tests: the
+# CPU runs it one query per group.
+TILED_QUERIES_PER_GROUP = 32
+TILED_MAX_HEAD_DIM = 64
+TILED_MAX_KEYS = 1024
+TILED_ON_GPU = True
+TILED_ON_CPU = False
+
+
+def _use_tiled(lw: Lowering, tq: int, tk: int, d: int, dv: int) -> bool:
+    allowed = TILED_ON_CPU if lw.target.one_thread_groups else TILED_ON_GPU
+    return allowed and tq >= 2 and tk <= TILED_MAX_KEYS and max(d, dv) <= TILED_MAX_HEAD_DIM
 
 
 def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:
