@@ -127,7 +127,8 @@ def _attention(lw: Lowering, node: Node) -> View:
         (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
         float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
     if _use_tiled(lw, tq, tk, d, dv):
-        size = 1 if lw.target.one_thread_groups else TILED_QUERIES_PER_GROUP
+        # The group size decides the grid, so it must be what will launch.
+        size = 1 if lw.target.one_thread_groups else min(TILED_QUERIES_PER_GROUP, lw.target.max_threads_per_group)
         lw.dispatch(repr(node), f"attention_tiled_{suffix}", [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (out, "w")],
                     params, (((-(-tq // size)) * hq * b, 1, 1), (size, 1, 1)))
         return out
