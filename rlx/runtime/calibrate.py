@@ -547,6 +547,7 @@ def _record(icb: Any, exe: Any, thunk: Any, count: int, buffers: tuple[Any, ...]
 
 
 REPLAY_TARGET_S = 2e-4    # auto repeats: the long replay should take about this long
+LONG_NODE_S = 1e-3        # a replay of one node this long: its mean, not the slope
 
 
 def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: int = 4,
@@ -602,6 +603,11 @@ def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: 
     finally:
         if icb is not None:
             icb.free()
+    if times[0] >= LONG_NODE_S:
+        # A node this long dwarfs the list's launch (microseconds): the long
+        # replay's mean is the lower-variance estimate (a difference of two
+        # minimums doubles the noise of a loaded machine).
+        return times[1] / long
     slope = (times[1] - times[0]) / (long - short)
     # Noise can make the difference tiny or negative for very cheap nodes;
     # never report less than a twentieth of the long replay's mean per node.
@@ -879,7 +885,7 @@ def _probe_memory(calib: Calibration, sizes: _Sizes, budget: float, device: Any)
     g.set_outputs(z=g.add(x, y))
     exe = _compile(g, device)
     thunk = exe.thunks[0]
-    per = time_replayed(exe, thunk, repeats=2, samples=3, budget_s=budget)
+    per = time_replayed(exe, thunk, repeats=2, samples=5, budget_s=budget)
     calib.mem_bw = thunk_bytes(thunk) / _work_seconds(calib, thunk, per)
     calib.log.append(f"memory: add over {sizes.mem_bytes >> 20} MiB in {per * 1e3:.3f} ms: "
                      f"{calib.mem_bw / 1e9:.1f} GB/s (read + write)")
@@ -921,17 +927,32 @@ def _probe_transfer(calib: Calibration, sizes: _Sizes, budget: float, device: An
 
 
 def _matmul_exe(device: Any, m: int, n: int, k: int, dtype: str, transpose_b: bool = False) -> Any:
+    """A compiled x @ w: with a bias where the shim's gemm adds one itself
+    (rlx_device_info.gemm_bias), as linears run there."""
     from rlx.ir.graph import Graph
+    from rlx.runtime.lowering import GEMM
 
-    g = Graph()
-    x = g.input("x", (m, k), dtype)
-    w = g.param("w", (n, k) if transpose_b else (k, n), dtype)
-    g.set_outputs(y=g.matmul(x, w, transpose_b=transpose_b))
-    # Weights of a cheap repeating pattern (speed does not depend on the
-    # values; random normals of the largest GPU shapes take seconds).
-    count = n * k
-    pattern = ((np.arange(count, dtype=np.int64) % 17) - 8).astype(np.float32) * (0.25 / np.sqrt(k))
-    return _compile(g, device, {"w": pattern.reshape(g.params["w"].shape).astype(g.params["w"].dtype.numpy)})
+    for with_bias in ((True, False) if getattr(device.info, "gemm_bias", False) else (False,)):
+        g = Graph()
+        x = g.input("x", (m, k), dtype)
+        w = g.param("w", (n, k) if transpose_b else (k, n), dtype)
+        if with_bias:
+            g.set_outputs(y=g.linear(x, w, g.param("b", (n,), dtype), transpose_b=transpose_b))
+        else:
+            g.set_outputs(y=g.matmul(x, w, transpose_b=transpose_b))
+        # Weights of a cheap repeating pattern (speed does not depend on the
+        # values; random normals of the largest GPU shapes take seconds).
+        pattern = ((np.arange(n * k, dtype=np.int64) % 17) - 8).astype(np.float32) * (0.25 / np.sqrt(k))
+        params = {"w": pattern.reshape(g.params["w"].shape).astype(g.params["w"].dtype.numpy)}
+        if with_bias:
+            params["b"] = np.full((n,), 0.01, g.params["b"].dtype.numpy)
+        exe = _compile(g, device, params)
+        thunks = exe.thunks
+        # A linear must be exactly one gemm (the lowering may pick the row
+        # kernel at small M, or need an epilogue): else the plain matmul.
+        if not with_bias or (len(thunks) == 1 and thunks[0].kind == GEMM):
+            return exe
+    return exe
 
 
 def _fit_call(points: list[tuple[float, float]]) -> float:

@@ -130,7 +130,9 @@ def _linear(lw: Lowering, node: Node) -> View:
     if out.numel == 0:
         return out
     # bf16 weights (precision="bf16") go to the shim's gemm, which reads them; the row kernel reads x's dtype.
-    if w.dtype == x.dtype and use_row_kernel(lw, m, n, k, suffix, epilogue=bias is not None or bool(act),
+    # The gemm side's epilogue kernel: an activation, or a bias the shim's gemm does not add itself.
+    epilogue = bool(act) or (bias is not None and not lw.target.gemm_bias)
+    if w.dtype == x.dtype and use_row_kernel(lw, m, n, k, suffix, epilogue=epilogue,
                                              activation=act in (1, 2, 3), transpose_b=trans_b):
         lw.dispatch(repr(node), f"matmul_rows_{suffix}",
                     [(x, "r"), (w, "r"), (bias or w, "r"), (out, "w")],
