@@ -42,6 +42,12 @@ def decoder_graph(seq=5, hidden=24, heads=3, ffn=36, dtype="f32"):
     return g
 
 
+def products(exe) -> int:
+    """Matrix products run: gemms, or the row kernel where the cost model
+    picks it for few rows (GPUs do at small M)."""
+    return sum(t.kernel is None or (t.kernel or "").startswith("matmul_rows") for t in exe.thunks)
+
+
 def copies(exe) -> int:
     return sum((t.kernel or "").startswith("copy") for t in exe.thunks)
 
@@ -63,7 +69,7 @@ def test_bert_qkv_becomes_one_gemm_without_copies(rng, layers):
     params = random_params(g)
     off = rlx.compile(g, params=params, passes=OFF)
     on = rlx.compile(g, params=params)
-    assert off.stats.gemms - on.stats.gemms == 2 * layers          # 3 projections -> 1 per layer
+    assert products(off) - products(on) == 2 * layers          # 3 projections -> 1 per layer
     assert on.stats.thunks <= off.stats.thunks - 2 * layers
     assert copies(on) == copies(off) == 0
     widths = sorted(n.shape[-1] for n in wide_ops(on))
@@ -84,7 +90,7 @@ def test_decoder_qkv_and_gate_up_become_one_gemm_each():
     params = random_params(g)
     off = rlx.compile(g, params=params, passes=OFF)
     on = rlx.compile(g, params=params)
-    assert off.stats.gemms == 7 and on.stats.gemms == 4           # q,k,v -> 1 and gate,up -> 1
+    assert products(off) == 7 and products(on) == 4           # q,k,v -> 1 and gate,up -> 1
     assert copies(on) == copies(off)
     text = report(on)
     assert "merged matmul d0.q.w, d0.k.w, d0.v.w -> N=24+24+24" in text
@@ -123,7 +129,7 @@ def test_decoder_layer_matches_the_reference(rng, dtype):
     feed = {"x": rng.standard_normal((1, 9, 24)).astype(nd), "mask": causal_mask(9, nd)}
     tol = dict(rtol=1e-2, atol=1e-2) if dtype == "f16" else dict(rtol=1e-4, atol=1e-4)
     exe, _ = assert_matches_reference(g, feed, params, tol=tol)
-    assert exe.stats.gemms == 4
+    assert products(exe) == 4
 
 
 @pytest.mark.parametrize("policy", ["f16", "auto"])
@@ -152,7 +158,7 @@ def test_transposed_weights_and_constants(rng):
                   w=g.add(g.narrow(consts[0], 2, 0, 4), g.narrow(consts[1], 2, 2, 4)))
     params = {k: rng.standard_normal(tuple(p.shape)).astype(np.float32) for k, p in g.params.items()}
     exe, _ = assert_matches_reference(g, {"x": rng.standard_normal((2, 5, 11)).astype(np.float32)}, params)
-    assert exe.stats.gemms == 2 and copies(exe) == 0
+    assert products(exe) == 2 and copies(exe) == 0
     assert "a.w+b.w+c.w" in exe.graph.params
 
 
@@ -182,14 +188,14 @@ def test_only_siblings_with_one_activation_merge(rng, act, gemms):
     g = _three_linears(act)
     feed, params = _feed_and_params(g, rng)
     exe, _ = assert_matches_reference(g, feed, params)
-    assert exe.stats.gemms == gemms
+    assert products(exe) == gemms
 
 
 def test_run_time_weights_are_left_alone(rng):
     g = _three_linears(weight_kind="input")
     feed, params = _feed_and_params(g, rng)
     exe, _ = assert_matches_reference(g, feed, params)
-    assert exe.stats.gemms == 3 and "siblings: nothing merged" in report(exe)
+    assert products(exe) == 3 and "siblings: nothing merged" in report(exe)
 
 
 def test_shared_weights_outputs_and_dense_readers_are_left_alone(rng):
@@ -204,7 +210,7 @@ def test_shared_weights_outputs_and_dense_readers_are_left_alone(rng):
     g.set_outputs(y=g.add(g.matmul(a, tied), b), c=c, s=g.softmax(d))
     feed, params = _feed_and_params(g, rng)
     exe, _ = assert_matches_reference(g, feed, params)
-    assert exe.stats.gemms == 5 and copies(exe) == 0
+    assert products(exe) == 5 and copies(exe) == 0
     text = report(exe)
     assert "left alone wc: it is a graph output" in text and "left alone wd: softmax" in text
 
@@ -219,7 +225,7 @@ def test_target_can_opt_out(monkeypatch, rng):
     monkeypatch.setattr(devices, "open_device", opted_out)
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g))
-    assert exe.stats.gemms == 6 and not any("siblings" in line for line in exe.compile_report)
+    assert products(exe) == 6 and not any("siblings" in line for line in exe.compile_report)
 
 
 # ---- params: set_params and share_params_with -----------------------------------------------------
@@ -234,7 +240,7 @@ def test_set_params_on_a_source_updates_its_slice(rng, transpose_b):
     g.set_outputs(y=g.add(g.narrow(ys[0], 1, 0, 4), g.add(g.narrow(ys[1], 1, 3, 4), g.narrow(ys[2], 1, 1, 4))))
     feed, params = _feed_and_params(g, rng)
     exe = rlx.compile(g, params=params)
-    assert exe.stats.gemms == 1
+    assert products(exe) == 1
     assert {"w0", "w1", "w2", "b0", "b1", "b2"} <= {s.name for s in exe.param_specs}
     new = {"w1": rng.standard_normal(tuple(g.params["w1"].shape)), "b2": rng.standard_normal((5,))}
     exe.set_params(new)
@@ -300,7 +306,7 @@ def test_unpacked_bert_model_merges_like_the_hand_packed_graph(tmp_path, rng):
     g = model.build_graph(b, t, pooled=False, packed_qkv=False)
     unpacked = rlx.compile(g, params=model.params("f32", packed_qkv=False))
     off = rlx.compile(g, params=model.params("f32", packed_qkv=False), passes=OFF)
-    assert unpacked.stats.gemms == packed.stats.gemms == off.stats.gemms - 2 * model.config.num_hidden_layers
+    assert products(unpacked) == products(packed) == products(off) - 2 * model.config.num_hidden_layers
     assert unpacked.stats.thunks == packed.stats.thunks and copies(unpacked) == copies(off)
     got = unpacked.run(feed)["last_hidden_state"]
     np.testing.assert_allclose(got, packed.run(feed)["last_hidden_state"], rtol=1e-5, atol=1e-5)

@@ -173,17 +173,20 @@ GEMM_PATH_MIN_TOKENS = 32
 GEMM_PATH_ON_GPU = True
 
 
-# GPUs run attention of up to TILED_MAX_KEYS keys and head dimensions up to 64
-# (RLX_ATT_MAXD in shaders/attention.h) with the tiled kernel: one thread per
-# query, keys and values staged through threadgroup memory, an online
-# softmax, no scores in memory. Measured on the H200 (BERT, 12 heads of 32):
-# see benchmarks/results/h200-bert-cuda-*.json. One query (decode) keeps the
-# kernel that spreads the keys over a group. TILED_ON_CPU is for tests: the
-# CPU runs it one query per group.
+# The tiled kernel (shaders/attention.h attention_tiled: one thread per
+# query, keys and values staged through threadgroup memory, an online softmax,
+# no scores in memory) covers up to TILED_MAX_KEYS keys and head dimensions up
+# to 64 (RLX_ATT_MAXD). It is off by default: on the H200 it measured 3x
+# slower than the gemm path at BERT 1 x 128 and 32 x 128 (202 and 428 us a
+# layer; benchmarks/results/h200-bert-cuda-2026-11-29-run9-tiled-attention.json):
+# one warp per 32 queries with 240 registers a thread leaves the SMs nearly
+# idle. It is kept, tested on every device (tests/test_attention_tiled.py;
+# TILED_ON_CPU runs it one query per group), as the base of a tensor-core
+# version. One query (decode) always keeps the kernel that spreads keys over a group.
 TILED_QUERIES_PER_GROUP = 32
 TILED_MAX_HEAD_DIM = 64
 TILED_MAX_KEYS = 1024
-TILED_ON_GPU = True
+TILED_ON_GPU = False
 TILED_ON_CPU = False
 
 
