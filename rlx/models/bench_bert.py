@@ -187,13 +187,14 @@ def profile_thunks(exe, repeats: int = 20) -> list[dict]:
                        [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT)], [], [], replay=False,
                        keepalive=(exe, libraries))
         prog.run([], [])
-        times = []
+        times, device_times = [], []
         for _ in range(repeats):
             s = time.perf_counter()
             prog.run([], [])
             times.append(time.perf_counter() - s)
+            device_times.append(prog.last_device_seconds)
         rows.append({"index": i, "label": t.label, "kernel": t.kernel or "gemm",
-                     "ms": 1e3 * statistics.median(times)})
+                     "ms": 1e3 * statistics.median(times), "device_ms": 1e3 * statistics.median(device_times)})
     return rows
 
 
