@@ -158,7 +158,10 @@ def test_gpu_lowering_asks_the_cost_model_not_a_fixed_threshold():
     assert cost.decision_model("cuda") is cost.decision_model("cuda")
 
 
-def test_gpu_tiled_attention_is_its_own_flop_family():
+def test_gpu_tiled_attention_is_its_own_flop_family(monkeypatch):
+    from rlx.runtime import lowering_attention
+
+    monkeypatch.setattr(lowering_attention, "TILED_ON_GPU", True)
     g = rlx.Graph()
     q, k, v = (g.input(n, (1, 128, 12, 32)) for n in "qkv")
     g.set_outputs(y=g.attention(q, k, v, g.input("mask", (1, 1, 1, 128)), scale=0.125))
