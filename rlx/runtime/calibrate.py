@@ -1133,6 +1133,9 @@ def _probe_families(calib: Calibration, sizes: _Sizes, budget: float, device: An
         calib.log.append(f"{fam}: {thunk.kernel} {per * 1e6:.1f} us for {work:.3g} {FAMILY_UNITS[fam]}")
     for fam, (work, seconds) in totals.items():
         calib.family_rates[fam] = work / seconds
+    missing = [f for f in FAMILIES if f not in totals]
+    if missing:
+        calib.log.append(f"families this device's lowering did not emit (defaults kept): {', '.join(missing)}")
 
 
 # ---- CLI ---------------------------------------------------------------------------------
