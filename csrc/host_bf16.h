@@ -56,8 +56,9 @@ static inline void widen(const uint16_t *src, float *dst, uint64_t n) {
 
 }  // namespace rlx_bf16
 
-#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 9) || \
-                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+// RLX_NO_BF16_KERNELS builds the portable path only (as on other architectures).
+#if defined(__x86_64__) && !defined(RLX_NO_BF16_KERNELS) && \
+    ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
 #define RLX_HAVE_BF16_KERNELS 1
 #include <cpuid.h>
 #include <immintrin.h>

@@ -781,7 +781,12 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->cache_dir.empty()) d->cache_dir = "/tmp/rlx-cache-" + std::to_string(getuid());
         const std::string model = cpu_model();
         rlx_device_info &in = d->info;
-        snprintf(in.name, sizeof in.name, "host (CPU: %.100s)%s", model.c_str(), d->sgemm ? "" : " [no BLAS]");
+#ifdef RLX_HAVE_BF16_KERNELS
+        if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
+#endif
+        // The name says when bf16 weights run on the AVX-512 BF16 kernels (rlx info, tests).
+        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s%s", model.c_str(), d->sgemm ? "" : " [no BLAS]",
+                 d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
         snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
                  hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
         in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
@@ -789,9 +794,6 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         in.simd_width = 1;
         in.unified_memory = 1;
         in.supports_f16 = 1;
-#ifdef RLX_HAVE_BF16_KERNELS
-        if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
-#endif
         in.compute_units = (uint32_t)d->threads;
         in.gemm_bias = 1;
         d->spare.reserve(4);

@@ -13,6 +13,7 @@ to f32 accumulation error.
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +29,24 @@ SHAPES = [(1, 17, 33), (3, 5, 7), (9, 31, 63), (16, 45, 129), (17, 33, 31), (130
           (40, 96, 600)]
 
 
+KERNELS_MARK = "[AVX-512 BF16]"   # in the host device's name when its bf16 kernels run
+
+
 def _cpu_has_avx512_bf16() -> bool:
     try:
         flags = Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
     return " avx512_bf16" in flags and " avx512bw" in flags and " avx512vl" in flags
+
+
+def _kernels_run(device) -> bool:
+    return KERNELS_MARK in device.info.name
+
+
+def test_device_says_whether_the_bf16_kernels_run():
+    assert _kernels_run(shim.Device("host", 0)) == (_cpu_has_avx512_bf16() and platform.machine() == "x86_64")
+    assert not _kernels_run(shim.Device("host", 0, options_override={"bf16": "0"}))
 
 
 def _round(x: np.ndarray) -> np.ndarray:
@@ -133,7 +146,7 @@ def host(request):
 @pytest.mark.parametrize("trans_b", [True, False])
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_shim_gemm_f32_bf16_f32(rng, host, m, n, k, trans_b):
-    path, device = host
+    _, device = host
     A = rng.standard_normal((m, k)).astype(np.float32)
     Bf = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
     Bbits = to_bf16(Bf)
@@ -149,7 +162,7 @@ def test_shim_gemm_f32_bf16_f32(rng, host, m, n, k, trans_b):
     assert (got[pad] == C0[pad]).all()
     got = np.stack([got[r * ldc: r * ldc + n] for r in range(m)])
     base = np.stack([C0[r * ldc: r * ldc + n] for r in range(m)]).astype(np.float64)
-    if path == "fallback" or not _cpu_has_avx512_bf16():
+    if not _kernels_run(device):
         want = 1.5 * (A.astype(np.float64) @ Bt) + 0.5 * base + bias   # A stays f32
     else:
         want = 1.5 * (_round(A) @ Bt) + 0.5 * base + bias               # A rounded to bf16 as well
@@ -174,9 +187,9 @@ def test_shim_gemm_bf16_batched_and_outer(rng, host):
 
 
 def test_fallback_matches_f32_a_exactly_and_kernels_round_a(rng):
-    if not _cpu_has_avx512_bf16():
-        pytest.skip("the CPU has no AVX-512 BF16: both devices take the fallback")
     kernels = shim.Device("host", 0)
+    if not _kernels_run(kernels):
+        pytest.skip("no AVX-512 BF16 kernels here (CPU or build): both devices take the fallback")
     fallback = shim.Device("host", 0, options_override={"bf16": "0"})
     A = rng.standard_normal((9, 64)).astype(np.float32)
     Bbits = to_bf16(rng.standard_normal((48, 64)).astype(np.float32))
