@@ -51,13 +51,16 @@ class Target:
         """Groups and threads for a range loop over n elements.
 
         CPU: a few contiguous chunks per worker, and a single group for small
-        n so the dispatch runs inline without waking the pool. GPU: 256-thread
-        groups, the grid-stride loop covers the rest."""
+        n so the dispatch runs inline without waking the pool. GPU: groups of
+        up to 256 threads, the grid-stride loop covers the rest."""
         n = max(int(n), 1)
         if self.one_thread_groups:
             groups = min(_ceil_div(n, 16384), 4 * self.compute_units)
             return (max(groups, 1), 1, 1), (1, 1, 1)
-        threads = min(256, self.max_threads_per_group)
+        # Tiny ops get only the SIMD groups they fill: a smaller group starts
+        # and retires sooner, which is what a chain of them waits on.
+        width = max(self.simd_width, 1)
+        threads = min(256, self.max_threads_per_group, max(width, _ceil_div(n, width) * width))
         groups = min(_ceil_div(n, threads), 65535)
         return (groups, 1, 1), (threads, 1, 1)
 
