@@ -208,6 +208,24 @@ class _CountingCommands:
         self.nodes += 1
 
 
+def test_small_m_probe_replaces_the_default_curves(monkeypatch):
+    # The probe's own numbers (synthetic here) replace the defaults' curves
+    # of that dtype; they never mix with the defaults' points.
+    from rlx.runtime import devices
+
+    dev, _ = devices.open_device("cpu")
+    monkeypatch.setattr(calibrate, "time_replayed", lambda exe, thunk, **k: 1e-5)
+    defaults = _row_curves(1e10, 1e11)
+    calib = _synthetic(row_kernel_curves=defaults, row_pass_rows=16, dispatch_s=0.0, dispatch_parallel_s=0.0)
+    sizes = calibrate._sizes("host", 0.5)
+    sizes.row_shapes = ((64, 32), (96, 64))
+    calibrate._probe_small_m(calib, sizes, 1.0, dev, "f32", 0.0)
+    for key in ("f32:pass", "f32_tb:pass", "f32_tb:m1"):
+        assert calib.row_kernel_curves[key] == [[64 * 32.0, 64 * 32 / 1e-5], [96 * 64.0, 96 * 64 / 1e-5]], key
+    assert calib.row_kernel_curves["f16:pass"] == defaults["f16:pass"]      # another dtype's: untouched
+    assert any("small-M f32" in line for line in calib.log)
+
+
 @pytest.mark.parametrize("repeats", [3, 16, None])
 def test_time_replayed_is_the_per_node_slope(monkeypatch, repeats):
     # A synthetic device clock: every list costs 7 us to launch plus 3 us per
@@ -439,6 +457,9 @@ def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
     assert {"f32:pass", "f32_tb:pass", "f32_tb:m1", "f16:pass", "f16_tb:pass", "f16_tb:m1"} <= set(
         calib.row_kernel_curves)
     assert all(x > 0 and y > 0 for curve in calib.row_kernel_curves.values() for x, y in curve)
+    # Only measured points: the probed weight sizes, none of the defaults'.
+    probed = {float(n * k) for n, k in calibrate._sizes("host", 0.5).row_shapes}
+    assert all(x in probed for curve in calib.row_kernel_curves.values() for x, _ in curve)
     assert all(calib.gemm_curves[c] for c in calibrate.GEMM_CLASSES)
     assert {"f32", "f16", "f32_tb", "f16_tb"} <= set(calib.row_kernel_flops)
     path = calibrate.calibration_path(dev)

@@ -226,25 +226,25 @@ DEFAULTS: dict[str, Calibration] = {
                       "attention_tiled": 12e9}),
     # A datacenter NVIDIA GPU (H100/H200 class) over PCIe, cuBLAS, CUDA graphs:
     # an H200's replayed (in-graph) measurements, rounded (rlx calibrate,
-    # PROBE_SET 2; benchmarks/results/cost_accuracy-cuda.json).
+    # PROBE_SET 3; benchmarks/results/cost_accuracy-cuda.json).
     "cuda": Calibration(
-        backend="cuda", unified_memory=False, parallel_units=132, sync_s=2.2e-5, dispatch_s=1.05e-6,
-        dispatch_parallel_s=1.7e-6, segment_s=1e-6, mem_bw=3.4e12, h2d_bw=8e9, d2h_bw=10e9, gemm_call_s=1.3e-6,
-        gemm_flops={"f32_small_m": 1e13, "f32_large_m": 5e13, "f16_small_m": 3.5e13, "f16_large_m": 8.5e14},
-        gemm_curves={"f32_small_m": [[3e5, 2.2e11], [2.1e6, 9e11], [1.7e7, 2.6e12], [2.7e8, 6e12], [2.1e9, 1e13]],
-                     "f32_large_m": [[7.4e4, 5.6e10], [2.1e6, 5.4e11], [1.9e7, 3.9e12], [5.4e8, 2.1e13],
+        backend="cuda", unified_memory=False, parallel_units=132, sync_s=2e-5, dispatch_s=8e-7,
+        dispatch_parallel_s=1.5e-6, segment_s=1e-8, mem_bw=3e12, h2d_bw=9e9, d2h_bw=7e9, gemm_call_s=1.4e-6,
+        gemm_flops={"f32_small_m": 1e13, "f32_large_m": 5e13, "f16_small_m": 3.5e13, "f16_large_m": 8.8e14},
+        gemm_curves={"f32_small_m": [[3e5, 2.3e11], [2.1e6, 1e12], [1.7e7, 2.8e12], [2.7e8, 6e12], [2.1e9, 1e13]],
+                     "f32_large_m": [[7.4e4, 5.2e10], [2.1e6, 8e11], [1.9e7, 5e12], [1.5e8, 1e13], [5.4e8, 1.2e13],
                                      [8.6e9, 5e13]],
                      "f16_small_m": [[3e5, 2e11], [2.1e6, 1e12], [1.7e7, 7e12], [2.7e8, 3.5e13]],
-                     "f16_large_m": [[7.4e4, 6.8e10], [2.1e6, 1.4e12], [1.9e7, 1.2e13], [5.4e8, 1.2e14],
-                                     [8.6e9, 6.9e14], [1.4e11, 8.5e14]]},
-        row_kernel_flops={"f32": 2.7e11, "f16": 2.7e11, "f32_tb": 7.8e11, "f16_tb": 8.1e11},
+                     "f16_large_m": [[7.4e4, 6.3e10], [2.1e6, 1.4e12], [1.9e7, 1.2e13], [1.5e8, 7.5e13],
+                                     [5.4e8, 1.2e14], [8.6e9, 7e14], [1.4e11, 8.8e14]]},
+        row_kernel_flops={"f32": 1.7e12, "f16": 1.6e12, "f32_tb": 3.4e12, "f16_tb": 4e12},
         row_kernel_curves={f"{d}{v}": c for d in ("f32", "f16") for v, c in (
-            (":pass", [[1.5e5, 1.3e10], [5.9e5, 1.7e10], [1e6, 1.35e10]]),
-            ("_tb:pass", [[1.5e5, 1.4e10], [5.9e5, 1.8e10], [1e6, 1.4e10], [1.7e7, 5e10]]),
-            ("_tb:m1", [[1.5e5, 8e10], [5.9e5, 9e10], [1e6, 7.6e10], [1.7e7, 2e11]]))},
-        family_rates={"elementwise": 3.4e12, "unary": 2.7e12, "copy": 1.9e12, "epilogue": 1.5e12,
-                      "epilogue_act": 1.1e12, "softmax": 5e11, "softmax_masked": 4.3e11, "norm": 6e11,
-                      "attention": 7e11, "attention_tiled": 5e12}),
+            (":pass", [[1.5e5, 1.3e10], [5.9e5, 4.8e10], [1e6, 1e11]]),
+            ("_tb:pass", [[1.5e5, 1.4e10], [5.9e5, 6.4e10], [1e6, 1.45e11], [1.7e7, 2.3e11]]),
+            ("_tb:m1", [[1.5e5, 9.5e10], [5.9e5, 2.8e11], [1e6, 6e11], [1.7e7, 4e11]]))},
+        family_rates={"elementwise": 2.7e12, "unary": 1.8e12, "copy": 1.8e12, "epilogue": 1.5e12,
+                      "epilogue_act": 4.2e12, "softmax": 2.4e12, "softmax_masked": 2.1e12, "norm": 2.4e12,
+                      "attention": 8.4e11, "attention_tiled": 5e12}),
     # An Apple-silicon GPU (M-series Pro class): unified memory, MPS gemm.
     "metal": Calibration(
         backend="metal", unified_memory=True, parallel_units=16, sync_s=8e-5, dispatch_s=1.5e-6,
@@ -1015,6 +1015,9 @@ def _probe_small_m(calib: Calibration, sizes: _Sizes, budget: float, device: Any
     from rlx.runtime.lowering import GEMM
 
     p = calib.row_pass_rows
+    # Measured curves replace the defaults' (never mix their points).
+    for key in [k for k in calib.row_kernel_curves if k.split(":")[0] in (dtype, dtype + "_tb")]:
+        del calib.row_kernel_curves[key]
     seen: set[str] = set()
     start = time.perf_counter()
     jobs = [(n, k, tb) for n, k in sizes.row_shapes for tb in (True, False)]
