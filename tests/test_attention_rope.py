@@ -66,10 +66,8 @@ def _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=Non
 def _fused_attention_kernel(monkeypatch):
     """These tests check the attention kernel itself (and that it reads
     views without copies), so the CPU's gemm path stays off here; it has
-    its own tests below, and so does the GPUs' tiled kernel
-    (tests/test_attention_tiled.py)."""
+    its own tests below."""
     monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 10**9)
-    monkeypatch.setattr(lowering_attention, "TILED_ON_GPU", False)
 
 
 def _check_attention(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):

@@ -158,25 +158,6 @@ def test_gpu_lowering_asks_the_cost_model_not_a_fixed_threshold():
     assert cost.decision_model("cuda") is cost.decision_model("cuda")
 
 
-def test_gpu_tiled_attention_is_its_own_flop_family(monkeypatch):
-    from rlx.runtime import lowering_attention
-
-    monkeypatch.setattr(lowering_attention, "TILED_ON_GPU", True)
-    g = rlx.Graph()
-    q, k, v = (g.input(n, (1, 128, 12, 32)) for n in "qkv")
-    g.set_outputs(y=g.attention(q, k, v, g.input("mask", (1, 1, 1, 128)), scale=0.125))
-    thunks = cost.lower_for(g, _fake_gpu().target)
-    tiled = [t for t in thunks if cost.family_of(t) == "attention_tiled"]
-    assert len(tiled) == 1 and cost.FAMILY_UNITS["attention_tiled"] == "flop"
-    flops = cost.thunk_flops(tiled[0])
-    assert flops == pytest.approx(12 * 128 * 128 * (2 * 32 + 2 * 32 + 5))
-    calib = _fake_gpu().calibration
-    model = CostModel(calib.replace(family_rates={**calib.family_rates, "attention_tiled": 1e12}))
-    groups = tiled[0].groups[0]
-    assert model.thunk_seconds(tiled[0]) == pytest.approx(
-        calib.dispatch_parallel_s + flops / (1e12 * min(1.0, groups / calib.parallel_units)))
-
-
 def test_replay_ranges_count_dispatch_runs_between_gemms():
     G, D = types.SimpleNamespace(kind=1), types.SimpleNamespace(kind=0)
     assert CostModel.replay_ranges([G, D, D, G, D, G, G, D]) == 3

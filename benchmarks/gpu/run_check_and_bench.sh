@@ -11,18 +11,18 @@ echo "== conformance"
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py tests/test_cuda_shim.py tests/test_core_program.py -k "cuda or dependent_chain" 2>&1 | tail -4
 echo "== suites on cuda"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py \
-  tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_attention_tiled.py tests/test_sibling_fusion.py \
+  tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_sibling_fusion.py \
   --rlx-device cuda 2>&1 | grep -E "passed|failed|FAILED|Error" | tail -8
 for gs in 1 8 1024; do
-  echo "== tiled attention and row kernels at group size $gs"
-  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_attention_tiled.py tests/test_ops_nn.py --rlx-device cuda \
+  echo "== row kernels at group size $gs"
+  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py --rlx-device cuda \
     --rlx-group-size $gs 2>&1 | tail -1
 done
 echo "== compute-sanitizer (f32 row kernels and attention, PDL on)"
 for tool in memcheck racecheck; do
   timeout 100 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
-    python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_attention_rope.py tests/test_attention_tiled.py \
-      -k "(softmax or layernorm or glu or attention or tiled) and f32 and not property" --rlx-device cuda 2>&1 \
+    python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_attention_rope.py \
+      -k "(softmax or layernorm or glu or attention) and f32 and not property" --rlx-device cuda 2>&1 \
     | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tail -2
   echo "$tool rc=${PIPESTATUS[0]}"
 done

@@ -19,7 +19,7 @@ latency). Timing one launch at a time instead (``time_thunk``) over-predicts
 replayed runs by the launch latency per node: +29% for a 6-layer BERT on
 the H200 with PROBE_SET 1.
 
-What is measured (PROBE_SET 3):
+What is measured (PROBE_SET 4):
 
 - ``sync_s``: a whole ``Executable.run`` of a graph with no thunk (input
   checks, copy in, commit, wait, copy out): the floor of every run.
@@ -47,9 +47,7 @@ What is measured (PROBE_SET 3):
   sizes, in the work unit the cost model uses for it (bytes moved, or flops
   for attention); see ``cost.FAMILY_UNITS``. Each kernel variant the
   lowering picks by shape is its own family (``attention``: one query row
-  per group; ``attention_tiled``: the GPUs' tiled kernel, probed at a
-  layer's sequence length); a family the device's lowering never emits
-  (the tiled kernel on the CPU) keeps its default.
+  per group); a family the device's lowering never emits keeps its default.
 
 Cache: ``<cache_dir>/<backend>-calib-<hardware id>.json``, stamped with the
 rlx version, PROBE_SET and the device configuration (unit count, BLAS); any
@@ -79,14 +77,14 @@ import numpy as np
 from rlx import env
 
 # Bump when a probe changes what it measures: old cache files then miss.
-PROBE_SET = 3
+PROBE_SET = 4   # 4: no attention_tiled family (the kernel was removed)
 SCHEMA = 1
 DEFAULT_BUDGET_S = 3.0
 
 GEMM_CLASSES = ("f32_small_m", "f32_large_m", "f16_small_m", "f16_large_m")
 SMALL_M = 8          # gemms with M <= SMALL_M use the small-M throughput
 FAMILIES = ("elementwise", "unary", "copy", "epilogue", "epilogue_act", "softmax", "softmax_masked", "norm",
-            "attention", "attention_tiled")
+            "attention")
 
 
 def _rlx_version() -> str:
@@ -222,8 +220,7 @@ DEFAULTS: dict[str, Calibration] = {
         gemm_flops={"f32_small_m": 30e9, "f32_large_m": 150e9, "f16_small_m": 10e9, "f16_large_m": 80e9},
         row_kernel_flops={"f32": 1e9, "f16": 1e9, "f32_tb": 4e9, "f16_tb": 4e9}, row_pass_rows=16,
         family_rates={"elementwise": 15e9, "unary": 15e9, "copy": 1e9, "epilogue": 40e9, "epilogue_act": 8e9,
-                      "softmax": 8e9, "softmax_masked": 3e9, "norm": 40e9, "attention": 12e9,
-                      "attention_tiled": 12e9}),
+                      "softmax": 8e9, "softmax_masked": 3e9, "norm": 40e9, "attention": 12e9}),
     # A datacenter NVIDIA GPU (H100/H200 class) over PCIe, cuBLAS, CUDA graphs:
     # an H200's replayed (in-graph) measurements, rounded (rlx calibrate,
     # PROBE_SET 3; benchmarks/results/cost_accuracy-cuda.json).
@@ -244,7 +241,7 @@ DEFAULTS: dict[str, Calibration] = {
             ("_tb:m1", [[1.5e5, 9.5e10], [5.9e5, 2.8e11], [1e6, 6e11], [1.7e7, 4e11]]))},
         family_rates={"elementwise": 2.7e12, "unary": 1.8e12, "copy": 1.8e12, "epilogue": 1.5e12,
                       "epilogue_act": 4.2e12, "softmax": 2.4e12, "softmax_masked": 2.1e12, "norm": 2.4e12,
-                      "attention": 8.4e11, "attention_tiled": 5e12}),
+                      "attention": 8.4e11}),
     # An Apple-silicon GPU (M-series Pro class): unified memory, MPS gemm.
     "metal": Calibration(
         backend="metal", unified_memory=True, parallel_units=16, sync_s=8e-5, dispatch_s=1.5e-6,
@@ -252,8 +249,7 @@ DEFAULTS: dict[str, Calibration] = {
         gemm_flops={"f32_small_m": 1e11, "f32_large_m": 4e12, "f16_small_m": 1.5e11, "f16_large_m": 6e12},
         row_kernel_flops={"f32": 8e10, "f16": 1e11, "f32_tb": 8e10, "f16_tb": 1e11},
         family_rates={"elementwise": 1e11, "unary": 8e10, "copy": 1e11, "epilogue": 1e11, "epilogue_act": 8e10,
-                      "softmax": 6e10, "softmax_masked": 5e10, "norm": 6e10, "attention": 1e12,
-                      "attention_tiled": 1e12}),
+                      "softmax": 6e10, "softmax_masked": 5e10, "norm": 6e10, "attention": 1e12}),
 }
 
 
@@ -1096,11 +1092,6 @@ def _family_graph(sizes: _Sizes) -> Any:
     x, y = g.input("x", (r, h)), g.input("y", (r, h))
     q, k, v = (g.input(n, (1, r, nh, hd)) for n in ("q", "k", "v"))
     s = g.input("s", (nh * r, min(r, 1024)))
-    # Attention as a transformer layer has it (non-causal, a padding mask, at
-    # most 256 tokens): GPUs run the tiled kernel, the CPU its gemm path.
-    t = min(r, 256)
-    q2, k2, v2 = (g.input(n, (1, t, nh, hd)) for n in ("q2", "k2", "v2"))
-    mask2 = g.input("mask2", (1, 1, 1, t))
     outs = {
         "elementwise": g.add(x, y),
         "unary": g.gelu(x),
@@ -1113,7 +1104,6 @@ def _family_graph(sizes: _Sizes) -> Any:
         # Causal, so every backend runs the fused kernel (the CPU runs long
         # non-causal attention as per-head gemms, which the gemm probe covers).
         "attention": g.attention(q, k, v, causal=True, scale=1.0 / np.sqrt(hd)),
-        "attention_tiled": g.attention(q2, k2, v2, mask2, scale=1.0 / np.sqrt(hd)),
     }
     g.set_outputs(**outs)
     return g

@@ -50,7 +50,7 @@ from rlx.runtime.calibrate import DEFAULTS, SMALL_M, Calibration, calibrating, g
 FAMILY_UNITS: dict[str, str] = {
     "elementwise": "B", "unary": "B", "copy": "B", "epilogue": "B", "epilogue_act": "B", "softmax": "B",
     "softmax_masked": "B", "norm": "B",
-    "attention": "flop", "attention_tiled": "flop", "matmul_rows": "flop", "gemm": "flop",
+    "attention": "flop", "matmul_rows": "flop", "gemm": "flop",
 }
 
 # Kernel name (without its dtype suffixes) -> family. Kernels that were not
@@ -62,7 +62,7 @@ _KERNEL_FAMILY = {
     "bias_act": "epilogue",
     "softmax": "softmax", "softmax_masked": "softmax_masked", "reduce": "softmax", "argmax": "softmax",
     "layernorm": "norm", "rmsnorm": "norm", "add_layernorm": "norm", "add_rmsnorm": "norm",
-    "attention": "attention", "attention_tiled": "attention_tiled",
+    "attention": "attention",
     "matmul_rows": "matmul_rows",
 }
 
@@ -132,7 +132,7 @@ def thunk_flops(thunk: Any) -> float:
     if base == "matmul_rows" and thunk.params and len(thunk.params) >= 12:
         m, n, k = struct.unpack_from("<3I", thunk.params)
         return 2.0 * m * n * k
-    if base in ("attention", "attention_tiled") and thunk.params and len(thunk.params) >= 36:
+    if base == "attention" and thunk.params and len(thunk.params) >= 36:
         rows, tq, tk, _hq, _group, d, dv, flags, window = struct.unpack_from("<9I", thunk.params)
         keys = float(tk)
         if flags & 2:       # causal: query i sees tk - tq + i + 1 keys

@@ -126,12 +126,6 @@ def _attention(lw: Lowering, node: Node) -> View:
         node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
         (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
         float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
-    if _use_tiled(lw, tq, tk, d, dv):
-        # The group size decides the grid, so it must be what will launch.
-        size = 1 if lw.target.one_thread_groups else min(TILED_QUERIES_PER_GROUP, lw.target.max_threads_per_group)
-        lw.dispatch(repr(node), f"attention_tiled_{suffix}", [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (out, "w")],
-                    params, (((-(-tq // size)) * hq * b, 1, 1), (size, 1, 1)))
-        return out
     if _use_gemm_path(lw, node, tq, tk):
         if node.dtype == f32:
             return _attention_gemms(lw, node, q, k, v, mask if has_mask else None, out)
@@ -171,28 +165,6 @@ GEMM_PATH_MIN_TOKENS = 32
 # tokens the cuBLAS path beats the fused kernel too (f32, 32 x 128: 7.6 ms
 # against 11.1 ms), so GPUs take it as well; set False to compare.
 GEMM_PATH_ON_GPU = True
-
-
-# The tiled kernel (shaders/attention.h attention_tiled: one thread per
-# query, keys and values staged through threadgroup memory, an online softmax,
-# no scores in memory) covers up to TILED_MAX_KEYS keys and head dimensions up
-# to 64 (RLX_ATT_MAXD). It is off by default: on the H200 it measured 3x
-# slower than the gemm path at BERT 1 x 128 and 32 x 128 (202 and 428 us a
-# layer; benchmarks/results/h200-bert-cuda-2026-11-29-run9-tiled-attention.json):
-# one warp per 32 queries with 240 registers a thread leaves the SMs nearly
-# idle. It is kept, tested on every device (tests/test_attention_tiled.py;
-# TILED_ON_CPU runs it one query per group), as the base of a tensor-core
-# version. One query (decode) always keeps the kernel that spreads keys over a group.
-TILED_QUERIES_PER_GROUP = 32
-TILED_MAX_HEAD_DIM = 64
-TILED_MAX_KEYS = 1024
-TILED_ON_GPU = False
-TILED_ON_CPU = False
-
-
-def _use_tiled(lw: Lowering, tq: int, tk: int, d: int, dv: int) -> bool:
-    allowed = TILED_ON_CPU if lw.target.one_thread_groups else TILED_ON_GPU
-    return allowed and tq >= 2 and tk <= TILED_MAX_KEYS and max(d, dv) <= TILED_MAX_HEAD_DIM
 
 
 def _use_gemm_path(lw: Lowering, node: Node, tq: int, tk: int) -> bool:

@@ -120,9 +120,6 @@ static inline float rlx_cpu_exp(float x) {
 // would break -inf masks. A no-op on the GPU preludes.
 #define RLX_PRAGMA(x) _Pragma(#x)
 #define RLX_MAX_REDUCTION(v) RLX_PRAGMA(omp simd reduction(max : v))
-// Full unrolling of a loop with a constant trip count, so per-thread arrays
-// indexed by its counter stay in registers (GPUs; the CPU decides itself).
-#define RLX_UNROLL
 
 // Cooperative loop over [0, n) by the threads of one group.
 #define RLX_FOR_GROUP(i, n) for (uint i = 0; i < (uint)(n); ++i)

@@ -106,9 +106,6 @@ typedef __half half;
     for (uint64_t i = (uint64_t)rlx_group_id.x * blockDim.x + rlx_local_id.x; i < (uint64_t)(n); \
          i += (uint64_t)gridDim.x * blockDim.x)
 #define RLX_MAX_REDUCTION(v)   /* a vectorization hint for the CPU target only */
-// Full unrolling of a loop with a constant trip count, so per-thread arrays
-// indexed by its counter stay in registers (GPUs; the CPU decides itself).
-#define RLX_UNROLL _Pragma("unroll")
 #define RLX_FOR_GROUP(i, n) for (uint i = rlx_local_id.x; i < (uint)(n); i += blockDim.x)
 
 // ---- instantiation ---------------------------------------------------------
