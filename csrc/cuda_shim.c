@@ -1467,7 +1467,10 @@ static int cmd_same(const cmd_t *a, const cmd_t *b) {
     if (a->kind != b->kind) return 0;
     if (a->kind == CMD_ICB) return a->icb == b->icb && a->start == b->start && a->count == b->count &&
                                    a->gemm.m == b->gemm.m;  /* .gemm.m holds the ICB version */
-    if (a->kind == CMD_GEMM) return gemm_same(&a->gemm, &b->gemm);
+    /* The pointer arrays too: a freed gemm's array may be gone while a graph
+     * captured from it is still cached under recycled buffer addresses. */
+    if (a->kind == CMD_GEMM)
+        return gemm_same(&a->gemm, &b->gemm) && a->gemm_ptrs == b->gemm_ptrs && a->plan == b->plan;
     if (a->fn != b->fn || a->bytes_mask != b->bytes_mask) return 0;
     for (int i = 0; i < 3; ++i)
         if (a->groups[i] != b->groups[i] || a->threads[i] != b->threads[i]) return 0;
