@@ -116,7 +116,7 @@ if sys.platform.startswith("linux"):
             "librlx_cuda.so",
             ["csrc/cuda_shim.c"],
             include_dirs=["csrc"],
-            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h"],
+            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/cuda_launch.h"],
             extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-fvisibility=hidden"],
             extra_link_args=["-ldl", "-pthread"],
             language="c",

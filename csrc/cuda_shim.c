@@ -179,20 +179,7 @@ typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; in
        const void *, void *, void *, void *, const lt_algo *, void *, size_t, CUstream))
 
 #define FIELD(name, sym, args) int (*name) args;
-/* cuLaunchKernelEx's config (cuda.h, CUDA 12.0+), declared here because the
- * shim builds without the toolkit; only the attribute it sets is spelled out. */
-typedef struct {
-    int id;                     /* CUlaunchAttributeID */
-    char pad[8 - sizeof(int)];
-    union { char bytes[64]; int programmatic_stream_serialization_allowed; } value;
-} cu_launch_attribute;
-typedef struct {
-    unsigned grid[3], block[3], shared_bytes;
-    CUstream stream;
-    cu_launch_attribute *attrs;
-    unsigned n_attrs;
-} cu_launch_config;
-#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+#include "cuda_launch.h"   /* cuLaunchKernelEx's config */
 
 static struct {
     CU_API(FIELD)
@@ -1530,7 +1517,7 @@ static CUresult launch_kernel(rlx_device *d, CUfunction fn, const uint32_t group
                                  d->stream, params, NULL);
     cu_launch_attribute attr;
     memset(&attr, 0, sizeof attr);
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.id = RLX_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmatic_stream_serialization_allowed = 1;
     const cu_launch_config cfg = {{groups[0], groups[1], groups[2]}, {threads[0], threads[1], threads[2]}, 0,
                                   d->stream, &attr, 1};

@@ -35,3 +35,20 @@ def test_every_kernel_instantiates_f32_and_f16():
     for host in names:
         if host.endswith("_f32"):
             assert host[:-4] + "_f16" in names, f"{host} has no f16 sibling"
+
+
+CUDA_H = next((p for p in (Path("/usr/local/cuda/include/cuda.h"),) if p.exists()), None)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.skipif(CUDA_H is None or shutil.which("gcc") is None, reason="needs the CUDA toolkit's cuda.h and gcc")
+def test_shim_launch_structs_match_cuda_h(tmp_path):
+    """The CUDA shim declares cuLaunchKernelEx's config itself (it builds
+    without the toolkit): csrc/cuda_launch.h must match cuda.h's layout."""
+    exe = tmp_path / "layout_check"
+    build = subprocess.run(["gcc", f"-I{CUDA_H.parent}", f"-I{ROOT / 'csrc'}",
+                            str(ROOT / "benchmarks/gpu/launch_layout_check.c"), "-o", str(exe)],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0 and "matches" in run.stdout, run.stdout

@@ -7,15 +7,13 @@ Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/profile_cuda.py"""
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
 
 import rlx
 from rlx.blocks import bert_encoder, random_params
-from rlx.models.bench_bert import profile_thunks
+from rlx.models.bench_bert import profile_thunks, time_runner
 
 CONFIGS = [("f32", 1, 128), ("f32", 32, 128), ("f16", 32, 128)]
 
@@ -33,19 +31,13 @@ def main() -> None:
         x = np.random.default_rng(2).standard_normal((batch, seq, 384)).astype(np.float32)
         feed = {"x": x, "mask": np.zeros((batch, 1, 1, seq), np.float32)}
         exe = rlx.compile(g, device="cuda", params=params, precision=precision, replay=True)
-        for _ in range(10):
-            exe.run(feed)
-        times = []
-        for _ in range(50):
-            t = time.perf_counter()
-            exe.run(feed)
-            times.append(time.perf_counter() - t)
+        run_ms = time_runner(lambda exe=exe, feed=feed: exe.run(feed), budget_s=1.0, warmup=10)["median_ms"]
         rows = profile_thunks(exe, repeats=10)
         agg: dict[str, list[float]] = {}
         for r in rows:
             agg.setdefault(kind(r), []).append(r["device_ms"])
         summary = sorted(((k, len(v), round(sum(v), 4)) for k, v in agg.items()), key=lambda x: -x[2])
-        out = {"precision": precision, "batch": batch, "tokens": seq, "run_ms": 1e3 * statistics.median(times),
+        out = {"precision": precision, "batch": batch, "tokens": seq, "run_ms": run_ms,
                "thunks": len(rows), "sum_device_ms": sum(r["device_ms"] for r in rows),
                "sum_wall_ms": sum(r["ms"] for r in rows), "by_kind": summary,
                "top_thunks": sorted(({"label": r["label"][:90], "kernel": r["kernel"], "device_ms": r["device_ms"]}

@@ -6,7 +6,7 @@ OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
 python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-gcc -I/usr/local/cuda/include benchmarks/gpu/launch_layout_check.c -o /tmp/llc && /tmp/llc
+gcc -I/usr/local/cuda/include -Icsrc benchmarks/gpu/launch_layout_check.c -o /tmp/llc && /tmp/llc
 echo "== conformance"
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py tests/test_cuda_shim.py tests/test_core_program.py -k "cuda or dependent_chain" 2>&1 | tail -4
 echo "== suites on cuda"
