@@ -403,34 +403,26 @@ static rlx_status load_nvrtc(const char *dirs) {
     return s;
 }
 
-static rlx_status load_cublas(const char *dirs) {
-    pthread_mutex_lock(&g_lib_mu);
-    rlx_status s = RLX_OK;
-    void *h = cb_api.loaded ? NULL : open_lib("cuBLAS", "cublas", "nvidia-cublas", dirs, cb_api.path,
-                                              sizeof cb_api.path, &s);
-    const char *missing = NULL;
-    __typeof__(cb_api) *tbl = &cb_api;
-    if (h) { CUBLAS_API(LOAD) }
-    if (h && missing) s = fail(RLX_ERR_UNAVAILABLE, "cuBLAS %s lacks %s", cb_api.path, missing);
-    cb_api.loaded |= h && !missing;
-    pthread_mutex_unlock(&g_lib_mu);
-    return s;
-}
-
+/* A loader for one dlopened library's table (cuBLAS, cuBLASLt): opened once
+ * per process, every symbol required. */
+#define DEFINE_LIB_LOADER(fn, table, API, what, stem)                                              \
+    static rlx_status fn(const char *dirs) {                                                        \
+        pthread_mutex_lock(&g_lib_mu);                                                             \
+        rlx_status s = RLX_OK;                                                                     \
+        void *h = table.loaded ? NULL : open_lib(what, stem, "nvidia-cublas", dirs, table.path,     \
+                                                 sizeof table.path, &s);                          \
+        const char *missing = NULL;                                                                \
+        __typeof__(table) *tbl = &table;                                                           \
+        if (h) { API(LOAD) }                                                                       \
+        if (h && missing) s = fail(RLX_ERR_UNAVAILABLE, what " %s lacks %s", table.path, missing); \
+        table.loaded |= h && !missing;                                                             \
+        pthread_mutex_unlock(&g_lib_mu);                                                           \
+        return s;                                                                                  \
+    }
+DEFINE_LIB_LOADER(load_cublas, cb_api, CUBLAS_API, "cuBLAS", "cublas")
 /* cuBLASLt is optional: without it the device reports gemm_bias = 0 and the
- * runtime adds biases with a kernel. Returns 1 when loaded. */
-static int load_cublaslt(const char *dirs) {
-    pthread_mutex_lock(&g_lib_mu);
-    rlx_status s = RLX_OK;
-    void *h = lt_api.loaded ? NULL : open_lib("cuBLASLt", "cublasLt", "nvidia-cublas", dirs, lt_api.path,
-                                              sizeof lt_api.path, &s);
-    const char *missing = NULL;
-    __typeof__(lt_api) *tbl = &lt_api;
-    if (h) { CUBLASLT_API(LOAD) }
-    lt_api.loaded |= h && !missing;
-    pthread_mutex_unlock(&g_lib_mu);
-    return lt_api.loaded;
-}
+ * runtime adds biases with a kernel. */
+DEFINE_LIB_LOADER(load_cublaslt, lt_api, CUBLASLT_API, "cuBLASLt", "cublasLt")
 
 /* ---- objects ------------------------------------------------------------------------- */
 struct rlx_device {
@@ -702,7 +694,7 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     in->unified_memory = 0;
     in->supports_f16 = 1;
     in->compute_units = (uint32_t)sms;
-    in->gemm_bias = (uint32_t)load_cublaslt(d->cublas_dirs);
+    in->gemm_bias = load_cublaslt(d->cublas_dirs) == RLX_OK;
     *out = d;
     return RLX_OK;
 }
