@@ -68,6 +68,7 @@ def _fused_attention_kernel(monkeypatch):
     views without copies), so the CPU's gemm path stays off here; it has
     its own tests below."""
     monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 10**9)
+    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS_CPU", 10**9)
 
 
 def _check_attention(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
@@ -452,6 +453,7 @@ def test_cpu_gemm_path_matches_the_reference(rng, monkeypatch, b, tq, tk, hq, hk
     """Long sequences on the CPU run as two gemms per (batch, head) around a
     masked softmax; same semantics as the kernel."""
     monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 32)
+    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS_CPU", 32)
     m = None
     if mask == "padding":
         m = np.zeros((b, 1, 1, tk), np.float32)

@@ -43,9 +43,11 @@ def decoder_graph(seq=5, hidden=24, heads=3, ffn=36, dtype="f32"):
 
 
 def products(exe) -> int:
-    """Matrix products run: gemms, or the row kernel where the cost model
-    picks it for few rows (GPUs do at small M)."""
-    return sum(t.kernel is None or (t.kernel or "").startswith("matmul_rows") for t in exe.thunks)
+    """Projections run: gemms, or the row kernel where the cost model picks
+    it for few rows (GPUs do at small M); attention's own gemms (its BLAS
+    path) are not projections."""
+    return sum((t.kernel is None or (t.kernel or "").startswith("matmul_rows")) and "= attention(" not in t.label
+               for t in exe.thunks)
 
 
 def copies(exe) -> int:
