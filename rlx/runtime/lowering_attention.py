@@ -121,11 +121,6 @@ def _attention(lw: Lowering, node: Node) -> View:
     rows = b * tq * hq
     if not out.numel:
         return out
-    attrs = node.attrs
-    params = attention_params(
-        node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
-        (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
-        float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
     if _use_gemm_path(lw, node, tq, tk):
         if node.dtype == f32:
             return _attention_gemms(lw, node, q, k, v, mask if has_mask else None, out)
@@ -144,6 +139,11 @@ def _attention(lw: Lowering, node: Node) -> View:
         lw.emit_copy(f"{node!r} (narrow to f16)", wide_out, out)
         return out
     scores = View.dense(lw.scratch(node, rows * tk * 4), f32, (rows * tk,))
+    attrs = node.attrs
+    params = attention_params(
+        node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
+        (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
+        float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
     # Groups of at most 256 threads: more only idle in P @ V, and the kernel's
     # registers cap its pipeline below 1024 threads on CUDA (896 on an H200).
     lw.dispatch(repr(node), f"attention_{suffix}",
