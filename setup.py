@@ -116,7 +116,7 @@ if sys.platform.startswith("linux"):
             "librlx_cuda.so",
             ["csrc/cuda_shim.c"],
             include_dirs=["csrc"],
-            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/cuda_launch.h"],
+            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/rlx_shim_table.h", "csrc/cuda_launch.h"],
             extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-fvisibility=hidden"],
             extra_link_args=["-ldl", "-pthread"],
             language="c",
@@ -130,6 +130,7 @@ if sys.platform == "darwin":
             "librlx_metal.dylib",
             ["csrc/metal_shim.m"],
             include_dirs=["csrc"],
+            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/rlx_shim_table.h"],
             # macOS 11: compute commands in indirect command buffers (see the shim's header).
             # CoreGraphics: Apple documents that a command-line process must link it for
             # MTLCreateSystemDefaultDevice to return a device.

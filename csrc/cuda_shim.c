@@ -31,6 +31,7 @@
 #define _GNU_SOURCE
 #include "rlx_shim.h"
 #include "rlx_gemm_check.h"
+#include "rlx_shim_table.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -1779,23 +1780,4 @@ static void icb_free(rlx_icb *icb) {
     free(icb->entries), free(icb);
 }
 
-static const rlx_shim_api kApi = {
-    RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), "cuda",
-    last_error, unavailable_reason,
-    device_count, device_open, device_info, device_close,
-    buffer_alloc, buffer_free, buffer_host_ptr, buffer_size, buffer_write, buffer_read,
-    library_compile, library_free, pipeline_get, pipeline_free,
-    cmd_begin, cmd_set_pipeline, cmd_set_buffer, cmd_set_bytes, cmd_dispatch,
-    cmd_barrier, cmd_gemm, cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,
-    icb_create, icb_encode_dispatch, icb_free,
-    cmd_upload, cmd_download,
-};
-
-__attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) {
-    if (abi_version != RLX_SHIM_ABI_VERSION) {
-        fail(RLX_ERR_UNSUPPORTED, "rlx_shim_get_api: cuda shim implements ABI %u, not %u", RLX_SHIM_ABI_VERSION,
-             abi_version);
-        return NULL;
-    }
-    return &kApi;
-}
+RLX_DEFINE_SHIM_API("cuda")

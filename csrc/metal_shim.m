@@ -43,6 +43,7 @@
 
 #include "rlx_shim.h"
 #include "rlx_gemm_check.h"
+#include "rlx_shim_table.h"
 
 #if !__has_feature(objc_arc)
 #error "metal_shim.m is written for ARC: compile it with -fobjc-arc"
@@ -994,23 +995,4 @@ static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t off
     return fail(RLX_ERR_UNSUPPORTED, "cmd_download: Metal buffers are host-visible; use buffer_read");
 }
 
-static const rlx_shim_api kApi = {
-    RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), "metal",
-    last_error, unavailable_reason,
-    device_count, device_open, device_info, device_close,
-    buffer_alloc, buffer_free, buffer_host_ptr, buffer_size, buffer_write, buffer_read,
-    library_compile, library_free, pipeline_get, pipeline_free,
-    cmd_begin, cmd_set_pipeline, cmd_set_buffer, cmd_set_bytes, cmd_dispatch,
-    cmd_barrier, cmd_gemm, cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,
-    icb_create, icb_encode_dispatch, icb_free,
-    cmd_upload, cmd_download,
-};
-
-__attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) {
-    if (abi_version != RLX_SHIM_ABI_VERSION) {
-        fail(RLX_ERR_UNSUPPORTED, "rlx_shim_get_api: metal shim implements ABI %u, not %u", RLX_SHIM_ABI_VERSION,
-             abi_version);
-        return NULL;
-    }
-    return &kApi;
-}
+RLX_DEFINE_SHIM_API("metal")

@@ -192,19 +192,25 @@ def test_shim_declares_its_minimum_macos():
 
 
 # ---- (3) the API table matches rlx_shim.h ------------------------------------------------------
-def test_api_table_fills_every_abi_entry_in_order():
+@pytest.mark.parametrize("shim_file,backend", [("metal_shim.m", "metal"), ("cuda_shim.c", "cuda")])
+def test_api_table_fills_every_abi_entry_in_order(shim_file, backend):
+    """The C shims' table is RLX_DEFINE_SHIM_API (csrc/rlx_shim_table.h): it
+    must list every rlx_shim_api entry in the header's order, and the shim
+    must define each of them as a function (no NULL stubs)."""
     header = HEADER.read_text()
     body = header[header.index("typedef struct rlx_shim_api {"):header.index("} rlx_shim_api;")]
     fields = re.findall(r"\(\s*\*\s*(\w+)\s*\)\s*\(", body)
-    code = strip_comments_and_strings(SHIM.read_text())
-    init = code[code.index("rlx_shim_api kApi = {"):]
-    init = init[init.index("{") + 1:init.index("};")]
+    table = strip_comments_and_strings((HEADER.parent / "rlx_shim_table.h").read_text())
+    init = table[table.index("rlx_shim_api kApi = {"):]
+    init = init[init.index("{") + 1:init.index("};")].replace("\\", " ")
     entries = [e.strip() for e in init.split(",") if e.strip()]
-    assert entries[:2] == ["RLX_SHIM_ABI_VERSION", "(uint32_t)sizeof(rlx_shim_api)"]
-    assert re.search(r'sizeof\(rlx_shim_api\),\s*"metal",', SHIM.read_text()), "backend name must be \"metal\""
-    assert entries[3:] == fields, "kApi must list every rlx_shim_api entry, in the header's order"
+    assert entries[:3] == ["RLX_SHIM_ABI_VERSION", "(uint32_t)sizeof(rlx_shim_api)", "backend_name"]
+    assert entries[3:] == fields, "the table must list every rlx_shim_api entry, in the header's order"
+    source = (HEADER.parent / shim_file).read_text()
+    assert re.search(rf'^RLX_DEFINE_SHIM_API\("{backend}"\)', source, re.M), f"{shim_file} must define its table"
+    code = strip_comments_and_strings(source)
     for name in fields:  # every entry is a real function of the shim, not a NULL stub
-        assert re.search(rf"^static [^;{{]*\b{name}\(", code, re.M), f"{name} is not defined in metal_shim.m"
+        assert re.search(rf"^static [^;{{]*\b{name}\(", code, re.M), f"{name} is not defined in {shim_file}"
 
 
 # ---- (2) the MSL parses ------------------------------------------------------------------------
