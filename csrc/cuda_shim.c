@@ -198,6 +198,43 @@ static struct { CUBLASLT_API(FIELD) int loaded; char path[512]; } lt_api;
 #define ALIGN 256u             /* set_bytes slots and small allocations */
 #define MAX_BYTES 4096u        /* cmd_set_bytes limit (the ABI's) */
 #define MAX_GRAPHS 64          /* cached (start, count) graphs per ICB */
+/* cmd_upload / cmd_download bytes staged through pinned memory; larger copies go direct (device option staging_max) */
+#define RLX_CUDA_STAGING_MAX_DEFAULT (256u << 10)
+
+/* ---- phase times (a development aid) ---------------------------------------------------
+ * Built with -DRLX_CUDA_PHASE_TIMES, the shim sums the host time of each step
+ * of a run and prints per-call means at exit: where the replay floor goes.
+ * benchmarks/gpu/floor_phases.sh builds and runs it; normal builds compile
+ * none of it. */
+#ifdef RLX_CUDA_PHASE_TIMES
+#include <time.h>
+enum { PH_BEGIN, PH_EXECUTE_ICB, PH_GRAPH_LOOKUP, PH_LAUNCH, PH_COMMIT, PH_SYNC, PH_ELAPSED, PH_RELEASE, PH_N };
+static const char *const g_phase_names[PH_N] = {"cmd_begin", "cmd_execute_icb", "graph lookup", "event+launch+event",
+                                                "cmd_commit (all)", "event sync", "elapsed time", "cmd_release"};
+static double g_phase_us[PH_N];
+static unsigned long g_phase_calls[PH_N];
+static double phase_now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
+}
+static void phase_report(void) {
+    for (int i = 0; i < PH_N; ++i)
+        if (g_phase_calls[i])
+            fprintf(stderr, "rlx cuda phase %-20s %8.2f us/call over %lu calls\n", g_phase_names[i],
+                    g_phase_us[i] / (double)g_phase_calls[i], g_phase_calls[i]);
+}
+static void phase_add(int i, double t0) {
+    static int registered;
+    if (!registered) registered = 1, atexit(phase_report);
+    g_phase_us[i] += phase_now_us() - t0, ++g_phase_calls[i];
+}
+#define PHASE_T0(var) const double var = phase_now_us()
+#define PHASE_ADD(i, var) phase_add(i, var)
+#else
+#define PHASE_T0(var)
+#define PHASE_ADD(i, var)
+#endif
 
 /* ---- errors ------------------------------------------------------------------------ */
 static __thread char *t_err;   /* grows to fit compiler logs; one per thread, kept */
@@ -429,6 +466,7 @@ DEFINE_LIB_LOADER(load_cublaslt, lt_api, CUBLASLT_API, "cuBLASLt", "cublasLt")
 struct rlx_device {
     int arch, cubin;            /* arch: 90 for sm_90; cubin 0: PTX for compute_<arch>, JIT by the driver */
     int pdl;                    /* launch kernels with programmatic dependent launch (see launch_kernel) */
+    uint64_t staging_max;       /* cmd_upload/cmd_download copies above this many bytes skip pinned staging */
     CUdevice cudev;
     CUcontext ctx;
     CUstream stream, copy_stream;
@@ -535,7 +573,7 @@ struct rlx_cmdbuf {
      * copies run asynchronously in stream order (one sync per run). */
     uint8_t *staging;
     size_t staging_len, staging_cap;
-    struct stage_copy { CUdeviceptr dev; size_t at, size; void *dst; } *copies;
+    struct stage_copy { CUdeviceptr dev; size_t at, size; void *dst; int direct; } *copies;
     size_t n_copies, copies_cap;
 };
 
@@ -575,12 +613,17 @@ static rlx_status parse_options(rlx_device *d, const char *options) {
         if (slot) {
             free(*slot);
             if (!(*slot = strdup(value))) return fail(RLX_ERR_OOM, "device_open: out of memory");
+        } else if (!strcmp(key, "staging_max")) {
+            char *end = NULL;
+            const unsigned long long v = strtoull(value, &end, 10);
+            ARG_CHECK(*value && end && !*end, "device_open: staging_max=%s (expected a byte count)", value);
+            d->staging_max = v;
         } else if (!strcmp(key, "pdl")) {
             ARG_CHECK(!strcmp(value, "0") || !strcmp(value, "1"), "device_open: pdl=%s (expected 0 or 1)", value);
             d->pdl = value[0] == '1';
         } else if (strcmp(key, "threads") && strcmp(key, "blas") && strcmp(key, "cxx")) {  /* host keys */
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: nvrtc, cublas, cache_dir, "
-                        "include_dir, pdl; threads, blas, cxx are ignored)", key);
+                        "include_dir, pdl, staging_max; threads, blas, cxx are ignored)", key);
         }
     }
     return RLX_OK;
@@ -650,6 +693,7 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->spare_mu, NULL);
     d->pdl = 1;
+    d->staging_max = RLX_CUDA_STAGING_MAX_DEFAULT;
     rlx_status s = parse_options(d, options);
     if (s == RLX_OK) s = load_nvrtc(d->nvrtc_dirs);
     if (s != RLX_OK) { device_close(d); return s; }
@@ -1092,6 +1136,7 @@ RLX_DEFINE_CHECK_GEMM(static, "cuda", kExtraGemmTypes, 1)
 
 static rlx_status cmd_begin(rlx_device *d, rlx_cmdbuf **out) {
     ARG_CHECK(d && out, "cmd_begin: NULL argument");
+    PHASE_T0(t_begin);
     *out = NULL;
     pthread_mutex_lock(&d->spare_mu);
     rlx_cmdbuf *cb = d->spare;
@@ -1111,6 +1156,7 @@ static rlx_status cmd_begin(rlx_device *d, rlx_cmdbuf **out) {
         }
     }
     *out = cb;
+    PHASE_ADD(PH_BEGIN, t_begin);
     return RLX_OK;
 }
 
@@ -1547,11 +1593,14 @@ static void launch_all(rlx_cmdbuf *cb) {
         what = "cuMemAlloc (set_bytes scratch)";
         if ((r = cu.cuMemAlloc(&cb->scratch, cb->bytes_cap)) == CUDA_SUCCESS) cb->scratch_cap = cb->bytes_cap;
     }
+    PHASE_T0(t_lookup);
     sched_graph *g = r == CUDA_SUCCESS ? sched_graph_for(cb) : NULL;
+    PHASE_ADD(PH_GRAPH_LOOKUP, t_lookup);
     if (g && !g->exec && ++g->seen >= 2) sched_graph_capture(cb, g);
+    PHASE_T0(t_launch);
     if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, d->stream), what = "cuEventRecord";
     for (size_t i = 0; r == CUDA_SUCCESS && i < cb->n_copies; ++i)
-        if (!cb->copies[i].dst)
+        if (!cb->copies[i].dst && !cb->copies[i].direct)
             r = cu.cuMemcpyHtoDAsync(cb->copies[i].dev, cb->staging + cb->copies[i].at, cb->copies[i].size,
                                      d->stream), what = "cmd_upload";
     if (r == CUDA_SUCCESS && cb->bytes_len)
@@ -1562,7 +1611,7 @@ static void launch_all(rlx_cmdbuf *cb) {
         launch_cmds(cb, 0, &r, &what);
     }
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n_copies; ++i)
-        if (cb->copies[i].dst)
+        if (cb->copies[i].dst && !cb->copies[i].direct)
             r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].dev, cb->copies[i].size,
                                      d->stream), what = "cmd_download";
     if (r != CUDA_SUCCESS && cb->status == RLX_OK) {
@@ -1570,6 +1619,7 @@ static void launch_all(rlx_cmdbuf *cb) {
         snprintf(cb->error, sizeof cb->error, "%s: %s (%d)", what, cu_name(r), r);
     }
     cb->recorded = cu.cuEventRecord(cb->ev1, d->stream) == CUDA_SUCCESS;
+    PHASE_ADD(PH_LAUNCH, t_launch);
 }
 
 /* Each command onto the stream, in order. While capturing, ICB ranges are
@@ -1615,12 +1665,14 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
 static rlx_status cmd_commit(rlx_cmdbuf *cb) {
     CB_CHECK(cb, "cmd_commit");
     rlx_device *d = cb->dev;
+    PHASE_T0(t_commit);
     rlx_status s = set_ctx(d);
     if (s) return s;
     pthread_mutex_lock(&d->mu);
     launch_all(cb);
     pthread_mutex_unlock(&d->mu);
     cb->state = CB_COMMITTED;
+    PHASE_ADD(PH_COMMIT, t_commit);
     return RLX_OK;
 }
 
@@ -1629,17 +1681,34 @@ static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
     ARG_CHECK(cb->state == CB_COMMITTED, "cmd_wait: command buffer was not committed");
     if (!cb->waited) {
         rlx_device *d = cb->dev;
+        PHASE_T0(t_sync);
         CUresult r = cu.cuCtxSetCurrent(d->ctx);
         if (r == CUDA_SUCCESS) r = cb->recorded ? cu.cuEventSynchronize(cb->ev1) : cu.cuStreamSynchronize(d->stream);
+        PHASE_ADD(PH_SYNC, t_sync);
+        PHASE_T0(t_elapsed);
         float ms = 0;
         if (r == CUDA_SUCCESS && cb->recorded && cu.cuEventElapsedTime(&ms, cb->ev0, cb->ev1) == CUDA_SUCCESS)
             cb->seconds = ms * 1e-3;
+        PHASE_ADD(PH_ELAPSED, t_elapsed);
         if (r != CUDA_SUCCESS && cb->status == RLX_OK) {  /* an error of the kernels themselves */
             cb->status = RLX_ERR_DEVICE;
             snprintf(cb->error, sizeof cb->error, "the GPU reported %s (%d) while executing", cu_name(r), r);
         }
-        for (size_t i = 0; cb->status == RLX_OK && i < cb->n_copies; ++i)
-            if (cb->copies[i].dst) memcpy(cb->copies[i].dst, cb->staging + cb->copies[i].at, cb->copies[i].size);
+        for (size_t i = 0; cb->status == RLX_OK && i < cb->n_copies; ++i) {
+            struct stage_copy *c = &cb->copies[i];
+            if (!c->dst) continue;
+            if (!c->direct) {
+                memcpy(c->dst, cb->staging + c->at, c->size);
+                continue;
+            }
+            /* cb's work is done: read on the copy stream, as buffer_read does. */
+            if ((r = cu.cuMemcpyDtoHAsync(c->dst, c->dev, c->size, d->copy_stream)) == CUDA_SUCCESS)
+                r = cu.cuStreamSynchronize(d->copy_stream);
+            if (r != CUDA_SUCCESS) {
+                cb->status = RLX_ERR_DEVICE;
+                snprintf(cb->error, sizeof cb->error, "cmd_download: %s (%d)", cu_name(r), r);
+            }
+        }
         cb->waited = 1;
     }
     if (device_seconds) *device_seconds = cb->seconds;
@@ -1649,6 +1718,7 @@ static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
 
 static void cmd_release(rlx_cmdbuf *cb) {
     if (!cb) return;
+    PHASE_T0(t_release);
     if (cb->state == CB_COMMITTED) cmd_wait(cb, NULL);
     rlx_device *d = cb->dev;
     cb->n = 0, cb->bytes_len = 0, cb->pipe = NULL, cb->bind_set = cb->bind_bytes = 0;
@@ -1659,6 +1729,7 @@ static void cmd_release(rlx_cmdbuf *cb) {
     const int keep = d->n_spare < 8;
     if (keep) cb->next = d->spare, d->spare = cb, ++d->n_spare;
     pthread_mutex_unlock(&d->spare_mu);
+    PHASE_ADD(PH_RELEASE, t_release);
     if (keep) return;
     if (set_ctx(d) == RLX_OK) {
         cu.cuEventDestroy(cb->ev0), cu.cuEventDestroy(cb->ev1);
@@ -1669,7 +1740,18 @@ static void cmd_release(rlx_cmdbuf *cb) {
 }
 
 /* ---- copies that travel with a command buffer ------------------------------------------ */
-/* Room for size more staging bytes (16-aligned) and one more copy record. */
+/* One more copy record. */
+static rlx_status copy_reserve(rlx_cmdbuf *cb) {
+    if (cb->n_copies == cb->copies_cap) {
+        const size_t cap = cb->copies_cap ? 2 * cb->copies_cap : 8;
+        struct stage_copy *p = realloc(cb->copies, cap * sizeof *p);
+        if (!p) return fail(RLX_ERR_OOM, "command buffer: out of memory");
+        cb->copies = p, cb->copies_cap = cap;
+    }
+    return RLX_OK;
+}
+
+/* Room for size more staging bytes (16-aligned). */
 static rlx_status stage_reserve(rlx_cmdbuf *cb, size_t size, size_t *at) {
     *at = (cb->staging_len + 15) & ~(size_t)15;
     if (*at + size > cb->staging_cap) {
@@ -1683,25 +1765,35 @@ static rlx_status stage_reserve(rlx_cmdbuf *cb, size_t size, size_t *at) {
         if (cb->staging) cu.cuMemFreeHost(cb->staging);
         cb->staging = p, cb->staging_cap = cap;
     }
-    if (cb->n_copies == cb->copies_cap) {
-        const size_t cap = cb->copies_cap ? 2 * cb->copies_cap : 8;
-        struct stage_copy *p = realloc(cb->copies, cap * sizeof *p);
-        if (!p) return fail(RLX_ERR_OOM, "command buffer: out of memory");
-        cb->copies = p, cb->copies_cap = cap;
-    }
     cb->staging_len = *at + size;
     return RLX_OK;
 }
 
+/* Small copies go through pinned staging, so they cost no synchronization of
+ * their own. A large one would pay a host memcpy in series with its DMA; the
+ * driver's own pageable copy overlaps the two, so those go direct. */
 static rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
     CB_CHECK(cb, "cmd_upload");
     rlx_status s = check_copy("cmd_upload", b, offset, src, size);
     if (s) return s;
-    ARG_CHECK(b->dev == cb->dev, "cmd_upload: buffer belongs to another device");
+    rlx_device *d = cb->dev;
+    ARG_CHECK(b->dev == d, "cmd_upload: buffer belongs to another device");
+    if (!size || (s = copy_reserve(cb))) return s;
+    if (size > d->staging_max) {
+        /* In stream order, ahead of cb's commands (launched at commit); with a
+         * pageable src the call returns once src has been read. */
+        if ((s = set_ctx(d))) return s;
+        pthread_mutex_lock(&d->mu);  /* no schedule capture is under way on the stream */
+        const CUresult r = cu.cuMemcpyHtoDAsync(b->ptr + offset, src, size, d->stream);
+        pthread_mutex_unlock(&d->mu);
+        CU_CHECK(r, "cmd_upload (direct)");
+        cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, 0, size, NULL, 1};
+        return RLX_OK;
+    }
     size_t at;
-    if (!size || (s = stage_reserve(cb, size, &at))) return s;
+    if ((s = stage_reserve(cb, size, &at))) return s;
     memcpy(cb->staging + at, src, size);
-    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, NULL};
+    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, NULL, 0};
     return RLX_OK;
 }
 
@@ -1710,9 +1802,11 @@ static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t off
     rlx_status s = check_copy("cmd_download", b, offset, dst, size);
     if (s) return s;
     ARG_CHECK(b->dev == cb->dev, "cmd_download: buffer belongs to another device");
-    size_t at;
-    if (!size || (s = stage_reserve(cb, size, &at))) return s;
-    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, dst};
+    if (!size || (s = copy_reserve(cb))) return s;
+    const int direct = size > cb->dev->staging_max;  /* then read in cmd_wait */
+    size_t at = 0;
+    if (!direct && (s = stage_reserve(cb, size, &at))) return s;
+    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, dst, direct};
     return RLX_OK;
 }
 

@@ -233,6 +233,17 @@ cdef class Program:
         """True when inputs and outputs are copied inside the command buffer."""
         return bool(self.staged)
 
+    @staged_copies.setter
+    def staged_copies(self, bint value):
+        """False copies inputs and outputs outside the command buffer from the
+        next run on (benchmarks compare the two); True only where the shim has
+        the copies."""
+        if value and not (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.cmd_upload != NULL):
+            raise _errors.RlxError("this device's shim cannot copy inside a command buffer")
+        pthread_mutex_lock(&self.lock)
+        self.staged = value
+        pthread_mutex_unlock(&self.lock)
+
     @property
     def last_device_seconds(self):
         """Device time of the latest run, as the shim measured it."""

@@ -39,6 +39,9 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
            "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
+    EnvVar("RLX_CUDA_STAGING_MAX", "262144", "Largest input or output (bytes) a CUDA run copies through pinned "
+           "staging inside its command buffer; larger ones are copied by the driver straight from and to the "
+           "NumPy array, which overlaps the host copy with the transfer."),
     EnvVar("RLX_PORTABLE_BUILD", "0", "Build time only (read by setup.py): `1` compiles for the baseline ISA "
            "instead of `-march=native`, for wheels that run on other machines."),
 )
@@ -95,6 +98,15 @@ def replay() -> bool:
 
 def cuda_pdl() -> bool:
     return _flag("RLX_CUDA_PDL", True)
+
+
+def cuda_staging_max() -> int | None:
+    value = _raw("RLX_CUDA_STAGING_MAX")
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise ConfigError(f"RLX_CUDA_STAGING_MAX={value!r}: expected a byte count (a non-negative integer)")
+    return int(value)
 
 
 def verbose() -> bool:

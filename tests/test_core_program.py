@@ -41,6 +41,21 @@ def test_dynamic_value_is_patched_into_params_before_each_run(replay, staged):
         prog.set_dynamic(1, 3)
 
 
+def test_staged_copies_can_be_switched_between_runs():
+    """An empty schedule whose output is its input's bytes: both copy paths
+    must carry the data, whichever the program uses from run to run."""
+    dev = shim.open_device("host", 0)
+    arena = dev.alloc(256)
+    prog = Program(dev.shim.api_address, dev.address, [arena.address], [], [(32, 16)], [(32, 16)], keepalive=arena,
+                   staged=True)
+    for staged, value in ((True, 1.0), (False, 2.0), (True, 3.0)):
+        prog.staged_copies = staged
+        assert prog.staged_copies == staged
+        out = np.zeros(4, np.float32)
+        prog.run([np.full(4, value, np.float32)], [out])
+        np.testing.assert_array_equal(out, value)
+
+
 def test_program_rejects_wrong_io_sizes():
     from rlx.errors import InputError
 

@@ -19,7 +19,7 @@ import pytest
 
 import rlx
 from rlx import cli
-from rlx.errors import DeviceUnavailableError, KernelCompileError
+from rlx.errors import ConfigError, DeviceUnavailableError, KernelCompileError
 from rlx.runtime import shader_source, shim
 from rlx.runtime.shim import PIPELINE_INDIRECT, CommandBuffer, Device, Icb
 
@@ -105,6 +105,16 @@ def test_cuda_options_name_folders_only():
     for key in ("nvrtc", "cublas"):
         for folder in filter(None, opts.get(key, "").split(":")):
             assert os.path.isdir(folder), (key, folder)
+
+
+def test_staging_max_reaches_the_device_options(monkeypatch):
+    monkeypatch.delenv("RLX_CUDA_STAGING_MAX", raising=False)
+    assert "staging_max" not in shim._options("cuda", None)   # the shim's default applies
+    monkeypatch.setenv("RLX_CUDA_STAGING_MAX", "65536")
+    assert shim._options("cuda", None)["staging_max"] == "65536"
+    monkeypatch.setenv("RLX_CUDA_STAGING_MAX", "64k")
+    with pytest.raises(ConfigError, match="RLX_CUDA_STAGING_MAX"):
+        shim._options("cuda", None)
 
 
 # ---- on an NVIDIA GPU --------------------------------------------------------------
@@ -233,6 +243,30 @@ def test_dependent_chain_is_exact_on_every_replay(monkeypatch, pdl):
     for run in range(40):
         xin = np.full(n, float(run), np.float32)
         np.testing.assert_array_equal(exe.run(x=xin)["y"], xin + 30.0, err_msg=f"run {run}, pdl={pdl}")
+
+
+@needs_gpu
+@pytest.mark.parametrize("staging_max", ["0", "4096", "1099511627776"])
+def test_staged_and_direct_copies_give_the_same_results(monkeypatch, staging_max):
+    """Inputs and outputs of a run travel inside its command buffer, through
+    pinned staging up to RLX_CUDA_STAGING_MAX bytes and straight from and to
+    the arrays above it. Small and large inputs and outputs in one program,
+    with every input new on every run, must be exact at every threshold."""
+    monkeypatch.setenv("RLX_CUDA_STAGING_MAX", staging_max)
+    monkeypatch.setattr(shim, "_devices", {})   # a device opened with this setting
+    g = rlx.Graph()
+    small = g.input("small", (7,))
+    big = g.input("big", (3, 100_003))
+    g.set_outputs(small_out=g.add(small, small), big_out=g.mul(big, g.param("two", (1,))))
+    exe = rlx.compile(g, device="cuda", params={"two": np.array([2.0], np.float32)})
+    assert exe.program.staged_copies
+    rng = np.random.default_rng(0)
+    for run in range(5):
+        a = rng.standard_normal(7).astype(np.float32)
+        b = rng.standard_normal((3, 100_003)).astype(np.float32)
+        got = exe.run(small=a, big=b)
+        np.testing.assert_array_equal(got["small_out"], a + a, err_msg=f"run {run}")
+        np.testing.assert_array_equal(got["big_out"], 2 * b, err_msg=f"run {run}")
 
 
 @needs_gpu

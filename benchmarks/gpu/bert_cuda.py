@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -61,6 +62,29 @@ def median_ms(fn, warmup=10, runs=50, sync=True) -> float:
     return 1e3 * statistics.median(times)
 
 
+def with_staging_max(nbytes: int, fn):
+    """fn() on a CUDA device opened with RLX_CUDA_STAGING_MAX=nbytes."""
+    from rlx.runtime import shim
+    saved_env, saved_devices = os.environ.get("RLX_CUDA_STAGING_MAX"), dict(shim._devices)
+    os.environ["RLX_CUDA_STAGING_MAX"] = str(nbytes)
+    shim._devices.clear()
+    try:
+        return fn()
+    finally:
+        shim._devices.clear()
+        shim._devices.update(saved_devices)
+        if saved_env is None:
+            del os.environ["RLX_CUDA_STAGING_MAX"]
+        else:
+            os.environ["RLX_CUDA_STAGING_MAX"] = saved_env
+
+
+def time_replayed(g, params, precision: str, feed: dict, expect: np.ndarray) -> float:
+    exe = rlx.compile(g, device="cuda", params=params, precision=precision, replay=True)
+    assert np.array_equal(exe.run(feed)["y"], expect)
+    return median_ms(lambda: exe.run(feed), sync=False)
+
+
 def bench_shape(batch: int, seq: int, precision: str) -> dict:
     g = bert_encoder(LAYERS, batch, seq, HIDDEN, HEADS, FFN)
     params = random_params(g, seed=1)
@@ -75,11 +99,12 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
     # path); rlx_replay forces the fused attention kernel for comparison.
     for mode, replay, gemm_attention in (("rlx_eager", False, True), ("rlx_replay", True, False),
                                          ("rlx_replay_gemm_attention", True, True)):
+        default_path = lowering_attention.GEMM_PATH_ON_GPU
         lowering_attention.GEMM_PATH_ON_GPU = gemm_attention
         try:
             exe = rlx.compile(g, device="cuda", params=params, precision=precision, replay=replay)
         finally:
-            lowering_attention.GEMM_PATH_ON_GPU = False
+            lowering_attention.GEMM_PATH_ON_GPU = default_path
         result = exe.run(feed)["y"]
         if mode == "rlx_replay":
             out = result
@@ -87,6 +112,15 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
         row[mode + "_thunks"] = exe.stats.thunks
         # The timed runs replay a captured graph: its result must still match the first run.
         row[mode + "_max_abs_diff_after_timing"] = float(np.max(np.abs(exe.run(feed)["y"] - result)))
+    # The copies: the default (small ones staged through pinned memory, large
+    # ones by the driver from the arrays), every copy staged, and every copy
+    # outside the command buffer (one synchronization each).
+    row["rlx_replay_default_copies_ms"] = row["rlx_replay_gemm_attention_ms"]
+    exe.program.staged_copies = False
+    row["rlx_replay_unstaged_copies_ms"] = median_ms(lambda: exe.run(feed), sync=False)
+    exe.program.staged_copies = True
+    row["rlx_replay_all_staged_copies_ms"] = with_staging_max(1 << 40, lambda: time_replayed(g, params, precision,
+                                                                                            feed, result))
     tdtype = torch.float16 if precision == "f16" else torch.float32
     fwd = torch_bert(params, tdtype, batch, seq)
     tx = torch.from_numpy(x).to("cuda", tdtype)
@@ -118,7 +152,10 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
     return row
 
 
-def replay_floor() -> dict:
+def floor_programs():
+    """The replay floor's graph (65 dependent adds of 16 floats) compiled, and
+    a bare Program of its thunks over the same arena: replay and synchronize
+    only, as a PyTorch graph replay does (no input or output copies)."""
     g = rlx.Graph()
     x = g.input("x", (16,))
     b = g.param("b", (16,))
@@ -127,14 +164,6 @@ def replay_floor() -> dict:
         y = g.add(y, b)
     g.set_outputs(y=y)
     exe = rlx.compile(g, device="cuda", params={"b": np.ones(16, np.float32)})
-    xin = np.zeros(16, np.float32)
-    assert float(exe.run(x=xin)["y"][0]) == 65.0
-    rlx_ms = median_ms(lambda: exe.run(x=xin), warmup=20, runs=200, sync=False)
-    # The same run without Executable.run's Python (checks, dicts, output allocation).
-    out = np.empty(16, np.float32)
-    program_ms = median_ms(lambda: exe.program.run([xin], [out]), warmup=20, runs=200, sync=False)
-    # Replay and synchronize only, as the PyTorch graph below does: the same
-    # thunks over the same arena, no input or output copies.
     from rlx._core import Program
 
     from rlx.runtime import shim
@@ -143,6 +172,17 @@ def replay_floor() -> dict:
     bare = Program(exe.device.shim.api_address, exe.device.address, [exe._arena.address, exe._resident.address],
                    [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in exe.thunks], [], [],
                    replay=True, keepalive=(exe, libraries))
+    return exe, bare
+
+
+def replay_floor() -> dict:
+    exe, bare = floor_programs()
+    xin = np.zeros(16, np.float32)
+    assert float(exe.run(x=xin)["y"][0]) == 65.0
+    rlx_ms = median_ms(lambda: exe.run(x=xin), warmup=20, runs=200, sync=False)
+    # The same run without Executable.run's Python (checks, dicts, output allocation).
+    out = np.empty(16, np.float32)
+    program_ms = median_ms(lambda: exe.program.run([xin], [out]), warmup=20, runs=200, sync=False)
     bare_ms = median_ms(lambda: bare.run([], []), warmup=20, runs=200, sync=False)
     tx, tb = torch.zeros(16, device="cuda"), torch.ones(16, device="cuda")
     graph = torch.cuda.CUDAGraph()

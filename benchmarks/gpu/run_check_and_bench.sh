@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # H200: build, launch-struct layout check, CUDA conformance + kernel suites
-# (group size 256), then the BERT benchmark (JSON to $OUT) and the profile.
+# (group size 256), then the BERT benchmark (JSON to $OUT), the profile
+# (JSON lines to $OUT) and the replay floor split into the shim's steps.
+# QUICK=1 skips the group-size sweep and compute-sanitizer.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
@@ -13,13 +15,14 @@ echo "== suites on cuda"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py \
   tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_sibling_fusion.py \
   --rlx-device cuda 2>&1 | grep -E "passed|failed|FAILED|Error" | tail -8
-for gs in 1 8 1024; do
+QUICK=${QUICK:-0}
+for gs in $([ "$QUICK" = 1 ] || echo 1 8 1024); do
   echo "== row kernels at group size $gs"
   timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py --rlx-device cuda \
     --rlx-group-size $gs 2>&1 | tail -1
 done
 echo "== compute-sanitizer (f32 row kernels and attention, PDL on)"
-for tool in memcheck racecheck; do
+for tool in $([ "$QUICK" = 1 ] || echo memcheck racecheck); do
   timeout 100 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
     python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_attention_rope.py \
       -k "(softmax or layernorm or glu or attention) and f32 and not property" --rlx-device cuda 2>&1 \
@@ -27,8 +30,10 @@ for tool in memcheck racecheck; do
   echo "$tool rc=${PIPESTATUS[0]}"
 done
 echo "== bench"
-timeout 150 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert.json" 2>&1 | tail -9 | cut -c1-900
+timeout 220 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert.json" 2>&1 | tail -9 | cut -c1-1200
 echo "== replay floor without PDL"
 RLX_CUDA_PDL=0 timeout 40 python3 -c "import sys; sys.path.insert(0, 'benchmarks/gpu'); from bert_cuda import replay_floor; print(replay_floor())"
 echo "== profile"
-timeout 100 python3 benchmarks/gpu/profile_cuda.py 2>&1 | cut -c1-700
+timeout 100 python3 benchmarks/gpu/profile_cuda.py 2>&1 | tee "$OUT/profile.jsonl" | cut -c1-700
+echo "== replay floor by shim step"
+bash benchmarks/gpu/floor_phases.sh 2>&1 | tail -12

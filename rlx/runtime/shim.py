@@ -275,6 +275,8 @@ def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
     if backend == "cuda":
         opts.update(_cuda_options())
         opts["pdl"] = "1" if env.cuda_pdl() else "0"
+        if env.cuda_staging_max() is not None:
+            opts["staging_max"] = str(env.cuda_staging_max())
     if backend == "host":
         opts["threads"] = str(env.num_threads())
         if env.cxx():
