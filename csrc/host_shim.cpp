@@ -113,12 +113,15 @@ struct Pool {
     std::atomic<uint64_t> generation{0};     // bumped per job; workers watch it
     std::atomic<bool> open{false};           // a job may be joined
     std::atomic<int> inside{0};              // workers that joined the current job
-    std::atomic<uint64_t> next{0}, done{0};  // next group to take, groups finished
     kernel_fn fn = nullptr;                  // the job; written only while !open
     void *bufs[RLX_MAX_BINDINGS] = {};
     uint32_t gx = 1, gy = 1, gz = 1;
     uint64_t total = 0;
-    uint64_t chunk = 1;                      // groups taken per claim
+    uint64_t parts = 1;                      // threads that may take groups
+    // The two counters every claim writes, each on a cache line of its own:
+    // sharing one with the job above made every claim re-fetch the job too.
+    alignas(64) std::atomic<uint64_t> next{0};  // next group to take
+    alignas(64) std::atomic<uint64_t> done{0};  // groups finished
 };
 
 void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32_t gz, uint64_t i) {
@@ -129,18 +132,23 @@ void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32
     fn(&ctx);
 }
 
-// Workers claim groups `chunk` at a time: with tens of thousands of small
-// groups (a softmax row each), one contended atomic per group cost more
-// than the groups themselves.
+// Guided claims: each takes half of its share of what is left (at least
+// one group), so a job costs a few claims per thread, not one contended
+// atomic per group (tens of thousands of softmax rows cost more in claims
+// than in work), while the shrinking tail still balances the threads. A
+// thread publishes what it ran once, when it leaves.
 void take_groups(Pool *p) {
-    const uint64_t chunk = p->chunk;
-    for (;;) {
-        const uint64_t first = p->next.fetch_add(chunk, std::memory_order_relaxed);
-        if (first >= p->total) return;
-        const uint64_t last = std::min(p->total, first + chunk);
+    const uint64_t total = p->total, split = 2 * p->parts;
+    uint64_t mine = 0;
+    uint64_t first = p->next.load(std::memory_order_relaxed);
+    while (first < total) {
+        const uint64_t last = first + std::max<uint64_t>(1, (total - first) / split);
+        if (!p->next.compare_exchange_weak(first, last, std::memory_order_relaxed)) continue;
         for (uint64_t i = first; i < last; ++i) run_group(p->fn, p->bufs, p->gx, p->gy, p->gz, i);
-        p->done.fetch_add(last - first, std::memory_order_release);
+        mine += last - first;
+        first = p->next.load(std::memory_order_relaxed);
     }
+    if (mine) p->done.fetch_add(mine, std::memory_order_release);
 }
 
 void worker_main(Pool *p) {
@@ -171,8 +179,7 @@ void parallel_for(Pool *p, kernel_fn fn, void *const *bufs, const uint32_t g[3])
     memcpy(p->bufs, bufs, sizeof p->bufs);
     p->gx = g[0], p->gy = g[1], p->gz = g[2];
     p->total = (uint64_t)g[0] * g[1] * g[2];
-    // ~16 claims per thread keeps the load balanced without per-group atomics.
-    p->chunk = std::max<uint64_t>(1, p->total / ((uint64_t)(p->workers.size() + 1) * 16));
+    p->parts = (uint64_t)p->workers.size() + 1;
     p->next.store(0, std::memory_order_relaxed);
     p->done.store(0, std::memory_order_relaxed);
     p->open.store(true);

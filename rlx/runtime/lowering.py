@@ -156,7 +156,8 @@ class Lowering:
             return
         kernel = f"copy_{src.dtype.name}_{dst.dtype.name}"
         params = P.copy(src.numel, src.offset, dst.offset, src.shape, src.strides, dst.strides)
-        self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params, self.target.elementwise_grid(src.numel))
+        self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params,
+                      self.target.elementwise_grid(src.numel, scalar=True))
 
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
              lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,
@@ -268,6 +269,25 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
+def _merge_dims(shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
+                ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """The same row-major walk over fewer dimensions: size-1 dimensions
+    dropped, and a dimension merged into the next one when every operand's
+    stride steps over the next one exactly (an output is dense, so its own
+    layout always merges)."""
+    dims = [(d, [s[i] for s in strides]) for i, d in enumerate(shape) if d != 1]
+    if not dims:
+        return (1,), tuple((0,) for _ in strides)
+    merged = [dims[0]]
+    for d, st in dims[1:]:
+        pd, pst = merged[-1]
+        if all(ps == s * d for ps, s in zip(pst, st)):
+            merged[-1] = (pd * d, st)
+        else:
+            merged.append((d, st))
+    return tuple(d for d, _ in merged), tuple(tuple(st[k] for _, st in merged) for k in range(len(strides)))
+
+
 @lowers(*P.BINARY_OPS)
 def _binary(lw: Lowering, node: Node) -> View:
     shape = tuple(node.shape)
@@ -278,10 +298,20 @@ def _binary(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)
     if out.numel == 0:
         return out
-    contiguous = a.is_dense and b.is_dense and 0 not in a.strides + b.strides
-    params = P.binary(out.numel, P.BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, a.strides, b.strides)
+    strides_a, strides_b = a.strides, b.strides
+    if lw.target.one_thread_groups:
+        # CPU: a size-1 dimension's stride is never used (is_dense ignores it),
+        # so [1, T, C] + broadcast [T, C] takes the contiguous loop; and the
+        # strided loop pays an integer division per dimension and element
+        # (~5 ns each), so size-1 dimensions are dropped and dimensions that
+        # are contiguous in every operand merged. Same elements, same math.
+        contiguous = a.is_dense and b.is_dense
+        shape, (strides_a, strides_b) = _merge_dims(shape, (strides_a, strides_b))
+    else:
+        contiguous = a.is_dense and b.is_dense and 0 not in a.strides + b.strides
+    params = P.binary(out.numel, P.BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, strides_a, strides_b)
     lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
-                params, lw.target.elementwise_grid(out.numel))
+                params, lw.target.elementwise_grid(out.numel, scalar=True))
     return out
 
 
@@ -338,7 +368,7 @@ def _gather(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)
     rows, dim = table.shape
     lw.dispatch(repr(node), f"gather_{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
-                P.gather(idx.numel, dim, rows, idx.dtype == i64), lw.target.elementwise_grid(out.numel))
+                P.gather(idx.numel, dim, rows, idx.dtype == i64), lw.target.elementwise_grid(out.numel, scalar=True))
     return out
 
 
