@@ -46,12 +46,14 @@ struct MaskedSoftmaxParams {
 };
 
 // T: scores and mask; U: probabilities (f32 scores may give f16 probabilities
-// for an f16 P @ V gemm).
+// for an f16 P @ V gemm). A group may hold several rows, one per y index
+// (Target.row_grid's stacked form): the runtime stacks rows only when x is
+// one SIMD group wide, so every reduction stays inside one SIMD group.
 template <typename T, typename U>
 RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const T *, mask, 1),
                           RLX_BUF(RLX_DEVICE U *, y, 2), RLX_PARAMS(MaskedSoftmaxParams, p, 3) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
-    const uint row = rlx_group_id.x;
+    const uint row = rlx_group_id.x * rlx_group_size.y + rlx_local_id.y;
     if (row >= p->rows) return;
     const uint cols = p->cols;
     RLX_DEVICE const T *xr = x + p->in_offset + (uint64_t)row * cols;
@@ -67,6 +69,30 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
     // strided one) so each body is branch-free: the CPU target vectorizes them.
 #define RLX_MASKED_SOFTMAX(VALUE)                                                   \
     {                                                                               \
+    if (cols <= RLX_ROW_CACHE * rlx_group_size.x) {                                 \
+        /* The row in registers: read once, written once. */                       \
+        float v[RLX_ROW_CACHE];                                                     \
+        float mx = -RLX_INFINITY;                                                   \
+        for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
+            const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
+            v[j] = i < cols ? (VALUE) : -RLX_INFINITY;                              \
+            mx = rlx_fmax(mx, v[j]);                                                \
+        }                                                                           \
+        mx = rlx_group_max(mx, scratch);                                            \
+        const float shift = mx == -RLX_INFINITY ? 0.0f : mx;                        \
+        float s = 0.0f;                                                             \
+        for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
+            const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
+            v[j] = i < cols ? rlx_exp(v[j] - shift) : 0.0f;                         \
+            s += v[j];                                                              \
+        }                                                                           \
+        s = rlx_group_sum(s, scratch);                                              \
+        const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
+        for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
+            const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
+            if (i < cols) yr[i] = rlx_from_float<U>(v[j] * inv);                    \
+        }                                                                           \
+    } else {                                                                        \
         float mx = -RLX_INFINITY;                                                   \
         RLX_MAX_REDUCTION(mx)                                                       \
         RLX_FOR_GROUP(i, cols) { mx = rlx_fmax(mx, VALUE); }                        \
@@ -82,6 +108,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
         s = rlx_group_sum(s, scratch);                                              \
         const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
         RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<U>(rlx_to_float(yr[i]) * inv); } \
+    }                                                                               \
     }
     // In place (y == x) is allowed: each thread reads an element before it
     // writes it, and later passes read only what the same thread wrote.

@@ -84,7 +84,9 @@ def test_bert_qkv_becomes_one_gemm_without_copies(rng, layers):
     assert on.stats.resident_bytes <= off.stats.resident_bytes
     assert f"siblings: {3 * layers} projections -> {layers}" in report(on)
     feed = bert_feed(rng)
-    np.testing.assert_array_equal(on.run(feed)["y"], off.run(feed)["y"])
+    # Same products, but cuBLAS may pick another algorithm (summation order)
+    # for the wider gemm: equal to f32 rounding, not bit for bit.
+    np.testing.assert_allclose(on.run(feed)["y"], off.run(feed)["y"], rtol=1e-5, atol=1e-6)
 
 
 def test_decoder_qkv_and_gate_up_become_one_gemm_each():

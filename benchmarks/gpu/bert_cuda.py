@@ -147,6 +147,17 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
             graph.replay()
             return static_out.cpu()
         row["torch_cudagraph_ms"] = median_ms(graph_run)
+    if precision == "f16":
+        # Like for like with PyTorch's f16 graph, which takes and returns f16
+        # tensors: an f16 graph (f16 inputs and output, half the copies).
+        g16 = bert_encoder(LAYERS, batch, seq, HIDDEN, HEADS, FFN, dtype="f16")
+        exe16 = rlx.compile(g16, device="cuda", params={k: v.astype(np.float16) for k, v in params.items()},
+                            precision="f16", replay=True)
+        feed16 = {k: v.astype(np.float16) for k, v in feed.items()}
+        out16 = exe16.run(feed16)["y"]
+        row["rlx_replay_f16_io_max_abs_diff_vs_torch"] = float(np.max(np.abs(ref - out16.astype(np.float32))))
+        row["rlx_replay_f16_io_ms"] = median_ms(lambda: exe16.run(feed16), sync=False)
+        row["ratio_replay_f16_io_vs_torch_graph"] = row["rlx_replay_f16_io_ms"] / row["torch_cudagraph_ms"]
     row["ratio_replay_vs_torch_graph"] = row["rlx_replay_gemm_attention_ms"] / row["torch_cudagraph_ms"]
     row["ratio_eager_vs_torch_eager"] = row["rlx_eager_ms"] / row["torch_eager_ms"]
     return row

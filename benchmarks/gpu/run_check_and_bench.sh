@@ -13,7 +13,7 @@ echo "== conformance"
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py tests/test_cuda_shim.py tests/test_core_program.py -k "cuda or dependent_chain" 2>&1 | tail -4
 echo "== suites on cuda"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py \
-  tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_sibling_fusion.py \
+  tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_sibling_fusion.py tests/test_row_grid.py \
   --rlx-device cuda 2>&1 | grep -E "passed|failed|FAILED|Error" | tail -8
 QUICK=${QUICK:-0}
 for gs in $([ "$QUICK" = 1 ] || echo 1 8 1024); do
@@ -24,7 +24,7 @@ done
 echo "== compute-sanitizer (f32 row kernels and attention, PDL on)"
 for tool in $([ "$QUICK" = 1 ] || echo memcheck racecheck); do
   timeout 100 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
-    python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_attention_rope.py \
+    python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py tests/test_attention_rope.py tests/test_row_grid.py \
       -k "(softmax or layernorm or glu or attention) and f32 and not property" --rlx-device cuda 2>&1 \
     | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tail -2
   echo "$tool rc=${PIPESTATUS[0]}"

@@ -216,7 +216,7 @@ def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: 
                               tuple(mask.strides[:-1]) if mask else (0, 0, 0))
     kernel = "softmax_masked_f32" if probs is scores else f"softmax_masked_f32_{probs.dtype.name}"
     lw.dispatch(f"{label} softmax", kernel, [(scores, "r"), (mask or scores, "r"), (probs, "w")],
-                params, lw.target.row_grid(b * hq * tq, tk))
+                params, lw.target.row_grid(b * hq * tq, tk, stacked=True))
     for bi, inner, (_, _, sv, ss, so), outer, (_, _, ov, os_, oo) in calls:
         p0 = View(probs.storage, probs.dtype, (tq, tk), (tk, 1), probs.offset + bi * hq * s_entry)
         v0 = View(v.storage, v.dtype, (tk, dv), (vs[1], 1), v.offset + bi * vs[0])

@@ -78,7 +78,8 @@ def _masked_softmax(lw: Lowering, node: Node) -> View:
         params = P.masked_softmax(rows, cols, x.offset, has_mask, node.attrs["scale"], mask.offset,
                                   mask.strides[-1], shape[:-1], mask.strides[:-1])
         lw.dispatch(repr(node), f"softmax_masked_{float_suffix(node, node.dtype)}",
-                    [(x, "r"), (mask, "r"), (out, "w")], params, lw.target.row_grid(rows, cols))
+                    [(x, "r"), (mask, "r"), (out, "w")], params,
+                    lw.target.row_grid(rows, cols, stacked=True))
     return out
 
 

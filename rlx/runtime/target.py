@@ -12,6 +12,10 @@ _GEMM_MIXES = {
 }
 
 
+# Rows per group for row kernels whose rows fit one SIMD group (row_grid).
+ROWS_PER_GROUP = 4
+
+
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -70,13 +74,21 @@ class Target:
         groups = min(_ceil_div(n, threads), 65535)
         return (groups, 1, 1), (threads, 1, 1)
 
-    def row_grid(self, rows: int, cols: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def row_grid(self, rows: int, cols: int, stacked: bool = False
+                 ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """One group per row. GPU groups are a multiple of the SIMD width:
         a thread per column while rows are few (the row's latency is the
         run's), four columns per thread and at most 128 threads once there
         are enough rows to fill every core several times (measured on the
         H200: softmax, layernorm and bias kernels of BERT 32 x 128 took
-        0.57x the time; benchmarks/gpu/row_grid_variants.py)."""
+        0.57x the time; benchmarks/gpu/row_grid_variants.py).
+
+        `stacked` (kernels that take their row from group_id.x * group_size.y
+        + local_id.y): when a row needs only one SIMD group, ROWS_PER_GROUP
+        rows share a group, one per SIMD group. A GPU core holds a bounded
+        number of groups (32 on the H200), so one-SIMD-group groups leave half
+        its thread slots empty; the masked softmax of BERT 32 x 128 (49152
+        rows of 128) is bound by exactly that."""
         rows = max(int(rows), 1)
         if self.one_thread_groups:
             return (rows, 1, 1), (1, 1, 1)
@@ -85,6 +97,9 @@ class Target:
         per_thread, cap = (4, 128) if many_rows else (1, 1024)
         wanted = _ceil_div(max(int(cols), 1), per_thread)
         threads = min(self.max_threads_per_group, cap, max(width, _ceil_div(wanted, width) * width))
+        if stacked and many_rows and threads == width and width > 1:
+            per_group = min(ROWS_PER_GROUP, self.max_threads_per_group // width)
+            return (_ceil_div(rows, per_group), 1, 1), (threads, per_group, 1)
         return (rows, 1, 1), (threads, 1, 1)
 
 
