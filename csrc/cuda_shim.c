@@ -1274,6 +1274,55 @@ static rlx_status gemm_ptr_array(rlx_device *d, const rlx_gemm_desc *g, CUdevice
     return RLX_OK;
 }
 
+/* cuBLASLt's heuristic ranks candidates by a model; for the small-m gemms
+ * of batch-1 inference its first pick can leave most SMs idle (a 128 x 384
+ * product is a few output tiles). So the plan times up to LT_CANDIDATES of
+ * them once, on scratch operands of the same shape on the copy stream (the
+ * caller's buffers and the shared workspace stay untouched), and keeps the
+ * fastest. Returns the index of the pick; 0 when timing is not possible. */
+#define LT_CANDIDATES 8
+static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, const lt_heuristic *h, int found) {
+    if (found < 2) return 0;
+    const uint64_t sa = rlx_dtype_size(g->dtype), sb = rlx_dtype_size(g->b_dtype), sc = rlx_dtype_size(g->c_dtype);
+    const size_t a_bytes = (size_t)((g->trans_a ? g->k : g->m) * g->lda) * sa;
+    const size_t b_bytes = (size_t)((g->trans_b ? g->n : g->k) * g->ldb) * sb;
+    const size_t c_bytes = (size_t)(g->m * g->ldc) * sc, bias_bytes = (size_t)g->n * sc;
+    const size_t total = a_bytes + b_bytes + c_bytes + bias_bytes + LT_WORKSPACE + 4 * 256;
+    CUdeviceptr mem = 0;
+    CUevent ev0 = NULL, ev1 = NULL;
+    int best = 0;
+    float best_ms = -1;
+    if (cu.cuMemAlloc(&mem, total) != CUDA_SUCCESS) return 0;
+    const CUdeviceptr a = mem, b = (a + a_bytes + 255) & ~(CUdeviceptr)255, c = (b + b_bytes + 255) & ~(CUdeviceptr)255;
+    const CUdeviceptr bias = (c + c_bytes + 255) & ~(CUdeviceptr)255, ws = (bias + bias_bytes + 255) & ~(CUdeviceptr)255;
+    CUstream st = d->copy_stream;
+    CUresult r = cu.cuMemsetD8Async(mem, 0, total, st);
+    if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev0, CU_EVENT_DEFAULT);
+    if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev1, CU_EVENT_DEFAULT);
+    const int ready = r == CUDA_SUCCESS &&
+                      lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
+    for (int i = 0; ready && i < found; ++i) {
+        if (h[i].state != 0 || h[i].workspace_size > LT_WORKSPACE) continue;
+        int bad = 0;
+        for (int rep = 0; rep < 12 && !bad; ++rep) {  /* two warm-up launches, then ten timed */
+            if (rep == 2) cu.cuEventRecord(ev0, st);
+            bad = lt_api.cublasLtMatmul(d->lt, p->op, &g->alpha, (const void *)b, p->la, (const void *)a, p->lb,
+                                        &g->beta, (const void *)c, p->lc, (void *)c, p->lc, &h[i].algo, (void *)ws,
+                                        LT_WORKSPACE, st) != 0;
+        }
+        float ms = 0;
+        if (bad || cu.cuEventRecord(ev1, st) != CUDA_SUCCESS || cu.cuEventSynchronize(ev1) != CUDA_SUCCESS ||
+            cu.cuEventElapsedTime(&ms, ev0, ev1) != CUDA_SUCCESS)
+            continue;
+        if (best_ms < 0 || ms < best_ms) best = i, best_ms = ms;
+    }
+    cu.cuStreamSynchronize(st);
+    if (ev0) cu.cuEventDestroy(ev0);
+    if (ev1) cu.cuEventDestroy(ev1);
+    cu.cuMemFree(mem);
+    return best;
+}
+
 static int lt_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
            x->ldc == y->ldc && x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
@@ -1306,7 +1355,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     const int32_t bias_type = ct;
     const uint64_t ws = LT_WORKSPACE;
     void *pref = NULL;
-    lt_heuristic h;
+    lt_heuristic h[LT_CANDIDATES];
     int found = 0;
     st = lt_api.cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSA, &op_a, sizeof op_a);
@@ -1321,7 +1370,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lc, ct, (uint64_t)g->n, (uint64_t)g->m, g->ldc);
     if (!st) st = lt_api.cublasLtMatmulPreferenceCreate(&pref);
     if (!st) st = lt_api.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    if (!st) st = lt_api.cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &h, &found);
+    if (!st) st = lt_api.cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, LT_CANDIDATES, h, &found);
     if (pref) lt_api.cublasLtMatmulPreferenceDestroy(pref);
     if (st || found < 1) {
         if (p->op) lt_api.cublasLtMatmulDescDestroy(p->op);
@@ -1332,7 +1381,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
         return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: cuBLASLt has no bias-epilogue algorithm for m=%lld n=%lld k=%lld "
                     "(status %d)", (long long)g->m, (long long)g->n, (long long)g->k, st);
     }
-    p->algo = h.algo;
+    p->algo = h[lt_fastest(d, p, g, h, found)].algo;
     p->key = *g;
     p->next = d->lt_plans;
     d->lt_plans = p;
