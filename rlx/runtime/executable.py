@@ -43,6 +43,14 @@ class CompileStats:
     outputs_pinned: bool
 
 
+_max = np.maximum.reduce   # ndarray.max without the Python wrapper
+
+
+def _unsigned(dtype: np.dtype) -> np.dtype | None:
+    """The unsigned integer dtype of a signed one's width (None for others)."""
+    return np.dtype(f"u{dtype.itemsize}") if dtype.kind == "i" else None
+
+
 class Executable:
     """Run with ``exe.run({"x": array})`` or ``exe.run(x=array)``; returns a
     dict of output name -> new numpy array. Safe to call from several
@@ -62,6 +70,15 @@ class Executable:
         self._input_names = frozenset(s.name for s in self.input_specs)
         self._param_slots = param_slots  # name -> (IOSpec, buffer, byte offset): own or shared resident
         self._index_checks = index_checks  # (input position, rows, op label)
+        # What run() checks per input, precomputed: (name, numpy dtype, shape).
+        self._expect = tuple((s.name, s.dtype.numpy, s.shape) for s in self.input_specs)
+        # Index range checks as one reduction each: viewed as unsigned, a
+        # negative index is larger than any row count, so max < rows covers
+        # both ends. (position, unsigned view dtype, rows, label)
+        self._index_fast = tuple((pos, _unsigned(self.input_specs[pos].dtype.numpy), rows, label)
+                                 for pos, rows, label in index_checks)
+        self._out_alloc = tuple((s.shape, s.dtype.numpy) for s in self.output_specs)
+        self._out_names = tuple(s.name for s in self.output_specs)
         self.stats = stats
         self.plan = plan
         self.thunks = thunks
@@ -90,20 +107,36 @@ class Executable:
 
     # ---- running -------------------------------------------------------------
     def run(self, inputs: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> dict[str, np.ndarray]:
-        feed = dict(inputs) if inputs else {}
         if named:
+            feed = dict(inputs) if inputs else {}
             feed.update(named)
-        if len(feed) != len(self.input_specs) or not self._input_names.issuperset(feed):
+        elif type(inputs) is dict:
+            feed = inputs      # only read here
+        else:
+            feed = dict(inputs) if inputs else {}
+        if len(feed) != len(self._expect):
             self._explain_names(feed)
-        arrays = [self._check_input(spec, feed[spec.name]) for spec in self.input_specs]
-        for position, rows, label in self._index_checks:
+        arrays = []
+        for name, dtype, shape in self._expect:
+            try:
+                value = feed[name]
+            except KeyError:   # a missing name (the counts matched: so an unknown one too)
+                self._explain_names(feed)
+            # The common case (a dense ndarray of the right dtype and shape)
+            # costs three attribute checks; anything else takes the full path.
+            if (type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape
+                    or not value.flags.c_contiguous):
+                value = self._check_input(self.input_specs[len(arrays)], value)
+            arrays.append(value)
+        for position, udtype, rows, label in self._index_fast:
             idx = arrays[position]
-            if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= rows):
+            if idx.size and (_max(idx.view(udtype), axis=None) >= rows if udtype is not None
+                             else int(idx.min()) < 0 or int(idx.max()) >= rows):
                 raise InputError(f"input '{self.input_specs[position].name}': index out of range [0, {rows}) "
                                  f"for {label} (min {int(idx.min())}, max {int(idx.max())})")
-        outputs = [np.empty(spec.shape, spec.dtype.numpy) for spec in self.output_specs]
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._out_alloc]
         self.program.run(arrays, outputs)
-        return {spec.name: out for spec, out in zip(self.output_specs, outputs)}
+        return dict(zip(self._out_names, outputs))
 
     __call__ = run
 
