@@ -455,7 +455,7 @@ void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint
         job.chunk = std::max<int64_t>(64, (g.m + 2 * d->threads - 1) / (2 * d->threads));
         bf16_run(d, split && g.m * g.k >= (1 << 16), bf16_round_part, &job, (g.m + job.chunk - 1) / job.chunk);
         if (g.trans_b && g.m <= rlx_bf16::small::kMaxRows) {
-            job.chunk = 64;   // columns per group: B streams once, split over the pool
+            job.chunk = 16;   // columns per group (4 tiles): B streams once, split over the pool
             bf16_run(d, split, bf16_small_part, &job, (g.n + job.chunk - 1) / job.chunk);
             return;
         }
