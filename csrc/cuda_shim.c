@@ -154,11 +154,11 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
       (cublasHandle_t, int, int, int, int, int, const void *, const void *const *, int, int,             \
        const void *const *, int, int, const void *, void *const *, int, int, int, int, int))
 
-/* cuBLASLt, for single and strided-batch gemms (cublasLt.h values). */
+/* cuBLASLt, for gemms with a bias epilogue (cublasLt.h values). */
 enum {
     LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
     LT_DESC_BIAS_DATA_TYPE = 26, LT_EPILOGUE_BIAS = 4, LT_PREF_MAX_WORKSPACE_BYTES = 1,
-    LT_LAYOUT_BATCH_COUNT = 5, LT_LAYOUT_STRIDED_BATCH_OFFSET = 6
+    LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_B = 6, LT_PREF_MIN_ALIGNMENT_C = 7, LT_PREF_MIN_ALIGNMENT_D = 8
 };
 typedef struct { uint64_t data[8]; } lt_algo;
 typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; int reserved[4]; } lt_heuristic;
@@ -170,7 +170,6 @@ typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; in
     X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute", (void *, int, const void *, size_t)) \
     X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate", (void **, int, uint64_t, uint64_t, int64_t)) \
     X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy", (void *))                               \
-    X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute", (void *, int, const void *, size_t)) \
     X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate", (void **))                        \
     X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy", (void *))                       \
     X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute",                       \
@@ -493,6 +492,7 @@ struct rlx_device {
 typedef struct lt_plan {
     struct lt_plan *next;
     rlx_gemm_desc key;          /* shape and type fields compared by lt_same */
+    uint32_t align[3];          /* byte alignment of A, B, C (addresses, rows, batch strides): see lt_aligns */
     void *op, *la, *lb, *lc;
     lt_algo algo;
 } lt_plan;
@@ -1287,10 +1287,9 @@ static rlx_status gemm_ptr_array(rlx_device *d, const rlx_gemm_desc *g, CUdevice
 static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, const lt_heuristic *h, int found) {
     if (found < 2) return 0;
     const uint64_t sa = rlx_dtype_size(g->dtype), sb = rlx_dtype_size(g->b_dtype), sc = rlx_dtype_size(g->c_dtype);
-    const int64_t last = rlx_gemm_batch(g) - 1;   /* lt plans are single or strided-batch products */
-    const size_t a_bytes = (size_t)(last * g->stride_a + (g->trans_a ? g->k : g->m) * g->lda) * sa;
-    const size_t b_bytes = (size_t)(last * g->stride_b + (g->trans_b ? g->n : g->k) * g->ldb) * sb;
-    const size_t c_bytes = (size_t)(last * g->stride_c + g->m * g->ldc) * sc, bias_bytes = (size_t)g->n * sc;
+    const size_t a_bytes = (size_t)((g->trans_a ? g->k : g->m) * g->lda) * sa;
+    const size_t b_bytes = (size_t)((g->trans_b ? g->n : g->k) * g->ldb) * sb;
+    const size_t c_bytes = (size_t)(g->m * g->ldc) * sc, bias_bytes = (size_t)g->n * sc;
     const size_t total = a_bytes + b_bytes + c_bytes + bias_bytes + LT_WORKSPACE + 4 * 256;
     CUdeviceptr mem = 0;
     CUevent ev0 = NULL, ev1 = NULL;
@@ -1304,8 +1303,7 @@ static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, c
     if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev0, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev1, CU_EVENT_DEFAULT);
     const int ready = r == CUDA_SUCCESS &&
-                      (!g->bias ||
-                       lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0);
+                      lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
     for (int i = 0; ready && i < found; ++i) {
         if (h[i].state != 0 || h[i].workspace_size > LT_WORKSPACE) continue;
         int bad = 0;
@@ -1328,25 +1326,36 @@ static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, c
     return best;
 }
 
+/* The byte alignment (up to 256) every row of A, B and C keeps: cuBLASLt's
+ * heuristic assumes 256 unless told, and its picks for aligned operands
+ * fail on operands at an 8-byte offset (seen on the H200). */
+static uint32_t lt_align(CUdeviceptr p, int64_t ld, uint64_t elem) {
+    const uint64_t v = (uint64_t)p | (uint64_t)ld * elem | 256u;
+    return (uint32_t)(v & (~v + 1));
+}
+static void lt_aligns(const rlx_gemm_desc *g, uint32_t out[3]) {
+    out[0] = lt_align(g->a->ptr + g->a_offset, g->lda, rlx_dtype_size(g->dtype));
+    out[1] = lt_align(g->b->ptr + g->b_offset, g->ldb, rlx_dtype_size(g->b_dtype));
+    out[2] = lt_align(g->c->ptr + g->c_offset, g->ldc, rlx_dtype_size(g->c_dtype));
+}
+
 static int lt_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
            x->ldc == y->ldc && x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
-           x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype && !x->bias == !y->bias &&
-           rlx_gemm_batch(x) == rlx_gemm_batch(y) &&
-           (rlx_gemm_batch(x) == 1 ||
-            (x->stride_a == y->stride_a && x->stride_b == y->stride_b && x->stride_c == y->stride_c));
+           x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype;
 }
 
-/* The cuBLASLt plan of a single or strided-batch gemm, with or without a
- * bias (row-major C = A op(B) is column-major C^T = op(B)^T op(A)^T, as in
- * run_gemm; the bias then runs along D's rows, which is what the BIAS
- * epilogue adds). Device lock held. */
+/* The cuBLASLt plan of a single gemm with a bias (row-major C = A op(B) is
+ * column-major C^T = op(B)^T op(A)^T, as in run_gemm; the bias then runs
+ * along D's rows, which is what the BIAS epilogue adds). Device lock held. */
 static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **out) {
     if (!d->info.gemm_bias) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: no cuBLASLt here, so no bias epilogue");
-    if (rlx_gemm_outer(g) > 1 || (g->bias && rlx_gemm_batch(g) > 1))
+    if (rlx_gemm_batch(g) * rlx_gemm_outer(g) > 1)
         return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: the cuda shim takes a bias on single products only");
+    uint32_t align[3];
+    lt_aligns(g, align);
     for (lt_plan *p = d->lt_plans; p; p = p->next)
-        if (lt_same(&p->key, g)) {
+        if (lt_same(&p->key, g) && !memcmp(p->align, align, sizeof align)) {
             if (!p->op) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: cuBLASLt has no algorithm for this gemm");
             return *out = p, RLX_OK;
         }
@@ -1372,28 +1381,22 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     st = lt_api.cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSA, &op_a, sizeof op_a);
     if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSB, &op_b, sizeof op_b);
-    if (!st && g->bias) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
-    if (!st && g->bias)
-        st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
     /* Lt's A is our B, its B our A (swapped as in run_gemm). */
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->la, bt, (uint64_t)(g->trans_b ? g->k : g->n),
                                                     (uint64_t)(g->trans_b ? g->n : g->k), g->ldb);
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lb, at, (uint64_t)(g->trans_a ? g->m : g->k),
                                                     (uint64_t)(g->trans_a ? g->k : g->m), g->lda);
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lc, ct, (uint64_t)g->n, (uint64_t)g->m, g->ldc);
-    if (rlx_gemm_batch(g) > 1) {  /* one strided-batch call; Lt's A is our B */
-        const int32_t count = (int32_t)rlx_gemm_batch(g);
-        void *const layouts[3] = {p->la, p->lb, p->lc};
-        const int64_t strides[3] = {g->stride_b, g->stride_a, g->stride_c};
-        for (int i = 0; i < 3 && !st; ++i) {
-            st = lt_api.cublasLtMatrixLayoutSetAttribute(layouts[i], LT_LAYOUT_BATCH_COUNT, &count, sizeof count);
-            if (!st)
-                st = lt_api.cublasLtMatrixLayoutSetAttribute(layouts[i], LT_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
-                                                              sizeof strides[i]);
-        }
-    }
     if (!st) st = lt_api.cublasLtMatmulPreferenceCreate(&pref);
     if (!st) st = lt_api.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    /* Lt's A is our B, its B our A; C and D are our C. */
+    const int pref_keys[4] = {LT_PREF_MIN_ALIGNMENT_A, LT_PREF_MIN_ALIGNMENT_B, LT_PREF_MIN_ALIGNMENT_C,
+                              LT_PREF_MIN_ALIGNMENT_D};
+    const uint32_t pref_aligns[4] = {align[1], align[0], align[2], align[2]};
+    for (int i = 0; i < 4 && !st; ++i)
+        st = lt_api.cublasLtMatmulPreferenceSetAttribute(pref, pref_keys[i], &pref_aligns[i], sizeof pref_aligns[i]);
     if (!st) st = lt_api.cublasLtMatmulAlgoGetHeuristic(d->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, LT_CANDIDATES, h, &found);
     if (pref) lt_api.cublasLtMatmulPreferenceDestroy(pref);
     if (st || found < 1) {
@@ -1401,7 +1404,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
         if (p->la) lt_api.cublasLtMatrixLayoutDestroy(p->la);
         if (p->lb) lt_api.cublasLtMatrixLayoutDestroy(p->lb);
         if (p->lc) lt_api.cublasLtMatrixLayoutDestroy(p->lc);
-        *p = (lt_plan){.key = *g, .next = d->lt_plans};   /* remembered, so the next encode asks no more */
+        *p = (lt_plan){.key = *g, .align = {align[0], align[1], align[2]}, .next = d->lt_plans};  /* remembered */
         d->lt_plans = p;
         return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: cuBLASLt has no algorithm for m=%lld n=%lld k=%lld%s "
                     "(status %d)", (long long)g->m, (long long)g->n, (long long)g->k, g->bias ? " with a bias" : "",
@@ -1409,6 +1412,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     }
     p->algo = h[lt_fastest(d, p, g, h, found)].algo;
     p->key = *g;
+    memcpy(p->align, align, sizeof align);
     p->next = d->lt_plans;
     d->lt_plans = p;
     *out = p;
@@ -1433,8 +1437,6 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     lt_plan *plan = NULL;
     if (s == RLX_OK && rlx_gemm_outer(desc) > 1) s = gemm_ptr_array(d, desc, &ptrs);
     if (s == RLX_OK && desc->bias) s = lt_plan_for(d, desc, &plan);
-    else if (s == RLX_OK && d->info.gemm_bias && rlx_gemm_outer(desc) == 1 && lt_plan_for(d, desc, &plan) != RLX_OK)
-        plan = NULL;   /* a shape cuBLASLt has no algorithm for: plain cuBLAS below */
     pthread_mutex_unlock(&d->mu);
     if (s) return s;
     return push(cb, &(cmd_t){.kind = CMD_GEMM, .gemm = *desc, .gemm_ptrs = ptrs, .plan = plan});
@@ -1462,11 +1464,9 @@ static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr pt
     const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
     const int n_entries = (int)(rlx_gemm_batch(g) * rlx_gemm_outer(g));
     int st = cb_api.cublasSetStream(d->blas, d->stream);
-    if (st == 0 && plan) {  /* cuBLASLt, bias epilogue or none: D = C = our C */
-        if (g->bias) {
-            const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
-            st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
-        }
+    if (st == 0 && plan) {  /* with the bias epilogue: D = C = our C */
+        const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
+        st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
         if (st == 0)
             st = lt_api.cublasLtMatmul(d->lt, plan->op, &g->alpha, (const void *)b, plan->la, (const void *)a, plan->lb,
                                        &g->beta, (const void *)c, plan->lc, (void *)c, plan->lc, &plan->algo,
