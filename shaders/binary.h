@@ -29,11 +29,14 @@ RLX_INLINE float rlx_binary_apply(uint op, float x, float y) {
 template <typename T>
 RLX_KERNEL binary(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
                   RLX_BUF(RLX_DEVICE T *, out, 2), RLX_PARAMS(BinaryParams, p, 3) RLX_IDS) {
-    const uint op = p->op;
+    // Params into registers before the first index read: on CUDA that read
+    // waits for the previous kernel (see the prelude), so loads issued before
+    // it overlap that kernel instead of following it.
+    const uint op = p->op, n = p->n, a_offset = p->a_offset, b_offset = p->b_offset;
     if (p->contiguous) {
-        RLX_FOR_RANGE(i, p->n) {
-            out[i] = rlx_from_float<T>(rlx_binary_apply(op, rlx_to_float(a[p->a_offset + i]),
-                                                        rlx_to_float(b[p->b_offset + i])));
+        RLX_FOR_RANGE(i, n) {
+            out[i] = rlx_from_float<T>(rlx_binary_apply(op, rlx_to_float(a[a_offset + i]),
+                                                        rlx_to_float(b[b_offset + i])));
         }
         return;
     }

@@ -16,21 +16,21 @@ struct LinearParams {
 template <typename T>
 RLX_KERNEL bias_act(RLX_BUF(RLX_DEVICE T *, y, 0), RLX_BUF(RLX_DEVICE const T *, bias, 1),
                     RLX_PARAMS(LinearParams, p, 2) RLX_IDS) {
-    const uint n = p->n;
+    const uint n = p->n, m = p->m, has_bias = p->has_bias, act = p->act;  // before the first index read
     // Branch-free loop bodies for the CPU vectorizer; without a bias the
     // binding is y itself and is never read.
     // One group per row, its threads over the columns: contiguous, and the
     // bias index needs no modulo (which would stop the CPU vectorizer).
     const uint row = rlx_group_id.x;
-    if (row >= p->m) return;
+    if (row >= m) return;
     RLX_DEVICE T *yr = y + (uint64_t)row * n;
 #define RLX_BIAS_ACT_LOOP(f)                                                        \
     RLX_FOR_GROUP(c, n) { yr[c] = rlx_from_float<T>(f(rlx_to_float(yr[c]) + rlx_to_float(bias[c]))); }
 #define RLX_ACT_LOOP(f) RLX_FOR_GROUP(c, n) { yr[c] = rlx_from_float<T>(f(rlx_to_float(yr[c]))); }
-    if (p->has_bias) {
-        RLX_SWITCH_ACTIVATION(p->act, RLX_BIAS_ACT_LOOP)
+    if (has_bias) {
+        RLX_SWITCH_ACTIVATION(act, RLX_BIAS_ACT_LOOP)
     } else {
-        RLX_SWITCH_ACTIVATION(p->act, RLX_ACT_LOOP)
+        RLX_SWITCH_ACTIVATION(act, RLX_ACT_LOOP)
     }
 #undef RLX_BIAS_ACT_LOOP
 #undef RLX_ACT_LOOP

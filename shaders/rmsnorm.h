@@ -45,11 +45,13 @@ RLX_KERNEL add_layernorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE
                          RLX_BUF(RLX_DEVICE const T *, weight, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                          RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(NormParams, p, 5) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
+    // Params before the first index read (binary.h says why).
+    const uint rows = p->rows, cols = p->cols, x_offset = p->x_offset, r_offset = p->r_offset;
+    const float eps = p->eps;
     const uint row = rlx_group_id.x;
-    if (row >= p->rows) return;
-    const uint cols = p->cols;
-    RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)row * cols;
-    RLX_DEVICE const T *rr = r + p->r_offset + (uint64_t)row * cols;
+    if (row >= rows) return;
+    RLX_DEVICE const T *xr = x + x_offset + (uint64_t)row * cols;
+    RLX_DEVICE const T *rr = r + r_offset + (uint64_t)row * cols;
     RLX_DEVICE T *yr = y + (uint64_t)row * cols;
     float s = 0.0f;
     RLX_FOR_GROUP(i, cols) { s += rlx_to_float(xr[i]) + rlx_to_float(rr[i]); }
@@ -59,7 +61,7 @@ RLX_KERNEL add_layernorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE
         const float d = rlx_to_float(xr[i]) + rlx_to_float(rr[i]) - mean;
         v += d * d;
     }
-    const float inv = rlx_rsqrt(rlx_group_sum(v, scratch) / (float)cols + p->eps);
+    const float inv = rlx_rsqrt(rlx_group_sum(v, scratch) / (float)cols + eps);
     RLX_FOR_GROUP(i, cols) {
         const float n = (rlx_to_float(xr[i]) + rlx_to_float(rr[i]) - mean) * inv;
         yr[i] = rlx_from_float<T>(n * rlx_to_float(weight[i]) + rlx_to_float(bias[i]));

@@ -53,18 +53,19 @@ template <typename T, typename U>
 RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const T *, mask, 1),
                           RLX_BUF(RLX_DEVICE U *, y, 2), RLX_PARAMS(MaskedSoftmaxParams, p, 3) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
+    // Params before the first index read (binary.h says why).
+    const uint rows = p->rows, cols = p->cols, in_offset = p->in_offset, has_mask = p->has_mask;
+    const uint mask_offset = p->mask_offset, n_lead = p->n_lead, mcs = p->mask_col_stride;
+    const float scale = p->scale;
     const uint row = rlx_group_id.x * rlx_group_size.y + rlx_local_id.y;
-    if (row >= p->rows) return;
-    const uint cols = p->cols;
-    RLX_DEVICE const T *xr = x + p->in_offset + (uint64_t)row * cols;
+    if (row >= rows) return;
+    RLX_DEVICE const T *xr = x + in_offset + (uint64_t)row * cols;
     RLX_DEVICE U *yr = y + (uint64_t)row * cols;
-    uint m = p->mask_offset, rest = row;
-    for (int d = (int)p->n_lead - 1; d >= 0; --d) {
+    uint m = mask_offset, rest = row;
+    for (int d = (int)n_lead - 1; d >= 0; --d) {
         m += (rest % p->lead_shape[d]) * p->mask_lead_strides[d];
         rest /= p->lead_shape[d];
     }
-    const float scale = p->scale;
-    const uint mcs = p->mask_col_stride;
     // Three shapes of the same loops (no mask, a contiguous mask row, a
     // strided one) so each body is branch-free: the CPU target vectorizes them.
 #define RLX_MASKED_SOFTMAX(VALUE)                                                   \
@@ -112,7 +113,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
     }
     // In place (y == x) is allowed: each thread reads an element before it
     // writes it, and later passes read only what the same thread wrote.
-    if (!p->has_mask) {
+    if (!has_mask) {
         RLX_MASKED_SOFTMAX(rlx_to_float(xr[i]) * scale)
     } else if (mcs == 1u) {
         RLX_DEVICE const T *mr = mask + m;

@@ -12,7 +12,7 @@ struct UnaryParams {
 // One loop per op (the op is uniform across the dispatch): a per-element
 // switch would stop the CPU target's vectorizer.
 #define RLX_UNARY_LOOP(expr)                                                         \
-    RLX_FOR_RANGE(i, p->n) {                                                         \
+    RLX_FOR_RANGE(i, n) {                                                            \
         const float v = rlx_to_float(src[i]);                                        \
         dst[i] = rlx_from_float<T>(expr);                                            \
     }                                                                                \
@@ -21,7 +21,8 @@ struct UnaryParams {
 template <typename T>
 RLX_KERNEL unary(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y, 1),
                  RLX_PARAMS(UnaryParams, p, 2) RLX_IDS) {
-    const float scale = p->scale, shift = p->shift;
+    const float scale = p->scale, shift = p->shift;   // params before the first index read (binary.h)
+    const uint n = p->n;
     RLX_DEVICE const T *src = x + p->in_offset;
     RLX_DEVICE T *dst = y + p->out_offset;
     switch (p->op) {

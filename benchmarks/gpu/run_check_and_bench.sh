@@ -35,5 +35,8 @@ echo "== replay floor without PDL"
 RLX_CUDA_PDL=0 timeout 40 python3 -c "import sys; sys.path.insert(0, 'benchmarks/gpu'); from bert_cuda import replay_floor; print(replay_floor())"
 echo "== profile"
 timeout 100 python3 benchmarks/gpu/profile_cuda.py 2>&1 | tee "$OUT/profile.jsonl" | cut -c1-700
+echo "== replay floor: kernel bodies, and a bare CUDA-runtime program (pdl_probe.cu)"
+timeout 60 python3 benchmarks/gpu/floor_kernels.py 2>&1 | tail -2
+nvcc -O2 -arch=sm_90 benchmarks/gpu/pdl_probe.cu -o /tmp/pdl_probe && timeout 60 /tmp/pdl_probe | tail -6
 echo "== replay floor by shim step"
 bash benchmarks/gpu/floor_phases.sh 2>&1 | tail -12

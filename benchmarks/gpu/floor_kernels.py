@@ -1,0 +1,74 @@
+"""Is the replay floor's device time in rlx's kernels or in its path? The
+floor's chain (65 dependent adds of 16 floats) replayed through a bare
+Program three ways: the built-in binary kernel the compiler emits, a
+minimal add with no params struct, and the same reading one param before
+its first index (as the built-in kernels do). Same Program, shim and CUDA
+graph for all three, so their difference is the kernel body's.
+
+A development aid for issue 6.  On the H200:  python3 benchmarks/gpu/floor_kernels.py"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import numpy as np
+from rlx._core import Program
+
+sys.path.insert(0, "benchmarks/gpu")
+from bert_cuda import floor_programs  # noqa: E402
+
+from rlx.runtime import shim  # noqa: E402
+
+SOURCE = """
+struct Add16Params { uint n; uint pad[3]; };
+template <typename T>
+RLX_KERNEL add16(RLX_BUF(RLX_DEVICE T *, x, 0), RLX_BUF(RLX_DEVICE const T *, b, 1) RLX_IDS) {
+    const uint i = rlx_local_id.x;
+    if (i < 16u) x[i] += b[i];
+}
+RLX_INSTANTIATE(add16, float, add16_f32)
+template <typename T>
+RLX_KERNEL add16p(RLX_BUF(RLX_DEVICE T *, x, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
+                  RLX_PARAMS(Add16Params, p, 2) RLX_IDS) {
+    const uint n = p->n;
+    const uint i = rlx_local_id.x;
+    if (i < n) x[i] += b[i];
+}
+RLX_INSTANTIATE(add16p, float, add16p_f32)
+"""
+
+
+def replay_us(prog: Program, runs: int = 3000) -> float:
+    for _ in range(200):
+        prog.run([], [])
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        prog.run([], [])
+        times.append(time.perf_counter() - t)
+    return 1e6 * statistics.median(times)
+
+
+def main() -> None:
+    exe, bare = floor_programs()
+    dev = exe.device
+    lib = dev.compile_library(SOURCE)
+    buf = dev.alloc(4096)
+    buf.write(0, np.zeros(16, np.float32))
+    buf.write(256, np.ones(16, np.float32))
+    buf.write(512, np.array([16, 0, 0, 0], np.uint32))
+    out = {"builtin_binary_chain_us": replay_us(bare)}
+    for name, bindings in (("add16_f32", ((0, 0), (0, 256))), ("add16p_f32", ((0, 0), (0, 256), (0, 512)))):
+        pipe = lib.pipeline(name, shim.PIPELINE_INDIRECT)
+        thunks = [(0, i > 0, pipe.address, bindings, (1, 1, 1), (32, 1, 1)) for i in range(65)]
+        prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
+                       keepalive=(buf, lib, pipe))
+        out[f"{name}_chain_us"] = replay_us(prog)
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
