@@ -35,11 +35,10 @@ def pytest_terminal_summary(terminalreporter):
     tr.section("rlx vs peers (median, same run)")
     for case in cases:
         per, unit = _SCALE[case]
-        rlx_t = _MEDIANS.get((case, "rlx"))
-        line = [f"{case}: rlx {rlx_t * 1e6:.3f} us/{unit}" if rlx_t else f"{case}:"]
-        for (c, who), t in sorted(_MEDIANS.items()):
-            if c != case or who == "rlx":
-                continue
-            ratio = f" (rlx/{who} = {rlx_t / t:.3f}x)" if rlx_t else ""
-            line.append(f"{who} {t * 1e6:.3f} us/{unit}{ratio}")
-        tr.write_line("; ".join(line))
+        mine = sorted((who, t) for (c, who), t in _MEDIANS.items() if c == case and who.startswith("rlx"))
+        peers = sorted((who, t) for (c, who), t in _MEDIANS.items() if c == case and not who.startswith("rlx"))
+        line = [f"{who} {t * 1e6:.3f} us/{unit}" for who, t in mine]
+        for who, t in peers:   # each rlx variant (rlx, rlx-bf16, ...) against each peer
+            ratios = ", ".join(f"{mw}/{who} = {mt / t:.3f}x" for mw, mt in mine)
+            line.append(f"{who} {t * 1e6:.3f} us/{unit}" + (f" ({ratios})" if ratios else ""))
+        tr.write_line(f"{case}: " + "; ".join(line))
