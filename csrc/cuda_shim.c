@@ -32,6 +32,7 @@
 #include "rlx_shim.h"
 #include "rlx_gemm_check.h"
 #include "rlx_shim_table.h"
+#include "parallel_memcpy.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -485,6 +486,7 @@ struct rlx_device {
     void *lt;                   /* cuBLASLt handle (gemms with a bias), made on first use */
     CUdeviceptr lt_workspace;
     struct lt_plan *lt_plans;   /* per gemm shape (guarded by mu) */
+    pmc_pool copier;            /* host threads for large staged copies */
 };
 
 /* A cuBLASLt matmul for one gemm shape: descriptors and the chosen algorithm,
@@ -664,6 +666,7 @@ static void device_close(rlx_device *d) {
     }
     pthread_mutex_destroy(&d->mu);
     pthread_mutex_destroy(&d->spare_mu);
+    pmc_destroy(&d->copier);
     free(d->nvrtc_dirs), free(d->cublas_dirs), free(d->cache_dir), free(d->include_dirs);
     free(d);
 }
@@ -695,6 +698,7 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     if (!d) return fail(RLX_ERR_OOM, "device_open: out of memory");
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->spare_mu, NULL);
+    pmc_init(&d->copier, -1);
     d->pdl = 1;
     d->staging_max = RLX_CUDA_STAGING_MAX_DEFAULT;
     rlx_status s = parse_options(d, options);
@@ -1777,7 +1781,7 @@ static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
             struct stage_copy *c = &cb->copies[i];
             if (!c->dst) continue;
             if (!c->direct) {
-                memcpy(c->dst, cb->staging + c->at, c->size);
+                pmc_copy(&d->copier, c->dst, cb->staging + c->at, c->size);
                 continue;
             }
             /* cb's work is done: read on the copy stream, as buffer_read does. */
@@ -1871,7 +1875,7 @@ static rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, con
     }
     size_t at;
     if ((s = stage_reserve(cb, size, &at))) return s;
-    memcpy(cb->staging + at, src, size);
+    pmc_copy(&d->copier, cb->staging + at, src, size);
     cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, NULL, 0};
     return RLX_OK;
 }
