@@ -39,9 +39,9 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
            "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
-    EnvVar("RLX_CUDA_STAGING_MAX", "262144", "Largest input or output (bytes) a CUDA run copies through pinned "
-           "staging inside its command buffer; larger ones are copied by the driver straight from and to the "
-           "NumPy array, which overlaps the host copy with the transfer."),
+    EnvVar("RLX_CUDA_STAGING_MAX", "268435456", "Largest input or output (bytes) a CUDA run copies through "
+           "pinned staging inside its command buffer (from 1 MiB with several host threads); larger ones are "
+           "copied by the driver straight from and to the NumPy array, so pinned memory stays bounded."),
     EnvVar("RLX_PORTABLE_BUILD", "0", "Build time only (read by setup.py): `1` compiles for the baseline ISA "
            "instead of `-march=native`, for wheels that run on other machines."),
 )
