@@ -75,6 +75,10 @@ class Lowering:
         # per-shape choices (gemm or row kernel) ask it.
         self.cost_model = None
         self.views: dict[Node, View] = {}
+        # dense() copies of a node's own value, by (node, dtype, at_start): a
+        # value is never written after it is made, so one copy serves every
+        # reader (attention widens the same mask once, not once per layer).
+        self._dense_copies: dict[tuple[Node, DType, bool], View] = {}
         self.thunks: list[Thunk] = []
         self.storages: list[Storage] = []
         self.resident: list[ResidentTensor] = []
@@ -111,11 +115,17 @@ class Lowering:
         """The node's value as a dense view, copying when it is strided (or,
         with at_start, when it does not begin at its storage's first byte:
         kernels whose params carry no element offset for that binding)."""
-        view = self.views[node] if view is None else view
+        own = view is None
+        view = self.views[node] if own else view
         if view.is_dense and (dtype is None or dtype == view.dtype) and not (at_start and view.offset):
             return view
+        key = (node, dtype or view.dtype, at_start)
+        if own and key in self._dense_copies:
+            return self._dense_copies[key]
         out = self.new_value(node, view.shape, dtype or view.dtype)
         self.emit_copy(f"copy for {node!r}", view, out)
+        if own:
+            self._dense_copies[key] = out
         return out
 
     # ---- emission ----------------------------------------------------------
