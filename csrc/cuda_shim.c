@@ -20,6 +20,10 @@
  *    commit, under the device lock, onto the device's one stream. That makes
  *    commit order the execution order (the ABI's queue semantics) and keeps
  *    cuBLAS's handle single-threaded. Events around the work give the time.
+ *    Copies that travel with a command buffer are staged through pinned
+ *    memory, large ones by several host threads (parallel_memcpy.h).
+ *  - gemm: cuBLAS; a gemm with a bias goes through a cuBLASLt plan that
+ *    times the heuristic's candidates once per shape (lt_fastest).
  *  - ICBs: a range of entries becomes a CUDA graph (a chain of kernel nodes),
  *    built and instantiated once per (start, count) and relaunched. Kernel
  *    params are pointers into the arena's params region, so patching a

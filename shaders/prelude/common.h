@@ -7,10 +7,11 @@
 
 #define RLX_MAX_DIMS 6
 
-// Row kernels keep up to this many values per thread in registers when a row
-// fits (cols <= RLX_ROW_CACHE * threads): one read of the row instead of a
-// pass per step. Same count on every target, so the CPU's one-thread groups
-// run the cached form on rows of up to 8 columns and the loop form beyond.
+// The masked softmax keeps up to this many values per thread in registers
+// when a row fits (cols <= RLX_ROW_CACHE * threads): one read of the row
+// instead of a pass per step. Same count on every target, so the CPU's
+// one-thread groups run the cached form on rows of up to 8 columns and the
+// loop form beyond (the tests cover both there).
 #define RLX_ROW_CACHE 8
 
 // erf, Abramowitz & Stegun 7.1.26 refined with one extra term
