@@ -28,7 +28,12 @@
 namespace rlx_small_m {
 
 constexpr int64_t kMaxRows = 16;
-constexpr int64_t kPrefetch = 256;   // floats ahead (1 KiB)
+// Software prefetch of B, as host_bf16.h's small-M kernel: the same offset
+// kPrefetchRows rows ahead (two 4-row blocks), into L2. The weights stream
+// from L3 or memory on every run; 1 KiB ahead within the rows into L1 left
+// too little lead. Only the first block of A's rows prefetches (later
+// blocks read the same B rows from L1).
+constexpr int64_t kPrefetchRows = 8;
 
 // 16 elements of B as f32: f32 directly, f16 (raw bits) through vcvtph2ps,
 // so f16 weights stream at half the bytes.
@@ -51,16 +56,15 @@ static inline void store_c(uint16_t *c, float v, float beta) {
 // MI rows of A (1..4, f32) against NJ rows of B (1..4): an MI x NJ tile of C.
 template <int MI, int NJ, typename TB, typename TC>
 static inline void tile(int64_t k, float alpha, const float *const *a, const TB *const *b, float beta,
-                        TC *c, int64_t ldc) {
+                        TC *c, int64_t ldc, int64_t pf_stride) {
     __m512 acc[MI][NJ];
     for (int i = 0; i < MI; ++i)
         for (int j = 0; j < NJ; ++j) acc[i][j] = _mm512_setzero_ps();
     int64_t p = 0;
     for (; p + 16 <= k; p += 16) {
         __m512 bv[NJ];
-        // B streams from memory once: ask for it well ahead of use (the rows
-        // are far apart, so four streams; the hardware prefetcher alone lags).
-        for (int j = 0; j < NJ; ++j) _mm_prefetch((const char *)(b[j] + p + kPrefetch), _MM_HINT_T0);
+        if (pf_stride)  // (a prefetch past the end of B is harmless: it never faults)
+            for (int j = 0; j < NJ; ++j) _mm_prefetch((const char *)(b[j] + pf_stride + p), _MM_HINT_T1);
         for (int j = 0; j < NJ; ++j) bv[j] = load_b(b[j] + p);
         for (int i = 0; i < MI; ++i) {
             const __m512 av = _mm512_loadu_ps(a[i] + p);
@@ -83,17 +87,18 @@ static inline void tile(int64_t k, float alpha, const float *const *a, const TB 
 
 template <int NJ, typename TB, typename TC>
 static inline void column_block(int64_t m, int64_t k, float alpha, const float *A, int64_t lda,
-                                const TB *const *b, float beta, TC *C, int64_t ldc) {
+                                const TB *const *b, int64_t ldb, float beta, TC *C, int64_t ldc) {
     for (int64_t i0 = 0; i0 < m; i0 += 4) {
+        const int64_t pf = i0 == 0 ? kPrefetchRows * ldb : 0;
         const float *a[4];
         const int64_t mi = m - i0 < 4 ? m - i0 : 4;
         for (int64_t i = 0; i < mi; ++i) a[i] = A + (i0 + i) * lda;
         TC *c = C + i0 * ldc;
         switch (mi) {
-            case 1: tile<1, NJ>(k, alpha, a, b, beta, c, ldc); break;
-            case 2: tile<2, NJ>(k, alpha, a, b, beta, c, ldc); break;
-            case 3: tile<3, NJ>(k, alpha, a, b, beta, c, ldc); break;
-            default: tile<4, NJ>(k, alpha, a, b, beta, c, ldc); break;
+            case 1: tile<1, NJ>(k, alpha, a, b, beta, c, ldc, pf); break;
+            case 2: tile<2, NJ>(k, alpha, a, b, beta, c, ldc, pf); break;
+            case 3: tile<3, NJ>(k, alpha, a, b, beta, c, ldc, pf); break;
+            default: tile<4, NJ>(k, alpha, a, b, beta, c, ldc, pf); break;
         }
     }
 }
@@ -108,10 +113,10 @@ static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float a
         const TB *b[4];
         for (int64_t j = 0; j < nj; ++j) b[j] = B + (j0 + j) * ldb;
         switch (nj) {
-            case 1: column_block<1>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
-            case 2: column_block<2>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
-            case 3: column_block<3>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
-            default: column_block<4>(m, k, alpha, A, lda, b, beta, C + j0, ldc); break;
+            case 1: column_block<1>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
+            case 2: column_block<2>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
+            case 3: column_block<3>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
+            default: column_block<4>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
         }
     }
 }
