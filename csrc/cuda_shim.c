@@ -473,6 +473,7 @@ DEFINE_LIB_LOADER(load_cublaslt, lt_api, CUBLASLT_API, "cuBLASLt", "cublasLt")
 struct rlx_device {
     int arch, cubin;            /* arch: 90 for sm_90; cubin 0: PTX for compute_<arch>, JIT by the driver */
     int pdl;                    /* launch kernels with programmatic dependent launch (see launch_kernel) */
+    int queues;                 /* queue_create allowed (device option queues=1): a stream per queue */
     uint64_t staging_max;       /* cmd_upload/cmd_download copies above this many bytes skip pinned staging */
     CUdevice cudev;
     CUcontext ctx;
@@ -532,6 +533,14 @@ struct rlx_icb {
     int n_graphs, next_evict;
 };
 
+/* A queue: its own stream, and its own cuBLASLt workspace (gemms of two
+ * queues may run at once). */
+struct rlx_queue {
+    rlx_device *dev;
+    CUstream stream;
+    CUdeviceptr lt_workspace;   /* 0 without cuBLASLt */
+};
+
 enum { CMD_DISPATCH, CMD_GEMM, CMD_ICB };
 typedef struct {
     uint32_t kind, bytes_mask;  /* bytes_mask bit i: args[i] is an offset into the set_bytes scratch */
@@ -545,6 +554,7 @@ typedef struct {
     struct lt_plan *plan;       /* a gemm with a bias: its cuBLASLt plan */
 } cmd_t;
 typedef struct sched_graph {
+    rlx_queue *queue;           /* whose commands (a gemm node bakes in its queue's cuBLASLt workspace) */
     cmd_t *cmds;                /* the list, ICB versions in .gemm.m of CMD_ICB entries */
     size_t n;
     int seen;                   /* times committed */
@@ -583,8 +593,15 @@ struct rlx_cmdbuf {
     uint8_t *staging;
     size_t staging_len, staging_cap;
     struct stage_copy { CUdeviceptr dev; size_t at, size; void *dst; int direct; } *copies;
+    rlx_queue *queue;           /* cmd_begin_on's queue; NULL: the device's stream */
     size_t n_copies, copies_cap;
 };
+
+/* The stream and cuBLASLt workspace of a command buffer's queue. */
+static CUstream cb_stream(const rlx_cmdbuf *cb) { return cb->queue ? cb->queue->stream : cb->dev->stream; }
+static CUdeviceptr cb_lt_workspace(const rlx_cmdbuf *cb) {
+    return cb->queue ? cb->queue->lt_workspace : cb->dev->lt_workspace;
+}
 
 static rlx_status set_ctx(rlx_device *d) {
     CU_CHECK(cu.cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
@@ -627,12 +644,15 @@ static rlx_status parse_options(rlx_device *d, const char *options) {
             const unsigned long long v = strtoull(value, &end, 10);
             ARG_CHECK(*value && end && !*end, "device_open: staging_max=%s (expected a byte count)", value);
             d->staging_max = v;
+        } else if (!strcmp(key, "queues")) {
+            ARG_CHECK(!strcmp(value, "0") || !strcmp(value, "1"), "device_open: queues=%s (expected 0 or 1)", value);
+            d->queues = value[0] == '1';
         } else if (!strcmp(key, "pdl")) {
             ARG_CHECK(!strcmp(value, "0") || !strcmp(value, "1"), "device_open: pdl=%s (expected 0 or 1)", value);
             d->pdl = value[0] == '1';
         } else if (strcmp(key, "threads") && strcmp(key, "blas") && strcmp(key, "cxx")) {  /* host keys */
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: nvrtc, cublas, cache_dir, "
-                        "include_dir, pdl, staging_max; threads, blas, cxx are ignored)", key);
+                        "include_dir, pdl, queues, staging_max; threads, blas, cxx are ignored)", key);
         }
     }
     return RLX_OK;
@@ -1463,8 +1483,8 @@ static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, 
 
 /* C = op(A) op(B) row-major is C^T = op(B)^T op(A)^T column-major: cuBLAS gets
  * B as its first operand, A as its second, and m, n swapped. */
-static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr ptrs, const lt_plan *plan, char *err,
-                           size_t err_size) {
+static rlx_status run_gemm(rlx_device *d, CUstream stream, CUdeviceptr lt_workspace, const rlx_gemm_desc *g,
+                           CUdeviceptr ptrs, const lt_plan *plan, char *err, size_t err_size) {
     if (g->m == 0 || g->n == 0) return RLX_OK;
     const int ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const CUdeviceptr a = g->a->ptr + g->a_offset, b = g->b->ptr + g->b_offset, c = g->c->ptr + g->c_offset;
@@ -1472,14 +1492,14 @@ static rlx_status run_gemm(rlx_device *d, const rlx_gemm_desc *g, CUdeviceptr pt
     const int bt = g->b_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
     const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
     const int n_entries = (int)(rlx_gemm_batch(g) * rlx_gemm_outer(g));
-    int st = cb_api.cublasSetStream(d->blas, d->stream);
+    int st = cb_api.cublasSetStream(d->blas, stream);
     if (st == 0 && plan) {  /* with the bias epilogue: D = C = our C */
         const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
         st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
         if (st == 0)
             st = lt_api.cublasLtMatmul(d->lt, plan->op, &g->alpha, (const void *)b, plan->la, (const void *)a, plan->lb,
                                        &g->beta, (const void *)c, plan->lc, (void *)c, plan->lc, &plan->algo,
-                                       (void *)d->lt_workspace, LT_WORKSPACE, d->stream);
+                                       (void *)lt_workspace, LT_WORKSPACE, stream);
     } else if (st == 0 && rlx_gemm_outer(g) > 1) {  /* pointer arrays [A..][B..][C..]; operands swapped as above */
         const CUdeviceptr *arr = (const CUdeviceptr *)(uintptr_t)ptrs;
         st = cb_api.cublasGemmBatchedEx(d->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &g->alpha,
@@ -1611,7 +1631,7 @@ static sched_graph *sched_graph_for(rlx_cmdbuf *cb) {
     if (!has_icb && cb->n < kMinDirectCapture) return NULL;
     for (int i = 0; i < d->n_sched; ++i) {
         sched_graph *g = &d->sched[i];
-        if (g->n != cb->n) continue;
+        if (g->n != cb->n || g->queue != cb->queue) continue;
         size_t j = 0;
         while (j < cb->n && cmd_same(&g->cmds[j], &cb->cmds[j])) ++j;
         if (j == cb->n) return g;
@@ -1628,26 +1648,27 @@ static sched_graph *sched_graph_for(rlx_cmdbuf *cb) {
     if (!(g->cmds = malloc(cb->n * sizeof *g->cmds))) return NULL;
     memcpy(g->cmds, cb->cmds, cb->n * sizeof *g->cmds);
     g->n = cb->n;
+    g->queue = cb->queue;
     return g;
 }
 
-/* One of our kernels onto the device stream. With pdl set it may start while
+/* One of our kernels onto a stream. With pdl set it may start while
  * the previous kernel in the stream finishes (programmatic dependent launch):
  * every rlx kernel waits for its predecessor's memory before it touches a
  * buffer (griddepcontrol.wait in the CUDA prelude), so only the launch
  * latency overlaps. cuBLAS kernels are launched normally and keep the full
  * dependency on both sides. */
-static CUresult launch_kernel(rlx_device *d, CUfunction fn, const uint32_t groups[3], const uint32_t threads[3],
-                              void **params) {
+static CUresult launch_kernel(rlx_device *d, CUstream stream, CUfunction fn, const uint32_t groups[3],
+                              const uint32_t threads[3], void **params) {
     if (!d->pdl)
         return cu.cuLaunchKernel(fn, groups[0], groups[1], groups[2], threads[0], threads[1], threads[2], 0,
-                                 d->stream, params, NULL);
+                                 stream, params, NULL);
     cu_launch_attribute attr;
     memset(&attr, 0, sizeof attr);
     attr.id = RLX_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attr.value.programmatic_stream_serialization_allowed = 1;
     const cu_launch_config cfg = {{groups[0], groups[1], groups[2]}, {threads[0], threads[1], threads[2]}, 0,
-                                  d->stream, &attr, 1};
+                                  stream, &attr, 1};
     return cu.cuLaunchKernelEx(&cfg, fn, params, NULL);
 }
 
@@ -1656,13 +1677,12 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *r, const char *
 /* Captures the list into g->exec (on the device stream, under the lock). On
  * any failure the list simply keeps running command by command. */
 static void sched_graph_capture(rlx_cmdbuf *cb, sched_graph *g) {
-    rlx_device *d = cb->dev;
     CUgraph graph = NULL;
-    CUresult r = cu.cuStreamBeginCapture(d->stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
+    CUresult r = cu.cuStreamBeginCapture(cb_stream(cb), 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
     const char *what = "";
     if (r != CUDA_SUCCESS) return;
     launch_cmds(cb, 1, &r, &what);
-    CUresult end = cu.cuStreamEndCapture(d->stream, &graph);
+    CUresult end = cu.cuStreamEndCapture(cb_stream(cb), &graph);
     if (r == CUDA_SUCCESS && end == CUDA_SUCCESS && cb->status == RLX_OK && graph)
         if (cu.cuGraphInstantiateWithFlags(&g->exec, graph, 0) != CUDA_SUCCESS) g->exec = NULL;
     if (graph) cu.cuGraphDestroy(graph);
@@ -1673,7 +1693,7 @@ static void sched_graph_capture(rlx_cmdbuf *cb, sched_graph *g) {
 /* Launches everything onto the device stream; errors are kept for cmd_wait.
  * Called with the device lock held and the context current. */
 static void launch_all(rlx_cmdbuf *cb) {
-    rlx_device *d = cb->dev;
+    const CUstream stream = cb_stream(cb);
     CUresult r = CUDA_SUCCESS;
     const char *what = "cuEventRecord";
     if (cb->bytes_len && cb->bytes_len > cb->scratch_cap) {
@@ -1686,27 +1706,27 @@ static void launch_all(rlx_cmdbuf *cb) {
     PHASE_ADD(PH_GRAPH_LOOKUP, t_lookup);
     if (g && !g->exec && ++g->seen >= 2) sched_graph_capture(cb, g);
     PHASE_T0(t_launch);
-    if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, d->stream), what = "cuEventRecord";
+    if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, stream), what = "cuEventRecord";
     for (size_t i = 0; r == CUDA_SUCCESS && i < cb->n_copies; ++i)
         if (!cb->copies[i].dst && !cb->copies[i].direct)
             r = cu.cuMemcpyHtoDAsync(cb->copies[i].dev, cb->staging + cb->copies[i].at, cb->copies[i].size,
-                                     d->stream), what = "cmd_upload";
+                                     stream), what = "cmd_upload";
     if (r == CUDA_SUCCESS && cb->bytes_len)
-        r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, d->stream), what = "set_bytes upload";
+        r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, stream), what = "set_bytes upload";
     if (r == CUDA_SUCCESS && g && g->exec) {
-        r = cu.cuGraphLaunch(g->exec, d->stream), what = "cuGraphLaunch (schedule)";
+        r = cu.cuGraphLaunch(g->exec, stream), what = "cuGraphLaunch (schedule)";
     } else if (r == CUDA_SUCCESS) {
         launch_cmds(cb, 0, &r, &what);
     }
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n_copies; ++i)
         if (cb->copies[i].dst && !cb->copies[i].direct)
             r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].dev, cb->copies[i].size,
-                                     d->stream), what = "cmd_download";
+                                     stream), what = "cmd_download";
     if (r != CUDA_SUCCESS && cb->status == RLX_OK) {
         cb->status = r == CUDA_ERROR_OUT_OF_MEMORY ? RLX_ERR_OOM : RLX_ERR_DEVICE;
         snprintf(cb->error, sizeof cb->error, "%s: %s (%d)", what, cu_name(r), r);
     }
-    cb->recorded = cu.cuEventRecord(cb->ev1, d->stream) == CUDA_SUCCESS;
+    cb->recorded = cu.cuEventRecord(cb->ev1, stream) == CUDA_SUCCESS;
     PHASE_ADD(PH_LAUNCH, t_launch);
 }
 
@@ -1725,9 +1745,10 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
                 params[j] = &vals[j];
             }
             *what = "cuLaunchKernel";
-            r = launch_kernel(d, c->fn, c->groups, c->threads, params);
+            r = launch_kernel(d, cb_stream(cb), c->fn, c->groups, c->threads, params);
         } else if (c->kind == CMD_GEMM) {
-            cb->status = run_gemm(d, &c->gemm, c->gemm_ptrs, c->plan, cb->error, sizeof cb->error);
+            cb->status = run_gemm(d, cb_stream(cb), cb_lt_workspace(cb), &c->gemm, c->gemm_ptrs, c->plan, cb->error,
+                                  sizeof cb->error);
         } else if (capturing) {
             for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {
                 icb_entry *en = &c->icb->entries[e];
@@ -1739,12 +1760,12 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
                 void *params[RLX_MAX_BINDINGS];
                 for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &en->args[j];
                 *what = "cuLaunchKernel (capture)";
-                r = launch_kernel(d, en->fn, en->groups, en->threads, params);
+                r = launch_kernel(d, cb_stream(cb), en->fn, en->groups, en->threads, params);
             }
         } else {
             CUgraphExec exec = NULL;
             cb->status = icb_graph_for(c->icb, c->start, c->count, &exec, cb->error, sizeof cb->error);
-            if (cb->status == RLX_OK) r = cu.cuGraphLaunch(exec, d->stream), *what = "cuGraphLaunch";
+            if (cb->status == RLX_OK) r = cu.cuGraphLaunch(exec, cb_stream(cb)), *what = "cuGraphLaunch";
         }
     }
     *rr = r;
@@ -1771,7 +1792,7 @@ static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
         rlx_device *d = cb->dev;
         PHASE_T0(t_sync);
         CUresult r = cu.cuCtxSetCurrent(d->ctx);
-        if (r == CUDA_SUCCESS) r = cb->recorded ? cu.cuEventSynchronize(cb->ev1) : cu.cuStreamSynchronize(d->stream);
+        if (r == CUDA_SUCCESS) r = cb->recorded ? cu.cuEventSynchronize(cb->ev1) : cu.cuStreamSynchronize(cb_stream(cb));
         PHASE_ADD(PH_SYNC, t_sync);
         PHASE_T0(t_elapsed);
         float ms = 0;
@@ -1810,7 +1831,7 @@ static void cmd_release(rlx_cmdbuf *cb) {
     if (cb->state == CB_COMMITTED) cmd_wait(cb, NULL);
     rlx_device *d = cb->dev;
     cb->n = 0, cb->bytes_len = 0, cb->pipe = NULL, cb->bind_set = cb->bind_bytes = 0;
-    cb->n_copies = 0, cb->staging_len = 0;
+    cb->n_copies = 0, cb->staging_len = 0, cb->queue = NULL;
     cb->state = CB_RECORDING, cb->waited = cb->recorded = 0, cb->status = RLX_OK, cb->error[0] = 0;
     cb->seconds = 0;
     pthread_mutex_lock(&d->spare_mu);
@@ -1874,7 +1895,7 @@ static rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, con
          * pageable src the call returns once src has been read. */
         if ((s = set_ctx(d))) return s;
         pthread_mutex_lock(&d->mu);  /* no schedule capture is under way on the stream */
-        const CUresult r = cu.cuMemcpyHtoDAsync(b->ptr + offset, src, size, d->stream);
+        const CUresult r = cu.cuMemcpyHtoDAsync(b->ptr + offset, src, size, cb_stream(cb));
         pthread_mutex_unlock(&d->mu);
         CU_CHECK(r, "cmd_upload (direct)");
         cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, 0, size, NULL, 1};
@@ -1962,6 +1983,50 @@ static void icb_free(rlx_icb *icb) {
         pthread_mutex_unlock(&d->mu);
     }
     free(icb->entries), free(icb);
+}
+
+/* ---- queues --------------------------------------------------------------------------- */
+static rlx_status queue_create(rlx_device *d, rlx_queue **out) {
+    ARG_CHECK(d && out, "queue_create: NULL argument");
+    *out = NULL;
+    if (!d->queues)
+        return fail(RLX_ERR_UNSUPPORTED, "queue_create: queues are off on this device (device option queues=1, "
+                    "RLX_CUDA_QUEUES=1)");
+    rlx_status s = set_ctx(d);
+    if (s) return s;
+    rlx_queue *q = calloc(1, sizeof *q);
+    if (!q) return fail(RLX_ERR_OOM, "queue_create: out of memory");
+    q->dev = d;
+    CUresult r = cu.cuStreamCreate(&q->stream, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS && d->info.gemm_bias) r = cu.cuMemAlloc(&q->lt_workspace, LT_WORKSPACE);
+    if (r != CUDA_SUCCESS) {
+        if (q->stream) cu.cuStreamDestroy(q->stream);
+        free(q);
+        return cu_fail(r, "queue_create");
+    }
+    *out = q;
+    return RLX_OK;
+}
+
+static void queue_free(rlx_queue *q) {
+    if (!q || set_ctx(q->dev) != RLX_OK) return;
+    cu.cuStreamSynchronize(q->stream);
+    /* Schedule graphs captured from this queue's commands go with it: a new
+     * queue at the same address must not replay them. */
+    pthread_mutex_lock(&q->dev->mu);
+    for (int i = 0; i < q->dev->n_sched; ++i)
+        if (q->dev->sched[i].queue == q) sched_graph_clear(&q->dev->sched[i]);
+    pthread_mutex_unlock(&q->dev->mu);
+    cu.cuStreamDestroy(q->stream);
+    if (q->lt_workspace) cu.cuMemFree(q->lt_workspace);
+    free(q);
+}
+
+static rlx_status cmd_begin_on(rlx_queue *q, rlx_cmdbuf **out) {
+    ARG_CHECK(q && out, "cmd_begin_on: NULL argument");
+    rlx_status s = cmd_begin(q->dev, out);
+    if (s == RLX_OK) (*out)->queue = q;
+    return s;
 }
 
 RLX_DEFINE_SHIM_API("cuda")

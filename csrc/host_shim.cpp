@@ -225,6 +225,9 @@ struct rlx_pipeline { rlx_library *lib; kernel_fn fn; uint32_t flags; };
 
 struct IcbEntry { kernel_fn fn = nullptr; void *bufs[RLX_MAX_BINDINGS] = {}; uint32_t groups[3] = {}; };
 struct rlx_icb { rlx_device *dev; std::vector<IcbEntry> entries; };
+// One executor runs every command buffer in commit order, so a queue only
+// names its device: ordering within it holds, and queues never overlap.
+struct rlx_queue { rlx_device *dev; };
 
 namespace {
 enum CmdKind : uint32_t { CMD_DISPATCH, CMD_BARRIER, CMD_GEMM, CMD_ICB };
@@ -1196,6 +1199,19 @@ rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline *p, ui
 
 void icb_free(rlx_icb *icb) { delete icb; }
 
+rlx_status queue_create(rlx_device *d, rlx_queue **out) {
+    ARG_CHECK(d && out, "queue_create: NULL argument");
+    *out = new rlx_queue{d};
+    return RLX_OK;
+}
+
+void queue_free(rlx_queue *q) { delete q; }
+
+rlx_status cmd_begin_on(rlx_queue *q, rlx_cmdbuf **out) {
+    ARG_CHECK(q, "cmd_begin_on: queue is NULL");
+    return cmd_begin(q->dev, out);
+}
+
 // Entry points that allocate go through GUARD; the others cannot throw.
 const rlx_shim_api kApi = {
     RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), "host",
@@ -1207,6 +1223,7 @@ const rlx_shim_api kApi = {
     GUARD(cmd_barrier), GUARD(cmd_gemm), GUARD(cmd_execute_icb), GUARD(cmd_commit), GUARD(cmd_wait), cmd_release,
     GUARD(icb_create), icb_encode_dispatch, icb_free,
     GUARD(cmd_upload), GUARD(cmd_download),
+    GUARD(queue_create), queue_free, GUARD(cmd_begin_on),
 };
 
 }  // namespace

@@ -995,4 +995,20 @@ static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t off
     return fail(RLX_ERR_UNSUPPORTED, "cmd_download: Metal buffers are host-visible; use buffer_read");
 }
 
+/* One MTLCommandQueue per device for now: queues are not built here, and
+ * callers fall back to cmd_begin (see rlx_shim.h). */
+static rlx_status queue_create(rlx_device *d, rlx_queue **out) {
+    (void)d;
+    if (out) *out = NULL;
+    return fail(RLX_ERR_UNSUPPORTED, "queue_create: the Metal shim runs every command buffer on the device's queue");
+}
+
+static void queue_free(rlx_queue *q) { (void)q; }
+
+static rlx_status cmd_begin_on(rlx_queue *q, rlx_cmdbuf **out) {
+    (void)q;
+    if (out) *out = NULL;
+    return fail(RLX_ERR_UNSUPPORTED, "cmd_begin_on: the Metal shim has no queues");
+}
+
 RLX_DEFINE_SHIM_API("metal")

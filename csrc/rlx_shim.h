@@ -61,6 +61,7 @@ typedef struct rlx_library rlx_library;
 typedef struct rlx_pipeline rlx_pipeline;
 typedef struct rlx_cmdbuf rlx_cmdbuf;
 typedef struct rlx_icb rlx_icb;
+typedef struct rlx_queue rlx_queue;
 
 typedef struct rlx_device_info {
     char name[128];
@@ -198,6 +199,17 @@ typedef struct rlx_shim_api {
      * dst must stay valid until cmd_wait returns, and holds the bytes then
      * (when the run succeeded). */
     rlx_status (*cmd_download)(rlx_cmdbuf *cb, const rlx_buffer *buf, uint64_t offset, void *dst, uint64_t size);
+
+    /* --- queues (appended: check struct_size) ---
+     * Command buffers begun on one queue run in their commit order; those of
+     * different queues may run at the same time, so memory one queue's work
+     * writes must not be used by another queue's until a cmd_wait returned.
+     * cmd_begin uses the device's own queue. A shim without queues (or with
+     * them switched off) returns RLX_ERR_UNSUPPORTED from queue_create, and
+     * callers use cmd_begin. A queue must be freed before its device. */
+    rlx_status (*queue_create)(rlx_device *dev, rlx_queue **out);
+    void (*queue_free)(rlx_queue *queue);
+    rlx_status (*cmd_begin_on)(rlx_queue *queue, rlx_cmdbuf **out);
 } rlx_shim_api;
 
 /* The one exported symbol of every shim. */

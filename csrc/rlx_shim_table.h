@@ -21,6 +21,7 @@
         cmd_barrier, cmd_gemm, cmd_execute_icb, cmd_commit, cmd_wait, cmd_release,                 \
         icb_create, icb_encode_dispatch, icb_free,                                                 \
         cmd_upload, cmd_download,                                                                  \
+        queue_create, queue_free, cmd_begin_on,                                                    \
     };                                                                                             \
     __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) { \
         if (abi_version != RLX_SHIM_ABI_VERSION) {                                                 \

@@ -24,6 +24,7 @@ cdef extern from "rlx_shim.h" nogil:
     ctypedef struct rlx_pipeline
     ctypedef struct rlx_cmdbuf
     ctypedef struct rlx_icb
+    ctypedef struct rlx_queue
     ctypedef struct rlx_library
     ctypedef struct rlx_device_info
     ctypedef struct rlx_pipeline_info
@@ -74,6 +75,9 @@ cdef extern from "rlx_shim.h" nogil:
                           uint64_t size) noexcept nogil
         int (*cmd_download)(rlx_cmdbuf *cb, const rlx_buffer *buf, uint64_t offset, void *dst,
                             uint64_t size) noexcept nogil
+        int (*queue_create)(rlx_device *dev, rlx_queue **out) noexcept nogil
+        void (*queue_free)(rlx_queue *queue) noexcept nogil
+        int (*cmd_begin_on)(rlx_queue *queue, rlx_cmdbuf **out) noexcept nogil
 
 
 cdef extern from "rlx_thunk.h" nogil:
@@ -134,6 +138,7 @@ cdef class Program:
     cdef int64_t *dynamic
     cdef uint32_t n_dynamic
     cdef rlx_icb *icb
+    cdef rlx_queue *queue          # this program's own queue, NULL: the device's (shim without queues)
     cdef rlx_segment *segments
     cdef uint32_t n_segments
     cdef bint replay
@@ -149,6 +154,7 @@ cdef class Program:
     cdef int _fail(self, int status, const char *what) noexcept nogil
     cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil
     cdef int _execute(self, rlx_cmdbuf *cb) noexcept nogil
+    cdef int _begin(self, rlx_cmdbuf **cb) noexcept nogil
     cdef int _run_staged(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef int _run_direct(self, const void *const *inputs, void *const *outputs) noexcept nogil
 

@@ -86,6 +86,12 @@ cdef class Program:
         # staged=True forces that path (tests run it on the host shim), False never takes it.
         self.staged = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.cmd_upload != NULL and
                        (self.arena_host == NULL if staged is None else bool(staged)))
+        # A queue of its own where the shim has them: programs run from
+        # different threads then overlap on the device (CUDA: a stream each).
+        self.queue = NULL
+        if self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.queue_create != NULL:
+            if self.api.queue_create(self.device, &self.queue) != 0:
+                self.queue = NULL   # none here, or switched off: the device's queue
 
         self.n_thunks = len(thunks)
         self.thunks = <rlx_thunk *>calloc(max(1, self.n_thunks), sizeof(rlx_thunk))
@@ -202,6 +208,8 @@ cdef class Program:
     def __dealloc__(self):
         if self.icb != NULL and self.api != NULL:
             self.api.icb_free(self.icb)
+        if self.queue != NULL and self.api != NULL:
+            self.api.queue_free(self.queue)
         free(self.thunks)
         free(self.inputs)
         free(self.outputs)
@@ -227,6 +235,12 @@ cdef class Program:
     @property
     def segment_count(self):
         return self.n_segments
+
+    @property
+    def own_queue(self):
+        """True when the program runs on a queue of its own (the shim has
+        queues and they are on), False on the device's queue."""
+        return self.queue != NULL
 
     @property
     def staged_copies(self):
@@ -351,6 +365,11 @@ cdef class Program:
         pthread_mutex_unlock(&self.lock)
         return status
 
+    cdef int _begin(self, rlx_cmdbuf **cb) noexcept nogil:
+        if self.queue != NULL:
+            return self.api.cmd_begin_on(self.queue, cb)
+        return self.api.cmd_begin(self.device, cb)
+
     cdef int _execute(self, rlx_cmdbuf *cb) noexcept nogil:
         """Encode, commit and wait (cb is released by the caller)."""
         cdef int status = self._encode(cb)
@@ -370,7 +389,7 @@ cdef class Program:
         cdef rlx_cmdbuf *cb = NULL
         cdef uint32_t i
         cdef int32_t value
-        cdef int status = api.cmd_begin(self.device, &cb)
+        cdef int status = self._begin(&cb)
         if status != 0:
             return self._fail(status, b"beginning a command buffer")
         for i in range(self.n_inputs):
@@ -421,7 +440,7 @@ cdef class Program:
                 status = api.buffer_write(self.arena, self.patches[i].offset, &value, 4)
                 if status != 0:
                     return self._fail(status, b"patching a dynamic value")
-        status = api.cmd_begin(self.device, &cb)
+        status = self._begin(&cb)
         if status != 0:
             return self._fail(status, b"beginning a command buffer")
         status = self._execute(cb)

@@ -107,3 +107,17 @@ def test_explicit_segment_plan_with_direct_and_gemm_segments():
     with pytest.raises(RlxError, match="gemm segment"):
         Program(dev.shim.api_address, dev.address, [arena.address], thunks, [], [], replay=True,
                 segments=[(GEMM, 0, 1), (GEMM, 1, 1), (DIRECT, 2, 1)], keepalive=arena)
+
+
+def test_program_runs_on_a_queue_of_its_own():
+    """Where the shim has queues (the host always), each program takes one,
+    so programs run from different threads do not share one ordering."""
+    dev = shim.open_device("host", 0)
+    arena = dev.alloc(256)
+    progs = [Program(dev.shim.api_address, dev.address, [arena.address], [], [(32, 16)], [(32, 16)],
+                     keepalive=arena, staged=True) for _ in range(2)]
+    for prog, value in zip(progs, (1.0, 2.0)):
+        assert prog.own_queue
+        out = np.zeros(4, np.float32)
+        prog.run([np.full(4, value, np.float32)], [out])
+        np.testing.assert_array_equal(out, value)

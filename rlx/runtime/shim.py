@@ -132,6 +132,9 @@ class ShimApi(ctypes.Structure):
         ("icb_free", _fn(None, _p)),
         ("cmd_upload", _fn(_st, _p, _p, _u64, _p, _u64)),
         ("cmd_download", _fn(_st, _p, _p, _u64, _p, _u64)),
+        ("queue_create", _fn(_st, _p, _pp)),
+        ("queue_free", _fn(None, _p)),
+        ("cmd_begin_on", _fn(_st, _p, _pp)),
     ]
 
 
@@ -275,6 +278,7 @@ def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
     if backend == "cuda":
         opts.update(_cuda_options())
         opts["pdl"] = "1" if env.cuda_pdl() else "0"
+        opts["queues"] = "1" if env.cuda_queues() else "0"
         if env.cuda_staging_max() is not None:
             opts["staging_max"] = str(env.cuda_staging_max())
     if backend == "host":
@@ -508,11 +512,14 @@ class CommandBuffer:
     """Thin wrapper over the cmd_* entries: arguments go to the shim unchecked,
     so tests exercise the shim's own validation."""
 
-    def __init__(self, device: Device):
+    def __init__(self, device: Device, queue: Queue | None = None):
         self.device = device
         self._api = device.shim.api.contents
         handle = ctypes.c_void_p()
-        check(device.shim, self._api.cmd_begin(device.address, ctypes.byref(handle)), "cmd_begin")
+        if queue is None:
+            check(device.shim, self._api.cmd_begin(device.address, ctypes.byref(handle)), "cmd_begin")
+        else:
+            check(device.shim, self._api.cmd_begin_on(queue.address, ctypes.byref(handle)), "cmd_begin_on")
         self.address = handle.value
         self._keep: list = []  # buffers and ICBs referenced by recorded commands
 
@@ -591,6 +598,29 @@ class CommandBuffer:
     def __del__(self):
         try:
             self.release()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class Queue:
+    """A queue of the device (rlx_shim.h): its command buffers run in commit
+    order, and may overlap those of other queues."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._api = device.shim.api.contents
+        handle = ctypes.c_void_p()
+        check(device.shim, self._api.queue_create(device.address, ctypes.byref(handle)), "queue_create")
+        self.address = handle.value
+
+    def free(self) -> None:
+        if self.address:
+            address, self.address = self.address, 0
+            self._api.queue_free(address)
+
+    def __del__(self):
+        try:
+            self.free()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
