@@ -602,21 +602,16 @@ class CommandBuffer:
             pass
 
 
-class Queue:
-    """A queue of the device (rlx_shim.h): its command buffers run in commit
-    order, and may overlap those of other queues."""
-
-    def __init__(self, device: Device):
-        self.device = device
-        self._api = device.shim.api.contents
-        handle = ctypes.c_void_p()
-        check(device.shim, self._api.queue_create(device.address, ctypes.byref(handle)), "queue_create")
-        self.address = handle.value
+class _FreedOnce:
+    """A shim object released once through its table entry `_free_entry`:
+    by free(), or when collected."""
+    _free_entry = ""
+    address: int | None = None
 
     def free(self) -> None:
         if self.address:
             address, self.address = self.address, 0
-            self._api.queue_free(address)
+            getattr(self._api, self._free_entry)(address)
 
     def __del__(self):
         try:
@@ -625,8 +620,22 @@ class Queue:
             pass
 
 
-class Icb:
+class Queue(_FreedOnce):
+    """A queue of the device (rlx_shim.h): its command buffers run in commit
+    order, and may overlap those of other queues."""
+    _free_entry = "queue_free"
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._api = device.shim.api.contents
+        handle = ctypes.c_void_p()
+        check(device.shim, self._api.queue_create(device.address, ctypes.byref(handle)), "queue_create")
+        self.address = handle.value
+
+
+class Icb(_FreedOnce):
     """Indirect command buffer: dispatches encoded once, replayed by execute_icb."""
+    _free_entry = "icb_free"
 
     def __init__(self, device: Device, capacity: int):
         self.device = device
@@ -648,14 +657,3 @@ class Icb:
                                                _u32x3(groups), _u32x3(threads), int(barrier_before))
         check(self.device.shim, status, "icb_encode_dispatch")
         self._keep[index] = (pipeline, pairs)
-
-    def free(self) -> None:
-        if self.address:
-            address, self.address = self.address, 0
-            self._api.icb_free(address)
-
-    def __del__(self):
-        try:
-            self.free()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
