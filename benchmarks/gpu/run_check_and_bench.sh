@@ -29,6 +29,10 @@ for tool in $([ "$QUICK" = 1 ] || echo memcheck racecheck); do
     | grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" | tail -2
   echo "$tool rc=${PIPESTATUS[0]}"
 done
+echo "== queues (RLX_CUDA_QUEUES=1): conformance, executables on threads, overlap"
+RLX_CUDA_QUEUES=1 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py \
+  tests/test_executable.py tests/test_core_program.py -k "cuda or queue or thread" --rlx-device cuda 2>&1 | tail -2
+timeout 200 python3 benchmarks/gpu/queues_overlap.py cuda 2>&1 | tail -2 | cut -c1-600
 echo "== bench"
 timeout 220 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert.json" 2>&1 | tail -9 | cut -c1-1200
 echo "== replay floor without PDL"
