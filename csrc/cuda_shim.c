@@ -592,7 +592,13 @@ struct rlx_cmdbuf {
      * copies run asynchronously in stream order (one sync per run). */
     uint8_t *staging;
     size_t staging_len, staging_cap;
-    struct stage_copy { CUdeviceptr dev; size_t at, size; void *dst; int direct; } *copies;
+    struct stage_copy {
+        const rlx_buffer *buf;
+        uint64_t offset;        /* in buf */
+        size_t at, size;        /* at: in staging */
+        void *dst;              /* NULL: an upload */
+        int direct;             /* not staged: an upload already issued, a download read in cmd_wait */
+    } *copies;
     rlx_queue *queue;           /* cmd_begin_on's queue; NULL: the device's stream */
     size_t n_copies, copies_cap;
 };
@@ -1709,7 +1715,8 @@ static void launch_all(rlx_cmdbuf *cb) {
     if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, stream), what = "cuEventRecord";
     for (size_t i = 0; r == CUDA_SUCCESS && i < cb->n_copies; ++i)
         if (!cb->copies[i].dst && !cb->copies[i].direct)
-            r = cu.cuMemcpyHtoDAsync(cb->copies[i].dev, cb->staging + cb->copies[i].at, cb->copies[i].size,
+            r = cu.cuMemcpyHtoDAsync(cb->copies[i].buf->ptr + cb->copies[i].offset, cb->staging + cb->copies[i].at,
+                                     cb->copies[i].size,
                                      stream), what = "cmd_upload";
     if (r == CUDA_SUCCESS && cb->bytes_len)
         r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, stream), what = "set_bytes upload";
@@ -1720,7 +1727,8 @@ static void launch_all(rlx_cmdbuf *cb) {
     }
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n_copies; ++i)
         if (cb->copies[i].dst && !cb->copies[i].direct)
-            r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].dev, cb->copies[i].size,
+            r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].buf->ptr + cb->copies[i].offset,
+                                     cb->copies[i].size,
                                      stream), what = "cmd_download";
     if (r != CUDA_SUCCESS && cb->status == RLX_OK) {
         cb->status = r == CUDA_ERROR_OUT_OF_MEMORY ? RLX_ERR_OOM : RLX_ERR_DEVICE;
@@ -1810,13 +1818,8 @@ static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
                 pmc_copy(&d->copier, c->dst, cb->staging + c->at, c->size);
                 continue;
             }
-            /* cb's work is done: read on the copy stream, as buffer_read does. */
-            if ((r = cu.cuMemcpyDtoHAsync(c->dst, c->dev, c->size, d->copy_stream)) == CUDA_SUCCESS)
-                r = cu.cuStreamSynchronize(d->copy_stream);
-            if (r != CUDA_SUCCESS) {
-                cb->status = RLX_ERR_DEVICE;
-                snprintf(cb->error, sizeof cb->error, "cmd_download: %s (%d)", cu_name(r), r);
-            }
+            const rlx_status s = buffer_read(c->buf, c->offset, c->dst, c->size);  /* cb's work is done */
+            if (s != RLX_OK) cb->status = s, snprintf(cb->error, sizeof cb->error, "cmd_download: %s", last_error());
         }
         cb->waited = 1;
     }
@@ -1898,13 +1901,13 @@ static rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, con
         const CUresult r = cu.cuMemcpyHtoDAsync(b->ptr + offset, src, size, cb_stream(cb));
         pthread_mutex_unlock(&d->mu);
         CU_CHECK(r, "cmd_upload (direct)");
-        cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, 0, size, NULL, 1};
+        cb->copies[cb->n_copies++] = (struct stage_copy){b, offset, 0, size, NULL, 1};
         return RLX_OK;
     }
     size_t at;
     if ((s = stage_reserve(cb, size, &at))) return s;
     pmc_copy(&d->copier, cb->staging + at, src, size);
-    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, NULL, 0};
+    cb->copies[cb->n_copies++] = (struct stage_copy){b, offset, at, size, NULL, 0};
     return RLX_OK;
 }
 
@@ -1917,7 +1920,7 @@ static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t off
     const int direct = size > cb->dev->staging_max;  /* then read in cmd_wait */
     size_t at = 0;
     if (!direct && (s = stage_reserve(cb, size, &at))) return s;
-    cb->copies[cb->n_copies++] = (struct stage_copy){b->ptr + offset, at, size, dst, direct};
+    cb->copies[cb->n_copies++] = (struct stage_copy){b, offset, at, size, dst, direct};
     return RLX_OK;
 }
 

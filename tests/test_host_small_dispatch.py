@@ -1,7 +1,8 @@
-"""CPU lowering of small elementwise ops: binary ops whose size-1 or
-mergeable dimensions the host drops (rlx/runtime/lowering.py _merge_dims),
-and the scalar loops (binary, copy, gather) split into several groups from
-2048 elements (Target.elementwise_grid). Numerics against rlx/reference.py."""
+"""Lowering of small elementwise ops: binary ops whose size-1 or mergeable
+dimensions are dropped first (rlx/runtime/lowering.py _merge_dims, every
+target), and the CPU's scalar loops (binary, copy, gather) split into
+several groups from 2048 elements (Target.elementwise_grid). Numerics
+against rlx/reference.py on the device under test."""
 
 from __future__ import annotations
 

@@ -10,15 +10,13 @@ A development aid for issue 6.  On the H200:  python3 benchmarks/gpu/floor_kerne
 from __future__ import annotations
 
 import json
-import statistics
 import sys
-import time
 
 import numpy as np
 from rlx._core import Program
 
 sys.path.insert(0, "benchmarks/gpu")
-from bert_cuda import floor_programs  # noqa: E402
+from bert_cuda import floor_programs, median_ms  # noqa: E402
 
 from rlx.runtime import shim  # noqa: E402
 
@@ -42,14 +40,7 @@ RLX_INSTANTIATE(add16p, float, add16p_f32)
 
 
 def replay_us(prog: Program, runs: int = 3000) -> float:
-    for _ in range(200):
-        prog.run([], [])
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        prog.run([], [])
-        times.append(time.perf_counter() - t)
-    return 1e6 * statistics.median(times)
+    return 1e3 * median_ms(lambda: prog.run([], []), warmup=200, runs=runs, sync=False)
 
 
 def main() -> None:

@@ -18,15 +18,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from test_bert import SENTENCES  # noqa: E402
+from test_bert import SENTENCES, cosine  # noqa: E402
 
 from rlx.models import load_embedder  # noqa: E402
 
 FLOORS = {"f32": 0.99999, "f16": 0.999}
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sum(a * b, -1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
 
 
 def main() -> int:

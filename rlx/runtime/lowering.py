@@ -308,17 +308,13 @@ def _binary(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)
     if out.numel == 0:
         return out
-    strides_a, strides_b = a.strides, b.strides
-    if lw.target.one_thread_groups:
-        # CPU: a size-1 dimension's stride is never used (is_dense ignores it),
-        # so [1, T, C] + broadcast [T, C] takes the contiguous loop; and the
-        # strided loop pays an integer division per dimension and element
-        # (~5 ns each), so size-1 dimensions are dropped and dimensions that
-        # are contiguous in every operand merged. Same elements, same math.
-        contiguous = a.is_dense and b.is_dense
-        shape, (strides_a, strides_b) = _merge_dims(shape, (strides_a, strides_b))
-    else:
-        contiguous = a.is_dense and b.is_dense and 0 not in a.strides + b.strides
+    # A size-1 dimension's stride is never used (is_dense ignores it), so
+    # [1, T, C] + broadcast [T, C] takes the contiguous loop; and the strided
+    # loop pays an integer division per dimension and element (~5 ns each on
+    # the CPU), so size-1 dimensions are dropped and dimensions contiguous in
+    # every operand merged first. Same elements, same math, on every target.
+    contiguous = a.is_dense and b.is_dense
+    shape, (strides_a, strides_b) = _merge_dims(shape, (a.strides, b.strides))
     params = P.binary(out.numel, P.BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, strides_a, strides_b)
     lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
                 params, lw.target.elementwise_grid(out.numel, scalar=True))
