@@ -163,7 +163,8 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
 enum {
     LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
     LT_DESC_BIAS_DATA_TYPE = 26, LT_EPILOGUE_BIAS = 4, LT_PREF_MAX_WORKSPACE_BYTES = 1,
-    LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_B = 6, LT_PREF_MIN_ALIGNMENT_C = 7, LT_PREF_MIN_ALIGNMENT_D = 8
+    LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_B = 6, LT_PREF_MIN_ALIGNMENT_C = 7, LT_PREF_MIN_ALIGNMENT_D = 8,
+    LT_CONFIG_SPLITK_NUM = 2, LT_CONFIG_REDUCTION_SCHEME = 3, LT_REDUCTION_COMPUTE_TYPE = 2
 };
 typedef struct { uint64_t data[8]; } lt_algo;
 typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; int reserved[4]; } lt_heuristic;
@@ -183,7 +184,11 @@ typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; in
       (void *, void *, void *, void *, void *, void *, void *, int, lt_heuristic *, int *))               \
     X(cublasLtMatmul, "cublasLtMatmul",                                                                   \
       (void *, void *, const void *, const void *, void *, const void *, void *, const void *,            \
-       const void *, void *, void *, void *, const lt_algo *, void *, size_t, CUstream))
+       const void *, void *, void *, void *, const lt_algo *, void *, size_t, CUstream))                  \
+    X(cublasLtMatmulAlgoConfigSetAttribute, "cublasLtMatmulAlgoConfigSetAttribute",                       \
+      (lt_algo *, int, const void *, size_t))                                                             \
+    X(cublasLtMatmulAlgoCheck, "cublasLtMatmulAlgoCheck",                                                 \
+      (void *, void *, void *, void *, void *, void *, const lt_algo *, lt_heuristic *))
 
 #define FIELD(name, sym, args) int (*name) args;
 #include "cuda_launch.h"   /* cuLaunchKernelEx's config */
@@ -1361,6 +1366,36 @@ static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, c
     return best;
 }
 
+/* Split-K variants of the heuristic's first picks, appended to h (which has
+ * room for LT_SPLIT_VARIANTS more). A small-m product has a few output tiles
+ * and a long K: cutting K in parts puts every SM to work, and the parts are
+ * summed in a workspace in the compute type (deterministic, unlike an
+ * in-place reduction, so a replay gives the same bits every run). The
+ * heuristic seldom offers these for batch-1 shapes; lt_fastest times them
+ * with the rest and keeps a variant only where it is faster. */
+#define LT_SPLIT_BASES 4
+#define LT_SPLIT_VARIANTS (LT_SPLIT_BASES * 4)
+static int lt_add_splits(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, lt_heuristic *h, int found) {
+    static const uint32_t splits[4] = {2, 4, 8, 16};
+    const uint32_t scheme = LT_REDUCTION_COMPUTE_TYPE;
+    int n = found;
+    for (int base = 0; base < found && base < LT_SPLIT_BASES; ++base)
+        for (int i = 0; i < 4; ++i) {
+            if (g->k / splits[i] < 64) break;
+            lt_heuristic v = {.algo = h[base].algo};
+            if (lt_api.cublasLtMatmulAlgoConfigSetAttribute(&v.algo, LT_CONFIG_SPLITK_NUM, &splits[i],
+                                                             sizeof splits[i]) != 0 ||
+                lt_api.cublasLtMatmulAlgoConfigSetAttribute(&v.algo, LT_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                             sizeof scheme) != 0 ||
+                lt_api.cublasLtMatmulAlgoCheck(d->lt, p->op, p->la, p->lb, p->lc, p->lc, &v.algo, &v) != 0 ||
+                v.workspace_size > LT_WORKSPACE)
+                continue;
+            v.state = 0;
+            h[n++] = v;
+        }
+    return n;
+}
+
 /* The byte alignment (up to 256) every row of A, B and C keeps: cuBLASLt's
  * heuristic assumes 256 unless told, and its picks for aligned operands
  * fail on operands at an 8-byte offset (seen on the H200). */
@@ -1411,7 +1446,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     const int32_t bias_type = ct;
     const uint64_t ws = LT_WORKSPACE;
     void *pref = NULL;
-    lt_heuristic h[LT_CANDIDATES];
+    lt_heuristic h[LT_CANDIDATES + LT_SPLIT_VARIANTS];
     int found = 0;
     st = lt_api.cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSA, &op_a, sizeof op_a);
@@ -1445,6 +1480,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
                     "(status %d)", (long long)g->m, (long long)g->n, (long long)g->k, g->bias ? " with a bias" : "",
                     st);
     }
+    found = lt_add_splits(d, p, g, h, found);
     p->algo = h[lt_fastest(d, p, g, h, found)].algo;
     p->key = *g;
     memcpy(p->align, align, sizeof align);

@@ -3,7 +3,10 @@ floor's chain (65 dependent adds of 16 floats) replayed through a bare
 Program three ways: the built-in binary kernel the compiler emits, a
 minimal add with no params struct, and the same reading one param before
 its first index (as the built-in kernels do). Same Program, shim and CUDA
-graph for all three, so their difference is the kernel body's.
+graph for all three, so their difference is the kernel body's. The two
+small kernels also run built with the prelude's earlier PDL order (wait,
+then let the next kernel launch: -DRLX_PDL_TRIGGER_AFTER_WAIT), against
+today's (let the next kernel launch, then wait).
 
 A development aid for issue 6.  On the H200:  python3 benchmarks/gpu/floor_kernels.py"""
 
@@ -51,13 +54,15 @@ def main() -> None:
     buf.write(0, np.zeros(16, np.float32))
     buf.write(256, np.ones(16, np.float32))
     buf.write(512, np.array([16, 0, 0, 0], np.uint32))
+    late = dev.compile_library(SOURCE, "-DRLX_PDL_TRIGGER_AFTER_WAIT")
     out = {"builtin_binary_chain_us": replay_us(bare)}
-    for name, bindings in (("add16_f32", ((0, 0), (0, 256))), ("add16p_f32", ((0, 0), (0, 256), (0, 512)))):
-        pipe = lib.pipeline(name, shim.PIPELINE_INDIRECT)
-        thunks = [(0, i > 0, pipe.address, bindings, (1, 1, 1), (32, 1, 1)) for i in range(65)]
-        prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
-                       keepalive=(buf, lib, pipe))
-        out[f"{name}_chain_us"] = replay_us(prog)
+    for suffix, library in (("", lib), ("_trigger_after_wait", late)):
+        for name, bindings in (("add16_f32", ((0, 0), (0, 256))), ("add16p_f32", ((0, 0), (0, 256), (0, 512)))):
+            pipe = library.pipeline(name, shim.PIPELINE_INDIRECT)
+            thunks = [(0, i > 0, pipe.address, bindings, (1, 1, 1), (32, 1, 1)) for i in range(65)]
+            prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
+                           keepalive=(buf, library, pipe))
+            out[f"{name}_chain{suffix}_us"] = replay_us(prog)
     print(json.dumps(out), flush=True)
 
 

@@ -9,11 +9,14 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-template <int MODE>  // 0: plain, 1: wait, 2: wait + early trigger, 3: as 2 with n read from device memory
+// 0: plain, 1: wait, 2: wait + early trigger, 3: as 2 with n read from device memory,
+// 4: trigger, then wait (the prelude's order now), 5: as 4 with n read from device memory
+template <int MODE>
 __global__ void add(float *x, const float *b, int n, const int *n_dev) {
-    if (MODE == 3) n = *n_dev;     // rlx kernels read their params struct like this
+    if (MODE == 3 || MODE == 5) n = *n_dev;     // rlx kernels read their params struct like this
+    if (MODE >= 4) asm volatile("griddepcontrol.launch_dependents;");
     if (MODE >= 1) asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (MODE >= 2) asm volatile("griddepcontrol.launch_dependents;");
+    if (MODE == 2 || MODE == 3) asm volatile("griddepcontrol.launch_dependents;");
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += b[i];
 }
@@ -88,17 +91,18 @@ int main() {
     cudaMallocHost(&g_pinned, 128);
     for (int extra : {EXTRA_EVENTS, EXTRA_EVENTS_COPIES}) {
         g_extra = extra;
-        printf("{\"nodes\": 65, \"extra\": \"%s\", \"pdl_wait_trigger_us\": %.2f, \"params_from_memory_us\": %.2f}\n",
+        printf("{\"nodes\": 65, \"extra\": \"%s\", \"pdl_wait_trigger_us\": %.2f, \"params_from_memory_us\": %.2f,"
+               " \"trigger_then_wait_us\": %.2f, \"trigger_then_wait_params_from_memory_us\": %.2f}\n",
                extra == EXTRA_EVENTS ? "events" : "events+copies", replay_us<2>(x, b, true, 65),
-               replay_us<3>(x, b, true, 65));
+               replay_us<3>(x, b, true, 65), replay_us<4>(x, b, true, 65), replay_us<5>(x, b, true, 65));
     }
     g_extra = EXTRA_NONE;
     printf("{\"nodes\": 65, \"extra\": \"none\", \"params_from_memory_us\": %.2f}\n", replay_us<3>(x, b, true, 65));
     for (int nodes : {1, 65}) {
         printf("{\"nodes\": %d, \"plain_us\": %.2f, \"pdl_wait_us\": %.2f, \"pdl_wait_trigger_us\": %.2f,"
-               " \"plain_kernel_wait_no_pdl_us\": %.2f}\n",
+               " \"trigger_then_wait_us\": %.2f, \"plain_kernel_wait_no_pdl_us\": %.2f}\n",
                nodes, replay_us<0>(x, b, false, nodes), replay_us<1>(x, b, true, nodes),
-               replay_us<2>(x, b, true, nodes), replay_us<1>(x, b, false, nodes));
+               replay_us<2>(x, b, true, nodes), replay_us<4>(x, b, true, nodes), replay_us<1>(x, b, false, nodes));
     }
     printf("last error: %s\n", cudaGetErrorString(cudaGetLastError()));
     return 0;

@@ -2,12 +2,16 @@
 # H200: build, launch-struct layout check, CUDA conformance + kernel suites
 # (group size 256), then the BERT benchmark (JSON to $OUT), the profile
 # (JSON lines to $OUT) and the replay floor split into the shim's steps.
-# QUICK=1 skips the group-size sweep and compute-sanitizer.
+# QUICK=1 skips the group-size sweep and compute-sanitizer. PART=check stops
+# before the benchmark, PART=bench starts there (two device calls of < 10 min).
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
 python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+PART=${PART:-all}
+QUICK=${QUICK:-0}
+if [ "$PART" != bench ]; then
 gcc -I/usr/local/cuda/include -Icsrc benchmarks/gpu/launch_layout_check.c -o /tmp/llc && /tmp/llc
 echo "== conformance"
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py tests/test_cuda_shim.py tests/test_core_program.py -k "cuda or dependent_chain" 2>&1 | tail -4
@@ -15,7 +19,6 @@ echo "== suites on cuda"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py \
   tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_sibling_fusion.py tests/test_row_grid.py \
   --rlx-device cuda 2>&1 | grep -E "passed|failed|FAILED|Error" | tail -8
-QUICK=${QUICK:-0}
 for gs in $([ "$QUICK" = 1 ] || echo 1 8 1024); do
   echo "== row kernels at group size $gs"
   timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_ops_nn.py --rlx-device cuda \
@@ -32,7 +35,12 @@ done
 echo "== queues (RLX_CUDA_QUEUES=1): conformance, executables on threads, overlap"
 RLX_CUDA_QUEUES=1 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py \
   tests/test_executable.py tests/test_core_program.py -k "cuda or queue or thread" --rlx-device cuda 2>&1 | tail -2
+[ "$QUICK" = 1 ] || RLX_CUDA_QUEUES=1 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py \
+  tests/test_ops_nn.py tests/test_attention_rope.py tests/test_bert.py tests/test_random_graphs.py \
+  tests/test_gemm_epilogue.py tests/test_sibling_fusion.py --rlx-device cuda 2>&1 | tail -1
 timeout 200 python3 benchmarks/gpu/queues_overlap.py cuda 2>&1 | tail -2 | cut -c1-600
+fi
+[ "$PART" = check ] && exit 0
 echo "== bench"
 timeout 220 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert.json" 2>&1 | tail -9 | cut -c1-1200
 echo "== replay floor without PDL"

@@ -30,19 +30,32 @@ typedef int int32_t;
 
 // Programmatic dependent launch (sm_90 and newer): the CUDA shim lets a kernel
 // start while the kernel before it in the stream finishes, which hides launch
-// latency between short kernels. Reading the group or thread index waits for
-// that kernel to complete with its writes visible (griddepcontrol.wait) and
-// then lets the next kernel begin launching. Kernels derive every buffer
-// address from these indices, so no buffer is read or written before the
-// wait; the params region is written only by the host, before the run. On
-// older architectures these are the plain indices and the shim launches
-// kernels one after another.
+// latency between short kernels. Reading the group or thread index first
+// lets the next kernel begin launching (griddepcontrol.launch_dependents),
+// then waits for the previous kernel to complete with its writes visible
+// (griddepcontrol.wait). Kernels derive every buffer address from these
+// indices, so no buffer is read or written before the wait; the params
+// region is written only by the host, before the run. Letting the next
+// kernel launch before this one has waited is safe because that kernel's own
+// wait is for this kernel's completion, not for the trigger; and it moves
+// the next launch under this kernel's wait instead of after it, which is
+// what a chain of short kernels spends its time on. On older architectures
+// these are the plain indices and the shim launches kernels one after
+// another.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#ifndef RLX_PDL_TRIGGER_AFTER_WAIT
+static __device__ __forceinline__ uint3 rlx_after_predecessor(uint3 ids) {
+    asm volatile("griddepcontrol.launch_dependents;");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    return ids;
+}
+#else  /* the order before, kept for benchmarks/gpu/floor_kernels.py's A/B */
 static __device__ __forceinline__ uint3 rlx_after_predecessor(uint3 ids) {
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;");
     return ids;
 }
+#endif
 #define rlx_group_id rlx_after_predecessor(blockIdx)
 #define rlx_local_id rlx_after_predecessor(threadIdx)
 #else
