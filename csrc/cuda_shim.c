@@ -1415,6 +1415,42 @@ static int lt_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
            x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype;
 }
 
+/* The tuned pick of every shape, for the whole process: a device opened
+ * again (or a second executable's plans) reuses it instead of timing again,
+ * so one process computes a given gemm the same way, bit for bit, however
+ * its devices come and go (split-K picks sum in a different order).
+ * Entries are never freed; there is one per shape. */
+typedef struct lt_pick {
+    struct lt_pick *next;
+    rlx_gemm_desc key;
+    uint32_t align[3];
+    CUdevice cudev;
+    lt_algo algo;
+} lt_pick;
+static lt_pick *g_lt_picks;
+static pthread_mutex_t g_lt_picks_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int lt_pick_find(const rlx_device *d, const rlx_gemm_desc *g, const uint32_t align[3], lt_algo *out) {
+    int found = 0;
+    pthread_mutex_lock(&g_lt_picks_mu);
+    for (lt_pick *e = g_lt_picks; e && !found; e = e->next)
+        if (e->cudev == d->cudev && lt_same(&e->key, g) && !memcmp(e->align, align, sizeof e->align))
+            *out = e->algo, found = 1;
+    pthread_mutex_unlock(&g_lt_picks_mu);
+    return found;
+}
+
+static void lt_pick_keep(const rlx_device *d, const rlx_gemm_desc *g, const uint32_t align[3], const lt_algo *algo) {
+    lt_pick *e = calloc(1, sizeof *e);
+    if (!e) return;  /* only a later device times the shape again */
+    *e = (lt_pick){.key = *g, .cudev = d->cudev, .algo = *algo};
+    memcpy(e->align, align, sizeof e->align);
+    pthread_mutex_lock(&g_lt_picks_mu);
+    e->next = g_lt_picks;
+    g_lt_picks = e;
+    pthread_mutex_unlock(&g_lt_picks_mu);
+}
+
 /* The cuBLASLt plan of a single gemm with a bias (row-major C = A op(B) is
  * column-major C^T = op(B)^T op(A)^T, as in run_gemm; the bias then runs
  * along D's rows, which is what the BIAS epilogue adds). Device lock held. */
@@ -1480,8 +1516,11 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
                     "(status %d)", (long long)g->m, (long long)g->n, (long long)g->k, g->bias ? " with a bias" : "",
                     st);
     }
-    found = lt_add_splits(d, p, g, h, found);
-    p->algo = h[lt_fastest(d, p, g, h, found)].algo;
+    if (!lt_pick_find(d, g, align, &p->algo)) {
+        found = lt_add_splits(d, p, g, h, found);
+        p->algo = h[lt_fastest(d, p, g, h, found)].algo;
+        lt_pick_keep(d, g, align, &p->algo);
+    }
     p->key = *g;
     memcpy(p->align, align, sizeof align);
     p->next = d->lt_plans;

@@ -45,6 +45,8 @@ echo "== bench"
 timeout 220 python3 benchmarks/gpu/bert_cuda.py "$OUT/bert.json" 2>&1 | tail -9 | cut -c1-1200
 echo "== replay floor without PDL"
 RLX_CUDA_PDL=0 timeout 40 python3 -c "import sys; sys.path.insert(0, 'benchmarks/gpu'); from bert_cuda import replay_floor; print(replay_floor())"
+echo "== kernels inside the replayed graphs (CUPTI through torch.profiler)"
+timeout 120 python3 benchmarks/gpu/kernel_trace.py 2>&1 | tee "$OUT/kernel_trace.jsonl" | cut -c1-3000
 echo "== profile"
 timeout 100 python3 benchmarks/gpu/profile_cuda.py 2>&1 | tee "$OUT/profile.jsonl" | cut -c1-700
 echo "== replay floor: kernel bodies, and a bare CUDA-runtime program (pdl_probe.cu)"
