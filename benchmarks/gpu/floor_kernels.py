@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 from rlx._core import Program
@@ -39,6 +40,13 @@ RLX_KERNEL add16p(RLX_BUF(RLX_DEVICE T *, x, 0), RLX_BUF(RLX_DEVICE const T *, b
     if (i < n) x[i] += b[i];
 }
 RLX_INSTANTIATE(add16p, float, add16p_f32)
+template <typename T>
+RLX_KERNEL add16loop(RLX_BUF(RLX_DEVICE T *, x, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
+                     RLX_PARAMS(Add16Params, p, 2) RLX_IDS) {
+    const uint n = p->n;
+    RLX_FOR_RANGE(i, n) { x[i] += b[i]; }
+}
+RLX_INSTANTIATE(add16loop, float, add16loop_f32)
 """
 
 
@@ -63,6 +71,20 @@ def main() -> None:
             prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
                            keepalive=(buf, library, pipe))
             out[f"{name}_chain{suffix}_us"] = replay_us(prog)
+    # The grid-stride loop (RLX_FOR_RANGE), and the built-in binary kernel's
+    # source as a user kernel at 32 threads with the compiled graph's params.
+    loop = lib.pipeline("add16loop_f32", shim.PIPELINE_INDIRECT)
+    binary_lib = dev.compile_library(Path("shaders/binary.h").read_text())
+    binary = binary_lib.pipeline("binary_f32", shim.PIPELINE_INDIRECT)
+    buf.write(1024, np.frombuffer(exe.thunks[1].params, np.uint8))
+    first = exe.thunks[1]
+    out["builtin_binary_dispatch"] = [list(first.groups), list(first.threads)]
+    for name, pipe, bindings in (("add16loop_f32", loop, ((0, 0), (0, 256), (0, 512))),
+                                 ("binary_user_32_threads", binary, ((0, 0), (0, 256), (0, 0), (0, 1024)))):
+        thunks = [(0, i > 0, pipe.address, bindings, (1, 1, 1), (32, 1, 1)) for i in range(65)]
+        prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
+                       keepalive=(buf, lib, binary_lib, pipe))
+        out[f"{name}_chain_us"] = replay_us(prog)
     print(json.dumps(out), flush=True)
 
 
