@@ -164,7 +164,8 @@ enum {
     LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
     LT_DESC_BIAS_DATA_TYPE = 26, LT_EPILOGUE_BIAS = 4, LT_PREF_MAX_WORKSPACE_BYTES = 1,
     LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_B = 6, LT_PREF_MIN_ALIGNMENT_C = 7, LT_PREF_MIN_ALIGNMENT_D = 8,
-    LT_CONFIG_SPLITK_NUM = 2, LT_CONFIG_REDUCTION_SCHEME = 3, LT_REDUCTION_COMPUTE_TYPE = 2
+    LT_CONFIG_SPLITK_NUM = 2, LT_CONFIG_REDUCTION_SCHEME = 3, LT_REDUCTION_COMPUTE_TYPE = 2,
+    LT_LAYOUT_BATCH_COUNT = 5, LT_LAYOUT_STRIDED_BATCH_OFFSET = 6
 };
 typedef struct { uint64_t data[8]; } lt_algo;
 typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; int reserved[4]; } lt_heuristic;
@@ -176,6 +177,7 @@ typedef struct { lt_algo algo; size_t workspace_size; int state; float waves; in
     X(cublasLtMatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute", (void *, int, const void *, size_t)) \
     X(cublasLtMatrixLayoutCreate, "cublasLtMatrixLayoutCreate", (void **, int, uint64_t, uint64_t, int64_t)) \
     X(cublasLtMatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy", (void *))                               \
+    X(cublasLtMatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute", (void *, int, const void *, size_t)) \
     X(cublasLtMatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate", (void **))                        \
     X(cublasLtMatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy", (void *))                       \
     X(cublasLtMatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute",                       \
@@ -1322,14 +1324,47 @@ static rlx_status gemm_ptr_array(rlx_device *d, const rlx_gemm_desc *g, CUdevice
  * product is a few output tiles). So the plan times up to LT_CANDIDATES of
  * them once, on scratch operands of the same shape on the copy stream (the
  * caller's buffers and the shared workspace stay untouched), and keeps the
- * fastest. Returns the index of the pick; 0 when timing is not possible. */
+ * fastest. Each candidate is timed as a captured graph of LT_TIMED_RUNS
+ * launches, as a replayed run executes it: timed launch by launch, the
+ * host's few microseconds per cublasLtMatmul call hide every kernel that is
+ * shorter than that, and the pick among those is noise (on the H200 that
+ * picked 14 us kernels where 6 us ones existed). Returns the index of the
+ * pick; 0 when timing is not possible. */
 #define LT_CANDIDATES 8
+#define LT_TIMED_RUNS 10
+static float lt_time_graph(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, const lt_algo *algo,
+                           CUdeviceptr a, CUdeviceptr b, CUdeviceptr c, CUdeviceptr ws, CUevent ev0, CUevent ev1) {
+    CUstream st = d->copy_stream;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    float ms = -1;
+    if (cu.cuStreamBeginCapture(st, 1 /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */) != CUDA_SUCCESS) return -1;
+    int bad = 0;
+    for (int rep = 0; rep < LT_TIMED_RUNS && !bad; ++rep)
+        bad = lt_api.cublasLtMatmul(d->lt, p->op, &g->alpha, (const void *)b, p->la, (const void *)a, p->lb,
+                                    &g->beta, (const void *)c, p->lc, (void *)c, p->lc, algo, (void *)ws,
+                                    LT_WORKSPACE, st) != 0;
+    const CUresult end = cu.cuStreamEndCapture(st, &graph);
+    if (!bad && end == CUDA_SUCCESS && graph && cu.cuGraphInstantiateWithFlags(&exec, graph, 0) == CUDA_SUCCESS) {
+        float t = 0;
+        if (cu.cuGraphLaunch(exec, st) == CUDA_SUCCESS &&  /* warm-up */
+            cu.cuEventRecord(ev0, st) == CUDA_SUCCESS && cu.cuGraphLaunch(exec, st) == CUDA_SUCCESS &&
+            cu.cuEventRecord(ev1, st) == CUDA_SUCCESS && cu.cuEventSynchronize(ev1) == CUDA_SUCCESS &&
+            cu.cuEventElapsedTime(&t, ev0, ev1) == CUDA_SUCCESS)
+            ms = t;
+    }
+    if (exec) cu.cuGraphExecDestroy(exec);
+    if (graph) cu.cuGraphDestroy(graph);
+    return ms;
+}
+
 static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, const lt_heuristic *h, int found) {
     if (found < 2) return 0;
     const uint64_t sa = rlx_dtype_size(g->dtype), sb = rlx_dtype_size(g->b_dtype), sc = rlx_dtype_size(g->c_dtype);
-    const size_t a_bytes = (size_t)((g->trans_a ? g->k : g->m) * g->lda) * sa;
-    const size_t b_bytes = (size_t)((g->trans_b ? g->n : g->k) * g->ldb) * sb;
-    const size_t c_bytes = (size_t)(g->m * g->ldc) * sc, bias_bytes = (size_t)g->n * sc;
+    const int64_t last = rlx_gemm_batch(g) - 1;  /* Lt plans are single or strided-batch products */
+    const size_t a_bytes = (size_t)(last * g->stride_a + (g->trans_a ? g->k : g->m) * g->lda) * sa;
+    const size_t b_bytes = (size_t)(last * g->stride_b + (g->trans_b ? g->n : g->k) * g->ldb) * sb;
+    const size_t c_bytes = (size_t)(last * g->stride_c + g->m * g->ldc) * sc, bias_bytes = (size_t)g->n * sc;
     const size_t total = a_bytes + b_bytes + c_bytes + bias_bytes + LT_WORKSPACE + 4 * 256;
     CUdeviceptr mem = 0;
     CUevent ev0 = NULL, ev1 = NULL;
@@ -1343,21 +1378,12 @@ static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, c
     if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev0, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev1, CU_EVENT_DEFAULT);
     const int ready = r == CUDA_SUCCESS &&
-                      lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0;
+                      (!g->bias ||
+                       lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0);
     for (int i = 0; ready && i < found; ++i) {
         if (h[i].state != 0 || h[i].workspace_size > LT_WORKSPACE) continue;
-        int bad = 0;
-        for (int rep = 0; rep < 12 && !bad; ++rep) {  /* two warm-up launches, then ten timed */
-            if (rep == 2) cu.cuEventRecord(ev0, st);
-            bad = lt_api.cublasLtMatmul(d->lt, p->op, &g->alpha, (const void *)b, p->la, (const void *)a, p->lb,
-                                        &g->beta, (const void *)c, p->lc, (void *)c, p->lc, &h[i].algo, (void *)ws,
-                                        LT_WORKSPACE, st) != 0;
-        }
-        float ms = 0;
-        if (bad || cu.cuEventRecord(ev1, st) != CUDA_SUCCESS || cu.cuEventSynchronize(ev1) != CUDA_SUCCESS ||
-            cu.cuEventElapsedTime(&ms, ev0, ev1) != CUDA_SUCCESS)
-            continue;
-        if (best_ms < 0 || ms < best_ms) best = i, best_ms = ms;
+        const float ms = lt_time_graph(d, p, g, &h[i].algo, a, b, c, ws, ev0, ev1);
+        if (ms >= 0 && (best_ms < 0 || ms < best_ms)) best = i, best_ms = ms;
     }
     cu.cuStreamSynchronize(st);
     if (ev0) cu.cuEventDestroy(ev0);
@@ -1399,20 +1425,24 @@ static int lt_add_splits(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g
 /* The byte alignment (up to 256) every row of A, B and C keeps: cuBLASLt's
  * heuristic assumes 256 unless told, and its picks for aligned operands
  * fail on operands at an 8-byte offset (seen on the H200). */
-static uint32_t lt_align(CUdeviceptr p, int64_t ld, uint64_t elem) {
-    const uint64_t v = (uint64_t)p | (uint64_t)ld * elem | 256u;
+static uint32_t lt_align(CUdeviceptr p, int64_t ld, int64_t stride, uint64_t elem) {
+    const uint64_t v = (uint64_t)p | (uint64_t)ld * elem | (uint64_t)stride * elem | 256u;
     return (uint32_t)(v & (~v + 1));
 }
 static void lt_aligns(const rlx_gemm_desc *g, uint32_t out[3]) {
-    out[0] = lt_align(g->a->ptr + g->a_offset, g->lda, rlx_dtype_size(g->dtype));
-    out[1] = lt_align(g->b->ptr + g->b_offset, g->ldb, rlx_dtype_size(g->b_dtype));
-    out[2] = lt_align(g->c->ptr + g->c_offset, g->ldc, rlx_dtype_size(g->c_dtype));
+    const int batched = rlx_gemm_batch(g) > 1;
+    out[0] = lt_align(g->a->ptr + g->a_offset, g->lda, batched ? g->stride_a : 0, rlx_dtype_size(g->dtype));
+    out[1] = lt_align(g->b->ptr + g->b_offset, g->ldb, batched ? g->stride_b : 0, rlx_dtype_size(g->b_dtype));
+    out[2] = lt_align(g->c->ptr + g->c_offset, g->ldc, batched ? g->stride_c : 0, rlx_dtype_size(g->c_dtype));
 }
 
 static int lt_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
            x->ldc == y->ldc && x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
-           x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype;
+           x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype && !x->bias == !y->bias &&
+           rlx_gemm_batch(x) == rlx_gemm_batch(y) &&
+           (rlx_gemm_batch(x) == 1 ||
+            (x->stride_a == y->stride_a && x->stride_b == y->stride_b && x->stride_c == y->stride_c));
 }
 
 /* The tuned pick of every shape, for the whole process: a device opened
@@ -1451,12 +1481,15 @@ static void lt_pick_keep(const rlx_device *d, const rlx_gemm_desc *g, const uint
     pthread_mutex_unlock(&g_lt_picks_mu);
 }
 
-/* The cuBLASLt plan of a single gemm with a bias (row-major C = A op(B) is
- * column-major C^T = op(B)^T op(A)^T, as in run_gemm; the bias then runs
- * along D's rows, which is what the BIAS epilogue adds). Device lock held. */
+/* The cuBLASLt plan of a single or strided-batch gemm, with or without a
+ * bias (row-major C = A op(B) is column-major C^T = op(B)^T op(A)^T, as in
+ * run_gemm; the bias then runs along D's rows, which is what the BIAS
+ * epilogue adds). Unbiased gemms come here too for the tuned pick (the
+ * attention products of batch-1 inference are a few tiles each, as above).
+ * Device lock held. */
 static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **out) {
     if (!d->info.gemm_bias) return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: no cuBLASLt here, so no bias epilogue");
-    if (rlx_gemm_batch(g) * rlx_gemm_outer(g) > 1)
+    if (rlx_gemm_outer(g) > 1 || (g->bias && rlx_gemm_batch(g) > 1))
         return fail(RLX_ERR_UNSUPPORTED, "cmd_gemm: the cuda shim takes a bias on single products only");
     uint32_t align[3];
     lt_aligns(g, align);
@@ -1487,14 +1520,26 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     st = lt_api.cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSA, &op_a, sizeof op_a);
     if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_TRANSB, &op_b, sizeof op_b);
-    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
-    if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    if (!st && g->bias) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+    if (!st && g->bias)
+        st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
     /* Lt's A is our B, its B our A (swapped as in run_gemm). */
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->la, bt, (uint64_t)(g->trans_b ? g->k : g->n),
                                                     (uint64_t)(g->trans_b ? g->n : g->k), g->ldb);
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lb, at, (uint64_t)(g->trans_a ? g->m : g->k),
                                                     (uint64_t)(g->trans_a ? g->k : g->m), g->lda);
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->lc, ct, (uint64_t)g->n, (uint64_t)g->m, g->ldc);
+    if (rlx_gemm_batch(g) > 1) {  /* one strided-batch call; Lt's A is our B */
+        const int32_t count = (int32_t)rlx_gemm_batch(g);
+        void *const layouts[3] = {p->la, p->lb, p->lc};
+        const int64_t strides[3] = {g->stride_b, g->stride_a, g->stride_c};
+        for (int i = 0; i < 3 && !st; ++i) {
+            st = lt_api.cublasLtMatrixLayoutSetAttribute(layouts[i], LT_LAYOUT_BATCH_COUNT, &count, sizeof count);
+            if (!st)
+                st = lt_api.cublasLtMatrixLayoutSetAttribute(layouts[i], LT_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                              sizeof strides[i]);
+        }
+    }
     if (!st) st = lt_api.cublasLtMatmulPreferenceCreate(&pref);
     if (!st) st = lt_api.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     /* Lt's A is our B, its B our A; C and D are our C. */
@@ -1547,6 +1592,8 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     lt_plan *plan = NULL;
     if (s == RLX_OK && rlx_gemm_outer(desc) > 1) s = gemm_ptr_array(d, desc, &ptrs);
     if (s == RLX_OK && desc->bias) s = lt_plan_for(d, desc, &plan);
+    else if (s == RLX_OK && d->info.gemm_bias && rlx_gemm_outer(desc) == 1 && lt_plan_for(d, desc, &plan) != RLX_OK)
+        plan = NULL;  /* a shape cuBLASLt has no algorithm for: plain cuBLAS below */
     pthread_mutex_unlock(&d->mu);
     if (s) return s;
     return push(cb, &(cmd_t){.kind = CMD_GEMM, .gemm = *desc, .gemm_ptrs = ptrs, .plan = plan});
@@ -1574,9 +1621,11 @@ static rlx_status run_gemm(rlx_device *d, CUstream stream, CUdeviceptr lt_worksp
     const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
     const int n_entries = (int)(rlx_gemm_batch(g) * rlx_gemm_outer(g));
     int st = cb_api.cublasSetStream(d->blas, stream);
-    if (st == 0 && plan) {  /* with the bias epilogue: D = C = our C */
-        const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
-        st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (st == 0 && plan) {  /* cuBLASLt, bias epilogue or none: D = C = our C */
+        if (g->bias) {
+            const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
+            st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
+        }
         if (st == 0)
             st = lt_api.cublasLtMatmul(d->lt, plan->op, &g->alpha, (const void *)b, plan->la, (const void *)a, plan->lb,
                                        &g->beta, (const void *)c, plan->lc, (void *)c, plan->lc, &plan->algo,
