@@ -39,8 +39,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
            "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
-    EnvVar("RLX_CUDA_QUEUES", "0", "`1` gives every CUDA executable a stream of its own (executables run from "
-           "several threads overlap on the GPU) instead of the device's one stream; not yet validated on a GPU."),
+    EnvVar("RLX_CUDA_QUEUES", "1", "`1` gives every CUDA executable a stream of its own (executables run from "
+           "several threads overlap on the GPU); `0` runs them all on the device's one stream."),
     EnvVar("RLX_CUDA_STAGING_MAX", "268435456", "Largest input or output (bytes) a CUDA run copies through "
            "pinned staging inside its command buffer (from 1 MiB with several host threads); larger ones are "
            "copied by the driver straight from and to the NumPy array, so pinned memory stays bounded."),
@@ -103,7 +103,7 @@ def cuda_pdl() -> bool:
 
 
 def cuda_queues() -> bool:
-    return _flag("RLX_CUDA_QUEUES", False)
+    return _flag("RLX_CUDA_QUEUES", True)
 
 
 def cuda_staging_max() -> int | None:

@@ -115,9 +115,13 @@ typedef __half half;
 // ---- loops -----------------------------------------------------------------
 // The loops start from rlx_group_id / rlx_local_id: that is where a kernel
 // waits for its predecessor (above).
+// One wait for the first global index (through rlx_group_id alone), not one
+// per index read.
+RLX_INLINE uint64_t rlx_first_global_index() {
+    return (uint64_t)rlx_group_id.x * blockDim.x + threadIdx.x;
+}
 #define RLX_FOR_RANGE(i, n)                                                         \
-    for (uint64_t i = (uint64_t)rlx_group_id.x * blockDim.x + rlx_local_id.x; i < (uint64_t)(n); \
-         i += (uint64_t)gridDim.x * blockDim.x)
+    for (uint64_t i = rlx_first_global_index(); i < (uint64_t)(n); i += (uint64_t)gridDim.x * blockDim.x)
 #define RLX_MAX_REDUCTION(v)   /* a vectorization hint for the CPU target only */
 #define RLX_FOR_GROUP(i, n) for (uint i = rlx_local_id.x; i < (uint)(n); i += blockDim.x)
 
