@@ -33,6 +33,7 @@ RLX_KERNEL binary(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const 
     // waits for the previous kernel (see the prelude), so loads issued before
     // it overlap that kernel instead of following it.
     const uint op = p->op, n = p->n, a_offset = p->a_offset, b_offset = p->b_offset;
+    rlx_let_next_kernel_launch();  // the branch below waits for p->contiguous
     if (p->contiguous) {
         RLX_FOR_RANGE(i, n) {
             out[i] = rlx_from_float<T>(rlx_binary_apply(op, rlx_to_float(a[a_offset + i]),

@@ -25,6 +25,7 @@ RLX_KERNEL unary(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y,
     const uint n = p->n;
     RLX_DEVICE const T *src = x + p->in_offset;
     RLX_DEVICE T *dst = y + p->out_offset;
+    rlx_let_next_kernel_launch();  // the switch below waits for p->op
     switch (p->op) {
         case 0u: RLX_UNARY_LOOP(rlx_gelu_erf(v));
         case 1u: RLX_UNARY_LOOP(rlx_gelu_tanh(v));

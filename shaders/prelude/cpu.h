@@ -47,6 +47,7 @@ struct rlx_ids {
 #define rlx_num_groups (rlx_ids_arg.num_groups)
 #define rlx_local_id (uint3{0u, 0u, 0u})
 #define rlx_group_size (uint3{1u, 1u, 1u})
+#define rlx_let_next_kernel_launch() ((void)0)  /* CUDA PDL only (prelude/cuda.h) */
 #define RLX_DEVICE            /* address-space qualifier of helper pointers */
 #define RLX_CONSTANT const
 #define RLX_INLINE static inline

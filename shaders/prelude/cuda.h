@@ -56,11 +56,18 @@ static __device__ __forceinline__ uint3 rlx_after_predecessor(uint3 ids) {
     return ids;
 }
 #endif
+// For a kernel that must branch on its params before its first index read:
+// lets the next kernel begin launching now rather than after that branch
+// (which waits for the params' load). Harmless to repeat.
+static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
+    asm volatile("griddepcontrol.launch_dependents;");
+}
 #define rlx_group_id rlx_after_predecessor(blockIdx)
 #define rlx_local_id rlx_after_predecessor(threadIdx)
 #else
 #define rlx_group_id blockIdx
 #define rlx_local_id threadIdx
+#define rlx_let_next_kernel_launch() ((void)0)
 #endif
 #define RLX_DEVICE
 #define RLX_CONSTANT const

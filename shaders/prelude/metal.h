@@ -80,6 +80,7 @@ template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<
     for (uint64_t i = (uint64_t)rlx_group_id.x * rlx_group_size.x + rlx_local_id.x; \
          i < (uint64_t)(n); i += (uint64_t)rlx_num_groups.x * rlx_group_size.x)
 #define RLX_MAX_REDUCTION(v)   /* a vectorization hint for the CPU target only */
+#define rlx_let_next_kernel_launch() ((void)0)  /* CUDA PDL only (prelude/cuda.h) */
 #define RLX_FOR_GROUP(i, n) for (uint i = rlx_local_id.x; i < (uint)(n); i += rlx_group_size.x)
 
 // ---- instantiation (the host name is what pipeline_get looks up) -----------
