@@ -17,13 +17,16 @@
  *    the cubin in one cache file, <cache_dir>/cuda-kernels/<key>.bin, so a
  *    later process loads it without compiling.
  *  - command buffers: commands are recorded on the host and launched at
- *    commit, under the device lock, onto the device's one stream. That makes
- *    commit order the execution order (the ABI's queue semantics) and keeps
+ *    commit, under the device lock, onto the stream of their queue (the
+ *    device's own stream, or one per queue_create). That makes commit order
+ *    the execution order within a queue (the ABI's queue semantics) and keeps
  *    cuBLAS's handle single-threaded. Events around the work give the time.
  *    Copies that travel with a command buffer are staged through pinned
  *    memory, large ones by several host threads (parallel_memcpy.h).
- *  - gemm: cuBLAS; a gemm with a bias goes through a cuBLASLt plan that
- *    times the heuristic's candidates once per shape (lt_fastest).
+ *  - gemm: single and strided-batch gemms go through a cuBLASLt plan (bias
+ *    epilogue or none) that times the heuristic's candidates and split-K
+ *    variants once per shape as captured graphs (lt_fastest); two-level
+ *    batches and shapes Lt has no algorithm for take cuBLAS.
  *  - ICBs: a range of entries becomes a CUDA graph (a chain of kernel nodes),
  *    built and instantiated once per (start, count) and relaunched. Kernel
  *    params are pointers into the arena's params region, so patching a
