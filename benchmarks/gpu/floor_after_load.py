@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -36,8 +38,10 @@ def main() -> None:
     def report(stage: str) -> None:
         rlx_us = 1e3 * median_ms(lambda: bare.run([], []), **RUNS, sync=False)
         torch_us = 1e3 * median_ms(graph.replay, **RUNS)
+        clocks = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw",
+                                 "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
         print(json.dumps({"stage": stage, "rlx_bare_us": round(rlx_us, 2), "torch_graph_us": round(torch_us, 2),
-                          "ratio": round(rlx_us / torch_us, 3)}), flush=True)
+                          "ratio": round(rlx_us / torch_us, 3), "sm_mem_temp_power": clocks}), flush=True)
 
     report("fresh")
     big = torch.empty(30 * 2**30, dtype=torch.uint8, device="cuda")
@@ -45,6 +49,15 @@ def main() -> None:
     del big
     torch.cuda.empty_cache()
     report("after freeing it")
+    a = torch.randn(64, 64, device="cuda")
+    (a @ a).sum().item()
+    report("after one small torch matmul (cuBLAS loaded)")
+    x = torch.randn(2**26, device="cuda")
+    t = time.perf_counter()
+    while time.perf_counter() - t < 3.0:
+        x.mul_(1.0000001)
+    torch.cuda.synchronize()
+    report("after 3 s of elementwise work")
     kept = []
     for precision in ("f32", "f16"):
         for batch, seq in ((1, 128), (32, 128)):
