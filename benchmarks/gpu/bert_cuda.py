@@ -228,8 +228,9 @@ def replay_floor() -> dict:
 def main() -> None:
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": []}
     # The floor twice: first, in a process that has run nothing else, and
-    # again after the BERT rows. rlx's replay measures ~13 us longer the
-    # second time (PyTorch's ~5 us), for a reason not yet found; both are kept.
+    # again after the BERT rows. Both replays, rlx's and PyTorch's, measure
+    # 12-14 us longer the second time, for a reason not yet found
+    # (floor_after_load.py); both are kept.
     results["replay_floor_first"] = replay_floor()
     print(json.dumps(results["replay_floor_first"]), flush=True)
     for precision in ("f32", "f16"):

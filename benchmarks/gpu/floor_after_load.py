@@ -1,4 +1,4 @@
-"""Why does rlx's replay floor measure ~13 us longer after the BERT rows of
+"""Why does the replay floor measure ~13 us longer after the BERT rows of
 bert_cuda.py than first in a fresh process? The bare floor Program timed
 fresh, then after each thing those rows leave behind: a large GPU
 allocation, BERT executables run on the same device (and still alive), and
