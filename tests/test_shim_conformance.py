@@ -836,6 +836,37 @@ def test_gemm_bias_epilogue_matches_numpy(device, dt, m, n, k, tb):
     np.testing.assert_array_equal(got[:, n:], 7.0)       # the padding columns are not C's
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_gemm_gives_the_same_bits_on_a_device_opened_again(backend, bias):
+    """A device that tunes its gemms (CUDA's cuBLASLt plans, split-K picks
+    included) keeps its picks for the process: a second device computes the
+    same small-m product bit for bit, with and without a bias."""
+    m, n, k = 128, 384, 1536
+    r = rng(5)
+    a = r.standard_normal((m, k)).astype(np.float32)
+    b = r.standard_normal((k, n)).astype(np.float32)
+    bias_v = r.standard_normal(n).astype(np.float32)
+    results = []
+    for _ in range(2):
+        dev = Device.open(backend, 0)
+        bufs = [dev.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias_v)]
+        for buf, x in zip(bufs, (a, b, None, bias_v)):
+            if x is not None:
+                buf.write(0, x)
+        if bias and not dev.info.gemm_bias:
+            pytest.skip(f"{backend}: no bias epilogue")
+        with CommandBuffer(dev) as cb:
+            cb.gemm(*bufs[:3], m, n, k, lda=k, ldb=n, ldc=n, bias=bufs[3] if bias else None)
+            cb.commit()
+            cb.wait()
+        results.append(download(bufs[2], np.float32, m * n))
+        del bufs
+        dev.close()
+    np.testing.assert_array_equal(results[0], results[1])
+    want = a.astype(np.float64) @ b.astype(np.float64) + (bias_v if bias else 0)
+    np.testing.assert_allclose(results[0].reshape(m, n), want, rtol=1e-4, atol=1e-3)
+
+
 def test_gemm_bias_range_is_checked(device):
     if not device.info.gemm_bias:
         pytest.skip(f"{device.shim.backend}: no bias epilogue (test_gemm_bias_epilogue_matches_numpy checks refusal)")
