@@ -71,10 +71,15 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
 #define RLX_MASKED_SOFTMAX(VALUE)                                                   \
     {                                                                               \
     if (cols <= RLX_ROW_CACHE * rlx_group_size.x) {                                 \
-        /* The row in registers: read once, written once. */                       \
-        float v[RLX_ROW_CACHE];                                                     \
+        /* The row in registers: read once, written once. The loops stop at */     \
+        /* the last slot any thread of the group uses (a uniform branch), so */    \
+        /* a 128-column row on 32 threads evaluates 4 slots, not 8 (an exp */      \
+        /* under a select would run for every slot). */                            \
+        const uint used = (cols + rlx_group_size.x - 1) / rlx_group_size.x;         \
+        float v[RLX_ROW_CACHE] = {0.0f};                                            \
         float mx = -RLX_INFINITY;                                                   \
         for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
+            if (j >= used) break;                                                   \
             const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
             v[j] = i < cols ? (VALUE) : -RLX_INFINITY;                              \
             mx = rlx_fmax(mx, v[j]);                                                \
@@ -83,6 +88,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
         const float shift = mx == -RLX_INFINITY ? 0.0f : mx;                        \
         float s = 0.0f;                                                             \
         for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
+            if (j >= used) break;                                                   \
             const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
             v[j] = i < cols ? rlx_exp(v[j] - shift) : 0.0f;                         \
             s += v[j];                                                              \
@@ -90,6 +96,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
         s = rlx_group_sum(s, scratch);                                              \
         const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
         for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
+            if (j >= used) break;                                                   \
             const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
             if (i < cols) yr[i] = rlx_from_float<U>(v[j] * inv);                    \
         }                                                                           \

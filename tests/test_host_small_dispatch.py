@@ -1,5 +1,5 @@
 """Lowering of small elementwise ops: binary ops whose size-1 or mergeable
-dimensions are dropped first (rlx/runtime/lowering.py _merge_dims, every
+dimensions are dropped first (rlx/runtime/params.py merge_dims, every
 target), and the CPU's scalar loops (binary, copy, gather) split into
 several groups from 2048 elements (Target.elementwise_grid). Numerics
 against rlx/reference.py on the device under test."""
@@ -11,7 +11,7 @@ import pytest
 from conftest import assert_matches_reference
 
 import rlx
-from rlx.runtime.lowering import _merge_dims
+from rlx.runtime.params import merge_dims
 from rlx.runtime.target import host_target
 
 
@@ -21,12 +21,12 @@ def _rand(rng, shape, dtype):
 
 def test_merge_dims():
     # [1, 9, 384] + broadcast [9, 384]: size-1 dim dropped, then one dense run.
-    assert _merge_dims((1, 9, 384), ((3456, 384, 1), (0, 384, 1))) == ((3456,), ((1,), (1,)))
+    assert merge_dims((1, 9, 384), ((3456, 384, 1), (0, 384, 1))) == ((3456,), ((1,), (1,)))
     # A row broadcast keeps its two dimensions.
-    assert _merge_dims((9, 384), ((384, 1), (0, 1))) == ((9, 384), ((384, 1), (0, 1)))
+    assert merge_dims((9, 384), ((384, 1), (0, 1))) == ((9, 384), ((384, 1), (0, 1)))
     # Leading dims merge when every operand steps over them exactly.
-    assert _merge_dims((2, 3, 4, 5), ((60, 20, 5, 1), (0, 0, 5, 1))) == ((6, 20), ((20, 1), (0, 1)))
-    assert _merge_dims((1, 1), ((0, 0), (1, 1))) == ((1,), ((0,), (0,)))
+    assert merge_dims((2, 3, 4, 5), ((60, 20, 5, 1), (0, 0, 5, 1))) == ((6, 20), ((20, 1), (0, 1)))
+    assert merge_dims((1, 1), ((0, 0), (1, 1))) == ((1,), ((0,), (0,)))
 
 
 def test_scalar_loops_get_more_groups_on_the_cpu_only():

@@ -279,25 +279,6 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
-def _merge_dims(shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
-                ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
-    """The same row-major walk over fewer dimensions: size-1 dimensions
-    dropped, and a dimension merged into the next one when every operand's
-    stride steps over the next one exactly (an output is dense, so its own
-    layout always merges)."""
-    dims = [(d, [s[i] for s in strides]) for i, d in enumerate(shape) if d != 1]
-    if not dims:
-        return (1,), tuple((0,) for _ in strides)
-    merged = [dims[0]]
-    for d, st in dims[1:]:
-        pd, pst = merged[-1]
-        if all(ps == s * d for ps, s in zip(pst, st)):
-            merged[-1] = (pd * d, st)
-        else:
-            merged.append((d, st))
-    return tuple(d for d, _ in merged), tuple(tuple(st[k] for _, st in merged) for k in range(len(strides)))
-
-
 @lowers(*P.BINARY_OPS)
 def _binary(lw: Lowering, node: Node) -> View:
     shape = tuple(node.shape)
@@ -314,7 +295,7 @@ def _binary(lw: Lowering, node: Node) -> View:
     # the CPU), so size-1 dimensions are dropped and dimensions contiguous in
     # every operand merged first. Same elements, same math, on every target.
     contiguous = a.is_dense and b.is_dense
-    shape, (strides_a, strides_b) = _merge_dims(shape, (a.strides, b.strides))
+    shape, (strides_a, strides_b) = P.merge_dims(shape, (a.strides, b.strides))
     params = P.binary(out.numel, P.BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, strides_a, strides_b)
     lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
                 params, lw.target.elementwise_grid(out.numel, scalar=True))

@@ -16,6 +16,25 @@ def _dims(values: tuple[int, ...] | list[int], fill: int = 0) -> list[int]:
     return values + [fill] * (MAX_DIMS - len(values))
 
 
+def merge_dims(shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...]
+                ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """The same row-major walk over fewer dimensions: size-1 dimensions
+    dropped, and a dimension merged into the next one when every operand's
+    stride steps over the next one exactly (an output is dense, so its own
+    layout always merges)."""
+    dims = [(d, [s[i] for s in strides]) for i, d in enumerate(shape) if d != 1]
+    if not dims:
+        return (1,), tuple((0,) for _ in strides)
+    merged = [dims[0]]
+    for d, st in dims[1:]:
+        pd, pst = merged[-1]
+        if all(ps == s * d for ps, s in zip(pst, st)):
+            merged[-1] = (pd * d, st)
+        else:
+            merged.append((d, st))
+    return tuple(d for d, _ in merged), tuple(tuple(st[k] for _, st in merged) for k in range(len(strides)))
+
+
 def binary(n: int, op: int, contiguous: bool, a_offset: int, b_offset: int,
            shape: tuple[int, ...], a_strides: tuple[int, ...], b_strides: tuple[int, ...]) -> bytes:
     return struct.pack(f"<8I{3 * MAX_DIMS}I", n, len(shape), op, int(contiguous), a_offset, b_offset, 0, 0,
@@ -59,6 +78,10 @@ def reduce(outer: int, length: int, inner: int, op: int, in_offset: int) -> byte
 
 def masked_softmax(rows: int, cols: int, in_offset: int, has_mask: bool, scale: float, mask_offset: int,
                    mask_col_stride: int, lead_shape: tuple[int, ...], mask_lead_strides: tuple[int, ...]) -> bytes:
+    # Each row finds its mask row with a division per leading dimension, so
+    # they are merged first: attention's (batch, head, query) over a
+    # [batch, 1, 1, keys] mask is (batch, head x query), strides (keys, 0).
+    lead_shape, (mask_lead_strides,) = merge_dims(tuple(lead_shape), (tuple(mask_lead_strides),))
     return struct.pack(f"<4If3I{2 * MAX_DIMS}I", rows, cols, in_offset, int(has_mask), scale, mask_offset,
                        mask_col_stride, len(lead_shape), *_dims(lead_shape, 1), *_dims(mask_lead_strides))
 
