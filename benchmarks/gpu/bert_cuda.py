@@ -48,6 +48,22 @@ def torch_bert(params: dict, dtype: torch.dtype, batch: int, seq: int):
     return forward
 
 
+def capture_torch_graph(fwd, *args):
+    """PyTorch's forward captured as one CUDA graph after three warm-up calls
+    on a side stream (as torch.cuda.graphs asks); returns the graph and its
+    static output. Call under torch.no_grad()."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fwd(*args)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = fwd(*args)
+    return graph, static_out
+
+
 def median_ms(fn, warmup=10, runs=50, sync=True) -> float:
     for _ in range(warmup):
         fn()
@@ -130,16 +146,7 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
         ref = fwd(tx, tm).float().cpu().numpy()
         row["max_abs_diff_vs_torch"] = float(np.max(np.abs(ref - out)))
         row["torch_eager_ms"] = median_ms(lambda: fwd(tx, tm))
-        static_out = None
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                fwd(tx, tm)
-        torch.cuda.current_stream().wait_stream(s)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = fwd(tx, tm)
+        graph, static_out = capture_torch_graph(fwd, tx, tm)
         # Fair to rlx's run, which copies the input in and the output out.
         host_x = torch.from_numpy(x).to(tdtype).pin_memory()
 

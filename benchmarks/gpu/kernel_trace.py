@@ -21,7 +21,7 @@ import rlx
 from rlx.blocks import bert_encoder, random_params
 
 sys.path.insert(0, "benchmarks/gpu")
-from bert_cuda import FFN, HEADS, HIDDEN, LAYERS, torch_bert  # noqa: E402
+from bert_cuda import FFN, HEADS, HIDDEN, LAYERS, capture_torch_graph, torch_bert  # noqa: E402
 
 CONFIGS = [("f32", 1, 128), ("f16", 1, 128), ("f32", 32, 128)]
 RUNS = 20
@@ -61,15 +61,7 @@ def main() -> None:
         tx = torch.from_numpy(x).to("cuda", tdtype)
         tm = torch.from_numpy(mask).to("cuda", tdtype)
         with torch.no_grad():
-            s = torch.cuda.Stream()
-            s.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    fwd(tx, tm)
-            torch.cuda.current_stream().wait_stream(s)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                fwd(tx, tm)
+            graph, _ = capture_torch_graph(fwd, tx, tm)
         torch_table = kernel_table(graph.replay)
         print(json.dumps({"precision": precision, "batch": batch, "tokens": seq, "rlx": rlx_table,
                           "torch_graph": torch_table}), flush=True)
