@@ -849,12 +849,13 @@ def test_gemm_gives_the_same_bits_on_a_device_opened_again(backend, bias):
     results = []
     for _ in range(2):
         dev = Device.open(backend, 0)
+        if bias and not dev.info.gemm_bias:   # refusal is test_gemm_bias_epilogue_matches_numpy's
+            dev.close()
+            pytest.skip(f"{backend}: no bias epilogue")
         bufs = [dev.alloc(x.nbytes) for x in (a, b, np.empty((m, n), np.float32), bias_v)]
         for buf, x in zip(bufs, (a, b, None, bias_v)):
             if x is not None:
                 buf.write(0, x)
-        if bias and not dev.info.gemm_bias:
-            pytest.skip(f"{backend}: no bias epilogue")
         with CommandBuffer(dev) as cb:
             cb.gemm(*bufs[:3], m, n, k, lda=k, ldb=n, ldc=n, bias=bufs[3] if bias else None)
             cb.commit()
