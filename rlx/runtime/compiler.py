@@ -190,15 +190,17 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
     out_ids = {id(s) for s in outputs}
 
     def lifetimes(pin: bool) -> list[Lifetime]:
+        # An input is live from before the first thunk whatever the pin says,
+        # also when it is an output too (or an output is a dense view of it):
+        # its bytes hold the caller's data from the start of the run.
         result = []
         for s in lw.storages:
             if s.slot != ARENA:
                 continue
             start, stop = first.get(id(s), 0), last.get(id(s), 0)
-            if id(s) in out_ids:
-                result.append(Lifetime(id(s), s.nbytes, start, end, fixed=pin))
-            else:
-                result.append(Lifetime(id(s), s.nbytes, start, stop, fixed=id(s) in always))
+            is_output = id(s) in out_ids
+            result.append(Lifetime(id(s), s.nbytes, start, end if is_output else stop,
+                                   fixed=id(s) in always or (is_output and pin)))
         return result
 
     used = lifetimes(pin_outputs)
