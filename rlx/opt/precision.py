@@ -104,8 +104,9 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
 
     def storage_dtype(node: Node) -> DType:
         users = consumers.get(node, [])
-        if node.dtype == f32 and users and node not in outputs and all(wants(u) == f16 or (u.op == "gather" and wants(u) is None and
-                                                                   u.inputs[0] is node) for u in users):
+        if node.dtype != f32 or not users or node in outputs:
+            return node.dtype
+        if all(wants(u) == f16 or (u.op == "gather" and wants(u) is None and u.inputs[0] is node) for u in users):
             return f16
         return node.dtype
 

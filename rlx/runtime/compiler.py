@@ -19,6 +19,7 @@ from rlx import env
 from rlx._core import Program
 from rlx.errors import ConfigError, ParameterError
 from rlx.ir.graph import Graph, Node
+from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
 from rlx.opt.precision import apply_precision
@@ -73,6 +74,9 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         device = cost.auto_device(graph, params, precision=precision)
         report.append(f"device: auto chose {device}")
     dev, target = devices.open_device(device)
+    graph, n_empty = expand_empty_contractions(graph)
+    if n_empty:
+        report.append(f"empty contractions: {n_empty} matmul/linear over K = 0 became zeros (plus bias)")
     if enabled["fusion"]:
         graph, fusion_report = fuse(graph, target.capabilities)
         report.append(fusion_report.describe())
