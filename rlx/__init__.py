@@ -17,6 +17,7 @@ from rlx.errors import (
     InputError,
     KernelCompileError,
     MemoryPlanError,
+    ModelLoadError,
     ParameterError,
     RlxError,
     ShapeError,
@@ -60,7 +61,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ConfigError", "DeviceError", "DeviceUnavailableError", "DTypeError", "GraphError", "InputError",
-    "KernelCompileError", "MemoryPlanError", "ParameterError", "RlxError", "ShapeError",
+    "KernelCompileError", "MemoryPlanError", "ModelLoadError", "ParameterError", "RlxError", "ShapeError",
     "UnsupportedOpError", "UnsupportedPrecisionError", *_LAZY,
 ]
 

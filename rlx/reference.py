@@ -15,6 +15,7 @@ import numpy as np
 
 from rlx.errors import GraphError, InputError, ParameterError, ShapeError, UnsupportedOpError
 from rlx.ir import Graph, TensorType
+from rlx.ir.graph import as_bindings
 
 __all__ = ["REFERENCE", "register_reference", "run_reference", "erf"]
 
@@ -231,7 +232,10 @@ def _concat(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 
 
 def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exception]) -> np.ndarray:
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, odd objects
+        raise err(f"{kind} {name!r}: cannot convert {type(value).__name__} to an array: {exc}") from None
     if tuple(arr.shape) != tuple(t.shape) or arr.dtype != t.dtype.numpy:
         got = f"{arr.dtype}{list(arr.shape)}"
         raise err(f"{kind} {name!r}: expected {t} ({t.dtype.numpy}{list(t.shape)}), got {got}")
@@ -241,10 +245,13 @@ def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exceptio
 def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
                   params: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Evaluate ``graph`` with numpy; returns a fresh array per output name."""
-    params = {} if params is None else params
+    if not isinstance(graph, Graph):
+        raise GraphError(f"run_reference expects an rlx.Graph, got a {type(graph).__name__}")
+    inputs = as_bindings(inputs, InputError, "inputs")
+    params = as_bindings(params, ParameterError, "params")
     for kind, given, declared, err in (("input", inputs, graph.inputs, InputError),
                                        ("param", params, graph.params, ParameterError)):
-        unknown = sorted(set(given) - set(declared))
+        unknown = sorted(set(given) - set(declared), key=repr)
         if unknown:
             raise err(f"unknown {kind}(s) {', '.join(map(repr, unknown))}; the graph declares "
                       f"{', '.join(map(repr, declared)) or 'none'}")

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import _DEVICE
 
-from rlx.errors import ModelLoadError, RlxError, UnsupportedPrecisionError
+from rlx.errors import ConfigError, InputError, ModelLoadError, RlxError, UnsupportedPrecisionError
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 pytest.importorskip("tokenizers")
@@ -332,12 +332,12 @@ def test_unsupported_modules(tiny):
 
 
 def test_bad_arguments(tiny):
-    with pytest.raises(ValueError, match="precision"):
+    with pytest.raises(ConfigError, match="precision"):
         load_embedder(tiny, precision="f64")
     model = load_embedder(tiny)
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(ConfigError, match="batch_size"):
         model.encode(["a"], batch_size=0)
-    with pytest.raises(TypeError, match="texts\\[1\\]"):
+    with pytest.raises(InputError, match="texts\\[1\\]"):
         model.encode(["a", 3])
 
 

@@ -8,9 +8,9 @@ from rlx.ir.dtype import DType, f16, f32, i32, i64
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import OpDef, TensorType, all_ops, get_op, register_op
 from rlx.ir.printer import format_graph
-from rlx.ir.shape import Shape, broadcast_shapes, contiguous_strides
+from rlx.ir.shape import MAX_ELEMENTS, Shape, broadcast_shapes, contiguous_strides
 
 __all__ = [
     "Graph", "Node", "DType", "f32", "f16", "i32", "i64", "Shape", "TensorType", "OpDef",
-    "register_op", "get_op", "all_ops", "broadcast_shapes", "contiguous_strides", "format_graph",
+    "register_op", "get_op", "all_ops", "broadcast_shapes", "contiguous_strides", "format_graph", "MAX_ELEMENTS",
 ]

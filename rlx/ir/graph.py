@@ -20,9 +20,30 @@ from rlx.ir.op import OpDef, TensorType, get_op
 from rlx.ir.printer import format_graph
 from rlx.ir.shape import Shape
 
-__all__ = ["Graph", "Node"]
+__all__ = ["Graph", "Node", "as_bindings"]
 
 _LEAF_NAMED = ("input", "param")
+
+
+def as_bindings(value: object, error: type[Exception], what: str) -> dict:
+    """Values bound by name to a graph's inputs or params (``run``,
+    ``set_params``, ``run_reference``): ``value`` (None, a mapping, or
+    (name, value) pairs as ``dict()`` takes them) as a new dict; anything
+    else raises ``error``. Pairs must have str names, so a list of arrays is
+    not mistaken for pairs of numbers."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        out = dict(value)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or not all(isinstance(k, str) for k in out):
+        raise error(f"{what} must be a mapping of name -> array (or keyword arguments), "
+                    f"got a {type(value).__name__}")
+    return out
+
 
 
 class Node:

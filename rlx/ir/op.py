@@ -13,7 +13,7 @@ from typing import Any
 
 from rlx.errors import GraphError, UnsupportedOpError
 from rlx.ir.dtype import DType
-from rlx.ir.shape import Shape
+from rlx.ir.shape import Shape, check_extent
 
 __all__ = ["TensorType", "OpDef", "register_op", "get_op", "all_ops"]
 
@@ -27,7 +27,10 @@ class TensorType:
 
     def __init__(self, shape: Iterable[int], dtype: DType | str | Any) -> None:
         # Coerce here so ``TensorType((2, 3), "f16")`` is as good as the long form.
-        object.__setattr__(self, "shape", Shape(shape))
+        # Every node's type is made here, so this is where sizes are bounded.
+        shape = Shape(shape)
+        check_extent(shape)
+        object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "dtype", DType.of(dtype))
 
     @property

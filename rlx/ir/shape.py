@@ -7,7 +7,16 @@ from collections.abc import Iterable
 
 from rlx.errors import ShapeError
 
-__all__ = ["Shape", "broadcast_shapes", "contiguous_strides"]
+__all__ = ["MAX_ELEMENTS", "Shape", "broadcast_shapes", "check_extent", "contiguous_strides"]
+
+# The most elements one tensor may span. Kernel params (rlx/runtime/params.py,
+# shaders/*.h) carry element counts, offsets and strides as uint32, and the
+# strictest consumers read sizes as int32: the gemm ABI takes m, n, k in
+# [0, 2^31) (csrc/rlx_gemm_check.h), gather compares row numbers as int and
+# attention casts its sequence lengths to int. Byte sizes and offsets are
+# 64-bit, so this is the one limit; every tensor type is checked against it
+# when its node is built (TensorType), before anything reaches a kernel.
+MAX_ELEMENTS = 2**31 - 1
 
 
 def _dim(d: object, dims: object) -> int:
@@ -20,6 +29,22 @@ def _dim(d: object, dims: object) -> int:
     if v < 0:
         raise ShapeError(f"shape {dims!r}: dimension {v} is negative")
     return v
+
+
+def check_extent(shape: Shape) -> None:
+    """Raise ShapeError when a tensor of ``shape`` would exceed MAX_ELEMENTS.
+
+    Empty dimensions count as 1, as they do in ``contiguous_strides``: a
+    (0, 2**40) tensor holds nothing but its outer stride would still be
+    2**40, which no kernel params field can hold."""
+    span = 1
+    for d in shape:
+        span *= d or 1
+    if span > MAX_ELEMENTS:
+        what = "elements" if 0 not in shape else "elements (empty dimensions counted as 1, as strides count them)"
+        raise ShapeError(f"shape {shape!r} spans {span} {what}, more than rlx.ir.shape.MAX_ELEMENTS = "
+                         f"{MAX_ELEMENTS} (2**31 - 1) per tensor: kernels encode element counts, offsets "
+                         f"and strides in 32 bits")
 
 
 class Shape(tuple):

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rlx.errors import ModelLoadError
+from rlx.errors import ConfigError, ModelLoadError, ShapeError
 from rlx.ir.graph import Graph, Node
 
 __all__ = ["BertConfig", "BertModel", "PoolingConfig", "resolve_model_path", "KNOWN_MODELS"]
@@ -60,6 +61,8 @@ def resolve_model_path(path_or_name: str | Path | None) -> Path:
     """A folder path, or a known model name (resolved to its installed package)."""
     if path_or_name is None:
         path_or_name = DEFAULT_MODEL
+    if not isinstance(path_or_name, (str, os.PathLike)):
+        raise ModelLoadError(f"expected a model folder path or name, got a {type(path_or_name).__name__}")
     key = str(path_or_name).strip().lower()
     if key in KNOWN_MODELS and not Path(str(path_or_name)).exists():
         module, fn, dist = KNOWN_MODELS[key]
@@ -144,6 +147,11 @@ class BertConfig:
             v = kw.get(name, getattr(cls, name, 1))
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ModelLoadError(f"{source}: {name} must be a positive integer, got {v!r}")
+        pad = kw.get("pad_token_id", 0)
+        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < kw["vocab_size"]:
+            # Padding rows are gathered like any token: out of range, every encode would fail.
+            raise ModelLoadError(f"{source}: pad_token_id must be an integer in [0, vocab_size="
+                                 f"{kw['vocab_size']}), got {pad!r}")
         if kw["hidden_size"] % kw["num_attention_heads"]:
             raise ModelLoadError(f"{source}: hidden_size {kw['hidden_size']} is not a multiple of "
                                  f"num_attention_heads {kw['num_attention_heads']}")
@@ -383,14 +391,15 @@ class BertModel:
         [batch, seq, hidden].
         """
         if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         # bf16 builds the f32 graph: compile it with precision="bf16" (compile_precision).
         precision = "f16" if precision == "f16" else "f32"
         cfg = self.config
-        if not 1 <= seq <= cfg.max_position_embeddings:
-            raise ValueError(f"seq {seq} must be in [1, max_position_embeddings={cfg.max_position_embeddings}]")
-        if batch < 1:
-            raise ValueError(f"batch must be >= 1, got {batch}")
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= cfg.max_position_embeddings:
+            raise ShapeError(f"seq {seq!r} must be an integer in [1, max_position_embeddings="
+                             f"{cfg.max_position_embeddings}]")
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ShapeError(f"batch must be an integer >= 1, got {batch!r}")
         h, nh, dh = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
         shapes = {k: v.shape for k, v in self.params("f32", packed_qkv).items()}
         g = Graph()

@@ -16,12 +16,12 @@ from __future__ import annotations
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from rlx.errors import ModelLoadError
+from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.models.bert import PRECISIONS, BertModel, compile_precision
 
 __all__ = ["Embedder", "load_embedder", "seq_bucket", "batch_bucket"]
@@ -44,6 +44,7 @@ def batch_bucket(n: int, batch_size: int) -> int:
 
 
 def _load_tokenizer(folder: Path, max_length: int, lower: bool):
+    """The folder's tokenizer (tokenizer.json, else vocab.txt) and the file it came from."""
     try:
         from tokenizers import Tokenizer
     except ImportError:  # pragma: no cover - a declared dependency
@@ -64,12 +65,30 @@ def _load_tokenizer(folder: Path, max_length: int, lower: bool):
             cfg = json.loads((folder / "tokenizer_config.json").read_text())
         except (OSError, ValueError):
             pass
-        tok = BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=bool(cfg.get("do_lower_case", True)))
+        path = folder / "vocab.txt"
+        try:
+            tok = BertWordPieceTokenizer(str(path), lowercase=bool(cfg.get("do_lower_case", True)))
+        except Exception as e:  # tokenizers raises its own Exception type
+            raise ModelLoadError(f"{path}: cannot read the vocabulary ({e})") from None
     else:
         raise ModelLoadError(f"{path}: file not found (nor vocab.txt beside it)")
     tok.no_padding()
     tok.enable_truncation(max_length)
-    return tok
+    return tok, path
+
+
+def _check_vocab(tokenizer, path: Path, model: BertModel) -> None:
+    """Every token id the tokenizer can produce must be a row of the
+    embedding table; otherwise the folder loads and then every encode fails
+    on gather's range check, far from the file that is wrong. (A table with
+    more rows than the tokenizer has tokens is fine: checkpoints often pad
+    the vocabulary.)"""
+    n_tokens = tokenizer.get_vocab_size(with_added_tokens=True)
+    rows = model.config.vocab_size   # _select checked the table has exactly these rows
+    if n_tokens > rows:
+        raise ModelLoadError(f"{path}: the tokenizer has {n_tokens} tokens, but the embedding table "
+                             f"(embeddings.word_embeddings.weight, vocab_size in config.json) has {rows} "
+                             f"rows: token ids {rows}..{n_tokens - 1} have no embedding")
 
 
 class Embedder:
@@ -81,14 +100,18 @@ class Embedder:
     def __init__(self, model: BertModel, device: str | None = "cpu", precision: str = "f32",
                  cache_size: int = DEFAULT_CACHE_SIZE) -> None:
         if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-        if cache_size < 1:
-            raise ValueError(f"cache_size must be >= 1, got {cache_size}")
+            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        _positive_int("cache_size", cache_size)
+        if device is not None and device != "auto":
+            from rlx.runtime.devices import parse_device
+
+            parse_device(device)   # a misspelled device fails here, not at the first encode
         self.model = model
         self.device = device
         self.precision = precision
         self.max_length = model.max_seq_length
-        self.tokenizer = _load_tokenizer(model.folder, self.max_length, model.pooling.do_lower_case)
+        self.tokenizer, tokenizer_path = _load_tokenizer(model.folder, self.max_length, model.pooling.do_lower_case)
+        _check_vocab(self.tokenizer, tokenizer_path, model)
         self._lower = model.pooling.do_lower_case
         self._params = model.params(precision)
         self._cache: OrderedDict[tuple[int, int], object] = OrderedDict()
@@ -117,7 +140,7 @@ class Embedder:
     def _tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         for i, t in enumerate(texts):
             if not isinstance(t, str):
-                raise TypeError(f"texts[{i}] is a {type(t).__name__}, not a str")
+                raise InputError(f"texts[{i}] is a {type(t).__name__}, not a str")
         batch = [t.lower() for t in texts] if self._lower else list(texts)
         encs = self.tokenizer.encode_batch(batch)
         cut = [i for i, e in enumerate(encs) if e.overflowing]
@@ -160,9 +183,8 @@ class Embedder:
 
         progress(done, total) is called after each batch."""
         single = isinstance(texts, str)
-        items = [texts] if single else list(texts)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        items = [texts] if single else _text_list(texts)
+        _positive_int("batch_size", batch_size)
         out = np.zeros((len(items), self.dim), np.float32)
         if not items:
             return out
@@ -189,6 +211,18 @@ class Embedder:
         mask[n:, 0] = 1.0     # filler rows attend to one token, so no row is fully masked
         emb = self.executable(b, t).run(input_ids=input_ids, attention_mask=mask)["embeddings"]
         return emb[:n]
+
+
+def _positive_int(what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{what} must be an integer >= 1, got {value!r}")
+
+
+def _text_list(texts: object) -> list:
+    """``texts`` as a list; bytes and non-iterables are refused (list(b"ab") would be [97, 98])."""
+    if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
+        raise InputError(f"texts must be a str or a sequence of str, got a {type(texts).__name__}")
+    return list(texts)
 
 
 def load_embedder(path_or_name: str | Path | None = None, device: str | None = "cpu", precision: str = "f32",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx import env
-from rlx.errors import DeviceUnavailableError, RlxError
+from rlx.errors import ConfigError, DeviceUnavailableError
 from rlx.runtime import shim
 from rlx.runtime.target import Target
 
@@ -25,16 +25,18 @@ class DeviceDesc:
 
 
 def parse_device(name: str | None) -> tuple[str, int]:
-    """'cpu' -> ('host', 0); 'cuda:1' -> ('cuda', 1). Unknown -> RlxError."""
-    name = (name or env.default_device()).strip().lower()
+    """'cpu' -> ('host', 0); 'cuda:1' -> ('cuda', 1). Unknown -> ConfigError."""
+    name = name or env.default_device()
+    if not isinstance(name, str):
+        raise ConfigError(f"device must be a string (cpu, cuda[:N], metal or auto), got {name!r}")
+    name = name.strip().lower()
     base, _, index = name.partition(":")
     if base not in _BACKEND_OF:
-        raise RlxError(f"unknown device {name!r}: expected one of cpu, cuda[:N], metal")
-    try:
-        idx = int(index) if index else 0
-    except ValueError:
-        raise RlxError(f"device {name!r}: the index after ':' must be an integer") from None
-    return _BACKEND_OF[base], idx
+        raise ConfigError(f"unknown device {name!r}: expected one of cpu, cuda[:N], metal")
+    # isdigit, not int(): int() takes "-1", " 1" and "1_0", none of them a device index.
+    if index and not (index.isascii() and index.isdigit()):
+        raise ConfigError(f"device {name!r}: the index after ':' must be a non-negative integer")
+    return _BACKEND_OF[base], int(index) if index else 0
 
 
 def open_device(name: str | None) -> tuple[shim.Device, Target]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from rlx.errors import InputError, ParameterError
 from rlx.ir.dtype import DType, bf16, to_bf16
+from rlx.ir.graph import as_bindings
 
 
 @dataclass(frozen=True)
@@ -95,8 +96,9 @@ class Executable:
 
     def set_params(self, params: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> None:
         """Write new values for parameters; they stay resident across runs."""
-        values = dict(params or {}, **named)
-        unknown = sorted(set(values) - set(self._param_slots))
+        values = as_bindings(params, ParameterError, "params")
+        values.update(named)
+        unknown = sorted(set(values) - set(self._param_slots), key=repr)
         if unknown:
             raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(self._param_slots)}")
         prepared = {name: coerce_param(self._param_slots[name][0], value) for name, value in values.items()}
@@ -108,12 +110,12 @@ class Executable:
     # ---- running -------------------------------------------------------------
     def run(self, inputs: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> dict[str, np.ndarray]:
         if named:
-            feed = dict(inputs) if inputs else {}
+            feed = {} if inputs is None else self._feed(inputs)
             feed.update(named)
         elif type(inputs) is dict:
             feed = inputs      # only read here
         else:
-            feed = dict(inputs) if inputs else {}
+            feed = self._feed(inputs)
         if len(feed) != len(self._expect):
             self._explain_names(feed)
         arrays = []
@@ -140,9 +142,16 @@ class Executable:
 
     __call__ = run
 
+    def _feed(self, inputs: object) -> dict:
+        """A fresh dict of the inputs given positionally (a mapping or (name, value) pairs)."""
+        try:
+            return as_bindings(inputs, InputError, "inputs")
+        except InputError as exc:
+            raise InputError(f"{exc}; the graph takes {', '.join(str(s) for s in self.input_specs)}") from None
+
     def _explain_names(self, feed: Mapping[str, object]) -> None:
         expected = [s.name for s in self.input_specs]
-        unknown = sorted(set(feed) - self._input_names)
+        unknown = sorted(set(feed) - self._input_names, key=repr)   # keys may be of mixed types
         missing = [n for n in expected if n not in feed]
         parts = []
         if unknown:
@@ -154,10 +163,7 @@ class Executable:
     @staticmethod
     def _check_input(spec: IOSpec, value) -> np.ndarray:
         if not isinstance(value, np.ndarray):
-            try:
-                value = np.asarray(value, dtype=spec.dtype.numpy)
-            except (TypeError, ValueError) as exc:
-                raise InputError(f"input '{spec.name}': cannot convert to {spec.dtype.name}: {exc}") from None
+            value = convert_values(value, spec, InputError, "input")
         if value.dtype != spec.dtype.numpy:
             raise InputError(f"input '{spec.name}': dtype {value.dtype}, expected {spec.dtype.name} "
                              f"({spec.dtype.numpy}); convert it with .astype(np.{spec.dtype.numpy})")
@@ -179,7 +185,11 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
     """A parameter value as the declared dtype and shape. Floats convert
     between f32 and f16 (weights often ship in the other one) and round to
     bf16 for bf16 params; anything else must match exactly."""
-    array = np.asarray(value)
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, ints beyond 64 bits, ...
+        raise ParameterError(f"parameter '{spec.name}': cannot convert {type(value).__name__} to an array: "
+                             f"{exc}") from None
     if array.shape != spec.shape:
         raise ParameterError(f"parameter '{spec.name}': shape {array.shape}, expected {spec.shape}")
     if spec.dtype is bf16:   # stored as bf16 bits (precision="bf16"): values are given as floats
@@ -192,3 +202,41 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
             raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected {spec.dtype.name}")
         array = array.astype(spec.dtype.numpy)
     return np.ascontiguousarray(array)
+
+
+def _kind_name(dtype: np.dtype) -> str:
+    """What numpy made of a Python value, in words (for messages)."""
+    if dtype.kind == "O":
+        return "Python objects (None, mixed types, or integers beyond 64 bits)"
+    return {"U": "strings", "S": "bytes", "b": "bools", "c": "complex numbers", "f": "floats",
+            "M": "datetimes", "m": "timedeltas", "V": "raw records"}.get(dtype.kind, str(dtype))
+
+
+def convert_values(value: object, spec: IOSpec, error: type[Exception], what: str) -> np.ndarray:
+    """A non-ndarray value (a list, a scalar) as an array of ``spec``'s dtype,
+    without changing any value: integer tensors take only integers that fit
+    (a float is never truncated into an index, even an integral one, as a
+    float ndarray is refused too), float tensors take ints and floats that
+    stay finite. ``np.asarray`` learns what the values are first; converting
+    straight to the target dtype would truncate 1.5 to 1."""
+    label = f"{what} '{spec.name}'"
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, odd objects
+        raise error(f"{label}: cannot convert {type(value).__name__} to {spec.dtype.name}: {exc}") from None
+    kind = array.dtype.kind
+    accepted = "fiu" if spec.dtype.is_float else "iu"
+    if kind not in accepted:
+        wanted = "numbers" if spec.dtype.is_float else "integers"
+        raise error(f"{label}: cannot convert {type(value).__name__} to {spec.dtype.name}: it holds "
+                    f"{_kind_name(array.dtype)}, expected {wanted}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        converted = array.astype(spec.dtype.numpy)
+    if spec.dtype.is_float:
+        changed = not np.isfinite(converted).all() and np.isfinite(array).all()
+    else:
+        changed = not np.array_equal(converted, array)
+    if changed:
+        raise error(f"{label}: cannot convert {type(value).__name__} to {spec.dtype.name}: values out of range "
+                    f"(min {array.min()}, max {array.max()})")
+    return converted
