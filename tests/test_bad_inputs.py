@@ -228,8 +228,6 @@ def test_compile_arguments():
         setup=_GATHER_SETUP)
 
 
-@pytest.mark.xfail(strict=True, reason="rlx/runtime/compiler.py (and rlx/opt/siblings.py) call .items() / "
-                   ".topo_order() on the argument unchecked; reported, not fixed here (files owned elsewhere)")
 def test_compile_non_mapping_arguments():
     run_group(_cases("ConfigError", passes_list="rlx.compile(g, passes=['fusion'], params=P)")
               + _cases("ParameterError", params_list="rlx.compile(g, params=[T])")

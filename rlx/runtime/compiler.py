@@ -17,8 +17,8 @@ import numpy as np
 
 from rlx import env
 from rlx._core import Program
-from rlx.errors import ConfigError, ParameterError
-from rlx.ir.graph import Graph, Node
+from rlx.errors import ConfigError, GraphError, ParameterError
+from rlx.ir.graph import Graph, Node, as_bindings
 from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
@@ -60,6 +60,12 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
     buckets of one model share one set of weights; ``set_params`` on either
     changes both); those params need no value in ``params``, and a value
     given for one is not used."""
+    if not isinstance(graph, Graph):
+        raise GraphError(f"rlx.compile takes an rlx.Graph, got a {type(graph).__name__}")
+    if passes is not None and not isinstance(passes, Mapping):
+        raise ConfigError(f"passes must be a mapping of pass name -> bool, e.g. {{'fusion': False}}, "
+                          f"got a {type(passes).__name__}")
+    params = as_bindings(params, ParameterError, "params")
     enabled = dict.fromkeys(PASSES, True)
     for name, on in (passes or {}).items():
         if name not in enabled:
