@@ -179,7 +179,8 @@ def _argmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 
 @_ref("masked_softmax")
 def _masked_softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    """A row masked everywhere (-inf) gives zeros, as the kernel does."""
+    """A row masked everywhere (-inf) gives zeros, as the kernel does; a row
+    with a NaN is NaN everywhere (torch's softmax)."""
     x = _f32(xs[0]) * np.float32(attrs["scale"])
     if len(xs) == 2:
         x = x + _f32(xs[1])
@@ -188,7 +189,7 @@ def _masked_softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.nd
     e = np.exp(x - m)
     s = np.sum(e, axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s > 0, e / s, np.float32(0))
+        return np.where(s == 0, np.float32(0), e / s)   # s > 0 would turn a NaN row into zeros
 
 
 def _rms(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:

@@ -14,6 +14,17 @@
 // loop form beyond (the tests cover both there).
 #define RLX_ROW_CACHE 8
 
+// NaN semantics, one rule on every target (numpy's and PyTorch's): a NaN
+// input gives a NaN output. rlx_maximum / rlx_minimum are np.maximum and
+// torch.maximum: NaN if either operand is NaN, whichever side it is on.
+// C's fmax/fmin (and Metal's, and the hardware max of CUDA and SSE) return
+// the other operand instead, so kernels take these for every max or min
+// of data, and the group reductions (rlx_group_max) use them too.
+// Compare and select: branch-free, so the CPU target still vectorizes.
+// rlx_fmax / rlx_fmin remain for clamps of values that cannot be NaN.
+RLX_INLINE float rlx_maximum(float a, float b) { return (a != a || a > b) ? a : b; }
+RLX_INLINE float rlx_minimum(float a, float b) { return (a != a || a < b) ? a : b; }
+
 // erf, Abramowitz & Stegun 7.1.26 refined with one extra term
 // (W. J. Cody's rational form is longer; this one has |error| < 1.5e-7,
 // below f32 rounding of GELU's result).
@@ -62,14 +73,14 @@ RLX_INLINE float rlx_silu(float x) { return x * rlx_sigmoid(x); }
         default: LOOP(rlx_identity); break;                                         \
     }
 
-RLX_INLINE float rlx_relu(float x) { return rlx_fmax(x, 0.0f); }
+RLX_INLINE float rlx_relu(float x) { return rlx_maximum(x, 0.0f); }   // relu(NaN) = NaN, as torch
 RLX_INLINE float rlx_identity(float x) { return x; }
 
 RLX_INLINE float rlx_activation(uint act, float x) {
     if (act == RLX_ACT_GELU) return rlx_gelu_erf(x);
     if (act == RLX_ACT_GELU_TANH) return rlx_gelu_tanh(x);
     if (act == RLX_ACT_SILU) return rlx_silu(x);
-    if (act == RLX_ACT_RELU) return rlx_fmax(x, 0.0f);
+    if (act == RLX_ACT_RELU) return rlx_relu(x);
     return x;
 }
 

@@ -71,8 +71,10 @@ template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
 // unlike a libm call, GCC vectorizes loops that use it, which is what makes
 // softmax, GELU and SiLU fast on the CPU. Inputs clamp to [-87, 88] (the
 // result never overflows; callers never need exp above 88) and anything
-// below -87, -inf included, gives exactly 0. Compare-and-select rather than
-// fminf/fmaxf, whose NaN rules stop the vectorizer.
+// below -87, -inf included, gives exactly 0; NaN gives NaN (the clamps turn
+// it into -87, so the last select puts it back: softmax of a row with a NaN
+// is NaN through this). Compare-and-select rather than fminf/fmaxf, whose
+// NaN rules stop the vectorizer.
 static inline float rlx_cpu_max(float a, float b) { return a > b ? a : b; }
 static inline float rlx_cpu_min(float a, float b) { return a < b ? a : b; }
 static inline float rlx_cpu_exp(float x) {
@@ -91,7 +93,7 @@ static inline float rlx_cpu_exp(float x) {
     const int32_t bits = (ni + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return y * scale * (float)(x >= -87.0f);
+    return x != x ? x : y * scale * (float)(x >= -87.0f);
 }
 #define rlx_exp rlx_cpu_exp
 #define rlx_log logf
@@ -118,7 +120,10 @@ static inline float rlx_cpu_exp(float x) {
 // Marks the next loop as a max-reduction into v, so GCC vectorizes it
 // (compiled with -fopenmp-simd; no OpenMP runtime involved). Without the
 // hint, a max reduction only vectorizes under -ffinite-math-only, which
-// would break -inf masks. A no-op on the GPU preludes.
+// would break -inf masks. A no-op on the GPU preludes. The lanes' final
+// combine is a hardware max, which may drop a NaN: use it only where a NaN
+// reaches the result another way (softmax: through exp and the sum), never
+// for a max that is itself the result (reduce.h).
 #define RLX_PRAGMA(x) _Pragma(#x)
 #define RLX_MAX_REDUCTION(v) RLX_PRAGMA(omp simd reduction(max : v))
 
