@@ -67,7 +67,10 @@ RLX_INLINE float rlx_to_float(half v) { return (float)v; }
 template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
 
 // exp as an inline, branch-free polynomial (Cody-Waite range reduction and
-// Cephes' degree-6 expf polynomial; relative error < 1e-7 on [-80, 80]):
+// Cephes' degree-6 expf polynomial; relative error < 1e-7 on [-80, 80] as
+// written, but the build's -fassociative-math folds the two-constant
+// reduction into one rounded ln 2, and then it is < 1e-6 on [-20, 20] and
+// < 4e-6 on [-87, 88], measured):
 // unlike a libm call, GCC vectorizes loops that use it, which is what makes
 // softmax, GELU and SiLU fast on the CPU. Inputs clamp to [-87, 88] (the
 // result never overflows; callers never need exp above 88) and anything
