@@ -266,7 +266,8 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
         if fn is None:
             raise UnsupportedOpError(f"op {node.op!r} has no numpy reference (register_reference); "
                                      f"known: {', '.join(sorted(REFERENCE))}")
-        res = np.asarray(fn([values[x] for x in node.inputs], node.attrs, node.type))
+        with np.errstate(invalid="ignore"):  # NaN in gives NaN out (the semantics), not a warning
+            res = np.asarray(fn([values[x] for x in node.inputs], node.attrs, node.type))
         if tuple(res.shape) != tuple(node.shape):
             raise ShapeError(f"reference of {node!r} returned shape {res.shape}, expected {node.shape!r}")
         with np.errstate(over="ignore"):  # f32 -> f16 overflow is inf, as on the device
