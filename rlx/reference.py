@@ -179,7 +179,8 @@ def _argmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 
 @_ref("masked_softmax")
 def _masked_softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    """A row masked everywhere (-inf) gives zeros, as the kernel does."""
+    """A row masked everywhere (-inf) gives zeros, as the kernel does; a row
+    with a NaN is NaN everywhere (torch's softmax)."""
     x = _f32(xs[0]) * np.float32(attrs["scale"])
     if len(xs) == 2:
         x = x + _f32(xs[1])
@@ -188,7 +189,7 @@ def _masked_softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.nd
     e = np.exp(x - m)
     s = np.sum(e, axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s > 0, e / s, np.float32(0))
+        return np.where(s == 0, np.float32(0), e / s)   # s > 0 would turn a NaN row into zeros
 
 
 def _rms(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:
@@ -265,7 +266,8 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
         if fn is None:
             raise UnsupportedOpError(f"op {node.op!r} has no numpy reference (register_reference); "
                                      f"known: {', '.join(sorted(REFERENCE))}")
-        res = np.asarray(fn([values[x] for x in node.inputs], node.attrs, node.type))
+        with np.errstate(invalid="ignore"):  # NaN in gives NaN out (the semantics), not a warning
+            res = np.asarray(fn([values[x] for x in node.inputs], node.attrs, node.type))
         if tuple(res.shape) != tuple(node.shape):
             raise ShapeError(f"reference of {node!r} returned shape {res.shape}, expected {node.shape!r}")
         with np.errstate(over="ignore"):  # f32 -> f16 overflow is inf, as on the device

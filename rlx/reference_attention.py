@@ -7,7 +7,8 @@ the rotation are then float64, so the oracle is never the least accurate
 party.
 
 Attention computes scores, softmax and P @ V in float32 (f16 inputs upcast),
-like the kernel; a query row with every key masked gives zeros.
+like the kernel; a query row with every key masked gives zeros, and one with a
+NaN score (from q, k or the mask) is NaN, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def attention(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
         allowed &= (qpos - j) < int(attrs["window"])
     s = np.where(allowed, s, np.float32(-np.inf))
     m = np.max(s, axis=-1, keepdims=True) if tk else np.full(s.shape[:-1] + (1,), -np.inf, np.float32)
-    dead = ~np.isfinite(m)                       # every key masked (or no keys): the row is zeros
+    dead = np.isneginf(m)                        # every key masked (or no keys): the row is zeros
     m = np.where(dead, np.float32(0), m)
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.exp(s - m)

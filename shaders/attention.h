@@ -9,7 +9,8 @@
 //           what it wrote) and the group sums them.
 //   barrier: pass 3 reads every thread's probabilities.
 //   pass 3: threads stride over output features: out[d] = sum_j p_j v[j, d] / sum.
-// A row whose keys are all masked (max = -inf) writes zeros.
+// A row whose keys are all masked (max = -inf) writes zeros; a NaN score
+// (from q, k or the mask) makes its row NaN, as in PyTorch.
 // q, k, v and the mask are read through (b, t, h) / (b, h, q, k) strides with
 // a contiguous feature axis, so head slices of a packed QKV tensor and
 // broadcast masks (stride 0) need no copy. Query head h reads kv head
@@ -128,11 +129,11 @@ RLX_KERNEL attention(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE con
                 if (has_mask) s += rlx_to_float(mr[(uint64_t)(j0 + u) * p->m_sk]);
             }
             sr[j0 + u] = s;
-            m = rlx_fmax(m, s);
+            m = rlx_maximum(m, s);   // a NaN score makes the row NaN (torch), not zeros
         }
     }
     m = rlx_group_max(m, scratch);
-    if (!(m > -RLX_INFINITY)) {        // every key masked: zeros (the same branch for the whole group)
+    if (m == -RLX_INFINITY) {          // every key masked: zeros (the same branch for the whole group)
         RLX_FOR_GROUP(d, Dv) { orow[d] = rlx_from_float<T>(0.0f); }
         return;
     }

@@ -21,8 +21,8 @@ RLX_INLINE float rlx_binary_apply(uint op, float x, float y) {
         case 1u: return x * y;
         case 2u: return x - y;
         case 3u: return x / y;
-        case 4u: return rlx_fmax(x, y);
-        default: return rlx_fmin(x, y);
+        case 4u: return rlx_maximum(x, y);   // NaN-propagating (common.h)
+        default: return rlx_minimum(x, y);
     }
 }
 

@@ -25,7 +25,7 @@ RLX_KERNEL reduce(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y
     float acc = is_max ? -RLX_INFINITY : 0.0f;
     RLX_FOR_GROUP(k, p->len) {
         const float v = rlx_to_float(base[(uint64_t)k * p->inner]);
-        acc = is_max ? rlx_fmax(acc, v) : acc + v;
+        acc = is_max ? rlx_maximum(acc, v) : acc + v;   // max: NaN if any element is
     }
     acc = is_max ? rlx_group_max(acc, scratch) : rlx_group_sum(acc, scratch);
     if (p->op == 1u) acc /= (float)p->len;
@@ -35,8 +35,11 @@ RLX_INSTANTIATE(reduce, float, reduce_f32)
 RLX_INSTANTIATE(reduce, half, reduce_f16)
 
 // Index of the first maximum (numpy's tie rule): the group finds the max,
-// then the smallest index holding it. Indices travel as floats, exact below
-// 2^24 elements along the axis (the lowering checks).
+// then the smallest index holding it. A NaN counts as the maximum (numpy,
+// torch): the max is then NaN, which equals nothing, so the second pass also
+// takes NaN elements; without a NaN no element is NaN and that is a no-op.
+// Indices travel as floats, exact below 2^24 elements along the axis (the
+// lowering checks).
 template <typename T>
 RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *, y, 1),
                   RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
@@ -45,11 +48,12 @@ RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *,
     if (out >= p->outer * p->inner) return;
     RLX_DEVICE const T *base = rlx_reduce_base(x, p, out);
     float best = -RLX_INFINITY;
-    RLX_FOR_GROUP(k, p->len) { best = rlx_fmax(best, rlx_to_float(base[(uint64_t)k * p->inner])); }
+    RLX_FOR_GROUP(k, p->len) { best = rlx_maximum(best, rlx_to_float(base[(uint64_t)k * p->inner])); }
     best = rlx_group_max(best, scratch);
     float first = -(float)p->len;  // negated so a max-reduction finds the smallest index
     RLX_FOR_GROUP(k, p->len) {
-        if (rlx_to_float(base[(uint64_t)k * p->inner]) == best) first = rlx_fmax(first, -(float)k);
+        const float v = rlx_to_float(base[(uint64_t)k * p->inner]);
+        if (v == best || v != v) first = rlx_maximum(first, -(float)k);
     }
     first = rlx_group_max(first, scratch);
     if (rlx_local_id.x == 0) y[out] = (int)(-first);

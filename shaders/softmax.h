@@ -17,7 +17,7 @@ RLX_KERNEL softmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, 
 
     float m = -RLX_INFINITY;
     RLX_MAX_REDUCTION(m)
-    RLX_FOR_GROUP(i, cols) { m = rlx_fmax(m, rlx_to_float(xr[i])); }
+    RLX_FOR_GROUP(i, cols) { m = rlx_maximum(m, rlx_to_float(xr[i])); }
     m = rlx_group_max(m, scratch);
     // exp is written once and rescaled: each thread rereads only what it
     // wrote itself (same loop mapping), so no barrier is needed between.
@@ -82,7 +82,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
             if (j >= used) break;                                                   \
             const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
             v[j] = i < cols ? (VALUE) : -RLX_INFINITY;                              \
-            mx = rlx_fmax(mx, v[j]);                                                \
+            mx = rlx_maximum(mx, v[j]);                                             \
         }                                                                           \
         mx = rlx_group_max(mx, scratch);                                            \
         const float shift = mx == -RLX_INFINITY ? 0.0f : mx;                        \
@@ -94,7 +94,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
             s += v[j];                                                              \
         }                                                                           \
         s = rlx_group_sum(s, scratch);                                              \
-        const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
+        const float inv = s == 0.0f ? 0.0f : 1.0f / s;                              \
         for (uint j = 0; j < RLX_ROW_CACHE; ++j) {                                  \
             if (j >= used) break;                                                   \
             const uint i = rlx_local_id.x + j * rlx_group_size.x;                   \
@@ -103,9 +103,11 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
     } else {                                                                        \
         float mx = -RLX_INFINITY;                                                   \
         RLX_MAX_REDUCTION(mx)                                                       \
-        RLX_FOR_GROUP(i, cols) { mx = rlx_fmax(mx, VALUE); }                        \
+        RLX_FOR_GROUP(i, cols) { mx = rlx_maximum(mx, VALUE); }                     \
         mx = rlx_group_max(mx, scratch);                                            \
-        /* A row masked everywhere (-inf) gives zeros rather than NaN. */           \
+        /* A row masked everywhere (-inf) gives zeros rather than NaN (the */       \
+        /* shift, and inv for a zero sum); a NaN anywhere in the row passes */      \
+        /* through exp and the sum and makes the whole row NaN (torch). */          \
         const float shift = mx == -RLX_INFINITY ? 0.0f : mx;                        \
         float s = 0.0f;                                                             \
         RLX_FOR_GROUP(i, cols) {                                                    \
@@ -114,7 +116,7 @@ RLX_KERNEL softmax_masked(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVIC
             s += e;                                                                 \
         }                                                                           \
         s = rlx_group_sum(s, scratch);                                              \
-        const float inv = s > 0.0f ? 1.0f / s : 0.0f;                               \
+        const float inv = s == 0.0f ? 0.0f : 1.0f / s;                              \
         RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<U>(rlx_to_float(yr[i]) * inv); } \
     }                                                                               \
     }

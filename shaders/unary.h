@@ -30,7 +30,7 @@ RLX_KERNEL unary(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y,
         case 0u: RLX_UNARY_LOOP(rlx_gelu_erf(v));
         case 1u: RLX_UNARY_LOOP(rlx_gelu_tanh(v));
         case 2u: RLX_UNARY_LOOP(rlx_silu(v));
-        case 3u: RLX_UNARY_LOOP(rlx_fmax(v, 0.0f));
+        case 3u: RLX_UNARY_LOOP(rlx_relu(v));
         case 4u: RLX_UNARY_LOOP(rlx_tanh(v));
         case 5u: RLX_UNARY_LOOP(rlx_exp(v));
         case 6u: RLX_UNARY_LOOP(-v);

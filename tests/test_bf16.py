@@ -280,3 +280,24 @@ def test_bf16_is_storage_only():
         g.add(w, w)
     with pytest.raises(DTypeError):
         rlx.DType.of("bf16")   # not a user-facing dtype name
+
+
+@pytest.mark.parametrize("precision", ["bf16", "f16", "auto"])
+def test_a_weight_that_is_also_an_output_keeps_its_f32_bits(precision):
+    """A param read as a matmul weight and returned as an output: the output
+    is the param's exact value (under bf16 it stays an f32 param, and no
+    bf16 -> bf16 copy is ever needed)."""
+    rng = np.random.default_rng(6)
+    g = rlx.Graph()
+    x = g.input("x", (3, 5))
+    w = g.param("w", (5, 4))
+    g.set_outputs(y=g.matmul(x, w), w_out=w)
+    params = {"w": rng.standard_normal((5, 4)).astype(np.float32)}
+    xv = rng.standard_normal((3, 5)).astype(np.float32)
+    try:
+        exe = rlx.compile(g, params=params, precision=precision)
+    except rlx.UnsupportedPrecisionError:
+        pytest.skip(f"{precision} does not run on this device")
+    out = exe.run(x=xv)
+    np.testing.assert_array_equal(out["w_out"], params["w"])
+    np.testing.assert_allclose(out["y"], xv @ params["w"], rtol=2e-2, atol=2e-2)

@@ -320,7 +320,7 @@ def test_cache_hit_then_hardware_change_is_a_miss(fake_measure):
     dev = _fake_device("fake-hw-1")
     first = calibrate.get_calibration(dev)
     path = calibrate.calibration_path(dev)
-    assert path.exists() and path.name == "host-calib-fake-hw-1.json"
+    assert path.exists() and path.name.startswith("host-calib-fake-hw-1-") and path.suffix == ".json"
     calibrate.clear_memo()
     again = calibrate.get_calibration(dev)
     assert fake_measure == ["fake-hw-1"] and again == first      # from the file, not measured
@@ -333,6 +333,20 @@ def test_cache_hit_then_hardware_change_is_a_miss(fake_measure):
     calibrate.get_calibration(dev)
     assert fake_measure[-1] == "fake-hw-1" and len(fake_measure) == 3
     assert Calibration.from_json(path.read_text()).hardware_id == "fake-hw-1"
+
+
+def test_two_blas_libraries_on_one_machine_keep_their_own_caches(fake_measure):
+    """Two environments (say two virtual environments) whose BLAS differs:
+    each measures once, then both hit their own file (no re-measure on
+    every compile because the other one overwrote a shared file)."""
+    a, b = _fake_device(), _fake_device()
+    a.blas, b.blas = "/venv-a/libopenblas.so", "/venv-b/libopenblas.so"
+    assert calibrate.calibration_path(a) != calibrate.calibration_path(b)
+    for _ in range(3):
+        for dev in (a, b):
+            calibrate.clear_memo()
+            calibrate.get_calibration(dev)
+    assert fake_measure == ["fake-hw-1", "fake-hw-1"]
 
 
 def test_version_or_probe_set_change_is_a_miss(fake_measure, monkeypatch):

@@ -227,3 +227,50 @@ def test_verbose_reports_every_pass(monkeypatch, capsys, rng):
     for word in ("fusion:", "precision: auto", "cast", "views:", "memory: arena", "lowering:", "barriers",
                  "segments:", "nodes ->"):
         assert word in err, word
+
+
+# ---- attention fusion fires only where it computes what the graph says ---------------------------
+
+
+def _attention_chain(rng, *, tq=4, tk=4, heads=2, d=8, scores_scale=0.25,
+                     softmax="masked", softmax_scale=2.0, mask_shape=(1, 1, 1, 4), mask_via_softmax=False):
+    """y = softmax-ish((Q_h @ K_h^T) * scores_scale [+ mask]) @ V_h over [B, T, H, D] inputs."""
+    g = rlx.Graph()
+    q = g.input("q", (1, tq, heads, d))
+    k = g.input("k", (1, tk, heads, d))
+    v = g.input("v", (1, tk, heads, d))
+    s = g.matmul(g.transpose(q, (0, 2, 1, 3)), g.transpose(k, (0, 2, 3, 1)))
+    if scores_scale is not None:
+        s = g.mul(s, g.constant(np.float32(scores_scale)))
+    m = g.input("m", mask_shape) if mask_shape is not None else None
+    if softmax == "masked":
+        p = g.masked_softmax(s, m, scale=softmax_scale) if mask_via_softmax else g.masked_softmax(
+            s if m is None else g.add(s, m), None, scale=softmax_scale)
+    else:
+        p = g.softmax(s if m is None else g.add(s, m))
+    g.set_outputs(y=g.matmul(p, g.transpose(v, (0, 2, 1, 3))))
+    feed = {name: rng.standard_normal(node.shape).astype(np.float32) for name, node in g.inputs.items()}
+    return g, feed
+
+
+@pytest.mark.parametrize("case, fuses", [
+    # the graph means softmax((qk * 0.25 + mask) * 2): the mask is scaled too, attention cannot say that
+    (dict(softmax="masked", softmax_scale=2.0), False),
+    (dict(softmax="masked", softmax_scale=1.0), True),
+    (dict(softmax="masked", softmax_scale=2.0, mask_via_softmax=True), True),   # softmax(qk * 0.5 + mask)
+    (dict(softmax="masked", softmax_scale=3.0, mask_shape=None), True),
+    # the mask broadcasts the single query row to 5: the add's shape is not the scores' shape
+    (dict(softmax="plain", tq=1, mask_shape=(1, 2, 5, 4)), False),
+    (dict(softmax="plain", tq=1, mask_shape=(1, 2, 1, 4)), True),
+    (dict(softmax="masked", softmax_scale=1.0, scores_scale=None, mask_shape=(1, 2, 4, 4)), True),
+])
+def test_attention_fusion_preserves_meaning_or_does_not_fire(rng, case, fuses):
+    g, feed = _attention_chain(rng, **case)
+    fused, report = fuse(g, ALL)
+    assert (report.fused["attention"] == 1) == fuses, (case, report.describe())
+    want = rlx.run_reference(g, feed, {})["y"]
+    np.testing.assert_allclose(rlx.run_reference(fused, feed, {})["y"], want, rtol=1e-5, atol=1e-5)
+    for passes in ({}, {"fusion": False}):
+        got = rlx.compile(g, passes=passes).run(feed)["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(passes))
+

@@ -111,3 +111,37 @@ def test_independent_branches_get_no_barrier_and_dependent_ones_do():
     g.set_outputs(c=c)
     exe = rlx.compile(g)
     assert [t.barrier for t in exe.thunks] == [False, False, True]
+
+
+def _input_is_output_graph(as_view: bool):
+    """c = tanh(exp(y)) + x with x (or a dense reshape of it) also an output:
+    the exp and tanh temporaries must never take x's bytes."""
+    g = rlx.Graph()
+    x = g.input("x", (8, 8) if as_view else (64,))
+    y = g.input("y", (64,))
+    flat = g.reshape(x, (64,)) if as_view else x
+    g.set_outputs(c=g.add(g.tanh(g.exp(y)), flat), x_out=flat)
+    xv = np.arange(64, dtype=np.float32).reshape(x.shape)
+    return g, {"x": xv, "y": np.full(64, 0.5, np.float32)}
+
+
+@pytest.mark.parametrize("as_view", [False, True], ids=["input", "dense_view"])
+@pytest.mark.parametrize("how", ["pinned", "unpinned", "pin_dropped"])
+def test_an_input_that_is_an_output_stays_live_from_the_start(monkeypatch, as_view, how):
+    import dataclasses
+
+    from rlx.runtime import devices
+
+    g, inputs = _input_is_output_graph(as_view)
+    if how == "pin_dropped":
+        real_open = devices.open_device
+        unpinned = rlx.compile(g, pin_outputs=False)
+        monkeypatch.setattr(devices, "open_device", lambda name: (real_open(name)[0], dataclasses.replace(
+            real_open(name)[1], max_buffer_length=unpinned.stats.arena_bytes)))
+    exe = rlx.compile(g, pin_outputs=how == "pinned")
+    check_plan(exe.lifetimes, exe.plan)
+    want = rlx.run_reference(g, inputs, {})
+    for _ in range(2):   # and again: the second run must not see the first one's bytes
+        got = exe.run(inputs)
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-6, err_msg=name)

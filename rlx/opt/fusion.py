@@ -9,7 +9,10 @@ has exactly one consumer and is not a graph output:
 - add_rmsnorm:   rmsnorm(add(x, r), w)
 - glu:           mul(act(gate), up)                   (SwiGLU / GeGLU)
 - attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
-                 heads-first transposes of [B, T, H, D] tensors (mul and add optional)
+                 heads-first transposes of [B, T, H, D] tensors (mul and add optional; the
+                 add only where no masked_softmax scale follows it, see _match_attention)
+Every match is also built once over stand-in inputs and must type-check to the
+matched root's shape and dtype; a pattern that does not fit leaves the graph alone.
 Narrow/reshape of a packed QKV feeding attention or RoPE needs no pass: the
 lowering reads such views through strides.
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rlx.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.opt.rewrite import SKIP, rebuild
 
@@ -97,6 +101,8 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
             match = fn(node, m)
             if match is None or match[0] != op or any(n in absorbed or n in plan for n in match[1]):
                 continue
+            if not _same_type_when_built(node, match[2]):
+                continue
             plan[node] = match[2]
             absorbed.update(match[1])
             report.fused[op] += 1
@@ -110,6 +116,26 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
     new, _ = rebuild(graph, rewrite)
     report.nodes_after = len(new.topo_order())
     return new, report
+
+
+def _same_type_when_built(root: Node, build: Build) -> bool:
+    """Build the fused replacement over stand-in inputs of the same types:
+    it must type-check and give the root's shape and dtype, or the match is
+    dropped and the graph keeps its primitive chain (a pattern that does not
+    fit leaves the graph alone rather than failing the compile)."""
+    scratch = Graph()
+    stand_ins: dict[Node, Node] = {}
+
+    def mapped(n: Node) -> Node:
+        if n not in stand_ins:
+            stand_ins[n] = scratch.input(f"in{len(stand_ins)}", n.shape, n.dtype)
+        return stand_ins[n]
+
+    try:
+        out = build(mapped, scratch)
+    except RlxError:
+        return False
+    return tuple(out.shape) == tuple(root.shape) and out.dtype == root.dtype
 
 
 def _match_linear(node: Node, m: _Matcher) -> Match | None:
@@ -167,6 +193,20 @@ def _match_glu(node: Node, m: _Matcher) -> Match | None:
 
 
 def _match_attention(node: Node, m: _Matcher) -> Match | None:
+    """matmul(P, V_h) with P = softmax(X) or masked_softmax(X, M, scale=s)
+    (= softmax(X * s + M)), where X is Q_h @ K_h, optionally times or over a
+    scalar constant c, optionally plus an additive mask. Each step is
+    absorbed only where the fused op computes exactly what the graph says:
+
+    - a mask added before the softmax is absorbed only when nothing scales it
+      afterwards (s == 1), since attention computes softmax(qk * scale + mask)
+      and the graph would mean softmax((qk * c + mask) * s);
+    - an elementwise step is absorbed only when its output has the shape of
+      the scores side, so the mask (or constant) broadcasts into the scores,
+      never the scores into a larger mask;
+    - the fused node's inferred type must equal the matched root's, checked
+      in ``fuse`` for every pattern.
+    """
     if node.op != "matmul" or node.attrs["transpose_b"] or len(node.shape) != 4:
         return None
     probs, v_h = node.inputs
@@ -177,20 +217,19 @@ def _match_attention(node: Node, m: _Matcher) -> Match | None:
     if probs.op == "masked_softmax":
         scale = probs.attrs["scale"]
         mask = probs.inputs[1] if len(probs.inputs) == 2 else None
-    if scores.op == "add" and m.private(scores) and mask is None:
-        absorbed.append(scores)
-        a, b = scores.inputs
-        scores, mask = (a, b) if a.op in ("mul", "div", "matmul") else (b, a)
-    if scores.op in ("mul", "div") and m.private(scores):
-        a, b = scores.inputs
-        c = _scalar_constant(b)
-        if c is None and scores.op == "mul":
-            c, a = _scalar_constant(a), b
-        if c is None or c == 0.0:
+    if scores.op == "add" and m.private(scores) and mask is None and scale == 1.0:
+        split = _scores_and_mask(scores)
+        if split is None:
             return None
         absorbed.append(scores)
-        scale *= c if scores.op == "mul" else 1.0 / c
-        scores = a
+        scores, mask = split
+    if scores.op in ("mul", "div") and m.private(scores):
+        split = _scores_and_scalar(scores)
+        if split is None:
+            return None
+        absorbed.append(scores)
+        scores, c = split
+        scale *= c
     if scores.op != "matmul" or not m.private(scores):
         return None
     absorbed.append(scores)
@@ -209,3 +248,27 @@ def _match_attention(node: Node, m: _Matcher) -> Match | None:
         return g.transpose(out, (0, 2, 1, 3))   # the matched root was heads-first [B, H, T, D]
 
     return "attention", absorbed, build
+
+
+def _scores_and_mask(add: Node) -> tuple[Node, Node] | None:
+    """(scores side, mask) of ``scores + mask``: the scores side is the
+    operand with the add's own shape, built by a scale or a matmul."""
+    for a, b in (add.inputs, add.inputs[::-1]):
+        if tuple(a.shape) != tuple(add.shape):
+            continue
+        scaled = _scores_and_scalar(a) if a.op in ("mul", "div") else None
+        if a.op == "matmul" or (scaled is not None and scaled[0].op == "matmul"):
+            return a, b
+    return None
+
+
+def _scores_and_scalar(node: Node) -> tuple[Node, float] | None:
+    """(x, factor) of ``x * c``, ``c * x`` or ``x / c`` for a nonzero scalar
+    constant c whose broadcast leaves x's shape unchanged."""
+    a, b = node.inputs
+    c = _scalar_constant(b)
+    if c is None and node.op == "mul":
+        c, a = _scalar_constant(a), b
+    if c is None or c == 0.0 or not np.isfinite(c) or tuple(a.shape) != tuple(node.shape):
+        return None
+    return a, (c if node.op == "mul" else 1.0 / c)

@@ -97,11 +97,16 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
             report.casts.append((repr(value).split(" = ")[0], value.dtype.name, dtype.name, why))
         return cast_cache[key]
 
-    # Params and constants: stored in f16 when every consumer computes in f16.
+    # Params and constants: stored in f16 when every consumer computes in f16
+    # (a graph output is a consumer that wants the declared dtype: rounding it
+    # to f16 and back would lose the value's low bits).
+    outputs = set(graph.outputs.values())
+
     def storage_dtype(node: Node) -> DType:
         users = consumers.get(node, [])
-        if node.dtype == f32 and users and all(wants(u) == f16 or (u.op == "gather" and wants(u) is None and
-                                                                   u.inputs[0] is node) for u in users):
+        if node.dtype != f32 or not users or node in outputs:
+            return node.dtype
+        if all(wants(u) == f16 or (u.op == "gather" and wants(u) is None and u.inputs[0] is node) for u in users):
             return f16
         return node.dtype
 
@@ -140,10 +145,11 @@ def _bf16_weights(graph: Graph, report: PrecisionReport) -> tuple[Graph, Precisi
     """f32 params read only as the 2-D B operand of linear/matmul become bf16
     params; nothing else changes."""
     consumers = graph.consumers()
+    outputs = set(graph.outputs.values())   # an output keeps its f32 bits
 
     def weight_only(node: Node) -> bool:
         users = consumers.get(node, [])
-        return node.dtype == f32 and len(node.shape) == 2 and bool(users) and all(
+        return node.dtype == f32 and len(node.shape) == 2 and bool(users) and node not in outputs and all(
             u.op in ("linear", "matmul") and u.inputs[1] is node and u.inputs[0] is not node
             and u.inputs[0].dtype == f32 for u in users)
 

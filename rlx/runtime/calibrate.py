@@ -49,9 +49,10 @@ What is measured (PROBE_SET 4):
   lowering picks by shape is its own family (``attention``: one query row
   per group); a family the device's lowering never emits keeps its default.
 
-Cache: ``<cache_dir>/<backend>-calib-<hardware id>.json``, stamped with the
-rlx version, PROBE_SET and the device configuration (unit count, BLAS); any
-mismatch is a miss and a re-measure, a corrupt file a warning and a
+Cache: ``<cache_dir>/<backend>-calib-<hardware id>-<key>.json``, where the
+key hashes what else the file depends on (rlx version, PROBE_SET and the
+device configuration: unit count, BLAS library), and stamped with the same;
+any mismatch is a miss and a re-measure, a corrupt file a warning and a
 re-measure, and writes are atomic (temp file + os.replace).
 """
 
@@ -59,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -276,8 +278,16 @@ def _sanitize(text: str) -> str:
 
 
 def calibration_path(device: Any) -> Path:
-    """``<cache_dir>/<backend>-calib-<hardware id>.json``."""
-    return env.cache_dir() / f"{_sanitize(device.backend)}-calib-{_sanitize(device.info.hardware_id)}.json"
+    """``<cache_dir>/<backend>-calib-<hardware id>-<key>.json``: the key is a
+    hash of everything else the staleness check compares (device
+    configuration incl. the BLAS library, rlx version, probe set), so two
+    environments on one machine (say two virtual environments with
+    different BLAS builds) each keep their own file instead of invalidating
+    each other's on every compile."""
+    stamp = json.dumps({"config": _config(device), "rlx_version": _rlx_version(), "probe_set": PROBE_SET},
+                       sort_keys=True)
+    key = hashlib.sha256(stamp.encode()).hexdigest()[:12]
+    return env.cache_dir() / f"{_sanitize(device.backend)}-calib-{_sanitize(device.info.hardware_id)}-{key}.json"
 
 
 def _config(device: Any) -> dict[str, Any]:

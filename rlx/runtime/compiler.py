@@ -19,6 +19,7 @@ from rlx import env
 from rlx._core import Program
 from rlx.errors import ConfigError, ParameterError
 from rlx.ir.graph import Graph, Node
+from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
 from rlx.opt.precision import apply_precision
@@ -73,6 +74,9 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         device = cost.auto_device(graph, params, precision=precision)
         report.append(f"device: auto chose {device}")
     dev, target = devices.open_device(device)
+    graph, n_empty = expand_empty_contractions(graph)
+    if n_empty:
+        report.append(f"empty contractions: {n_empty} matmul/linear over K = 0 became zeros (plus bias)")
     if enabled["fusion"]:
         graph, fusion_report = fuse(graph, target.capabilities)
         report.append(fusion_report.describe())
@@ -190,15 +194,17 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
     out_ids = {id(s) for s in outputs}
 
     def lifetimes(pin: bool) -> list[Lifetime]:
+        # An input is live from before the first thunk whatever the pin says,
+        # also when it is an output too (or an output is a dense view of it):
+        # its bytes hold the caller's data from the start of the run.
         result = []
         for s in lw.storages:
             if s.slot != ARENA:
                 continue
             start, stop = first.get(id(s), 0), last.get(id(s), 0)
-            if id(s) in out_ids:
-                result.append(Lifetime(id(s), s.nbytes, start, end, fixed=pin))
-            else:
-                result.append(Lifetime(id(s), s.nbytes, start, stop, fixed=id(s) in always))
+            is_output = id(s) in out_ids
+            result.append(Lifetime(id(s), s.nbytes, start, end if is_output else stop,
+                                   fixed=id(s) in always or (is_output and pin)))
         return result
 
     used = lifetimes(pin_outputs)

@@ -77,30 +77,7 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 #define RLX_SHARED(type, name, count) __shared__ type name[count]
 #define rlx_barrier() __syncthreads()
 
-// Warp reduction with an explicit active-lane count, so a group size that is
-// not a multiple of 32 never reads an inactive lane; then one partial per
-// warp in `scratch` (at least 32 floats), summed by every thread in a fixed
-// order. The leading barrier lets a caller reuse `scratch` right away.
-RLX_INLINE float rlx_group_reduce_cuda(float v, float *scratch, bool is_max) {
-    const uint lid = threadIdx.x, size = blockDim.x;
-    const uint lane = lid & 31u, warp = lid >> 5;
-    const uint warp_lanes = min(32u, size - warp * 32u);
-    const unsigned mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
-    for (uint off = 16; off > 0; off >>= 1) {
-        const float other = __shfl_down_sync(mask, v, off);
-        if (lane + off < warp_lanes) v = is_max ? fmaxf(v, other) : v + other;
-    }
-    if (size <= 32u) return __shfl_sync(mask, v, 0);
-    const uint n_warps = (size + 31u) / 32u;
-    __syncthreads();
-    if (lane == 0) scratch[warp] = v;
-    __syncthreads();
-    float r = scratch[0];
-    for (uint i = 1; i < n_warps; ++i) r = is_max ? fmaxf(r, scratch[i]) : r + scratch[i];
-    return r;
-}
-#define rlx_group_sum(v, scratch) rlx_group_reduce_cuda((v), (scratch), false)
-#define rlx_group_max(v, scratch) rlx_group_reduce_cuda((v), (scratch), true)
+// Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }
@@ -141,4 +118,31 @@ RLX_INLINE uint64_t rlx_first_global_index() {
     template __global__ decltype(kernel<type1, type2>) kernel<type1, type2>;
 
 #include "common.h"
+
+// ---- group reductions (after common.h, whose rlx_maximum they use) ---------
+// Warp reduction with an explicit active-lane count, so a group size that is
+// not a multiple of 32 never reads an inactive lane; then one partial per
+// warp in `scratch` (at least 32 floats), summed by every thread in a fixed
+// order. The leading barrier lets a caller reuse `scratch` right away.
+// The max is rlx_maximum (common.h): fmaxf would drop a NaN.
+RLX_INLINE float rlx_group_reduce_cuda(float v, float *scratch, bool is_max) {
+    const uint lid = threadIdx.x, size = blockDim.x;
+    const uint lane = lid & 31u, warp = lid >> 5;
+    const uint warp_lanes = min(32u, size - warp * 32u);
+    const unsigned mask = warp_lanes == 32u ? 0xffffffffu : ((1u << warp_lanes) - 1u);
+    for (uint off = 16; off > 0; off >>= 1) {
+        const float other = __shfl_down_sync(mask, v, off);
+        if (lane + off < warp_lanes) v = is_max ? rlx_maximum(v, other) : v + other;
+    }
+    if (size <= 32u) return __shfl_sync(mask, v, 0);
+    const uint n_warps = (size + 31u) / 32u;
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float r = scratch[0];
+    for (uint i = 1; i < n_warps; ++i) r = is_max ? rlx_maximum(r, scratch[i]) : r + scratch[i];
+    return r;
+}
+#define rlx_group_sum(v, scratch) rlx_group_reduce_cuda((v), (scratch), false)
+#define rlx_group_max(v, scratch) rlx_group_reduce_cuda((v), (scratch), true)
 #endif

@@ -33,30 +33,7 @@ using namespace metal;
 // covers both).
 #define rlx_barrier() threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup)
 
-// Group-wide reduction: SIMD reduction, then one partial per simdgroup in
-// `scratch` (at least 32 floats), summed by every thread so all get the
-// result. simd_sum ignores inactive lanes, so a partial last simdgroup is
-// fine; the leading barrier lets a caller reuse `scratch` for the next
-// reduction.
-RLX_INLINE float rlx_group_reduce_metal(float v, threadgroup float *scratch, uint lid, uint group_size, uint lane,
-                                        uint simd_id, uint simd_width, bool is_max) {
-    v = is_max ? simd_max(v) : simd_sum(v);
-    if (group_size <= simd_width) return v;
-    const uint n_simd = (group_size + simd_width - 1) / simd_width;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (lane == 0) scratch[simd_id] = v;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    float r = scratch[0];
-    for (uint i = 1; i < n_simd; ++i) r = is_max ? fmax(r, scratch[i]) : r + scratch[i];
-    (void)lid;
-    return r;
-}
-#define rlx_group_sum(v, scratch)                                                   \
-    rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
-                           rlx_simd_width, false)
-#define rlx_group_max(v, scratch)                                                   \
-    rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
-                           rlx_simd_width, true)
+// Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }
@@ -90,4 +67,33 @@ template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<
     template [[host_name(#host_name)]] [[kernel]] decltype(kernel<type1, type2>) kernel<type1, type2>;
 
 #include "common.h"
+
+// ---- group reductions (after common.h, whose rlx_maximum they use) ---------
+// Group-wide reduction: SIMD reduction, then one partial per simdgroup in
+// `scratch` (at least 32 floats), summed by every thread so all get the
+// result. simd_sum ignores inactive lanes, so a partial last simdgroup is
+// fine; the leading barrier lets a caller reuse `scratch` for the next
+// reduction. A max is NaN when any value is (rlx_maximum, common.h):
+// simd_max and fmax may return the other operand instead, so a NaN in an
+// active lane is found with simd_any (which, like simd_max, reads only
+// active lanes) and the partials combine through rlx_maximum.
+RLX_INLINE float rlx_group_reduce_metal(float v, threadgroup float *scratch, uint lid, uint group_size, uint lane,
+                                        uint simd_id, uint simd_width, bool is_max) {
+    v = is_max ? (simd_any(v != v) ? NAN : simd_max(v)) : simd_sum(v);
+    if (group_size <= simd_width) return v;
+    const uint n_simd = (group_size + simd_width - 1) / simd_width;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lane == 0) scratch[simd_id] = v;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float r = scratch[0];
+    for (uint i = 1; i < n_simd; ++i) r = is_max ? rlx_maximum(r, scratch[i]) : r + scratch[i];
+    (void)lid;
+    return r;
+}
+#define rlx_group_sum(v, scratch)                                                   \
+    rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
+                           rlx_simd_width, false)
+#define rlx_group_max(v, scratch)                                                   \
+    rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
+                           rlx_simd_width, true)
 #endif
