@@ -1,9 +1,9 @@
 """The rlx-op -> PyTorch translation the fuzzer compares against.
 
 Every float value is held as a float32 torch tensor (f16 values are upcast
-exactly), every op computes in float32, and an explicit ``cast`` node (or a
-graph output) rounds to the declared dtype. So an f16 graph is checked
-against "PyTorch in float32 from the same f16 inputs".
+exactly), every op computes in float32 from them, and a node declared f16
+rounds its result to f16 (it stores f16). So an f16 op is checked against
+"PyTorch in float32 from the same f16 inputs".
 
 Semantics are PyTorch's: NaN propagates through relu / maximum / minimum /
 max / softmax / norms, argmax returns the first NaN's index. Two rlx-defined
@@ -304,5 +304,6 @@ def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.n
             out = fn([values[x] for x in node.inputs], node.attrs, node)
             if tuple(out.shape) != tuple(node.shape):
                 raise AssertionError(f"torch translation of {node!r} gave shape {tuple(out.shape)}")
-            values[node] = out
+            # An f16 node stores f16: the next op reads the rounded value (rlx/reference.py's rule too).
+            values[node] = _round(out, "f16") if node.dtype.name == "f16" else out
         return {name: _to_numpy(values[n], n.dtype) for name, n in graph.outputs.items()}
