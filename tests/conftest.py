@@ -30,6 +30,15 @@ def pytest_addoption(parser):
     parser.addoption("--rlx-device", default="cpu", help="device the kernel suites compile for (cpu, cuda, metal)")
     parser.addoption("--rlx-group-size", type=int, default=0,
                      help="cap threads per group at N on every dispatch (0: the device's own choice)")
+    # tests/test_fuzz.py (the differential fuzzer against PyTorch, tests/fuzz/); it runs on
+    # --rlx-device / --rlx-group-size like every other suite.
+    parser.addoption("--fuzz-runs", type=int, default=0,
+                     help="fuzz: N op cases, N special-value op cases and N random graphs from --fuzz-seed on "
+                          "(0: the short fixed-seed CI run)")
+    parser.addoption("--fuzz-seed", type=int, default=0, help="fuzz: first seed of a --fuzz-runs run")
+    parser.addoption("--fuzz-options", type=int, default=3,
+                     help="fuzz: random compile-option sets per graph besides the fixed five "
+                          "(0: every combination of passes x pin_outputs x replay x precision)")
 
 
 _DEVICE = {"name": "cpu"}

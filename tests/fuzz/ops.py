@@ -1,0 +1,364 @@
+"""Random single-op cases: every op of the graph builder (rlx/ir/graph.py),
+odd sizes, broadcasting, operands that are non-contiguous views
+(transpose / narrow / reshape of a larger input), f32 and f16, and with
+``special=True`` NaN / +-inf in the inputs.
+
+``op_case(seed, special)`` is a pure function of its arguments: the op is
+``OP_NAMES[seed % len(OP_NAMES)]`` and every other choice comes from an rng
+seeded with (seed, special)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+import rlx
+
+from .check import Case
+
+DIMS = (1, 2, 3, 4, 5, 7, 8, 16, 17, 33, 65)
+LAST_DIMS = DIMS + (128, 130)
+MAX_NUMEL = 1 << 14
+
+
+def repro_command(kind: str, seed: int, special: bool = False) -> str:
+    test = {"op": "test_op_special_values" if special else "test_op", "graph": "test_random_graph"}[kind]
+    return f".venv/bin/python -m pytest tests/test_fuzz.py -k {test} --fuzz-seed {seed} --fuzz-runs 1"
+
+
+class Builder:
+    """A graph under construction plus how to draw values for its leaves."""
+
+    def __init__(self, rng: np.random.Generator, dtype: str = "f32", special: bool = False):
+        self.rng, self.dtype, self.special = rng, dtype, special
+        self.g = rlx.Graph()
+        self.leaves: dict[str, tuple[tuple[int, ...], str, str, bool]] = {}   # name -> shape, kind, dtype, param
+        self.fixed: dict[str, np.ndarray] = {}                                 # leaves with one value for all runs
+        self.notes: list[str] = []
+
+    # ---- shapes
+
+    def dim(self, last: bool = False) -> int:
+        return int(self.rng.choice(LAST_DIMS if last else DIMS))
+
+    def shape(self, rank: int | None = None, budget: int = MAX_NUMEL) -> tuple[int, ...]:
+        rank = int(self.rng.integers(1, 5)) if rank is None else rank
+        while True:
+            s = tuple(self.dim(last=i == rank - 1) for i in range(rank))
+            if int(np.prod(s)) <= budget:
+                return s
+
+    def broadcast_of(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """A shape that broadcasts to `shape` (dims set to 1, leading dims dropped)."""
+        drop = int(self.rng.integers(0, len(shape) + 1)) if self.rng.random() < 0.3 else 0
+        s = [1 if self.rng.random() < 0.35 else d for d in shape[drop:]]
+        return tuple(s)
+
+    # ---- leaves and views
+
+    def leaf(self, shape, kind: str = "normal", dtype: str | None = None, param: bool = False,
+             value: np.ndarray | None = None):
+        dtype = dtype or self.dtype
+        name = f"{'p' if param else 'x'}{len(self.leaves)}"
+        self.leaves[name] = (tuple(shape), kind, dtype, param)
+        if value is not None:
+            self.fixed[name] = value
+        return (self.g.param if param else self.g.input)(name, tuple(shape), dtype)
+
+    def value(self, shape, kind: str = "normal", dtype: str | None = None, view: bool = True,
+              param: bool = False):
+        """A node of `shape`: a plain leaf, or (view=True, sometimes) a
+        transpose / narrow / reshape of a differently shaped leaf."""
+        shape = tuple(shape)
+        r = self.rng.random() if view and shape else 1.0
+        if r < 0.2 and len(shape) >= 2:
+            perm = tuple(int(p) for p in self.rng.permutation(len(shape)))
+            inv = tuple(int(i) for i in np.argsort(perm))
+            src = self.leaf(tuple(shape[p] for p in inv), kind, dtype, param)
+            return self.g.transpose(src, perm)            # [shape[inv[perm[i]]]] = shape
+        if r < 0.4:
+            axis = int(self.rng.integers(len(shape)))
+            extra = int(self.rng.integers(1, 4))
+            start = int(self.rng.integers(0, extra + 1))
+            big = list(shape)
+            big[axis] += extra
+            return self.g.narrow(self.leaf(big, kind, dtype, param), axis, start, shape[axis])
+        if r < 0.5 and int(np.prod(shape)) > 1:
+            return self.g.reshape(self.leaf((int(np.prod(shape)),), kind, dtype, param), shape)
+        return self.leaf(shape, kind, dtype, param)
+
+    # ---- data
+
+    def data(self, rng: np.random.Generator, shape, kind: str, dtype: str) -> np.ndarray:
+        if kind == "normal":
+            a = rng.standard_normal(shape)
+        elif kind == "positive":                     # sqrt, rsqrt: away from 0
+            a = rng.uniform(0.25, 4.0, shape)
+        elif kind == "nonzero":                      # div denominators
+            a = rng.choice((-1.0, 1.0), shape) * rng.uniform(0.5, 2.0, shape)
+        elif kind == "bounded":                      # exp
+            a = rng.uniform(-4.0, 4.0, shape)
+        elif kind == "weight":                       # matmul weights: unit-variance products
+            k = shape[0] if len(shape) else 1
+            a = rng.standard_normal(shape) / np.sqrt(max(k, 1))
+        elif kind == "norm_weight":
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif kind in ("mask", "live_mask"):          # additive mask: 0 or large negative, some -inf
+            a = np.where(rng.random(shape) < 0.25, -np.inf if rng.random() < 0.5 else -1e4, 0.0)
+            if rng.random() < 0.4:                   # a real-valued bias (ALiBi-like) on the live entries
+                a = a + rng.standard_normal(shape)
+            if kind == "live_mask" and a.ndim:       # key 0 never masked: no row is all -inf
+                a[..., 0] = 0.0
+        elif kind.startswith("index"):               # "index:V"
+            v = int(kind.split(":")[1])
+            return rng.integers(0, v, shape).astype(np.int64 if dtype == "i64" else np.int32)
+        elif kind.startswith("pos"):                 # rope positions
+            return rng.integers(0, 4096, shape).astype(np.int32)
+        else:
+            raise ValueError(kind)
+        a = np.asarray(a, np.float64)
+        if self.special and kind not in ("weight", "norm_weight") and a.size:
+            a = self._inject(rng, a, kind)
+        with np.errstate(over="ignore"):
+            return a.astype(np.float16 if dtype == "f16" else np.float32)
+
+    def _inject(self, rng, a: np.ndarray, kind: str) -> np.ndarray:
+        a = a.copy()
+        flat = a.reshape(-1)
+        n = max(1, int(flat.size * rng.uniform(0.02, 0.15)))
+        idx = rng.choice(flat.size, size=min(n, flat.size), replace=False)
+        flat[idx] = rng.choice((np.nan, np.inf, -np.inf, np.nan), size=idx.size)
+        if kind == "positive" and rng.random() < 0.5:    # sqrt of negatives: NaN
+            flat[rng.choice(flat.size, size=max(1, flat.size // 10))] = -1.0
+        if a.ndim and rng.random() < 0.3:                 # a whole row of one special value
+            row = tuple(int(rng.integers(d)) for d in a.shape[:-1])
+            a[row] = rng.choice((np.nan, np.inf, -np.inf))
+        return a
+
+    def case(self, outputs: dict, seed: int, runs: int = 2) -> Case:
+        self.g.set_outputs(outputs)
+        drng = np.random.default_rng([seed, 7])
+        params = {n: self.fixed.get(n, self.data(drng, s, k, d)) for n, (s, k, d, p) in self.leaves.items() if p}
+        inputs = [{n: self.fixed.get(n, self.data(drng, s, k, d)) for n, (s, k, d, p) in self.leaves.items()
+                   if not p} for _ in range(runs)]
+        return Case(self.g, inputs, params, repro_command("op", seed, self.special), self.notes)
+
+
+# ---------------------------------------------------------------- the cases
+
+OpGen = Callable[[Builder], dict]
+OP_GENS: dict[str, OpGen] = {}
+
+
+def _gen(*names: str):
+    def deco(fn):
+        for n in names:
+            OP_GENS[n] = fn
+        return fn
+    return deco
+
+
+_UNARY_KIND = {"sqrt": "positive", "rsqrt": "positive", "exp": "bounded"}
+
+
+def _unary(name: str) -> OpGen:
+    def gen(b: Builder) -> dict:
+        x = b.value(b.shape(), _UNARY_KIND.get(name, "normal"))
+        if name == "gelu":
+            return {"y": b.g.gelu(x, approximate=str(b.rng.choice(["none", "tanh"])))}
+        if name == "scale_shift":
+            return {"y": b.g.scale_shift(x, float(b.rng.uniform(-3, 3)), float(b.rng.uniform(-2, 2)))}
+        if name == "cast":
+            to = "f16" if b.dtype == "f32" else "f32"
+            return {"y": b.g.cast(x, to)}
+        return {"y": getattr(b.g, name)(x)}
+    return gen
+
+
+for _n in ("relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "silu", "gelu", "scale_shift", "copy", "cast"):
+    OP_GENS[_n] = _unary(_n)
+
+
+def _binary(name: str) -> OpGen:
+    def gen(b: Builder) -> dict:
+        out = b.shape()
+        sa, sb = out, b.broadcast_of(out)
+        if b.rng.random() < 0.5:
+            sa, sb = sb, sa
+        x = b.value(sa)
+        y = b.value(sb, "nonzero" if name == "div" else "normal")
+        if name == "maximum" and b.rng.random() < 0.3:
+            y = x    # max(x, x)
+        return {"y": getattr(b.g, name)(x, y)}
+    return gen
+
+
+for _n in ("add", "sub", "mul", "div", "maximum", "minimum"):
+    OP_GENS[_n] = _binary(_n)
+
+
+@_gen("softmax")
+def _softmax(b: Builder) -> dict:
+    return {"y": b.g.softmax(b.value(b.shape()))}
+
+
+@_gen("masked_softmax")
+def _masked_softmax(b: Builder) -> dict:
+    shape = b.shape()
+    x = b.value(shape)
+    scale = float(b.rng.choice([1.0, 0.125, 0.5, 2.0, -1.0]))
+    mask = None if b.rng.random() < 0.3 else b.value(b.broadcast_of(shape) or (1,), "mask")
+    if mask is not None and len(mask.shape) > len(shape):
+        mask = None
+    return {"y": b.g.masked_softmax(x, mask, scale=scale)}
+
+
+@_gen("layernorm", "add_layernorm")
+def _layernorm(b: Builder) -> dict:
+    shape = b.shape()
+    x = b.value(shape)
+    w, bias = b.value(shape[-1:], "norm_weight", param=True), b.value(shape[-1:], param=True)
+    eps = float(b.rng.choice([1e-5, 1e-6, 1e-3]))
+    if b.rng.random() < 0.5:
+        return {"y": b.g.add_layernorm(x, b.value(shape), w, bias, eps=eps)}
+    return {"y": b.g.layernorm(x, w, bias, eps=eps)}
+
+
+@_gen("rmsnorm", "add_rmsnorm")
+def _rmsnorm(b: Builder) -> dict:
+    shape = b.shape()
+    x = b.value(shape)
+    w = b.value(shape[-1:], "norm_weight", param=bool(b.rng.random() < 0.7))
+    eps, add_one = float(b.rng.choice([1e-6, 1e-5])), bool(b.rng.random() < 0.3)
+    if b.rng.random() < 0.5:
+        return {"y": b.g.add_rmsnorm(x, b.value(shape), w, eps=eps, add_one=add_one)}
+    return {"y": b.g.rmsnorm(x, w, eps=eps, add_one=add_one)}
+
+
+@_gen("linear")
+def _linear(b: Builder) -> dict:
+    lead = b.shape(int(b.rng.integers(0, 3)), budget=2048)
+    k, n = b.dim(True), b.dim(True)
+    tb = bool(b.rng.random() < 0.7)
+    x = b.value(lead + (k,))
+    w = b.value((n, k) if tb else (k, n), "weight", param=bool(b.rng.random() < 0.8))
+    bias = b.value((n,), param=True) if b.rng.random() < 0.6 else None
+    act = b.rng.choice([None, "gelu", "gelu_tanh", "silu", "relu"])
+    return {"y": b.g.linear(x, w, bias, activation=None if act is None else str(act), transpose_b=tb)}
+
+
+@_gen("glu")
+def _glu(b: Builder) -> dict:
+    shape = b.shape()
+    return {"y": b.g.glu(b.value(shape), b.value(shape), str(b.rng.choice(["silu", "gelu", "gelu_tanh"])))}
+
+
+@_gen("matmul")
+def _matmul(b: Builder) -> dict:
+    m, k, n = b.dim(), b.dim(True), b.dim(True)
+    batch = b.shape(int(b.rng.integers(0, 3)), budget=64)
+    tb = bool(b.rng.random() < 0.4)
+    bs = (n, k) if tb else (k, n)
+    shared_b = b.rng.random() < 0.5          # 2-D b broadcast over a's batch dims
+    x = b.value(batch + (m, k))
+    w = b.value(bs if shared_b else batch + bs, "weight", param=shared_b and b.rng.random() < 0.5)
+    return {"y": b.g.matmul(x, w, transpose_b=tb)}
+
+
+@_gen("gather")
+def _gather(b: Builder) -> dict:
+    v, d = b.dim(), b.dim(True)
+    table = b.value((v, d), param=bool(b.rng.random() < 0.5))
+    idt = str(b.rng.choice(["i32", "i64"]))
+    idx = b.leaf(b.shape(int(b.rng.integers(1, 3)), budget=256), f"index:{v}", dtype=idt)
+    return {"y": b.g.gather(table, idx)}
+
+
+@_gen("reshape", "transpose", "narrow")
+def _views(b: Builder) -> dict:
+    shape = b.shape(int(b.rng.integers(2, 5)))
+    x = b.value(shape)
+    r = b.rng.random()
+    if r < 0.33:
+        y = b.g.transpose(x, tuple(int(p) for p in b.rng.permutation(len(shape))))
+    elif r < 0.66:
+        axis = int(b.rng.integers(len(shape)))
+        start = int(b.rng.integers(shape[axis]))
+        y = b.g.narrow(x, axis, start, int(b.rng.integers(1, shape[axis] - start + 1)))
+    else:
+        y = b.g.reshape(x, tuple(b.rng.permutation(list(shape))) if b.rng.random() < 0.5 else (-1,))
+    outs = {"view": y}
+    if b.rng.random() < 0.6:        # a consumer that reads the view
+        outs["y"] = b.g.add(y, b.value(b.broadcast_of(tuple(y.shape)) or (1,)))
+    return outs
+
+
+@_gen("concat")
+def _concat(b: Builder) -> dict:
+    shape = b.shape(int(b.rng.integers(1, 4)))
+    axis = int(b.rng.integers(len(shape)))
+    parts = []
+    for _ in range(int(b.rng.integers(1, 5))):
+        s = list(shape)
+        s[axis] = b.dim()
+        parts.append(b.value(s))
+    return {"y": b.g.concat(parts, axis=axis - len(shape) if b.rng.random() < 0.5 else axis)}
+
+
+def _reduce(name: str) -> OpGen:
+    def gen(b: Builder) -> dict:
+        shape = b.shape()
+        axis = int(b.rng.integers(len(shape)))
+        keep = bool(b.rng.random() < 0.5)
+        return {"y": getattr(b.g, name)(b.value(shape), axis=axis, keepdims=keep)}
+    return gen
+
+
+for _n in ("sum", "mean", "max", "argmax"):
+    OP_GENS[_n] = _reduce(_n)
+
+
+@_gen("attention")
+def _attention(b: Builder) -> dict:
+    bsz, tq, tk = int(b.rng.choice([1, 2, 3])), b.dim(), b.dim()
+    hkv = int(b.rng.choice([1, 2, 3]))
+    hq = hkv * int(b.rng.choice([1, 2, 4]))
+    d, dv = int(b.rng.choice([1, 4, 8, 16, 33, 64])), int(b.rng.choice([1, 8, 16, 33]))
+    if bsz * max(tq, tk) * hq * max(d, dv) > MAX_NUMEL:
+        tq, tk = min(tq, 17), min(tk, 17)
+    q, k, v = b.value((bsz, tq, hq, d)), b.value((bsz, tk, hkv, d)), b.value((bsz, tk, hkv, dv))
+    mask = None
+    if b.rng.random() < 0.5:
+        mask = b.value(b.broadcast_of((bsz, hq, tq, tk)) or (1,), "mask")
+    kw = dict(causal=bool(b.rng.random() < 0.3),
+              scale=None if b.rng.random() < 0.5 else float(b.rng.uniform(0.05, 1.0)),
+              softcap=None if b.rng.random() < 0.7 else float(b.rng.choice([5.0, 30.0])),
+              window=None if b.rng.random() < 0.7 else int(b.rng.integers(1, tk + 2)))
+    return {"y": b.g.attention(q, k, v, mask, **kw)}
+
+
+@_gen("rope")
+def _rope(b: Builder) -> dict:
+    t, h = b.dim(), int(b.rng.choice([1, 2, 3, 4]))
+    d = int(b.rng.choice([2, 4, 8, 16, 34, 64]))
+    batch = () if b.rng.random() < 0.3 else (int(b.rng.choice([1, 2, 3])),)
+    x = b.value(batch + (t, h, d))
+    pshape = (t,) if not batch or b.rng.random() < 0.5 else (batch[0], t)
+    pos = b.leaf(pshape, "pos", dtype="i32")
+    rd = int(b.rng.choice([r for r in range(2, d + 1, 2)]))
+    return {"y": b.g.rope(x, pos, base=float(b.rng.choice([10000.0, 500000.0, 100.0])),
+                          layout=str(b.rng.choice(["neox", "interleaved"])),
+                          rotary_dim=None if b.rng.random() < 0.5 else rd)}
+
+
+OP_NAMES = tuple(sorted(OP_GENS))
+
+
+def op_case(seed: int, special: bool = False) -> Case:
+    name = OP_NAMES[seed % len(OP_NAMES)]
+    rng = np.random.default_rng([seed, int(special)])
+    b = Builder(rng, str(rng.choice(["f32", "f16"])), special)
+    outs = OP_GENS[name](b)
+    b.notes.append(f"op: {name}, dtype {b.dtype}, special values: {special}")
+    return b.case(outs, seed)

@@ -1,0 +1,309 @@
+"""The rlx-op -> PyTorch translation the fuzzer compares against.
+
+Every float value is held as a float32 torch tensor (f16 values are upcast
+exactly), every op computes in float32 from them, and a node declared f16
+rounds its result to f16 (it stores f16). So an f16 op is checked against
+"PyTorch in float32 from the same f16 inputs".
+
+Semantics are PyTorch's: NaN propagates through relu / maximum / minimum /
+max / softmax / norms, argmax returns the first NaN's index. Two rlx-defined
+exceptions, both documented in rlx/ir: a masked_softmax or attention row
+whose every logit is -inf gives zeros (PyTorch would give NaN), and
+attention's causal / window masks follow rlx/ir/ops_attention.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["TORCH_OPS", "torch_run"]
+
+Fn = Callable[[list, dict, object], torch.Tensor]
+TORCH_OPS: dict[str, Fn] = {}
+
+
+def _op(*names: str):
+    def deco(fn: Fn) -> Fn:
+        for n in names:
+            TORCH_OPS[n] = fn
+        return fn
+    return deco
+
+
+def _binary(fn):
+    return lambda xs, attrs, node: fn(xs[0], xs[1])
+
+
+for _name, _fn in {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
+                   "maximum": torch.maximum, "minimum": torch.minimum}.items():
+    TORCH_OPS[_name] = _binary(_fn)
+
+for _name, _fn in {"relu": torch.relu, "tanh": torch.tanh, "exp": torch.exp, "neg": torch.neg,
+                   "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "silu": F.silu}.items():
+    TORCH_OPS[_name] = lambda xs, attrs, node, _fn=_fn: _fn(xs[0])
+
+def _gelu_erf(x):
+    # F.gelu(+inf) is NaN in torch 2.13 (CPU); the formula's limit, and rlx's value, is +inf.
+    return 0.5 * x * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+_ACT = {None: lambda x: x, "gelu": _gelu_erf, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "silu": F.silu, "relu": torch.relu}
+
+
+@_op("gelu")
+def _gelu(xs, attrs, node):
+    return _ACT["gelu_tanh" if attrs.get("approximate", "none") == "tanh" else "gelu"](xs[0])
+
+
+@_op("scale_shift")
+def _scale_shift(xs, attrs, node):
+    return xs[0] * attrs["scale"] + attrs["shift"]
+
+
+def _dead_rows_zero(s: torch.Tensor) -> torch.Tensor:
+    """softmax over the last axis; a row whose every logit is -inf gives zeros (rlx's rule)."""
+    p = torch.softmax(s, dim=-1)
+    dead = torch.all(torch.isneginf(s), dim=-1, keepdim=True)
+    return torch.where(dead, torch.zeros_like(p), p)
+
+
+@_op("softmax")
+def _softmax(xs, attrs, node):
+    return torch.softmax(xs[0], dim=attrs.get("axis", -1))
+
+
+@_op("masked_softmax")
+def _masked_softmax(xs, attrs, node):
+    s = xs[0] * attrs["scale"]
+    if len(xs) == 2:
+        s = s + xs[1]
+    return _dead_rows_zero(s)
+
+
+def _layer_norm(x, w, b, eps):
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+
+def _rms_norm(x, w, attrs):
+    scale = (1.0 + w) if attrs["add_one"] else w
+    return x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + attrs["eps"]) * scale
+
+
+@_op("layernorm")
+def _layernorm(xs, attrs, node):
+    return _layer_norm(xs[0], xs[1], xs[2], attrs["eps"])
+
+
+@_op("add_layernorm")
+def _add_layernorm(xs, attrs, node):
+    return _layer_norm(xs[0] + xs[1], xs[2], xs[3], attrs["eps"])
+
+
+@_op("rmsnorm")
+def _rmsnorm(xs, attrs, node):
+    return _rms_norm(xs[0], xs[1], attrs)
+
+
+@_op("add_rmsnorm")
+def _add_rmsnorm(xs, attrs, node):
+    return _rms_norm(xs[0] + xs[1], xs[2], attrs)
+
+
+def _mm(a, b, transpose_b):
+    if transpose_b:
+        b = b.transpose(-1, -2)
+    return torch.matmul(a, b)
+
+
+@_op("matmul")
+def _matmul(xs, attrs, node):
+    return _mm(xs[0], xs[1], attrs["transpose_b"])
+
+
+@_op("linear")
+def _linear(xs, attrs, node):
+    y = _mm(xs[0], xs[1], attrs["transpose_b"])
+    if len(xs) == 3:
+        y = y + xs[2]
+    return _ACT[attrs["activation"]](y)
+
+
+@_op("glu")
+def _glu(xs, attrs, node):
+    return _ACT[attrs["activation"]](xs[0]) * xs[1]
+
+
+@_op("gather")
+def _gather(xs, attrs, node):
+    return xs[0][xs[1].long()]
+
+
+@_op("reshape")
+def _reshape(xs, attrs, node):
+    return xs[0].reshape(tuple(node.shape))
+
+
+@_op("transpose")
+def _transpose(xs, attrs, node):
+    return xs[0].permute(*attrs["perm"])
+
+
+@_op("narrow")
+def _narrow(xs, attrs, node):
+    return xs[0].narrow(attrs["axis"], attrs["start"], attrs["length"])
+
+
+@_op("copy")
+def _copy(xs, attrs, node):
+    return xs[0].clone()
+
+
+@_op("cast")
+def _cast(xs, attrs, node):
+    return _round(xs[0], node.dtype.name)
+
+
+@_op("concat")
+def _concat(xs, attrs, node):
+    return torch.cat(xs, dim=attrs["axis"])
+
+
+@_op("sum")
+def _sum(xs, attrs, node):
+    return torch.sum(xs[0], dim=attrs["axis"], keepdim=attrs["keepdims"])
+
+
+@_op("mean")
+def _mean(xs, attrs, node):
+    return torch.mean(xs[0], dim=attrs["axis"], keepdim=attrs["keepdims"])
+
+
+@_op("max")
+def _max(xs, attrs, node):
+    return torch.amax(xs[0], dim=attrs["axis"], keepdim=attrs["keepdims"])
+
+
+@_op("argmax")
+def _argmax(xs, attrs, node):
+    x = xs[0]
+    # torch.argmax's tie rule among equal maxima is not documented; make "first" explicit:
+    # the first NaN if the row has one, else the first maximum.
+    nan = torch.isnan(x)
+    key = torch.where(nan, torch.full_like(x, math.inf), x)
+    best = torch.amax(key, dim=attrs["axis"], keepdim=True)
+    hit = (key == best) & (nan | ~torch.any(nan, dim=attrs["axis"], keepdim=True))
+    n = x.shape[attrs["axis"]]
+    shape = [1] * x.dim()
+    shape[attrs["axis"]] = n
+    idx = torch.arange(n).reshape(shape).expand_as(x)
+    first = torch.amin(torch.where(hit, idx, torch.full_like(idx, n)), dim=attrs["axis"], keepdim=attrs["keepdims"])
+    return first.to(torch.int32)
+
+
+@_op("rope")
+def _rope(xs, attrs, node):
+    x, pos = xs
+    rd = int(attrs["rotary_dim"])
+    half = rd // 2
+    inv = (float(attrs["base"]) ** (-2.0 * torch.arange(half, dtype=torch.float64) / rd)).to(torch.float32)
+    angle = (pos.to(torch.float32)[..., None] * inv)[..., None, :].to(torch.float64)   # [..., T, 1, half]
+    cos, sin = torch.cos(angle), torch.sin(angle)
+    x64 = x.to(torch.float64)
+    y = x64.clone()
+    if attrs["layout"] == "neox":
+        a, b = x64[..., :half], x64[..., half:rd]
+        y[..., :half] = a * cos - b * sin
+        y[..., half:rd] = a * sin + b * cos
+    else:
+        a, b = x64[..., 0:rd:2], x64[..., 1:rd:2]
+        y[..., 0:rd:2] = a * cos - b * sin
+        y[..., 1:rd:2] = a * sin + b * cos
+    return y.to(torch.float32)
+
+
+@_op("attention")
+def _attention(xs, attrs, node):
+    q, k, v = xs[:3]
+    b, tq, hq, _ = q.shape
+    tk, hkv = k.shape[1], k.shape[2]
+    rep = hq // hkv
+    qh = q.permute(0, 2, 1, 3)
+    kh = k.permute(0, 2, 1, 3).repeat_interleave(rep, dim=1)
+    vh = v.permute(0, 2, 1, 3).repeat_interleave(rep, dim=1)
+    s = torch.matmul(qh, kh.transpose(-1, -2)) * attrs["scale"]
+    if attrs.get("softcap") is not None:
+        s = attrs["softcap"] * torch.tanh(s / attrs["softcap"])
+    if len(xs) == 4:
+        s = s + xs[3]
+    s = s.expand(b, hq, tq, tk)
+    qpos = torch.arange(tq)[:, None] + (tk - tq)
+    j = torch.arange(tk)[None, :]
+    allowed = torch.ones(tq, tk, dtype=torch.bool)
+    if attrs.get("causal"):
+        allowed &= j <= qpos
+    if attrs.get("window") is not None:
+        allowed &= (qpos - j) < int(attrs["window"])
+    s = torch.where(allowed, s, torch.tensor(-math.inf))
+    return torch.matmul(_dead_rows_zero(s), vh).permute(0, 2, 1, 3)
+
+
+def _round(t: torch.Tensor, dtype: str) -> torch.Tensor:
+    """Round a float32 tensor to dtype's precision (stays a float32 tensor)."""
+    if dtype == "f16":
+        return t.to(torch.float16).to(torch.float32)
+    if dtype == "bf16":
+        return t.to(torch.bfloat16).to(torch.float32)
+    return t
+
+
+def _to_torch(arr: np.ndarray, dtype: str) -> torch.Tensor:
+    arr = np.asarray(arr)
+    if dtype == "bf16":   # stored as raw uint16 bits
+        bits = arr.astype(np.uint32) << 16
+        return torch.from_numpy(bits.view(np.float32).copy())
+    if arr.dtype.kind == "f":
+        return torch.from_numpy(np.array(arr, dtype=np.float32, order="C"))
+    return torch.from_numpy(np.array(arr, order="C"))
+
+
+def _to_numpy(t: torch.Tensor, dtype) -> np.ndarray:
+    if dtype.is_float:
+        return _round(t, dtype.name).numpy().astype(dtype.numpy)
+    return t.numpy().astype(dtype.numpy)
+
+
+def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray] | None = None,
+              round_leaves: str | None = None) -> dict[str, np.ndarray]:
+    """Evaluate an rlx graph with PyTorch (float32 compute). ``round_leaves``
+    ("f16"/"bf16"): round float inputs, params and constants to that dtype
+    first, the way a precision policy stores them (so the comparison measures
+    the kernels' work, not the unavoidable input rounding)."""
+    params = params or {}
+    values: dict = {}
+    with torch.no_grad():
+        for node in graph.topo_order():
+            if node.op in ("input", "param", "constant"):
+                if node.op == "constant":
+                    arr = node.attrs["value"]
+                else:
+                    arr = (inputs if node.op == "input" else params)[node.attrs["name"]]
+                t = _to_torch(arr, node.dtype.name)
+                if round_leaves and node.dtype.is_float:
+                    t = _round(t, round_leaves)
+                values[node] = t
+                continue
+            fn = TORCH_OPS.get(node.op)
+            if fn is None:
+                raise KeyError(f"no torch translation for op {node.op!r}")
+            out = fn([values[x] for x in node.inputs], node.attrs, node)
+            if tuple(out.shape) != tuple(node.shape):
+                raise AssertionError(f"torch translation of {node!r} gave shape {tuple(out.shape)}")
+            # An f16 node stores f16: the next op reads the rounded value (rlx/reference.py's rule too).
+            values[node] = _round(out, "f16") if node.dtype.name == "f16" else out
+        return {name: _to_numpy(values[n], n.dtype) for name, n in graph.outputs.items()}

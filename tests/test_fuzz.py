@@ -1,0 +1,132 @@
+"""The differential fuzzer (tests/fuzz/): random single ops and random graphs,
+compiled by rlx and compared with PyTorch (and rlx.run_reference).
+
+Short CI run (fixed seeds, well under 90 s on 2 cores):
+    .venv/bin/python -m pytest tests/test_fuzz.py
+Long run, from any seed, on any device and group size:
+    .venv/bin/python -m pytest tests/test_fuzz.py --fuzz-runs 5000 [--fuzz-seed S] [--fuzz-options 0]
+        [--rlx-device cuda --rlx-group-size 32]
+A failure prints its seed, the compile options, the graph listing and the
+one command that re-runs exactly that case.
+
+test_op_special_values checks PyTorch's NaN semantics (NaN propagates through
+relu / maximum / max / softmax, argmax returns the first NaN's index); it
+fails on code without the `nan` branch's fixes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fuzz.check import ALL_OPTIONS, Case, check_case, default_options, sample_options
+from fuzz.graphs import graph_case
+from fuzz.ops import OP_NAMES, op_case
+
+import rlx
+
+SHORT_OPS = 4 * len(OP_NAMES)
+SHORT_SPECIAL = 2 * len(OP_NAMES)
+SHORT_GRAPHS = 200
+
+
+def pytest_generate_tests(metafunc):
+    cfg = metafunc.config
+    runs, base = cfg.getoption("--fuzz-runs"), cfg.getoption("--fuzz-seed")
+    for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS)):
+        if arg in metafunc.fixturenames:
+            seeds = range(base, base + runs) if runs else range(short)
+            ids = [f"s{s}-{OP_NAMES[s % len(OP_NAMES)]}" if arg != "graph_seed" else f"s{s}" for s in seeds]
+            metafunc.parametrize(arg, list(seeds), ids=ids)
+
+
+def _report(out, what: str) -> None:
+    if out.failures:
+        n = len(out.failures)
+        pytest.fail(f"{what}: {n} failing option set(s); the first {min(n, 2)}:\n\n" + "\n\n".join(out.failures[:2]),
+                    pytrace=False)
+
+
+def test_op(op_seed):
+    case = op_case(op_seed)
+    _report(check_case(case, [default_options(), default_options(pin_outputs=False, replay=False),
+                              ALL_OPTIONS[0 if op_seed % 2 else -1]]), f"op case seed {op_seed}")
+
+
+def test_op_special_values(special_seed):
+    case = op_case(special_seed, special=True)
+    _report(check_case(case, [default_options()]), f"special-value op case seed {special_seed}")
+
+
+def test_random_graph(graph_seed, request):
+    k = request.config.getoption("--fuzz-options")
+    case = graph_case(graph_seed)
+    _report(check_case(case, sample_options(np.random.default_rng([graph_seed, 5]), k)),
+            f"random graph seed {graph_seed}")
+
+
+# ---------------------------------------------------------------- the minimal graphs the fuzzer found
+# Each under every option combination.
+
+
+def _attention_inputs(rng, shapes):
+    return {n: rng.standard_normal(s).astype(np.float32) for n, s in shapes.items()}
+
+
+def _input_is_output(view: bool) -> Case:
+    g = rlx.Graph()
+    x, y = g.input("x", (64,)), g.input("y", (64,))
+    outs = {"c": g.add(g.tanh(g.exp(y)), x)}
+    outs["x_out"] = g.reshape(x, (8, 8)) if view else x
+    g.set_outputs(outs)
+    runs = [{"x": np.arange(64, dtype=np.float32), "y": np.full(64, .5, np.float32)},
+            {"x": -np.arange(64, dtype=np.float32), "y": np.full(64, -.5, np.float32)}]
+    return Case(g, runs, {}, "pytest tests/test_fuzz.py -k input_is_output")
+
+
+def _masked_softmax_scale_after_mask() -> Case:
+    b, t, h, d = 1, 4, 2, 8
+    g = rlx.Graph()
+    q, k, v = (g.input(n, (b, t, h, d)) for n in "qkv")
+    m = g.input("m", (1, 1, 1, t))
+    heads = (0, 2, 1, 3)
+    s = g.mul(g.matmul(g.transpose(q, heads), g.transpose(k, (0, 2, 3, 1))), g.constant(np.float32(0.25)))
+    p = g.masked_softmax(g.add(s, m), None, scale=2.0)
+    g.set_outputs(y=g.matmul(p, g.transpose(v, heads)))
+    rng = np.random.default_rng(0)
+    shapes = {"q": (b, t, h, d), "k": (b, t, h, d), "v": (b, t, h, d), "m": (1, 1, 1, t)}
+    return Case(g, [_attention_inputs(rng, shapes) for _ in range(2)], {}, "pytest tests/test_fuzz.py -k masked")
+
+
+def _mask_broadcasts_query() -> Case:
+    g = rlx.Graph()
+    q, k, v = g.input("q", (1, 1, 2, 4)), g.input("k", (1, 4, 2, 4)), g.input("v", (1, 4, 2, 4))
+    m = g.input("m", (1, 2, 5, 4))
+    heads = (0, 2, 1, 3)
+    s = g.matmul(g.transpose(q, heads), g.transpose(k, (0, 2, 3, 1)))       # [1, 2, 1, 4]
+    g.set_outputs(y=g.matmul(g.softmax(g.add(s, m)), g.transpose(v, heads)))   # mask broadcasts Tq 1 -> 5
+    rng = np.random.default_rng(1)
+    shapes = {"q": (1, 1, 2, 4), "k": (1, 4, 2, 4), "v": (1, 4, 2, 4), "m": (1, 2, 5, 4)}
+    return Case(g, [_attention_inputs(rng, shapes) for _ in range(2)], {}, "pytest tests/test_fuzz.py -k query")
+
+
+def _weight_is_output() -> Case:
+    g = rlx.Graph()
+    x, w = g.input("x", (3, 8)), g.param("w", (8, 5))
+    g.set_outputs(y=g.matmul(x, w), w=w)
+    rng = np.random.default_rng(2)
+    return Case(g, [{"x": rng.standard_normal((3, 8)).astype(np.float32)} for _ in range(2)],
+                {"w": rng.standard_normal((8, 5)).astype(np.float32)}, "pytest tests/test_fuzz.py -k weight")
+
+
+MINIMAL = {
+    "input_is_output": lambda: _input_is_output(False),
+    "input_view_is_output": lambda: _input_is_output(True),
+    "masked_softmax_scale_after_mask": _masked_softmax_scale_after_mask,
+    "mask_broadcasts_query": _mask_broadcasts_query,
+    "weight_is_output": _weight_is_output,
+}
+
+
+@pytest.mark.parametrize("name", list(MINIMAL))
+def test_minimal_graph_all_options(name):
+    _report(check_case(MINIMAL[name](), ALL_OPTIONS), name)
