@@ -76,12 +76,21 @@ def _silu(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
         return x / (np.float32(1.0) + np.exp(-x))
 
 
+def _softmax_rows(x: np.ndarray) -> np.ndarray:
+    """softmax over the last axis; a row that is -inf everywhere gives zeros
+    (softmax, masked_softmax and attention alike), a row with a NaN is NaN
+    everywhere (torch's softmax)."""
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), np.float32(0), m)
+    e = np.exp(x - m)
+    s = np.sum(e, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s == 0, np.float32(0), e / s)   # s > 0 would turn a NaN row into zeros
+
+
 @_ref("softmax")
 def _softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    x = _f32(xs[0])
-    axis = attrs.get("axis", -1)
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return _softmax_rows(_f32(xs[0]))   # the last axis: the op allows no other
 
 
 @_ref("layernorm")
@@ -180,17 +189,10 @@ def _argmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 
 @_ref("masked_softmax")
 def _masked_softmax(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    """A row masked everywhere (-inf) gives zeros, as the kernel does; a row
-    with a NaN is NaN everywhere (torch's softmax)."""
     x = _f32(xs[0]) * np.float32(attrs["scale"])
     if len(xs) == 2:
         x = x + _f32(xs[1])
-    m = np.max(x, axis=-1, keepdims=True)
-    m = np.where(np.isneginf(m), np.float32(0), m)
-    e = np.exp(x - m)
-    s = np.sum(e, axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s == 0, np.float32(0), e / s)   # s > 0 would turn a NaN row into zeros
+    return _softmax_rows(x)
 
 
 def _rms(x: np.ndarray, w: np.ndarray, attrs: dict) -> np.ndarray:

@@ -19,16 +19,20 @@ RLX_KERNEL softmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, 
     RLX_MAX_REDUCTION(m)
     RLX_FOR_GROUP(i, cols) { m = rlx_maximum(m, rlx_to_float(xr[i])); }
     m = rlx_group_max(m, scratch);
+    // A row that is -inf everywhere gives zeros, as masked_softmax and
+    // attention do, so fusing softmax(scores + mask) into attention never
+    // changes a result; a NaN still makes the whole row NaN (inv below).
+    const float shift = m == -RLX_INFINITY ? 0.0f : m;
     // exp is written once and rescaled: each thread rereads only what it
     // wrote itself (same loop mapping), so no barrier is needed between.
     float s = 0.0f;
     RLX_FOR_GROUP(i, cols) {
-        const float e = rlx_exp(rlx_to_float(xr[i]) - m);
+        const float e = rlx_exp(rlx_to_float(xr[i]) - shift);
         yr[i] = rlx_from_float<T>(e);
         s += e;
     }
     s = rlx_group_sum(s, scratch);
-    const float inv = 1.0f / s;
+    const float inv = s == 0.0f ? 0.0f : 1.0f / s;
     RLX_FOR_GROUP(i, cols) { yr[i] = rlx_from_float<T>(rlx_to_float(yr[i]) * inv); }
 }
 RLX_INSTANTIATE(softmax, float, softmax_f32)

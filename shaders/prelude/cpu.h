@@ -72,16 +72,17 @@ template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
 // reduction into one rounded ln 2, and then it is < 1e-6 on [-20, 20] and
 // < 4e-6 on [-87, 88], measured):
 // unlike a libm call, GCC vectorizes loops that use it, which is what makes
-// softmax, GELU and SiLU fast on the CPU. Inputs clamp to [-87, 88] (the
-// result never overflows; callers never need exp above 88) and anything
-// below -87, -inf included, gives exactly 0; NaN gives NaN (the clamps turn
+// softmax, GELU and SiLU fast on the CPU. Inputs clamp to [-87, ln(FLT_MAX)]:
+// anything below -87, -inf included, gives exactly 0, anything above
+// ln(FLT_MAX) +inf (as expf); NaN gives NaN (the clamps turn
 // it into -87, so the last select puts it back: softmax of a row with a NaN
 // is NaN through this). Compare-and-select rather than fminf/fmaxf, whose
 // NaN rules stop the vectorizer.
+#define RLX_CPU_INF __builtin_inff()
 static inline float rlx_cpu_max(float a, float b) { return a > b ? a : b; }
 static inline float rlx_cpu_min(float a, float b) { return a < b ? a : b; }
 static inline float rlx_cpu_exp(float x) {
-    const float xc = rlx_cpu_min(rlx_cpu_max(x, -87.0f), 88.0f);
+    const float xc = rlx_cpu_min(rlx_cpu_max(x, -87.0f), 88.72283f);
     // floor(t + 0.5) via truncation of a positive number (t >= -126 here).
     const int32_t ni = (int32_t)(xc * 1.44269504088896341f + 127.5f) - 127;
     const float n = (float)ni;
@@ -93,10 +94,23 @@ static inline float rlx_cpu_exp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     const float y = p * r * r + r + 1.0f;
-    const int32_t bits = (ni + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return x != x ? x : y * scale * (float)(x >= -87.0f);
+    // y * 2^n in two steps, because n reaches 128 at the top of the range
+    // where 2^n alone is no float: 2^(n - h) goes into y's exponent bits
+    // (y is in [0.7, 1.5), so that stays a normal float), then one multiply
+    // by 2^h rounds correctly into the subnormals at the bottom. Two float
+    // multiplies by two scales would not do: -fassociative-math may fold
+    // them into one product that overflows.
+    const int32_t h = ni >> 1;
+    int32_t y_bits;
+    memcpy(&y_bits, &y, sizeof y_bits);
+    y_bits += (ni - h) << 23;
+    const int32_t scale_bits = (h + 127) << 23;
+    float y_scaled, scale;
+    memcpy(&y_scaled, &y_bits, sizeof y_scaled);
+    memcpy(&scale, &scale_bits, sizeof scale);
+    const float e = y_scaled * scale * (float)(x >= -87.0f);
+    // Past ln(FLT_MAX) the true result is not a float: +inf, as expf gives.
+    return x != x ? x : (x > 88.7228394f ? RLX_CPU_INF : e);
 }
 #define rlx_exp rlx_cpu_exp
 #define rlx_log logf

@@ -91,7 +91,7 @@ class Builder:
     # ---- data
 
     def data(self, rng: np.random.Generator, shape, kind: str, dtype: str) -> np.ndarray:
-        if kind == "normal":
+        if kind in ("normal", "finite"):             # finite: never given special values
             a = rng.standard_normal(shape)
         elif kind == "positive":                     # sqrt, rsqrt: away from 0
             a = rng.uniform(0.25, 4.0, shape)
@@ -118,7 +118,7 @@ class Builder:
         else:
             raise ValueError(kind)
         a = np.asarray(a, np.float64)
-        if self.special and kind not in ("weight", "norm_weight") and a.size:
+        if self.special and kind not in ("weight", "norm_weight", "finite") and a.size:
             a = self._inject(rng, a, kind)
         with np.errstate(over="ignore"):
             return a.astype(np.float16 if dtype == "f16" else np.float32)
@@ -327,7 +327,11 @@ def _attention(b: Builder) -> dict:
     d, dv = int(b.rng.choice([1, 4, 8, 16, 33, 64])), int(b.rng.choice([1, 8, 16, 33]))
     if bsz * max(tq, tk) * hq * max(d, dv) > MAX_NUMEL:
         tq, tk = min(tq, 17), min(tk, 17)
-    q, k, v = b.value((bsz, tq, hq, d)), b.value((bsz, tk, hkv, d)), b.value((bsz, tk, hkv, dv))
+    # V stays finite: the fused kernel skips keys of probability exactly 0, so
+    # a NaN in V at a masked key does not reach the output there (README,
+    # "NaN and infinities"), where PyTorch's 0 x NaN would.
+    q, k = b.value((bsz, tq, hq, d)), b.value((bsz, tk, hkv, d))
+    v = b.value((bsz, tk, hkv, dv), "finite")
     mask = None
     if b.rng.random() < 0.5:
         mask = b.value(b.broadcast_of((bsz, hq, tq, tk)) or (1,), "mask")

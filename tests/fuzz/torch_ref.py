@@ -7,8 +7,8 @@ rounds its result to f16 (it stores f16). So an f16 op is checked against
 
 Semantics are PyTorch's: NaN propagates through relu / maximum / minimum /
 max / softmax / norms, argmax returns the first NaN's index. Two rlx-defined
-exceptions, both documented in rlx/ir: a masked_softmax or attention row
-whose every logit is -inf gives zeros (PyTorch would give NaN), and
+exceptions, both documented in the README: a softmax, masked_softmax or
+attention row whose every logit is -inf gives zeros (PyTorch would give NaN), and
 attention's causal / window masks follow rlx/ir/ops_attention.py.
 """
 
@@ -75,7 +75,7 @@ def _dead_rows_zero(s: torch.Tensor) -> torch.Tensor:
 
 @_op("softmax")
 def _softmax(xs, attrs, node):
-    return torch.softmax(xs[0], dim=attrs.get("axis", -1))
+    return _dead_rows_zero(xs[0])   # the last axis: the op allows no other
 
 
 @_op("masked_softmax")
