@@ -15,8 +15,10 @@ finite values of ``want``. NaN positions must match exactly, and so must
   (2^-8 relative) on CPUs with AVX-512 BF16, and chains of linears followed by
   norms amplify that (seen: 0.08 on seed 20583).
 - auto: as f16.
-- a graph declared in f16 with more than 10 ops: 2e-2 (every f16 node rounds, on
-  both sides, but one ulp of difference early on grows along the chain).
+- a graph declared in f16, or run under f16 / auto, with more than 10 ops:
+  2e-2 (every f16 node rounds, but one ulp of difference early on grows along
+  the chain; seen on the H200: 0.0103 on seed 1693 under auto, where cuBLAS's
+  f16 gemms round differently from the CPU's).
 The floor of the magnitude is 1e-3 in f32 and 0.25 in the low precisions: there
 the error follows the O(1) intermediate values (the generators keep them O(1)),
 not an output that is small because terms cancelled.
@@ -239,7 +241,8 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
             if set(got) != set(want):
                 out.failures.append(f"run {r}: outputs {sorted(got)} != {sorted(want)}\n{_header(case, opts)}")
                 break
-            tol = max(TOL[opts.precision], f16_tol if has_f16 else 0.0)
+            low = has_f16 or opts.precision in ("f16", "auto")   # f16 nodes, declared or chosen
+            tol = max(TOL[opts.precision], f16_tol if low else 0.0)
             floor = FLOOR["f16" if has_f16 else opts.precision]
             bad = []
             for name in want:
