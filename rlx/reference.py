@@ -17,18 +17,25 @@ from rlx.errors import GraphError, InputError, ParameterError, ShapeError, Unsup
 from rlx.ir import Graph, TensorType
 from rlx.ir.graph import as_bindings
 
-__all__ = ["REFERENCE", "register_reference", "run_reference", "erf"]
+__all__ = ["REFERENCE", "register_reference", "run_reference", "erf", "erfc"]
 
 RefFn = Callable[[list[np.ndarray], dict, TensorType], np.ndarray]
 REFERENCE: dict[str, RefFn] = {}
 
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
+_erfc64 = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def erf(x: np.ndarray) -> np.ndarray:
     """Elementwise erf in float64 (exact to double rounding, via math.erf)."""
     x = np.asarray(x, dtype=np.float64)
     return _erf64(x) if x.size else np.zeros(x.shape, np.float64)
+
+
+def erfc(x: np.ndarray) -> np.ndarray:
+    """Elementwise erfc in float64 (math.erfc: accurate in the tail, where 1 - erf cancels)."""
+    x = np.asarray(x, dtype=np.float64)
+    return _erfc64(x) if x.size else np.zeros(x.shape, np.float64)
 
 
 def register_reference(op_name: str, fn: RefFn) -> RefFn:
@@ -65,8 +72,10 @@ def _gelu(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     if attrs.get("approximate", "none") == "tanh":
         c = np.float32(math.sqrt(2.0 / math.pi))
         return np.float32(0.5) * x * (np.float32(1.0) + np.tanh(c * (x + np.float32(0.044715) * x * x * x)))
-    e = erf(x.astype(np.float64) / math.sqrt(2.0)).astype(np.float32)
-    return np.float32(0.5) * x * (np.float32(1.0) + e)
+    # x * Phi(x) with Phi(x) = erfc(-x / sqrt 2) / 2 in float64: 1 + erf cancels for negative x
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):   # -inf * 0 is NaN, as in the kernels
+        return (0.5 * x64 * erfc(-x64 / math.sqrt(2.0))).astype(np.float32)
 
 
 @_ref("silu")

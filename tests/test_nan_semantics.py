@@ -418,3 +418,39 @@ def test_exp_overflows_to_inf_and_keeps_its_top_range(dtype):
     finite = np.isfinite(want)
     # below -87 the CPU gives exactly 0 rather than a subnormal (documented in prelude/cpu.h)
     np.testing.assert_allclose(got[finite], want[finite], rtol=5e-6 if dtype == "f32" else 1e-3, atol=2e-38)
+
+
+# ---- GELU (erf) accuracy in the negative tail ----------------------------------
+
+GELU_X = np.concatenate([np.linspace(-12, 6, 3601), np.linspace(-4, 0, 801)]).astype(np.float32)
+
+
+def _assert_gelu_accurate(got, x):
+    """Relative error against float64 math.erfc: 0.5 x (1 + erf) from an erf
+    of absolute error 1.5e-7 was off by 4% at x = -5 and gave 0 from -6."""
+    import math
+
+    want = np.array([0.5 * v * math.erfc(-v / math.sqrt(2.0)) for v in x.astype(np.float64)])
+    nz = np.abs(want) > 1e-37                      # past that f32 holds subnormals (or 0) only
+    rel = np.abs(got.astype(np.float64)[nz] - want[nz]) / np.abs(want[nz])
+    assert rel.max() < 2e-5, (rel.max(), x[nz][rel.argmax()])
+    near = np.abs(x[nz]) <= 4
+    assert rel[near].max() < 2e-6, (rel[near].max(), x[nz][near][rel[near].argmax()])
+
+
+def test_gelu_relative_error_unary_and_reference():
+    g = rlx.Graph()
+    g.set_outputs(y=g.gelu(g.input("x", GELU_X.shape)))
+    _assert_gelu_accurate(rlx.compile(g).run(x=GELU_X)["y"], GELU_X)
+    _assert_gelu_accurate(rlx.run_reference(g, {"x": GELU_X}, {})["y"], GELU_X)
+
+
+@pytest.mark.parametrize("path", ["gemm", "row_kernel"])
+def test_gelu_relative_error_linear_epilogue(monkeypatch, path):
+    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    k = 11
+    x = GELU_X[: (GELU_X.size // k) * k].reshape(-1, k)
+    g = rlx.Graph()
+    g.set_outputs(y=g.linear(g.input("x", x.shape), g.param("w", (k, k)), activation="gelu"))
+    got = rlx.compile(g, params={"w": np.eye(k, dtype=np.float32)}).run(x=x)["y"]
+    _assert_gelu_accurate(got.ravel(), x.ravel())

@@ -49,7 +49,7 @@ for _name, _fn in {"relu": torch.relu, "tanh": torch.tanh, "exp": torch.exp, "ne
 
 def _gelu_erf(x):
     # F.gelu(+inf) is NaN in torch 2.13 (CPU); the formula's limit, and rlx's value, is +inf.
-    return 0.5 * x * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))
+    return 0.5 * x * torch.erfc(x * (-1.0 / math.sqrt(2.0)))   # 1 + erf would cancel for x < 0
 
 
 _ACT = {None: lambda x: x, "gelu": _gelu_erf, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
