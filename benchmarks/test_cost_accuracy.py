@@ -39,7 +39,8 @@ import pytest
 
 import rlx
 from rlx.blocks import bert_encoder, random_params
-from rlx.runtime import calibrate, cost, devices
+from rlx.runtime import devices
+from rlx.tune import calibrate, calibration, cost, decide, work
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COMMAND = "python -m pytest benchmarks/test_cost_accuracy.py -s"
@@ -65,7 +66,7 @@ def _case(layers: int, device: str, model: cost.CostModel) -> dict:
     families: dict[str, dict] = {}
     gemms: dict[str, dict] = {}      # per gemm shape (the first layer's), for diagnosis
     for thunk in exe.thunks:
-        fam = families.setdefault(cost.family_of(thunk), {"thunks": 0, "predicted_s": 0.0, "measured_s": 0.0})
+        fam = families.setdefault(work.family_of(thunk), {"thunks": 0, "predicted_s": 0.0, "measured_s": 0.0})
         fam["thunks"] += 1
         predicted_s = model.thunk_seconds(thunk)
         measured_s = calibrate.time_replayed(exe, thunk, samples=5)
@@ -79,7 +80,7 @@ def _case(layers: int, device: str, model: cost.CostModel) -> dict:
             entry = gemms.setdefault(key, {"count": 0, "predicted_s": predicted_s, "measured_s": []})
             entry["count"] += 1
             entry["measured_s"].append(measured_s)
-    io = cost._io_bytes(exe.graph)
+    io = decide._io_bytes(exe.graph)
     predicted = model.graph_seconds(exe.thunks, io)
     measured = min(runs)
     thunk_sum = sum(f["measured_s"] for f in families.values())
@@ -129,7 +130,7 @@ def _decisions(device: str, precisions: tuple[str, ...]) -> list[dict]:
                     for label, force in (("chosen", None), ("gemm", False), ("row_kernel", True)):
                         lowering_nn.use_row_kernel = chosen_fn if force is None else (lambda *a, f=force, **k: f)
                         exe = rlx.compile(g, device=device, params=params, precision=precision)
-                        row[f"{label}_row_thunks"] = sum(cost.family_of(t) == "matmul_rows" for t in exe.thunks)
+                        row[f"{label}_row_thunks"] = sum(work.family_of(t) == "matmul_rows" for t in exe.thunks)
                         row[f"{label}_ms"] = 1e3 * min(_measure_runs(exe, feed, runs=30))
                 finally:
                     lowering_nn.use_row_kernel = chosen_fn
@@ -180,7 +181,7 @@ def test_cost_model_accuracy_bert(device):
     out = {"command": os.environ.get("RLX_BENCH_COMMAND", COMMAND), "argv": sys.argv,
            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "rlx": rlx.__version__, "platform": platform.platform(), "device": dev.info.as_dict(),
-           "calibration": {"path": str(calibrate.calibration_path(dev)), "source": calib.source,
+           "calibration": {"path": str(calibration.calibration_path(dev)), "source": calib.source,
                            "summary": calib.summary()},
            "target": TARGET, "within_target": within, "cases": cases, "row_kernel_decisions": decisions,
            "table": lines}

@@ -36,7 +36,7 @@ _LAZY = {
     "f16": ("rlx.ir", "f16"),
     "i32": ("rlx.ir", "i32"),
     "i64": ("rlx.ir", "i64"),
-    "compile": ("rlx.runtime.compiler", "compile"),
+    "compile": ("rlx.api", "compile"),
     "Executable": ("rlx.runtime.executable", "Executable"),
     "devices": ("rlx.runtime.devices", "devices"),
     "run_reference": ("rlx.reference", "run_reference"),

@@ -52,12 +52,13 @@ def info_dict() -> dict:
 
 def _calibration_status(devs) -> dict:
     """Per usable device: the calibration cache file and whether it exists."""
-    from rlx.runtime import calibrate, shim
+    from rlx.runtime import shim
+    from rlx.tune import calibration
 
     out = {}
     for d in devs:
         if d.available:
-            path = calibrate.calibration_path(shim.open_device(d.backend, 0))
+            path = calibration.calibration_path(shim.open_device(d.backend, 0))
             out[d.name] = {"path": str(path), "cached": path.exists()}
     return out
 
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
     p.set_defaults(fn=cmd_embed)
-    from rlx.runtime.calibrate import add_calibrate_parser
+    from rlx.tune.calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub)
     p = sub.add_parser("shaders", help="write the exact kernel source a device compiles")

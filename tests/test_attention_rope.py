@@ -1,4 +1,4 @@
-"""RoPE and attention against rlx/reference_attention.py on the CPU device.
+"""RoPE and attention against rlx/reference/attention.py on the CPU device.
 
 Tolerances (conftest.TOL): f32 rtol/atol 1e-5. The kernel and the reference
 both compute scores, softmax and P @ V in float32 and differ only in

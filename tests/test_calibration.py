@@ -13,23 +13,24 @@ import numpy as np
 import pytest
 
 import rlx
-from rlx.runtime import calibrate, cost
-from rlx.runtime.calibrate import DEFAULTS, Calibration
-from rlx.runtime.cost import Candidate, CostModel
 from rlx.runtime.target import Target, host_target
+from rlx.tune import calibrate, calibration, cost, decide, work
+from rlx.tune.calibration import DEFAULTS, Calibration
+from rlx.tune.cost import CostModel
+from rlx.tune.decide import Candidate
 
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("RLX_CALIBRATE", raising=False)
-    calibrate.clear_memo()
+    calibration.clear_memo()
     yield
-    calibrate.clear_memo()
+    calibration.clear_memo()
 
 
 def _synthetic(backend: str = "host", **changes) -> Calibration:
-    base = calibrate.default_calibration(backend)
+    base = calibration.default_calibration(backend)
     return base.replace(source="measured", **changes)
 
 
@@ -46,7 +47,7 @@ def fake_measure(monkeypatch):
 
     def measure(device, *, budget_s=None, progress=None):
         calls.append(device.info.hardware_id)
-        calib = calibrate.default_calibration(device.backend, device)
+        calib = calibration.default_calibration(device.backend, device)
         return calib.replace(source="measured", sync_s=1.25e-5, log=[f"synthetic #{len(calls)}"])
 
     monkeypatch.setattr(calibrate, "measure", measure)
@@ -59,7 +60,7 @@ def _decision_model(call_s: float) -> CostModel:
     # whole passes (row_pass_rows rows each) at 1 GFLOP/s, gemm = call_s +
     # its flops at 100 GFLOP/s.
     return CostModel(_synthetic(gemm_call_s=call_s, dispatch_s=0.0, dispatch_parallel_s=0.0, parallel_units=1,
-                                gemm_flops={c: 1e11 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
+                                gemm_flops={c: 1e11 for c in calibration.GEMM_CLASSES}, gemm_curves={},
                                 row_kernel_flops={"f32": 1e9, "f16": 1e9}, row_kernel_curves={}, row_pass_rows=16))
 
 
@@ -116,9 +117,9 @@ def _gpu_like(pass_rate: float, matvec_rate: float) -> CostModel:
     # 8-row pass streams weights slowly.
     return CostModel(_synthetic("cuda", dispatch_s=1e-6, dispatch_parallel_s=1.7e-6, gemm_call_s=1.3e-6,
                                 gemm_curves={c: [[1e5, 1e11], [2e6, 1e12], [2e7, 4e12], [5e8, 2e13]]
-                                             for c in calibrate.GEMM_CLASSES},
+                                             for c in calibration.GEMM_CLASSES},
                                 row_pass_rows=8, row_kernel_curves=_row_curves(pass_rate, matvec_rate),
-                                family_rates={f: 1.5e12 for f in calibrate.FAMILIES}))
+                                family_rates={f: 1.5e12 for f in calibration.FAMILIES}))
 
 
 def test_gpu_row_kernel_decision_comes_from_the_calibrated_small_m_numbers():
@@ -149,12 +150,12 @@ def test_gpu_lowering_asks_the_cost_model_not_a_fixed_threshold():
     target = _fake_gpu().target
     for model, m, want in ((_gpu_like(1.5e10, 9e10), 16, "gemm"), (_gpu_like(1e12, 9e10), 16, "matmul_rows"),
                            (_gpu_like(1.5e10, 9e10), 1, "matmul_rows"), (_gpu_like(1.5e10, 1e9), 1, "gemm")):
-        fams = [cost.family_of(t) for t in cost.lower_for(_linear_graph(m), target, model)]
+        fams = [work.family_of(t) for t in decide.lower_for(_linear_graph(m), target, model)]
         assert want in fams and ({"gemm", "matmul_rows"} - {want}).isdisjoint(fams), (m, fams)
     # No calibrated model (a compile inside the probes): the defaults' model
     # decides, with the same shape-by-shape outcome as the H200 measurement.
     for m, want in ((1, "matmul_rows"), (9, "gemm"), (16, "gemm")):
-        assert want in [cost.family_of(t) for t in cost.lower_for(_linear_graph(m), target, None)], m
+        assert want in [work.family_of(t) for t in decide.lower_for(_linear_graph(m), target, None)], m
     assert cost.decision_model("cuda") is cost.decision_model("cuda")
 
 
@@ -247,7 +248,7 @@ def test_thunk_and_graph_seconds_of_a_compiled_graph():
     model = CostModel(_synthetic())
     per = [model.thunk_seconds(t) for t in exe.thunks]
     assert all(s > 0 and np.isfinite(s) for s in per)
-    assert set(model.breakdown(exe.thunks)) <= set(cost.FAMILY_UNITS)
+    assert set(model.breakdown(exe.thunks)) <= set(work.FAMILY_UNITS)
     total = model.graph_seconds(exe.thunks, (64 * 128 * 4, 64 * 256 * 4))
     ranges = model.replay_ranges(exe.thunks)
     assert ranges >= 1
@@ -259,11 +260,11 @@ def test_small_m_linear_on_a_gpu_target_is_costed_as_matmul_rows():
     g = rlx.Graph()
     x = g.input("x", (1, 256))
     g.set_outputs(y=g.linear(x, g.param("w", (512, 256)), g.param("b", (512,)), activation="gelu"))
-    thunks = cost.lower_for(g, _fake_gpu().target)
-    fams = [cost.family_of(t) for t in thunks]
+    thunks = decide.lower_for(g, _fake_gpu().target)
+    fams = [work.family_of(t) for t in thunks]
     assert "matmul_rows" in fams
     rows = thunks[fams.index("matmul_rows")]
-    assert cost.thunk_flops(rows) == 2 * 1 * 512 * 256
+    assert work.thunk_flops(rows) == 2 * 1 * 512 * 256
     model = CostModel(_fake_gpu().calibration)
     assert model.thunk_seconds(rows) == pytest.approx(1e-6 + 2 * 512 * 256 / 1e13)
 
@@ -273,19 +274,19 @@ def _fake_gpu() -> Candidate:
     # A GPU that is 1000x the CPU's throughput but pays 2 ms per run.
     target = Target("cuda", compute_units=100, max_threads_per_group=1024, simd_width=32, max_buffer_length=1 << 36)
     calib = _synthetic("cuda", sync_s=2e-3, dispatch_s=1e-6, dispatch_parallel_s=1e-6, gemm_call_s=1e-6,
-                       gemm_flops={c: 1e14 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
+                       gemm_flops={c: 1e14 for c in calibration.GEMM_CLASSES}, gemm_curves={},
                        row_kernel_flops={k: 1e13 for k in ("f32", "f16", "f32_tb", "f16_tb")}, row_kernel_curves={},
                        parallel_units=100,
                        unified_memory=False,
-                       family_rates={f: 1e13 for f in calibrate.FAMILIES}, h2d_bw=1e10, d2h_bw=1e10)
+                       family_rates={f: 1e13 for f in calibration.FAMILIES}, h2d_bw=1e10, d2h_bw=1e10)
     return Candidate("fakegpu", target, calib)
 
 
 def _fake_cpu() -> Candidate:
     calib = _synthetic("host", sync_s=2e-6, dispatch_s=5e-8, dispatch_parallel_s=1e-6, gemm_call_s=1e-6,
-                       gemm_flops={c: 1e11 for c in calibrate.GEMM_CLASSES}, gemm_curves={},
+                       gemm_flops={c: 1e11 for c in calibration.GEMM_CLASSES}, gemm_curves={},
                        row_kernel_flops={"f32": 1e9, "f16": 1e9}, parallel_units=4,
-                       family_rates={f: 1e10 for f in calibrate.FAMILIES}, h2d_bw=2e10, d2h_bw=2e10)
+                       family_rates={f: 1e10 for f in calibration.FAMILIES}, h2d_bw=2e10, d2h_bw=2e10)
     return Candidate("cpu", host_target(4, 1 << 34), calib)
 
 
@@ -293,8 +294,8 @@ def test_pick_best_device_tiny_graph_stays_on_the_cpu():
     g = rlx.Graph()
     x = g.input("x", (16,))
     g.set_outputs(y=g.add(x, x))
-    assert cost.pick_best_device(g, candidates=[_fake_gpu(), _fake_cpu()]) == "cpu"
-    assert cost.last_decision[0].endswith("cpu")
+    assert decide.pick_best_device(g, candidates=[_fake_gpu(), _fake_cpu()]) == "cpu"
+    assert decide.last_decision[0].endswith("cpu")
 
 
 def test_pick_best_device_large_graph_goes_to_the_gpu():
@@ -302,8 +303,8 @@ def test_pick_best_device_large_graph_goes_to_the_gpu():
     x = g.input("x", (2048, 2048))
     w = g.param("w", (2048, 2048))
     g.set_outputs(y=g.softmax(g.matmul(g.matmul(x, w), w)))
-    assert cost.pick_best_device(g, candidates=[_fake_cpu(), _fake_gpu()]) == "fakegpu"
-    preds = {p.name: p.seconds for p in cost.predict_devices(g, [_fake_cpu(), _fake_gpu()])}
+    assert decide.pick_best_device(g, candidates=[_fake_cpu(), _fake_gpu()]) == "fakegpu"
+    preds = {p.name: p.seconds for p in decide.predict_devices(g, [_fake_cpu(), _fake_gpu()])}
     assert preds["fakegpu"] < preds["cpu"]
 
 
@@ -312,16 +313,16 @@ def test_pick_best_device_real_devices_and_auto(monkeypatch):
     g = rlx.Graph()
     x = g.input("x", (8,))
     g.set_outputs(y=g.add(x, x))
-    assert cost.auto_device(g) in {d.name for d in rlx.devices() if d.available}
+    assert decide.auto_device(g) in {d.name for d in rlx.devices() if d.available}
 
 
 # ---- cache -----------------------------------------------------------------------------------------
 def test_cache_hit_then_hardware_change_is_a_miss(fake_measure):
     dev = _fake_device("fake-hw-1")
     first = calibrate.get_calibration(dev)
-    path = calibrate.calibration_path(dev)
+    path = calibration.calibration_path(dev)
     assert path.exists() and path.name.startswith("host-calib-fake-hw-1-") and path.suffix == ".json"
-    calibrate.clear_memo()
+    calibration.clear_memo()
     again = calibrate.get_calibration(dev)
     assert fake_measure == ["fake-hw-1"] and again == first      # from the file, not measured
     other = _fake_device("fake-hw-2")
@@ -329,7 +330,7 @@ def test_cache_hit_then_hardware_change_is_a_miss(fake_measure):
     assert fake_measure == ["fake-hw-1", "fake-hw-2"]
     # A file whose stamp names other hardware (copied between machines) misses too.
     path.write_text(first.replace(hardware_id="someone-else").to_json())
-    calibrate.clear_memo()
+    calibration.clear_memo()
     calibrate.get_calibration(dev)
     assert fake_measure[-1] == "fake-hw-1" and len(fake_measure) == 3
     assert Calibration.from_json(path.read_text()).hardware_id == "fake-hw-1"
@@ -341,10 +342,10 @@ def test_two_blas_libraries_on_one_machine_keep_their_own_caches(fake_measure):
     every compile because the other one overwrote a shared file)."""
     a, b = _fake_device(), _fake_device()
     a.blas, b.blas = "/venv-a/libopenblas.so", "/venv-b/libopenblas.so"
-    assert calibrate.calibration_path(a) != calibrate.calibration_path(b)
+    assert calibration.calibration_path(a) != calibration.calibration_path(b)
     for _ in range(3):
         for dev in (a, b):
-            calibrate.clear_memo()
+            calibration.clear_memo()
             calibrate.get_calibration(dev)
     assert fake_measure == ["fake-hw-1", "fake-hw-1"]
 
@@ -352,34 +353,34 @@ def test_two_blas_libraries_on_one_machine_keep_their_own_caches(fake_measure):
 def test_version_or_probe_set_change_is_a_miss(fake_measure, monkeypatch):
     dev = _fake_device()
     calibrate.get_calibration(dev)
-    calibrate.clear_memo()
-    monkeypatch.setattr(calibrate, "PROBE_SET", calibrate.PROBE_SET + 1)
+    calibration.clear_memo()
+    monkeypatch.setattr(calibration, "PROBE_SET", calibration.PROBE_SET + 1)
     calibrate.get_calibration(dev)
     assert len(fake_measure) == 2
 
 
 def test_cache_of_an_older_probe_set_is_a_quiet_miss(fake_measure):
     dev = _fake_device()
-    path = calibrate.calibration_path(dev)
+    path = calibration.calibration_path(dev)
     path.parent.mkdir(parents=True)
-    old = calibrate.default_calibration("host", dev).replace(source="measured").to_dict()
-    old["probe_set"] = calibrate.PROBE_SET - 1
+    old = calibration.default_calibration("host", dev).replace(source="measured").to_dict()
+    old["probe_set"] = calibration.PROBE_SET - 1
     del old["row_kernel_curves"]            # an older probe set's fields differ: stale, not corrupt
     path.write_text(json.dumps(old))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         calib = calibrate.get_calibration(dev)
-    assert fake_measure == ["fake-hw-1"] and calib.probe_set == calibrate.PROBE_SET
-    assert Calibration.from_json(path.read_text()).probe_set == calibrate.PROBE_SET
+    assert fake_measure == ["fake-hw-1"] and calib.probe_set == calibration.PROBE_SET
+    assert Calibration.from_json(path.read_text()).probe_set == calibration.PROBE_SET
 
 
 def test_corrupt_cache_file_warns_and_is_replaced(fake_measure):
     dev = _fake_device()
-    path = calibrate.calibration_path(dev)
+    path = calibration.calibration_path(dev)
     path.parent.mkdir(parents=True)
     for junk in ('{"schema": 1, "backend": "host"', '{"schema": 1}', "[]", "\x00\xff garbage"):
         path.write_text(junk)
-        calibrate.clear_memo()
+        calibration.clear_memo()
         with pytest.warns(RuntimeWarning, match="corrupt|unreadable"):
             calib = calibrate.get_calibration(dev)
         assert calib.source == "measured"
@@ -394,7 +395,7 @@ def test_concurrent_writers_leave_a_valid_file(tmp_path):
     allowed = {t for ts in texts for t in ts}
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
-    procs = [ctx.Process(target=calibrate._write_cache_repeatedly, args=(str(path), t, start)) for t in texts]
+    procs = [ctx.Process(target=calibration._write_cache_repeatedly, args=(str(path), t, start)) for t in texts]
     for p in procs:
         p.start()
     start.set()
@@ -424,10 +425,10 @@ def test_calibrate_off_uses_documented_defaults(monkeypatch):
         assert calib.source == "defaults" and calib.hardware_id == "fake-hw-1"
         assert calib.family_rates == DEFAULTS[backend].family_rates
         assert calib.gemm_flops == DEFAULTS[backend].gemm_flops
-        assert not calibrate.calibration_path(dev).exists()
+        assert not calibration.calibration_path(dev).exists()
     for calib in DEFAULTS.values():
-        assert set(calib.family_rates) == set(calibrate.FAMILIES)
-        assert set(calib.gemm_flops) == set(calibrate.GEMM_CLASSES)
+        assert set(calib.family_rates) == set(calibration.FAMILIES)
+        assert set(calib.gemm_flops) == set(calibration.GEMM_CLASSES)
         assert Calibration.from_json(calib.to_json()) == calib
 
 
@@ -445,7 +446,7 @@ def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
     assert all(np.isfinite(v) and v > 0 for v in scalars), scalars
     for table in (calib.gemm_flops, calib.row_kernel_flops, calib.family_rates):
         assert table and all(np.isfinite(v) and v > 0 for v in table.values()), table
-    assert set(calib.family_rates) == set(calibrate.FAMILIES)
+    assert set(calib.family_rates) == set(calibration.FAMILIES)
     assert calib.segment_s >= 0 and calib.row_pass_rows == 16
     # Replayed small-M probes of the row kernel: one pass per layout, the
     # mat-vec path for weights [N, K], at least the smallest weight size.
@@ -455,12 +456,12 @@ def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
     # Only measured points: the probed weight sizes, none of the defaults'.
     probed = {float(n * k) for n, k in calibrate._sizes("host", 0.5).row_shapes}
     assert all(x in probed for curve in calib.row_kernel_curves.values() for x, _ in curve)
-    assert all(calib.gemm_curves[c] for c in calibrate.GEMM_CLASSES)
+    assert all(calib.gemm_curves[c] for c in calibration.GEMM_CLASSES)
     assert {"f32", "f16", "f32_tb", "f16_tb"} <= set(calib.row_kernel_flops)
-    path = calibrate.calibration_path(dev)
+    path = calibration.calibration_path(dev)
     assert Calibration.from_json(path.read_text()) == calib
     # Second process-level lookup: from the file, no probes.
-    calibrate.clear_memo()
+    calibration.clear_memo()
     monkeypatch.setattr(calibrate, "measure", lambda *a, **k: pytest.fail("re-measured a valid cache"))
     assert calibrate.get_calibration(dev) == calib
     # The CLI shows the cached numbers.
@@ -475,5 +476,5 @@ def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
     g = rlx.Graph()
     x = g.input("x", (32, 64))
     g.set_outputs(y=g.softmax(x))
-    thunks = cost.lower_for(g, host_target(dev.info.compute_units, 1 << 30))
+    thunks = decide.lower_for(g, host_target(dev.info.compute_units, 1 << 30))
     assert CostModel(calib).graph_seconds(thunks, (32 * 64 * 4, 32 * 64 * 4)) > 0

@@ -1,7 +1,7 @@
 """The linear's bias rides in the gemm where the device's shim takes one
 (rlx_device_info.gemm_bias: host, cuda with cuBLASLt), so a biased linear is
 one thunk; an activation still takes the epilogue kernel, without the bias.
-Numerics against rlx/reference.py; the device comes from --rlx-device."""
+Numerics against rlx/reference/core.py; the device comes from --rlx-device."""
 
 from __future__ import annotations
 

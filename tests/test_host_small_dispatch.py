@@ -2,7 +2,7 @@
 dimensions are dropped first (rlx/runtime/params.py merge_dims, every
 target), and the CPU's scalar loops (binary, copy, gather) split into
 several groups from 2048 elements (Target.elementwise_grid). Numerics
-against rlx/reference.py on the device under test."""
+against rlx/reference/core.py on the device under test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every op of the first kernel set against rlx/reference.py on the CPU
+"""Every op of the first kernel set against rlx/reference/core.py on the CPU
 device: f32 and f16, odd sizes, broadcasting, strided views."""
 
 from __future__ import annotations

@@ -151,9 +151,8 @@ def test_view_elision_can_be_switched_off(rng):
 
 
 def test_segments_split_at_gemms_and_carry_boundaries(rng, monkeypatch):
-    from rlx.runtime import compiler, lowering_nn
+    from rlx.runtime import lowering_nn
 
-    monkeypatch.setattr(compiler, "_cost_model", lambda dev: None)   # gemms on every device
     monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: False)
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g))

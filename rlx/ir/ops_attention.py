@@ -5,7 +5,7 @@ place (``scale`` becomes a float, ``rotary_dim`` an int), so the reference,
 the lowering and the kernels read one canonical form. Messages start with the
 op name and name the offending shapes.
 
-Semantics (rlx/reference_attention.py is the executable form):
+Semantics (rlx/reference/attention.py is the executable form):
 
 rope(x, positions): x [T, H, D] or [B, T, H, D] float, positions int32 [T]
   (shared by every batch row) or [B, T]. inv_freq[i] = base ** (-2i /

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -26,9 +27,11 @@ from rlx.opt.precision import apply_precision
 from rlx.opt.segments import Step, segment
 from rlx.opt.segments import describe as describe_segments
 from rlx.opt.siblings import CAPABILITY, SiblingReport, merge_siblings, shareable
-from rlx.runtime import devices, shim
+from rlx.runtime import lowering_attention, lowering_nn, shim  # noqa: F401  (register their lowerings)
+from rlx.runtime.custom_kernels import library_for
 from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param
 from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
+from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 
 _VIEW_OPS = ("reshape", "transpose", "narrow")
@@ -37,29 +40,21 @@ _VIEW_OPS = ("reshape", "transpose", "narrow")
 PASSES = ("fusion", "siblings", "views", "precision", "memory_reuse", "segments")
 
 
-def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.ndarray] | None = None, *,
-            precision: str = "f32", passes: Mapping[str, bool] | None = None, pin_outputs: bool = True,
-            replay: bool | None = None, share_params_with: Executable | None = None) -> Executable:
-    """Compile ``graph`` for ``device`` ("cpu" by default, or $RLX_DEVICE).
+class Decider(Protocol):
+    """The per-shape choices lowering cannot make alone (rlx/tune/cost.py's
+    CostModel implements it): injected by the caller, so the runtime never
+    reaches up into calibration."""
 
-    The pipeline: fusion -> siblings -> precision -> lowering with view elision ->
-    memory plan -> barriers -> segmenting (see the module docstring for the
-    order). ``RLX_VERBOSE=1`` prints what each pass changed;
-    ``exe.compile_report`` keeps the same lines.
+    def prefer_row_kernel(self, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
+                          activation: bool = False, transpose_b: bool = False) -> bool: ...
 
-    params: values for every ``graph.param`` (they stay resident across runs;
-    ``Executable.set_params`` replaces them). precision: "f32", "f16",
-    "auto" or "bf16" (host only) (rlx/opt/precision.py). passes: switch passes off for bisecting,
-    e.g. ``{"fusion": False}``; names: fusion, siblings (rlx/opt/siblings.py), views, precision,
-    memory_reuse, segments. pin_outputs: give outputs arena bytes no other
-    value ever touches (dropped automatically when the arena would not fit
-    the device). replay: record the schedule once and replay it every run
-    (default: $RLX_REPLAY, on). share_params_with: an executable on the same
-    device whose resident parameters this one reads instead of holding its
-    own copy, for every param with the same name, shape and dtype (shape
-    buckets of one model share one set of weights; ``set_params`` on either
-    changes both); those params need no value in ``params``, and a value
-    given for one is not used."""
+    def describe_decisions(self) -> list[str]: ...
+
+
+def check_compile_args(graph: Graph, passes: Mapping[str, bool] | None,
+                       params: Mapping[str, np.ndarray] | None) -> tuple[dict[str, bool], dict]:
+    """rlx.compile's argument checks, before anything else runs: the passes
+    switched on, and the params as a dict."""
     if not isinstance(graph, Graph):
         raise GraphError(f"rlx.compile takes an rlx.Graph, got a {type(graph).__name__}")
     if passes is not None and not isinstance(passes, Mapping):
@@ -73,18 +68,42 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         enabled[name] = bool(on)
     graph.topo_order()
     graph.validate()
-    report: list[str] = []
-    if (device or env.default_device()) == "auto":
-        from rlx.runtime import cost
+    return enabled, params
 
-        device = cost.auto_device(graph, params, precision=precision)
-        report.append(f"device: auto chose {device}")
-    dev, target = devices.open_device(device)
+
+@dataclass
+class Plan:
+    """What the pipeline decided for one graph on one Target, before any
+    device object exists: the rewritten graph, its lowering (thunks over
+    storages), the output views and the report lines so far."""
+
+    graph: Graph
+    lowering: Lowering
+    outputs: list[tuple[str, View]]
+    siblings: SiblingReport
+    fused: dict
+    report: list[str]
+
+    @property
+    def thunks(self) -> list[Thunk]:
+        return self.lowering.thunks
+
+
+def plan_graph(graph: Graph, target: Target, decider: Decider, *, precision: str = "f32",
+               enabled: Mapping[str, bool] | None = None, report: list[str] | None = None) -> Plan:
+    """The pipeline up to thunks, pure Python over a Target: empty
+    contractions -> fusion -> siblings -> precision -> lowering with view
+    elision, then the output copies. rlx.compile builds its executable from
+    this Plan, and the cost model prices the same Plan for device="auto"."""
+    enabled = dict.fromkeys(PASSES, True) if enabled is None else dict(enabled)
+    report = [] if report is None else report
     graph, n_empty = expand_empty_contractions(graph)
     if n_empty:
         report.append(f"empty contractions: {n_empty} matmul/linear over K = 0 became zeros (plus bias)")
+    fused: dict = {}
     if enabled["fusion"]:
         graph, fusion_report = fuse(graph, target.capabilities)
+        fused = dict(fusion_report.fused)
         report.append(fusion_report.describe())
     siblings = SiblingReport()
     if enabled["fusion"] and enabled["siblings"] and CAPABILITY in target.capabilities:
@@ -95,20 +114,32 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         report.append(precision_report.describe())
     elif precision != "f32":
         raise ConfigError(f"precision={precision!r} needs the precision pass, which is switched off")
-    order = graph.topo_order()
-    lw = Lowering(graph, target, elide_views=enabled["views"])
-    lw.cost_model = _cost_model(dev)
-    lw.run(order)
-    if lw.cost_model is not None and env.verbose():
-        report.extend(lw.cost_model.describe_decisions())
+    lw = Lowering(graph, target, decider, elide_views=enabled["views"])
+    lw.run(graph.topo_order())
+    if env.verbose():
+        report.extend(decider.describe_decisions())
     report.append(f"views: {lw.copies_avoided} view ops lowered to no thunk"
                   if enabled["views"] else "views: elision off, every view op copies")
     for node in graph.inputs.values():       # declared but unused: still accepted
         if node not in lw.views:
             lw.views[node] = lw.new_value(node)
             lw.inputs[node.attrs["name"]] = lw.views[node].storage
-
     outputs = [(name, _output_view(lw, name, node)) for name, node in graph.outputs.items()]
+    return Plan(graph, lw, outputs, siblings, fused, report)
+
+
+def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
+                  params: Mapping[str, np.ndarray] | None = None, *, precision: str = "f32",
+                  passes: Mapping[str, bool] | None = None, pin_outputs: bool = True, replay: bool | None = None,
+                  share_params_with: Executable | None = None, report: list[str] | None = None) -> Executable:
+    """rlx.compile (rlx/api.py) once the device is open and the decider
+    chosen: plan_graph, then the memory plan, barriers, segments and the
+    device objects. The arguments are rlx.compile's."""
+    enabled, params = check_compile_args(graph, passes, params)
+    planned = plan_graph(graph, target, decider, precision=precision, enabled=enabled, report=report)
+    graph, lw, outputs, siblings, report = (planned.graph, planned.lowering, planned.outputs, planned.siblings,
+                                            planned.report)
+    order = graph.topo_order()
     input_storages = [lw.inputs[name] for name in graph.inputs]
 
     output_storages = [v.storage for _, v in outputs]
@@ -143,7 +174,7 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
         keepalive=(arena, resident, libraries, shared.buffers),
     )
     stats = CompileStats(
-        nodes=len(order), thunks=len(lw.thunks), fused=dict(fusion_report.fused) if enabled["fusion"] else {},
+        nodes=len(order), thunks=len(lw.thunks), fused=planned.fused,
         dispatches=sum(t.kind == DISPATCH for t in lw.thunks), gemms=sum(t.kind == GEMM for t in lw.thunks),
         barriers=barriers, segments=program.segment_count, arena_bytes=plan.total_bytes,
         arena_no_reuse_bytes=plan.naive_bytes, resident_bytes=resident_bytes, outputs_pinned=plan.pinned)
@@ -159,14 +190,6 @@ def compile(graph: Graph, device: str | None = None, params: Mapping[str, np.nda
               f"{stats.gemms} gemms), {stats.barriers} barriers, {stats.segments} segments, "
               f"arena {plan.total_bytes} B, resident {resident_bytes} B", file=sys.stderr)
     return exe
-
-
-def _cost_model(dev):
-    """The device's calibrated cost model (None while a calibration runs or
-    when it fails, and the lowering falls back to fixed thresholds)."""
-    from rlx.runtime import cost
-
-    return cost.cost_model_for(dev)
 
 
 def _output_view(lw: Lowering, name: str, node: Node) -> View:
@@ -305,8 +328,6 @@ def _index_checks(graph: Graph, order: list[Node]) -> list[tuple[int, int, str]]
 def _libraries(dev, thunks: list[Thunk]) -> dict:
     """The built-in library, plus each user kernel library the schedule uses
     (compiled once per device and source, then cached)."""
-    from rlx.runtime.custom_kernels import library_for
-
     libraries = {None: dev.builtin_library()}
     for t in thunks:
         if t.source is not None and t.source not in libraries:

@@ -65,15 +65,16 @@ class ResidentTensor:
 class Lowering:
     """Walks a graph in topological order and emits thunks."""
 
-    def __init__(self, graph: Graph, target: Target, elide_views: bool = True):
+    def __init__(self, graph: Graph, target: Target, decider, elide_views: bool = True):
         self.graph = graph
         self.target = target
         # False materializes every view op with a copy (for bisecting).
         self.elide_views = elide_views
         self.copies_avoided = 0
-        # rlx/runtime/cost.py's CostModel for this device, when calibrated:
-        # per-shape choices (gemm or row kernel) ask it.
-        self.cost_model = None
+        # Per-shape choices (gemm or row kernel) ask the decider the caller
+        # injects (rlx.compile: the device's calibrated cost model,
+        # rlx/tune/cost.py), so lowering never reaches up into tuning.
+        self.decider = decider
         self.views: dict[Node, View] = {}
         # dense() copies of a node's own value, by (node, dtype, at_start): a
         # value is never written after it is made, so one copy serves every
@@ -413,8 +414,3 @@ def place_barriers(thunks: list[Thunk]) -> int:
 
 
 __all__ = ["LOWERINGS", "Lowering", "Thunk", "place_barriers", "DISPATCH", "GEMM", "f16", "f32"]
-
-
-# Op families lowered in their own modules register into LOWERINGS on import.
-from rlx.runtime import lowering_attention as _lowering_attention  # noqa: E402, F401
-from rlx.runtime import lowering_nn as _lowering_nn  # noqa: E402, F401

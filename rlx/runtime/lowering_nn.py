@@ -13,21 +13,17 @@ from rlx.runtime.lowering import Lowering, float_suffix, lowers
 from rlx.runtime.views import View
 
 # Small-M matmuls may run on matmul_rows (one group per output column)
-# instead of the shim's gemm. The cost model (rlx/runtime/cost.py) decides
-# per shape from calibrated numbers (row kernel and gemm probed at small-M
-# shape classes inside a replay); a compile without a calibrated model (the
-# calibration's own probes) asks the model of the backend's defaults.
+# instead of the shim's gemm. The decider the compile was given (the cost
+# model, rlx/tune/cost.py) decides per shape from calibrated numbers (row
+# kernel and gemm probed at small-M shape classes inside a replay); a
+# compile without a calibrated model (the calibration's own probes) is
+# given the model of the backend's defaults.
 
 
 def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
                    activation: bool = False, transpose_b: bool = False) -> bool:
-    model = getattr(lw, "cost_model", None)
-    if model is None:
-        from rlx.runtime.cost import decision_model
-
-        model = decision_model(lw.target.backend)
-    return model.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
-                                   transpose_b=transpose_b)
+    return lw.decider.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
+                                        transpose_b=transpose_b)
 
 
 def rows_view(lw: Lowering, node: Node) -> tuple[View, int]:

@@ -1,5 +1,5 @@
 """Device calibration: a few seconds of probes that measure what the cost
-model (rlx/runtime/cost.py) needs, cached as JSON per device (DESIGN
+model (rlx/tune/cost.py) needs, cached as JSON per device (DESIGN
 section 4, "Calibration").
 
 Everything here goes through the public runtime: graphs compiled with
@@ -19,330 +19,49 @@ latency). Timing one launch at a time instead (``time_thunk``) over-predicts
 replayed runs by the launch latency per node: +29% for a 6-layer BERT on
 the H200 with PROBE_SET 1.
 
-What is measured (PROBE_SET 4):
-
-- ``sync_s``: a whole ``Executable.run`` of a graph with no thunk (input
-  checks, copy in, commit, wait, copy out): the floor of every run.
-- ``dispatch_s`` / ``dispatch_parallel_s``: the per-node cost of a replayed
-  ICB of tiny dispatches, one-group (adds of 16 elements) and spread over
-  the device's units (row softmaxes): slope of N entries over 1.
-- ``segment_s``: what a replay range costs beyond its dispatches (a run's
-  list is ICB ranges with gemms between them): slope of a list of 1 + N
-  one-entry ranges over one, less a dispatch.
-- ``mem_bw``: a large add (bytes read + written per second).
-- ``h2d_bw`` / ``d2h_bw``: inputs copied in and outputs copied out by the
-  run path (1 MiB, as the core does it on this device: buffer writes and
-  reads, or copies staged in the run's command buffer).
-- ``gemm_call_s``, ``gemm_curves[<dtype>_<small_m|large_m>]`` (throughput
-  over problem size, a few shapes per class, plus the small-M shapes of the
-  row-kernel decision) and ``gemm_flops`` (each class's peak): the shim's
-  gemm inside a replayed list; ``gemm_call_s`` is its fixed cost there.
-- ``row_kernel_curves["<dtype>[_tb]:pass"|"<dtype>_tb:m1"]``: ``matmul_rows``
-  (the small-M linear kernel) at small-M shape classes, as weight elements
-  per second over the weight size: one pass of ``row_pass_rows`` rows
-  (the kernel streams the weights once per pass), and the mat-vec path of
-  M = 1 with weights [N, K]. ``row_kernel_flops`` keeps one flop/s figure
-  per variant (summary; the fallback when a curve is missing).
-- ``family_rates[<family>]``: each other kernel family at transformer-layer
-  sizes, in the work unit the cost model uses for it (bytes moved, or flops
-  for attention); see ``cost.FAMILY_UNITS``. Each kernel variant the
-  lowering picks by shape is its own family (``attention``: one query row
-  per group); a family the device's lowering never emits keeps its default.
-
-Cache: ``<cache_dir>/<backend>-calib-<hardware id>-<key>.json``, where the
-key hashes what else the file depends on (rlx version, PROBE_SET and the
-device configuration: unit count, BLAS library), and stamped with the same;
-any mismatch is a miss and a re-measure, a corrupt file a warning and a
-re-measure, and writes are atomic (temp file + os.replace).
+What is measured, and the cache: rlx/tune/calibration.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
-import os
-import re
 import sys
-import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rlx import env
+from rlx.ir.graph import Graph
+from rlx.runtime import devices, shim
+from rlx.runtime import params as P
+from rlx.runtime.compiler import compile_graph
+from rlx.runtime.custom_kernels import library_for
+from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Thunk
+from rlx.runtime.shim import PIPELINE_INDIRECT
+from rlx.runtime.views import Storage
+from rlx.tune.calibration import (
+    _MEMO,
+    _MEMO_LOCK,
+    DEFAULT_BUDGET_S,
+    FAMILIES,
+    SMALL_M,
+    Calibration,
+    _log,
+    _read_cache,
+    _stale_reason,
+    calibration_path,
+    default_calibration,
+    write_cache,
+)
+from rlx.tune.cost import decision_model
+from rlx.tune.work import FAMILY_UNITS, dispatch_overhead, family_of, group_count, thunk_bytes, thunk_work
 
-# Bump when a probe changes what it measures: old cache files then miss.
-PROBE_SET = 4   # 4: no attention_tiled family (the kernel was removed)
-SCHEMA = 1
-DEFAULT_BUDGET_S = 3.0
-
-GEMM_CLASSES = ("f32_small_m", "f32_large_m", "f16_small_m", "f16_large_m")
-SMALL_M = 8          # gemms with M <= SMALL_M use the small-M throughput
-FAMILIES = ("elementwise", "unary", "copy", "epilogue", "epilogue_act", "softmax", "softmax_masked", "norm",
-            "attention")
-
-
-def _rlx_version() -> str:
-    import rlx
-
-    return rlx.__version__
-
-
-@dataclass
-class Calibration:
-    """Measured (or default) speeds of one device. Times in seconds, rates
-    in bytes/s or flop/s (see the field comments)."""
-
-    backend: str
-    hardware_id: str = ""
-    device_name: str = ""
-    unified_memory: bool = True
-    parallel_units: int = 1          # groups the device runs at once (host: threads; GPU: compute units)
-    config: dict[str, Any] = field(default_factory=dict)   # settings that change speed but not the hardware id
-    source: str = "defaults"         # "measured" or "defaults"
-    rlx_version: str = ""
-    probe_set: int = PROBE_SET
-    created: str = ""
-    probe_seconds: float = 0.0
-    sync_s: float = 1e-5             # floor of one Executable.run
-    dispatch_s: float = 1e-7         # per replayed one-group dispatch
-    dispatch_parallel_s: float = 5e-6   # per replayed dispatch spread over the units
-    segment_s: float = 1e-6          # per replay range in a run's list, beyond its dispatches
-    mem_bw: float = 1e10             # bytes/s, large copy (read + write)
-    h2d_bw: float = 1e10             # bytes/s, Buffer.write
-    d2h_bw: float = 1e10             # bytes/s, Buffer.read
-    gemm_call_s: float = 2e-6        # fixed cost of one gemm call
-    gemm_flops: dict[str, float] = field(default_factory=dict)         # GEMM_CLASSES -> peak flop/s
-    # GEMM_CLASSES -> [[flops, flop/s], ...] ascending: throughput by problem size
-    gemm_curves: dict[str, list] = field(default_factory=dict)
-    row_kernel_flops: dict[str, float] = field(default_factory=dict)   # "f32", "f16", "f32_tb", "f16_tb" -> flop/s
-    # "<dtype>[_tb]:pass" / "<dtype>_tb:m1" -> [[weight elements, weight elements/s], ...] ascending
-    row_kernel_curves: dict[str, list] = field(default_factory=dict)
-    row_pass_rows: int = 8           # rows of A per pass over the weights (shaders/linear.h RLX_ROWS_PER_PASS)
-    family_rates: dict[str, float] = field(default_factory=dict)       # FAMILIES -> unit/s
-    log: list[str] = field(default_factory=list)
-
-    # ---- JSON ----------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, **dataclasses.asdict(self)}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Calibration:
-        """Strict: a missing or mistyped field raises ValueError, which the
-        cache treats as a corrupt file."""
-        if not isinstance(data, dict):
-            raise ValueError("calibration JSON is not an object")
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"schema {data.get('schema')!r}, expected {SCHEMA}")
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name not in data:
-                raise ValueError(f"field {f.name!r} missing")
-            value = data[f.name]
-            kind = {"str": str, "bool": bool, "int": int, "float": (int, float), "dict[str, Any]": dict,
-                    "dict[str, float]": dict, "list[str]": list, "dict[str, list]": dict}[str(f.type)]
-            if not isinstance(value, kind) or (str(f.type) == "float" and isinstance(value, bool)):
-                raise ValueError(f"field {f.name!r} has type {type(value).__name__}")
-            if str(f.type) == "float":
-                value = float(value)
-                if not np.isfinite(value) or value < 0:
-                    raise ValueError(f"field {f.name!r} = {value} is not a non-negative number")
-            if str(f.type) == "dict[str, float]":
-                bad = [k for k, v in value.items()
-                       if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or not np.isfinite(v)]
-                if bad:
-                    raise ValueError(f"field {f.name!r}: entries {bad} are not positive numbers")
-                value = {k: float(v) for k, v in value.items()}
-            if str(f.type) == "dict[str, list]":
-                for key, curve in value.items():
-                    if not (isinstance(curve, list) and all(
-                            isinstance(p, list) and len(p) == 2 and all(
-                                isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 and np.isfinite(x)
-                                for x in p) for p in curve)):
-                        raise ValueError(f"field {f.name!r}: {key!r} is not a list of [flops, rate] pairs")
-            kwargs[f.name] = value
-        return cls(**kwargs)
-
-    @classmethod
-    def from_json(cls, text: str) -> Calibration:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"not JSON: {exc}") from None
-        return cls.from_dict(data)
-
-    def replace(self, **changes: Any) -> Calibration:
-        return dataclasses.replace(self, **changes)
-
-    def summary(self) -> list[str]:
-        """Human-readable lines (``rlx calibrate``, RLX_VERBOSE)."""
-        us = 1e6
-        lines = [f"{self.backend} {self.device_name or ''} [{self.hardware_id}] ({self.source}"
-                 + (f", {self.probe_seconds:.1f} s of probes" if self.source == "measured" else "") + ")",
-                 f"  run floor {self.sync_s * us:.2f} us; per thunk {self.dispatch_s * us:.3f} us (one group), "
-                 f"{self.dispatch_parallel_s * us:.2f} us (spread over {self.parallel_units} units); "
-                 f"per replay range {self.segment_s * us:.2f} us",
-                 f"  memory {self.mem_bw / 1e9:.1f} GB/s; host->device {self.h2d_bw / 1e9:.1f} GB/s, "
-                 f"device->host {self.d2h_bw / 1e9:.1f} GB/s" + (" (unified)" if self.unified_memory else ""),
-                 f"  gemm call {self.gemm_call_s * us:.2f} us; " +
-                 ", ".join(f"{k} {v / 1e9:.1f}" for k, v in sorted(self.gemm_flops.items())) + " GFLOP/s",
-                 "  matmul_rows " + ", ".join(f"{k} {v / 1e9:.2f}" for k, v in sorted(self.row_kernel_flops.items()))
-                 + f" GFLOP/s (one pass of {self.row_pass_rows} rows)"]
-        if self.row_kernel_curves:
-            lines.append("  matmul_rows replayed, weights -> G weight elements/s: " + "; ".join(
-                f"{k} " + ", ".join(f"{int(x)}: {y / 1e9:.2f}" for x, y in curve)
-                for k, curve in sorted(self.row_kernel_curves.items())))
-        from rlx.runtime.cost import FAMILY_UNITS
-
-        fams = [f"{k} {v / 1e9:.1f} G{FAMILY_UNITS.get(k, 'B')}/s" for k, v in sorted(self.family_rates.items())]
-        lines.append("  families: " + ", ".join(fams))
-        return lines
-
-
-# ---- documented defaults (RLX_CALIBRATE=0, and what a failed probe falls back to) ----------
-# Rough figures for a typical machine of each backend, from public specs and
-# the seed's measurements; they only need to put decisions on the right side
-# of the obvious cases (a tiny graph on the CPU, a big one on the GPU).
-DEFAULTS: dict[str, Calibration] = {
-    # A few-core x86 server CPU with OpenBLAS: a quiet 2-core AMD EPYC VM's
-    # measurements, rounded (rlx calibrate).
-    "host": Calibration(
-        backend="host", unified_memory=True, parallel_units=2, sync_s=3e-6, dispatch_s=5e-8,
-        dispatch_parallel_s=5e-7, mem_bw=20e9, h2d_bw=20e9, d2h_bw=20e9, gemm_call_s=2e-7,
-        gemm_flops={"f32_small_m": 30e9, "f32_large_m": 150e9, "f16_small_m": 10e9, "f16_large_m": 80e9},
-        row_kernel_flops={"f32": 1e9, "f16": 1e9, "f32_tb": 4e9, "f16_tb": 4e9}, row_pass_rows=16,
-        family_rates={"elementwise": 15e9, "unary": 15e9, "copy": 1e9, "epilogue": 40e9, "epilogue_act": 8e9,
-                      "softmax": 8e9, "softmax_masked": 3e9, "norm": 40e9, "attention": 12e9}),
-    # A datacenter NVIDIA GPU (H100/H200 class) over PCIe, cuBLAS, CUDA graphs:
-    # an H200's replayed (in-graph) measurements, rounded (rlx calibrate,
-    # PROBE_SET 3; benchmarks/results/cost_accuracy-cuda.json).
-    "cuda": Calibration(
-        backend="cuda", unified_memory=False, parallel_units=132, sync_s=2e-5, dispatch_s=8e-7,
-        dispatch_parallel_s=1.5e-6, segment_s=1e-8, mem_bw=3e12, h2d_bw=9e9, d2h_bw=7e9, gemm_call_s=1.4e-6,
-        gemm_flops={"f32_small_m": 1e13, "f32_large_m": 5e13, "f16_small_m": 3.5e13, "f16_large_m": 8.8e14},
-        gemm_curves={"f32_small_m": [[3e5, 2.3e11], [2.1e6, 1e12], [1.7e7, 2.8e12], [2.7e8, 6e12], [2.1e9, 1e13]],
-                     "f32_large_m": [[7.4e4, 5.2e10], [2.1e6, 8e11], [1.9e7, 5e12], [1.5e8, 1e13], [5.4e8, 1.2e13],
-                                     [8.6e9, 5e13]],
-                     "f16_small_m": [[3e5, 2e11], [2.1e6, 1e12], [1.7e7, 7e12], [2.7e8, 3.5e13]],
-                     "f16_large_m": [[7.4e4, 6.3e10], [2.1e6, 1.4e12], [1.9e7, 1.2e13], [1.5e8, 7.5e13],
-                                     [5.4e8, 1.2e14], [8.6e9, 7e14], [1.4e11, 8.8e14]]},
-        row_kernel_flops={"f32": 1.7e12, "f16": 1.6e12, "f32_tb": 3.4e12, "f16_tb": 4e12},
-        row_kernel_curves={f"{d}{v}": c for d in ("f32", "f16") for v, c in (
-            (":pass", [[1.5e5, 1.3e10], [5.9e5, 4.8e10], [1e6, 1e11]]),
-            ("_tb:pass", [[1.5e5, 1.4e10], [5.9e5, 6.4e10], [1e6, 1.45e11], [1.7e7, 2.3e11]]),
-            ("_tb:m1", [[1.5e5, 9.5e10], [5.9e5, 2.8e11], [1e6, 6e11], [1.7e7, 4e11]]))},
-        family_rates={"elementwise": 2.7e12, "unary": 1.8e12, "copy": 1.8e12, "epilogue": 1.5e12,
-                      "epilogue_act": 4.2e12, "softmax": 2.4e12, "softmax_masked": 2.1e12, "norm": 2.4e12,
-                      "attention": 8.4e11}),
-    # An Apple-silicon GPU (M-series Pro class): unified memory, MPS gemm.
-    "metal": Calibration(
-        backend="metal", unified_memory=True, parallel_units=16, sync_s=8e-5, dispatch_s=1.5e-6,
-        dispatch_parallel_s=1.5e-6, mem_bw=150e9, h2d_bw=30e9, d2h_bw=30e9, gemm_call_s=1e-5,
-        gemm_flops={"f32_small_m": 1e11, "f32_large_m": 4e12, "f16_small_m": 1.5e11, "f16_large_m": 6e12},
-        row_kernel_flops={"f32": 8e10, "f16": 1e11, "f32_tb": 8e10, "f16_tb": 1e11},
-        family_rates={"elementwise": 1e11, "unary": 8e10, "copy": 1e11, "epilogue": 1e11, "epilogue_act": 8e10,
-                      "softmax": 6e10, "softmax_masked": 5e10, "norm": 6e10, "attention": 1e12}),
-}
-
-
-def default_calibration(backend: str, device: Any = None) -> Calibration:
-    """DEFAULTS[backend] (host's for an unknown backend), labelled with the
-    device when one is given."""
-    base = DEFAULTS.get(backend, DEFAULTS["host"])
-    calib = base.replace(gemm_flops=dict(base.gemm_flops),
-                         gemm_curves={k: [list(p) for p in v] for k, v in base.gemm_curves.items()},
-                         row_kernel_flops=dict(base.row_kernel_flops),
-                         row_kernel_curves={k: [list(p) for p in v] for k, v in base.row_kernel_curves.items()},
-                         family_rates=dict(base.family_rates), log=[], config={}, rlx_version=_rlx_version())
-    if device is not None:
-        info = device.info
-        calib = calib.replace(hardware_id=info.hardware_id, device_name=info.name,
-                              unified_memory=bool(info.unified_memory),
-                              parallel_units=max(1, int(info.compute_units)), config=_config(device))
-    return calib
-
-
-# ---- cache ---------------------------------------------------------------------------------
-def _sanitize(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[:120] or "unknown"
-
-
-def calibration_path(device: Any) -> Path:
-    """``<cache_dir>/<backend>-calib-<hardware id>-<key>.json``: the key is a
-    hash of everything else the staleness check compares (device
-    configuration incl. the BLAS library, rlx version, probe set), so two
-    environments on one machine (say two virtual environments with
-    different BLAS builds) each keep their own file instead of invalidating
-    each other's on every compile."""
-    stamp = json.dumps({"config": _config(device), "rlx_version": _rlx_version(), "probe_set": PROBE_SET},
-                       sort_keys=True)
-    key = hashlib.sha256(stamp.encode()).hexdigest()[:12]
-    return env.cache_dir() / f"{_sanitize(device.backend)}-calib-{_sanitize(device.info.hardware_id)}-{key}.json"
-
-
-def _config(device: Any) -> dict[str, Any]:
-    """What changes speed without changing the hardware id: the host's
-    thread count (RLX_NUM_THREADS) and its BLAS library (RLX_BLAS)."""
-    config: dict[str, Any] = {"compute_units": int(device.info.compute_units)}
-    if getattr(device, "blas", None) is not None or device.backend == "host":
-        config["blas"] = getattr(device, "blas", None) or ""
-    return config
-
-
-def _stale_reason(calib: Calibration, device: Any) -> str | None:
-    checks = (("backend", calib.backend, device.backend), ("hardware id", calib.hardware_id, device.info.hardware_id),
-              ("rlx version", calib.rlx_version, _rlx_version()), ("probe set", calib.probe_set, PROBE_SET),
-              ("device configuration", calib.config, _config(device)))
-    for what, have, want in checks:
-        if have != want:
-            return f"{what} {have!r} != {want!r}"
-    if calib.source != "measured":
-        return "not measured"
-    return None
-
-
-def write_cache(path: str | os.PathLike, text: str) -> None:
-    """Atomically replace ``path`` with ``text``: readers (and other writers)
-    only ever see a whole old file or a whole new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _write_cache_repeatedly(path: str, texts: list[str], start: Any = None) -> None:
-    """Test helper (importable by spawned processes): many atomic writes,
-    after ``start`` (a multiprocessing Event) is set, so writers overlap."""
-    if start is not None:
-        start.wait(30)
-    for text in texts:
-        write_cache(path, text)
-
-
-# In-process memo: compile calls get_calibration often; read the file once.
-_MEMO: dict[Path, Calibration] = {}
-_MEMO_LOCK = threading.RLock()
 _STATE = threading.local()
 
 
@@ -351,11 +70,6 @@ def calibrating() -> bool:
     compile hook asking for a calibration must not recurse into probing:
     it gets the defaults instead (see ``get_calibration``)."""
     return bool(getattr(_STATE, "active", False))
-
-
-def _log(message: str) -> None:
-    if env.verbose():
-        print(f"rlx calibrate: {message}", file=sys.stderr)
 
 
 def get_calibration(device: Any, *, force: bool = False, budget_s: float | None = None,
@@ -397,50 +111,6 @@ def get_calibration(device: Any, *, force: bool = False, budget_s: float | None 
         return calib
 
 
-def _read_cache(path: Path, device: Any) -> Calibration | None:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        _log(f"no cache at {path}: measuring")
-        return None
-    except (OSError, UnicodeDecodeError) as exc:
-        warnings.warn(f"rlx: calibration cache {path} is unreadable ({exc}); re-measuring", RuntimeWarning,
-                      stacklevel=3)
-        return None
-    try:
-        # A file of another probe set or schema is stale, not corrupt (its
-        # fields may differ): a quiet re-measure, no warning.
-        data = json.loads(text)
-        if isinstance(data, dict) and (data.get("probe_set"), data.get("schema")) != (PROBE_SET, SCHEMA) \
-                and isinstance(data.get("probe_set"), int):
-            _log(f"cache {path} is stale (probe set {data.get('probe_set')!r}, schema {data.get('schema')!r}): "
-                 f"re-measuring")
-            return None
-        calib = Calibration.from_dict(data)
-    except json.JSONDecodeError as exc:
-        warnings.warn(f"rlx: calibration cache {path} is corrupt (not JSON: {exc}); re-measuring and replacing it",
-                      RuntimeWarning, stacklevel=3)
-        return None
-    except (ValueError, TypeError) as exc:
-        warnings.warn(f"rlx: calibration cache {path} is corrupt ({exc}); re-measuring and replacing it",
-                      RuntimeWarning, stacklevel=3)
-        return None
-    reason = _stale_reason(calib, device)
-    if reason is not None:
-        _log(f"cache {path} is stale ({reason}): re-measuring")
-        return None
-    _log(f"loaded {path}")
-    for line in calib.summary():
-        _log(line)
-    return calib
-
-
-def clear_memo() -> None:
-    """Forget calibrations read in this process (tests)."""
-    with _MEMO_LOCK:
-        _MEMO.clear()
-
-
 # ---- timing helpers (also used by benchmarks/test_cost_accuracy.py) -------------------------
 def _buffers(exe: Any) -> tuple[Any, Any]:
     # The executable's arena and resident buffers: probes re-encode its own
@@ -453,7 +123,6 @@ def encode_thunk(cb: Any, exe: Any, thunk: Any, buffers: tuple[Any, ...] | None 
     Cython core does per thunk, through the Python wrappers). ``buffers``:
     the buffer of each storage slot (default: the arena and resident
     buffers of ``exe``)."""
-    from rlx.runtime.lowering import GEMM
 
     buffers = _buffers(exe) if buffers is None else buffers
 
@@ -483,10 +152,8 @@ def encode_thunk(cb: Any, exe: Any, thunk: Any, buffers: tuple[Any, ...] | None 
 
 def _pipeline(exe: Any, thunk: Any) -> Any:
     """The thunk's pipeline as the executable has it: recordable into ICBs."""
-    from rlx.runtime.shim import PIPELINE_INDIRECT
 
     if thunk.source is not None:
-        from rlx.runtime.custom_kernels import library_for
 
         return library_for(exe.device, thunk.source).pipeline(thunk.kernel, PIPELINE_INDIRECT)
     return exe.device.builtin_library().pipeline(thunk.kernel, PIPELINE_INDIRECT)
@@ -495,7 +162,6 @@ def _pipeline(exe: Any, thunk: Any) -> Any:
 def _run_encoded(device: Any, encode: Callable[[Any], None]) -> float:
     """Seconds for one committed command buffer: the device's own timing
     when the shim reports it, else wall time of commit + wait."""
-    from rlx.runtime import shim
 
     with shim.CommandBuffer(device) as cb:
         encode(cb)
@@ -521,7 +187,6 @@ def time_thunk(exe: Any, thunk: Any, *, repeats: int = 8, samples: int = 5, budg
 
     return _sample(lambda: _run_encoded(exe.device, encode), samples, budget_s) / repeats
 
-
 # A one-entry ICB per device: gemm lists start with it so they look like a
 # replayed run's command list (ICB ranges with gemms between them).
 _ANCHORS: dict[int, tuple[Any, Any, Any]] = {}
@@ -530,7 +195,6 @@ _ANCHORS: dict[int, tuple[Any, Any, Any]] = {}
 def _anchor(device: Any) -> Any:
     entry = _ANCHORS.get(id(device))
     if entry is None or entry[0] is not device:
-        from rlx.runtime import shim
 
         g = _chain(1, (16,), "add")
         exe = _compile(g, device, _params_for(g))
@@ -551,8 +215,8 @@ def _record(icb: Any, exe: Any, thunk: Any, count: int, buffers: tuple[Any, ...]
         icb.encode_dispatch(i, pipeline, bindings, thunk.groups, (tx, thunk.threads[1], thunk.threads[2]),
                             barrier_before=i > 0)
 
-
 REPLAY_TARGET_S = 2e-4    # auto repeats: the long replay should take about this long
+
 LONG_NODE_S = 1e-3        # a replay of one node this long: its mean, not the slope
 
 
@@ -571,8 +235,6 @@ def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: 
     ``repeats=None``: as many (2 to 64) as make the long replay take about
     REPLAY_TARGET_S, from a first replay of one (so a node of a few
     microseconds is timed over tens of them, above the launch jitter)."""
-    from rlx.runtime import shim
-    from rlx.runtime.lowering import GEMM
 
     device = exe.device
     if repeats is None:
@@ -623,8 +285,6 @@ def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: 
 def _one_replay(exe: Any, thunk: Any, buffers: tuple[Any, ...] | None) -> float:
     """Seconds of a replayed list holding the thunk once (an upper bound of
     its cost: the list's launch is included)."""
-    from rlx.runtime import shim
-    from rlx.runtime.lowering import GEMM
 
     device = exe.device
     if thunk.kind == GEMM:
@@ -775,12 +435,14 @@ def measure(device: Any, *, budget_s: float = DEFAULT_BUDGET_S, progress: bool |
 
 
 def _compile(graph: Any, device: Any, params: dict[str, np.ndarray] | None = None) -> Any:
-    from rlx.runtime.compiler import compile as rlx_compile
-
+    """A probe's executable: compiled as rlx.compile would, deciding with the
+    model of the backend's documented defaults (the calibration being
+    measured does not exist yet)."""
     name = {"host": "cpu"}.get(device.backend, device.backend)
     if device.index:
         name += f":{device.index}"
-    return rlx_compile(graph, device=name, params=params or {})
+    dev, target = devices.open_device(name)
+    return compile_graph(graph, dev, target, decision_model(target.backend), params or {})
 
 
 def _params_for(graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
@@ -790,7 +452,6 @@ def _params_for(graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def _empty_graph() -> Any:
-    from rlx.ir.graph import Graph
 
     g = Graph()
     x = g.input("x", (1,))
@@ -806,7 +467,6 @@ def _probe_sync(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -
 
 
 def _chain(n: int, shape: tuple[int, ...], op: str) -> Any:
-    from rlx.ir.graph import Graph
 
     g = Graph()
     x = g.input("x", shape)
@@ -827,11 +487,7 @@ def _per_node(device: Any, shape: tuple[int, ...], op: str, budget: float) -> tu
     exe = _compile(g, device, _params_for(g))
     thunk = exe.thunks[0]
     per = time_replayed(exe, thunk, repeats=512, samples=5, budget_s=budget)
-    return per, _groups_of(thunk)
-
-
-def _groups_of(thunk: Any) -> int:
-    return int(thunk.groups[0]) * int(thunk.groups[1]) * int(thunk.groups[2])
+    return per, group_count(thunk)
 
 
 def _probe_dispatch(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
@@ -874,7 +530,6 @@ def _probe_segments(calib: Calibration, sizes: _Sizes, budget: float, device: An
 def _work_seconds(calib: Calibration, thunk: Any, per_rep: float) -> float:
     """A probe's per-execution time less the dispatch overhead the cost model
     adds back separately; never below a fifth of what was measured (noise)."""
-    from rlx.runtime.cost import dispatch_overhead
 
     return max(per_rep - dispatch_overhead(calib, thunk), 0.2 * per_rep)
 
@@ -882,8 +537,6 @@ def _work_seconds(calib: Calibration, thunk: Any, per_rep: float) -> float:
 def _probe_memory(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
     """Streaming bandwidth from a large contiguous add (two reads, one write):
     the copy kernel is the generic strided one, slower than memory on a CPU."""
-    from rlx.ir.graph import Graph
-    from rlx.runtime.cost import thunk_bytes
 
     g = Graph()
     n = sizes.mem_bytes // 12
@@ -901,7 +554,6 @@ def _io_graph(n: int, output_all: bool) -> Any:
     """A graph with no thunk: input x of n floats, output x itself (n floats
     copied out) or its first element (4 bytes out): a dense view needs no
     copy kernel, so a run is its floor plus the copies in and out."""
-    from rlx.ir.graph import Graph
 
     g = Graph()
     x = g.input("x", (n,))
@@ -935,8 +587,6 @@ def _probe_transfer(calib: Calibration, sizes: _Sizes, budget: float, device: An
 def _matmul_exe(device: Any, m: int, n: int, k: int, dtype: str, transpose_b: bool = False) -> Any:
     """A compiled x @ w: with a bias where the shim's gemm adds one itself
     (rlx_device_info.gemm_bias), as linears run there."""
-    from rlx.ir.graph import Graph
-    from rlx.runtime.lowering import GEMM
 
     for with_bias in ((True, False) if getattr(device.info, "gemm_bias", False) else (False,)):
         g = Graph()
@@ -976,7 +626,6 @@ def _probe_gemm(calib: Calibration, sizes: _Sizes, budget: float, device: Any, d
     a curve of throughput over flops instead of one number; the call
     overhead comes from the two smallest large-M points. Then the small-M
     shape classes of the row-kernel decision (``_probe_small_m``)."""
-    from rlx.runtime.lowering import GEMM
 
     def gemm_time(m: int, n: int, k: int, share: float) -> float:
         exe = _matmul_exe(device, m, n, k, dtype)
@@ -1018,7 +667,6 @@ def _probe_small_m(calib: Calibration, sizes: _Sizes, budget: float, device: Any
     M = 1, one pass and two passes of the row kernel (added to the gemm
     curves), and matmul_rows for one pass and, for weights [N, K], the
     mat-vec path of M = 1 (row_kernel_curves), all inside a replay."""
-    from rlx.runtime.lowering import GEMM
 
     p = calib.row_pass_rows
     # Measured curves replace the defaults' (never mix their points).
@@ -1066,9 +714,6 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
     removed): the lowering's choice between the two is exactly what this
     calibrates, so the probe builds the row-kernel thunk by hand (the
     compiled graph took the gemm path)."""
-    from rlx.runtime import params as P
-    from rlx.runtime.lowering import DISPATCH, Binding, Thunk
-    from rlx.runtime.views import Storage
 
     g = gemm.gemm
     trans_b = bool(g["trans_b"])
@@ -1095,7 +740,6 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
 
 def _family_graph(sizes: _Sizes) -> Any:
     """One graph with a thunk of every family at transformer-layer sizes."""
-    from rlx.ir.graph import Graph
 
     g = Graph()
     r, h, nh, hd = sizes.rows, sizes.hidden, sizes.heads, sizes.head_dim
@@ -1120,7 +764,6 @@ def _family_graph(sizes: _Sizes) -> Any:
 
 
 def _probe_families(calib: Calibration, sizes: _Sizes, budget: float, device: Any) -> None:
-    from rlx.runtime.cost import FAMILY_UNITS, family_of, thunk_work
 
     g = _family_graph(sizes)
     exe = _compile(g, device, _params_for(g))
@@ -1156,7 +799,6 @@ def add_calibrate_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from rlx.runtime import devices
 
     device, _ = devices.open_device(args.device)
     calib = get_calibration(device, force=bool(args.force), budget_s=getattr(args, "budget", None),

@@ -1,5 +1,5 @@
 """The cost model: predicted seconds for thunks, whole runs and per-shape
-lowering choices, from a device's calibration (rlx/runtime/calibrate.py).
+lowering choices, from a device's calibration (rlx/tune/calibration.py).
 
 - A dispatch costs its per-thunk overhead (one-group or spread over the
   device's units, as measured in replayed chains) plus its work over its
@@ -35,36 +35,20 @@ from __future__ import annotations
 
 import math
 import struct
-import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from rlx import env
-from rlx.errors import RlxError
-from rlx.runtime.calibrate import DEFAULTS, SMALL_M, Calibration, calibrating, get_calibration
-
-# Work unit of each family's rate in Calibration.family_rates: "B" = bytes
-# read + written, "flop" = floating-point operations.
-FAMILY_UNITS: dict[str, str] = {
-    "elementwise": "B", "unary": "B", "copy": "B", "epilogue": "B", "epilogue_act": "B", "softmax": "B",
-    "softmax_masked": "B", "norm": "B",
-    "attention": "flop", "matmul_rows": "flop", "gemm": "flop",
-}
-
-# Kernel name (without its dtype suffixes) -> family. Kernels that were not
-# probed map to the probed family they resemble most.
-_KERNEL_FAMILY = {
-    "binary": "elementwise",
-    "unary": "unary", "glu": "unary", "rope": "unary",
-    "copy": "copy", "gather": "copy",
-    "bias_act": "epilogue",
-    "softmax": "softmax", "softmax_masked": "softmax_masked", "reduce": "softmax", "argmax": "softmax",
-    "layernorm": "norm", "rmsnorm": "norm", "add_layernorm": "norm", "add_rmsnorm": "norm",
-    "attention": "attention",
-    "matmul_rows": "matmul_rows",
-}
+from rlx.runtime.lowering import GEMM
+from rlx.runtime.views import RESIDENT
+from rlx.tune.calibration import DEFAULTS, SMALL_M, Calibration, default_calibration
+from rlx.tune.work import (
+    dtype_of,
+    family_of,
+    group_count,
+    thunk_bytes,
+    thunk_work,
+)
 
 # Bytes a dispatch may touch and still be served from cache at the probed
 # rate; beyond it the memory bandwidth bounds it. Not measured: the order of
@@ -77,83 +61,6 @@ CACHE_BYTES = {"host": 8 << 20, "cuda": 48 << 20, "metal": 16 << 20}
 # (measured on a 2-core host: a predicted near-tie at M = 1, weights [N, K],
 # ran 1.5x slower on the row kernel in a whole run).
 ROW_KERNEL_MARGIN = 0.9
-
-_TRANSCENDENTAL_ACTS = frozenset({1, 2, 3})   # gelu, gelu_tanh, silu (rlx.runtime.params.ACTIVATIONS)
-_GEMM, _DISPATCH = 1, 0   # rlx.runtime.lowering.GEMM / DISPATCH (not imported: lowering imports us lazily)
-_RESIDENT = 1             # rlx.runtime.views.RESIDENT: the params/constants buffer
-
-
-def _base_kernel(name: str) -> str:
-    parts = name.split("_")
-    while parts and parts[-1] in ("f32", "f16"):
-        parts.pop()
-    return "_".join(parts)
-
-
-def family_of(thunk: Any) -> str:
-    """The kernel family of a thunk: gemm, matmul_rows, or a key of
-    Calibration.family_rates."""
-    if thunk.kind == _GEMM:
-        return "gemm"
-    if thunk.source is not None:
-        return "elementwise"   # user kernels: most are elementwise
-    family = _KERNEL_FAMILY.get(_base_kernel(thunk.kernel or ""), "elementwise")
-    if family == "epilogue" and thunk.params and len(thunk.params) >= 28:
-        # bias_act's activation (LinearParams.act): erf/exp ones cost far
-        # more per byte than a bias add or relu.
-        act = struct.unpack_from("<I", thunk.params, 24)[0]
-        if act in _TRANSCENDENTAL_ACTS:
-            return "epilogue_act"
-    return family
-
-
-def _dtype_of(thunk: Any) -> str:
-    if thunk.kind == _GEMM:
-        return "f16" if thunk.gemm["dtype"] == 1 else "f32"
-    return "f16" if (thunk.kernel or "").endswith("f16") else "f32"
-
-
-def thunk_bytes(thunk: Any) -> int:
-    """Bytes the thunk reads and writes (its hazard ranges)."""
-    return sum(max(end - start, 0) for _, start, end in list(thunk.reads) + list(thunk.writes))
-
-
-def _groups(thunk: Any) -> int:
-    g = thunk.groups
-    return max(1, int(g[0]) * int(g[1]) * int(g[2]))
-
-
-def thunk_flops(thunk: Any) -> float:
-    """Flops of a gemm, matmul_rows or attention thunk (0 for the others)."""
-    if thunk.kind == _GEMM:
-        g = thunk.gemm
-        return 2.0 * g["m"] * g["n"] * g["k"] * g.get("batch", 1) * g.get("outer", 1)
-    base = _base_kernel(thunk.kernel or "")
-    if base == "matmul_rows" and thunk.params and len(thunk.params) >= 12:
-        m, n, k = struct.unpack_from("<3I", thunk.params)
-        return 2.0 * m * n * k
-    if base == "attention" and thunk.params and len(thunk.params) >= 36:
-        rows, tq, tk, _hq, _group, d, dv, flags, window = struct.unpack_from("<9I", thunk.params)
-        keys = float(tk)
-        if flags & 2:       # causal: query i sees tk - tq + i + 1 keys
-            keys = tk - tq + (tq + 1) / 2.0
-        if window:
-            keys = min(keys, float(window))
-        # Q.K^T and P.V, plus a few flops per score for scale/mask/softmax.
-        return rows * max(keys, 1.0) * (2.0 * d + 2.0 * dv + 5.0)
-    return 0.0
-
-
-def thunk_work(thunk: Any) -> float:
-    """Work in the unit of the thunk's family (FAMILY_UNITS)."""
-    return thunk_flops(thunk) if FAMILY_UNITS.get(family_of(thunk)) == "flop" else float(thunk_bytes(thunk))
-
-
-def dispatch_overhead(calib: Calibration, thunk: Any) -> float:
-    """Fixed seconds of a thunk: a gemm call, or a one-group / spread dispatch."""
-    if thunk.kind == _GEMM:
-        return calib.gemm_call_s
-    return calib.dispatch_s if _groups(thunk) == 1 else calib.dispatch_parallel_s
 
 
 def _interpolate(curve: Sequence[Sequence[float]], x: float) -> float:
@@ -240,18 +147,18 @@ class CostModel:
 
     def thunk_seconds(self, thunk: Any) -> float:
         c = self.calibration
-        if thunk.kind == _GEMM:
+        if thunk.kind == GEMM:
             g = thunk.gemm
-            return self.gemm_seconds(g["m"], g["n"], g["k"], _dtype_of(thunk), g.get("batch", 1) * g.get("outer", 1))
+            return self.gemm_seconds(g["m"], g["n"], g["k"], dtype_of(thunk), g.get("batch", 1) * g.get("outer", 1))
         family = family_of(thunk)
-        groups = _groups(thunk)
+        groups = group_count(thunk)
         overhead = c.dispatch_s if groups == 1 else c.dispatch_parallel_s
         params = thunk.params or b""
         if family == "matmul_rows" and len(params) >= 20:
             m, n, k, _offset, transpose_b = struct.unpack_from("<5I", params)   # LinearParams
-            return self.row_kernel_seconds(m, n, k, _dtype_of(thunk), bool(transpose_b))
+            return self.row_kernel_seconds(m, n, k, dtype_of(thunk), bool(transpose_b))
         if family == "matmul_rows":
-            rate = _rate(c.row_kernel_flops, _dtype_of(thunk), self._defaults.row_kernel_flops)
+            rate = _rate(c.row_kernel_flops, dtype_of(thunk), self._defaults.row_kernel_flops)
         else:
             rate = self._family_rate(family)
         work = thunk_work(thunk)
@@ -284,7 +191,7 @@ class CostModel:
         for t in thunks:
             for storage, _, _ in list(t.reads) + list(t.writes):
                 sizes[id(storage)] = storage.nbytes
-            resident += sum(max(end - start, 0) for storage, start, end in t.reads if storage.slot == _RESIDENT)
+            resident += sum(max(end - start, 0) for storage, start, end in t.reads if storage.slot == RESIDENT)
         if sum(sizes.values()) <= CACHE_BYTES.get(c.backend, 8 << 20):
             return 0.0
         return resident / max(c.mem_bw, 1.0)
@@ -295,7 +202,7 @@ class CostModel:
         gemms (the segmenter's plan, rlx/opt/segments.py)."""
         ranges, inside = 0, False
         for t in thunks:
-            if t.kind == _GEMM:
+            if t.kind == GEMM:
                 inside = False
             elif not inside:
                 ranges, inside = ranges + 1, True
@@ -354,33 +261,7 @@ class CostModel:
             lines = list(self._decisions.values())
         return [f"cost model: {c.backend} {c.hardware_id} ({c.source} calibration)"] + [f"  {x}" for x in lines]
 
-
-# ---- per-device models ---------------------------------------------------------------
-_MODELS: dict[tuple[str, str, str, str], CostModel] = {}
 _MODELS_LOCK = threading.Lock()
-
-
-def cost_model_for(device: Any) -> CostModel | None:
-    """The CostModel of an open device (its calibration cached or measured
-    on first use), or None while a calibration is running: the probes
-    compile graphs, and those must lower with the fixed fallbacks rather
-    than recurse into calibrating."""
-    if calibrating():
-        return None
-    # The host measures itself on first use (a few seconds). A GPU's probes
-    # compile and time dozens of executables (about 20 s on an H200), too
-    # long to spring on a first compile: GPUs use the cache written by
-    # `rlx calibrate --device ...`, or the documented defaults.
-    calib = get_calibration(device, measure_if_missing=device.backend == "host")
-    # By identity of the measurement, not of the object: with RLX_CALIBRATE=0
-    # every lookup builds a fresh defaults object, which must not grow this.
-    key = (calib.backend, calib.hardware_id, calib.source, calib.created)
-    with _MODELS_LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            model = _MODELS[key] = CostModel(calib)
-        return model
-
 
 _DEFAULT_MODELS: dict[str, CostModel] = {}
 
@@ -392,124 +273,5 @@ def decision_model(backend: str) -> CostModel:
     with _MODELS_LOCK:
         model = _DEFAULT_MODELS.get(backend)
         if model is None:
-            from rlx.runtime.calibrate import default_calibration
-
             model = _DEFAULT_MODELS[backend] = CostModel(default_calibration(backend))
         return model
-
-
-# ---- device choice ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidate:
-    """A device to consider: its rlx.compile name, lowering Target and
-    calibration. Real devices are built from their names; tests pass fakes."""
-
-    name: str
-    target: Any
-    calibration: Calibration
-
-
-@dataclass(frozen=True)
-class DevicePrediction:
-    name: str
-    seconds: float | None      # None when the graph cannot be lowered for it
-    thunks: int
-    reason: str | None = None
-
-
-def _candidate(spec: str | Candidate) -> Candidate:
-    if isinstance(spec, Candidate):
-        return spec
-    from rlx.runtime import devices
-
-    device, target = devices.open_device(spec)
-    return Candidate(spec, target, get_calibration(device))
-
-
-def lower_for(graph: Any, target: Any, model: CostModel | None = None, precision: str = "f32") -> list[Any]:
-    """The thunks rlx.compile would emit for ``target``, without touching a
-    device: fusion, precision and lowering are pure Python over the Target."""
-    from rlx.opt.fusion import fuse
-    from rlx.opt.precision import apply_precision
-    from rlx.runtime.lowering import Lowering
-    from rlx.runtime.views import ARENA
-
-    graph.topo_order()
-    graph.validate()
-    g, _ = fuse(graph, target.capabilities)
-    g, _ = apply_precision(g, precision)
-    lw = Lowering(g, target)
-    lw.cost_model = model      # read by the gemm-or-row-kernel choice once it is wired to the cost model
-    lw.run(g.topo_order())
-    for name, node in g.outputs.items():     # as compile: non-dense outputs get a copy
-        view = lw.views[node]
-        if not (view.is_dense and view.storage.slot == ARENA):
-            lw.emit_copy(f"output '{name}'", view, lw.new_value(node, tuple(view.shape), view.dtype))
-    return lw.thunks
-
-
-def _io_bytes(graph: Any) -> tuple[int, int]:
-    def nbytes(nodes: Iterable[Any]) -> int:
-        total = 0
-        for node in nodes:
-            count = 1
-            for d in node.shape:
-                count *= int(d)
-            total += count * node.dtype.itemsize
-        return total
-
-    return nbytes(graph.inputs.values()), nbytes(graph.outputs.values())
-
-
-def predict_devices(graph: Any, candidates: Sequence[str | Candidate] | None = None,
-                    precision: str = "f32") -> list[DevicePrediction]:
-    """Predicted run seconds of ``graph`` on each candidate (default: every
-    available device)."""
-    if candidates is None:
-        from rlx.runtime import devices
-
-        candidates = [d.name for d in devices.devices() if d.available]
-    io = _io_bytes(graph)
-    out = []
-    for spec in candidates:
-        name = spec.name if isinstance(spec, Candidate) else spec
-        try:
-            cand = _candidate(spec)
-            model = CostModel(cand.calibration)
-            thunks = lower_for(graph, cand.target, model, precision)
-            out.append(DevicePrediction(cand.name, model.graph_seconds(thunks, io), len(thunks)))
-        except RlxError as exc:
-            out.append(DevicePrediction(name, None, 0, str(exc)))
-    return out
-
-
-# Lines of the last pick_best_device call (RLX_VERBOSE prints them).
-last_decision: list[str] = []
-
-
-def pick_best_device(graph: Any, params: Mapping[str, Any] | None = None,
-                     candidates: Sequence[str | Candidate] | None = None, *, precision: str = "f32") -> str:
-    """The device name (as rlx.compile takes it) with the fastest predicted
-    run of ``graph``, launch, sync and transfer overheads included. params
-    are not needed to predict (lowering depends on shapes only); accepted so
-    callers can pass what they will compile with."""
-    del params
-    predictions = predict_devices(graph, candidates, precision)
-    usable = [p for p in predictions if p.seconds is not None]
-    if not usable:
-        reasons = "; ".join(f"{p.name}: {p.reason}" for p in predictions) or "no device available"
-        raise RlxError(f"pick_best_device: no device can run this graph ({reasons})")
-    best = min(usable, key=lambda p: p.seconds)
-    lines = [f"pick_best_device -> {best.name}"]
-    for p in predictions:
-        lines.append(f"  {p.name}: " + (f"{p.seconds * 1e6:.1f} us predicted ({p.thunks} thunks)"
-                                        if p.seconds is not None else f"cannot run ({p.reason})"))
-    last_decision[:] = lines
-    if env.verbose():
-        print("rlx: " + "\n".join(lines), file=sys.stderr)
-    return best.name
-
-
-def auto_device(graph: Any, params: Mapping[str, Any] | None = None, *, precision: str = "f32") -> str:
-    """What ``rlx.compile(graph, device="auto")`` compiles for."""
-    return pick_best_device(graph, params, precision=precision)

@@ -291,7 +291,3 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
         with np.errstate(over="ignore"):  # f32 -> f16 overflow is inf, as on the device
             values[node] = res.astype(node.dtype.numpy, copy=False)
     return {k: np.array(values[n], copy=True) for k, n in graph.outputs.items()}
-
-
-# Op families defined in their own modules register their references on import.
-from rlx import reference_attention as _reference_attention  # noqa: E402, F401

@@ -17,7 +17,7 @@ import numpy as np
 
 from rlx.ir import TensorType
 from rlx.ir.ops_attention import rope_inv_freq
-from rlx.reference import register_reference
+from rlx.reference.core import register_reference
 
 __all__ = ["rope", "attention"]
 
