@@ -7,12 +7,17 @@ same call (the table cannot drift from the code); (2) the MSL it compiles
 (kernel_source("metal") and the shim's own embedded kernel) parses as C++
 under tests/metal_stub/metal_stdlib, so typos, undeclared names and macro
 leftovers fail in CI; (3) its API table fills rlx_shim.h's struct in order;
-(4) rlx.shaders_cli.emit writes the source a target compiles.
+(4) rlx.shaders_cli.emit writes the source a target compiles; (5) the shim itself
+is syntax- and type-checked by clang's Objective-C front end (-fsyntax-only
+-fobjc-arc) against test-only declarations of the Apple API it uses
+(tests/metal_stub/objc/), so a misspelled selector, a wrong argument count, an
+argument of the wrong type or an API used below the minimum macOS fails in CI.
 The behaviour of a loaded Metal shim is tested by tests/test_shim_conformance.py.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -29,6 +34,7 @@ SHIM = ROOT / "csrc" / "metal_shim.m"
 TABLE = ROOT / "csrc" / "METAL_API.md"
 HEADER = ROOT / "csrc" / "rlx_shim.h"
 STUB = Path(__file__).resolve().parent / "metal_stub"
+OBJC_STUB = STUB / "objc"  # Foundation/, Metal/, MetalPerformanceShaders/ (test-only headers)
 
 
 # ---- a small Objective-C scanner (enough for the shim's own style) -----------------------
@@ -278,6 +284,134 @@ def test_the_shims_embedded_kernel_parses(tmp_path):
     assert "rlx_scale_c_f32" in src and "rlx_scale_c_f16" in src
     r = _gxx_syntax(tmp_path, src, "scale.metal")
     assert r.returncode == 0, r.stderr
+
+
+# ---- (5) the Objective-C type-checks under clang ------------------------------------------------
+# Warnings clang gives for a mistake ARC does not already reject (a selector of another
+# protocol, an argument of the wrong protocol or enum type, an NSString format mismatch, an
+# undeclared function, an API newer than the deployment target without @available) are errors.
+OBJC_WARNINGS = ["-Wall", "-Wextra", "-Wenum-conversion", "-Wformat=2", "-Wundeclared-selector",
+                 "-Wstrict-selector-match", "-Wunguarded-availability", "-Werror"]
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.fixture(scope="module")
+def clang_objc() -> list[str]:
+    """clang's command line for the check, less the file. The target is macOS (so @available and
+    the stubs' availability attributes mean what they do there) at the deployment target of
+    setup.py; the C library headers the shim includes are the host's glibc ones. Clang predefines
+    __nonnull as _Nonnull for Apple targets, which would keep glibc's <sys/cdefs.h> from defining
+    its __nonnull(params) macro, hence -U__nonnull."""
+    clang = shutil.which("clang")
+    if clang is None:
+        msg = ("clang is not installed: scripts/ensure_clang.sh (run by scripts/test.sh) installs it "
+               "with apt-get; without it csrc/metal_shim.m is not type-checked (CI=true: a failure, not a skip)")
+        if _in_ci():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+    multiarch = subprocess.run([clang, "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+    arch = {"aarch64": "arm64"}.get(multiarch.split("-")[0], multiarch.split("-")[0]) if multiarch else "x86_64"
+    macos = re.search(r"-mmacosx-version-min=([\d.]+)", (ROOT / "setup.py").read_text()).group(1)
+    cmd = [clang, f"--target={arch}-apple-macos{macos}", "-fsyntax-only", "-fobjc-arc", "-fblocks",
+           "-fobjc-exceptions", "-fno-color-diagnostics", "-U__nonnull", *OBJC_WARNINGS,
+           "-I", str(OBJC_STUB), "-I", str(SHIM.parent)]
+    if multiarch and (Path("/usr/include") / multiarch).is_dir():
+        cmd[1:1] = ["-isystem", f"/usr/include/{multiarch}"]
+    return cmd
+
+
+def _clang_check(cmd: list[str], tmp_path: Path, source: str, *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "metal_shim.m"
+    path.write_text(source)
+    return subprocess.run([*cmd, *extra, str(path)], capture_output=True, text=True)
+
+
+def test_the_shim_type_checks_against_the_objc_stub(clang_objc, tmp_path):
+    """The unmodified shim (a copy: includes resolve from -I alone) gives no error or warning."""
+    r = _clang_check(clang_objc, tmp_path, SHIM.read_text())
+    assert r.returncode == 0 and not r.stderr.strip(), f"clang rejects csrc/metal_shim.m:\n{r.stderr[-6000:]}"
+    deps = subprocess.run([*(c for c in clang_objc if c != "-fsyntax-only"), "-M", str(SHIM)],
+                          capture_output=True, text=True)
+    for header in ("Foundation/Foundation.h", "Metal/Metal.h", "MetalPerformanceShaders/MetalPerformanceShaders.h"):
+        assert str(OBJC_STUB / header) in deps.stdout, f"<{header}> did not resolve to the stub"
+
+
+# (label, text in the shim, its replacement, what clang's message must mention)
+OBJC_MISTAKES = [
+    ("misspelled selector", "newBufferWithLength:(NSUInteger)", "newBufferWithLenght:(NSUInteger)",
+     "newBufferWithLenght:options:"),
+    ("argument left out", "[enc setBytes:cb->bytes[i] length:cb->nbytes[i] atIndex:i]",
+     "[enc setBytes:cb->bytes[i] length:cb->nbytes[i]]", "setBytes:length:"),
+    ("argument added", "[c setBarrier]", "[c setBarrier:YES]", "setBarrier:"),
+    ("class selector sent to an instance", "[NSString stringWithUTF8String:tok + 2]",
+     "[opts stringWithUTF8String:tok + 2]", "stringWithUTF8String:"),
+    ("selector of another protocol", "[mcb waitUntilCompleted]", "[mcb endEncoding]", "endEncoding"),
+    ("misspelled property", "desc.inheritBuffers = NO", "desc.inheritBufers = NO", "inheritBufers"),
+    ("argument of another protocol", "encodeToCommandBuffer:OBJ(id<MTLCommandBuffer>, cb->cb)",
+     "encodeToCommandBuffer:OBJ(id<MTLBuffer>, cb->cb)", "id<MTLBuffer>"),
+    ("constant of another enum", "computeCommandEncoderWithDispatchType:MTLDispatchTypeConcurrent]",
+     "computeCommandEncoderWithDispatchType:MTLBarrierScopeBuffers]", "MTLBarrierScope"),
+    ("integer for a struct", "[m resetWithRange:NSMakeRange(0, capacity)]", "[m resetWithRange:capacity]",
+     "NSRange"),
+    ("misspelled function", "MPSSupportsMTLDevice(dev)", "MPSSupportsDevice(dev)", "MPSSupportsDevice"),
+    ("format mismatch", '[NSString stringWithFormat:@"%s|%u", function, flags]',
+     '[NSString stringWithFormat:@"%s|%s", function, flags]', "format specifies type"),
+    ("macOS 15 API without @available", "if (@available(macOS 15.0, *)) opts.mathMode = MTLMathModeSafe;\n"
+     "    else opts.fastMathEnabled = NO;", "opts.mathMode = MTLMathModeSafe;", "only available on macOS 15.0"),
+    ("ARC: object pointer into a struct without a bridge", "#define KEEP(obj) ((void *)CFBridgingRetain(obj))",
+     "#define KEEP(obj) ((void *)(obj))", "bridged cast"),
+]
+
+
+@pytest.mark.parametrize("label,old,new,expect", OBJC_MISTAKES, ids=[m[0] for m in OBJC_MISTAKES])
+def test_the_objc_check_catches_mistakes(clang_objc, tmp_path, label, old, new, expect):
+    source = SHIM.read_text()
+    assert old in source, f"{label}: {old!r} is no longer in metal_shim.m (update this case)"
+    r = _clang_check(clang_objc, tmp_path, source.replace(old, new, 1))
+    assert r.returncode != 0, f"{label} was not caught"
+    assert expect in r.stderr, f"{label}: clang failed, but not for the planted mistake:\n{r.stderr[-3000:]}"
+
+
+def test_the_minimum_macos_is_needed(clang_objc, tmp_path):
+    """At macOS 10.15 the ICB compute calls (11.0 in Apple's headers, as the shim's header says)
+    are flagged: the availability check is live and the shim's minimum is not arbitrary."""
+    cmd = [re.sub(r"macos[\d.]+$", "macos10.15", c) if c.startswith("--target=") else c for c in clang_objc]
+    r = _clang_check(cmd, tmp_path, SHIM.read_text())
+    assert r.returncode != 0
+    for name in ("executeCommandsInBuffer:withRange:", "indirectComputeCommandAtIndex:",
+                 "MTLIndirectCommandTypeConcurrentDispatch"):
+        assert f"'{name}' is only available on macOS 11.0" in r.stderr, r.stderr[-3000:]
+
+
+# Declared by the stub without being a name the shim writes: base classes and protocols, the
+# types of the shim's arguments and results, and the NSNumber factory that boxing (@(...)) calls.
+STUB_SUPPORT = {
+    "NSObject", "NSCopying", "NSInteger", "NSRange", "NSDictionary", "CFTypeRef", "CFTimeInterval",
+    "MTLResource", "MTLCommandEncoder", "MTLSize", "MTLResourceOptions", "MTLResourceUsage", "MTLGPUFamily",
+    "MTLMathMode", "MTLPipelineOption", "MTLComputePipelineReflection", "MTLAutoreleasedComputePipelineReflection",
+    "MTLCommandBufferStatus", "MTLDispatchType", "MTLBarrierScope", "MTLIndirectCommandType", "MPSKernel",
+    "MPSMatrixBinaryKernel", "MPSDataTypeFloatBit", "numberWithUnsignedLong:",
+}
+
+
+def test_the_objc_stub_declares_only_what_the_shim_uses():
+    """Every class, protocol, type, constant, function, selector and property in the stub is a
+    row of csrc/METAL_API.md (so, used by the shim) or in STUB_SUPPORT."""
+    declared = set()
+    for header in sorted(OBJC_STUB.rglob("*.h")):
+        code = strip_comments_and_strings(header.read_text())
+        assert "TEST-ONLY" in header.read_text()[:200], f"{header.name} must say it is a test-only stand-in"
+        declared |= framework_identifiers(code)
+        for decl in re.findall(r"^\s*[-+]\s*\([^;]*;", code, re.M):
+            parts = re.findall(r"(\w+)\s*:\s*\(", decl)
+            declared.add("".join(p + ":" for p in parts) if parts else re.match(r"[-+]\s*\([^)]*\)\s*(\w+)",
+                                                                               decl.strip()).group(1))
+        declared |= set(re.findall(r"@property\b[^;]*?(\w+)\s*(?:RLX_STUB_\w+\([^)]*\))?\s*;", code))
+    extra = sorted(declared - set(table_symbols()) - STUB_SUPPORT)
+    assert not extra, f"tests/metal_stub/objc declares names the shim does not use: {extra}"
 
 
 # ---- (4) rlx shaders --emit ------------------------------------------------------------------
