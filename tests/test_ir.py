@@ -557,3 +557,19 @@ def test_printer_without_outputs():
     g.silu(x)
     text = str(g)
     assert "silu(%0)" in text and "outputs: none" in text
+
+
+def test_every_op_declares_its_view_and_precision_facts_once():
+    """Passes read OpDef.is_view / OpDef.precision (no side tables): views
+    are "fixed" for precision, leaves are "leaf", and a bad class is refused."""
+    from rlx.ir.op import PRECISION_CLASSES, all_ops
+
+    ops = all_ops()
+    assert {n for n, d in ops.items() if d.is_view} >= {"reshape", "transpose", "narrow"}
+    assert all(d.precision == "fixed" for d in ops.values() if d.is_view)
+    assert {n for n, d in ops.items() if d.precision == "leaf"} >= {"input", "param", "constant"}
+    assert {"layernorm", "softmax", "masked_softmax", "sum"} <= {n for n, d in ops.items()
+                                                                 if d.precision == "f32_under_auto"}
+    assert all(d.precision in PRECISION_CLASSES for d in ops.values())
+    with pytest.raises(GraphError, match="precision"):
+        OpDef("test_bad_class", 1, lambda ts, a: ts[0], precision="sometimes")

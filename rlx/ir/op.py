@@ -50,6 +50,7 @@ class TensorType:
 
 
 InferFn = Callable[[list[TensorType], dict], TensorType]
+PRECISION_CLASSES = ("compute", "f32_under_auto", "fixed", "leaf")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ class OpDef:
     node's own attrs dict and may normalize it in place (fill defaults, turn a
     negative axis positive), so later layers read one canonical form.
     ``arity`` is the number of inputs, or -1 for any number.
+
+    The facts later passes need, declared once here rather than in their own
+    tables: ``is_view`` (the output is a strided view of input 0: no
+    kernel, no bytes of its own) and ``precision``, what a mixed-precision
+    policy may do with it (rlx/opt/precision.py): "compute" (it computes in
+    the policy's float dtype), "f32_under_auto" (norms, softmax and
+    reductions, kept in f32 under "auto"), "fixed" (its dtype is not a
+    compute choice: views, copies, casts, argmax) or "leaf" (inputs, params,
+    constants, whose storage the policy decides).
     """
 
     name: str
@@ -68,6 +78,12 @@ class OpDef:
     infer: InferFn
     is_view: bool = False
     doc: str = ""
+    precision: str = "compute"
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISION_CLASSES:
+            raise GraphError(f"op {self.name!r}: precision must be one of {PRECISION_CLASSES}, "
+                             f"got {self.precision!r}")
 
 
 _REGISTRY: dict[str, OpDef] = {}

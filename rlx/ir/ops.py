@@ -84,8 +84,10 @@ def _axis(op: str, axis: Any, rank: int, shape: Shape) -> int:
     return a % rank
 
 
-def _reg(name: str, arity: int, infer, doc: str, is_view: bool = False) -> OpDef:
-    return register_op(OpDef(name=name, arity=arity, infer=infer, is_view=is_view, doc=doc))
+def _reg(name: str, arity: int, infer, doc: str, is_view: bool = False, precision: str = "compute") -> OpDef:
+    if is_view:
+        precision = "fixed"
+    return register_op(OpDef(name=name, arity=arity, infer=infer, is_view=is_view, doc=doc, precision=precision))
 
 
 # ---------------------------------------------------------------- leaves
@@ -298,16 +300,18 @@ def _infer_cast(types: list[TensorType], attrs: dict) -> TensorType:
 # ---------------------------------------------------------------- registration
 
 BUILTIN_OPS: tuple[OpDef, ...] = (
-    _reg("input", 0, _infer_leaf("input"), "A run-time input, bound by name on every run."),
-    _reg("param", 0, _infer_leaf("param"), "A weight, bound once by name and kept resident."),
-    _reg("constant", 0, _infer_constant, "A value baked into the graph (written at compile time)."),
+    _reg("input", 0, _infer_leaf("input"), "A run-time input, bound by name on every run.", precision="leaf"),
+    _reg("param", 0, _infer_leaf("param"), "A weight, bound once by name and kept resident.", precision="leaf"),
+    _reg("constant", 0, _infer_constant, "A value baked into the graph (written at compile time).",
+         precision="leaf"),
     _reg("add", 2, _infer_binary("add"), "Elementwise a + b with numpy broadcasting."),
     _reg("mul", 2, _infer_binary("mul"), "Elementwise a * b with numpy broadcasting."),
     _reg("gelu", 1, _infer_gelu, "GELU, exact (erf) or tanh-approximated."),
     _reg("silu", 1, _infer_silu, "x * sigmoid(x)."),
-    _reg("softmax", 1, _infer_softmax, "Numerically stable softmax over the last axis."),
+    _reg("softmax", 1, _infer_softmax, "Numerically stable softmax over the last axis.",
+         precision="f32_under_auto"),
     _reg("layernorm", 3, _infer_layernorm,
-         "(x - mean) / sqrt(var + eps) * weight + bias over the last axis."),
+         "(x - mean) / sqrt(var + eps) * weight + bias over the last axis.", precision="f32_under_auto"),
     _reg("gather", 2, _infer_gather, "Embedding lookup: table[indices] -> indices.shape + (D,)."),
     _reg("matmul", 2, _infer_matmul, "a @ b (or a @ b^T with transpose_b), optionally batched."),
     _reg("reshape", 1, _infer_reshape, "Same elements, new shape (a view when the input is contiguous).",
@@ -315,6 +319,6 @@ BUILTIN_OPS: tuple[OpDef, ...] = (
     _reg("transpose", 1, _infer_transpose, "Permute axes (a strided view).", is_view=True),
     _reg("narrow", 1, _infer_narrow, "Slice [start, start+length) along one axis (a view).", is_view=True),
     _reg("copy", 1, _infer_copy,
-         "Materialize the input contiguously (for consumers that cannot read views)."),
-    _reg("cast", 1, _infer_cast, "Convert between float dtypes (f32 <-> f16)."),
+         "Materialize the input contiguously (for consumers that cannot read views).", precision="fixed"),
+    _reg("cast", 1, _infer_cast, "Convert between float dtypes (f32 <-> f16).", precision="fixed"),
 )

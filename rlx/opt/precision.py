@@ -29,16 +29,12 @@ import numpy as np
 from rlx.errors import ConfigError, UnsupportedPrecisionError
 from rlx.ir.dtype import DType, bf16, f16, f32
 from rlx.ir.graph import Graph, Node
+from rlx.ir.op import get_op
 from rlx.opt.rewrite import clone_node
 
 POLICIES = ("f32", "f16", "auto", "bf16")
 # Backends whose gemm takes bf16 B with f32 A and C.
 BF16_BACKENDS = frozenset({"host"})
-# Kept in f32 under "auto".
-F32_UNDER_AUTO = frozenset({"layernorm", "add_layernorm", "rmsnorm", "add_rmsnorm", "softmax", "masked_softmax",
-                            "sum", "mean", "max"})
-# Ops whose dtype is not a compute choice.
-_FIXED = frozenset({"cast", "argmax", "reshape", "transpose", "narrow", "copy"})
 
 
 @dataclass
@@ -76,9 +72,10 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
 
     def wants(node: Node) -> DType | None:
         """The float dtype this op should compute in (None: not our choice)."""
-        if node.op in _FIXED or node.op in ("input", "param", "constant") or not node.dtype.is_float:
+        kind = get_op(node.op).precision   # what the op declares (rlx/ir/op.py OpDef.precision)
+        if kind in ("fixed", "leaf") or not node.dtype.is_float:
             return None
-        if policy == "auto" and node.op in F32_UNDER_AUTO:
+        if policy == "auto" and kind == "f32_under_auto":
             return f32
         return f16
 

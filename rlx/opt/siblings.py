@@ -33,12 +33,12 @@ import numpy as np
 
 from rlx.errors import ParameterError
 from rlx.ir.graph import Graph, Node
+from rlx.ir.op import get_op
 from rlx.opt.rewrite import rebuild
 from rlx.runtime.views import Storage, View
 
 CAPABILITY = "linear_siblings"
 
-_VIEWS = ("reshape", "transpose", "narrow")
 _BINARY = frozenset({"add", "mul", "sub", "div", "maximum", "minimum"})
 # Inputs a kernel binds without an element offset (lw.dense(..., at_start=True)).
 _AT_START = {"linear": (1, 2), "layernorm": (1, 2), "rmsnorm": (1,), "add_layernorm": (2, 3),
@@ -176,7 +176,7 @@ def _no_copy(node: Node, view: View, consumers: dict[Node, list[Node]], outputs:
         return "it is a graph output (outputs are copied out densely)"
     for user in consumers.get(node, []):
         positions = [i for i, x in enumerate(user.inputs) if x is node]
-        if user.op in _VIEWS:
+        if get_op(user.op).is_view:
             a = user.attrs
             if user.op == "reshape":
                 nxt = view.reshape(tuple(user.shape))

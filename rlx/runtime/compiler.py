@@ -20,6 +20,7 @@ from rlx import env
 from rlx._core import Program
 from rlx.errors import ConfigError, GraphError, ParameterError
 from rlx.ir.graph import Graph, Node, as_bindings
+from rlx.ir.op import get_op
 from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
@@ -33,9 +34,6 @@ from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_para
 from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
 from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
-
-_VIEW_OPS = ("reshape", "transpose", "narrow")
-
 
 PASSES = ("fusion", "siblings", "views", "precision", "memory_reuse", "segments")
 
@@ -318,7 +316,7 @@ def _index_checks(graph: Graph, order: list[Node]) -> list[tuple[int, int, str]]
         if node.op != "gather":
             continue
         src = node.inputs[1]
-        while src.op in _VIEW_OPS:
+        while get_op(src.op).is_view:
             src = src.inputs[0]
         if src in positions:
             checks.append((positions[src], node.inputs[0].shape[0], repr(node)))

@@ -17,12 +17,12 @@ import numpy as np
 from rlx.errors import UnsupportedOpError
 from rlx.ir.dtype import DType, f16, f32, i32, i64
 from rlx.ir.graph import Graph, Node
+from rlx.ir.op import get_op
 from rlx.runtime import params as P
 from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 
 DISPATCH, GEMM = 0, 1
-_VIEW_OPS = frozenset({"reshape", "transpose", "narrow"})
 _FLOAT_SUFFIX = {"f32": "f32", "f16": "f16"}
 
 
@@ -206,7 +206,7 @@ class Lowering:
                 raise UnsupportedOpError(
                     f"{node!r}: op '{node.op}' has no lowering on the {self.target.backend} device")
             view = fn(self, node)
-            if node.op in _VIEW_OPS:
+            if get_op(node.op).is_view:
                 if self.elide_views or not view.dtype.is_float:
                     self.copies_avoided += 1
                 else:
