@@ -8,7 +8,7 @@ same call (the table cannot drift from the code); (2) the MSL it compiles
 under tests/metal_stub/metal_stdlib, so typos, undeclared names and macro
 leftovers fail in CI; (3) its API table fills rlx_shim.h's struct in order;
 (4) rlx.shaders_cli.emit writes the source a target compiles.
-The behaviour of a loaded Metal shim is tested by tests/test_shim_conformance.py.
+The behaviour of a loaded Metal shim is tested by the conformance suite, tests/cts/.
 """
 
 from __future__ import annotations
