@@ -14,7 +14,7 @@ QUICK=${QUICK:-0}
 if [ "$PART" != bench ]; then
 gcc -I/usr/local/cuda/include -Icsrc benchmarks/gpu/launch_layout_check.c -o /tmp/llc && /tmp/llc
 echo "== conformance"
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py tests/test_cuda_shim.py tests/test_core_program.py -k "cuda or dependent_chain" 2>&1 | tail -4
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/cts tests/test_cuda_shim.py tests/test_core_program.py -k "cuda or dependent_chain" 2>&1 | tail -4
 echo "== suites on cuda"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py tests/test_ops_nn.py tests/test_attention_rope.py \
   tests/test_executable.py tests/test_optimizer.py tests/test_bert.py tests/test_random_graphs.py tests/test_custom_kernels.py tests/test_gemm_epilogue.py tests/test_sibling_fusion.py tests/test_row_grid.py \
@@ -33,7 +33,7 @@ for tool in $([ "$QUICK" = 1 ] || echo memcheck racecheck); do
   echo "$tool rc=${PIPESTATUS[0]}"
 done
 echo "== queues (RLX_CUDA_QUEUES=1): conformance, executables on threads, overlap"
-RLX_CUDA_QUEUES=1 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py \
+RLX_CUDA_QUEUES=1 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/cts \
   tests/test_executable.py tests/test_core_program.py -k "cuda or queue or thread" --rlx-device cuda 2>&1 | tail -2
 [ "$QUICK" = 1 ] || RLX_CUDA_QUEUES=1 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_ops.py \
   tests/test_ops_nn.py tests/test_attention_rope.py tests/test_bert.py tests/test_random_graphs.py \

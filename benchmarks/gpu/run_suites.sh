@@ -14,5 +14,5 @@ for gs in 1 32 1024; do
     | grep -E "passed|failed|FAILED|Error" | tail -8 | tee -a "$OUT/suites.txt"
 done
 echo "== shim conformance + cuda shim tests"
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_shim_conformance.py tests/test_cuda_shim.py -k cuda 2>&1 \
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/cts tests/test_cuda_shim.py -k cuda 2>&1 \
   | tail -3 | tee -a "$OUT/suites.txt"

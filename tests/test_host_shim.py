@@ -1,0 +1,51 @@
+"""The host shim (csrc/host_shim.cpp) beyond the ABI: its device options
+(threads, the C++ compiler, the BLAS library) and its gemm without BLAS.
+The ABI behaviour itself is the conformance suite tests/cts/, which runs on
+the host everywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cts.helpers import USER_KERNEL, download, rng, upload
+
+from rlx.errors import KernelCompileError, RlxError
+from rlx.runtime.shim import CommandBuffer, Device
+
+
+def test_host_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    with pytest.raises(RlxError, match="bogus"):
+        Device.open("host", options_override={"bogus": "1"})
+    with pytest.raises(RlxError, match="threads"):
+        Device.open("host", options_override={"threads": "0"})
+    with pytest.raises(RlxError, match="blas"):
+        Device.open("host", options_override={"blas": str(tmp_path / "libnothere.so")})
+    dev = Device.open("host", options_override={"cxx": str(tmp_path / "no-such-c++"), "threads": "3"})
+    try:
+        assert dev.info.compute_units == 3
+        with pytest.raises(KernelCompileError, match="no C\\+\\+ compiler"):
+            dev.compile_library(USER_KERNEL)
+    finally:
+        dev.close()
+
+
+def test_host_gemm_without_blas(tmp_path, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path))
+    dev = Device.open("host", options_override={"blas": ""})
+    try:
+        assert "[no BLAS]" in dev.info.name
+        r = rng(3)
+        a = r.standard_normal((300, 70)).astype(np.float32)
+        b = r.standard_normal((300, 260)).astype(np.float32)
+        da, db, dc = upload(dev, a), upload(dev, b), dev.alloc(70 * 260 * 4)
+        with CommandBuffer(dev) as cb:
+            cb.gemm(da, db, dc, 70, 260, 300, lda=70, ldb=260, ldc=260, trans_a=True)
+            cb.commit()
+            cb.wait()
+        np.testing.assert_allclose(download(dc, np.float32, 70 * 260).reshape(70, 260), a.T @ b,
+                                   rtol=1e-4, atol=1e-3)
+        for buf in (da, db, dc):
+            buf.free()
+    finally:
+        dev.close()
