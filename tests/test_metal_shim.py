@@ -7,17 +7,12 @@ same call (the table cannot drift from the code); (2) the MSL it compiles
 (kernel_source("metal") and the shim's own embedded kernel) parses as C++
 under tests/metal_stub/metal_stdlib, so typos, undeclared names and macro
 leftovers fail in CI; (3) its API table fills rlx_shim.h's struct in order;
-<<<<<<< HEAD
 (4) rlx.shaders_cli.emit writes the source a target compiles; (5) the shim itself
 is syntax- and type-checked by clang's Objective-C front end (-fsyntax-only
 -fobjc-arc) against test-only declarations of the Apple API it uses
 (tests/metal_stub/objc/), so a misspelled selector, a wrong argument count, an
 argument of the wrong type or an API used below the minimum macOS fails in CI.
-The behaviour of a loaded Metal shim is tested by tests/test_shim_conformance.py.
-=======
-(4) rlx.shaders_cli.emit writes the source a target compiles.
 The behaviour of a loaded Metal shim is tested by the conformance suite, tests/cts/.
->>>>>>> cts
 """
 
 from __future__ import annotations
