@@ -1,4 +1,4 @@
-"""The transformer op set (rlx/ir/ops_nn.py) against rlx/reference/core.py on
+"""The transformer op set (rlx/ir/ops/) against rlx/reference/core.py on
 the CPU device: f32 and f16, odd and degenerate sizes, broadcasting,
 strided views, both matmul paths. Tolerances: tests/conftest.py."""
 

@@ -12,9 +12,7 @@ from typing import Any
 import numpy as np
 
 from rlx.errors import DTypeError, GraphError, ShapeError
-from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops)
-from rlx.ir import ops_attention as _ops_attention  # noqa: F401
-from rlx.ir import ops_nn as _ops_nn  # noqa: F401
+from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops, every family)
 from rlx.ir.dtype import DType
 from rlx.ir.op import OpDef, TensorType, get_op
 from rlx.ir.printer import format_graph
@@ -241,7 +239,7 @@ class Graph:
     def cast(self, x: Node, dtype: DType | str, *, name: str | None = None) -> Node:
         return self.op("cast", (x,), dtype=dtype, name=name)
 
-    # ---- the transformer op set (rlx/ir/ops_nn.py, rlx/ir/ops_attention.py) ----
+    # ---- the transformer op set (rlx/ir/ops/: norm, linear, glu, rope, attention, ...) ----
 
     def relu(self, x: Node, *, name: str | None = None) -> Node:
         return self.op("relu", (x,), name=name)

@@ -1,7 +1,7 @@
-"""Numpy references of RoPE and attention (semantics: rlx/ir/ops_attention.py).
+"""Numpy references of RoPE and attention (semantics: rlx/ir/ops/rope.py and attention.py).
 
 RoPE's angle is computed exactly as the kernel computes it: the position as
-float32 times a float32 inv_freq table (``rlx.ir.ops_attention.rope_inv_freq``,
+float32 times a float32 inv_freq table (``rlx.ir.ops.rope.rope_inv_freq``,
 the table the lowering hands the kernel), one float32 multiply. sin, cos and
 the rotation are then float64, so the oracle is never the least accurate
 party.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.ir import TensorType
-from rlx.ir.ops_attention import rope_inv_freq
+from rlx.ir.ops.rope import rope_inv_freq
 from rlx.reference.core import register_reference
 
 __all__ = ["rope", "attention"]

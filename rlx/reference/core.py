@@ -156,7 +156,7 @@ def _cast(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return xs[0]  # the runner casts every result to the node's dtype
 
 
-# ---- the transformer op set (rlx/ir/ops_nn.py) ----------------------------------
+# ---- the transformer op set (rlx/ir/ops/) ----------------------------------------
 
 _ACTIVATION_REFS: dict[str | None, Callable[[np.ndarray], np.ndarray]] = {
     None: lambda x: x,

@@ -15,7 +15,7 @@ import weakref
 from rlx.errors import UnsupportedOpError
 from rlx.ir.dtype import f32, i32
 from rlx.ir.graph import Node
-from rlx.ir.ops_attention import rope_inv_freq
+from rlx.ir.ops.rope import rope_inv_freq
 from rlx.runtime import params as P
 from rlx.runtime.lowering import Lowering, ResidentTensor, float_suffix, lowers
 from rlx.runtime.views import RESIDENT, View

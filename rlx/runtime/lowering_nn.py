@@ -1,4 +1,4 @@
-"""Lowering of the transformer op set (rlx/ir/ops_nn.py): reductions,
+"""Lowering of the transformer op set (rlx/ir/ops/): reductions,
 masked softmax, RMSNorm, fused residual + norm, fused linear, gated linear
 units and concat."""
 

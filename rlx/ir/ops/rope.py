@@ -1,0 +1,57 @@
+"""RoPE: rotary position embedding.
+
+rope(x, positions): x [T, H, D] or [B, T, H, D] float, positions int32 [T]
+  (shared by every batch row) or [B, T]. inv_freq[i] = base ** (-2i /
+  rotary_dim) for i < rotary_dim / 2, angle = position * inv_freq[i]; the pair
+  (a, b) = (x[i], x[i + rotary_dim/2]) ("neox") or (x[2i], x[2i+1])
+  ("interleaved") becomes (a cos - b sin, a sin + b cos). Features at and
+  past rotary_dim pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.ir.op import OpDef, TensorType
+from rlx.ir.ops.common import _attrs, _float_type, _int, _number, _reg
+
+ROPE_LAYOUTS = ("neox", "interleaved")
+
+def rope_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
+    """inv_freq[i] = base ** (-2i / rotary_dim) for i < rotary_dim / 2, in
+    float64 rounded once to float32: the table the kernel reads and the
+    reference multiplies by, so both compute the same float32 angle."""
+    i = np.arange(rotary_dim // 2, dtype=np.float64)
+    return (float(base) ** (-2.0 * i / rotary_dim)).astype(np.float32)
+
+def _infer_rope(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("rope", attrs, {"base": 10000.0, "layout": "neox", "rotary_dim": None})
+    x, pos = types
+    _float_type("rope", x, "x")
+    if x.rank not in (3, 4):
+        raise ShapeError(f"rope: x must be [T, H, D] or [B, T, H, D], got shape {x.shape!r}")
+    if pos.dtype.name != "i32":
+        raise DTypeError(f"rope: positions must be i32, got {pos}")
+    t, d = x.shape[-3], x.shape[-1]
+    want = [(t,)] if x.rank == 3 else [(t,), (x.shape[0], t)]
+    if tuple(pos.shape) not in want:
+        forms = " or ".join(repr(w) for w in want)
+        raise ShapeError(f"rope: positions shape {pos.shape!r} must be {forms} for x {x.shape!r}")
+    base = attrs["base"] = _number("rope", "base", attrs["base"])
+    if not base > 0:
+        raise GraphError(f"rope: base must be > 0, got {base!r}")
+    if attrs["layout"] not in ROPE_LAYOUTS:
+        raise GraphError(f"rope: layout must be one of {', '.join(ROPE_LAYOUTS)}, got {attrs['layout']!r}")
+    rd = d if attrs["rotary_dim"] is None else _int("rope", "rotary_dim", attrs["rotary_dim"])
+    if rd <= 0 or rd % 2 or rd > d:
+        raise ShapeError(f"rope: rotary_dim must be even, > 0 and <= D={d} for x {x.shape!r}, got {rd}")
+    attrs["rotary_dim"] = rd
+    return x
+
+
+OPS: tuple[OpDef, ...] = (
+    _reg("rope", 2, _infer_rope,
+         "Rotary position embedding of x [..., T, H, D] at i32 positions [T] or [B, T] "
+         "(layout neox or interleaved; the first rotary_dim features rotate)."),
+)
