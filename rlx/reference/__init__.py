@@ -1,11 +1,23 @@
 """The numpy oracle: what every kernel's output is checked against.
 
-``core`` holds the registry, ``run_reference`` and the references of the
-elementwise, reduction, norm, softmax, matmul and data-movement ops;
-``attention`` those of rope and attention. Importing the package registers
-them all."""
+``core`` holds the registry and ``run_reference``; each op family's
+references live in the module of its name (elementwise, reduce, softmax,
+norm, linear, glu, movement, cast, rope, attention: the same names as
+rlx/ir/ops/, rlx/lowering/, shaders/ and tests/ops/). Importing the package
+registers them all."""
 
-from rlx.reference import attention as _attention  # noqa: F401  (registers rope and attention)
+from rlx.reference import (  # noqa: F401  (each registers its family's references)
+    attention,
+    cast,
+    elementwise,
+    glu,
+    linear,
+    movement,
+    norm,
+    reduce,
+    rope,
+    softmax,
+)
 from rlx.reference.core import REFERENCE, erf, erfc, register_reference, run_reference
 
 __all__ = ["REFERENCE", "register_reference", "run_reference", "erf", "erfc"]

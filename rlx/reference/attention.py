@@ -1,14 +1,8 @@
-"""Numpy references of RoPE and attention (semantics: rlx/ir/ops/rope.py and attention.py).
+"""Numpy reference of attention (semantics: rlx/ir/ops/attention.py).
 
-RoPE's angle is computed exactly as the kernel computes it: the position as
-float32 times a float32 inv_freq table (``rlx.ir.ops.rope.rope_inv_freq``,
-the table the lowering hands the kernel), one float32 multiply. sin, cos and
-the rotation are then float64, so the oracle is never the least accurate
-party.
-
-Attention computes scores, softmax and P @ V in float32 (f16 inputs upcast),
-like the kernel; a query row with every key masked gives zeros, and one with a
-NaN score (from q, k or the mask) is NaN, as in PyTorch.
+Scores, softmax and P @ V in float32 (f16 inputs upcast), like the kernel; a
+query row with every key masked gives zeros, and one with a NaN score (from q,
+k or the mask) is NaN, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -16,32 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.ir import TensorType
-from rlx.ir.ops.rope import rope_inv_freq
 from rlx.reference.core import register_reference
-
-__all__ = ["rope", "attention"]
-
-
-def rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    x, pos = xs
-    x = np.asarray(x, dtype=np.float64)
-    rd = int(attrs["rotary_dim"])
-    half = rd // 2
-    inv = rope_inv_freq(attrs["base"], rd)
-    # positions [T] or [B, T] -> angle [..., T, 1, half] as float32 (one rounding, as the kernel).
-    angle = (np.asarray(pos).astype(np.float32)[..., None] * inv).astype(np.float32)
-    angle = angle.astype(np.float64)[..., None, :]
-    cos, sin = np.cos(angle), np.sin(angle)
-    y = x.copy()
-    if attrs["layout"] == "neox":
-        a, b = x[..., :half], x[..., half:rd]
-        y[..., :half] = a * cos - b * sin
-        y[..., half:rd] = a * sin + b * cos
-    else:
-        a, b = x[..., 0:rd:2], x[..., 1:rd:2]
-        y[..., 0:rd:2] = a * cos - b * sin
-        y[..., 1:rd:2] = a * sin + b * cos
-    return y
 
 
 def attention(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
@@ -79,5 +48,4 @@ def attention(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return o.transpose(0, 2, 1, 3)
 
 
-register_reference("rope", rope)
 register_reference("attention", attention)

@@ -304,6 +304,6 @@ def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.n
             out = fn([values[x] for x in node.inputs], node.attrs, node)
             if tuple(out.shape) != tuple(node.shape):
                 raise AssertionError(f"torch translation of {node!r} gave shape {tuple(out.shape)}")
-            # An f16 node stores f16: the next op reads the rounded value (rlx/reference/core.py's rule too).
+            # An f16 node stores f16: the next op reads the rounded value (rlx/reference/'s rule too).
             values[node] = _round(out, "f16") if node.dtype.name == "f16" else out
         return {name: _to_numpy(values[n], n.dtype) for name, n in graph.outputs.items()}

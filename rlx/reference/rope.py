@@ -1,0 +1,41 @@
+"""Numpy reference of RoPE (semantics: rlx/ir/ops/rope.py).
+
+RoPE's angle is computed exactly as the kernel computes it: the position as
+float32 times a float32 inv_freq table (``rlx.ir.ops.rope.rope_inv_freq``,
+the table the lowering hands the kernel), one float32 multiply. sin, cos and
+the rotation are then float64, so the oracle is never the least accurate
+party.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.ir import TensorType
+from rlx.ir.ops.rope import rope_inv_freq
+from rlx.reference.core import register_reference
+
+
+def rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x, pos = xs
+    x = np.asarray(x, dtype=np.float64)
+    rd = int(attrs["rotary_dim"])
+    half = rd // 2
+    inv = rope_inv_freq(attrs["base"], rd)
+    # positions [T] or [B, T] -> angle [..., T, 1, half] as float32 (one rounding, as the kernel).
+    angle = (np.asarray(pos).astype(np.float32)[..., None] * inv).astype(np.float32)
+    angle = angle.astype(np.float64)[..., None, :]
+    cos, sin = np.cos(angle), np.sin(angle)
+    y = x.copy()
+    if attrs["layout"] == "neox":
+        a, b = x[..., :half], x[..., half:rd]
+        y[..., :half] = a * cos - b * sin
+        y[..., half:rd] = a * sin + b * cos
+    else:
+        a, b = x[..., 0:rd:2], x[..., 1:rd:2]
+        y[..., 0:rd:2] = a * cos - b * sin
+        y[..., 1:rd:2] = a * sin + b * cos
+    return y
+
+
+register_reference("rope", rope)
