@@ -1,14 +1,12 @@
-// Every built-in kernel, in one translation unit per target. Each target's
+// Every built-in kernel, one header per op family (the names of rlx/ir/ops/,
+// rlx/reference/ and tests/ops/), in one translation unit per target. Each target's
 // shim (or rlx/runtime/shader_source.py) puts its prelude first.
-#include "binary.h"
-#include "unary.h"
+#include "elementwise.h"
 #include "reduce.h"
 #include "softmax.h"
-#include "layernorm.h"
-#include "rmsnorm.h"
+#include "norm.h"
 #include "glu.h"
 #include "linear.h"
-#include "gather.h"
-#include "copy.h"
+#include "movement.h"
 #include "rope.h"
 #include "attention.h"

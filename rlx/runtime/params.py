@@ -41,7 +41,7 @@ def binary(n: int, op: int, contiguous: bool, a_offset: int, b_offset: int,
                        *_dims(shape, 1), *_dims(a_strides), *_dims(b_strides))
 
 
-# Op codes of shaders/unary.h, binary.h and the activation codes of
+# Op codes of shaders/elementwise.h and the activation codes of
 # shaders/prelude/common.h.
 UNARY_OPS = {"gelu": 0, "gelu_tanh": 1, "silu": 2, "relu": 3, "tanh": 4, "exp": 5, "neg": 6, "sqrt": 7,
              "rsqrt": 8, "scale_shift": 9}

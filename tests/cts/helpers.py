@@ -10,7 +10,7 @@ ADD, MUL = 0, 1
 
 
 def binary_params(n, op, *, shape=None, a_strides=None, b_strides=None, a_offset=0, b_offset=0) -> bytes:
-    """shaders/binary.h BinaryParams: n, ndim, op, contiguous, a_offset, b_offset,
+    """shaders/elementwise.h BinaryParams: n, ndim, op, contiguous, a_offset, b_offset,
     pad0, pad1, shape[6], a_strides[6], b_strides[6] (all uint32)."""
     p = np.zeros(8 + 18, np.uint32)
     contiguous = shape is None
