@@ -114,9 +114,9 @@ def _decisions(device: str, precisions: tuple[str, ...]) -> list[dict]:
     """The compile's (cost model's) gemm-or-row-kernel choice at small token
     counts, against both paths forced and timed as whole runs: BERT layers
     (weights [K, N]) and feed-forward blocks with weights [N, K]."""
-    from rlx.runtime import lowering_nn
+    from rlx.lowering import linear as lowering_linear
 
-    chosen_fn = lowering_nn.use_row_kernel
+    chosen_fn = lowering_linear.use_row_kernel
     out = []
     for graph_name, build in (("bert2 [K,N]", lambda t: bert_encoder(layers=2, batch=1, seq=t)),
                               ("ffn2 [N,K]", _ffn_tb)):
@@ -128,12 +128,12 @@ def _decisions(device: str, precisions: tuple[str, ...]) -> list[dict]:
                 row = {"graph": graph_name, "precision": precision, "tokens": tokens}
                 try:
                     for label, force in (("chosen", None), ("gemm", False), ("row_kernel", True)):
-                        lowering_nn.use_row_kernel = chosen_fn if force is None else (lambda *a, f=force, **k: f)
+                        lowering_linear.use_row_kernel = chosen_fn if force is None else (lambda *a, f=force, **k: f)
                         exe = rlx.compile(g, device=device, params=params, precision=precision)
                         row[f"{label}_row_thunks"] = sum(work.family_of(t) == "matmul_rows" for t in exe.thunks)
                         row[f"{label}_ms"] = 1e3 * min(_measure_runs(exe, feed, runs=30))
                 finally:
-                    lowering_nn.use_row_kernel = chosen_fn
+                    lowering_linear.use_row_kernel = chosen_fn
                 row["chose"] = "row_kernel" if row["chosen_row_thunks"] else "gemm"
                 if 0 < row["chosen_row_thunks"] < row["row_kernel_row_thunks"]:
                     row["chose"] = "mixed"

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
-from rlx.runtime import lowering_attention
+from rlx.lowering import attention as lowering_attention
 
 DTYPES = ["f32", "f16"]
 

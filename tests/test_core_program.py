@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from rlx._core import Program
 
-from rlx.runtime import params as P
+from rlx.lowering.elementwise import binary_params
 from rlx.runtime import shim
 
 
@@ -20,7 +20,7 @@ def test_dynamic_value_is_patched_into_params_before_each_run(replay, staged):
     arena = dev.alloc(4096)
     x_off, y_off, p_off = 0, 1024, 2048
     n = 16
-    arena.write(p_off, P.binary(n, 0, True, 0, 0, (n,), (1,), (1,)))
+    arena.write(p_off, binary_params(n, 0, True, 0, 0, (n,), (1,), (1,)))
     pipe = dev.builtin_library().pipeline("binary_f32", shim.PIPELINE_INDIRECT)
     thunk = (0, False, pipe.address, ((0, x_off), (0, x_off), (0, y_off), (0, p_off)), (1, 1, 1), (1, 1, 1))
     # Symbol 0 patches BinaryParams.n (the first field): the active extent.
@@ -82,8 +82,8 @@ def test_explicit_segment_plan_with_direct_and_gemm_segments():
     n = 16
     x_off, y_off, z_off, w_off, out_off, p_off = 0, 512, 1024, 1536, 3072, 6144
     pipe = dev.builtin_library().pipeline("binary_f32", shim.PIPELINE_INDIRECT)
-    arena.write(p_off, P.binary(n, 0, True, 0, 0, (n,), (1,), (1,)))            # add
-    arena.write(p_off + 256, P.binary(n, 1, True, 0, 0, (n,), (1,), (1,)))      # mul
+    arena.write(p_off, binary_params(n, 0, True, 0, 0, (n,), (1,), (1,)))            # add
+    arena.write(p_off + 256, binary_params(n, 1, True, 0, 0, (n,), (1,), (1,)))      # mul
     w = np.arange(n * n, dtype=np.float32).reshape(n, n) / 100
     arena.write(w_off, w)
     thunks = [

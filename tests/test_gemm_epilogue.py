@@ -10,7 +10,7 @@ import pytest
 from conftest import assert_matches_reference
 
 import rlx
-from rlx.runtime import lowering_nn
+from rlx.lowering import linear as lowering_linear
 
 
 def _linear_graph(m, k, n, dtype, activation, transpose_b, bias=True):
@@ -27,7 +27,7 @@ def _linear_graph(m, k, n, dtype, activation, transpose_b, bias=True):
                                           (33, 64, 130, None, True), (130, 48, 17, "relu", False)])
 def test_bias_in_the_gemm(rng, monkeypatch, dtype, m, k, n, act, tb):
     # Force the gemm path (the row kernel has its own bias epilogue).
-    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **kw: False)
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **kw: False)
     np_dt = np.float32 if dtype == "f32" else np.float16
     g = _linear_graph(m, k, n, dtype, act, tb)
     params = {"w": (rng.standard_normal((n, k) if tb else (k, n)) / np.sqrt(k)).astype(np_dt),

@@ -22,7 +22,8 @@ import torch
 from conftest import TOL
 
 import rlx
-from rlx.runtime import lowering_attention, lowering_nn
+from rlx.lowering import attention as lowering_attention
+from rlx.lowering import linear as lowering_linear
 
 NAN, INF = np.float32(np.nan), np.float32(np.inf)
 DTYPES = ["f32", "f16"]
@@ -326,7 +327,7 @@ def test_glu_propagates_nan(rng, cols, dtype, activation):
 @pytest.mark.parametrize("activation", ["relu", "silu", "gelu", "gelu_tanh"])
 @pytest.mark.parametrize("compile_kw", FUSION)
 def test_linear_epilogue_propagates_nan(rng, monkeypatch, dtype, path, activation, compile_kw):
-    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
     m, k, n = 4, 33, 7
     nd = _np_dtype(dtype)
     xv = (rng.standard_normal((m, k)) * 0.3).astype(nd)
@@ -391,7 +392,7 @@ def test_silu_relative_error_glu():
 @pytest.mark.parametrize("path", ["gemm", "row_kernel"])
 def test_silu_relative_error_linear_epilogue(monkeypatch, path):
     # x @ I is exact, so the output is the epilogue's SiLU of x itself.
-    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
     k = 16
     x = SILU_X.reshape(-1, k)
     g = rlx.Graph()
@@ -447,7 +448,7 @@ def test_gelu_relative_error_unary_and_reference():
 
 @pytest.mark.parametrize("path", ["gemm", "row_kernel"])
 def test_gelu_relative_error_linear_epilogue(monkeypatch, path):
-    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
     k = 11
     x = GELU_X[: (GELU_X.size // k) * k].reshape(-1, k)
     g = rlx.Graph()

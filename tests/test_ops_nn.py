@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlx
-from rlx.runtime import lowering_nn
+from rlx.lowering import linear as lowering_linear
 
 SIZES = [1, 3, 17, 1000, 4097]
 DTYPES = ["f32", "f16"]
@@ -130,7 +130,7 @@ LINEAR_TOL = {"f32": dict(rtol=1e-4, atol=1e-4), "f16": dict(rtol=5e-3, atol=5e-
 @pytest.mark.parametrize("transpose_b,bias", [(True, True), (False, True), (True, False)])
 def test_linear_paths(rng, monkeypatch, dtype, path, activation, transpose_b, bias):
     # Force the path over the cost model's choice.
-    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
     m, k, n = 3, 65, 17
     g = rlx.Graph()
     x = g.input("x", (m, k), dtype)

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import rlx
 from rlx.blocks import bert_layer, causal_mask, decoder_layer, random_params
+from rlx.lowering import Thunk, place_barriers
 from rlx.opt.fusion import fuse
 from rlx.opt.segments import GEMM, REPLAY, Step, segment
 from rlx.runtime import devices
-from rlx.runtime.lowering import Thunk, place_barriers
 from rlx.runtime.views import Storage
 
 ALL = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention"})
@@ -151,9 +151,9 @@ def test_view_elision_can_be_switched_off(rng):
 
 
 def test_segments_split_at_gemms_and_carry_boundaries(rng, monkeypatch):
-    from rlx.runtime import lowering_nn
+    from rlx.lowering import linear as lowering_linear
 
-    monkeypatch.setattr(lowering_nn, "use_row_kernel", lambda *a, **k: False)
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: False)
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g))
     kinds = [s.kind for s in exe.segments]

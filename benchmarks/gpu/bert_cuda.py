@@ -109,7 +109,7 @@ def bench_shape(batch: int, seq: int, precision: str) -> dict:
     mask = np.zeros((batch, 1, 1, seq), np.float32)
     feed = {"x": x, "mask": mask}
     row = {"batch": batch, "tokens": seq, "precision": precision}
-    from rlx.runtime import lowering_attention
+    from rlx.lowering import attention as lowering_attention
 
     # rlx_eager and rlx_replay_gemm_attention use the defaults (gemm attention
     # path); rlx_replay forces the fused attention kernel for comparison.

@@ -14,7 +14,7 @@ import numpy as np
 
 import rlx
 from rlx.blocks import bert_encoder, random_params
-from rlx.runtime import lowering_nn
+from rlx.lowering import linear as lowering_linear
 
 rows = []
 for precision in ("f32", "f16"):
@@ -26,7 +26,7 @@ for precision in ("f32", "f16"):
         row = {"precision": precision, "tokens": tokens}
         outs = {}
         for label, max_m in (("gemm", 0), ("row_kernel", 16)):
-            lowering_nn.use_row_kernel = lambda lw, m, *a, max_m=max_m, **k: m <= max_m
+            lowering_linear.use_row_kernel = lambda lw, m, *a, max_m=max_m, **k: m <= max_m
             exe = rlx.compile(g, device="cuda", params=params, precision=precision)
             for _ in range(20):
                 exe.run(feed)

@@ -13,7 +13,7 @@ A group is >= 2 nodes with the same input, op, activation, weight layout
 read by nothing else), and the same kind of bias (all present or all
 absent). A sibling is left alone when a consumer of its narrowed output
 would need a dense copy (the table below mirrors which kernels read
-strided views; rlx/runtime/lowering*.py), or when it is a graph output.
+strided views; rlx/lowering/), or when it is a graph output.
 
 Merged params are new graph params named after their sources
 ("a.w+b.w+c.w"); the compiler fills them at bind time from the sources'
@@ -205,7 +205,7 @@ def _no_copy(node: Node, view: View, consumers: dict[Node, list[Node]], outputs:
 
 
 def _rows_ok(view: View) -> bool:
-    """rows_view in rlx/runtime/lowering_nn.py: rows with one stride."""
+    """rows_view in rlx/runtime/lowering_linear.py: rows with one stride."""
     if view.shape and view.strides[-1] != 1 and view.shape[-1] != 1:
         return False
     lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]

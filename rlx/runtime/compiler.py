@@ -21,6 +21,7 @@ from rlx._core import Program
 from rlx.errors import ConfigError, GraphError, ParameterError
 from rlx.ir.graph import Graph, Node, as_bindings
 from rlx.ir.op import get_op
+from rlx.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
 from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
@@ -28,10 +29,9 @@ from rlx.opt.precision import apply_precision
 from rlx.opt.segments import Step, segment
 from rlx.opt.segments import describe as describe_segments
 from rlx.opt.siblings import CAPABILITY, SiblingReport, merge_siblings, shareable
-from rlx.runtime import lowering_attention, lowering_nn, shim  # noqa: F401  (register their lowerings)
+from rlx.runtime import shim
 from rlx.runtime.custom_kernels import library_for
 from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param
-from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
 from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 

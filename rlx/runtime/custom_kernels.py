@@ -16,8 +16,8 @@ import numpy as np
 from rlx.errors import GraphError
 from rlx.ir.graph import Node
 from rlx.ir.op import OpDef, TensorType, register_op
+from rlx.lowering import LOWERINGS, Lowering, float_suffix
 from rlx.reference import register_reference
-from rlx.runtime.lowering import LOWERINGS, Lowering, float_suffix
 from rlx.runtime.target import Target
 from rlx.runtime.views import View
 

@@ -38,11 +38,11 @@ import numpy as np
 
 from rlx import env
 from rlx.ir.graph import Graph
+from rlx.lowering import DISPATCH, GEMM, Binding, Thunk
+from rlx.lowering.linear import linear_params
 from rlx.runtime import devices, shim
-from rlx.runtime import params as P
 from rlx.runtime.compiler import compile_graph
 from rlx.runtime.custom_kernels import library_for
-from rlx.runtime.lowering import DISPATCH, GEMM, Binding, Thunk
 from rlx.runtime.shim import PIPELINE_INDIRECT
 from rlx.runtime.views import Storage
 from rlx.tune.calibration import (
@@ -717,7 +717,7 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
 
     g = gemm.gemm
     trans_b = bool(g["trans_b"])
-    params = P.linear(m, n, k, g["a"].offset // (2 if dtype == "f16" else 4), trans_b, False, 0)
+    params = linear_params(m, n, k, g["a"].offset // (2 if dtype == "f16" else 4), trans_b, False, 0)
     # The kernel reads x at an element offset from its binding, so bind x's
     # storage at its start; params go in a small buffer of their own (slot 2).
     pbuf = exe.device.alloc(256)
@@ -725,7 +725,7 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
         pbuf.write(0, params)
         pstore = Storage("params", len(params), slot=2)
         pstore.offset = 0
-        groups, threads = exe.target.row_grid(n, k)   # as lowering_nn: one group per output column
+        groups, threads = exe.target.row_grid(n, k)   # as rlx/lowering/linear.py: one group per output column
         thunk = Thunk(DISPATCH, "matmul_rows probe", kernel=f"matmul_rows_{dtype}",
                       bindings=[Binding(g["a"].storage), g["b"], g["b"], g["c"], Binding(pstore)],
                       params=params, groups=groups, threads=threads)

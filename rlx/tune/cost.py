@@ -39,7 +39,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from rlx.runtime.lowering import GEMM
+from rlx.lowering import GEMM
 from rlx.runtime.views import RESIDENT
 from rlx.tune.calibration import DEFAULTS, SMALL_M, Calibration, default_calibration
 from rlx.tune.work import (

@@ -1,15 +1,15 @@
 """Work of a thunk as the cost model and the calibration count it: its
 kernel family, bytes moved, flops, and fixed per-dispatch overhead.
 Shared by rlx/tune/cost.py and rlx/tune/calibrate.py; reads the thunks
-rlx/runtime/lowering.py emits."""
+rlx/lowering/ emits."""
 
 from __future__ import annotations
 
 import struct
 from typing import Any
 
-from rlx.runtime.lowering import GEMM
-from rlx.runtime.params import ACTIVATIONS
+from rlx.lowering import GEMM
+from rlx.lowering.linear import ACTIVATIONS
 
 # Work unit of each family's rate in Calibration.family_rates: "B" = bytes
 # read + written, "flop" = floating-point operations.

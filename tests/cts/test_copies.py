@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlx.errors import RlxError
-from rlx.runtime import params as P
+from rlx.lowering.elementwise import binary_params
 from rlx.runtime.shim import PIPELINE_INDIRECT, CommandBuffer
 
 
@@ -20,7 +20,7 @@ def test_upload_and_download_travel_with_the_command_buffer(device, lib):
     out = np.zeros(n, np.float32)
     pipe = lib.pipeline("binary_f32", PIPELINE_INDIRECT)
     params = device.alloc(256)
-    params.write(0, P.binary(n, 0, True, 0, 0, (n,), (1,), (1,)))
+    params.write(0, binary_params(n, 0, True, 0, 0, (n,), (1,), (1,)))
     with CommandBuffer(device) as cb:
         try:
             cb.upload(buf, 0, x)

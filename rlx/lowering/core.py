@@ -1,11 +1,9 @@
-"""Op -> thunk lowering: which kernel runs each op, with which bindings,
-params and grid; plus the hazard barriers between thunks.
-
-Every op's lowering is one small function registered in ``LOWERINGS``.
-View ops (reshape, narrow, transpose) produce views and no thunk; a kernel
-that cannot read a strided input gets a dense copy first (``Lowering.dense``).
-Barrier placement lives here and only here (DESIGN section 7).
-"""
+"""The lowering machinery: the Lowering walk over a graph (op -> thunks over
+storages and views), the Thunk records it emits, the registry of per-op
+lowerings (``lowers``) and the helpers several families share (rows read
+with one stride, a feature-contiguous view). Each op family lowers in the
+module of its name (rlx/lowering/<family>.py); barrier placement is
+rlx/lowering/barriers.py."""
 
 from __future__ import annotations
 
@@ -15,14 +13,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx.errors import UnsupportedOpError
-from rlx.ir.dtype import DType, f16, f32, i32, i64
+from rlx.ir.dtype import DType
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import get_op
 from rlx.runtime import params as P
 from rlx.runtime.target import Target
-from rlx.runtime.views import ARENA, RESIDENT, Storage, View
+from rlx.runtime.views import ARENA, Storage, View
 
 DISPATCH, GEMM = 0, 1
+
+
 _FLOAT_SUFFIX = {"f32": "f32", "f16": "f16"}
 
 
@@ -222,8 +222,6 @@ def float_suffix(node: Node, dtype: DType) -> str:
     return _FLOAT_SUFFIX[dtype.name]
 
 
-# ---- per-op lowerings ---------------------------------------------------------
-
 LOWERINGS: dict[str, Callable[[Lowering, Node], View]] = {}
 
 
@@ -235,182 +233,25 @@ def lowers(*ops: str):
     return register
 
 
-@lowers("input")
-def _input(lw: Lowering, node: Node) -> View:
-    view = lw.new_value(node)
-    lw.inputs[node.attrs["name"]] = view.storage
+def rows_view(lw: Lowering, node: Node) -> tuple[View, int]:
+    """The node as rows of its last axis read with one row stride (no copy
+    when the leading dimensions collapse and the last axis is contiguous)."""
+    view = lw.view(node)
+    shape, strides = view.shape, view.strides
+    cols = shape[-1] if shape else 1
+    ok = not shape or strides[-1] == 1 or cols == 1
+    lead = [(d, s) for d, s in zip(shape[:-1], strides[:-1]) if d != 1]
+    for (_, s0), (d1, s1) in zip(lead, lead[1:]):
+        ok &= s0 == s1 * d1
+    if not ok:
+        view = lw.dense(node)
+        return view, cols
+    return view, (lead[-1][1] if lead else cols)
+
+
+def feature_contiguous(lw: Lowering, node: Node) -> View:
+    """The node's view as it is when its last axis is contiguous, else a dense copy."""
+    view = lw.view(node)
+    if view.shape[-1] > 1 and view.strides[-1] != 1:
+        view = lw.dense(node)
     return view
-
-
-@lowers("param", "constant")
-def _resident(lw: Lowering, node: Node) -> View:
-    name = node.attrs.get("name") or f"const{node.id}"
-    storage = lw.new_storage(f"{node.op}:{name}", node.type.nbytes, RESIDENT)
-    value = None
-    if node.op == "constant":
-        value = np.ascontiguousarray(np.asarray(node.attrs["value"]), dtype=node.dtype.numpy).reshape(node.shape)
-    lw.resident.append(ResidentTensor(storage, value, name))
-    return View.dense(storage, node.dtype, tuple(node.shape))
-
-
-@lowers("reshape")
-def _reshape(lw: Lowering, node: Node) -> View:
-    src = lw.view(node.inputs[0])
-    view = src.reshape(tuple(node.shape))
-    if view is None:
-        view = lw.dense(node.inputs[0]).reshape(tuple(node.shape))
-    return view
-
-
-@lowers("transpose")
-def _transpose(lw: Lowering, node: Node) -> View:
-    return lw.view(node.inputs[0]).transpose(tuple(node.attrs["perm"]))
-
-
-@lowers("narrow")
-def _narrow(lw: Lowering, node: Node) -> View:
-    axis = node.attrs["axis"] % len(node.inputs[0].shape)
-    return lw.view(node.inputs[0]).narrow(axis, node.attrs["start"], node.attrs["length"])
-
-
-@lowers("copy", "cast")
-def _copy(lw: Lowering, node: Node) -> View:
-    out = lw.new_value(node)
-    lw.emit_copy(repr(node), lw.view(node.inputs[0]), out)
-    return out
-
-
-@lowers(*P.BINARY_OPS)
-def _binary(lw: Lowering, node: Node) -> View:
-    shape = tuple(node.shape)
-    if len(shape) > P.MAX_DIMS:
-        raise UnsupportedOpError(f"{node!r}: more than {P.MAX_DIMS} dimensions")
-    a = lw.view(node.inputs[0]).broadcast_to(shape)
-    b = lw.view(node.inputs[1]).broadcast_to(shape)
-    out = lw.new_value(node)
-    if out.numel == 0:
-        return out
-    # A size-1 dimension's stride is never used (is_dense ignores it), so
-    # [1, T, C] + broadcast [T, C] takes the contiguous loop; and the strided
-    # loop pays an integer division per dimension and element (~5 ns each on
-    # the CPU), so size-1 dimensions are dropped and dimensions contiguous in
-    # every operand merged first. Same elements, same math, on every target.
-    contiguous = a.is_dense and b.is_dense
-    shape, (strides_a, strides_b) = P.merge_dims(shape, (a.strides, b.strides))
-    params = P.binary(out.numel, P.BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, strides_a, strides_b)
-    lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
-                params, lw.target.elementwise_grid(out.numel, scalar=True))
-    return out
-
-
-@lowers("gelu", "silu", "relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift")
-def _unary(lw: Lowering, node: Node) -> View:
-    name = "gelu_tanh" if node.op == "gelu" and node.attrs.get("approximate") == "tanh" else node.op
-    x = lw.dense(node.inputs[0])
-    out = lw.new_value(node)
-    if out.numel:
-        params = P.unary(out.numel, P.UNARY_OPS[name], x.offset, 0, node.attrs.get("scale", 1.0),
-                         node.attrs.get("shift", 0.0))
-        lw.dispatch(repr(node), f"unary_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
-                    params, lw.target.elementwise_grid(out.numel))
-    return out
-
-
-@lowers("softmax")
-def _softmax(lw: Lowering, node: Node) -> View:
-    x = lw.dense(node.inputs[0])
-    out = lw.new_value(node)
-    cols = node.shape[-1] if node.shape else 1
-    rows = out.numel // max(cols, 1)
-    if out.numel:
-        lw.dispatch(repr(node), f"softmax_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
-                    P.softmax(rows, cols, x.offset), lw.target.row_grid(rows, cols))
-    return out
-
-
-@lowers("layernorm")
-def _layernorm(lw: Lowering, node: Node) -> View:
-    x = lw.dense(node.inputs[0])
-    w, b = (lw.dense(n, at_start=True) for n in node.inputs[1:])
-    if not (x.dtype == w.dtype == b.dtype):
-        raise UnsupportedOpError(f"{node!r}: x, weight and bias must share a dtype on this device")
-    out = lw.new_value(node)
-    cols = node.shape[-1]
-    rows = out.numel // max(cols, 1)
-    if out.numel:
-        lw.dispatch(repr(node), f"layernorm_{float_suffix(node, node.dtype)}",
-                    [(x, "r"), (w, "r"), (b, "r"), (out, "w")],
-                    P.layernorm(rows, cols, x.offset, 0, float(node.attrs.get("eps", 1e-5))),
-                    lw.target.row_grid(rows, cols))
-    return out
-
-
-@lowers("gather")
-def _gather(lw: Lowering, node: Node) -> View:
-    table = lw.dense(node.inputs[0], at_start=True)
-    idx = lw.view(node.inputs[1])
-    if idx.dtype not in (i32, i64):
-        raise UnsupportedOpError(f"{node!r}: gather indices must be int32 or int64")
-    if not idx.is_dense or idx.offset:
-        raise UnsupportedOpError(f"{node!r}: gather indices must be a dense tensor, not a strided view")
-    out = lw.new_value(node)
-    rows, dim = table.shape
-    lw.dispatch(repr(node), f"gather_{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
-                P.gather(idx.numel, dim, rows, idx.dtype == i64), lw.target.elementwise_grid(out.numel, scalar=True))
-    return out
-
-
-@lowers("matmul")
-def _matmul(lw: Lowering, node: Node) -> View:
-    float_suffix(node, node.dtype)
-    a = lw.dense(node.inputs[0])
-    b = lw.dense(node.inputs[1])
-    out = lw.new_value(node)
-    trans_b = bool(node.attrs.get("transpose_b", False))
-    k = a.shape[-1]
-    n = node.shape[-1]
-    ldb = k if trans_b else n
-    if len(b.shape) == 2:
-        # Every leading dimension of A folds into M: one gemm.
-        m = a.numel // max(k, 1)
-        if m and n:
-            lw.gemm(repr(node), a, b, out, m, n, k, k, ldb, n, trans_b)
-        return out
-    m = a.shape[-2]
-    batch = out.numel // max(m * n, 1)
-    if m and n and batch:
-        lw.gemm(f"{node!r} [batch {batch}]", a, b, out, m, n, k, k, ldb, n, trans_b,
-                batch=batch, strides=(m * k, k * n, m * n))
-    return out
-
-
-# ---- hazards ----------------------------------------------------------------
-
-
-def place_barriers(thunks: list[Thunk]) -> int:
-    """Mark a barrier before a thunk only when it reads bytes an earlier thunk
-    since the last barrier wrote, or writes bytes such a thunk read or wrote.
-    Returns the number of barriers. Ranges are absolute (slot, start, end)."""
-
-    def absolute(ranges):
-        return [(s.slot, s.offset + a, s.offset + b) for s, a, b in ranges if b > a]
-
-    def overlaps(r, pool):
-        return any(slot == r[0] and r[1] < end and start < r[2] for slot, start, end in pool)
-
-    written: list[tuple[int, int, int]] = []
-    touched: list[tuple[int, int, int]] = []
-    count = 0
-    for thunk in thunks:
-        reads, writes = absolute(thunk.reads), absolute(thunk.writes)
-        hazard = any(overlaps(r, written) for r in reads) or any(overlaps(w, touched) for w in writes)
-        thunk.barrier = hazard
-        if hazard:
-            count += 1
-            written, touched = [], []
-        written.extend(writes)
-        touched.extend(writes + reads)
-    return count
-
-
-__all__ = ["LOWERINGS", "Lowering", "Thunk", "place_barriers", "DISPATCH", "GEMM", "f16", "f32"]

@@ -1,46 +1,20 @@
-"""Lowering of RoPE and attention, and their params packers (the structs
-RopeParams and AttentionParams in shaders/rope.h and shaders/attention.h).
-
-Both kernels read their float inputs through strides with a contiguous
-feature axis, so head slices of a packed QKV tensor (reshape to
-[B, T, heads, D], then narrow the heads axis) cost no copy; only a view whose
-feature axis is itself strided gets a dense copy first. Attention's mask is
-read through broadcast strides (stride 0 on broadcast dims), never copied."""
+"""Lowering of attention (shaders/attention.h) and its params packer: the
+fused kernel, or two batched gemms around a masked softmax for longer
+sequences. Q, K, V are read through strides with a contiguous feature axis;
+the mask through broadcast strides, never copied."""
 
 from __future__ import annotations
 
 import struct
-import weakref
 
-from rlx.errors import UnsupportedOpError
-from rlx.ir.dtype import f32, i32
+from rlx.ir.dtype import f32
 from rlx.ir.graph import Node
-from rlx.ir.ops.rope import rope_inv_freq
+from rlx.lowering.core import Lowering, feature_contiguous, float_suffix, lowers
+from rlx.lowering.softmax import masked_softmax_params
 from rlx.runtime import params as P
-from rlx.runtime.lowering import Lowering, ResidentTensor, float_suffix, lowers
-from rlx.runtime.views import RESIDENT, View
+from rlx.runtime.views import View
 
-_U32 = 1 << 32
 _MAX_THREADS = 256
-
-# inv_freq tables, one per (base, rotary_dim) per compile: rope nodes of every
-# layer share one resident table.
-_TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple[float, int], View]] = weakref.WeakKeyDictionary()
-
-
-def _u32(node: Node, values: list[int]) -> list[int]:
-    for v in values:
-        if not 0 <= v < _U32:
-            raise UnsupportedOpError(f"{node!r}: offset, stride or size {v} does not fit the kernel's 32-bit params")
-    return values
-
-
-def rope_params(node: Node, n: int, per_row: int, t: int, h: int, d: int, half: int, interleaved: bool,
-                out_offset: int, x_offset: int, x_strides: tuple[int, int, int], p_offset: int,
-                p_strides: tuple[int, int]) -> bytes:
-    """RopeParams: x_strides = (b, t, h), p_strides = (b, t) in elements."""
-    fields = [n, per_row, t, h, d, half, int(interleaved), out_offset, x_offset, *x_strides, p_offset, *p_strides, 0]
-    return struct.pack("<16I", *_u32(node, fields))
 
 
 def attention_params(node: Node, rows: int, tq: int, tk: int, hq: int, group: int, d: int, dv: int,
@@ -51,63 +25,15 @@ def attention_params(node: Node, rows: int, tq: int, tk: int, hq: int, group: in
     (b, t, h) and mask strides = (b, h, q, k), in elements."""
     q_off, k_off, v_off, m_off, o_off = offsets
     flags = (1 if has_mask else 0) | (2 if causal else 0)
-    head = _u32(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off, 0, 0])
-    tail = _u32(node, [*q_strides, *k_strides, *v_strides, *m_strides, 0, 0, 0])
+    head = P.u32_fields(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off, 0, 0])
+    tail = P.u32_fields(node, [*q_strides, *k_strides, *v_strides, *m_strides, 0, 0, 0])
     return struct.pack("<16I4f16I", *head, scale, softcap, 0.0, 0.0, *tail)
-
-
-def _feature_contiguous(lw: Lowering, node: Node) -> View:
-    """The node's view as it is when its last axis is contiguous, else a dense copy."""
-    view = lw.view(node)
-    if view.shape[-1] > 1 and view.strides[-1] != 1:
-        view = lw.dense(node)
-    return view
-
-
-def _inv_freq_table(lw: Lowering, base: float, rotary_dim: int) -> View:
-    tables = _TABLES.setdefault(lw, {})
-    key = (float(base), int(rotary_dim))
-    if key not in tables:
-        value = rope_inv_freq(base, rotary_dim)
-        name = f"rope_inv_freq(base={key[0]:g}, rotary_dim={key[1]})"
-        storage = lw.new_storage(f"constant:{name}", value.nbytes, RESIDENT)
-        lw.resident.append(ResidentTensor(storage, value, name))
-        tables[key] = View.dense(storage, f32, value.shape)
-    return tables[key]
-
-
-@lowers("rope")
-def _rope(lw: Lowering, node: Node) -> View:
-    suffix = float_suffix(node, node.dtype)
-    x = _feature_contiguous(lw, node.inputs[0])
-    pos = lw.view(node.inputs[1])
-    if pos.dtype != i32:
-        raise UnsupportedOpError(f"{node!r}: rope positions must be i32, got {pos.dtype.name}")
-    if len(x.shape) == 3:
-        b, (t, h, d) = 1, x.shape
-        x_strides = (0, *x.strides[:2])
-    else:
-        b, t, h, d = x.shape
-        x_strides = tuple(x.strides[:3])
-    p_strides = (0, pos.strides[0]) if len(pos.shape) == 1 else tuple(pos.strides)
-    rotary_dim = node.attrs["rotary_dim"]
-    half = rotary_dim // 2
-    out = lw.new_value(node)
-    per_row = half + (d - rotary_dim)
-    n = b * t * h * per_row
-    if n:
-        table = _inv_freq_table(lw, node.attrs["base"], rotary_dim)
-        params = rope_params(node, n, per_row, t, h, d, half, node.attrs["layout"] == "interleaved", out.offset,
-                             x.offset, x_strides, pos.offset, p_strides)
-        lw.dispatch(repr(node), f"rope_{suffix}", [(x, "r"), (pos, "r"), (table, "r"), (out, "w")],
-                    params, lw.target.elementwise_grid(n))
-    return out
 
 
 @lowers("attention")
 def _attention(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
-    q, k, v = (_feature_contiguous(lw, n) for n in node.inputs[:3])
+    q, k, v = (feature_contiguous(lw, n) for n in node.inputs[:3])
     b, tq, hq, d = q.shape
     tk, hkv = k.shape[1], k.shape[2]
     dv = v.shape[3]
@@ -162,6 +88,8 @@ def _attention(lw: Lowering, node: Node) -> View:
 # against fused kernel: 1 x 9 1.16 vs 1.23 ms, 1 x 16 2.03 vs 2.19 ms, 32 x 9
 # 19.2 vs 19.9 ms (f32 1 x 9 within noise).
 GEMM_PATH_MIN_TOKENS = 32
+
+
 GEMM_PATH_MIN_TOKENS_CPU = 8
 
 
@@ -211,7 +139,7 @@ def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: 
         lw.gemm(f"{label} scores", q0, k0, s0, tq, tk, d, qs[1], ks[1], tk, True, alpha=scale,
                 batch=inner, strides=(sq, sk, ss), outer=outer, outer_strides=(oq, ok, os_))
     # In place when the probabilities stay f32: each thread reads an element before it writes it.
-    params = P.masked_softmax(b * hq * tq, tk, 0, mask is not None, 1.0, mask.offset if mask else 0,
+    params = masked_softmax_params(b * hq * tq, tk, 0, mask is not None, 1.0, mask.offset if mask else 0,
                               mask.strides[-1] if mask else 0, (b, hq, tq),
                               tuple(mask.strides[:-1]) if mask else (0, 0, 0))
     kernel = "softmax_masked_f32" if probs is scores else f"softmax_masked_f32_{probs.dtype.name}"

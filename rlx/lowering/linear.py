@@ -1,0 +1,82 @@
+"""Lowering of matmul and linear (shaders/linear.h): the shim's gemm, or for
+small M the row kernel, as the injected decider chooses per shape; the
+bias/activation epilogue."""
+
+from __future__ import annotations
+
+import struct
+
+from rlx.ir.graph import Node
+from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.runtime.views import View
+
+ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "silu": 3, "relu": 4}
+
+
+def linear_params(m: int, n: int, k: int, a_offset: int, transpose_b: bool, has_bias: bool, act: int) -> bytes:
+    return struct.pack("<8I", m, n, k, a_offset, int(transpose_b), int(has_bias), act, 0)
+
+
+def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
+                   activation: bool = False, transpose_b: bool = False) -> bool:
+    return lw.decider.prefer_row_kernel(m, n, k, dtype_name, epilogue=epilogue, activation=activation,
+                                        transpose_b=transpose_b)
+
+
+@lowers("matmul")
+def _matmul(lw: Lowering, node: Node) -> View:
+    float_suffix(node, node.dtype)
+    a = lw.dense(node.inputs[0])
+    b = lw.dense(node.inputs[1])
+    out = lw.new_value(node)
+    trans_b = bool(node.attrs.get("transpose_b", False))
+    k = a.shape[-1]
+    n = node.shape[-1]
+    ldb = k if trans_b else n
+    if len(b.shape) == 2:
+        # Every leading dimension of A folds into M: one gemm.
+        m = a.numel // max(k, 1)
+        if m and n:
+            lw.gemm(repr(node), a, b, out, m, n, k, k, ldb, n, trans_b)
+        return out
+    m = a.shape[-2]
+    batch = out.numel // max(m * n, 1)
+    if m and n and batch:
+        lw.gemm(f"{node!r} [batch {batch}]", a, b, out, m, n, k, k, ldb, n, trans_b,
+                batch=batch, strides=(m * k, k * n, m * n))
+    return out
+
+
+@lowers("linear")
+def _linear(lw: Lowering, node: Node) -> View:
+    suffix = float_suffix(node, node.dtype)
+    x = lw.dense(node.inputs[0])
+    w = lw.dense(node.inputs[1], at_start=True)
+    bias = lw.dense(node.inputs[2], at_start=True) if len(node.inputs) == 3 else None
+    trans_b = node.attrs["transpose_b"]
+    act = ACTIVATIONS[node.attrs["activation"]]
+    k = x.shape[-1]
+    n = node.shape[-1]
+    m = x.numel // max(k, 1)
+    out = lw.new_value(node)
+    if out.numel == 0:
+        return out
+    # bf16 weights (precision="bf16") go to the shim's gemm, which reads them; the row kernel reads x's dtype.
+    # The gemm side's epilogue kernel: an activation, or a bias the shim's gemm does not add itself.
+    epilogue = bool(act) or (bias is not None and not lw.target.gemm_bias)
+    if w.dtype == x.dtype and use_row_kernel(lw, m, n, k, suffix, epilogue=epilogue,
+                                             activation=act in (1, 2, 3), transpose_b=trans_b):
+        lw.dispatch(repr(node), f"matmul_rows_{suffix}",
+                    [(x, "r"), (w, "r"), (bias or w, "r"), (out, "w")],
+                    linear_params(m, n, k, x.offset, trans_b, bias is not None, act),
+                    lw.target.row_grid(n, k))
+        return out
+    # The bias rides in the gemm where the shim takes one (one kernel less per
+    # linear); an activation still takes the epilogue kernel.
+    gemm_bias = bias if bias is not None and lw.target.gemm_bias else None
+    lw.gemm(repr(node), x, w, out, m, n, k, k, k if trans_b else n, n, trans_b, bias=gemm_bias)
+    if act or (bias is not None and gemm_bias is None):
+        epilogue_bias = bias if gemm_bias is None else None
+        lw.dispatch(f"{node!r} epilogue", f"bias_act_{suffix}", [(out, "w"), (epilogue_bias or out, "r")],
+                    linear_params(m, n, k, 0, trans_b, epilogue_bias is not None, act), lw.target.row_grid(m, n))
+    return out
