@@ -478,3 +478,19 @@ def test_quick_host_calibration_is_sane_and_cached(monkeypatch, capsys):
     g.set_outputs(y=g.softmax(x))
     thunks = decide.lower_for(g, host_target(dev.info.compute_units, 1 << 30))
     assert CostModel(calib).graph_seconds(thunks, (32 * 64 * 4, 32 * 64 * 4)) > 0
+
+
+def test_every_dispatch_declares_its_cost_family():
+    """Lowerings declare each dispatch's Work (family, flops): the cost model
+    reads it and decodes no params struct."""
+    from rlx.blocks import bert_layer, random_params
+    from rlx.lowering import DISPATCH
+
+    g = rlx.Graph()
+    x = g.input("x", (2, 9, 32))
+    g.set_outputs(y=bert_layer(g, x, g.input("mask", (2, 1, 1, 9)), "l0", 4, 64))
+    exe = rlx.compile(g, params=random_params(g))
+    dispatches = [t for t in exe.thunks if t.kind == DISPATCH]
+    assert dispatches and all(t.work is not None and t.work.family in work.FAMILY_UNITS for t in dispatches)
+    flop_counted = [t for t in dispatches if work.FAMILY_UNITS[t.work.family] == "flop"]
+    assert all(t.work.flops > 0 for t in flop_counted)

@@ -26,9 +26,10 @@ from rlx.lowering.core import (
     Lowering,
     ResidentTensor,
     Thunk,
+    Work,
     float_suffix,
     lowers,
 )
 
-__all__ = ["DISPATCH", "GEMM", "LOWERINGS", "Binding", "Lowering", "ResidentTensor", "Thunk", "float_suffix",
+__all__ = ["DISPATCH", "GEMM", "LOWERINGS", "Binding", "Lowering", "ResidentTensor", "Thunk", "Work", "float_suffix",
            "lowers", "place_barriers"]

@@ -9,7 +9,7 @@ import struct
 
 from rlx.ir.dtype import f32
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, feature_contiguous, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, feature_contiguous, float_suffix, lowers
 from rlx.lowering.softmax import masked_softmax_params
 from rlx.runtime import params as P
 from rlx.runtime.views import View
@@ -28,6 +28,17 @@ def attention_params(node: Node, rows: int, tq: int, tk: int, hq: int, group: in
     head = P.u32_fields(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off, 0, 0])
     tail = P.u32_fields(node, [*q_strides, *k_strides, *v_strides, *m_strides, 0, 0, 0])
     return struct.pack("<16I4f16I", *head, scale, softcap, 0.0, 0.0, *tail)
+
+
+def attention_flops(rows: int, tq: int, tk: int, d: int, dv: int, causal: bool, window: int | None) -> float:
+    """Q.K^T and P.V over the keys each query sees, plus a few flops per
+    score for scale, mask and softmax: the attention family's work unit."""
+    keys = float(tk)
+    if causal:          # query i sees tk - tq + i + 1 keys
+        keys = tk - tq + (tq + 1) / 2.0
+    if window:
+        keys = min(keys, float(window))
+    return rows * max(keys, 1.0) * (2.0 * d + 2.0 * dv + 5.0)
 
 
 @lowers("attention")
@@ -74,7 +85,8 @@ def _attention(lw: Lowering, node: Node) -> View:
     # registers cap its pipeline below 1024 threads on CUDA (896 on an H200).
     lw.dispatch(repr(node), f"attention_{suffix}",
                 [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (scores, "w"), (out, "w")],
-                params, lw.target.row_grid(rows, min(tk, _MAX_THREADS)))
+                params, lw.target.row_grid(rows, min(tk, _MAX_THREADS)),
+                Work("attention", attention_flops(rows, tq, tk, d, dv, attrs["causal"], attrs["window"])))
     return out
 
 
@@ -144,7 +156,7 @@ def _attention_gemms(lw: Lowering, node: Node, q: View, k: View, v: View, mask: 
                               tuple(mask.strides[:-1]) if mask else (0, 0, 0))
     kernel = "softmax_masked_f32" if probs is scores else f"softmax_masked_f32_{probs.dtype.name}"
     lw.dispatch(f"{label} softmax", kernel, [(scores, "r"), (mask or scores, "r"), (probs, "w")],
-                params, lw.target.row_grid(b * hq * tq, tk, stacked=True))
+                params, lw.target.row_grid(b * hq * tq, tk, stacked=True), Work("softmax_masked"))
     for bi, inner, (_, _, sv, ss, so), outer, (_, _, ov, os_, oo) in calls:
         p0 = View(probs.storage, probs.dtype, (tq, tk), (tk, 1), probs.offset + bi * hq * s_entry)
         v0 = View(v.storage, v.dtype, (tk, dv), (vs[1], 1), v.offset + bi * vs[0])

@@ -36,6 +36,21 @@ class Binding:
     offset: int = 0     # bytes past the storage's start
 
 
+@dataclass(frozen=True)
+class Work:
+    """What a dispatch costs, as the lowering that emits it declares it; the
+    cost model and the calibration read it (rlx/tune/work.py) and never
+    decode params. ``family``: the calibrated rate it runs at (a key of
+    rlx.tune.work.FAMILY_UNITS); ``flops``: its work where that family
+    counts flops (attention, matmul_rows); ``mnk`` / ``transpose_b``: the
+    row kernel's shape, which its cost curve is indexed by."""
+
+    family: str
+    flops: float = 0.0
+    mnk: tuple[int, int, int] | None = None
+    transpose_b: bool = False
+
+
 @dataclass
 class Thunk:
     kind: int
@@ -50,6 +65,7 @@ class Thunk:
     reads: list[tuple[Storage, int, int]] = field(default_factory=list)
     writes: list[tuple[Storage, int, int]] = field(default_factory=list)
     barrier: bool = False
+    work: Work | None = None     # dispatches: what the cost model charges (None for gemms)
     # Portable source of a user kernel library (rlx.register_kernel); None
     # means the device's built-in kernels.
     source: str | None = None
@@ -144,11 +160,14 @@ class Lowering:
         return bytes(self._params_blob)
 
     def dispatch(self, label: str, kernel: str, args: list[tuple[View, str]], params: bytes,
-                 grid: tuple[tuple[int, int, int], tuple[int, int, int]], source: str | None = None) -> Thunk:
+                 grid: tuple[tuple[int, int, int], tuple[int, int, int]], work: Work,
+                 source: str | None = None) -> Thunk:
         """args: (view, "r" or "w") in the kernel's binding order; the params
-        struct is bound after them. source: a user kernel library's source."""
+        struct is bound after them. work: what it costs (the family's rate,
+        and flops where the family counts them). source: a user kernel
+        library's source."""
         thunk = Thunk(DISPATCH, label, kernel=kernel, params=params, groups=grid[0], threads=grid[1],
-                      source=source)
+                      source=source, work=work)
         for view, mode in args:
             thunk.bindings.append(Binding(view.storage))
             start, end = view.byte_range()
@@ -168,7 +187,7 @@ class Lowering:
         kernel = f"copy_{src.dtype.name}_{dst.dtype.name}"
         params = P.copy(src.numel, src.offset, dst.offset, src.shape, src.strides, dst.strides)
         self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params,
-                      self.target.elementwise_grid(src.numel, scalar=True))
+                      self.target.elementwise_grid(src.numel, scalar=True), Work("copy"))
 
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
              lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,

@@ -8,7 +8,7 @@ import struct
 
 from rlx.errors import UnsupportedOpError
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime import params as P
 from rlx.runtime.views import View
 
@@ -51,7 +51,7 @@ def _binary(lw: Lowering, node: Node) -> View:
     shape, (strides_a, strides_b) = P.merge_dims(shape, (a.strides, b.strides))
     params = binary_params(out.numel, BINARY_OPS[node.op], contiguous, a.offset, b.offset, shape, strides_a, strides_b)
     lw.dispatch(repr(node), f"binary_{float_suffix(node, node.dtype)}", [(a, "r"), (b, "r"), (out, "w")],
-                params, lw.target.elementwise_grid(out.numel, scalar=True))
+                params, lw.target.elementwise_grid(out.numel, scalar=True), Work("elementwise"))
     return out
 
 
@@ -64,5 +64,5 @@ def _unary(lw: Lowering, node: Node) -> View:
         params = unary_params(out.numel, UNARY_OPS[name], x.offset, 0, node.attrs.get("scale", 1.0),
                          node.attrs.get("shift", 0.0))
         lw.dispatch(repr(node), f"unary_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
-                    params, lw.target.elementwise_grid(out.numel))
+                    params, lw.target.elementwise_grid(out.numel), Work("unary"))
     return out

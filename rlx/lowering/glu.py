@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers, rows_view
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers, rows_view
 from rlx.lowering.linear import ACTIVATIONS
 from rlx.runtime.views import View
 
@@ -27,5 +27,5 @@ def _glu(lw: Lowering, node: Node) -> View:
         params = glu_params(rows, cols, gate.offset, gate_stride, up.offset, up_stride,
                        ACTIVATIONS[node.attrs["activation"]])
         lw.dispatch(repr(node), f"glu_{float_suffix(node, node.dtype)}", [(gate, "r"), (up, "r"), (out, "w")],
-                    params, lw.target.row_grid(rows, cols))
+                    params, lw.target.row_grid(rows, cols), Work("unary"))
     return out

@@ -7,10 +7,12 @@ from __future__ import annotations
 import struct
 
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime.views import View
 
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "silu": 3, "relu": 4}
+# Activations of exp or erf: per byte far dearer than a bias add or relu (their own cost family).
+TRANSCENDENTAL_ACTS = frozenset(ACTIVATIONS[a] for a in ("gelu", "gelu_tanh", "silu"))
 
 
 def linear_params(m: int, n: int, k: int, a_offset: int, transpose_b: bool, has_bias: bool, act: int) -> bytes:
@@ -65,11 +67,11 @@ def _linear(lw: Lowering, node: Node) -> View:
     # The gemm side's epilogue kernel: an activation, or a bias the shim's gemm does not add itself.
     epilogue = bool(act) or (bias is not None and not lw.target.gemm_bias)
     if w.dtype == x.dtype and use_row_kernel(lw, m, n, k, suffix, epilogue=epilogue,
-                                             activation=act in (1, 2, 3), transpose_b=trans_b):
+                                             activation=act in TRANSCENDENTAL_ACTS, transpose_b=trans_b):
         lw.dispatch(repr(node), f"matmul_rows_{suffix}",
                     [(x, "r"), (w, "r"), (bias or w, "r"), (out, "w")],
                     linear_params(m, n, k, x.offset, trans_b, bias is not None, act),
-                    lw.target.row_grid(n, k))
+                    lw.target.row_grid(n, k), Work("matmul_rows", 2.0 * m * n * k, (m, n, k), bool(trans_b)))
         return out
     # The bias rides in the gemm where the shim takes one (one kernel less per
     # linear); an activation still takes the epilogue kernel.
@@ -78,5 +80,6 @@ def _linear(lw: Lowering, node: Node) -> View:
     if act or (bias is not None and gemm_bias is None):
         epilogue_bias = bias if gemm_bias is None else None
         lw.dispatch(f"{node!r} epilogue", f"bias_act_{suffix}", [(out, "w"), (epilogue_bias or out, "r")],
-                    linear_params(m, n, k, 0, trans_b, epilogue_bias is not None, act), lw.target.row_grid(m, n))
+                    linear_params(m, n, k, 0, trans_b, epilogue_bias is not None, act), lw.target.row_grid(m, n),
+                    Work("epilogue_act" if act in TRANSCENDENTAL_ACTS else "epilogue"))
     return out

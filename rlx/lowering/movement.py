@@ -8,7 +8,7 @@ import struct
 from rlx.errors import UnsupportedOpError
 from rlx.ir.dtype import i32, i64
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime.views import View
 
 
@@ -55,7 +55,7 @@ def _gather(lw: Lowering, node: Node) -> View:
     rows, dim = table.shape
     lw.dispatch(repr(node), f"gather_{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
                 gather_params(idx.numel, dim, rows, idx.dtype == i64),
-                lw.target.elementwise_grid(out.numel, scalar=True))
+                lw.target.elementwise_grid(out.numel, scalar=True), Work("copy"))
     return out
 
 

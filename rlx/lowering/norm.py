@@ -7,7 +7,7 @@ import struct
 
 from rlx.errors import UnsupportedOpError
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime.views import View
 
 
@@ -35,7 +35,7 @@ def _layernorm(lw: Lowering, node: Node) -> View:
         lw.dispatch(repr(node), f"layernorm_{float_suffix(node, node.dtype)}",
                     [(x, "r"), (w, "r"), (b, "r"), (out, "w")],
                     layernorm_params(rows, cols, x.offset, 0, float(node.attrs.get("eps", 1e-5))),
-                    lw.target.row_grid(rows, cols))
+                    lw.target.row_grid(rows, cols), Work("norm"))
     return out
 
 
@@ -48,7 +48,7 @@ def _norm(lw: Lowering, node: Node, kernel: str, x: View, r: View | None, weight
         params = norm_params(rows, cols, x.offset, NO_RESIDUAL if r is None else r.offset, eps, add_one)
         args = [(x, "r"), (x if r is None else r, "r"), *((w, "r") for w in weights), (out, "w")]
         lw.dispatch(repr(node), f"{kernel}_{float_suffix(node, node.dtype)}", args, params,
-                    lw.target.row_grid(rows, cols))
+                    lw.target.row_grid(rows, cols), Work("norm"))
     return out
 
 

@@ -6,7 +6,7 @@ import struct
 from math import prod
 
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime.views import View
 
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2}
@@ -29,5 +29,5 @@ def _reduce(lw: Lowering, node: Node) -> View:
     kernel = f"argmax_{suffix}" if node.op == "argmax" else f"reduce_{suffix}"
     op = 0 if node.op == "argmax" else REDUCE_OPS[node.op]
     lw.dispatch(repr(node), kernel, [(x, "r"), (out, "w")], reduce_params(outer, length, inner, op, x.offset),
-                lw.target.row_grid(outer * inner, length))
+                lw.target.row_grid(outer * inner, length), Work("softmax"))   # a row pass, like softmax
     return out

@@ -12,7 +12,7 @@ from rlx.errors import UnsupportedOpError
 from rlx.ir.dtype import f32, i32
 from rlx.ir.graph import Node
 from rlx.ir.ops.rope import rope_inv_freq
-from rlx.lowering.core import Lowering, ResidentTensor, feature_contiguous, float_suffix, lowers
+from rlx.lowering.core import Lowering, ResidentTensor, Work, feature_contiguous, float_suffix, lowers
 from rlx.runtime import params as P
 from rlx.runtime.views import RESIDENT, View
 
@@ -65,5 +65,5 @@ def _rope(lw: Lowering, node: Node) -> View:
         params = rope_params(node, n, per_row, t, h, d, half, node.attrs["layout"] == "interleaved", out.offset,
                              x.offset, x_strides, pos.offset, p_strides)
         lw.dispatch(repr(node), f"rope_{suffix}", [(x, "r"), (pos, "r"), (table, "r"), (out, "w")],
-                    params, lw.target.elementwise_grid(n))
+                    params, lw.target.elementwise_grid(n), Work("unary"))
     return out

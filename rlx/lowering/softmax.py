@@ -6,7 +6,7 @@ import struct
 
 from rlx.errors import UnsupportedOpError
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, float_suffix, lowers
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime import params as P
 from rlx.runtime.views import View
 
@@ -33,7 +33,7 @@ def _softmax(lw: Lowering, node: Node) -> View:
     rows = out.numel // max(cols, 1)
     if out.numel:
         lw.dispatch(repr(node), f"softmax_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
-                    softmax_params(rows, cols, x.offset), lw.target.row_grid(rows, cols))
+                    softmax_params(rows, cols, x.offset), lw.target.row_grid(rows, cols), Work("softmax"))
     return out
 
 
@@ -53,5 +53,5 @@ def _masked_softmax(lw: Lowering, node: Node) -> View:
                                   mask.strides[-1], shape[:-1], mask.strides[:-1])
         lw.dispatch(repr(node), f"softmax_masked_{float_suffix(node, node.dtype)}",
                     [(x, "r"), (mask, "r"), (out, "w")], params,
-                    lw.target.row_grid(rows, cols, stacked=True))
+                    lw.target.row_grid(rows, cols, stacked=True), Work("softmax_masked"))
     return out

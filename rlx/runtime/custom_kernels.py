@@ -16,7 +16,7 @@ import numpy as np
 from rlx.errors import GraphError
 from rlx.ir.graph import Node
 from rlx.ir.op import OpDef, TensorType, register_op
-from rlx.lowering import LOWERINGS, Lowering, float_suffix
+from rlx.lowering import LOWERINGS, Lowering, Work, float_suffix
 from rlx.reference import register_reference
 from rlx.runtime.target import Target
 from rlx.runtime.views import View
@@ -90,7 +90,7 @@ def register_kernel(op: str, source: str, *,
         out = lw.new_value(node)
         name = kernel.format(op=op, dtype=float_suffix(node, node.dtype))
         lw.dispatch(repr(node), name, [*((v, "r") for v in inputs), (out, "w")], pack(node),
-                    _grid(grid, node, lw.target), source=source)
+                    _grid(grid, node, lw.target), Work("elementwise"), source=source)   # most user kernels are
         return out
 
     LOWERINGS[op] = lower

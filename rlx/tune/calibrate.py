@@ -38,7 +38,7 @@ import numpy as np
 
 from rlx import env
 from rlx.ir.graph import Graph
-from rlx.lowering import DISPATCH, GEMM, Binding, Thunk
+from rlx.lowering import DISPATCH, GEMM, Binding, Thunk, Work
 from rlx.lowering.linear import linear_params
 from rlx.runtime import devices, shim
 from rlx.runtime.compiler import compile_graph
@@ -728,7 +728,8 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
         groups, threads = exe.target.row_grid(n, k)   # as rlx/lowering/linear.py: one group per output column
         thunk = Thunk(DISPATCH, "matmul_rows probe", kernel=f"matmul_rows_{dtype}",
                       bindings=[Binding(g["a"].storage), g["b"], g["b"], g["c"], Binding(pstore)],
-                      params=params, groups=groups, threads=threads)
+                      params=params, groups=groups, threads=threads,
+                      work=Work("matmul_rows", 2.0 * m * n * k, (m, n, k), bool(trans_b)))
         isz = 2 if dtype == "f16" else 4
         thunk.reads = [(g["a"].storage, 0, m * k * isz), (g["b"].storage, 0, n * k * isz)]
         thunk.writes = [(g["c"].storage, 0, m * n * isz)]

@@ -34,7 +34,6 @@ lowering choices, from a device's calibration (rlx/tune/calibration.py).
 from __future__ import annotations
 
 import math
-import struct
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -153,10 +152,9 @@ class CostModel:
         family = family_of(thunk)
         groups = group_count(thunk)
         overhead = c.dispatch_s if groups == 1 else c.dispatch_parallel_s
-        params = thunk.params or b""
-        if family == "matmul_rows" and len(params) >= 20:
-            m, n, k, _offset, transpose_b = struct.unpack_from("<5I", params)   # LinearParams
-            return self.row_kernel_seconds(m, n, k, dtype_of(thunk), bool(transpose_b))
+        if family == "matmul_rows" and thunk.work.mnk is not None:
+            m, n, k = thunk.work.mnk
+            return self.row_kernel_seconds(m, n, k, dtype_of(thunk), thunk.work.transpose_b)
         if family == "matmul_rows":
             rate = _rate(c.row_kernel_flops, dtype_of(thunk), self._defaults.row_kernel_flops)
         else:

@@ -5,11 +5,9 @@ rlx/lowering/ emits."""
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from rlx.lowering import GEMM
-from rlx.lowering.linear import ACTIVATIONS
 
 # Work unit of each family's rate in Calibration.family_rates: "B" = bytes
 # read + written, "flop" = floating-point operations.
@@ -19,44 +17,11 @@ FAMILY_UNITS: dict[str, str] = {
     "attention": "flop", "matmul_rows": "flop", "gemm": "flop",
 }
 
-# Kernel name (without its dtype suffixes) -> family. Kernels that were not
-# probed map to the probed family they resemble most.
-_KERNEL_FAMILY = {
-    "binary": "elementwise",
-    "unary": "unary", "glu": "unary", "rope": "unary",
-    "copy": "copy", "gather": "copy",
-    "bias_act": "epilogue",
-    "softmax": "softmax", "softmax_masked": "softmax_masked", "reduce": "softmax", "argmax": "softmax",
-    "layernorm": "norm", "rmsnorm": "norm", "add_layernorm": "norm", "add_rmsnorm": "norm",
-    "attention": "attention",
-    "matmul_rows": "matmul_rows",
-}
-
-_TRANSCENDENTAL_ACTS = frozenset(ACTIVATIONS[a] for a in ("gelu", "gelu_tanh", "silu"))
-
-
-def base_kernel(name: str) -> str:
-    parts = name.split("_")
-    while parts and parts[-1] in ("f32", "f16"):
-        parts.pop()
-    return "_".join(parts)
-
-
 def family_of(thunk: Any) -> str:
-    """The kernel family of a thunk: gemm, matmul_rows, or a key of
-    Calibration.family_rates."""
-    if thunk.kind == GEMM:
-        return "gemm"
-    if thunk.source is not None:
-        return "elementwise"   # user kernels: most are elementwise
-    family = _KERNEL_FAMILY.get(base_kernel(thunk.kernel or ""), "elementwise")
-    if family == "epilogue" and thunk.params and len(thunk.params) >= 28:
-        # bias_act's activation (LinearParams.act): erf/exp ones cost far
-        # more per byte than a bias add or relu.
-        act = struct.unpack_from("<I", thunk.params, 24)[0]
-        if act in _TRANSCENDENTAL_ACTS:
-            return "epilogue_act"
-    return family
+    """The cost family of a thunk: gemm, or what its lowering declared
+    (``Thunk.work.family``: matmul_rows or a key of
+    Calibration.family_rates)."""
+    return "gemm" if thunk.kind == GEMM else thunk.work.family
 
 
 def dtype_of(thunk: Any) -> str:
@@ -76,24 +41,12 @@ def group_count(thunk: Any) -> int:
 
 
 def thunk_flops(thunk: Any) -> float:
-    """Flops of a gemm, matmul_rows or attention thunk (0 for the others)."""
+    """Flops of a gemm, or what the lowering declared (``Thunk.work.flops``:
+    attention and matmul_rows; 0 for the byte-counted families)."""
     if thunk.kind == GEMM:
         g = thunk.gemm
         return 2.0 * g["m"] * g["n"] * g["k"] * g.get("batch", 1) * g.get("outer", 1)
-    base = base_kernel(thunk.kernel or "")
-    if base == "matmul_rows" and thunk.params and len(thunk.params) >= 12:
-        m, n, k = struct.unpack_from("<3I", thunk.params)
-        return 2.0 * m * n * k
-    if base == "attention" and thunk.params and len(thunk.params) >= 36:
-        rows, tq, tk, _hq, _group, d, dv, flags, window = struct.unpack_from("<9I", thunk.params)
-        keys = float(tk)
-        if flags & 2:       # causal: query i sees tk - tq + i + 1 keys
-            keys = tk - tq + (tq + 1) / 2.0
-        if window:
-            keys = min(keys, float(window))
-        # Q.K^T and P.V, plus a few flops per score for scale/mask/softmax.
-        return rows * max(keys, 1.0) * (2.0 * d + 2.0 * dv + 5.0)
-    return 0.0
+    return thunk.work.flops
 
 
 def thunk_work(thunk: Any) -> float:
