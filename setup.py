@@ -76,8 +76,8 @@ sync_package_data()
 
 # Host kernels: reassociation lets GCC vectorize float reductions (sums in
 # softmax and the norms) without -ffast-math's finite-math assumption, which
-# would break -inf masks. csrc/host_shim.cpp compiles user kernels with the
-# same KERNEL_MATH_FLAGS.
+# would break -inf masks. The host shim compiles user kernels with the same
+# KERNEL_MATH_FLAGS (csrc/host/device.inc.cpp).
 KERNEL_MATH_FLAGS = ["-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros",
                      "-fopenmp-simd"]
 common_cxx = ["-O3", "-std=c++17", "-fvisibility=hidden", *KERNEL_MATH_FLAGS, *native_flags()]
@@ -99,10 +99,12 @@ extensions.append(
     SharedLibrary(
         "rlx.lib.librlx_host",
         "librlx_host.so" if sys.platform != "darwin" else "librlx_host.dylib",
-        ["csrc/host_shim.cpp", "csrc/host_kernels.cpp"],
+        # csrc/host/shim.cpp is the shim's one translation unit: it includes csrc/host/*.inc.cpp.
+        ["csrc/host/shim.cpp", "csrc/host_kernels.cpp"],
         include_dirs=["csrc", "shaders"],
         # The built-in kernels come from shaders/: rebuild when any changes.
-        depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + sorted(str(p) for p in Path("csrc").glob("*.h")),
+        depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + sorted(str(p) for p in Path("csrc").glob("*.h"))
+        + sorted(str(p) for p in Path("csrc/host").glob("*.inc.cpp")),
         extra_compile_args=common_cxx,
         extra_link_args=["-pthread"] + ([] if sys.platform == "darwin" else ["-ldl"]),
         language="c++",
@@ -114,9 +116,11 @@ if sys.platform.startswith("linux"):
         SharedLibrary(
             "rlx.lib.librlx_cuda",
             "librlx_cuda.so",
-            ["csrc/cuda_shim.c"],
+            # One translation unit that includes csrc/cuda/*.inc.c.
+            ["csrc/cuda/shim.c"],
             include_dirs=["csrc"],
-            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/rlx_shim_table.h", "csrc/cuda_launch.h"],
+            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/rlx_shim_table.h", "csrc/cuda_launch.h"]
+            + sorted(str(p) for p in Path("csrc/cuda").glob("*.inc.c")),
             extra_compile_args=["-O2", "-std=gnu11", "-Wall", "-fvisibility=hidden"],
             extra_link_args=["-ldl", "-pthread"],
             language="c",

@@ -15,7 +15,7 @@
  * project that makes the same call, in csrc/METAL_API.md (tests/test_metal_shim.py keeps the two
  * in step). The file cannot be compiled in CI (no Mac): keep it thin and mechanical.
  *
- * Shape (mirrors host_shim.cpp): thread-local last_error; every bad argument returns RLX_ERR_ARG
+ * Shape (mirrors the host shim): thread-local last_error; every bad argument returns RLX_ERR_ARG
  * before anything is recorded; nothing aborts. One MTLCommandQueue per device. A command buffer
  * is one MTLCommandBuffer with one concurrent compute encoder at a time; gemm (MPS) and ICB
  * execution switch encoders, so the ABI's binding state lives in rlx_cmdbuf and is applied to
@@ -29,6 +29,11 @@
  * so no retain/release is written by hand anywhere else. Entry points that create objects run
  * in @autoreleasepool: they are called from threads (Python's) that have no pool, and Metal
  * hands back autoreleased objects (command buffers, encoders, errors).
+ *
+ * Sections, in the order all three shims keep (csrc/cuda/shim.c, csrc/host/shim.cpp; checked by
+ * tests/test_shim_layout.py): errors, objects, device, buffers, libraries and pipelines,
+ * command buffers: recording, gemm, indirect command buffers, execution: commit, wait, release,
+ * copies, queues, the ABI table.
  */
 #import <Foundation/Foundation.h>
 #import <Metal/Metal.h>
@@ -455,7 +460,7 @@ static void pipeline_free(rlx_pipeline *p) {
     free(p);
 }
 
-/* ---- command buffers -------------------------------------------------------------------- */
+/* ---- command buffers: recording ---------------------------------------------------------- */
 #define CB_CHECK(cb, fn)                                                              \
     do {                                                                              \
         ARG_CHECK(cb, fn ": command buffer is NULL");                                 \
@@ -814,91 +819,6 @@ static int first_sight(void **seen, uint32_t *n, void *p) {
     return 1;
 }
 
-static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
-    CB_CHECK(cb, "cmd_execute_icb");
-    ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
-    ARG_CHECK(icb->dev == cb->dev, "cmd_execute_icb: icb belongs to another device");
-    ARG_CHECK((uint64_t)start + count <= icb->capacity, "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %u",
-              start, start, count, icb->capacity);
-    if (count == 0 || cb->status) return RLX_OK;
-    /* A reset entry is a GPU no-op, but running a schedule with a hole is a caller bug: report
-     * it from cmd_wait, as the host shim does, and run nothing from here on. */
-    for (uint32_t i = start; i < start + count; ++i)
-        if (!icb->entries[i].encoded) {
-            cb->status = RLX_ERR_DEVICE;
-            snprintf(cb->error, sizeof cb->error, "icb entry %u was never encoded", i);
-            return RLX_OK;
-        }
-    @autoreleasepool {
-        if (cb->barrier_pending) close_encoder(cb);  /* see cmd_barrier */
-        id<MTLComputeCommandEncoder> enc = open_encoder(cb);
-        if (!enc) return RLX_ERR_DEVICE;
-        /* Buffers bound inside an ICB are not the encoder's bindings: declare each one
-         * (residency and hazard tracking). */
-        void *seen[kSeenCap];
-        uint32_t n_seen = 0;
-        for (uint32_t i = start; i < start + count; ++i)
-            for (uint32_t j = 0; j < RLX_MAX_BINDINGS; ++j) {
-                void *b = icb->entries[i].bufs[j];
-                if (b && first_sight(seen, &n_seen, b))
-                    [enc useResource:OBJ(id<MTLBuffer>, b) usage:(MTLResourceUsageRead | MTLResourceUsageWrite)];
-            }
-        if (cb->dev->icb_fix) {  /* see device_open: one empty dispatch per distinct pipeline */
-            n_seen = 0;
-            for (uint32_t i = start; i < start + count; ++i)
-                if (first_sight(seen, &n_seen, icb->entries[i].state)) {
-                    [enc setComputePipelineState:OBJ(id<MTLComputePipelineState>, icb->entries[i].state)];
-                    [enc dispatchThreadgroups:MTLSizeMake(0, 0, 0) threadsPerThreadgroup:MTLSizeMake(0, 0, 0)];
-                }
-        }
-        [enc executeCommandsInBuffer:OBJ(id<MTLIndirectCommandBuffer>, icb->mtl) withRange:NSMakeRange(start, count)];
-        cb->pipe_dirty = 1;  /* the encoder's own state is not ours after this: bind again */
-        cb->dirty = cb->bound;
-        cb->enc_icb = 1;
-    }
-    return RLX_OK;
-}
-
-static rlx_status cmd_commit(rlx_cmdbuf *cb) {
-    CB_CHECK(cb, "cmd_commit");
-    @autoreleasepool {
-        close_encoder(cb);
-        [OBJ(id<MTLCommandBuffer>, cb->cb) commit];
-    }
-    cb->state = CB_COMMITTED;
-    return RLX_OK;
-}
-
-static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
-    ARG_CHECK(cb, "cmd_wait: command buffer is NULL");
-    ARG_CHECK(cb->state == CB_COMMITTED, "cmd_wait: command buffer was not committed");
-    @autoreleasepool {
-        id<MTLCommandBuffer> mcb = OBJ(id<MTLCommandBuffer>, cb->cb);
-        [mcb waitUntilCompleted];
-        if (device_seconds) {
-            const double t = mcb.GPUEndTime - mcb.GPUStartTime;
-            *device_seconds = t > 0 ? t : 0;
-        }
-        if (cb->status) return fail(cb->status, "cmd_wait: %s", cb->error);
-        if (mcb.status == MTLCommandBufferStatusError) {
-            NSError *err = mcb.error;
-            return fail(RLX_ERR_DEVICE, "cmd_wait: %s", describe(err, "the command buffer failed"));
-        }
-    }
-    return RLX_OK;
-}
-
-static void cmd_release(rlx_cmdbuf *cb) {
-    if (!cb) return;
-    @autoreleasepool {
-        if (cb->state == CB_COMMITTED) [OBJ(id<MTLCommandBuffer>, cb->cb) waitUntilCompleted];
-        close_encoder(cb);  /* Metal requires endEncoding before an encoder is released */
-        drop(&cb->cb);
-    }
-    for (uint32_t i = 0; i < RLX_MAX_BINDINGS; ++i) free(cb->bytes[i]);
-    free(cb);
-}
-
 static rlx_status icb_create(rlx_device *d, uint32_t capacity, rlx_icb **out) {
     ARG_CHECK(d && out, "icb_create: NULL argument");
     *out = NULL;
@@ -982,6 +902,92 @@ static void icb_free(rlx_icb *icb) {
     free(icb);
 }
 
+static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
+    CB_CHECK(cb, "cmd_execute_icb");
+    ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
+    ARG_CHECK(icb->dev == cb->dev, "cmd_execute_icb: icb belongs to another device");
+    ARG_CHECK((uint64_t)start + count <= icb->capacity, "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %u",
+              start, start, count, icb->capacity);
+    if (count == 0 || cb->status) return RLX_OK;
+    /* A reset entry is a GPU no-op, but running a schedule with a hole is a caller bug: report
+     * it from cmd_wait, as the host shim does, and run nothing from here on. */
+    for (uint32_t i = start; i < start + count; ++i)
+        if (!icb->entries[i].encoded) {
+            cb->status = RLX_ERR_DEVICE;
+            snprintf(cb->error, sizeof cb->error, "icb entry %u was never encoded", i);
+            return RLX_OK;
+        }
+    @autoreleasepool {
+        if (cb->barrier_pending) close_encoder(cb);  /* see cmd_barrier */
+        id<MTLComputeCommandEncoder> enc = open_encoder(cb);
+        if (!enc) return RLX_ERR_DEVICE;
+        /* Buffers bound inside an ICB are not the encoder's bindings: declare each one
+         * (residency and hazard tracking). */
+        void *seen[kSeenCap];
+        uint32_t n_seen = 0;
+        for (uint32_t i = start; i < start + count; ++i)
+            for (uint32_t j = 0; j < RLX_MAX_BINDINGS; ++j) {
+                void *b = icb->entries[i].bufs[j];
+                if (b && first_sight(seen, &n_seen, b))
+                    [enc useResource:OBJ(id<MTLBuffer>, b) usage:(MTLResourceUsageRead | MTLResourceUsageWrite)];
+            }
+        if (cb->dev->icb_fix) {  /* see device_open: one empty dispatch per distinct pipeline */
+            n_seen = 0;
+            for (uint32_t i = start; i < start + count; ++i)
+                if (first_sight(seen, &n_seen, icb->entries[i].state)) {
+                    [enc setComputePipelineState:OBJ(id<MTLComputePipelineState>, icb->entries[i].state)];
+                    [enc dispatchThreadgroups:MTLSizeMake(0, 0, 0) threadsPerThreadgroup:MTLSizeMake(0, 0, 0)];
+                }
+        }
+        [enc executeCommandsInBuffer:OBJ(id<MTLIndirectCommandBuffer>, icb->mtl) withRange:NSMakeRange(start, count)];
+        cb->pipe_dirty = 1;  /* the encoder's own state is not ours after this: bind again */
+        cb->dirty = cb->bound;
+        cb->enc_icb = 1;
+    }
+    return RLX_OK;
+}
+
+/* ---- execution: commit, wait, release ---------------------------------------------------- */
+static rlx_status cmd_commit(rlx_cmdbuf *cb) {
+    CB_CHECK(cb, "cmd_commit");
+    @autoreleasepool {
+        close_encoder(cb);
+        [OBJ(id<MTLCommandBuffer>, cb->cb) commit];
+    }
+    cb->state = CB_COMMITTED;
+    return RLX_OK;
+}
+
+static rlx_status cmd_wait(rlx_cmdbuf *cb, double *device_seconds) {
+    ARG_CHECK(cb, "cmd_wait: command buffer is NULL");
+    ARG_CHECK(cb->state == CB_COMMITTED, "cmd_wait: command buffer was not committed");
+    @autoreleasepool {
+        id<MTLCommandBuffer> mcb = OBJ(id<MTLCommandBuffer>, cb->cb);
+        [mcb waitUntilCompleted];
+        if (device_seconds) {
+            const double t = mcb.GPUEndTime - mcb.GPUStartTime;
+            *device_seconds = t > 0 ? t : 0;
+        }
+        if (cb->status) return fail(cb->status, "cmd_wait: %s", cb->error);
+        if (mcb.status == MTLCommandBufferStatusError) {
+            NSError *err = mcb.error;
+            return fail(RLX_ERR_DEVICE, "cmd_wait: %s", describe(err, "the command buffer failed"));
+        }
+    }
+    return RLX_OK;
+}
+
+static void cmd_release(rlx_cmdbuf *cb) {
+    if (!cb) return;
+    @autoreleasepool {
+        if (cb->state == CB_COMMITTED) [OBJ(id<MTLCommandBuffer>, cb->cb) waitUntilCompleted];
+        close_encoder(cb);  /* Metal requires endEncoding before an encoder is released */
+        drop(&cb->cb);
+    }
+    for (uint32_t i = 0; i < RLX_MAX_BINDINGS; ++i) free(cb->bytes[i]);
+    free(cb);
+}
+
 /* ---- copies with a command buffer ------------------------------------------------------- */
 /* Buffers are shared (host-visible) storage, so the core copies inputs and
  * outputs itself; these ABI entries are for devices with separate memory. */
@@ -995,6 +1001,7 @@ static rlx_status cmd_download(rlx_cmdbuf *cb, const rlx_buffer *b, uint64_t off
     return fail(RLX_ERR_UNSUPPORTED, "cmd_download: Metal buffers are host-visible; use buffer_read");
 }
 
+/* ---- queues ------------------------------------------------------------------------------ */
 /* One MTLCommandQueue per device for now: queues are not built here, and
  * callers fall back to cmd_begin (see rlx_shim.h). */
 static rlx_status queue_create(rlx_device *d, rlx_queue **out) {
@@ -1011,4 +1018,5 @@ static rlx_status cmd_begin_on(rlx_queue *q, rlx_cmdbuf **out) {
     return fail(RLX_ERR_UNSUPPORTED, "cmd_begin_on: the Metal shim has no queues");
 }
 
+/* ---- the ABI table ----------------------------------------------------------------------- */
 RLX_DEFINE_SHIM_API("metal")

@@ -3,7 +3,7 @@
  * third of what the PCIe link moves, so a 6 MB activation spends most of
  * its transfer in the host copy; a handful of threads bring the copy under
  * the DMA. Workers start on the first large copy and sleep between copies.
- * Header-only (static functions): included by csrc/cuda_shim.c only. */
+ * Header-only (static functions): included by the CUDA shim (csrc/cuda/) only. */
 #ifndef RLX_PARALLEL_MEMCPY_H
 #define RLX_PARALLEL_MEMCPY_H
 

@@ -59,6 +59,6 @@ def test_cuda_shim_builds_with_phase_times(tmp_path):
     """benchmarks/gpu/floor_phases.sh builds the shim with
     -DRLX_CUDA_PHASE_TIMES; keep that variant compiling without warnings."""
     out = subprocess.run(["gcc", "-O2", "-std=gnu11", "-Wall", "-Werror", "-fPIC", "-shared", "-DRLX_CUDA_PHASE_TIMES",
-                          f"-I{ROOT / 'csrc'}", str(ROOT / "csrc/cuda_shim.c"), "-o", str(tmp_path / "shim.so"),
+                          f"-I{ROOT / 'csrc'}", str(ROOT / "csrc/cuda/shim.c"), "-o", str(tmp_path / "shim.so"),
                           "-ldl", "-pthread"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr

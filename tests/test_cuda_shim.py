@@ -1,4 +1,4 @@
-"""The CUDA shim (csrc/cuda_shim.c): it builds and loads on every Linux
+"""The CUDA shim (csrc/cuda/): it builds and loads on every Linux
 machine and says clearly why it cannot run; on a machine with an NVIDIA GPU
 it compiles the built-in kernels with NVRTC, caches them on disk, replays
 schedules as CUDA graphs and maps device errors. The ABI behaviour itself is

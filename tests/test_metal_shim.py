@@ -198,7 +198,7 @@ def test_shim_declares_its_minimum_macos():
 
 
 # ---- (3) the API table matches rlx_shim.h ------------------------------------------------------
-@pytest.mark.parametrize("shim_file,backend", [("metal_shim.m", "metal"), ("cuda_shim.c", "cuda")])
+@pytest.mark.parametrize("shim_file,backend", [("metal_shim.m", "metal"), ("cuda", "cuda")])
 def test_api_table_fills_every_abi_entry_in_order(shim_file, backend):
     """The C shims' table is RLX_DEFINE_SHIM_API (csrc/rlx_shim_table.h): it
     must list every rlx_shim_api entry in the header's order, and the shim
@@ -212,7 +212,8 @@ def test_api_table_fills_every_abi_entry_in_order(shim_file, backend):
     entries = [e.strip() for e in init.split(",") if e.strip()]
     assert entries[:3] == ["RLX_SHIM_ABI_VERSION", "(uint32_t)sizeof(rlx_shim_api)", "backend_name"]
     assert entries[3:] == fields, "the table must list every rlx_shim_api entry, in the header's order"
-    source = (HEADER.parent / shim_file).read_text()
+    shim = HEADER.parent / shim_file  # a file, or a folder of sections (csrc/cuda/: shim.c and its *.inc.c)
+    source = "\n".join(p.read_text() for p in ([shim] if shim.is_file() else sorted(shim.iterdir())))
     assert re.search(rf'^RLX_DEFINE_SHIM_API\("{backend}"\)', source, re.M), f"{shim_file} must define its table"
     code = strip_comments_and_strings(source)
     for name in fields:  # every entry is a real function of the shim, not a NULL stub

@@ -6,7 +6,7 @@ set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
 lib=rlx/lib/librlx_cuda.so
 cp "$lib" /tmp/librlx_cuda.normal.so
-gcc -O2 -std=gnu11 -fPIC -shared -fvisibility=hidden -DRLX_CUDA_PHASE_TIMES -Icsrc csrc/cuda_shim.c -o "$lib" \
+gcc -O2 -std=gnu11 -fPIC -shared -fvisibility=hidden -DRLX_CUDA_PHASE_TIMES -Icsrc csrc/cuda/shim.c -o "$lib" \
   -ldl -pthread || exit 1
 timeout 120 python3 benchmarks/gpu/floor_phases.py
 cp /tmp/librlx_cuda.normal.so "$lib"

@@ -25,7 +25,7 @@ typedef unsigned int uint;
 struct uint3 { uint x, y, z; };
 typedef _Float16 half;
 
-// Kept in sync with csrc/host_shim.cpp (it is the only other user).
+// Kept in sync with the host shim, csrc/host/ (it is the only other user).
 #define RLX_CPU_MAX_BINDINGS 12
 struct rlx_cpu_ctx {
     void *buffers[RLX_CPU_MAX_BINDINGS];

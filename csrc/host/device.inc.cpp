@@ -1,0 +1,336 @@
+// Device, buffers, libraries and pipelines.
+// A part of the host shim: csrc/host/shim.cpp includes it (one translation unit, every
+// function in an anonymous namespace); it is not compiled on its own.
+
+namespace {
+
+// ---- device helpers -------------------------------------------------------------
+uint64_t fnv1a(uint64_t h, const std::string &s) {
+    for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+    return (h ^ 0xff) * 1099511628211ull;  // separator so ("ab","c") != ("a","bc")
+}
+
+std::string hex64(uint64_t v) {
+    char b[17];
+    snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
+    return b;
+}
+
+std::string read_file(const std::string &path) {
+    std::string out;
+    if (FILE *f = fopen(path.c_str(), "rb")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+        fclose(f);
+    }
+    return out;
+}
+
+std::string cpu_model() {  // "model name" of /proc/cpuinfo (x86 Linux), else "unknown"
+    const std::string info = read_file("/proc/cpuinfo");
+    size_t at = info.find("model name");
+    if (at == std::string::npos || (at = info.find(':', at)) == std::string::npos) return "unknown";
+    const size_t begin = info.find_first_not_of(" \t", at + 1), end = info.find('\n', at);
+    return begin < end ? info.substr(begin, end - begin) : "unknown";
+}
+
+bool make_dirs(const std::string &path) {
+    for (size_t i = 1; i <= path.size(); ++i)
+        if (i == path.size() || path[i] == '/') {
+            const std::string part = path.substr(0, i);
+            if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+        }
+    return true;
+}
+
+std::string shell_quote(const std::string &s) {
+    std::string out = "'";
+    for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return out + "'";
+}
+
+rlx_status load_blas(rlx_device *d) {
+    void *h = dlopen(d->blas_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) return fail(RLX_ERR_ARG, "blas=%s: %s", d->blas_path.c_str(), dlerror());
+    d->sgemm = (sgemm_fn)dlsym(h, "scipy_cblas_sgemm");
+    if (!d->sgemm) d->sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
+    if (!d->sgemm) return fail(RLX_ERR_ARG, "blas=%s: has neither scipy_cblas_sgemm nor cblas_sgemm",
+                               d->blas_path.c_str());
+    typedef void (*set_threads_fn)(int);
+    auto set_threads = (set_threads_fn)dlsym(h, "scipy_openblas_set_num_threads");
+    if (!set_threads) set_threads = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
+    if (set_threads) set_threads(1);  // the device's pool parallelizes gemms (see sgemm)
+    return RLX_OK;  // the handle stays open for the life of the process (BLAS threads)
+}
+
+rlx_status parse_options(rlx_device *d, const char *options) {
+    std::string opts = options ? options : "";
+    for (size_t pos = 0; pos < opts.size();) {
+        size_t end = opts.find(';', pos);
+        if (end == std::string::npos) end = opts.size();
+        const std::string item = opts.substr(pos, end - pos);
+        pos = end + 1;
+        if (item.empty()) continue;
+        const size_t eq = item.find('=');
+        ARG_CHECK(eq != std::string::npos, "device_open: option '%s' is not key=value", item.c_str());
+        const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+        if (key == "threads") {
+            char *e = nullptr;
+            const long n = strtol(value.c_str(), &e, 10);
+            ARG_CHECK(!value.empty() && *e == 0 && n >= 1 && n <= 1024,
+                      "device_open: threads=%s: expected an integer in [1, 1024]", value.c_str());
+            d->threads = (int)n;
+        } else if (key == "blas") {
+            d->blas_path = value;
+        } else if (key == "cache_dir") {
+            d->cache_dir = value;
+        } else if (key == "cxx") {
+            ARG_CHECK(!value.empty(), "device_open: cxx= is empty");
+            d->cxx = value;
+        } else if (key == "include_dir") {
+            d->include_dir = value;
+        } else if (key == "bf16") {
+            ARG_CHECK(value == "0" || value == "1", "device_open: bf16=%s: expected 0 or 1", value.c_str());
+            d->bf16_kernels = value == "1";
+        } else {
+            return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
+                        "include_dir, bf16)", key.c_str());
+        }
+    }
+    return RLX_OK;
+}
+
+// ---- device ---------------------------------------------------------------------------------
+const char *last_error() { return t_error.c_str(); }
+const char *unavailable_reason() { return nullptr; }
+int device_count() { return 1; }
+
+void device_close(rlx_device *d) {
+    if (!d) return;
+    {
+        std::lock_guard<std::mutex> lk(d->q_mu);
+        d->stopping = true;
+    }
+    d->q_cv.notify_all();
+    if (d->executor.joinable()) d->executor.join();  // it drains the queue first
+    {
+        std::lock_guard<std::mutex> lk(d->pool.mu);
+        d->pool.stop = true;
+    }
+    d->pool.cv.notify_all();
+    for (auto &w : d->pool.workers) w.join();
+    for (rlx_cmdbuf *cb : d->spare) delete cb;
+    delete d;
+}
+
+rlx_status device_open(int index, const char *options, rlx_device **out) {
+    ARG_CHECK(out, "device_open: out is NULL");
+    *out = nullptr;
+    if (index != 0) return fail(RLX_ERR_NOT_FOUND, "device_open: host has one device (index 0), not %d", index);
+    rlx_device *d = nullptr;
+    try {
+        d = new rlx_device;
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        d->threads = (int)std::max(1L, std::min(cores, 1024L));
+        rlx_status s = parse_options(d, options);
+        if (s == RLX_OK && !d->blas_path.empty()) s = load_blas(d);
+        if (s != RLX_OK) { delete d; return s; }
+        if (d->cache_dir.empty()) d->cache_dir = "/tmp/rlx-cache-" + std::to_string(getuid());
+        const std::string model = cpu_model();
+        rlx_device_info &in = d->info;
+#ifdef RLX_HAVE_BF16_KERNELS
+        if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
+#endif
+        // The name says when bf16 weights run on the AVX-512 BF16 kernels (rlx info, tests).
+        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s%s", model.c_str(), d->sgemm ? "" : " [no BLAS]",
+                 d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
+        snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
+                 hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
+        in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+        in.max_threads_per_group = 1024;
+        in.simd_width = 1;
+        in.unified_memory = 1;
+        in.supports_f16 = 1;
+        in.compute_units = (uint32_t)d->threads;
+        in.gemm_bias = 1;
+        d->spare.reserve(4);
+        for (int i = 1; i < d->threads; ++i) d->pool.workers.emplace_back(worker_main, &d->pool);
+    } catch (...) {
+        if (d) device_close(d);  // joins any workers already started
+        return fail(RLX_ERR_OOM, "device_open: out of memory or threads");
+    }
+    *out = d;
+    return RLX_OK;
+}
+
+rlx_status device_info(rlx_device *d, rlx_device_info *out) {
+    ARG_CHECK(d && out, "device_info: NULL argument");
+    *out = d->info;
+    return RLX_OK;
+}
+
+// ---- buffers --------------------------------------------------------------------------------
+rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
+    ARG_CHECK(d && out, "buffer_alloc: NULL argument");
+    *out = nullptr;
+    ARG_CHECK(size <= d->info.max_buffer_length, "buffer_alloc: %llu bytes exceeds max_buffer_length %llu",
+              (unsigned long long)size, (unsigned long long)d->info.max_buffer_length);
+    // Large buffers come from mmap: page-aligned and zero without touching
+    // every page up front. Small ones from aligned_alloc + memset.
+    const uint64_t rounded = std::max<uint64_t>(kAlign, (size + kAlign - 1) / kAlign * kAlign);
+    const uint64_t mapped = rounded >= (1u << 20) ? rounded : 0;
+    void *p = mapped ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                     : aligned_alloc(kAlign, rounded);
+    if (p == MAP_FAILED || !p)
+        return fail(RLX_ERR_OOM, "buffer_alloc: cannot allocate %llu bytes", (unsigned long long)size);
+    if (!mapped) memset(p, 0, rounded);
+    *out = new rlx_buffer{d, (uint8_t *)p, size, mapped};  // GUARD: a throw leaks p, nothing worse
+    return RLX_OK;
+}
+
+void buffer_free(rlx_buffer *b) {
+    if (!b) return;
+    if (b->mapped) munmap(b->ptr, b->mapped); else free(b->ptr);
+    delete b;
+}
+
+void *buffer_host_ptr(rlx_buffer *b) { return b ? b->ptr : nullptr; }
+uint64_t buffer_size(const rlx_buffer *b) { return b ? b->size : 0; }
+
+rlx_status check_copy(const char *fn, const rlx_buffer *b, uint64_t offset, const void *host, uint64_t size) {
+    ARG_CHECK(b && (host || size == 0), "%s: NULL argument", fn);
+    ARG_CHECK(offset <= b->size && size <= b->size - offset, "%s: bytes [%llu, +%llu) outside a %llu-byte buffer",
+              fn, (unsigned long long)offset, (unsigned long long)size, (unsigned long long)b->size);
+    return RLX_OK;
+}
+
+rlx_status buffer_write(rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
+    if (rlx_status s = check_copy("buffer_write", b, offset, src, size)) return s;
+    if (size) memcpy(b->ptr + offset, src, size);
+    return RLX_OK;
+}
+
+rlx_status buffer_read(const rlx_buffer *b, uint64_t offset, void *dst, uint64_t size) {
+    if (rlx_status s = check_copy("buffer_read", b, offset, dst, size)) return s;
+    if (size) memcpy(dst, b->ptr + offset, size);
+    return RLX_OK;
+}
+
+// ---- libraries and pipelines ----------------------------------------------------------------
+// Built-in kernels live in this very library: find our own handle.
+void *self_handle() {
+    Dl_info info;
+    if (!dladdr((void *)&rlx_shim_get_api, &info) || !info.dli_fname) return nullptr;
+    void *h = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    return h ? h : dlopen(nullptr, RTLD_NOW);  // linked into an executable (test drivers)
+}
+
+// Compiles user kernel source into cache_dir/host-kernels/<hash>.so (reused
+// when present) and returns the path. Two processes may race: each compiles
+// to its own temporary name and rename() publishes atomically.
+rlx_status compile_user(rlx_device *d, const char *source, const char *options, std::string *so) {
+    const std::string opts = options ? options : "";
+    // Same math flags as setup.py's KERNEL_MATH_FLAGS for the built-in kernels.
+    const std::string flags = "-O3 -std=c++17 -march=native -fPIC -shared -fno-math-errno -fno-trapping-math "
+                              "-fassociative-math -fno-signed-zeros -fopenmp-simd";
+    // The cache key covers every prelude header (cpu.h includes its siblings),
+    // so editing the prelude invalidates cached kernels.
+    std::string prelude;
+    std::vector<std::string> names;
+    if (DIR *dir = opendir((d->include_dir + "/prelude").c_str())) {
+        while (dirent *e = readdir(dir)) names.push_back(e->d_name);
+        closedir(dir);
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string &name : names) prelude += name + "\n" + read_file(d->include_dir + "/prelude/" + name);
+    if (read_file(d->include_dir + "/prelude/cpu.h").empty())
+        return fail(RLX_ERR_COMPILE, "library_compile: no prelude/cpu.h under include_dir='%s'",
+                    d->include_dir.c_str());
+    uint64_t h = 14695981039346656037ull;
+    for (const std::string &part : {std::string(source), opts, d->cxx, flags, prelude}) h = fnv1a(h, part);
+    const std::string dir = d->cache_dir + "/host-kernels";
+    *so = dir + "/" + hex64(h) + ".so";
+    if (access(so->c_str(), R_OK) == 0) return RLX_OK;
+    if (!make_dirs(dir))
+        return fail(RLX_ERR_COMPILE, "library_compile: cannot create %s: %s", dir.c_str(), strerror(errno));
+    static std::atomic<unsigned> counter{0};
+    const std::string tmp = *so + ".tmp" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    const std::string src_path = tmp + ".cpp", lib_path = tmp + ".so";
+    if (FILE *f = fopen(src_path.c_str(), "w")) {
+        fprintf(f, "#include \"prelude/cpu.h\"\n%s\n", source);
+        fclose(f);
+    } else {
+        return fail(RLX_ERR_COMPILE, "library_compile: cannot write %s: %s", src_path.c_str(), strerror(errno));
+    }
+    const std::string cmd = d->cxx + " " + flags + " -I" + shell_quote(d->include_dir) + " " + opts + " " +
+                            shell_quote(src_path) + " -o " + shell_quote(lib_path) + " 2>&1";
+    std::string output;
+    int rc = -1;
+    if (FILE *p = popen(cmd.c_str(), "r")) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, p)) > 0) output.append(buf, n);
+        const int st = pclose(p);
+        rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    unlink(src_path.c_str());
+    if (rc != 0) {
+        unlink(lib_path.c_str());
+        // The shell says 127 when the compiler itself is missing.
+        t_error = (rc == 127 ? "no C++ compiler found: cxx=" + d->cxx + ": " : std::string()) + output;
+        if (t_error.empty()) t_error = "library_compile: '" + cmd + "' failed";
+        return RLX_ERR_COMPILE;
+    }
+    if (rename(lib_path.c_str(), so->c_str()) != 0) {
+        unlink(lib_path.c_str());
+        return fail(RLX_ERR_COMPILE, "library_compile: rename to %s: %s", so->c_str(), strerror(errno));
+    }
+    return RLX_OK;
+}
+
+rlx_status library_compile(rlx_device *d, const char *source, const char *options, rlx_library **out) {
+    ARG_CHECK(d && out, "library_compile: NULL argument");
+    *out = nullptr;
+    void *handle = nullptr;
+    if (!source) {
+        handle = self_handle();
+        if (!handle) return fail(RLX_ERR_NOT_FOUND, "library_compile: cannot find the host shim's own handle");
+    } else {
+        std::string so;
+        if (rlx_status s = compile_user(d, source, options, &so)) return s;
+        // Library handles are never dlclosed: pipelines and ICB entries hold
+        // raw function pointers into them, and they are small.
+        handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!handle) {
+            const std::string err = dlerror();
+            unlink(so.c_str());  // a broken cache entry is rebuilt next time
+            return fail(RLX_ERR_COMPILE, "library_compile: dlopen %s: %s", so.c_str(), err.c_str());
+        }
+    }
+    *out = new rlx_library{d, handle};
+    return RLX_OK;
+}
+
+void library_free(rlx_library *lib) { delete lib; }
+
+rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, rlx_pipeline **out,
+                        rlx_pipeline_info *info) {
+    ARG_CHECK(lib && function && out, "pipeline_get: NULL argument");
+    *out = nullptr;
+    ARG_CHECK((flags & ~RLX_PIPELINE_INDIRECT) == 0, "pipeline_get: unknown flags 0x%x", flags);
+    const std::string sym = std::string("rlx_k_") + function;
+    kernel_fn fn = (kernel_fn)dlsym(lib->handle, sym.c_str());
+    if (!fn) return fail(RLX_ERR_NOT_FOUND, "pipeline_get: no kernel '%s' (symbol %s)", function, sym.c_str());
+    *out = new rlx_pipeline{lib, fn, flags};
+    if (info) {
+        *info = rlx_pipeline_info{};
+        info->max_threads_per_group = 1024;
+        info->execution_width = 1;
+    }
+    return RLX_OK;
+}
+
+void pipeline_free(rlx_pipeline *p) { delete p; }
+
+}  // namespace
