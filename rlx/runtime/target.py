@@ -42,7 +42,7 @@ class Target:
     def gemm_mixes(self) -> frozenset[tuple[str, str, str]]:
         """The optional (A, B, C) dtype combinations this backend's gemm
         takes besides uniform f32 and f16: the kExtraGemmTypes tables of
-        csrc/host_shim.cpp and csrc/cuda_shim.c (the Metal shim has none)."""
+        csrc/host/ and csrc/cuda/ (the Metal shim has none)."""
         return _GEMM_MIXES.get(self.backend, frozenset())
 
 
