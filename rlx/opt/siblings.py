@@ -203,7 +203,7 @@ def _no_copy(node: Node, view: View, consumers: dict[Node, list[Node]], outputs:
 
 
 def _rows_ok(view: View) -> bool:
-    """rows_view in rlx/runtime/lowering_linear.py: rows with one stride."""
+    """rows_view in rlx/lowering/core.py: rows with one stride."""
     if view.shape and view.strides[-1] != 1 and view.shape[-1] != 1:
         return False
     lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
