@@ -244,38 +244,56 @@ def float_suffix(node: Node, dtype: DType) -> str:
 LOWERINGS: dict[str, Callable[[Lowering, Node], View]] = {}
 
 
-# Inputs (by position) each op's kernel binds without an element offset
-# (``Lowering.dense(..., at_start=True)``), as its lowering declares them;
-# sibling fusion reads this to know which views a consumer would copy.
-AT_START: dict[str, tuple[int, ...]] = {}
+# How each op's lowering reads its inputs, by position, as it declares them
+# in ``lowers(..., reads=...)``; a position not named is read "dense" (a
+# strided view gets a copy first). Sibling fusion reads this to know which
+# views a consumer would copy.
+#   "strided": through any strides, broadcasts included (no copy, ever)
+#   "feature": through strides when the last axis is contiguous
+#   "rows":    as rows with one row stride (rows_readable)
+#   "start":   dense and from its storage's first byte (the kernel's params
+#              carry no element offset for it: Lowering.dense(at_start=True))
+READS_KINDS = ("dense", "strided", "feature", "rows", "start")
+READS: dict[str, dict[int, str]] = {}
 
 
-def lowers(*ops: str, at_start: tuple[int, ...] = ()):
-    """Register ``fn`` as the lowering of ``ops``; ``at_start``: the input
-    positions it reads densely from their storage's first byte."""
+def lowers(*ops: str, reads: dict[int, str] | None = None):
+    """Register ``fn`` as the lowering of ``ops``; ``reads``: how it reads
+    each input position that is not plain "dense" (READS_KINDS)."""
+    reads = dict(reads or {})
+    bad = {k: v for k, v in reads.items() if v not in READS_KINDS}
+    if bad:
+        raise ValueError(f"lowers{ops}: unknown read kinds {bad}; expected one of {READS_KINDS}")
+
     def register(fn):
         for op in ops:
             LOWERINGS[op] = fn
-            if at_start:
-                AT_START[op] = tuple(at_start)
+            if reads:
+                READS[op] = reads
         return fn
     return register
+
+
+def rows_readable(view: View) -> bool:
+    """The view reads as rows of its last axis with one row stride: the last
+    axis contiguous (or of one element) and the leading dimensions
+    collapsing into one."""
+    shape, strides = view.shape, view.strides
+    if shape and strides[-1] != 1 and shape[-1] != 1:
+        return False
+    lead = [(d, s) for d, s in zip(shape[:-1], strides[:-1]) if d != 1]
+    return all(s0 == s1 * d1 for (_, s0), (d1, s1) in zip(lead, lead[1:]))
 
 
 def rows_view(lw: Lowering, node: Node) -> tuple[View, int]:
     """The node as rows of its last axis read with one row stride (no copy
     when the leading dimensions collapse and the last axis is contiguous)."""
     view = lw.view(node)
-    shape, strides = view.shape, view.strides
-    cols = shape[-1] if shape else 1
-    ok = not shape or strides[-1] == 1 or cols == 1
-    lead = [(d, s) for d, s in zip(shape[:-1], strides[:-1]) if d != 1]
-    for (_, s0), (d1, s1) in zip(lead, lead[1:]):
-        ok &= s0 == s1 * d1
-    if not ok:
-        view = lw.dense(node)
-        return view, cols
-    return view, (lead[-1][1] if lead else cols)
+    cols = view.shape[-1] if view.shape else 1
+    if not rows_readable(view):
+        return lw.dense(node), cols
+    lead = [s for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
+    return view, (lead[-1] if lead else cols)
 
 
 def feature_contiguous(lw: Lowering, node: Node) -> View:

@@ -32,7 +32,7 @@ def unary_params(n: int, op: int, in_offset: int, out_offset: int = 0, scale: fl
     return struct.pack("<4I2f2I", n, op, in_offset, out_offset, scale, shift, 0, 0)
 
 
-@lowers(*BINARY_OPS)
+@lowers(*BINARY_OPS, reads={0: "strided", 1: "strided"})
 def _binary(lw: Lowering, node: Node) -> View:
     shape = tuple(node.shape)
     if len(shape) > P.MAX_DIMS:

@@ -34,13 +34,12 @@ import numpy as np
 from rlx.errors import ParameterError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import get_op
-from rlx.lowering.core import AT_START
+from rlx.lowering.core import READS, rows_readable
 from rlx.opt.rewrite import rebuild
 from rlx.runtime.views import Storage, View
 
 CAPABILITY = "linear_siblings"
 
-_BINARY = frozenset({"add", "mul", "sub", "div", "maximum", "minimum"})
 
 
 @dataclass(frozen=True)
@@ -188,26 +187,22 @@ def _no_copy(node: Node, view: View, consumers: dict[Node, list[Node]], outputs:
             if why:
                 return why
             continue
-        feature_ok = view.shape[-1] <= 1 or view.strides[-1] == 1
-        if user.op in _BINARY:
-            continue
-        if user.op in ("attention", "rope") and feature_ok and all(p < (3 if user.op == "attention" else 1)
-                                                                   for p in positions):
-            continue
-        if user.op == "glu" and _rows_ok(view):
-            continue
-        if view.is_dense and not (view.offset and set(positions) & set(AT_START.get(user.op, ()))):
+        if all(_reads_without_copy(READS.get(user.op, {}).get(p, "dense"), view) for p in positions):
             continue
         return f"{user.op} %{user.id} reads it densely (a copy)"
     return None
 
 
-def _rows_ok(view: View) -> bool:
-    """rows_view in rlx/lowering/core.py: rows with one stride."""
-    if view.shape and view.strides[-1] != 1 and view.shape[-1] != 1:
-        return False
-    lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
-    return all(s0 == s1 * d1 for (_, s0), (d1, s1) in zip(lead, lead[1:]))
+def _reads_without_copy(kind: str, view: View) -> bool:
+    """Whether a lowering that reads an input the way ``kind`` says
+    (rlx/lowering/core.py READS) takes ``view`` as it is."""
+    if kind == "strided":
+        return True
+    if kind == "feature":
+        return view.shape[-1] <= 1 or view.strides[-1] == 1
+    if kind == "rows":
+        return rows_readable(view)
+    return view.is_dense and not (kind == "start" and view.offset)
 
 
 def _key(m: _Member) -> tuple | None:

@@ -5,6 +5,7 @@ for the cases numpy itself can view."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -59,3 +60,17 @@ def test_narrow_of_packed_qkv_splits_into_heads_without_copy():
     v = View.dense(Storage("qkv", 0), f32, (2, 9, 3 * 4 * 8))      # [B, T, 3*H*D]
     k = v.narrow(2, 32, 32).reshape((2, 9, 4, 8))                  # K as [B, T, H, D]
     assert k is not None and k.strides == (9 * 96, 96, 8, 1) and k.offset == 32
+
+
+def test_lowerings_declare_how_they_read_their_inputs():
+    """One table (rlx/lowering/core.py READS, filled by lowers(reads=...)):
+    what sibling fusion reads to know which views a consumer copies."""
+    from rlx.lowering.core import READS, READS_KINDS, lowers
+
+    assert READS["add"] == {0: "strided", 1: "strided"}
+    assert READS["linear"] == {1: "start", 2: "start"}
+    assert READS["glu"] == {0: "rows", 1: "rows"}
+    assert READS["attention"] == {0: "feature", 1: "feature", 2: "feature"}
+    assert all(kind in READS_KINDS for reads in READS.values() for kind in reads.values())
+    with pytest.raises(ValueError, match="unknown read kinds"):
+        lowers("test_bad_reads", reads={0: "sometimes"})
