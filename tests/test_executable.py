@@ -171,7 +171,8 @@ def test_unknown_device_and_bad_env(monkeypatch):
 def test_failed_device_run_reports_and_program_survives(rng):
     """A run that fails inside the shim (an invalid gemm) raises, releases
     the program's lock, and fails again cleanly; other executables and the
-    device stay usable."""
+    device stay usable. Replayed, the same gemm is refused when the schedule
+    is made."""
     from rlx._core import Program
 
     from rlx.runtime import shim
@@ -179,7 +180,10 @@ def test_failed_device_run_reports_and_program_survives(rng):
     dev = shim.open_device("host", 0)
     arena = dev.alloc(1024)
     bad_gemm = (1, False, (0, 0), (0, 0), (0, 0), 64, 64, 64, 64, 64, 64, 0, 0, 0, 1.0, 0.0)  # 48 KiB past 1 KiB
-    prog = Program(dev.shim.api_address, dev.address, [arena.address], [bad_gemm], [], [], replay=True,
+    with pytest.raises(RlxError, match="making the schedule"):
+        Program(dev.shim.api_address, dev.address, [arena.address], [bad_gemm], [], [], replay=True,
+                keepalive=arena)
+    prog = Program(dev.shim.api_address, dev.address, [arena.address], [bad_gemm], [], [], replay=False,
                    keepalive=arena)
     for _ in range(2):
         with pytest.raises(RlxError, match="run failed"):
