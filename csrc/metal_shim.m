@@ -12,7 +12,7 @@
  *   15.0   MTLCompileOptions.mathMode, used when present (else fastMathEnabled = NO)
  *   14.0   MTLGPUFamilyApple9, used when present (only to skip the M1/M2 ICB workaround)
  * Every class, selector, property, function and constant used here is listed, with a reference
- * project that makes the same call, in csrc/METAL_API.md (tests/test_metal_shim.py keeps the two
+ * project that makes the same call, in csrc/METAL_API.md (tests/runtime/test_metal_shim.py keeps the two
  * in step). The file cannot be compiled in CI (no Mac): keep it thin and mechanical.
  *
  * Shape (mirrors the host shim): thread-local last_error; every bad argument returns RLX_ERR_ARG

@@ -1,7 +1,10 @@
 /*
  * The packed thunk table the Cython core (rlx/_core.pyx) walks per run.
- * Lowering (rlx/runtime/lowering.py) produces these fields; the core resolves
- * buffer slots to shim buffers once, so the run loop only reads memory.
+ * rlx/_core.pyx ThunkTable lays these out from lowering's thunks (packed by
+ * rlx/runtime/compiler.py); each buffer is named by an entry of the table's
+ * binding table (arena, resident params, ...), which a Program resolves to
+ * shim buffers once, so the run loop only reads memory. The shims never see
+ * this struct (they do not include this header).
  */
 #ifndef RLX_THUNK_H
 #define RLX_THUNK_H
@@ -10,6 +13,7 @@
 
 #define RLX_THUNK_DISPATCH 0u
 #define RLX_THUNK_GEMM 1u
+#define RLX_THUNK_NO_BINDING 0xFFu   /* gemm_binding[3]: the gemm has no bias */
 
 typedef struct rlx_thunk {
     uint32_t kind;            /* RLX_THUNK_DISPATCH or RLX_THUNK_GEMM */
@@ -21,6 +25,11 @@ typedef struct rlx_thunk {
     rlx_buffer *buffers[RLX_MAX_BINDINGS];
     uint64_t offsets[RLX_MAX_BINDINGS];
     rlx_gemm_desc gemm;       /* gemm only */
+    /* Binding-table entries that buffers[] (dispatch) and the gemm's a, b,
+     * c and bias were resolved from: read when a Program is created, never
+     * by the run loop. */
+    uint8_t binding[RLX_MAX_BINDINGS];
+    uint8_t gemm_binding[4];
 } rlx_thunk;
 
 /* A run-time value written into the params region before each run. */

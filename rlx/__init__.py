@@ -20,6 +20,7 @@ from rlx.errors import (
     ModelLoadError,
     ParameterError,
     RlxError,
+    ScheduleError,
     ShapeError,
     UnsupportedOpError,
     UnsupportedPrecisionError,
@@ -61,8 +62,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ConfigError", "DeviceError", "DeviceUnavailableError", "DTypeError", "GraphError", "InputError",
-    "KernelCompileError", "MemoryPlanError", "ModelLoadError", "ParameterError", "RlxError", "ShapeError",
-    "UnsupportedOpError", "UnsupportedPrecisionError", *_LAZY,
+    "KernelCompileError", "MemoryPlanError", "ModelLoadError", "ParameterError", "RlxError", "ScheduleError",
+    "ShapeError", "UnsupportedOpError", "UnsupportedPrecisionError", *_LAZY,
 ]
 
 

@@ -2,7 +2,8 @@
 """C-level API of the rlx run loop.
 
 Other Cython extensions can `cimport rlx._core` and run a compiled program
-without Python in the loop:
+(`Executable.program`, or one made from a ThunkTable) without Python in
+the loop:
 
     from rlx._core cimport Program, program_run
     with nogil:
@@ -15,7 +16,7 @@ A non-zero status means the run failed; `program_error(prog)` gives the
 message, and the program stays usable.
 """
 
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 
 
 cdef extern from "rlx_shim.h" nogil:
@@ -109,6 +110,7 @@ cdef extern from "rlx_thunk.h" nogil:
     cdef unsigned int RLX_THUNK_DISPATCH
     cdef unsigned int RLX_THUNK_GEMM
     cdef unsigned int RLX_MAX_BINDINGS
+    cdef unsigned int RLX_THUNK_NO_BINDING
 
     ctypedef struct rlx_thunk:
         uint32_t kind
@@ -120,6 +122,8 @@ cdef extern from "rlx_thunk.h" nogil:
         rlx_buffer *buffers[12]
         uint64_t offsets[12]
         rlx_gemm_desc gemm
+        uint8_t binding[12]
+        uint8_t gemm_binding[4]
 
     ctypedef struct rlx_patch:
         uint64_t offset
@@ -145,6 +149,22 @@ ctypedef struct rlx_step:
     rlx_schedule *schedule
     uint32_t start
     uint32_t count
+
+
+cdef class Bindings:
+    """Binding names -> entry index (the table a ThunkTable's buffers name)."""
+    cdef readonly tuple names
+    cdef dict _index
+
+
+cdef class ThunkTable:
+    """A growable rlx_thunk array; append_dispatch / append_gemm fill it."""
+    cdef rlx_thunk *thunks         # bindings by entry (binding[], gemm_binding[]); no buffer pointers yet
+    cdef uint32_t n_thunks
+    cdef uint32_t capacity
+    cdef readonly Bindings bindings
+
+    cdef rlx_thunk *_push(self) except NULL
 
 
 cdef class Program:

@@ -3,13 +3,20 @@
 thunk table or executes its schedule (made once by the shim) through the
 shim's function table, waits, and copies outputs out, all without the GIL.
 
-Planning happens in Python (rlx/runtime); a Program is built once per
-executable from plain tuples and from then on touches only C memory.
+Planning happens in Python (rlx/runtime). Its thunks are packed once into a
+ThunkTable (typed appends, checked here before anything reaches C) whose
+buffers are named by a Bindings table; a Program is created from the table
+and the buffers each binding name stands for, and from then on touches only
+C memory. The Program's encoder is also the one per-thunk timing uses
+(run_one, encode_one, record_one: calibration probes and profiling).
 """
 
+import operator
+from numbers import Real
+
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memcpy, memset, strncpy
 
 from rlx import errors as _errors
@@ -40,6 +47,7 @@ _STATUS_ERRORS = {
 
 cdef enum:
     MAX_IO = 256
+    MAX_BUFFERS = 16                 # entries of one binding table
     RLX_ERR_UNSUPPORTED_STATUS = 6   # rlx_status RLX_ERR_UNSUPPORTED
 
 THUNK_DISPATCH = 0
@@ -53,39 +61,333 @@ SEGMENT_REPLAY = SEG_REPLAY
 SEGMENT_GEMM = SEG_GEMM
 SEGMENT_DIRECT = SEG_DIRECT
 
+# The binding names every executable has (rlx/runtime/views.py re-exports
+# them): activations, inputs, outputs and kernel params live in the arena,
+# weights and constants in the resident buffer.
+ARENA = "arena"
+RESIDENT = "resident"
+# Element types as the shim ABI numbers them (rlx_dtype).
+_GEMM_DTYPES = {0: "f32", 1: "f16", 2: "bf16"}
+_U32_MAX = 0xFFFFFFFF
+_I64_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+def _integer(what, value, lo=0, hi=_I64_MAX):
+    """value as a Python int in [lo, hi], else a ScheduleError naming it."""
+    if isinstance(value, bool):
+        raise _errors.ScheduleError(f"{what} must be an integer, got the bool {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise _errors.ScheduleError(f"{what} must be an integer, got {type(value).__name__} {value!r}") from None
+    if v < lo:
+        raise _errors.ScheduleError(f"{what} must be >= {lo}, got {v}")
+    if v > hi:
+        raise _errors.ScheduleError(f"{what} must be <= {hi}, got {v}")
+    return v
+
+
+def _flag(what, value):
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise _errors.ScheduleError(f"{what} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def _triple(what, value):
+    if not isinstance(value, (tuple, list)) or len(value) != 3:
+        raise _errors.ScheduleError(f"{what} must be 3 integers (x, y, z), got {value!r}")
+    return [_integer(f"{what}[{j}]", v, 1, _U32_MAX) for j, v in enumerate(value)]
+
+
+def _real(what, value):
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise _errors.ScheduleError(f"{what} must be a real number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _gemm_dtype(what, value):
+    return _integer(what, value, 0, max(_GEMM_DTYPES))
+
+
+cdef class Bindings:
+    """The named buffer table a ThunkTable's bindings refer to: "arena"
+    (activations, inputs, outputs, kernel params), "resident" (weights and
+    constants) and any further names (params shared from another executable,
+    persistent state buffers). A thunk names an entry; a Program is given a
+    shim buffer per name and resolves every binding once, when it is
+    created (IREE binds buffers to a reusable command buffer the same way).
+
+    Bindings(names=("arena", "resident")); add(name) declares one more."""
+
+    def __init__(self, names=(ARENA, RESIDENT)):
+        self.names = ()
+        self._index = {}
+        if isinstance(names, str):
+            raise _errors.ScheduleError(f"Bindings takes a sequence of names, got the string {names!r}")
+        for name in names:
+            self.add(name)
+
+    def add(self, name):
+        """Declare the binding ``name``; returns its entry index."""
+        if not isinstance(name, str) or not name:
+            raise _errors.ScheduleError(f"a binding name is a non-empty string, got {name!r}")
+        if name in self._index:
+            raise _errors.ScheduleError(f"binding {name!r} is declared twice")
+        if len(self.names) >= MAX_BUFFERS:
+            raise _errors.ScheduleError(f"at most {MAX_BUFFERS} bindings; cannot add {name!r} to {self.names}")
+        self._index[name] = len(self.names)
+        self.names = self.names + (name,)
+        return self._index[name]
+
+    def index(self, name):
+        """The entry of ``name``; ScheduleError for a name not declared."""
+        i = self._index.get(name) if isinstance(name, str) else None
+        if i is None:
+            raise _errors.ScheduleError(f"unknown binding {name!r}: this table binds {', '.join(self.names)}")
+        return i
+
+    def resolve(self, buffers):
+        """Shim buffer addresses in entry order, from a mapping name ->
+        address that names every declared binding and nothing else."""
+        if not hasattr(buffers, "keys"):
+            raise _errors.ScheduleError(f"buffers must map binding names to shim buffer addresses, "
+                                        f"got {type(buffers).__name__}")
+        unknown = sorted(str(k) for k in buffers if k not in self._index)
+        if unknown:
+            raise _errors.ScheduleError(f"buffers for unknown binding(s) {unknown}: this table binds "
+                                        f"{', '.join(self.names)}")
+        missing = [n for n in self.names if n not in buffers]
+        if missing:
+            raise _errors.ScheduleError(f"no buffer for binding(s) {missing}")
+        return [_integer(f"buffer of binding {n!r}", buffers[n], 1, <uintptr_t>-1) for n in self.names]
+
+    def __len__(self):
+        return len(self.names)
+
+    def __contains__(self, name):
+        return name in self._index
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __repr__(self):
+        return f"Bindings({self.names!r})"
+
+
+cdef class ThunkTable:
+    """A growable array of rlx_thunk (csrc/rlx_thunk.h): what lowering's
+    thunks pack into, one typed append per thunk. Every argument is checked
+    here (types, ranges, binding names) and a bad one raises ScheduleError
+    before anything is written. Buffers are (binding name, byte offset)
+    pairs over ``bindings`` (a Bindings, or its names)."""
+
+    def __cinit__(self):
+        self.thunks = NULL
+        self.n_thunks = 0
+        self.capacity = 0
+
+    def __init__(self, bindings=None):
+        self.bindings = bindings if isinstance(bindings, Bindings) else \
+            Bindings() if bindings is None else Bindings(bindings)
+
+    def __dealloc__(self):
+        free(self.thunks)
+
+    def __len__(self):
+        return self.n_thunks
+
+    cdef rlx_thunk *_push(self) except NULL:
+        """A zeroed entry at the end (the caller has checked its fields)."""
+        cdef uint32_t cap
+        cdef rlx_thunk *grown
+        if self.n_thunks == self.capacity:
+            cap = max(16, 2 * self.capacity)
+            grown = <rlx_thunk *>realloc(self.thunks, cap * sizeof(rlx_thunk))
+            if grown == NULL:
+                raise MemoryError()
+            self.thunks = grown
+            self.capacity = cap
+        memset(&self.thunks[self.n_thunks], 0, sizeof(rlx_thunk))
+        self.n_thunks += 1
+        return &self.thunks[self.n_thunks - 1]
+
+    def _ref(self, what, ref):
+        """(entry index, byte offset) of a (binding name, offset) pair."""
+        if not isinstance(ref, (tuple, list)) or len(ref) != 2:
+            raise _errors.ScheduleError(f"{what} must be a (binding name, byte offset) pair, got {ref!r}")
+        try:
+            index = self.bindings.index(ref[0])
+        except _errors.ScheduleError as exc:
+            raise _errors.ScheduleError(f"{what}: {exc}") from None
+        return index, _integer(f"{what} offset", ref[1])
+
+    def append_dispatch(self, pipeline, bindings, groups, threads, barrier=False):
+        """A kernel dispatch: ``pipeline`` a shim pipeline address (int),
+        ``bindings`` the kernel's buffers in binding order as (binding name,
+        byte offset) pairs (at most RLX_MAX_BINDINGS), ``groups`` and
+        ``threads`` per group 3 positive integers each, ``barrier`` True
+        when it must wait for the thunks before it. Returns its index."""
+        what = f"thunk {self.n_thunks} (dispatch)"
+        address = _integer(f"{what}: pipeline (a shim pipeline address)", pipeline, 1, <uintptr_t>-1)
+        if not isinstance(bindings, (tuple, list)):
+            raise _errors.ScheduleError(f"{what}: bindings must be a list of (binding name, byte offset) pairs, "
+                                        f"got {type(bindings).__name__}")
+        if len(bindings) > RLX_MAX_BINDINGS:
+            raise _errors.ScheduleError(f"{what}: {len(bindings)} bindings, at most {RLX_MAX_BINDINGS}")
+        refs = [self._ref(f"{what}: binding {j}", ref) for j, ref in enumerate(bindings)]
+        g = _triple(f"{what}: groups", groups)
+        th = _triple(f"{what}: threads", threads)
+        before = _flag(f"{what}: barrier", barrier)
+        cdef rlx_thunk *t = self._push()
+        cdef uint32_t j
+        t.kind = RLX_THUNK_DISPATCH
+        t.barrier_before = before
+        t.pipeline = <rlx_pipeline *><uintptr_t>address
+        t.n_bindings = len(refs)
+        for j in range(t.n_bindings):
+            t.binding[j] = refs[j][0]
+            t.offsets[j] = refs[j][1]
+        for j in range(3):
+            t.groups[j] = g[j]
+            t.threads[j] = th[j]
+        return self.n_thunks - 1
+
+    def append_gemm(self, *, a, b, c, m, n, k, lda, ldb, ldc, trans_a=False, trans_b=False, dtype=0,
+                    alpha=1.0, beta=0.0, batch=1, stride_a=0, stride_b=0, stride_c=0, outer=1,
+                    outer_stride_a=0, outer_stride_b=0, outer_stride_c=0, b_dtype=None, c_dtype=None,
+                    bias=None, barrier=False):
+        """A gemm (rlx_gemm_desc, csrc/rlx_shim.h): C = alpha * op(A) @ op(B)
+        + beta * C. ``a``, ``b``, ``c`` and ``bias`` (None: none) are (binding
+        name, byte offset) pairs; sizes, leading dimensions, batch counts and
+        strides (elements) are integers >= 0; ``dtype``, ``b_dtype`` and
+        ``c_dtype`` are rlx_dtype numbers (0 f32, 1 f16, 2 bf16; B's and C's
+        default to A's). Returns its index."""
+        what = f"thunk {self.n_thunks} (gemm)"
+        ra, rb, rc = (self._ref(f"{what}: {name}", ref) for name, ref in (("a", a), ("b", b), ("c", c)))
+        rbias = None if bias is None else self._ref(f"{what}: bias", bias)
+        dims = [_integer(f"{what}: {name}", v) for name, v in (
+            ("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb), ("ldc", ldc), ("batch", batch),
+            ("stride_a", stride_a), ("stride_b", stride_b), ("stride_c", stride_c), ("outer", outer),
+            ("outer_stride_a", outer_stride_a), ("outer_stride_b", outer_stride_b),
+            ("outer_stride_c", outer_stride_c))]
+        ta, tb = _flag(f"{what}: trans_a", trans_a), _flag(f"{what}: trans_b", trans_b)
+        da = _gemm_dtype(f"{what}: dtype", dtype)
+        db = da if b_dtype is None else _gemm_dtype(f"{what}: b_dtype", b_dtype)
+        dc = da if c_dtype is None else _gemm_dtype(f"{what}: c_dtype", c_dtype)
+        fa, fb = _real(f"{what}: alpha", alpha), _real(f"{what}: beta", beta)
+        before = _flag(f"{what}: barrier", barrier)
+        cdef rlx_thunk *t = self._push()
+        t.kind = RLX_THUNK_GEMM
+        t.barrier_before = before
+        t.gemm_binding[0], t.gemm.a_offset = ra
+        t.gemm_binding[1], t.gemm.b_offset = rb
+        t.gemm_binding[2], t.gemm.c_offset = rc
+        if rbias is None:
+            t.gemm_binding[3] = RLX_THUNK_NO_BINDING
+        else:
+            t.gemm_binding[3], t.gemm.bias_offset = rbias
+        (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc, t.gemm.batch, t.gemm.stride_a,
+         t.gemm.stride_b, t.gemm.stride_c, t.gemm.outer, t.gemm.outer_stride_a, t.gemm.outer_stride_b,
+         t.gemm.outer_stride_c) = dims
+        t.gemm.trans_a, t.gemm.trans_b = ta, tb
+        t.gemm.dtype, t.gemm.b_dtype, t.gemm.c_dtype = da, db, dc
+        t.gemm.alpha, t.gemm.beta = fa, fb
+        return self.n_thunks - 1
+
+    def entry(self, i):
+        """Thunk ``i`` read back as a dict (binding names, not addresses)."""
+        i = _integer("thunk index", i)
+        if i >= self.n_thunks:
+            raise _errors.ScheduleError(f"thunk index {i}: the table has {self.n_thunks} thunks")
+        cdef rlx_thunk *t = &self.thunks[<uint32_t>i]
+        names = self.bindings.names
+        if t.kind == RLX_THUNK_DISPATCH:
+            return {"kind": "dispatch", "barrier": bool(t.barrier_before), "pipeline": <uintptr_t>t.pipeline,
+                    "bindings": [(names[t.binding[j]], t.offsets[j]) for j in range(t.n_bindings)],
+                    "groups": tuple(t.groups[j] for j in range(3)),
+                    "threads": tuple(t.threads[j] for j in range(3))}
+        g = t.gemm
+        return {"kind": "gemm", "barrier": bool(t.barrier_before),
+                "a": (names[t.gemm_binding[0]], g.a_offset), "b": (names[t.gemm_binding[1]], g.b_offset),
+                "c": (names[t.gemm_binding[2]], g.c_offset),
+                "bias": None if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else
+                (names[t.gemm_binding[3]], g.bias_offset),
+                "m": g.m, "n": g.n, "k": g.k, "lda": g.lda, "ldb": g.ldb, "ldc": g.ldc,
+                "trans_a": bool(g.trans_a), "trans_b": bool(g.trans_b), "dtype": g.dtype, "b_dtype": g.b_dtype,
+                "c_dtype": g.c_dtype, "alpha": g.alpha, "beta": g.beta, "batch": g.batch,
+                "stride_a": g.stride_a, "stride_b": g.stride_b, "stride_c": g.stride_c, "outer": g.outer,
+                "outer_stride_a": g.outer_stride_a, "outer_stride_b": g.outer_stride_b,
+                "outer_stride_c": g.outer_stride_c}
+
+
+cdef inline int _encode_thunk(const rlx_shim_api *api, rlx_cmdbuf *cb, rlx_thunk *t,
+                              uint32_t barrier) noexcept nogil:
+    """The one encoder: thunk t into cb (after a barrier when asked)."""
+    cdef uint32_t j
+    cdef int st = 0
+    if barrier:
+        st |= api.cmd_barrier(cb)
+    if t.kind == RLX_THUNK_DISPATCH:
+        st |= api.cmd_set_pipeline(cb, t.pipeline)
+        for j in range(t.n_bindings):
+            st |= api.cmd_set_buffer(cb, j, t.buffers[j], t.offsets[j])
+        st |= api.cmd_dispatch(cb, t.groups, t.threads)
+    else:
+        st |= api.cmd_gemm(cb, &t.gemm)
+    return st
+
+
+cdef inline int _record_thunk(const rlx_shim_api *api, rlx_icb *icb, uint32_t index, rlx_thunk *t,
+                              uint32_t barrier) noexcept nogil:
+    """The dispatch t as entry ``index`` of an indirect command buffer."""
+    return api.icb_encode_dispatch(icb, index, t.pipeline, t.n_bindings, t.buffers, t.offsets, t.groups,
+                                   t.threads, barrier)
+
+
+def _io(what, pairs):
+    if len(pairs) > MAX_IO:
+        raise _errors.ScheduleError(f"at most {MAX_IO} {what}, got {len(pairs)}")
+    out = []
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise _errors.ScheduleError(f"{what} {i} must be an (arena offset, integer) pair, got {pair!r}")
+        out.append((_integer(f"{what} {i} offset", pair[0]), _integer(f"{what} {i} size", pair[1])))
+    return out
+
 
 cdef class Program:
-    """A compiled schedule bound to one device, arena and set of buffers.
+    """A compiled schedule bound to one device and its buffers.
 
-    thunks: sequence of tuples, either
-      (0, barrier, pipeline_addr, ((slot, offset), ...), (gx, gy, gz), (tx, ty, tz))
-      (1, barrier, (a_slot, a_off), (b_slot, b_off), (c_slot, c_off),
-          m, n, k, lda, ldb, ldc, trans_a, trans_b, dtype, alpha, beta[, batch, stride_a, stride_b, stride_c
-          [, outer, outer_stride_a, outer_stride_b, outer_stride_c, b_dtype, c_dtype[, (bias_slot, bias_off) or None]]])
-    buffers: shim buffer addresses by slot; slot 0 is the arena.
+    table: the ThunkTable (copied; bindings resolved here, once).
+    buffers: shim buffer address per binding name of table.bindings (every
+      name, "arena" among them).
     inputs / outputs: (arena offset, bytes) per transfer.
     patches: (arena offset, dynamic symbol index) for run-time int32 params.
+    replay: record the dispatches into an indirect command buffer once and
+      replay it per run (segments: the plan of rlx/opt/segments.py, as
+      (kind, start, count); None: one replay range per run of dispatches).
     """
 
     def __cinit__(self):
         pthread_mutex_init(&self.lock, NULL)
 
-    def __init__(self, uintptr_t api, uintptr_t device, buffers, thunks, inputs, outputs,
+    def __init__(self, uintptr_t api, uintptr_t device, ThunkTable table not None, buffers, inputs, outputs,
                  patches=(), uint32_t n_dynamic=0, bint replay=True, segments=None, keepalive=None,
                  staged=None):
         cdef uint32_t i, j
         cdef rlx_thunk *t
-        cdef rlx_buffer *bufs[16]
-        if len(buffers) == 0 or len(buffers) > 16:
-            raise _errors.RlxError(f"Program needs 1..16 buffers, got {len(buffers)}")
-        if len(inputs) > MAX_IO or len(outputs) > MAX_IO:
-            raise _errors.RlxError(f"at most {MAX_IO} inputs and outputs")
+        cdef rlx_buffer *bufs[MAX_BUFFERS]
+        if ARENA not in table.bindings:
+            raise _errors.ScheduleError(f"a Program's bindings need {ARENA!r} (inputs, outputs and patches live "
+                                        f"there); the table binds {', '.join(table.bindings.names)}")
+        for i, address in enumerate(table.bindings.resolve(buffers)):
+            bufs[i] = <rlx_buffer *><uintptr_t>address
+        inputs, outputs = _io("inputs", inputs), _io("outputs", outputs)
+        patches = _io("patches", patches)
         self.api = <const rlx_shim_api *>api
         self.device = <rlx_device *>device
         self.keepalive = keepalive
-        for i, b in enumerate(buffers):
-            bufs[i] = <rlx_buffer *><uintptr_t>b
-        self.arena = bufs[0]
+        self.arena = bufs[table.bindings.index(ARENA)]
         self.arena_host = <char *>self.api.buffer_host_ptr(self.arena)
         # Separate device memory: inputs, patches and outputs travel inside the
         # command buffer (one synchronization per run) when the shim can.
@@ -99,44 +401,23 @@ cdef class Program:
             if self.api.queue_create(self.device, &self.queue) != 0:
                 self.queue = NULL   # none here, or switched off: the device's queue
 
-        self.n_thunks = len(thunks)
+        # The table's thunks, copied, with every binding resolved to its buffer.
+        self.n_thunks = table.n_thunks
         self.thunks = <rlx_thunk *>calloc(max(1, self.n_thunks), sizeof(rlx_thunk))
         if self.thunks == NULL:
             raise MemoryError()
-        for i, th in enumerate(thunks):
+        if self.n_thunks:
+            memcpy(self.thunks, table.thunks, self.n_thunks * sizeof(rlx_thunk))
+        for i in range(self.n_thunks):
             t = &self.thunks[i]
-            t.kind = th[0]
-            t.barrier_before = 1 if th[1] else 0
             if t.kind == RLX_THUNK_DISPATCH:
-                t.pipeline = <rlx_pipeline *><uintptr_t>th[2]
-                if len(th[3]) > RLX_MAX_BINDINGS:
-                    raise _errors.RlxError(f"thunk {i}: more than {RLX_MAX_BINDINGS} bindings")
-                t.n_bindings = len(th[3])
-                for j, (slot, off) in enumerate(th[3]):
-                    t.buffers[j] = bufs[slot]
-                    t.offsets[j] = off
-                for j in range(3):
-                    t.groups[j] = th[4][j]
-                    t.threads[j] = th[5][j]
-            elif t.kind == RLX_THUNK_GEMM:
-                t.gemm.a = bufs[th[2][0]]
-                t.gemm.a_offset = th[2][1]
-                t.gemm.b = bufs[th[3][0]]
-                t.gemm.b_offset = th[3][1]
-                t.gemm.c = bufs[th[4][0]]
-                t.gemm.c_offset = th[4][1]
-                (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc,
-                 t.gemm.trans_a, t.gemm.trans_b, t.gemm.dtype, t.gemm.alpha, t.gemm.beta) = th[5:16]
-                # Optional tails: one level of batch, then the outer level and B's and C's dtypes.
-                t.gemm.batch, t.gemm.stride_a, t.gemm.stride_b, t.gemm.stride_c = th[16:20] if len(th) > 16 \
-                    else (1, 0, 0, 0)
-                (t.gemm.outer, t.gemm.outer_stride_a, t.gemm.outer_stride_b, t.gemm.outer_stride_c,
-                 t.gemm.b_dtype, t.gemm.c_dtype) = th[20:26] if len(th) > 20 else (1, 0, 0, 0, th[13], th[13])
-                if len(th) > 26 and th[26] is not None:      # (slot, offset) of a bias added per column
-                    t.gemm.bias = bufs[th[26][0]]
-                    t.gemm.bias_offset = th[26][1]
+                for j in range(t.n_bindings):
+                    t.buffers[j] = bufs[t.binding[j]]
             else:
-                raise _errors.RlxError(f"thunk {i}: unknown kind {t.kind}")
+                t.gemm.a = bufs[t.gemm_binding[0]]
+                t.gemm.b = bufs[t.gemm_binding[1]]
+                t.gemm.c = bufs[t.gemm_binding[2]]
+                t.gemm.bias = NULL if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[3]]
 
         self.n_inputs = len(inputs)
         self.inputs = <rlx_io *>calloc(max(1, self.n_inputs), sizeof(rlx_io))
@@ -152,7 +433,7 @@ cdef class Program:
         self.patches = <rlx_patch *>calloc(max(1, self.n_patches), sizeof(rlx_patch))
         for i, (off, sym) in enumerate(patches):
             if sym >= n_dynamic:
-                raise _errors.RlxError(f"patch {i} names dynamic value {sym} of {n_dynamic}")
+                raise _errors.ScheduleError(f"patch {i} names dynamic value {sym} of {n_dynamic}")
             self.patches[i].offset = off
             self.patches[i].symbol = sym
         self.n_dynamic = n_dynamic
@@ -179,18 +460,18 @@ cdef class Program:
         covered = 0
         for kind, start, count in segments:
             if kind not in (SEGMENT_REPLAY, SEGMENT_GEMM, SEGMENT_DIRECT) or start != covered or count < 1:
-                raise _errors.RlxError(f"bad segment plan at ({kind}, {start}, {count}): segments must cover "
-                                       f"the thunks in order")
+                raise _errors.ScheduleError(f"bad segment plan at ({kind}, {start}, {count}): segments must "
+                                            f"cover the thunks in order")
             if kind == SEGMENT_GEMM and (count != 1 or self.thunks[start].kind != RLX_THUNK_GEMM):
-                raise _errors.RlxError(f"segment at {start}: a gemm segment is one gemm thunk")
+                raise _errors.ScheduleError(f"segment at {start}: a gemm segment is one gemm thunk")
             if kind == SEGMENT_REPLAY:
                 for i in range(start, start + count):
                     if self.thunks[i].kind != RLX_THUNK_DISPATCH:
-                        raise _errors.RlxError(f"segment at {start}: thunk {i} is not a dispatch")
+                        raise _errors.ScheduleError(f"segment at {start}: thunk {i} is not a dispatch")
             n += 1
             covered = start + count
         if covered != self.n_thunks:
-            raise _errors.RlxError(f"segment plan covers {covered} of {self.n_thunks} thunks")
+            raise _errors.ScheduleError(f"segment plan covers {covered} of {self.n_thunks} thunks")
         self.n_segments = n
         if not rlx_shim_has_schedules(self.api):
             return
@@ -311,6 +592,73 @@ cdef class Program:
             raise _errors.RlxError(f"dynamic value {symbol} out of range ({self.n_dynamic})")
         program_set_dynamic(self, symbol, value)
 
+    def _thunk(self, i):
+        """i as a thunk index of this program, else ScheduleError."""
+        index = _integer("thunk index", i)
+        if index >= self.n_thunks:
+            raise _errors.ScheduleError(f"thunk {index}: this program has {self.n_thunks} thunks")
+        return index
+
+    def _target(self, what, uintptr_t address, i, barrier):
+        """(thunk index, barrier flag) for encode_one / record_one: the
+        thunk's own flag when barrier is None."""
+        if address == 0:
+            raise _errors.ScheduleError(f"{what} address is 0")
+        index = self._thunk(i)
+        return index, (self.thunks[<uint32_t>index].barrier_before if barrier is None else _flag("barrier", barrier))
+
+    def run_one(self, i):
+        """Run thunk ``i`` alone (no copies, no patches): one command buffer
+        holding just it, committed and waited for, as the run loop encodes
+        it. Returns the device seconds (also in last_device_seconds).
+        Profiling times thunks one by one with this."""
+        cdef uint32_t index = self._thunk(i)
+        cdef rlx_cmdbuf *cb = NULL
+        cdef int status
+        with nogil:
+            pthread_mutex_lock(&self.lock)
+            status = self._begin(&cb)
+            if status != 0:
+                status = self._fail(status, b"beginning a command buffer")
+            else:
+                status = _encode_thunk(self.api, cb, &self.thunks[index], 0)
+                status = self._fail(status, b"encoding") if status != 0 else _submit(self, cb)
+                self.api.cmd_release(cb)
+            pthread_mutex_unlock(&self.lock)
+        if status != 0:
+            raise _STATUS_ERRORS.get(status, _errors.DeviceError)(
+                f"running thunk {index}: " + self.error.decode("utf-8", "replace"))
+        return self.device_seconds
+
+    def encode_one(self, uintptr_t cmdbuf, i, barrier=None):
+        """Encode thunk ``i`` into the shim command buffer at address
+        ``cmdbuf`` (``shim.CommandBuffer.address``) exactly as a run does;
+        ``barrier`` None keeps the thunk's own barrier flag, True / False
+        puts one before it or not. Calibration probes build their timed
+        command lists with this."""
+        cdef uint32_t index, before
+        cdef int status
+        index, before = self._target("encode_one: the command buffer", cmdbuf, i, barrier)
+        with nogil:
+            status = _encode_thunk(self.api, <rlx_cmdbuf *>cmdbuf, &self.thunks[index], before)
+        if status != 0:
+            self._raise(status, f"encoding thunk {index}")
+
+    def record_one(self, uintptr_t icb, uint32_t entry, i, barrier=None):
+        """Record the dispatch thunk ``i`` as entry ``entry`` of the shim
+        indirect command buffer at address ``icb`` (``shim.Icb.address``),
+        as the Program records its own replay ranges; ``barrier`` as for
+        encode_one. Calibration replays such ICBs to time a dispatch."""
+        cdef uint32_t index, before
+        cdef int status
+        index, before = self._target("record_one: the indirect command buffer", icb, i, barrier)
+        if self.thunks[index].kind != RLX_THUNK_DISPATCH:
+            raise _errors.ScheduleError(f"thunk {index} is a gemm: an indirect command buffer holds dispatches only")
+        with nogil:
+            status = _record_thunk(self.api, <rlx_icb *>icb, entry, &self.thunks[index], before)
+        if status != 0:
+            self._raise(status, f"recording thunk {index}")
+
     def run(self, inputs, outputs):
         """Run once. inputs / outputs: objects with the buffer protocol, dense,
         in the order and byte sizes the program was built with."""
@@ -366,20 +714,12 @@ cdef class Program:
     cdef int _encode_range(self, rlx_cmdbuf *cb, uint32_t start, uint32_t end) noexcept nogil:
         """Encode thunks [start, end) one by one."""
         cdef const rlx_shim_api *api = self.api
-        cdef rlx_thunk *t
-        cdef uint32_t i, j
+        cdef rlx_thunk *t = self.thunks + start
+        cdef uint32_t i
         cdef int st = 0
         for i in range(start, end):
-            t = &self.thunks[i]
-            if t.barrier_before:
-                st |= api.cmd_barrier(cb)
-            if t.kind == RLX_THUNK_DISPATCH:
-                st |= api.cmd_set_pipeline(cb, t.pipeline)
-                for j in range(t.n_bindings):
-                    st |= api.cmd_set_buffer(cb, j, t.buffers[j], t.offsets[j])
-                st |= api.cmd_dispatch(cb, t.groups, t.threads)
-            else:
-                st |= api.cmd_gemm(cb, &t.gemm)
+            st |= _encode_thunk(api, cb, t, t.barrier_before)
+            t += 1
         return st
 
     cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil:
@@ -419,13 +759,7 @@ cdef class Program:
         cdef int status = self._encode(cb)
         if status != 0:
             return self._fail(status, b"encoding")
-        status = self.api.cmd_commit(cb)
-        if status != 0:
-            return self._fail(status, b"committing")
-        status = self.api.cmd_wait(cb, &self.device_seconds)
-        if status != 0:
-            return self._fail(status, b"executing")
-        return 0
+        return _submit(self, cb)
 
     cdef int _run_staged(self, const void *const *inputs, void *const *outputs) noexcept nogil:
         """Copies in, the schedule and copies out as one command buffer."""
@@ -499,6 +833,17 @@ cdef class Program:
                 if status != 0:
                     return self._fail(status, b"copying an output out")
         return 0
+
+
+cdef inline int _submit(Program prog, rlx_cmdbuf *cb) noexcept nogil:
+    """Commit and wait; the device time lands in prog.device_seconds."""
+    cdef int status = prog.api.cmd_commit(cb)
+    if status != 0:
+        return prog._fail(status, b"committing")
+    status = prog.api.cmd_wait(cb, &prog.device_seconds)
+    if status != 0:
+        return prog._fail(status, b"executing")
+    return 0
 
 
 cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil:

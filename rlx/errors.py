@@ -51,6 +51,12 @@ class MemoryPlanError(RlxError):
     """The memory plan does not fit the device."""
 
 
+class ScheduleError(RlxError):
+    """A thunk table, binding table or segment plan is malformed (a wrong
+    type, a negative size, too many bindings, an unknown binding name), or a
+    Program is asked for a thunk it does not have; raised before C sees it."""
+
+
 class ConfigError(RlxError):
     """An ``RLX_*`` environment variable or option has an invalid value."""
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs clang (Debian's package) when it is not on PATH. Called by test.sh only:
-# tests/test_metal_shim.py type-checks csrc/metal_shim.m with clang's Objective-C
+# tests/runtime/test_metal_shim.py type-checks csrc/metal_shim.m with clang's Objective-C
 # front end. When clang cannot be installed (no apt-get, not root, no network) this
 # only warns; that test then fails under CI=true and skips elsewhere.
 set -uo pipefail

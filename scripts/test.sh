@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh test
-bash scripts/ensure_clang.sh   # tests/test_metal_shim.py type-checks the Metal shim with clang
+bash scripts/ensure_clang.sh   # tests/runtime/test_metal_shim.py type-checks the Metal shim with clang
 export HF_HUB_OFFLINE=1      # the parity tests load sentence-transformers from a local folder only
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q "$@"

@@ -30,7 +30,7 @@ def pytest_addoption(parser):
     parser.addoption("--rlx-device", default="cpu", help="device the kernel suites compile for (cpu, cuda, metal)")
     parser.addoption("--rlx-group-size", type=int, default=0,
                      help="cap threads per group at N on every dispatch (0: the device's own choice)")
-    # tests/test_fuzz.py (the differential fuzzer against PyTorch, tests/fuzz/); it runs on
+    # tests/fuzz/test_fuzz.py (the differential fuzzer against PyTorch); it runs on
     # --rlx-device / --rlx-group-size like every other suite.
     parser.addoption("--fuzz-runs", type=int, default=0,
                      help="fuzz: N op cases, N special-value op cases and N random graphs from --fuzz-seed on "

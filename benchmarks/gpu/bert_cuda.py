@@ -185,12 +185,8 @@ def floor_programs():
     exe = rlx.compile(g, device="cuda", params={"b": np.ones(16, np.float32)})
     from rlx._core import Program
 
-    from rlx.runtime import shim
-    from rlx.runtime.compiler import _libraries, _pack
-    libraries = _libraries(exe.device, exe.thunks)
-    bare = Program(exe.device.shim.api_address, exe.device.address, [exe._arena.address, exe._resident.address],
-                   [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in exe.thunks], [], [],
-                   replay=True, keepalive=(exe, libraries))
+    bare = Program(exe.device.shim.api_address, exe.device.address, exe.thunk_table,
+                   {name: buf.address for name, buf in exe.bindings.items()}, [], [], replay=True, keepalive=exe)
     return exe, bare
 
 

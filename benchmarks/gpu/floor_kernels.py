@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from rlx._core import Program
+from rlx._core import ARENA, Bindings, Program, ThunkTable
 
 sys.path.insert(0, "benchmarks/gpu")
 from bert_cuda import floor_programs, median_ms  # noqa: E402
@@ -50,6 +50,15 @@ RLX_INSTANTIATE(add16loop, float, add16loop_f32)
 """
 
 
+def chain_program(dev, buf, pipe, offsets, keepalive) -> Program:
+    """65 dependent dispatches of ``pipe`` binding ``buf`` at ``offsets``, replayed."""
+    table = ThunkTable(Bindings((ARENA,)))
+    for i in range(65):
+        table.append_dispatch(pipe.address, [(ARENA, off) for off in offsets], (1, 1, 1), (32, 1, 1), barrier=i > 0)
+    return Program(dev.shim.api_address, dev.address, table, {ARENA: buf.address}, [], [], replay=True,
+                   keepalive=keepalive)
+
+
 def replay_us(prog: Program, runs: int = 3000) -> float:
     return 1e3 * median_ms(lambda: prog.run([], []), warmup=200, runs=runs, sync=False)
 
@@ -65,12 +74,9 @@ def main() -> None:
     late = dev.compile_library(SOURCE, "-DRLX_PDL_TRIGGER_AFTER_WAIT")
     out = {"builtin_binary_chain_us": replay_us(bare)}
     for suffix, library in (("", lib), ("_trigger_after_wait", late)):
-        for name, bindings in (("add16_f32", ((0, 0), (0, 256))), ("add16p_f32", ((0, 0), (0, 256), (0, 512)))):
+        for name, offsets in (("add16_f32", (0, 256)), ("add16p_f32", (0, 256, 512))):
             pipe = library.pipeline(name, shim.PIPELINE_INDIRECT)
-            thunks = [(0, i > 0, pipe.address, bindings, (1, 1, 1), (32, 1, 1)) for i in range(65)]
-            prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
-                           keepalive=(buf, library, pipe))
-            out[f"{name}_chain{suffix}_us"] = replay_us(prog)
+            out[f"{name}_chain{suffix}_us"] = replay_us(chain_program(dev, buf, pipe, offsets, (buf, library, pipe)))
     # The grid-stride loop (RLX_FOR_RANGE), and the built-in binary kernel's
     # source as a user kernel at 32 threads with the compiled graph's params.
     loop = lib.pipeline("add16loop_f32", shim.PIPELINE_INDIRECT)
@@ -79,12 +85,9 @@ def main() -> None:
     buf.write(1024, np.frombuffer(exe.thunks[1].params, np.uint8))
     first = exe.thunks[1]
     out["builtin_binary_dispatch"] = [list(first.groups), list(first.threads)]
-    for name, pipe, bindings in (("add16loop_f32", loop, ((0, 0), (0, 256), (0, 512))),
-                                 ("binary_user_32_threads", binary, ((0, 0), (0, 256), (0, 0), (0, 1024)))):
-        thunks = [(0, i > 0, pipe.address, bindings, (1, 1, 1), (32, 1, 1)) for i in range(65)]
-        prog = Program(dev.shim.api_address, dev.address, [buf.address], thunks, [], [], replay=True,
-                       keepalive=(buf, lib, binary_lib, pipe))
-        out[f"{name}_chain_us"] = replay_us(prog)
+    for name, pipe, offsets in (("add16loop_f32", loop, (0, 256, 512)),
+                                ("binary_user_32_threads", binary, (0, 256, 0, 1024))):
+        out[f"{name}_chain_us"] = replay_us(chain_program(dev, buf, pipe, offsets, (buf, lib, binary_lib, pipe)))
     print(json.dumps(out), flush=True)
 
 

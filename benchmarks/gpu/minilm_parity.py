@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-from test_bert import SENTENCES, cosine  # noqa: E402
+from models.test_bert import SENTENCES, cosine  # noqa: E402
 
 from rlx.models import load_embedder  # noqa: E402
 

@@ -94,20 +94,18 @@ def _attention(lw: Lowering, node: Node) -> View:
 # one masked softmax: the BLAS (CPU BLAS, cuBLAS, MPS) keeps the vector units
 # busy where the fused kernel (one query row per group, made for decode)
 # re-reads K and V per row. A measured threshold, not yet a cost-model
-# decision: from this many queries and keys on (no causal/softcap/window).
-# GPUs: 32 (the H200 runs 16 tokens faster on the fused kernel). The CPU: 8;
-# all-MiniLM-L6-v2 bf16 on 2 Zen 4 cores, p50 of 3 x 400 runs, gemm path
-# against fused kernel: 1 x 9 1.16 vs 1.23 ms, 1 x 16 2.03 vs 2.19 ms, 32 x 9
-# 19.2 vs 19.9 ms (f32 1 x 9 within noise).
+# decision: from this many queries and keys on (no causal/softcap/window);
+# GPUs 32, the CPU 8. The measurements behind both are in benchmarks/README.md
+# ("Attention path thresholds").
 GEMM_PATH_MIN_TOKENS = 32
 
 
 GEMM_PATH_MIN_TOKENS_CPU = 8
 
 
-# Measured on the H200 (benchmarks/results/h200-bert-cuda-*.json): at 128
-# tokens the cuBLAS path beats the fused kernel too (f32, 32 x 128: 7.6 ms
-# against 11.1 ms), so GPUs take it as well; set False to compare.
+# At 128 tokens the cuBLAS path beats the fused kernel on the H200 too
+# (benchmarks/README.md, "Attention path thresholds"), so GPUs take it as
+# well; set False to compare.
 GEMM_PATH_ON_GPU = True
 
 

@@ -244,10 +244,20 @@ def float_suffix(node: Node, dtype: DType) -> str:
 LOWERINGS: dict[str, Callable[[Lowering, Node], View]] = {}
 
 
-def lowers(*ops: str):
+# Inputs (by position) each op's kernel binds without an element offset
+# (``Lowering.dense(..., at_start=True)``), as its lowering declares them;
+# sibling fusion reads this to know which views a consumer would copy.
+AT_START: dict[str, tuple[int, ...]] = {}
+
+
+def lowers(*ops: str, at_start: tuple[int, ...] = ()):
+    """Register ``fn`` as the lowering of ``ops``; ``at_start``: the input
+    positions it reads densely from their storage's first byte."""
     def register(fn):
         for op in ops:
             LOWERINGS[op] = fn
+            if at_start:
+                AT_START[op] = tuple(at_start)
         return fn
     return register
 

@@ -44,8 +44,8 @@ def _binary(lw: Lowering, node: Node) -> View:
         return out
     # A size-1 dimension's stride is never used (is_dense ignores it), so
     # [1, T, C] + broadcast [T, C] takes the contiguous loop; and the strided
-    # loop pays an integer division per dimension and element (~5 ns each on
-    # the CPU), so size-1 dimensions are dropped and dimensions contiguous in
+    # loop pays an integer division per dimension and element (several ns
+    # each on the CPU), so size-1 dimensions are dropped and dimensions contiguous in
     # every operand merged first. Same elements, same math, on every target.
     contiguous = a.is_dense and b.is_dense
     shape, (strides_a, strides_b) = P.merge_dims(shape, (a.strides, b.strides))

@@ -49,7 +49,7 @@ def _matmul(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("linear")
+@lowers("linear", at_start=(1, 2))
 def _linear(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     x = lw.dense(node.inputs[0])

@@ -43,7 +43,7 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("gather")
+@lowers("gather", at_start=(0,))
 def _gather(lw: Lowering, node: Node) -> View:
     table = lw.dense(node.inputs[0], at_start=True)
     idx = lw.view(node.inputs[1])

@@ -22,7 +22,7 @@ def norm_params(rows: int, cols: int, x_offset: int, r_offset: int, eps: float, 
     return struct.pack("<4If3I", rows, cols, x_offset, r_offset, eps, int(add_one), 0, 0)
 
 
-@lowers("layernorm")
+@lowers("layernorm", at_start=(1, 2))
 def _layernorm(lw: Lowering, node: Node) -> View:
     x = lw.dense(node.inputs[0])
     w, b = (lw.dense(n, at_start=True) for n in node.inputs[1:])
@@ -52,20 +52,20 @@ def _norm(lw: Lowering, node: Node, kernel: str, x: View, r: View | None, weight
     return out
 
 
-@lowers("rmsnorm")
+@lowers("rmsnorm", at_start=(1,))
 def _rmsnorm(lw: Lowering, node: Node) -> View:
     x, w = lw.dense(node.inputs[0]), lw.dense(node.inputs[1], at_start=True)
     return _norm(lw, node, "rmsnorm", x, None, [w], node.attrs["eps"], node.attrs["add_one"])
 
 
-@lowers("add_rmsnorm")
+@lowers("add_rmsnorm", at_start=(2,))
 def _add_rmsnorm(lw: Lowering, node: Node) -> View:
     x, r = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     w = lw.dense(node.inputs[2], at_start=True)
     return _norm(lw, node, "rmsnorm", x, r, [w], node.attrs["eps"], node.attrs["add_one"])
 
 
-@lowers("add_layernorm")
+@lowers("add_layernorm", at_start=(2, 3))
 def _add_layernorm(lw: Lowering, node: Node) -> View:
     x, r = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     w, b = (lw.dense(n, at_start=True) for n in node.inputs[2:])

@@ -170,29 +170,18 @@ def time_runner(fn: Callable[[], object], budget_s: float = 3.0, max_runs: int =
 
 
 def profile_thunks(exe, repeats: int = 20) -> list[dict]:
-    """Time each thunk of a compiled executable alone (a one-thunk Program
-    over the executable's own arena and weights, re-encoded each time).
-    Uses compiler internals; a development aid, not an API."""
-    from rlx._core import Program
-    from rlx.runtime import shim
-    from rlx.runtime.compiler import _libraries, _pack
-
-    libraries = _libraries(exe.device, exe.thunks)
-    arena = getattr(exe, "arena", None) or exe._arena
-    resident = getattr(exe, "resident", None) or exe._resident
-    buffers = [arena.address, resident.address]
+    """Time each thunk of a compiled executable alone: ``Program.run_one``
+    runs it over the executable's own buffers, encoded as a run encodes it,
+    in a command buffer of its own. A development aid, not an API."""
+    program = exe.program
     rows = []
     for i, t in enumerate(exe.thunks):
-        prog = Program(exe.device.shim.api_address, exe.device.address, buffers,
-                       [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT)], [], [], replay=False,
-                       keepalive=(exe, libraries))
-        prog.run([], [])
+        program.run_one(i)
         times, device_times = [], []
         for _ in range(repeats):
             s = time.perf_counter()
-            prog.run([], [])
+            device_times.append(program.run_one(i))
             times.append(time.perf_counter() - s)
-            device_times.append(prog.last_device_seconds)
         rows.append({"index": i, "label": t.label, "kernel": t.kernel or "gemm",
                      "ms": 1e3 * statistics.median(times), "device_ms": 1e3 * statistics.median(device_times)})
     return rows

@@ -34,15 +34,13 @@ import numpy as np
 from rlx.errors import ParameterError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import get_op
+from rlx.lowering.core import AT_START
 from rlx.opt.rewrite import rebuild
 from rlx.runtime.views import Storage, View
 
 CAPABILITY = "linear_siblings"
 
 _BINARY = frozenset({"add", "mul", "sub", "div", "maximum", "minimum"})
-# Inputs a kernel binds without an element offset (lw.dense(..., at_start=True)).
-_AT_START = {"linear": (1, 2), "layernorm": (1, 2), "rmsnorm": (1,), "add_layernorm": (2, 3),
-             "add_rmsnorm": (2,), "gather": (0,)}
 
 
 @dataclass(frozen=True)
@@ -198,14 +196,14 @@ def _no_copy(node: Node, view: View, consumers: dict[Node, list[Node]], outputs:
             continue
         if user.op == "glu" and _rows_ok(view):
             continue
-        if view.is_dense and not (view.offset and set(positions) & set(_AT_START.get(user.op, ()))):
+        if view.is_dense and not (view.offset and set(positions) & set(AT_START.get(user.op, ()))):
             continue
         return f"{user.op} %{user.id} reads it densely (a copy)"
     return None
 
 
 def _rows_ok(view: View) -> bool:
-    """rows_view in rlx/runtime/lowering_linear.py: rows with one stride."""
+    """rows_view in rlx/lowering/core.py: rows with one stride."""
     if view.shape and view.strides[-1] != 1 and view.shape[-1] != 1:
         return False
     lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]

@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from rlx import env
-from rlx._core import Program
+from rlx._core import Bindings, Program, ThunkTable
 from rlx.errors import ConfigError, GraphError, ParameterError
 from rlx.ir.graph import Graph, Node, as_bindings
 from rlx.ir.op import get_op
@@ -161,15 +161,15 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
     param_slots = siblings.alias_slots(_bind_resident(lw, graph, resident, siblings.param_values(
         graph, params or {}, shared.slots), shared))
 
+    bindings = {ARENA: arena, RESIDENT: resident, **shared.buffers}
     libraries = _libraries(dev, lw.thunks)
-    buffers = [arena.address, resident.address] + [buf.address for buf in shared.buffers]
+    table = pack_thunks(lw.thunks, libraries, Bindings(tuple(bindings)))
     program = Program(
-        dev.shim.api_address, dev.address, buffers,
-        [_pack(t, libraries[t.source], shim.PIPELINE_INDIRECT) for t in lw.thunks],
+        dev.shim.api_address, dev.address, table, {name: buf.address for name, buf in bindings.items()},
         [(s.offset, s.nbytes) for s in input_storages],
         [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize) for _, v in outputs],
         replay=use_replay, segments=[seg.as_tuple() for seg in plan_segments] if use_replay else None,
-        keepalive=(arena, resident, libraries, shared.buffers),
+        keepalive=(bindings, libraries),
     )
     stats = CompileStats(
         nodes=len(order), thunks=len(lw.thunks), fused=planned.fused,
@@ -181,7 +181,8 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
         input_specs=[IOSpec(name, tuple(n.shape), n.dtype) for name, n in graph.inputs.items()],
         output_specs=[IOSpec(name, v.shape, v.dtype) for name, v in outputs],
         param_slots=param_slots, index_checks=_index_checks(graph, order), stats=stats, plan=plan,
-        thunks=lw.thunks, lifetimes=lifetimes, compile_report=report, graph=graph, segments=plan_segments)
+        thunks=lw.thunks, thunk_table=table, bindings=bindings, lifetimes=lifetimes, compile_report=report,
+        graph=graph, segments=plan_segments)
     if env.verbose():
         print("rlx.compile:\n  " + "\n  ".join("\n".join(report).splitlines()) +
               f"\n  total: {stats.nodes} nodes -> {stats.thunks} thunks ({stats.dispatches} dispatches, "
@@ -260,7 +261,7 @@ def _layout_resident(storages: list[Storage]) -> int:
 class _Shared:
     """Params read from another executable's resident buffers."""
     slots: dict = field(default_factory=dict)     # name -> (spec, buffer, offset)
-    buffers: list = field(default_factory=list)   # those buffers, in slot order from slot 2
+    buffers: dict = field(default_factory=dict)   # binding name -> one of those buffers
 
 
 def _share_params(lw: Lowering, graph: Graph, dev, source: Executable | None) -> _Shared:
@@ -269,6 +270,7 @@ def _share_params(lw: Lowering, graph: Graph, dev, source: Executable | None) ->
         return shared
     if source.device is not dev:
         raise ParameterError("share_params_with: the executable belongs to another device")
+    names = {}   # id(buffer) -> its binding name
     for tensor in lw.resident:
         if tensor.value is not None or tensor.name not in source._param_slots:
             continue
@@ -276,10 +278,9 @@ def _share_params(lw: Lowering, graph: Graph, dev, source: Executable | None) ->
         spec, buffer, offset = source._param_slots[tensor.name]
         if spec.shape != tuple(node.shape) or spec.dtype != node.dtype or not shareable(buffer):
             continue
-        if all(b is not buffer for b in shared.buffers):
-            shared.buffers.append(buffer)
-        slot = 2 + next(i for i, b in enumerate(shared.buffers) if b is buffer)
-        tensor.storage.slot, tensor.storage.offset = slot, offset
+        name = names.setdefault(id(buffer), f"shared params {len(names)}")
+        shared.buffers[name] = buffer
+        tensor.storage.slot, tensor.storage.offset = name, offset
         shared.slots[tensor.name] = (spec, buffer, offset)
     return shared
 
@@ -333,20 +334,44 @@ def _libraries(dev, thunks: list[Thunk]) -> dict:
     return libraries
 
 
-def _binding(b: Binding) -> tuple[int, int]:
+def _binding(b: Binding) -> tuple[str, int]:
     return (b.storage.slot, b.storage.offset + b.offset)
 
 
-def _pack(t: Thunk, library, flags: int) -> tuple:
-    if t.kind == DISPATCH:
-        pipeline = library.pipeline(t.kernel, flags)
-        # Kernels are correct for any group size, so a pipeline whose limit is
-        # below the device's (register pressure) just gets smaller groups.
-        tx = max(1, min(t.threads[0], pipeline.max_threads_per_group or t.threads[0]))
-        threads = (tx, t.threads[1], t.threads[2])
-        return (DISPATCH, t.barrier, pipeline.address, tuple(_binding(b) for b in t.bindings), t.groups, threads)
-    g = t.gemm
-    return (GEMM, t.barrier, _binding(g["a"]), _binding(g["b"]), _binding(g["c"]), g["m"], g["n"], g["k"],
-            g["lda"], g["ldb"], g["ldc"], g["trans_a"], g["trans_b"], g["dtype"], g["alpha"], g["beta"],
-            g["batch"], g["stride_a"], g["stride_b"], g["stride_c"], g["outer"], *g["outer_strides"],
-            g["b_dtype"], g["c_dtype"], _binding(g["bias"]) if g.get("bias") else None)
+def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings) -> ThunkTable:
+    """Lowering's thunks as a ThunkTable over ``bindings`` (the names their
+    storages' slots use); ``libraries``: source -> Library (``_libraries``)."""
+    table = ThunkTable(bindings)
+    for t in thunks:
+        if t.kind == DISPATCH:
+            pipeline = libraries[t.source].pipeline(t.kernel, shim.PIPELINE_INDIRECT)
+            # Kernels are correct for any group size, so a pipeline whose limit is
+            # below the device's (register pressure) just gets smaller groups.
+            tx = max(1, min(t.threads[0], pipeline.max_threads_per_group or t.threads[0]))
+            table.append_dispatch(pipeline.address, [_binding(b) for b in t.bindings], t.groups,
+                                  (tx, t.threads[1], t.threads[2]), barrier=t.barrier)
+            continue
+        g = t.gemm
+        osa, osb, osc = g["outer_strides"]
+        table.append_gemm(
+            a=_binding(g["a"]), b=_binding(g["b"]), c=_binding(g["c"]), m=g["m"], n=g["n"], k=g["k"],
+            lda=g["lda"], ldb=g["ldb"], ldc=g["ldc"], trans_a=bool(g["trans_a"]), trans_b=bool(g["trans_b"]),
+            dtype=g["dtype"], alpha=g["alpha"], beta=g["beta"], batch=g["batch"], stride_a=g["stride_a"],
+            stride_b=g["stride_b"], stride_c=g["stride_c"], outer=g["outer"], outer_stride_a=osa,
+            outer_stride_b=osb, outer_stride_c=osc, b_dtype=g["b_dtype"], c_dtype=g["c_dtype"],
+            bias=_binding(g["bias"]) if g.get("bias") else None, barrier=t.barrier)
+    return table
+
+
+def thunk_program(exe: Executable, thunks: list[Thunk], extra: Mapping | None = None, *,
+                  replay: bool = False) -> Program:
+    """A Program of ``thunks`` over ``exe``'s own buffers (plus ``extra``:
+    binding name -> buffer, for thunks built by hand), with no inputs or
+    outputs: what calibration probes time a thunk that is not one of the
+    executable's through (``Program.encode_one`` / ``record_one``)."""
+    bindings = {**exe.bindings, **(extra or {})}
+    libraries = _libraries(exe.device, thunks)
+    table = pack_thunks(thunks, libraries, Bindings(tuple(bindings)))
+    return Program(exe.device.shim.api_address, exe.device.address, table,
+                   {name: buf.address for name, buf in bindings.items()}, [], [], replay=replay,
+                   keepalive=(exe, bindings, libraries))

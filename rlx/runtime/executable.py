@@ -13,6 +13,7 @@ import numpy as np
 from rlx.errors import InputError, ParameterError
 from rlx.ir.dtype import DType, bf16, to_bf16
 from rlx.ir.graph import as_bindings
+from rlx.runtime.views import ARENA, RESIDENT
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ class Executable:
     run concurrently)."""
 
     def __init__(self, *, program, device, target, arena, resident, input_specs, output_specs,
-                 param_slots, index_checks, stats: CompileStats, plan, thunks, lifetimes=(),
+                 param_slots, index_checks, stats: CompileStats, plan, thunks, thunk_table=None, bindings=None,
+                 lifetimes=(),
                  compile_report=(), graph=None, segments=()):
         self.program = program          # rlx._core.Program: the C-level API for Cython users
         self.device = device
@@ -83,6 +85,9 @@ class Executable:
         self.stats = stats
         self.plan = plan
         self.thunks = thunks
+        self.thunk_table = thunk_table      # rlx._core.ThunkTable the program was made from (thunk i = thunks[i])
+        # binding name -> the buffer it resolves to ("arena", "resident", shared params)
+        self.bindings = dict(bindings) if bindings is not None else {ARENA: arena, RESIDENT: resident}
         self.lifetimes = tuple(lifetimes)   # what the memory plan was given (for checks and debugging)
         self.compile_report = tuple(compile_report)   # one line (or block) per pass
         self.graph = graph                  # the graph after fusion and precision: what was lowered

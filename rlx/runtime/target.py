@@ -58,10 +58,10 @@ class Target:
         n so the dispatch runs inline without waking the pool. `scalar`: the
         loop does not vectorize on the CPU (copy, gather and broadcasting
         binary ops compute each element's index with integer divisions;
-        GCC 12 keeps binary's op switch inside its loop), measured ~1.5-5 ns
-        an element against ~0.1 ns for a vectorized one, so the pool pays
-        off from far fewer elements (a 9 x 384 broadcast add: 12 us inline,
-        about half on two cores). GPU: groups of up to 256 threads, the
+        GCC 12 keeps binary's op switch inside its loop), an order of
+        magnitude slower an element than a vectorized one, so the pool pays
+        off from far fewer elements (benchmarks/README.md, "CPU small
+        dispatches"). GPU: groups of up to 256 threads, the
         grid-stride loop covers the rest; `scalar` changes nothing there."""
         n = max(int(n), 1)
         if self.one_thread_groups:
@@ -79,14 +79,14 @@ class Target:
         """One group per row. GPU groups are a multiple of the SIMD width:
         a thread per column while rows are few (the row's latency is the
         run's), four columns per thread and at most 128 threads once there
-        are enough rows to fill every core several times (measured on the
-        H200: softmax, layernorm and bias kernels of BERT 32 x 128 took
-        0.57x the time; benchmarks/gpu/row_grid_variants.py).
+        are enough rows to fill every core several times (faster on the
+        H200 for the softmax, layernorm and bias kernels of BERT 32 x 128:
+        benchmarks/gpu/row_grid_variants.py, benchmarks/README.md).
 
         `stacked` (kernels that take their row from group_id.x * group_size.y
         + local_id.y): when a row needs only one SIMD group, ROWS_PER_GROUP
         rows share a group, one per SIMD group. A GPU core holds a bounded
-        number of groups (32 on the H200), so one-SIMD-group groups leave half
+        number of groups (H200: benchmarks/README.md), so one-SIMD-group groups leave half
         its thread slots empty; the masked softmax of BERT 32 x 128 (49152
         rows of 128) is bound by exactly that."""
         rows = max(int(rows), 1)

@@ -7,24 +7,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlx._core import ARENA, RESIDENT
 from rlx.ir.dtype import DType
 from rlx.ir.shape import contiguous_strides
 
-ARENA, RESIDENT = 0, 1   # buffer slots of an executable: activations, weights
+# ARENA ("arena": activations, inputs, outputs, kernel params) and RESIDENT
+# ("resident": weights, constants) are binding names of rlx._core.Bindings;
+# a storage's slot is the binding whose buffer holds it (the compiler adds
+# names for params shared from another executable).
+__all__ = ["ARENA", "RESIDENT", "Storage", "View"]
 
 
 @dataclass(eq=False)
 class Storage:
     """A dense run of bytes the memory plan places (arena) or the resident
-    buffer holds (params and constants)."""
+    buffer holds (params and constants). ``slot`` is the name of the
+    binding (rlx._core.Bindings) whose buffer holds it."""
 
     key: str
     nbytes: int
-    slot: int = ARENA
+    slot: str = ARENA
     offset: int | None = None   # bytes, set by the memory plan / resident layout
 
     def __repr__(self) -> str:
-        return f"Storage({self.key}, {self.nbytes} B, slot {self.slot}, @{self.offset})"
+        return f"Storage({self.key}, {self.nbytes} B, {self.slot}, @{self.offset})"
 
 
 @dataclass(frozen=True)

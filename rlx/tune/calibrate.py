@@ -4,7 +4,9 @@ section 4, "Calibration").
 
 Everything here goes through the public runtime: graphs compiled with
 ``rlx.compile`` (for the run floor, and for thunks with real bindings and
-params) and the shim ABI through the wrappers of ``rlx.runtime.shim``.
+params), their Programs' own per-thunk encoder (``Program.encode_one`` /
+``record_one``, the code a run encodes with) and command buffers and ICBs
+through the wrappers of ``rlx.runtime.shim``.
 Nothing knows which backend it runs on, so the same probes calibrate the
 CPU, CUDA and Metal.
 
@@ -30,7 +32,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +43,7 @@ from rlx.ir.graph import Graph
 from rlx.lowering import DISPATCH, GEMM, Binding, Thunk, Work
 from rlx.lowering.linear import linear_params
 from rlx.runtime import devices, shim
-from rlx.runtime.compiler import compile_graph
-from rlx.runtime.custom_kernels import library_for
-from rlx.runtime.shim import PIPELINE_INDIRECT
+from rlx.runtime.compiler import compile_graph, thunk_program
 from rlx.runtime.views import Storage
 from rlx.tune.calibration import (
     _MEMO,
@@ -112,51 +112,35 @@ def get_calibration(device: Any, *, force: bool = False, budget_s: float | None 
 
 
 # ---- timing helpers (also used by benchmarks/test_cost_accuracy.py) -------------------------
-def _buffers(exe: Any) -> tuple[Any, Any]:
-    # The executable's arena and resident buffers: probes re-encode its own
-    # thunks in place, so bindings and params are exactly what compile made.
-    return exe._arena, exe._resident
+# A probe is (Program, thunk index): every probe encodes through the
+# Program's own encoder (encode_one / record_one), the code a run uses.
+Probe = tuple[Any, int]
 
 
-def encode_thunk(cb: Any, exe: Any, thunk: Any, buffers: tuple[Any, ...] | None = None) -> None:
-    """Encode one thunk of ``exe`` into a ``shim.CommandBuffer`` (what the
-    Cython core does per thunk, through the Python wrappers). ``buffers``:
-    the buffer of each storage slot (default: the arena and resident
-    buffers of ``exe``)."""
-
-    buffers = _buffers(exe) if buffers is None else buffers
-
-    def where(binding: Any) -> tuple[Any, int]:
-        return buffers[binding.storage.slot], binding.storage.offset + binding.offset
-
-    if thunk.kind == GEMM:
-        g = thunk.gemm
-        (a, ao), (b, bo), (c, co) = where(g["a"]), where(g["b"]), where(g["c"])
-        cb.gemm(a, b, c, g["m"], g["n"], g["k"], lda=g["lda"], ldb=g["ldb"], ldc=g["ldc"],
-                trans_a=bool(g["trans_a"]), trans_b=bool(g["trans_b"]), dtype=g["dtype"], alpha=g["alpha"],
-                beta=g["beta"], a_offset=ao, b_offset=bo, c_offset=co, batch=g.get("batch", 1),
-                stride_a=g.get("stride_a", 0), stride_b=g.get("stride_b", 0), stride_c=g.get("stride_c", 0),
-                outer=g.get("outer", 1), outer_strides=g.get("outer_strides", (0, 0, 0)),
-                b_dtype=g.get("b_dtype"), c_dtype=g.get("c_dtype"),
-                bias=where(g["bias"])[0] if g.get("bias") else None,
-                bias_offset=where(g["bias"])[1] if g.get("bias") else 0)
-        return
-    pipeline = _pipeline(exe, thunk)
-    cb.set_pipeline(pipeline)
-    for i, binding in enumerate(thunk.bindings):
-        buf, off = where(binding)
-        cb.set_buffer(i, buf, off)
-    tx = max(1, min(thunk.threads[0], pipeline.max_threads_per_group or thunk.threads[0]))
-    cb.dispatch(thunk.groups, (tx, thunk.threads[1], thunk.threads[2]))
+def _probe(exe: Any, thunk: Any, bindings: Mapping[str, Any] | None = None) -> Probe:
+    """Where ``thunk`` is encoded from: ``exe``'s own program when it is one
+    of ``exe``'s thunks (bindings and params exactly as compile made them),
+    else a one-thunk program over ``exe``'s buffers plus ``bindings``
+    (binding name -> buffer, for a thunk built by hand)."""
+    if bindings is None:
+        for i, own in enumerate(exe.thunks):
+            if own is thunk:
+                return exe.program, i
+    return thunk_program(exe, [thunk], bindings), 0
 
 
-def _pipeline(exe: Any, thunk: Any) -> Any:
-    """The thunk's pipeline as the executable has it: recordable into ICBs."""
+def _encode_one(cb: Any, probe: Probe, barrier: bool) -> None:
+    """The probe's thunk appended to a ``shim.CommandBuffer``."""
+    program, index = probe
+    program.encode_one(cb.address, index, barrier=barrier)
 
-    if thunk.source is not None:
 
-        return library_for(exe.device, thunk.source).pipeline(thunk.kernel, PIPELINE_INDIRECT)
-    return exe.device.builtin_library().pipeline(thunk.kernel, PIPELINE_INDIRECT)
+def _record_chain(icb: Any, probe: Probe, count: int) -> None:
+    """Entries 0..count-1 of a ``shim.Icb``: the probe's dispatch, each after
+    a barrier but the first (a dependent chain, like a real schedule)."""
+    program, index = probe
+    for i in range(count):
+        program.record_one(icb.address, i, index, barrier=i > 0)
 
 
 def _run_encoded(device: Any, encode: Callable[[Any], None]) -> float:
@@ -173,17 +157,17 @@ def _run_encoded(device: Any, encode: Callable[[Any], None]) -> float:
 
 
 def time_thunk(exe: Any, thunk: Any, *, repeats: int = 8, samples: int = 5, budget_s: float | None = None,
-               buffers: tuple[Any, ...] | None = None) -> float:
+               bindings: Mapping[str, Any] | None = None) -> float:
     """Seconds per execution of one thunk of ``exe``, encoded ``repeats``
     times with a barrier between (a dependent chain, like a real schedule)
     into one command buffer; the minimum over ``samples`` buffers (or over
     as many as fit in ``budget_s``), so other load on the machine counts
-    as little as possible."""
+    as little as possible. ``bindings``: as for ``_probe``."""
+    probe = _probe(exe, thunk, bindings)
+
     def encode(cb: Any) -> None:
         for i in range(repeats):
-            if i:
-                cb.barrier()
-            encode_thunk(cb, exe, thunk, buffers)
+            _encode_one(cb, probe, barrier=i > 0)
 
     return _sample(lambda: _run_encoded(exe.device, encode), samples, budget_s) / repeats
 
@@ -199,21 +183,9 @@ def _anchor(device: Any) -> Any:
         g = _chain(1, (16,), "add")
         exe = _compile(g, device, _params_for(g))
         icb = shim.Icb(device, 1)
-        _record(icb, exe, exe.thunks[0], 1)
+        _record_chain(icb, (exe.program, 0), 1)
         entry = _ANCHORS[id(device)] = (device, exe, icb)
     return entry[2]
-
-
-def _record(icb: Any, exe: Any, thunk: Any, count: int, buffers: tuple[Any, ...] | None = None) -> None:
-    """Entries 0..count-1 of ``icb``: the dispatch ``thunk`` of ``exe``, each
-    after a barrier (a dependent chain, like a real schedule)."""
-    buffers = _buffers(exe) if buffers is None else buffers
-    pipeline = _pipeline(exe, thunk)
-    bindings = [(buffers[b.storage.slot], b.storage.offset + b.offset) for b in thunk.bindings]
-    tx = max(1, min(thunk.threads[0], pipeline.max_threads_per_group or thunk.threads[0]))
-    for i in range(count):
-        icb.encode_dispatch(i, pipeline, bindings, thunk.groups, (tx, thunk.threads[1], thunk.threads[2]),
-                            barrier_before=i > 0)
 
 REPLAY_TARGET_S = 2e-4    # auto repeats: the long replay should take about this long
 
@@ -221,7 +193,7 @@ LONG_NODE_S = 1e-3        # a replay of one node this long: its mean, not the sl
 
 
 def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: int = 4,
-                  budget_s: float | None = None, buffers: tuple[Any, ...] | None = None) -> float:
+                  budget_s: float | None = None, bindings: Mapping[str, Any] | None = None) -> float:
     """Seconds one execution of ``thunk`` adds to a REPLAYED schedule: the
     slope between a command buffer replaying it 1 + ``repeats`` times and
     one replaying it once. A dispatch is recorded into an ICB and replayed
@@ -234,12 +206,15 @@ def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: 
     left is the node's cost inside the graph, launch overlap included.
     ``repeats=None``: as many (2 to 64) as make the long replay take about
     REPLAY_TARGET_S, from a first replay of one (so a node of a few
-    microseconds is timed over tens of them, above the launch jitter)."""
+    microseconds is timed over tens of them, above the launch jitter).
+    Every entry is encoded by the Program's encoder (``_probe``;
+    ``bindings`` as there)."""
 
     device = exe.device
+    probe = _probe(exe, thunk, bindings)
     if repeats is None:
-        probe = _one_replay(exe, thunk, buffers)
-        repeats = int(min(64, max(2, round(REPLAY_TARGET_S / max(probe, 1e-9)))))
+        once = _one_replay(device, thunk, probe)
+        repeats = int(min(64, max(2, round(REPLAY_TARGET_S / max(once, 1e-9)))))
     short, long = 1, 1 + max(1, int(repeats))
     icb = None
     if thunk.kind == GEMM:
@@ -249,12 +224,11 @@ def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: 
             def encode(cb: Any) -> None:
                 cb.execute_icb(anchor, 0, 1)
                 for _ in range(count):
-                    cb.barrier()
-                    encode_thunk(cb, exe, thunk, buffers)
+                    _encode_one(cb, probe, barrier=True)
             return encode
     else:
         icb = shim.Icb(device, long)
-        _record(icb, exe, thunk, long, buffers)
+        _record_chain(icb, probe, long)
 
         def encoder(count: int) -> Callable[[Any], None]:
             def encode(cb: Any) -> None:
@@ -282,22 +256,20 @@ def time_replayed(exe: Any, thunk: Any, *, repeats: int | None = None, samples: 
     return max(slope, times[1] / long / 20.0, 1e-10)
 
 
-def _one_replay(exe: Any, thunk: Any, buffers: tuple[Any, ...] | None) -> float:
+def _one_replay(device: Any, thunk: Any, probe: Probe) -> float:
     """Seconds of a replayed list holding the thunk once (an upper bound of
     its cost: the list's launch is included)."""
 
-    device = exe.device
     if thunk.kind == GEMM:
         anchor = _anchor(device)
 
         def encode(cb: Any) -> None:
             cb.execute_icb(anchor, 0, 1)
-            cb.barrier()
-            encode_thunk(cb, exe, thunk, buffers)
+            _encode_one(cb, probe, barrier=True)
         return min(_run_encoded(device, encode) for _ in range(3))
     icb = shim.Icb(device, 1)
     try:
-        _record(icb, exe, thunk, 1, buffers)
+        _record_chain(icb, probe, 1)
         return min(_run_encoded(device, lambda cb: cb.execute_icb(icb, 0, 1)) for _ in range(3))
     finally:
         icb.free()
@@ -708,6 +680,9 @@ def _probe_small_m(calib: Calibration, sizes: _Sizes, budget: float, device: Any
                          + ", ".join(gemm_pts) + "; matmul_rows " + ", ".join(rows) + " (work, replayed)")
 
 
+PROBE_PARAMS = "probe params"   # the binding of a hand-built probe's params buffer
+
+
 def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k: int, dtype: str,
                      budget: float) -> float:
     """Work seconds of matmul_rows on the gemm's own operands (node overhead
@@ -719,11 +694,11 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
     trans_b = bool(g["trans_b"])
     params = linear_params(m, n, k, g["a"].offset // (2 if dtype == "f16" else 4), trans_b, False, 0)
     # The kernel reads x at an element offset from its binding, so bind x's
-    # storage at its start; params go in a small buffer of their own (slot 2).
+    # storage at its start; params go in a small buffer of their own (binding PROBE_PARAMS).
     pbuf = exe.device.alloc(256)
     try:
         pbuf.write(0, params)
-        pstore = Storage("params", len(params), slot=2)
+        pstore = Storage("params", len(params), slot=PROBE_PARAMS)
         pstore.offset = 0
         groups, threads = exe.target.row_grid(n, k)   # as rlx/lowering/linear.py: one group per output column
         thunk = Thunk(DISPATCH, "matmul_rows probe", kernel=f"matmul_rows_{dtype}",
@@ -733,7 +708,7 @@ def _time_row_kernel(calib: Calibration, exe: Any, gemm: Any, m: int, n: int, k:
         isz = 2 if dtype == "f16" else 4
         thunk.reads = [(g["a"].storage, 0, m * k * isz), (g["b"].storage, 0, n * k * isz)]
         thunk.writes = [(g["c"].storage, 0, m * n * isz)]
-        per = time_replayed(exe, thunk, samples=4, budget_s=budget, buffers=(*_buffers(exe), pbuf))
+        per = time_replayed(exe, thunk, samples=4, budget_s=budget, bindings={PROBE_PARAMS: pbuf})
     finally:
         pbuf.free()
     return _work_seconds(calib, thunk, per)

@@ -55,10 +55,10 @@ from rlx.tune.work import (
 CACHE_BYTES = {"host": 8 << 20, "cuda": 48 << 20, "metal": 16 << 20}
 
 # The row kernel must be predicted this much faster than gemm (+ epilogue)
-# to be chosen: replayed probes of one shape scatter by 10-20% on a loaded
-# machine, and within that the gemm, the general path, is the safer pick
-# (measured on a 2-core host: a predicted near-tie at M = 1, weights [N, K],
-# ran 1.5x slower on the row kernel in a whole run).
+# to be chosen: replayed probes of one shape scatter on a loaded machine, and
+# within that the gemm, the general path, is the safer pick (a predicted
+# near-tie once ran far slower on the row kernel in a whole run:
+# benchmarks/README.md, "Cost-model accuracy").
 ROW_KERNEL_MARGIN = 0.9
 
 

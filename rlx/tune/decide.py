@@ -32,8 +32,9 @@ def cost_model_for(device: Any) -> CostModel | None:
     if calibrating():
         return None
     # The host measures itself on first use (a few seconds). A GPU's probes
-    # compile and time dozens of executables (about 20 s on an H200), too
-    # long to spring on a first compile: GPUs use the cache written by
+    # compile and time dozens of executables (tens of seconds on a GPU:
+    # benchmarks/results/cost_accuracy-cuda.json), too long to spring on a
+    # first compile: GPUs use the cache written by
     # `rlx calibrate --device ...`, or the documented defaults.
     calib = get_calibration(device, measure_if_missing=device.backend == "host")
     # By identity of the measurement, not of the object: with RLX_CALIBRATE=0

@@ -24,7 +24,7 @@ MAX_NUMEL = 1 << 14
 
 def repro_command(kind: str, seed: int, special: bool = False) -> str:
     test = {"op": "test_op_special_values" if special else "test_op", "graph": "test_random_graph"}[kind]
-    return f".venv/bin/python -m pytest tests/test_fuzz.py -k {test} --fuzz-seed {seed} --fuzz-runs 1"
+    return f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k {test} --fuzz-seed {seed} --fuzz-runs 1"
 
 
 class Builder:

@@ -1,5 +1,5 @@
 // TEST-ONLY stand-in for Apple's <Foundation/Foundation.h>: NOT Apple's header.
-// Written for tests/test_metal_shim.py, which runs `clang -fsyntax-only -fobjc-arc`
+// Written for tests/runtime/test_metal_shim.py, which runs `clang -fsyntax-only -fobjc-arc`
 // on csrc/metal_shim.m against tests/metal_stub/objc/ (no Mac, no SDK here), so a
 // misspelled selector, a wrong argument count or a type mismatch fails CI.
 // It declares only the Foundation / CoreFoundation names the shim uses (csrc/METAL_API.md),

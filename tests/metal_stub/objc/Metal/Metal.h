@@ -2,7 +2,7 @@
 // Declares only the Metal protocols, classes, selectors, properties, enums and functions
 // that csrc/metal_shim.m uses (csrc/METAL_API.md lists each with a reference project),
 // with the argument and return types of Apple's documented API and the macOS version
-// each was introduced in, so that tests/test_metal_shim.py can type-check the shim with
+// each was introduced in, so that tests/runtime/test_metal_shim.py can type-check the shim with
 // clang. Enums list only the values the shim uses (with Apple's numbers); nothing here
 // is an implementation.
 #ifndef RLX_STUB_METAL_H

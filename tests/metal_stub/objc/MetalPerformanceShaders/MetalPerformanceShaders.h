@@ -1,7 +1,7 @@
 // TEST-ONLY stand-in for Apple's <MetalPerformanceShaders/MetalPerformanceShaders.h>:
 // NOT Apple's header. Declares only the MPS names csrc/metal_shim.m uses (the gemm:
 // MPSMatrix, MPSMatrixDescriptor, MPSMatrixMultiplication; csrc/METAL_API.md), with the
-// argument and return types of Apple's documented API, for tests/test_metal_shim.py's
+// argument and return types of Apple's documented API, for tests/runtime/test_metal_shim.py's
 // clang type check. Nothing here is an implementation.
 #ifndef RLX_STUB_MPS_H
 #define RLX_STUB_MPS_H

@@ -173,17 +173,19 @@ def test_failed_device_run_reports_and_program_survives(rng):
     the program's lock, and fails again cleanly; other executables and the
     device stay usable. Replayed, the same gemm is refused when the schedule
     is made."""
-    from rlx._core import Program
+    from rlx._core import ARENA, Bindings, Program, ThunkTable
 
     from rlx.runtime import shim
 
     dev = shim.open_device("host", 0)
     arena = dev.alloc(1024)
-    bad_gemm = (1, False, (0, 0), (0, 0), (0, 0), 64, 64, 64, 64, 64, 64, 0, 0, 0, 1.0, 0.0)  # 48 KiB past 1 KiB
+    table = ThunkTable(Bindings((ARENA,)))
+    table.append_gemm(a=(ARENA, 0), b=(ARENA, 0), c=(ARENA, 0), m=64, n=64, k=64, lda=64, ldb=64,
+                      ldc=64)   # 48 KiB past 1 KiB
     with pytest.raises(RlxError, match="making the schedule"):
-        Program(dev.shim.api_address, dev.address, [arena.address], [bad_gemm], [], [], replay=True,
+        Program(dev.shim.api_address, dev.address, table, {ARENA: arena.address}, [], [], replay=True,
                 keepalive=arena)
-    prog = Program(dev.shim.api_address, dev.address, [arena.address], [bad_gemm], [], [], replay=False,
+    prog = Program(dev.shim.api_address, dev.address, table, {ARENA: arena.address}, [], [], replay=False,
                    keepalive=arena)
     for _ in range(2):
         with pytest.raises(RlxError, match="run failed"):

@@ -298,7 +298,7 @@ def test_an_unmerged_executable_does_not_share_a_source_slice(rng):
 def test_unpacked_bert_model_merges_like_the_hand_packed_graph(tmp_path, rng):
     pytest.importorskip("safetensors.numpy")
     pytest.importorskip("tokenizers")
-    from test_bert import make_tiny_bert
+    from models.test_bert import make_tiny_bert
 
     from rlx.models import BertModel
 

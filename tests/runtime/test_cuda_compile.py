@@ -38,7 +38,7 @@ def test_every_kernel_instantiates_f32_and_f16():
 
 
 CUDA_H = next((p for p in (Path("/usr/local/cuda/include/cuda.h"),) if p.exists()), None)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(CUDA_H is None or shutil.which("gcc") is None, reason="needs the CUDA toolkit's cuda.h and gcc")

@@ -2,9 +2,9 @@
 compiled by rlx and compared with PyTorch (and rlx.run_reference).
 
 Short CI run (fixed seeds, well under 90 s on 2 cores):
-    .venv/bin/python -m pytest tests/test_fuzz.py
+    .venv/bin/python -m pytest tests/fuzz/test_fuzz.py
 Long run, from any seed, on any device and group size:
-    .venv/bin/python -m pytest tests/test_fuzz.py --fuzz-runs 5000 [--fuzz-seed S] [--fuzz-options 0]
+    .venv/bin/python -m pytest tests/fuzz/test_fuzz.py --fuzz-runs 5000 [--fuzz-seed S] [--fuzz-options 0]
         [--rlx-device cuda --rlx-group-size 32]
 A failure prints its seed, the compile options, the graph listing and the
 one command that re-runs exactly that case.
@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fuzz.check import ALL_OPTIONS, Case, check_case, default_options, sample_options
-from fuzz.graphs import graph_case
-from fuzz.ops import OP_NAMES, op_case
 
 import rlx
+
+from .check import ALL_OPTIONS, Case, check_case, default_options, sample_options
+from .graphs import graph_case
+from .ops import OP_NAMES, op_case
 
 SHORT_OPS = 4 * len(OP_NAMES)
 SHORT_SPECIAL = 2 * len(OP_NAMES)
@@ -80,7 +81,7 @@ def _input_is_output(view: bool) -> Case:
     g.set_outputs(outs)
     runs = [{"x": np.arange(64, dtype=np.float32), "y": np.full(64, .5, np.float32)},
             {"x": -np.arange(64, dtype=np.float32), "y": np.full(64, -.5, np.float32)}]
-    return Case(g, runs, {}, "pytest tests/test_fuzz.py -k input_is_output")
+    return Case(g, runs, {}, "pytest tests/fuzz/test_fuzz.py -k input_is_output")
 
 
 def _masked_softmax_scale_after_mask() -> Case:
@@ -94,7 +95,7 @@ def _masked_softmax_scale_after_mask() -> Case:
     g.set_outputs(y=g.matmul(p, g.transpose(v, heads)))
     rng = np.random.default_rng(0)
     shapes = {"q": (b, t, h, d), "k": (b, t, h, d), "v": (b, t, h, d), "m": (1, 1, 1, t)}
-    return Case(g, [_attention_inputs(rng, shapes) for _ in range(2)], {}, "pytest tests/test_fuzz.py -k masked")
+    return Case(g, [_attention_inputs(rng, shapes) for _ in range(2)], {}, "pytest tests/fuzz/test_fuzz.py -k masked")
 
 
 def _mask_broadcasts_query() -> Case:
@@ -106,7 +107,7 @@ def _mask_broadcasts_query() -> Case:
     g.set_outputs(y=g.matmul(g.softmax(g.add(s, m)), g.transpose(v, heads)))   # mask broadcasts Tq 1 -> 5
     rng = np.random.default_rng(1)
     shapes = {"q": (1, 1, 2, 4), "k": (1, 4, 2, 4), "v": (1, 4, 2, 4), "m": (1, 2, 5, 4)}
-    return Case(g, [_attention_inputs(rng, shapes) for _ in range(2)], {}, "pytest tests/test_fuzz.py -k query")
+    return Case(g, [_attention_inputs(rng, shapes) for _ in range(2)], {}, "pytest tests/fuzz/test_fuzz.py -k query")
 
 
 def _weight_is_output() -> Case:
@@ -115,7 +116,7 @@ def _weight_is_output() -> Case:
     g.set_outputs(y=g.matmul(x, w), w=w)
     rng = np.random.default_rng(2)
     return Case(g, [{"x": rng.standard_normal((3, 8)).astype(np.float32)} for _ in range(2)],
-                {"w": rng.standard_normal((8, 5)).astype(np.float32)}, "pytest tests/test_fuzz.py -k weight")
+                {"w": rng.standard_normal((8, 5)).astype(np.float32)}, "pytest tests/fuzz/test_fuzz.py -k weight")
 
 
 MINIMAL = {

@@ -180,15 +180,6 @@ class _CountingCommands:
     def barrier(self):
         pass
 
-    def set_pipeline(self, *a):
-        pass
-
-    def set_buffer(self, *a):
-        pass
-
-    def dispatch(self, *a):
-        self.nodes += 1
-
 
 def test_small_m_probe_replaces_the_default_curves(monkeypatch):
     # The probe's own numbers (synthetic here) replace the defaults' curves
@@ -218,6 +209,9 @@ def test_time_replayed_is_the_per_node_slope(monkeypatch, repeats):
         return 7e-6 + 3e-6 * cb.nodes
 
     monkeypatch.setattr(calibrate, "_run_encoded", fake_run)
+    # Gemms are encoded by the probe's Program straight into a real command
+    # buffer; here each one only counts as a node of the list.
+    monkeypatch.setattr(calibrate, "_encode_one", lambda cb, probe, barrier: cb.gemm())
     g = rlx.Graph()
     x = g.input("x", (8, 16))
     g.set_outputs(y=g.softmax(g.matmul(x, g.param("w", (16, 16)))))
@@ -226,6 +220,27 @@ def test_time_replayed_is_the_per_node_slope(monkeypatch, repeats):
     assert kinds == {0, 1}
     for thunk in exe.thunks:
         assert calibrate.time_replayed(exe, thunk, repeats=repeats, samples=2) == pytest.approx(3e-6)
+
+
+def test_probes_encode_through_the_programs_encoder():
+    """A thunk of the executable is timed through its own Program; a thunk
+    built outside it through a one-thunk Program over the same buffers.
+    Both the one-launch and the replayed timing run on the real device."""
+    import dataclasses
+
+    g = rlx.Graph()
+    x = g.input("x", (8, 16))
+    g.set_outputs(y=g.softmax(g.matmul(x, g.param("w", (16, 16)))))
+    exe = rlx.compile(g, params={"w": np.ones((16, 16), np.float32)})
+    for thunk in exe.thunks:
+        program, index = calibrate._probe(exe, thunk)
+        assert program is exe.program and exe.thunks[index] is thunk
+        copy = dataclasses.replace(thunk)
+        program, index = calibrate._probe(exe, copy)
+        assert program is not exe.program and index == 0 and program.thunk_count == 1
+        for probe in (thunk, copy):
+            assert calibrate.time_thunk(exe, probe, repeats=2, samples=2) > 0
+            assert calibrate.time_replayed(exe, probe, repeats=2, samples=2) > 0
 
 
 def test_gemm_curve_interpolates_between_measured_sizes():

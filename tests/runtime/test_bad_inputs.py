@@ -357,12 +357,12 @@ def test_run_reference():
 
 @pytest.fixture
 def bert():
-    """tests/test_bert.py, for its tiny random BERT folder builder."""
-    return pytest.importorskip("test_bert", reason="needs safetensors and tokenizers")
+    """tests/models/test_bert.py, for its tiny random BERT folder builder."""
+    return pytest.importorskip("models.test_bert", reason="needs safetensors and tokenizers")
 
 
 def _bad_folders(bert, root: Path) -> dict[str, Path]:
-    """One tiny BERT folder per kind of damage (tests/test_bert.py's builder)."""
+    """One tiny BERT folder per kind of damage (tests/models/test_bert.py's builder)."""
     from safetensors.numpy import save_file
 
     def fresh(name: str, **overrides) -> Path:

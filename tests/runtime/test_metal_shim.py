@@ -29,11 +29,11 @@ from rlx.errors import RlxError
 from rlx.runtime.shader_source import kernel_source
 from rlx.shaders_cli import emit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "csrc" / "metal_shim.m"
 TABLE = ROOT / "csrc" / "METAL_API.md"
 HEADER = ROOT / "csrc" / "rlx_shim.h"
-STUB = Path(__file__).resolve().parent / "metal_stub"
+STUB = Path(__file__).resolve().parents[1] / "metal_stub"
 OBJC_STUB = STUB / "objc"  # Foundation/, Metal/, MetalPerformanceShaders/ (test-only headers)
 
 

@@ -8,6 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
+import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError, UnsupportedOpError
 from rlx.ir import (
     DType,
@@ -412,6 +413,21 @@ def test_user_registered_op(g):
 
     register_op(OpDef("test_concat_any", -1, lambda ts, a: ts[0]), replace=True)
     assert g.op("test_concat_any", [x, x, x]).inputs == (x, x, x)
+
+
+def test_ir_errors_name_the_problem():
+    g = rlx.Graph()
+    x = g.input("x", (3, 4))
+    with pytest.raises(rlx.ShapeError, match="weight shape"):
+        g.rmsnorm(x, g.param("w", (5,)))
+    with pytest.raises(rlx.GraphError, match="activation"):
+        g.linear(x, g.param("w2", (6, 4)), activation="swish")
+    with pytest.raises(rlx.ShapeError, match="has K=4"):
+        g.linear(x, g.param("w3", (6, 5)))
+    with pytest.raises(rlx.ShapeError, match="does not broadcast"):
+        g.masked_softmax(x, g.input("m", (5,)))
+    with pytest.raises(rlx.ShapeError, match="outside axis"):
+        g.concat([x, g.input("y", (2, 5))], axis=0)
 
 
 # ---------------------------------------------------------------- graph structure

@@ -1,5 +1,6 @@
 """The .pxd is a real C-level API: build a tiny Cython extension that
-cimports rlx._core and runs a compiled executable without the GIL."""
+cimports rlx._core and runs a compiled executable without the GIL (and
+reads the ThunkTable it was made from at the C level)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ import rlx
 EXTENSION = textwrap.dedent("""
     # cython: language_level=3
     from libc.stdint cimport uintptr_t
-    from rlx._core cimport Program, program_run, program_error
+    from rlx._core cimport Program, ThunkTable, program_run, program_error
+
+    def table_length(ThunkTable table):
+        '''The thunk count of a table, read from its C struct.'''
+        return table.n_thunks
 
     def run_many(Program prog, x, y, int times):
         '''Run prog `times` times from C with the GIL released.'''
@@ -72,3 +77,4 @@ def test_cimport_and_run_from_c(tmp_path: Path, rng):
     out = np.zeros((4, 8), np.float32)
     assert rlx_cimport_probe.run_many(exe.program, xv.view(np.uint8).ravel(), out.view(np.uint8).ravel(), 3) == 3
     np.testing.assert_allclose(out, rlx.run_reference(g, {"x": xv})["y"], rtol=1e-5, atol=1e-6)
+    assert rlx_cimport_probe.table_length(exe.thunk_table) == exe.program.thunk_count == len(exe.thunks)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-CSRC = Path(__file__).resolve().parent.parent / "csrc"
+CSRC = Path(__file__).resolve().parents[2] / "csrc"
 SHIMS = ["cuda/shim.c", "host/shim.cpp", "metal_shim.m"]
 
 # Every shim keeps these sections, in this order (a section header is a

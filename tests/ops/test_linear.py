@@ -1,15 +1,8 @@
-"""precision="bf16" on the host: linear/matmul weights stored as bf16, the
-host gemm (csrc/host_bf16.h) with f32 A and C, its forced fallback
-(RLX_HOST_BF16=0 / device option bf16=0), and the precision pass.
-
-Tolerance: the product differs from the f32 one only by rounding each weight
-to bf16 (8 significant bits: relative error <= u = 2^-8) and, in the AVX-512
-BF16 kernels, each element of A too (another u); f32 sums add ~k * 2^-24.
-So per element |got - f32 product| <= (2u + u^2) * (|A| @ |B|) + 1e-5, the
-bound checked below (2^-7 * 1.01).
-Against the product of the rounded operands (numpy, f64) the kernels agree
-to f32 accumulation error.
-"""
+"""matmul and linear against rlx/reference/core.py on the device under
+test: both matmul paths (the gemm with its epilogue kernel, the row kernel),
+the bias in the gemm where the shim takes one, NaN through the epilogues and
+their SiLU/GELU accuracy, contractions over K = 0, and bf16 weights on the
+host (precision="bf16"). Tolerances: tests/conftest.py; bf16's below."""
 
 from __future__ import annotations
 
@@ -18,12 +11,256 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
+from conftest import assert_matches_reference
 
 import rlx
 from rlx.errors import DTypeError, UnsupportedPrecisionError
 from rlx.ir.dtype import bf16, from_bf16, to_bf16
+from rlx.lowering import linear as lowering_linear
 from rlx.opt.precision import apply_precision
 from rlx.runtime import shim
+
+from .helpers import DTYPES, FUSION, GELU_X, SILU_X
+from .helpers import assert_gelu_accurate as _assert_gelu_accurate
+from .helpers import assert_same_nan as _assert_same
+from .helpers import assert_silu_accurate as _assert_silu_accurate
+from .helpers import np_dtype as _np_dtype
+from .helpers import rand as _rand
+from .helpers import to_torch as _t
+
+LINEAR_TOL = {"f32": dict(rtol=1e-4, atol=1e-4), "f16": dict(rtol=5e-3, atol=5e-3)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (7, 33, 5), (17, 64, 129), (2, 1023, 3)])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_matmul(rng, mkn, dtype, transpose_b):
+    m, k, n = mkn
+    g = rlx.Graph()
+    a = g.input("a", (m, k), dtype)
+    w = g.param("w", (n, k) if transpose_b else (k, n), dtype)
+    g.set_outputs(y=g.matmul(a, w, transpose_b=transpose_b))
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "f32" else dict(rtol=5e-3, atol=5e-3)
+    assert_matches_reference(g, {"a": _rand(rng, (m, k), dtype)},
+                             {"w": _rand(rng, (n, k) if transpose_b else (k, n), dtype, 0.2)}, tol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batched_matmul_and_folded_batch(rng, dtype):
+    g = rlx.Graph()
+    a = g.input("a", (3, 5, 8), dtype)
+    b = g.input("b", (3, 8, 4), dtype)
+    w = g.param("w", (8, 6), dtype)
+    g.set_outputs(batched=g.matmul(a, b), folded=g.matmul(a, w),
+                  bt=g.matmul(a, g.input("c", (3, 7, 8), dtype), transpose_b=True))
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "f32" else dict(rtol=5e-3, atol=5e-3)
+    assert_matches_reference(g, {"a": _rand(rng, (3, 5, 8), dtype), "b": _rand(rng, (3, 8, 4), dtype),
+                                 "c": _rand(rng, (3, 7, 8), dtype)}, {"w": _rand(rng, (8, 6), dtype)}, tol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("path", ["gemm", "row_kernel"])
+@pytest.mark.parametrize("activation", [None, "gelu", "gelu_tanh", "silu", "relu"])
+@pytest.mark.parametrize("transpose_b,bias", [(True, True), (False, True), (True, False)])
+def test_linear_paths(rng, monkeypatch, dtype, path, activation, transpose_b, bias):
+    # Force the path over the cost model's choice.
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    m, k, n = 3, 65, 17
+    g = rlx.Graph()
+    x = g.input("x", (m, k), dtype)
+    w = g.param("w", (n, k) if transpose_b else (k, n), dtype)
+    b = g.param("b", (n,), dtype) if bias else None
+    g.set_outputs(y=g.linear(x, w, b, activation=activation, transpose_b=transpose_b))
+    params = {"w": _rand(rng, (n, k) if transpose_b else (k, n), dtype, 0.2)}
+    if bias:
+        params["b"] = _rand(rng, (n,), dtype)
+    exe, _ = assert_matches_reference(g, {"x": _rand(rng, (m, k), dtype)}, params, tol=LINEAR_TOL[dtype])
+    kinds = [t.kernel or "gemm" for t in exe.thunks]
+    assert kinds[0] == ("gemm" if path == "gemm" else f"matmul_rows_{dtype}")
+
+
+# ---------------------------------------------------------------- the bias in the gemm
+
+# The linear's bias rides in the gemm where the device's shim takes one
+# (rlx_device_info.gemm_bias: host, cuda with cuBLASLt), so a biased linear is
+# one thunk; an activation still takes the epilogue kernel, without the bias.
+
+
+def _linear_graph(m, k, n, dtype, activation, transpose_b, bias=True):
+    g = rlx.Graph()
+    x = g.input("x", (m, k), dtype)
+    w = g.param("w", (n, k) if transpose_b else (k, n), dtype)
+    b = g.param("b", (n,), dtype) if bias else None
+    g.set_outputs(y=g.linear(x, w, b, activation=activation, transpose_b=transpose_b))
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("m,k,n,act,tb", [(16, 384, 1152, None, False), (9, 37, 61, "gelu", True),
+                                          (33, 64, 130, None, True), (130, 48, 17, "relu", False)])
+def test_bias_in_the_gemm(rng, monkeypatch, dtype, m, k, n, act, tb):
+    # Force the gemm path (the row kernel has its own bias epilogue).
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **kw: False)
+    np_dt = np.float32 if dtype == "f32" else np.float16
+    g = _linear_graph(m, k, n, dtype, act, tb)
+    params = {"w": (rng.standard_normal((n, k) if tb else (k, n)) / np.sqrt(k)).astype(np_dt),
+              "b": rng.standard_normal(n).astype(np_dt)}
+    exe, _ = assert_matches_reference(g, {"x": rng.standard_normal((m, k)).astype(np_dt)}, params)
+    kernels = [t.kernel for t in exe.thunks]
+    gemms = [t for t in exe.thunks if t.kernel is None]
+    assert len(gemms) == 1
+    if exe.target.gemm_bias:
+        assert gemms[0].gemm["bias"] is not None
+        # Only an activation leaves an epilogue kernel, and it adds no bias.
+        assert kernels.count(f"bias_act_{dtype}") == (1 if act else 0)
+    else:
+        assert gemms[0].gemm["bias"] is None and kernels.count(f"bias_act_{dtype}") == 1
+
+
+# ---------------------------------------------------------------- NaN and accuracy of the epilogues
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("path", ["gemm", "row_kernel"])
+@pytest.mark.parametrize("activation", ["relu", "silu", "gelu", "gelu_tanh"])
+@pytest.mark.parametrize("compile_kw", FUSION)
+def test_linear_epilogue_propagates_nan(rng, monkeypatch, dtype, path, activation, compile_kw):
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    m, k, n = 4, 33, 7
+    nd = _np_dtype(dtype)
+    xv = (rng.standard_normal((m, k)) * 0.3).astype(nd)
+    xv[1, 5] = np.nan                          # row 1 of the product is NaN, before the activation
+    wv, bv = (rng.standard_normal((n, k)) * 0.3).astype(nd), rng.standard_normal(n).astype(nd)
+    bv[3] = np.nan                             # column 3 NaN through the bias
+    g = rlx.Graph()
+    x, w, b = g.input("x", (m, k), dtype), g.param("w", (n, k), dtype), g.param("b", (n,), dtype)
+    lin = g.linear(x, w, b)
+    y = {"relu": g.relu, "silu": g.silu, "gelu": g.gelu, "gelu_tanh": lambda t: g.gelu(t, "tanh")}[activation](lin)
+    g.set_outputs(y=y)                         # fused into the linear's epilogue unless fusion is off
+    exe = rlx.compile(g, params={"w": wv, "b": bv}, **compile_kw)
+    got = exe.run(x=xv)["y"]
+    want_ref = rlx.run_reference(g, {"x": xv}, {"w": wv, "b": bv})["y"]
+    pre = torch.nn.functional.linear(_t(xv), _t(wv), _t(bv))
+    act = {"relu": torch.relu, "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu,
+           "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}[activation]
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "f32" else dict(rtol=5e-3, atol=5e-3)
+    _assert_same(got, want_ref, tol, "against rlx.run_reference")
+    _assert_same(got, act(pre).numpy().astype(got.dtype), tol, "against torch")
+    assert np.isnan(got[1]).all() and np.isnan(got[:, 3]).all()
+
+
+@pytest.mark.parametrize("path", ["gemm", "row_kernel"])
+def test_silu_relative_error_linear_epilogue(monkeypatch, path):
+    # x @ I is exact, so the output is the epilogue's SiLU of x itself.
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    k = 16
+    x = SILU_X.reshape(-1, k)
+    g = rlx.Graph()
+    xn, w = g.input("x", x.shape), g.param("w", (k, k))
+    g.set_outputs(y=g.linear(xn, w, activation="silu"))
+    got = rlx.compile(g, params={"w": np.eye(k, dtype=np.float32)}).run(x=x)["y"]
+    _assert_silu_accurate(got.ravel(), SILU_X)
+
+
+@pytest.mark.parametrize("path", ["gemm", "row_kernel"])
+def test_gelu_relative_error_linear_epilogue(monkeypatch, path):
+    monkeypatch.setattr(lowering_linear, "use_row_kernel", lambda *a, **k: path == "row_kernel")
+    k = 11
+    x = GELU_X[: (GELU_X.size // k) * k].reshape(-1, k)
+    g = rlx.Graph()
+    g.set_outputs(y=g.linear(g.input("x", x.shape), g.param("w", (k, k)), activation="gelu"))
+    got = rlx.compile(g, params={"w": np.eye(k, dtype=np.float32)}).run(x=x)["y"]
+    _assert_gelu_accurate(got.ravel(), x.ravel())
+
+
+# ---------------------------------------------------------------- empty contractions
+
+# Contractions over K = 0 sum nothing: matmul gives zeros, linear gives
+# activation(bias) (rlx/opt/empty.py). Checked after other values used the
+# arena, so stale bytes in a reused slot would show.
+
+DTYPE_PAIRS = [("f32", np.float32), ("f16", np.float16)]
+
+
+def _with_busy_arena(g: rlx.Graph, y: rlx.Graph) -> None:
+    """Outputs: y, plus a chain of temporaries computed before it whose
+    slots the planner may hand to y's bytes when outputs are not pinned."""
+    noise = g.input("noise", (64,))
+    t = noise
+    for _ in range(4):
+        t = g.exp(g.tanh(t))
+    g.set_outputs(y=y, t=t)
+
+
+def _run(g, feed, params=None, **kw):
+    feed = dict(feed, noise=np.linspace(-3, 3, 64, dtype=np.float32))
+    exe = rlx.compile(g, params=params or {}, **kw)
+    first = exe.run(feed)["y"]
+    np.testing.assert_array_equal(exe.run(feed)["y"], first)
+    return first
+
+
+@pytest.mark.parametrize("pin", [True, False])
+@pytest.mark.parametrize("dtype, np_dtype", DTYPE_PAIRS)
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 0), (0, 4)), ((2, 3, 0), (2, 0, 4)), ((1, 0), (0, 7)),
+                                              ((2, 5, 3, 0), (2, 5, 0, 1))])
+def test_matmul_over_k_zero_is_zeros(pin, dtype, np_dtype, a_shape, b_shape):
+    g = rlx.Graph()
+    y = g.matmul(g.input("a", a_shape, dtype), g.input("b", b_shape, dtype))
+    _with_busy_arena(g, y)
+    feed = {"a": np.zeros(a_shape, np_dtype), "b": np.zeros(b_shape, np_dtype)}
+    got = _run(g, feed, pin_outputs=pin)
+    want = np.matmul(feed["a"], feed["b"])
+    assert got.shape == want.shape and got.dtype == np_dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("activation", [None, "gelu", "gelu_tanh", "silu", "relu"])
+@pytest.mark.parametrize("transpose_b", [True, False])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("dtype, np_dtype", DTYPE_PAIRS)
+def test_linear_over_k_zero_is_activation_of_bias(activation, transpose_b, with_bias, dtype, np_dtype):
+    g = rlx.Graph()
+    w_shape = (5, 0) if transpose_b else (0, 5)
+    bias = g.param("bias", (5,), dtype) if with_bias else None
+    y = g.linear(g.input("x", (2, 3, 0), dtype), g.param("w", w_shape, dtype), bias, activation=activation,
+                 transpose_b=transpose_b)
+    _with_busy_arena(g, y)
+    params = {"w": np.zeros(w_shape, np_dtype)}
+    if with_bias:
+        params["bias"] = np.linspace(-2, 2, 5).astype(np_dtype)
+    feed = {"x": np.zeros((2, 3, 0), np_dtype)}
+    got = _run(g, feed, params, pin_outputs=False)
+    want = rlx.run_reference(g, dict(feed, noise=np.zeros(64, np.float32)), params)["y"]
+    assert got.shape == (2, 3, 5)
+    tol = 1e-6 if dtype == "f32" else 2e-3
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol, atol=tol)
+    if not with_bias:
+        np.testing.assert_array_equal(got, np.zeros((2, 3, 5), np_dtype))
+
+
+def test_the_report_says_what_became_zeros():
+    g = rlx.Graph()
+    g.set_outputs(y=g.matmul(g.input("a", (3, 0)), g.input("b", (0, 4))))
+    exe = rlx.compile(g)
+    assert any("empty contractions: 1" in line for line in exe.compile_report)
+
+
+# ---------------------------------------------------------------- bf16 weights
+
+# precision="bf16" on the host: linear/matmul weights stored as bf16, the
+# host gemm (csrc/host_bf16.h) with f32 A and C, its forced fallback
+# (RLX_HOST_BF16=0 / device option bf16=0), and the precision pass.
+#
+# Tolerance: the product differs from the f32 one only by rounding each weight
+# to bf16 (8 significant bits: relative error <= u = 2^-8) and, in the AVX-512
+# BF16 kernels, each element of A too (another u); f32 sums add ~k * 2^-24.
+# So per element |got - f32 product| <= (2u + u^2) * (|A| @ |B|) + 1e-5, the
+# bound checked below (2^-7 * 1.01).
+# Against the product of the rounded operands (numpy, f64) the kernels agree
+# to f32 accumulation error.
+
 
 SHAPES = [(1, 17, 33), (3, 5, 7), (9, 31, 63), (16, 45, 129), (17, 33, 31), (130, 77, 385), (9, 100, 1),
           (40, 96, 600)]
@@ -106,7 +343,7 @@ def test_matmul_bf16_weight_with_batched_activations(rng):
     assert exe.graph.params["w"].dtype is bf16
 
 
-# ---------------------------------------------------------------- the shim's gemm directly
+# ---------------------------------------------------------------- the shim's bf16 gemm directly
 
 
 def _gemm(device, A, Bbits, m, n, k, *, trans_b, batch=1, strides=(0, 0, 0), outer=1,
@@ -218,7 +455,7 @@ def test_shim_refuses_other_bf16_combinations(rng):
                 c_dtype=shim.DTYPE_F32)
 
 
-# ---------------------------------------------------------------- precision pass and errors
+# ---------------------------------------------------------------- bf16: the precision pass and errors
 
 
 def _mlp():

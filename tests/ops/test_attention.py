@@ -1,13 +1,14 @@
-"""RoPE and attention against rlx/reference/attention.py on the CPU device.
+"""Attention against rlx/reference/attention.py on the device under test;
+then the CPU's gemm path for long sequences, and NaN scores against PyTorch
+(tests/ops/helpers.py).
 
 Tolerances (conftest.TOL): f32 rtol/atol 1e-5. The kernel and the reference
 both compute scores, softmax and P @ V in float32 and differ only in
 summation order (dot products of up to 256 terms, sums over up to 513 keys:
-~1e-6 relative). RoPE's reference works in float64 from the very float32
-angle the kernel computes; the kernel's sin/cos is within 1.2e-7 of it.
-f16: rtol/atol 2e-3. Both sides read the same f16 inputs and do f32 math, so
-the results differ by f32 reassociation (~1e-6) plus at most one f16
-rounding of the output: one f16 ulp is 2^-10 ~ 9.8e-4 relative, inside 2e-3.
+~1e-6 relative). f16: rtol/atol 2e-3. Both sides read the same f16 inputs
+and do f32 math, so the results differ by f32 reassociation (~1e-6) plus at
+most one f16 rounding of the output: one f16 ulp is 2^-10 ~ 9.8e-4
+relative, inside 2e-3.
 
 The CPU runs every group with one thread; the kernels' parallel logic (group
 reductions, the barrier before P @ V) is what a GPU run checks.
@@ -19,6 +20,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from conftest import assert_matches_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,19 +29,16 @@ import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.lowering import attention as lowering_attention
 
-DTYPES = ["f32", "f16"]
+from .helpers import DTYPES
+from .helpers import check_nan_semantics as _check
+from .helpers import kernels_of as _kernels
+from .helpers import np_dtype as _np
+from .helpers import np_dtype as _np_dtype
+from .helpers import packed_qkv_graph as _packed_qkv_graph
+from .helpers import rand as _rand
+from .helpers import to_torch as _t
 
-
-def _rand(rng, shape, dtype, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(np.float16 if dtype == "f16" else np.float32)
-
-
-def _np(dtype):
-    return np.float16 if dtype == "f16" else np.float32
-
-
-def _kernels(exe):
-    return [t.kernel for t in exe.thunks]
+pytestmark = pytest.mark.usefixtures("fused_attention_kernel")   # tests/ops/conftest.py
 
 
 def _attention_graph(b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask_shape=None, **kw):
@@ -62,23 +61,11 @@ def _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=Non
     return ins
 
 
-@pytest.fixture(autouse=True)
-def _fused_attention_kernel(monkeypatch):
-    """These tests check the attention kernel itself (and that it reads
-    views without copies), so the CPU's gemm path stays off here; it has
-    its own tests below."""
-    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 10**9)
-    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS_CPU", 10**9)
-
-
 def _check_attention(rng, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
     g = _attention_graph(b, tq, tk, hq, hkv, d, dv, dtype, None if mask is None else mask.shape, **kw)
     exe, got = assert_matches_reference(g, _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask))
     assert _kernels(exe) == [f"attention_{dtype}"]
     return got["o"]
-
-
-# ---------------------------------------------------------------- attention
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -178,18 +165,6 @@ def test_attention_scale_default_is_normalized():
     assert node.shape == (1, 2, 4, 80)
 
 
-def _packed_qkv_graph(b, t, hq, hkv, d, dtype, **kw):
-    """q, k, v as head slices of one packed [B, T, (Hq + 2 Hkv) * D] tensor
-    (a fused QKV projection's output): reshape to heads, narrow the heads axis."""
-    g = rlx.Graph()
-    packed = g.input("qkv", (b, t, (hq + 2 * hkv) * d), dtype)
-    heads = g.reshape(packed, (b, t, hq + 2 * hkv, d))
-    q = g.narrow(heads, axis=2, start=0, length=hq)
-    k = g.narrow(heads, axis=2, start=hq, length=hkv)
-    v = g.narrow(heads, axis=2, start=hq + hkv, length=hkv)
-    return g, q, k, v
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hq, hkv", [(4, 4), (8, 2)])
 def test_attention_strided_qkv_from_packed_without_copy(rng, dtype, hq, hkv):
@@ -271,132 +246,11 @@ def test_attention_random_shapes(case):
     _check_attention(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
-# ---------------------------------------------------------------- rope
-
-
-def _rope_check(rng, x_shape, pos_shape, dtype, layout="neox", rotary_dim=None, base=10000.0, max_pos=600):
-    g = rlx.Graph()
-    x = g.input("x", x_shape, dtype)
-    pos = g.input("pos", pos_shape, "i32")
-    g.set_outputs(y=g.rope(x, pos, base=base, layout=layout, rotary_dim=rotary_dim))
-    ins = {"x": _rand(rng, x_shape, dtype), "pos": rng.integers(0, max_pos, pos_shape).astype(np.int32)}
-    exe, got = assert_matches_reference(g, ins)
-    assert _kernels(exe) == [f"rope_{dtype}"]
-    return ins, got["y"]
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["neox", "interleaved"])
-@pytest.mark.parametrize("d", [32, 64, 80, 128, 256])
-def test_rope_head_dims(rng, dtype, layout, d):
-    _rope_check(rng, (2, 7, 3, d), (2, 7), dtype, layout)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["neox", "interleaved"])
-@pytest.mark.parametrize("rotary_dim", [2, 16, 32, 62])
-def test_rope_partial_rotary_dim(rng, dtype, layout, rotary_dim):
-    ins, y = _rope_check(rng, (2, 5, 3, 64), (5,), dtype, layout, rotary_dim)
-    np.testing.assert_array_equal(y[..., rotary_dim:], ins["x"][..., rotary_dim:])   # pass-through
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["neox", "interleaved"])
-@pytest.mark.parametrize("x_shape, pos_shape", [((9, 4, 32), (9,)), ((2, 9, 4, 32), (9,)), ((2, 9, 4, 32), (2, 9)),
-                                                ((1, 1, 1, 8), (1,)), ((1, 513, 2, 64), (1, 513))])
-def test_rope_position_forms(rng, dtype, layout, x_shape, pos_shape):
-    _rope_check(rng, x_shape, pos_shape, dtype, layout)
-
-
-@pytest.mark.parametrize("layout", ["neox", "interleaved"])
-def test_rope_large_positions_and_base(rng, layout):
-    """Positions up to 500k (long-context decoders), a large base (Llama 3: 500000)."""
-    _rope_check(rng, (1, 64, 2, 128), (64,), "f32", layout, base=500000.0, max_pos=500_000)
-    _rope_check(rng, (1, 64, 2, 128), (64,), "f32", layout, max_pos=500_000)
-
-
-def test_rope_position_zero_is_identity(rng):
-    g = rlx.Graph()
-    x = g.input("x", (3, 2, 16))
-    g.set_outputs(y=g.rope(x, g.input("pos", (3,), "i32"), layout="interleaved"))
-    xs = _rand(rng, (3, 2, 16), "f32")
-    got = rlx.compile(g).run(x=xs, pos=np.zeros(3, np.int32))["y"]
-    np.testing.assert_array_equal(got, xs)
-
-
-def test_rope_neox_matches_rotate_half(rng):
-    """The neox layout is HF's rotate_half form: x * cos + rotate_half(x) * sin."""
-    t, h, d = 5, 2, 16
-    g = rlx.Graph()
-    g.set_outputs(y=g.rope(g.input("x", (t, h, d)), g.input("pos", (t,), "i32")))
-    xs, pos = _rand(rng, (t, h, d), "f32"), np.arange(t, dtype=np.int32) * 7
-    got = rlx.compile(g).run(x=xs, pos=pos)["y"]
-    inv = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
-    ang = np.concatenate([pos[:, None] * inv] * 2, axis=-1)[:, None, :]
-    rot = np.concatenate([-xs[..., d // 2:], xs[..., : d // 2]], axis=-1)
-    np.testing.assert_allclose(got, xs * np.cos(ang) + rot * np.sin(ang), rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("layout", ["neox", "interleaved"])
-def test_rope_reads_packed_tensor_without_copy(rng, dtype, layout):
-    """RoPE on q and k head slices of a packed QKV tensor, then attention on
-    the rotated q, k and the v slice: three kernels, no copy."""
-    b, t, hq, hkv, d = 2, 9, 4, 2, 32
-    g, q, k, v = _packed_qkv_graph(b, t, hq, hkv, d, dtype)
-    pos = g.input("pos", (b, t), "i32")
-    qr = g.rope(q, pos, layout=layout, rotary_dim=16)
-    kr = g.rope(k, pos, layout=layout, rotary_dim=16)
-    g.set_outputs(q=qr, o=g.attention(qr, kr, v, causal=True))
-    ins = {"qkv": _rand(rng, (b, t, (hq + 2 * hkv) * d), dtype),
-           "pos": (np.arange(t)[None] + np.array([[0], [40]])).astype(np.int32)}
-    exe, _ = assert_matches_reference(g, ins)
-    assert _kernels(exe) == [f"rope_{dtype}", f"rope_{dtype}", f"attention_{dtype}"]
-    # the two ropes share one inv_freq table
-    assert sum(1 for s in exe.thunks[0].bindings if "rope_inv_freq" in s.storage.key) == 1
-    assert exe.thunks[0].bindings[2].storage is exe.thunks[1].bindings[2].storage
-
-
 # ---------------------------------------------------------------- IR errors
 
 
 def _g():
     return rlx.Graph()
-
-
-def test_rope_ir_errors():
-    g = _g()
-    x = g.input("x", (2, 5, 3, 8))
-    pos = g.input("pos", (5,), "i32")
-    with pytest.raises(ShapeError, match=r"rope: x must be.*\(5, 8\)"):
-        g.rope(g.input("x2", (5, 8)), pos)
-    with pytest.raises(DTypeError, match="positions must be i32"):
-        g.rope(x, g.input("pf", (5,), "f32"))
-    with pytest.raises(DTypeError, match="positions must be i32"):
-        g.rope(x, g.input("p64", (5,), "i64"))
-    with pytest.raises(DTypeError, match="float"):
-        g.rope(g.input("xi", (5, 3, 8), "i32"), pos)
-    with pytest.raises(ShapeError, match=r"positions shape \(4,\)"):
-        g.rope(x, g.input("p4", (4,), "i32"))
-    with pytest.raises(ShapeError, match=r"positions shape \(3, 5\)"):
-        g.rope(x, g.input("p35", (3, 5), "i32"))
-    with pytest.raises(ShapeError, match=r"positions shape \(2, 5\)"):
-        g.rope(g.input("x3", (5, 3, 8)), g.input("p25", (2, 5), "i32"))
-    for rd in (3, 10, 0, -2):
-        with pytest.raises(ShapeError, match="rotary_dim"):
-            g.rope(x, pos, rotary_dim=rd)
-    with pytest.raises(ShapeError, match="rotary_dim"):
-        g.rope(g.input("xodd", (5, 3, 7)), pos)                   # default rotary_dim = D must be even
-    with pytest.raises(GraphError, match="layout"):
-        g.rope(x, pos, layout="gptj")
-    with pytest.raises(GraphError, match="base"):
-        g.rope(x, pos, base=0.0)
-    with pytest.raises(GraphError, match="base"):
-        g.rope(x, pos, base="10000")
-    with pytest.raises(GraphError, match="unknown attribute"):
-        g.op("rope", (x, pos), theta=1.0)
-    node = g.rope(x, pos)
-    assert node.attrs == {"base": 10000.0, "layout": "neox", "rotary_dim": 8}
 
 
 def test_attention_ir_errors():
@@ -445,6 +299,9 @@ def test_graph_with_attention_validates_and_prints():
     assert "attention" in str(g) and "rope" in str(g)
 
 
+# ---------------------------------------------------------------- the CPU's gemm path
+
+
 @pytest.mark.parametrize("b,tq,tk,hq,hkv,d,mask", [
     (1, 33, 33, 4, 4, 32, None), (2, 40, 64, 8, 2, 64, "padding"), (1, 64, 64, 4, 1, 80, "full"),
     (5, 33, 40, 4, 2, 32, "padding"), (6, 32, 32, 2, 2, 16, "full")])
@@ -475,3 +332,52 @@ def test_cpu_gemm_path_matches_the_reference(rng, monkeypatch, b, tq, tk, hq, hk
         # but the (broadcast) mask.
         assert kernels.count("softmax_masked_f32_f16") == 1
         assert kernels.count("copy_f16_f32") == (0 if m is None else 1)
+
+
+# ---------------------------------------------------------------- NaN
+
+
+def _torch_attention(q, k, v, mask, causal, scale):
+    qt, kt, vt = (_t(a).permute(0, 2, 1, 3) for a in (q, k, v))
+    rep = qt.shape[1] // kt.shape[1]
+    kt, vt = kt.repeat_interleave(rep, 1), vt.repeat_interleave(rep, 1)
+    s = qt @ kt.transpose(-1, -2) * scale
+    if mask is not None:
+        s = s + _t(mask)
+    if causal:
+        tq, tk = s.shape[-2:]
+        keep = torch.arange(tk)[None, :] <= torch.arange(tq)[:, None] + (tk - tq)
+        s = s.masked_fill(~keep, float("-inf"))
+    p = torch.softmax(s, -1)
+    dead = torch.isneginf(s).all(-1, keepdim=True)
+    p = torch.where(dead, torch.zeros_like(p), p)      # rlx's rule for rows masked everywhere
+    return (p @ vt).permute(0, 2, 1, 3).numpy()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tk", [1, 7, 33])
+@pytest.mark.parametrize("path", ["kernel", "gemm", "causal"])
+def test_attention_nan_scores(rng, monkeypatch, dtype, tk, path):
+    monkeypatch.setattr(lowering_attention, "_use_gemm_path", lambda *a: path == "gemm")
+    b, tq, hq, hkv, d = 2, 5, 4, 2, 16
+    nd = _np_dtype(dtype)
+    q = rng.standard_normal((b, tq, hq, d)).astype(nd)
+    k = rng.standard_normal((b, tk, hkv, d)).astype(nd)
+    v = rng.standard_normal((b, tk, hkv, d)).astype(nd)
+    mask = np.zeros((b, hq, tq, tk), nd)
+    q[0, 1, 2, 3] = np.nan                  # one query row NaN
+    k[1, tk - 1, 0, 0] = np.nan             # the last key of batch 1, kv head 0: NaN scores (unless masked)
+    mask[0, 0, 3, tk // 2] = np.nan         # NaN from the mask
+    mask[1, 3, 2, :] = -np.inf              # a row masked everywhere: zeros
+    mask[0, 1, 4, 0] = np.inf               # +inf score: inf - inf, NaN (torch)
+    g = rlx.Graph()
+    qn, kn, vn = g.input("q", q.shape, dtype), g.input("k", k.shape, dtype), g.input("v", v.shape, dtype)
+    mn = g.input("m", mask.shape, dtype)
+    causal = path == "causal"
+    g.set_outputs(y=g.attention(qn, kn, vn, mn, causal=causal))
+    want = _torch_attention(q, k, v, mask, causal, 1 / np.sqrt(d))
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == "f32" else dict(rtol=5e-3, atol=5e-3)
+    got = _check(g, {"q": q, "k": k, "v": v, "m": mask}, want, dtype, tol=tol)
+    assert (got[1, 2, 3] == 0).all()
+    if not causal or tk >= tq:                # else causal masking hides every key from query 1
+        assert np.isnan(got[0, 1, 2]).all()

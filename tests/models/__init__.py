@@ -1,0 +1,1 @@
+"""Tests of rlx/models: the BERT sentence embedder."""

@@ -1,0 +1,17 @@
+"""Fixtures of the op-family tests (the device under test, rng and
+assert_matches_reference come from tests/conftest.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlx.lowering import attention as lowering_attention
+
+
+@pytest.fixture
+def fused_attention_kernel(monkeypatch):
+    """The attention and rope tests check the attention kernel itself (and
+    that it reads views without copies), so the CPU's gemm path stays off
+    there; test_attention.py has its own tests of that path."""
+    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 10**9)
+    monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS_CPU", 10**9)

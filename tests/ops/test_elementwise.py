@@ -1,0 +1,210 @@
+"""Elementwise ops against rlx/reference/core.py on the device under test:
+binary add, sub, mul, div, maximum, minimum (same shape, broadcast, merged
+and split dimensions, strided views) and unary gelu, silu, relu, tanh, exp,
+neg, sqrt, rsqrt, scale_shift; f32 and f16, odd sizes. Then their NaN and
+infinity semantics (tests/ops/helpers.py) and the accuracy of SiLU, GELU
+and exp in their tails. Tolerances: tests/conftest.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import assert_matches_reference
+
+import rlx
+
+from .helpers import COLS, DTYPES, GELU_X, INF, NAN, SILU_X
+from .helpers import assert_gelu_accurate as _assert_gelu_accurate
+from .helpers import assert_silu_accurate as _assert_silu_accurate
+from .helpers import check_nan_semantics as _check
+from .helpers import np_dtype as _np_dtype
+from .helpers import rand as _rand
+from .helpers import to_torch as _t
+
+SIZES = [1, 7, 33, 1023]          # the binary and gelu/silu sizes
+WIDE_SIZES = [1, 3, 17, 1000, 4097]   # the other unary ops' sizes
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES + [100_003])
+@pytest.mark.parametrize("op", ["add", "mul"])
+def test_binary_same_shape(rng, op, n, dtype):
+    g = rlx.Graph()
+    a, b = g.input("a", (n,), dtype), g.input("b", (n,), dtype)
+    g.set_outputs(y=getattr(g, op)(a, b))
+    assert_matches_reference(g, {"a": _rand(rng, n, dtype), "b": _rand(rng, n, dtype)})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((7, 33), (33,)), ((3, 1, 5), (1, 4, 5)), ((1,), (17, 3)), ((2, 3, 4, 5), (4, 1))])
+def test_binary_broadcast(rng, shapes, dtype):
+    g = rlx.Graph()
+    a, b = g.input("a", shapes[0], dtype), g.input("b", shapes[1], dtype)
+    g.set_outputs(sum=g.add(a, b), prod=g.mul(a, b))
+    assert_matches_reference(g, {"a": _rand(rng, shapes[0], dtype), "b": _rand(rng, shapes[1], dtype)})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((17,), (17,)), ((3, 1000), (1000,)), ((4, 1, 5), (1, 3, 5)), ((1,), (4097,))])
+@pytest.mark.parametrize("op", ["sub", "div", "maximum", "minimum"])
+def test_binary(rng, op, shapes, dtype):
+    g = rlx.Graph()
+    a, b = g.input("a", shapes[0], dtype), g.input("b", shapes[1], dtype)
+    g.set_outputs(y=getattr(g, op)(a, b))
+    bv = _rand(rng, shapes[1], dtype)
+    if op == "div":
+        bv = (np.sign(bv) * (np.abs(bv) + 0.5)).astype(bv.dtype)
+    assert_matches_reference(g, {"a": _rand(rng, shapes[0], dtype), "b": bv})
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("shapes", [((1, 9, 384), (9, 384)), ((9, 384), (1, 384)), ((2, 3, 1, 700), (3, 1, 700)),
+                                    ((5, 1, 2049), (1, 7, 2049)), ((4097,), (1,))])
+def test_binary_broadcast_merged_and_split(rng, shapes, dtype):
+    g = rlx.Graph()
+    a, b = g.input("a", shapes[0], dtype), g.input("b", shapes[1], dtype)
+    g.set_outputs(sum=g.add(a, b), diff=g.sub(b, a), prod=g.mul(a, b))
+    assert_matches_reference(g, {"a": _rand(rng, shapes[0], dtype), "b": _rand(rng, shapes[1], dtype)})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_binary_reads_strided_views_without_copy(rng, dtype):
+    g = rlx.Graph()
+    a = g.input("a", (6, 9), dtype)
+    t = g.transpose(a, (1, 0))                       # (9, 6) strided
+    n = g.narrow(g.input("b", (9, 10), dtype), 1, 2, 6)  # (9, 6) offset + strided
+    g.set_outputs(y=g.add(t, n))
+    exe, _ = assert_matches_reference(g, {"a": _rand(rng, (6, 9), dtype), "b": _rand(rng, (9, 10), dtype)})
+    assert exe.stats.thunks == 1   # views cost no thunk
+
+
+def test_constants(rng):
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    c = g.constant(np.arange(3, dtype=np.float32))
+    g.set_outputs(y=g.add(x, c))
+    assert_matches_reference(g, {"x": _rand(rng, (2, 3), "f32")})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("kind", ["gelu", "gelu_tanh", "silu"])
+def test_unary_gelu_silu(rng, kind, n, dtype):
+    g = rlx.Graph()
+    x = g.input("x", (n,), dtype)
+    y = g.gelu(x, approximate="tanh") if kind == "gelu_tanh" else getattr(g, kind)(x)
+    g.set_outputs(y=y)
+    assert_matches_reference(g, {"x": _rand(rng, n, dtype, 3.0)})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", WIDE_SIZES)
+@pytest.mark.parametrize("op", ["relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift"])
+def test_unary(rng, op, n, dtype):
+    g = rlx.Graph()
+    x = g.input("x", (n,), dtype)
+    y = g.scale_shift(x, 1.5, -0.25) if op == "scale_shift" else getattr(g, op)(x)
+    g.set_outputs(y=y)
+    positive = op in ("sqrt", "rsqrt")
+    data = _rand(rng, n, dtype, 2.0)
+    if positive:
+        data = (np.abs(data) + 0.1).astype(data.dtype)
+    assert_matches_reference(g, {"x": data})
+
+
+# ---------------------------------------------------------------- NaN and infinities
+
+
+def _special(rng, n, dtype):
+    x = (rng.standard_normal(n) * 4).astype(_np_dtype(dtype))
+    x[::5] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", COLS)
+@pytest.mark.parametrize("op", ["relu", "silu", "gelu", "gelu_tanh", "tanh", "exp"])
+def test_unary_propagates_nan(rng, op, n, dtype):
+    g = rlx.Graph()
+    x = g.input("x", (n,), dtype)
+    y = g.gelu(x, "tanh") if op == "gelu_tanh" else getattr(g, op)(x)
+    g.set_outputs(y=y)
+    data = _special(rng, n, dtype)
+    fn = {"relu": torch.relu, "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu,
+          "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"), "tanh": torch.tanh,
+          "exp": torch.exp}[op]
+    got = _check(g, {"x": data}, fn(_t(data)).numpy(), dtype)
+    assert np.isnan(got[np.isnan(data)]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["relu", "silu", "gelu", "gelu_tanh", "tanh"])
+def test_unary_at_infinities(op, dtype):
+    # Against the reference only: torch's gelu gives NaN at +inf, the limit is inf.
+    g = rlx.Graph()
+    x = g.input("x", (4,), dtype)
+    g.set_outputs(y=g.gelu(x, "tanh") if op == "gelu_tanh" else getattr(g, op)(x))
+    _check(g, {"x": np.array([INF, -INF, NAN, 0.5], _np_dtype(dtype))}, None, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((7,), (7,)), ((3, 33), (33,)), ((1,), (257,))])
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_propagate_nan_from_either_side(rng, op, shapes, dtype):
+    g = rlx.Graph()
+    a, b = g.input("a", shapes[0], dtype), g.input("b", shapes[1], dtype)
+    g.set_outputs(y=getattr(g, op)(a, b))
+    av = (rng.standard_normal(shapes[0])).astype(_np_dtype(dtype))
+    bv = (rng.standard_normal(shapes[1])).astype(_np_dtype(dtype))
+    av.reshape(-1)[::3] = np.nan
+    bv.reshape(-1)[1::4] = np.nan
+    bv.reshape(-1)[2::5] = INF
+    want = getattr(torch, op)(_t(av), _t(bv)).numpy()
+    for a_, b_ in ((av, bv), (bv, av)) if shapes[0] == shapes[1] else ((av, bv),):
+        _check(g, {"a": a_, "b": b_}, getattr(torch, op)(_t(a_), _t(b_)).numpy(), dtype)
+    assert np.isnan(want).sum() > 0
+
+
+def test_maximum_scalar_cases():
+    g = rlx.Graph()
+    a, b = g.input("a", (4,)), g.input("b", (4,))
+    g.set_outputs(mx=g.maximum(a, b), mn=g.minimum(a, b))
+    out = rlx.compile(g).run(a=np.array([NAN, 1, NAN, -INF], np.float32), b=np.array([1, NAN, NAN, NAN], np.float32))
+    assert np.isnan(out["mx"]).all() and np.isnan(out["mn"]).all()
+
+
+# ---------------------------------------------------------------- accuracy
+
+
+def test_silu_relative_error_unary():
+    g = rlx.Graph()
+    x = g.input("x", SILU_X.shape)
+    g.set_outputs(y=g.silu(x))
+    _assert_silu_accurate(rlx.compile(g).run(x=SILU_X)["y"], SILU_X)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exp_overflows_to_inf_and_keeps_its_top_range(dtype):
+    """exp is finite up to ln(FLT_MAX) (88.72) and +inf past it, as expf; the
+    CPU polynomial once clamped at 88 and gave 1.65e38 for exp(inf)."""
+    v = np.array([88.5, 88.72, 89.0, np.inf, -np.inf, NAN, -86.9, -90.0, 0.0, 11.0, 12.0], np.float32)
+    if dtype == "f16":
+        v = v[np.abs(v) < 20].astype(np.float16)   # exp(12) overflows f16: the last one is +inf
+    g = rlx.Graph()
+    g.set_outputs(y=g.exp(g.input("x", v.shape, dtype)))
+    got = rlx.compile(g).run(x=v)["y"].astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = np.exp(v.astype(np.float64)).astype(v.dtype).astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    # below -87 the CPU gives exactly 0 rather than a subnormal (documented in prelude/cpu.h)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=5e-6 if dtype == "f32" else 1e-3, atol=2e-38)
+
+
+def test_gelu_relative_error_unary_and_reference():
+    g = rlx.Graph()
+    g.set_outputs(y=g.gelu(g.input("x", GELU_X.shape)))
+    _assert_gelu_accurate(rlx.compile(g).run(x=GELU_X)["y"], GELU_X)
+    _assert_gelu_accurate(rlx.run_reference(g, {"x": GELU_X}, {})["y"], GELU_X)

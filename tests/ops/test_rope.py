@@ -1,0 +1,148 @@
+"""RoPE against rlx/reference/attention.py on the device under test: head
+dims, partial rotary dims, position forms, large positions and bases, both
+layouts, and a packed QKV tensor read without copies (then attention).
+
+Tolerances (conftest.TOL): RoPE's reference works in float64 from the very
+float32 angle the kernel computes; the kernel's sin/cos is within 1.2e-7 of
+it. f16: rtol/atol 2e-3 (one f16 rounding of the output)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import assert_matches_reference
+
+import rlx
+from rlx.errors import DTypeError, GraphError, ShapeError
+
+from .helpers import DTYPES
+from .helpers import kernels_of as _kernels
+from .helpers import packed_qkv_graph as _packed_qkv_graph
+from .helpers import rand as _rand
+
+pytestmark = pytest.mark.usefixtures("fused_attention_kernel")   # tests/ops/conftest.py
+
+
+def _rope_check(rng, x_shape, pos_shape, dtype, layout="neox", rotary_dim=None, base=10000.0, max_pos=600):
+    g = rlx.Graph()
+    x = g.input("x", x_shape, dtype)
+    pos = g.input("pos", pos_shape, "i32")
+    g.set_outputs(y=g.rope(x, pos, base=base, layout=layout, rotary_dim=rotary_dim))
+    ins = {"x": _rand(rng, x_shape, dtype), "pos": rng.integers(0, max_pos, pos_shape).astype(np.int32)}
+    exe, got = assert_matches_reference(g, ins)
+    assert _kernels(exe) == [f"rope_{dtype}"]
+    return ins, got["y"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("d", [32, 64, 80, 128, 256])
+def test_rope_head_dims(rng, dtype, layout, d):
+    _rope_check(rng, (2, 7, 3, d), (2, 7), dtype, layout)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("rotary_dim", [2, 16, 32, 62])
+def test_rope_partial_rotary_dim(rng, dtype, layout, rotary_dim):
+    ins, y = _rope_check(rng, (2, 5, 3, 64), (5,), dtype, layout, rotary_dim)
+    np.testing.assert_array_equal(y[..., rotary_dim:], ins["x"][..., rotary_dim:])   # pass-through
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("x_shape, pos_shape", [((9, 4, 32), (9,)), ((2, 9, 4, 32), (9,)), ((2, 9, 4, 32), (2, 9)),
+                                                ((1, 1, 1, 8), (1,)), ((1, 513, 2, 64), (1, 513))])
+def test_rope_position_forms(rng, dtype, layout, x_shape, pos_shape):
+    _rope_check(rng, x_shape, pos_shape, dtype, layout)
+
+
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+def test_rope_large_positions_and_base(rng, layout):
+    """Positions up to 500k (long-context decoders), a large base (Llama 3: 500000)."""
+    _rope_check(rng, (1, 64, 2, 128), (64,), "f32", layout, base=500000.0, max_pos=500_000)
+    _rope_check(rng, (1, 64, 2, 128), (64,), "f32", layout, max_pos=500_000)
+
+
+def test_rope_position_zero_is_identity(rng):
+    g = rlx.Graph()
+    x = g.input("x", (3, 2, 16))
+    g.set_outputs(y=g.rope(x, g.input("pos", (3,), "i32"), layout="interleaved"))
+    xs = _rand(rng, (3, 2, 16), "f32")
+    got = rlx.compile(g).run(x=xs, pos=np.zeros(3, np.int32))["y"]
+    np.testing.assert_array_equal(got, xs)
+
+
+def test_rope_neox_matches_rotate_half(rng):
+    """The neox layout is HF's rotate_half form: x * cos + rotate_half(x) * sin."""
+    t, h, d = 5, 2, 16
+    g = rlx.Graph()
+    g.set_outputs(y=g.rope(g.input("x", (t, h, d)), g.input("pos", (t,), "i32")))
+    xs, pos = _rand(rng, (t, h, d), "f32"), np.arange(t, dtype=np.int32) * 7
+    got = rlx.compile(g).run(x=xs, pos=pos)["y"]
+    inv = 1.0 / (10000.0 ** (np.arange(0, d, 2) / d))
+    ang = np.concatenate([pos[:, None] * inv] * 2, axis=-1)[:, None, :]
+    rot = np.concatenate([-xs[..., d // 2:], xs[..., : d // 2]], axis=-1)
+    np.testing.assert_allclose(got, xs * np.cos(ang) + rot * np.sin(ang), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+def test_rope_reads_packed_tensor_without_copy(rng, dtype, layout):
+    """RoPE on q and k head slices of a packed QKV tensor, then attention on
+    the rotated q, k and the v slice: three kernels, no copy."""
+    b, t, hq, hkv, d = 2, 9, 4, 2, 32
+    g, q, k, v = _packed_qkv_graph(b, t, hq, hkv, d, dtype)
+    pos = g.input("pos", (b, t), "i32")
+    qr = g.rope(q, pos, layout=layout, rotary_dim=16)
+    kr = g.rope(k, pos, layout=layout, rotary_dim=16)
+    g.set_outputs(q=qr, o=g.attention(qr, kr, v, causal=True))
+    ins = {"qkv": _rand(rng, (b, t, (hq + 2 * hkv) * d), dtype),
+           "pos": (np.arange(t)[None] + np.array([[0], [40]])).astype(np.int32)}
+    exe, _ = assert_matches_reference(g, ins)
+    assert _kernels(exe) == [f"rope_{dtype}", f"rope_{dtype}", f"attention_{dtype}"]
+    # the two ropes share one inv_freq table
+    assert sum(1 for s in exe.thunks[0].bindings if "rope_inv_freq" in s.storage.key) == 1
+    assert exe.thunks[0].bindings[2].storage is exe.thunks[1].bindings[2].storage
+
+
+# ---------------------------------------------------------------- IR errors
+
+
+def _g():
+    return rlx.Graph()
+
+
+def test_rope_ir_errors():
+    g = _g()
+    x = g.input("x", (2, 5, 3, 8))
+    pos = g.input("pos", (5,), "i32")
+    with pytest.raises(ShapeError, match=r"rope: x must be.*\(5, 8\)"):
+        g.rope(g.input("x2", (5, 8)), pos)
+    with pytest.raises(DTypeError, match="positions must be i32"):
+        g.rope(x, g.input("pf", (5,), "f32"))
+    with pytest.raises(DTypeError, match="positions must be i32"):
+        g.rope(x, g.input("p64", (5,), "i64"))
+    with pytest.raises(DTypeError, match="float"):
+        g.rope(g.input("xi", (5, 3, 8), "i32"), pos)
+    with pytest.raises(ShapeError, match=r"positions shape \(4,\)"):
+        g.rope(x, g.input("p4", (4,), "i32"))
+    with pytest.raises(ShapeError, match=r"positions shape \(3, 5\)"):
+        g.rope(x, g.input("p35", (3, 5), "i32"))
+    with pytest.raises(ShapeError, match=r"positions shape \(2, 5\)"):
+        g.rope(g.input("x3", (5, 3, 8)), g.input("p25", (2, 5), "i32"))
+    for rd in (3, 10, 0, -2):
+        with pytest.raises(ShapeError, match="rotary_dim"):
+            g.rope(x, pos, rotary_dim=rd)
+    with pytest.raises(ShapeError, match="rotary_dim"):
+        g.rope(g.input("xodd", (5, 3, 7)), pos)                   # default rotary_dim = D must be even
+    with pytest.raises(GraphError, match="layout"):
+        g.rope(x, pos, layout="gptj")
+    with pytest.raises(GraphError, match="base"):
+        g.rope(x, pos, base=0.0)
+    with pytest.raises(GraphError, match="base"):
+        g.rope(x, pos, base="10000")
+    with pytest.raises(GraphError, match="unknown attribute"):
+        g.op("rope", (x, pos), theta=1.0)
+    node = g.rope(x, pos)
+    assert node.attrs == {"base": 10000.0, "layout": "neox", "rotary_dim": 8}

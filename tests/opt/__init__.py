@@ -1,0 +1,2 @@
+"""Tests of rlx/opt: the compile pipeline's passes (fusion, sibling fusion,
+precision, segments, barriers) and the arena memory plan."""

@@ -1,0 +1,1 @@
+"""Tests of rlx/tune: calibration, its cache and the cost model."""
