@@ -988,6 +988,35 @@ static void cmd_release(rlx_cmdbuf *cb) {
     free(cb);
 }
 
+/* ---- schedules: the plan (csrc/rlx_schedule_plan.h), ICB ranges around MPS gemms ------- */
+#define RLX_SCHEDULE_PLAN_MAKE
+#include "rlx_schedule_plan.h"
+struct rlx_schedule { rlx_sched_plan plan; };
+
+static rlx_status schedule_create(rlx_device *d, const rlx_schedule_desc *desc, rlx_schedule **out) {
+    ARG_CHECK(out, "schedule_create: out is NULL");
+    *out = NULL;
+    rlx_schedule *sched = calloc(1, sizeof *sched);
+    if (!sched) return fail(RLX_ERR_OOM, "schedule_create: out of memory");
+    const rlx_status s = sched_plan_make(d, desc, &sched->plan);
+    if (s != RLX_OK) return free(sched), s;
+    *out = sched;
+    return RLX_OK;
+}
+
+/* The plan's ICB ranges and MPS gemms encoded into cb, as the core's segment walk did. */
+static rlx_status cmd_execute_schedule(rlx_cmdbuf *cb, rlx_schedule *sched) {
+    CB_CHECK(cb, "cmd_execute_schedule");
+    ARG_CHECK(sched && sched->plan.dev == cb->dev, "cmd_execute_schedule: no schedule of this device");
+    return sched_plan_encode(cb, &sched->plan);
+}
+
+static void schedule_free(rlx_schedule *sched) {
+    if (!sched) return;
+    sched_plan_clear(&sched->plan);
+    free(sched);
+}
+
 /* ---- copies with a command buffer ------------------------------------------------------- */
 /* Buffers are shared (host-visible) storage, so the core copies inputs and
  * outputs itself; these ABI entries are for devices with separate memory. */

@@ -21,7 +21,8 @@
  *
  * Versioning: rlx_shim_get_api(v) returns NULL unless the shim implements
  * ABI version v. New entry points are only ever appended; struct_size tells
- * a caller how much of the table a shim fills.
+ * a caller how much of the table a shim fills (RLX_SHIM_HAS below). The
+ * version changes only for a change that breaks an existing caller.
  */
 #ifndef RLX_SHIM_H
 #define RLX_SHIM_H
@@ -62,6 +63,7 @@ typedef struct rlx_pipeline rlx_pipeline;
 typedef struct rlx_cmdbuf rlx_cmdbuf;
 typedef struct rlx_icb rlx_icb;
 typedef struct rlx_queue rlx_queue;
+typedef struct rlx_schedule rlx_schedule;
 
 typedef struct rlx_device_info {
     char name[128];
@@ -124,6 +126,58 @@ typedef struct rlx_gemm_desc {
     const rlx_buffer *bias;
     uint64_t bias_offset;
 } rlx_gemm_desc;
+
+/*
+ * A schedule: a whole command list described once, turned by the shim into
+ * its replayable form at creation (cuda: one CUDA graph; Metal: ICB ranges
+ * around MPS gemms; host: a recorded command list) and executed per run
+ * inside a command buffer (cmd_execute_schedule), so copies that travel with
+ * that command buffer run before and after it.
+ *
+ * What a schedule captures at creation: the commands, their order and
+ * barriers, pipelines, grids, every buffer and byte offset it binds, every
+ * gemm descriptor, and the entries of the ICB ranges it names (re-encoding
+ * those entries later is not seen by the schedule). What it reads at each
+ * execution: the contents of those buffers, params regions included, so
+ * params bytes patched before a run (dynamic values) take effect without a
+ * new schedule. The buffers, pipelines and ICBs a schedule names must outlive
+ * it. Executions of one schedule write the same memory: they must not overlap
+ * on different queues (in one queue they run in commit order).
+ *
+ * Commands (the fields of the other kinds are ignored):
+ *  - RLX_SCHEDULE_DISPATCH: pipeline (made with RLX_PIPELINE_INDIRECT),
+ *    n_bindings buffers at offsets, groups and threads (as cmd_dispatch);
+ *  - RLX_SCHEDULE_GEMM: gemm (as cmd_gemm);
+ *  - RLX_SCHEDULE_ICB: entries [start, start+count) of icb (as cmd_execute_icb).
+ * barrier_before: the command sees the memory effects of every earlier one
+ * (as cmd_barrier before it). The leading fields are laid out as rlx_thunk's
+ * (csrc/rlx_thunk.h). schedule_create validates everything and returns
+ * RLX_ERR_ARG (or the error cmd_gemm would give) without a schedule when a
+ * command is bad.
+ */
+#define RLX_SCHEDULE_DISPATCH 0u
+#define RLX_SCHEDULE_GEMM 1u
+#define RLX_SCHEDULE_ICB 2u
+
+typedef struct rlx_schedule_cmd {
+    uint32_t op;              /* RLX_SCHEDULE_* */
+    uint32_t barrier_before;
+    rlx_pipeline *pipeline;
+    uint32_t n_bindings;
+    uint32_t groups[3];
+    uint32_t threads[3];
+    rlx_buffer *buffers[RLX_MAX_BINDINGS];
+    uint64_t offsets[RLX_MAX_BINDINGS];
+    rlx_gemm_desc gemm;
+    rlx_icb *icb;
+    uint32_t start, count;
+} rlx_schedule_cmd;
+
+typedef struct rlx_schedule_desc {
+    uint32_t n_commands;
+    uint32_t flags;           /* 0 */
+    const rlx_schedule_cmd *commands;
+} rlx_schedule_desc;
 
 typedef struct rlx_shim_api {
     uint32_t abi_version;
@@ -210,7 +264,20 @@ typedef struct rlx_shim_api {
     rlx_status (*queue_create)(rlx_device *dev, rlx_queue **out);
     void (*queue_free)(rlx_queue *queue);
     rlx_status (*cmd_begin_on)(rlx_queue *queue, rlx_cmdbuf **out);
+
+    /* --- schedules (appended: check struct_size; see rlx_schedule_desc) --- */
+    rlx_status (*schedule_create)(rlx_device *dev, const rlx_schedule_desc *desc, rlx_schedule **out);
+    /* Executes the whole schedule at this point of cb. */
+    rlx_status (*cmd_execute_schedule)(rlx_cmdbuf *cb, rlx_schedule *sched);
+    /* Waits for no command buffer: free a schedule only after every command
+     * buffer that executes it was waited on or released. */
+    void (*schedule_free)(rlx_schedule *sched);
 } rlx_shim_api;
+
+/* 1 when the table `api` fills entry `field` (entries appended after a
+ * caller was built are simply absent from an older shim's table). */
+#define RLX_SHIM_HAS(api, field) \
+    ((api)->struct_size >= offsetof(rlx_shim_api, field) + sizeof((api)->field) && (api)->field != NULL)
 
 /* The one exported symbol of every shim. */
 typedef const rlx_shim_api *(*rlx_shim_get_api_fn)(uint32_t abi_version);

@@ -22,6 +22,7 @@
         icb_create, icb_encode_dispatch, icb_free,                                                 \
         cmd_upload, cmd_download,                                                                  \
         queue_create, queue_free, cmd_begin_on,                                                    \
+        schedule_create, cmd_execute_schedule, schedule_free,                                      \
     };                                                                                             \
     __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) { \
         if (abi_version != RLX_SHIM_ABI_VERSION) {                                                 \

@@ -26,6 +26,7 @@ cdef extern from "rlx_shim.h" nogil:
     ctypedef struct rlx_cmdbuf
     ctypedef struct rlx_icb
     ctypedef struct rlx_queue
+    ctypedef struct rlx_schedule
     ctypedef struct rlx_library
     ctypedef struct rlx_device_info
     ctypedef struct rlx_pipeline_info
@@ -47,6 +48,27 @@ cdef extern from "rlx_shim.h" nogil:
         int b_dtype, c_dtype
         const rlx_buffer *bias
         uint64_t bias_offset
+
+    cdef unsigned int RLX_SCHEDULE_DISPATCH
+    cdef unsigned int RLX_SCHEDULE_GEMM
+
+    ctypedef struct rlx_schedule_cmd:
+        uint32_t op
+        uint32_t barrier_before
+        rlx_pipeline *pipeline
+        uint32_t n_bindings
+        uint32_t groups[3]
+        uint32_t threads[3]
+        rlx_buffer *buffers[12]
+        uint64_t offsets[12]
+        rlx_gemm_desc gemm
+        rlx_icb *icb
+        uint32_t start, count
+
+    ctypedef struct rlx_schedule_desc:
+        uint32_t n_commands
+        uint32_t flags
+        const rlx_schedule_cmd *commands
 
     ctypedef struct rlx_shim_api:
         uint32_t abi_version
@@ -79,6 +101,9 @@ cdef extern from "rlx_shim.h" nogil:
         int (*queue_create)(rlx_device *dev, rlx_queue **out) noexcept nogil
         void (*queue_free)(rlx_queue *queue) noexcept nogil
         int (*cmd_begin_on)(rlx_queue *queue, rlx_cmdbuf **out) noexcept nogil
+        int (*schedule_create)(rlx_device *dev, const rlx_schedule_desc *desc, rlx_schedule **out) noexcept nogil
+        int (*cmd_execute_schedule)(rlx_cmdbuf *cb, rlx_schedule *sched) noexcept nogil
+        void (*schedule_free)(rlx_schedule *sched) noexcept nogil
 
 
 cdef extern from "rlx_thunk.h" nogil:
@@ -117,10 +142,11 @@ ctypedef struct rlx_io:
     uint64_t size
 
 
-# One replay step (rlx/opt/segments.py): kind 0 a recorded range of
-# dispatches, 1 one gemm thunk, 2 a range encoded directly every run.
-ctypedef struct rlx_segment:
-    uint32_t is_gemm          # the segment kind
+# One step of a replayed run: a schedule the shim made once from the
+# segments it covers (rlx/opt/segments.py: replay ranges and gemms), or, with
+# schedule NULL, a direct segment's thunks [start, start+count) encoded every run.
+ctypedef struct rlx_step:
+    rlx_schedule *schedule
     uint32_t start
     uint32_t count
 
@@ -157,9 +183,9 @@ cdef class Program:
     cdef uint32_t n_patches
     cdef int64_t *dynamic
     cdef uint32_t n_dynamic
-    cdef rlx_icb *icb
     cdef rlx_queue *queue          # this program's own queue, NULL: the device's (shim without queues)
-    cdef rlx_segment *segments
+    cdef rlx_step *steps           # a replayed run: usually one schedule
+    cdef uint32_t n_steps
     cdef uint32_t n_segments
     cdef bint replay
     cdef pthread_mutex_t lock
@@ -169,6 +195,7 @@ cdef class Program:
 
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef _record(self, segments)
+    cdef _add_schedule(self, uint32_t start, uint32_t count)
     cdef int _encode_range(self, rlx_cmdbuf *cb, uint32_t start, uint32_t end) noexcept nogil
     cdef _raise(self, int status, what)
     cdef int _fail(self, int status, const char *what) noexcept nogil

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The run loop: copies inputs in, patches dynamic params, encodes or replays
-the packed thunk table through the shim's function table, waits, and copies
-outputs out, all without the GIL.
+"""The run loop: copies inputs in, patches dynamic params, encodes the packed
+thunk table or executes its schedule (made once by the shim) through the
+shim's function table, waits, and copies outputs out, all without the GIL.
 
 Planning happens in Python (rlx/runtime). Its thunks are packed once into a
 ThunkTable (typed appends, checked here before anything reaches C) whose
@@ -21,6 +21,12 @@ from libc.string cimport memcpy, memset, strncpy
 
 from rlx import errors as _errors
 
+
+cdef extern from *:
+    """
+    #define rlx_shim_has_schedules(api) RLX_SHIM_HAS(api, schedule_free)
+    """
+    bint rlx_shim_has_schedules(const rlx_shim_api *api) nogil
 
 cdef extern from "<pthread.h>" nogil:
     int pthread_mutex_init(pthread_mutex_t *m, const void *attr)
@@ -445,13 +451,12 @@ cdef class Program:
             self._record(segments)
 
     cdef _record(self, segments):
-        """Record the dispatches of every replay segment into one indirect
-        command buffer (entry i = thunk i), once; the segment plan says what
-        each run executes: recorded ranges, gemms between them, and direct
-        ranges that are encoded every run."""
+        """Turn the segment plan into schedules, once: every run of replay and
+        gemm segments becomes one shim schedule (cuda: one CUDA graph; Metal:
+        ICB ranges around MPS gemms; host: a recorded list), and a direct
+        segment stays a range encoded every run. A shim without schedules
+        (an older table) encodes every run directly."""
         cdef uint32_t i, n = 0
-        cdef int status
-        self.segments = <rlx_segment *>calloc(max(1, len(segments)), sizeof(rlx_segment))
         covered = 0
         for kind, start, count in segments:
             if kind not in (SEGMENT_REPLAY, SEGMENT_GEMM, SEGMENT_DIRECT) or start != covered or count < 1:
@@ -463,29 +468,70 @@ cdef class Program:
                 for i in range(start, start + count):
                     if self.thunks[i].kind != RLX_THUNK_DISPATCH:
                         raise _errors.ScheduleError(f"segment at {start}: thunk {i} is not a dispatch")
-            self.segments[n].is_gemm = kind
-            self.segments[n].start = start
-            self.segments[n].count = count
             n += 1
             covered = start + count
         if covered != self.n_thunks:
             raise _errors.ScheduleError(f"segment plan covers {covered} of {self.n_thunks} thunks")
         self.n_segments = n
-        status = self.api.icb_create(self.device, max(1, self.n_thunks), &self.icb)
-        if status != 0:
-            self._raise(status, "recording the schedule")
-        for i in range(self.n_segments):
-            if self.segments[i].is_gemm != SEGMENT_REPLAY:
+        if not rlx_shim_has_schedules(self.api):
+            return
+        self.steps = <rlx_step *>calloc(max(1, n), sizeof(rlx_step))
+        if self.steps == NULL:
+            raise MemoryError()
+        pending = None   # (start, count) of the replay and gemm segments not yet in a schedule
+        for kind, start, count in segments:
+            if kind != SEGMENT_DIRECT:
+                pending = (pending[0], start + count - pending[0]) if pending is not None else (start, count)
                 continue
-            for j in range(self.segments[i].start, self.segments[i].start + self.segments[i].count):
-                status = _record_thunk(self.api, self.icb, j, &self.thunks[j], self.thunks[j].barrier_before)
-                if status != 0:
-                    self._raise(status, f"recording thunk {j}")
+            if pending is not None:
+                self._add_schedule(pending[0], pending[1])
+                pending = None
+            self.steps[self.n_steps].start = start
+            self.steps[self.n_steps].count = count
+            self.n_steps += 1
+        if pending is not None:
+            self._add_schedule(pending[0], pending[1])
         self.replay = True
 
+    cdef _add_schedule(self, uint32_t start, uint32_t count):
+        """One schedule of thunks [start, start+count) as the next step."""
+        cdef rlx_schedule_desc desc
+        cdef rlx_schedule_cmd *cmds = <rlx_schedule_cmd *>calloc(count, sizeof(rlx_schedule_cmd))
+        cdef rlx_schedule_cmd *c
+        cdef rlx_thunk *t
+        cdef uint32_t i
+        cdef int status
+        if cmds == NULL:
+            raise MemoryError()
+        for i in range(count):
+            t = &self.thunks[start + i]
+            c = &cmds[i]
+            c.op = RLX_SCHEDULE_GEMM if t.kind == RLX_THUNK_GEMM else RLX_SCHEDULE_DISPATCH
+            c.barrier_before = t.barrier_before
+            c.pipeline = t.pipeline
+            c.n_bindings = t.n_bindings
+            memcpy(c.groups, t.groups, sizeof(t.groups))
+            memcpy(c.threads, t.threads, sizeof(t.threads))
+            memcpy(c.buffers, t.buffers, sizeof(t.buffers))
+            memcpy(c.offsets, t.offsets, sizeof(t.offsets))
+            c.gemm = t.gemm
+        desc.n_commands = count
+        desc.flags = 0
+        desc.commands = cmds
+        status = self.api.schedule_create(self.device, &desc, &self.steps[self.n_steps].schedule)
+        free(cmds)
+        if status != 0:
+            self._raise(status, f"making the schedule of thunks [{start}, {start + count})")
+        self.steps[self.n_steps].start = start
+        self.steps[self.n_steps].count = count
+        self.n_steps += 1
+
     def __dealloc__(self):
-        if self.icb != NULL and self.api != NULL:
-            self.api.icb_free(self.icb)
+        cdef uint32_t i
+        if self.steps != NULL and self.api != NULL:
+            for i in range(self.n_steps):
+                if self.steps[i].schedule != NULL:
+                    self.api.schedule_free(self.steps[i].schedule)
         if self.queue != NULL and self.api != NULL:
             self.api.queue_free(self.queue)
         free(self.thunks)
@@ -493,7 +539,7 @@ cdef class Program:
         free(self.outputs)
         free(self.patches)
         free(self.dynamic)
-        free(self.segments)
+        free(self.steps)
         pthread_mutex_destroy(&self.lock)
 
     cdef _raise(self, int status, what):
@@ -677,17 +723,18 @@ cdef class Program:
         return st
 
     cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil:
+        """Replaying: each step, usually one schedule (one shim call)."""
         cdef uint32_t i
         cdef int st = 0
-        cdef rlx_segment *seg
+        cdef rlx_step *step
         if not self.replay:
             return self._encode_range(cb, 0, self.n_thunks)
-        for i in range(self.n_segments):
-            seg = &self.segments[i]
-            if seg.is_gemm == SEG_REPLAY:
-                st |= self.api.cmd_execute_icb(cb, self.icb, seg.start, seg.count)
+        for i in range(self.n_steps):
+            step = &self.steps[i]
+            if step.schedule != NULL:
+                st |= self.api.cmd_execute_schedule(cb, step.schedule)
             else:
-                st |= self._encode_range(cb, seg.start, seg.start + seg.count)
+                st |= self._encode_range(cb, step.start, step.start + step.count)
         return st
 
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil:

@@ -65,8 +65,6 @@ static void device_close(rlx_device *d) {
             if (cb->staging) cu.cuMemFreeHost(cb->staging);
             free(cb->cmds), free(cb->bytes), free(cb->copies), free(cb);
         }
-        for (int i = 0; i < d->n_sched; ++i) sched_graph_clear(&d->sched[i]);
-        free(d->sched);
         for (ptr_array *p = d->ptr_arrays, *next; p; p = next) next = p->next, cu.cuMemFree(p->ptrs), free(p);
         for (lt_plan *p = d->lt_plans, *next; p; p = next) {
             next = p->next;

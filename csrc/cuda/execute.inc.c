@@ -41,8 +41,6 @@ static rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline
     }
     for (int i = 0; i < 3; ++i) e.groups[i] = groups[i], e.threads[i] = threads ? threads[i] : 1;
     pthread_mutex_lock(&icb->dev->mu);  /* a commit on another thread may be reading entries */
-    /* Versions come from one process-wide counter, so a new ICB that reuses a
-     * freed one's address never matches a schedule graph captured from it. */
     e.version = icb->version = __atomic_add_fetch(&g_icb_version, 1, __ATOMIC_RELAXED);
     icb->entries[index] = e;
     pthread_mutex_unlock(&icb->dev->mu);
@@ -55,14 +53,6 @@ static void icb_free(rlx_icb *icb) {
     if (set_ctx(d) == RLX_OK) {
         for (int i = 0; i < icb->n_graphs; ++i)
             if (icb->graphs[i].exec) cu.cuGraphExecDestroy(icb->graphs[i].exec);
-        pthread_mutex_lock(&d->mu);  /* schedule graphs that replay this ICB go with it */
-        for (int i = 0; i < d->n_sched; ++i)
-            for (size_t j = 0; j < d->sched[i].n; ++j)
-                if (d->sched[i].cmds[j].kind == CMD_ICB && d->sched[i].cmds[j].icb == icb) {
-                    sched_graph_clear(&d->sched[i]);
-                    break;
-                }
-        pthread_mutex_unlock(&d->mu);
     }
     free(icb->entries), free(icb);
 }
@@ -135,72 +125,23 @@ static rlx_status icb_graph_for(rlx_icb *icb, uint32_t start, uint32_t count, CU
     return RLX_OK;
 }
 
+/* ---- schedules: the plan (csrc/rlx_schedule_plan.h) ----------------------------------- */
+/* A schedule: its plan, the plan's commands
+ * as cmd_gemm and cmd_execute_icb recorded them, and the one CUDA graph
+ * captured from them at creation. Its gemms use a cuBLASLt workspace of the
+ * schedule's own (a captured node keeps the address), so it may run on any
+ * queue. */
+#include "rlx_schedule_plan.h"
+struct rlx_schedule {
+    rlx_sched_plan plan;
+    cmd_t *cmds;
+    size_t n;
+    CUdeviceptr lt_workspace;   /* 0 without cuBLASLt */
+    CUgraphExec exec;           /* NULL: capture failed; commands launched one by one */
+    int runs, retried;          /* uncaptured executions; a second capture tried after the first */
+};
+
 /* ---- execution: commit, wait, release ---------------------------------------------------- */
-/* ---- whole-schedule graphs ------------------------------------------------------------
- * A replayed run commits the same list every time: ICB ranges with cuBLAS
- * gemms between them. Launched one by one that costs a host launch per range
- * and per gemm; captured once into one CUDA graph it is a single launch, as
- * PyTorch's CUDA graphs are. A list is captured the second time it is seen
- * (the first run initializes cuBLAS, whose first call allocates and cannot
- * be captured) and replayed from then on; directly encoded lists of at least
- * kMinDirectCapture commands are treated the same way. Lists with set_bytes
- * are never captured (their data changes per commit). Kernels read their params from
- * device memory, so patched dynamic params need no new graph. */
-static int cmd_same(const cmd_t *a, const cmd_t *b) {
-    if (a->kind != b->kind) return 0;
-    if (a->kind == CMD_ICB) return a->icb == b->icb && a->start == b->start && a->count == b->count &&
-                                   a->gemm.m == b->gemm.m;  /* .gemm.m holds the ICB version */
-    /* The pointer arrays too: a freed gemm's array may be gone while a graph
-     * captured from it is still cached under recycled buffer addresses. */
-    if (a->kind == CMD_GEMM)
-        return gemm_same(&a->gemm, &b->gemm) && a->gemm_ptrs == b->gemm_ptrs && a->plan == b->plan;
-    if (a->fn != b->fn || a->bytes_mask != b->bytes_mask) return 0;
-    for (int i = 0; i < 3; ++i)
-        if (a->groups[i] != b->groups[i] || a->threads[i] != b->threads[i]) return 0;
-    for (int i = 0; i < (int)RLX_MAX_BINDINGS; ++i)
-        if (a->args[i] != b->args[i]) return 0;
-    return 1;
-}
-
-/* The device's entry for this command list (made on first sight); NULL when
- * the list cannot be captured. Called with the device lock held. */
-static sched_graph *sched_graph_for(rlx_cmdbuf *cb) {
-    rlx_device *d = cb->dev;
-    int has_icb = 0;
-    if (cb->bytes_len) return NULL;
-    for (size_t i = 0; i < cb->n; ++i) {
-        if (cb->cmds[i].kind == CMD_ICB) {
-            has_icb = 1;
-            cb->cmds[i].gemm.m = (int64_t)cb->cmds[i].icb->version;
-        }
-    }
-    /* A directly encoded list is worth a graph too when it repeats (an
-     * executable run without replay re-encodes the same commands each time);
-     * a handful of commands launch faster than a graph lookup pays back. */
-    if (!has_icb && cb->n < kMinDirectCapture) return NULL;
-    for (int i = 0; i < d->n_sched; ++i) {
-        sched_graph *g = &d->sched[i];
-        if (g->n != cb->n || g->queue != cb->queue) continue;
-        size_t j = 0;
-        while (j < cb->n && cmd_same(&g->cmds[j], &cb->cmds[j])) ++j;
-        if (j == cb->n) return g;
-    }
-    if (!d->sched && !(d->sched = calloc(MAX_SCHED_GRAPHS, sizeof *d->sched))) return NULL;
-    sched_graph *g;
-    if (d->n_sched < MAX_SCHED_GRAPHS) {
-        g = &d->sched[d->n_sched++];
-    } else {  /* full: replace round-robin (a graph still running is freed when it completes) */
-        g = &d->sched[d->sched_next];
-        d->sched_next = (d->sched_next + 1) % MAX_SCHED_GRAPHS;
-    }
-    sched_graph_clear(g);
-    if (!(g->cmds = malloc(cb->n * sizeof *g->cmds))) return NULL;
-    memcpy(g->cmds, cb->cmds, cb->n * sizeof *g->cmds);
-    g->n = cb->n;
-    g->queue = cb->queue;
-    return g;
-}
-
 /* One of our kernels onto a stream. With pdl set it may start while
  * the previous kernel in the stream finishes (programmatic dependent launch):
  * every rlx kernel waits for its predecessor's memory before it touches a
@@ -221,26 +162,28 @@ static CUresult launch_kernel(rlx_device *d, CUstream stream, CUfunction fn, con
     return cu.cuLaunchKernelEx(&cfg, fn, params, NULL);
 }
 
-static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *r, const char **what);
+static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspace, const cmd_t *cmds, size_t n,
+                        int capturing, CUresult *rr, const char **what);
 
-/* Captures the list into g->exec (on the device stream, under the lock). On
- * any failure the list simply keeps running command by command. */
-static void sched_graph_capture(rlx_cmdbuf *cb, sched_graph *g) {
+/* Captures a schedule's commands into sched->exec on stream (device lock
+ * held). On any failure the schedule keeps running command by command, and
+ * the caller's status and error are left as they were. */
+static void schedule_capture(rlx_cmdbuf *cb, CUstream stream, rlx_schedule *sched) {
     CUgraph graph = NULL;
-    CUresult r = cu.cuStreamBeginCapture(cb_stream(cb), 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
+    CUresult r = cu.cuStreamBeginCapture(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
     const char *what = "";
     if (r != CUDA_SUCCESS) return;
-    launch_cmds(cb, 1, &r, &what);
-    CUresult end = cu.cuStreamEndCapture(cb_stream(cb), &graph);
+    launch_cmds(cb, stream, sched->lt_workspace, sched->cmds, sched->n, 1, &r, &what);
+    CUresult end = cu.cuStreamEndCapture(stream, &graph);
     if (r == CUDA_SUCCESS && end == CUDA_SUCCESS && cb->status == RLX_OK && graph)
-        if (cu.cuGraphInstantiateWithFlags(&g->exec, graph, 0) != CUDA_SUCCESS) g->exec = NULL;
+        if (cu.cuGraphInstantiateWithFlags(&sched->exec, graph, 0) != CUDA_SUCCESS) sched->exec = NULL;
     if (graph) cu.cuGraphDestroy(graph);
-    cb->status = RLX_OK;  /* nothing ran during capture; the real launch below reports errors */
+    cb->status = RLX_OK;  /* nothing ran during capture; a real launch reports errors */
     cb->error[0] = 0;
 }
 
-/* Launches everything onto the device stream; errors are kept for cmd_wait.
- * Called with the device lock held and the context current. */
+/* Launches everything onto the command buffer's stream; errors are kept for
+ * cmd_wait. Called with the device lock held and the context current. */
 static void launch_all(rlx_cmdbuf *cb) {
     const CUstream stream = cb_stream(cb);
     CUresult r = CUDA_SUCCESS;
@@ -250,10 +193,6 @@ static void launch_all(rlx_cmdbuf *cb) {
         what = "cuMemAlloc (set_bytes scratch)";
         if ((r = cu.cuMemAlloc(&cb->scratch, cb->bytes_cap)) == CUDA_SUCCESS) cb->scratch_cap = cb->bytes_cap;
     }
-    PHASE_T0(t_lookup);
-    sched_graph *g = r == CUDA_SUCCESS ? sched_graph_for(cb) : NULL;
-    PHASE_ADD(PH_GRAPH_LOOKUP, t_lookup);
-    if (g && !g->exec && ++g->seen >= 2) sched_graph_capture(cb, g);
     PHASE_T0(t_launch);
     if (r == CUDA_SUCCESS) r = cu.cuEventRecord(cb->ev0, stream), what = "cuEventRecord";
     for (size_t i = 0; r == CUDA_SUCCESS && i < cb->n_copies; ++i)
@@ -263,11 +202,7 @@ static void launch_all(rlx_cmdbuf *cb) {
                                      stream), what = "cmd_upload";
     if (r == CUDA_SUCCESS && cb->bytes_len)
         r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, stream), what = "set_bytes upload";
-    if (r == CUDA_SUCCESS && g && g->exec) {
-        r = cu.cuGraphLaunch(g->exec, stream), what = "cuGraphLaunch (schedule)";
-    } else if (r == CUDA_SUCCESS) {
-        launch_cmds(cb, 0, &r, &what);
-    }
+    if (r == CUDA_SUCCESS) launch_cmds(cb, stream, cb_lt_workspace(cb), cb->cmds, cb->n, 0, &r, &what);
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n_copies; ++i)
         if (cb->copies[i].dst && !cb->copies[i].direct)
             r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].buf->ptr + cb->copies[i].offset,
@@ -281,13 +216,17 @@ static void launch_all(rlx_cmdbuf *cb) {
     PHASE_ADD(PH_LAUNCH, t_launch);
 }
 
-/* Each command onto the stream, in order. While capturing, ICB ranges are
- * launched kernel by kernel (the captured graph then holds them as nodes). */
-static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char **what) {
+/* Commands onto the stream, in order. While capturing, ICB ranges are
+ * launched kernel by kernel (the captured graph then holds them as nodes).
+ * A schedule is its graph's launch; one whose capture failed runs its
+ * commands, and is captured once more after its first such run (the first
+ * cuBLAS call of a handle allocates, which a capture cannot hold). */
+static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspace, const cmd_t *cmds, size_t n,
+                        int capturing, CUresult *rr, const char **what) {
     rlx_device *d = cb->dev;
     CUresult r = CUDA_SUCCESS;
-    for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n; ++i) {
-        const cmd_t *c = &cb->cmds[i];
+    for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < n; ++i) {
+        const cmd_t *c = &cmds[i];
         if (c->kind == CMD_DISPATCH) {
             CUdeviceptr vals[RLX_MAX_BINDINGS];
             void *params[RLX_MAX_BINDINGS];
@@ -296,10 +235,19 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
                 params[j] = &vals[j];
             }
             *what = "cuLaunchKernel";
-            r = launch_kernel(d, cb_stream(cb), c->fn, c->groups, c->threads, params);
+            r = launch_kernel(d, stream, c->fn, c->groups, c->threads, params);
         } else if (c->kind == CMD_GEMM) {
-            cb->status = run_gemm(d, cb_stream(cb), cb_lt_workspace(cb), &c->gemm, c->gemm_ptrs, c->plan, cb->error,
+            cb->status = run_gemm(d, stream, lt_workspace, &c->gemm, c->gemm_ptrs, c->plan, cb->error,
                                   sizeof cb->error);
+        } else if (c->kind == CMD_SCHEDULE) {
+            rlx_schedule *sc = c->sched;
+            if (!sc->exec && sc->runs > 0 && !sc->retried) sc->retried = 1, schedule_capture(cb, stream, sc);
+            if (sc->exec) {
+                r = cu.cuGraphLaunch(sc->exec, stream), *what = "cuGraphLaunch (schedule)";
+            } else {
+                ++sc->runs;
+                launch_cmds(cb, stream, sc->lt_workspace, sc->cmds, sc->n, 0, &r, what);
+            }
         } else if (capturing) {
             for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {
                 icb_entry *en = &c->icb->entries[e];
@@ -311,12 +259,12 @@ static void launch_cmds(rlx_cmdbuf *cb, int capturing, CUresult *rr, const char 
                 void *params[RLX_MAX_BINDINGS];
                 for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &en->args[j];
                 *what = "cuLaunchKernel (capture)";
-                r = launch_kernel(d, cb_stream(cb), en->fn, en->groups, en->threads, params);
+                r = launch_kernel(d, stream, en->fn, en->groups, en->threads, params);
             }
         } else {
             CUgraphExec exec = NULL;
             cb->status = icb_graph_for(c->icb, c->start, c->count, &exec, cb->error, sizeof cb->error);
-            if (cb->status == RLX_OK) r = cu.cuGraphLaunch(exec, cb_stream(cb)), *what = "cuGraphLaunch";
+            if (cb->status == RLX_OK) r = cu.cuGraphLaunch(exec, stream), *what = "cuGraphLaunch";
         }
     }
     *rr = r;
@@ -392,6 +340,62 @@ static void cmd_release(rlx_cmdbuf *cb) {
         if (cb->staging) cu.cuMemFreeHost(cb->staging);
     }
     free(cb->cmds), free(cb->bytes), free(cb->copies), free(cb);
+}
+
+/* ---- schedules: one CUDA graph each, captured at creation -------------------------------- */
+static void schedule_free(rlx_schedule *sched) {
+    if (!sched) return;
+    if (set_ctx(sched->plan.dev) == RLX_OK) {
+        if (sched->exec) cu.cuGraphExecDestroy(sched->exec);  /* an in-flight launch finishes first */
+        if (sched->lt_workspace) cu.cuMemFree(sched->lt_workspace);
+    }
+    sched_plan_clear(&sched->plan);
+    free(sched->cmds), free(sched);
+}
+
+/* The plan is encoded into a command buffer that is never committed: that
+ * checks every gemm and ICB range and makes the gemms' cuBLASLt plans and
+ * pointer arrays; its commands are captured into one graph on the device's
+ * stream, under the device lock (nothing else launches there meanwhile). */
+static rlx_status schedule_create(rlx_device *d, const rlx_schedule_desc *desc, rlx_schedule **out) {
+    ARG_CHECK(out, "schedule_create: out is NULL");
+    *out = NULL;
+    rlx_schedule *sched = calloc(1, sizeof *sched);
+    if (!sched) return fail(RLX_ERR_OOM, "schedule_create: out of memory");
+    rlx_status s = sched_plan_build(d, desc, &sched->plan);
+    if (s == RLX_OK) s = set_ctx(d);
+    if (s == RLX_OK && d->info.gemm_bias) {
+        const CUresult r = cu.cuMemAlloc(&sched->lt_workspace, LT_WORKSPACE);
+        if (r != CUDA_SUCCESS) sched->lt_workspace = 0, s = cu_fail(r, "schedule_create (cuBLASLt workspace)");
+    }
+    rlx_cmdbuf *trial = NULL;
+    if (s == RLX_OK && (s = cmd_begin(d, &trial)) == RLX_OK) {
+        s = sched_plan_encode(trial, &sched->plan);
+        if (s == RLX_OK && trial->n && !(sched->cmds = malloc(trial->n * sizeof *sched->cmds)))
+            s = fail(RLX_ERR_OOM, "schedule_create: out of memory");
+        if (s == RLX_OK) {
+            if (trial->n) memcpy(sched->cmds, trial->cmds, trial->n * sizeof *sched->cmds);
+            sched->n = trial->n;
+            pthread_mutex_lock(&d->mu);
+            if (sched->n) schedule_capture(trial, d->stream, sched);
+            pthread_mutex_unlock(&d->mu);
+        }
+        cmd_release(trial);
+    }
+    if (s != RLX_OK) return schedule_free(sched), s;
+    *out = sched;
+    return RLX_OK;
+}
+
+static rlx_status cmd_execute_schedule(rlx_cmdbuf *cb, rlx_schedule *sched) {
+    CB_CHECK(cb, "cmd_execute_schedule");
+    ARG_CHECK(sched, "cmd_execute_schedule: schedule is NULL");
+    ARG_CHECK(sched->plan.dev == cb->dev, "cmd_execute_schedule: schedule belongs to another device");
+    if (!sched->n) return RLX_OK;
+    PHASE_T0(t_exec);
+    const rlx_status s = push(cb, &(cmd_t){.kind = CMD_SCHEDULE, .sched = sched});
+    PHASE_ADD(PH_EXECUTE_SCHEDULE, t_exec);
+    return s;
 }
 
 /* ---- copies that travel with a command buffer ------------------------------------------ */
@@ -493,12 +497,6 @@ static rlx_status queue_create(rlx_device *d, rlx_queue **out) {
 static void queue_free(rlx_queue *q) {
     if (!q || set_ctx(q->dev) != RLX_OK) return;
     cu.cuStreamSynchronize(q->stream);
-    /* Schedule graphs captured from this queue's commands go with it: a new
-     * queue at the same address must not replay them. */
-    pthread_mutex_lock(&q->dev->mu);
-    for (int i = 0; i < q->dev->n_sched; ++i)
-        if (q->dev->sched[i].queue == q) sched_graph_clear(&q->dev->sched[i]);
-    pthread_mutex_unlock(&q->dev->mu);
     cu.cuStreamDestroy(q->stream);
     if (q->lt_workspace) cu.cuMemFree(q->lt_workspace);
     free(q);

@@ -15,7 +15,7 @@
  *   this file       objects (the types every section shares, as in the host shim)
  *   device.inc.c    device, buffers, libraries and pipelines
  *   commands.inc.c  command buffers (recording), gemm and its cuBLASLt plans
- *   execute.inc.c   ICBs, whole-schedule graphs and commit / wait / release,
+ *   execute.inc.c   ICBs, schedules (one CUDA graph each) and commit / wait / release,
  *                   copies, queues
  *   this file       the ABI table
  *
@@ -46,6 +46,10 @@
  *    built and instantiated once per (start, count) and relaunched. Kernel
  *    params are pointers into the arena's params region, so patching a
  *    dynamic param (buffer_write before the run) needs no re-instantiation.
+ *  - schedules: the whole list (kernels, gemms, ICB ranges) captured into one
+ *    CUDA graph when the schedule is created; executing it is one graph
+ *    launch on the command buffer's stream. Other command lists are launched
+ *    command by command (no run-time search for repeats).
  *
  * Nothing here aborts: every failure returns a status and sets the calling
  * thread's last_error. A CUDA error is RLX_ERR_DEVICE with the error's name.
@@ -85,8 +89,6 @@ struct rlx_device {
     pthread_mutex_t spare_mu;
     rlx_cmdbuf *spare;          /* released command buffers (events and scratch kept) */
     int n_spare;
-    struct sched_graph *sched;  /* whole-schedule graphs of replayed command lists (guarded by mu) */
-    int n_sched, sched_next;
     struct ptr_array *ptr_arrays;  /* two-level batched gemms' operand pointers (guarded by mu) */
     void *lt;                   /* cuBLASLt handle (gemms with a bias), made on first use */
     CUdeviceptr lt_workspace;
@@ -140,7 +142,7 @@ struct rlx_queue {
     CUdeviceptr lt_workspace;   /* 0 without cuBLASLt */
 };
 
-enum { CMD_DISPATCH, CMD_GEMM, CMD_ICB };
+enum { CMD_DISPATCH, CMD_GEMM, CMD_ICB, CMD_SCHEDULE };
 typedef struct {
     uint32_t kind, bytes_mask;  /* bytes_mask bit i: args[i] is an offset into the set_bytes scratch */
     CUfunction fn;
@@ -151,22 +153,8 @@ typedef struct {
     rlx_gemm_desc gemm;
     CUdeviceptr gemm_ptrs;      /* outer > 1: the ptr_array's device copy */
     struct lt_plan *plan;       /* a gemm with a bias: its cuBLASLt plan */
+    rlx_schedule *sched;        /* CMD_SCHEDULE */
 } cmd_t;
-typedef struct sched_graph {
-    rlx_queue *queue;           /* whose commands (a gemm node bakes in its queue's cuBLASLt workspace) */
-    cmd_t *cmds;                /* the list, ICB versions in .gemm.m of CMD_ICB entries */
-    size_t n;
-    int seen;                   /* times committed */
-    CUgraphExec exec;           /* NULL until captured */
-} sched_graph;
-#define MAX_SCHED_GRAPHS 16
-enum { kMinDirectCapture = 8 };
-
-static void sched_graph_clear(sched_graph *g) {
-    if (g->exec) cu.cuGraphExecDestroy(g->exec);
-    free(g->cmds);
-    memset(g, 0, sizeof *g);
-}
 
 enum { CB_RECORDING, CB_COMMITTED };
 

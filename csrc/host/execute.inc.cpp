@@ -186,6 +186,36 @@ void cmd_release(rlx_cmdbuf *cb) {
     else delete cb;
 }
 
+// ---- schedules: the plan (csrc/rlx_schedule_plan.h), replayed as recorded commands ----------
+}  // namespace
+
+#define RLX_SCHEDULE_PLAN_MAKE
+#include "rlx_schedule_plan.h"  // at file scope: rlx_schedule below holds its plan
+struct rlx_schedule { rlx_sched_plan plan; };
+
+namespace {
+rlx_status schedule_create(rlx_device *d, const rlx_schedule_desc *desc, rlx_schedule **out) {
+    ARG_CHECK(out, "schedule_create: out is NULL");
+    *out = nullptr;
+    auto sched = std::make_unique<rlx_schedule>();
+    if (rlx_status s = sched_plan_make(d, desc, &sched->plan)) return s;
+    *out = sched.release();
+    return RLX_OK;
+}
+
+// Appends the plan's commands to cb: the executor walks them like any others.
+rlx_status cmd_execute_schedule(rlx_cmdbuf *cb, rlx_schedule *sched) {
+    CB_CHECK(cb, "cmd_execute_schedule");
+    ARG_CHECK(sched, "cmd_execute_schedule: schedule is NULL");
+    ARG_CHECK(sched->plan.dev == cb->dev, "cmd_execute_schedule: schedule belongs to another device");
+    return sched_plan_encode(cb, &sched->plan);
+}
+
+void schedule_free(rlx_schedule *sched) {
+    if (sched) sched_plan_clear(&sched->plan);
+    delete sched;
+}
+
 // ---- copies that travel with a command buffer -----------------------------------------------
 rlx_status cmd_upload(rlx_cmdbuf *cb, rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
     CB_CHECK(cb, "cmd_upload");

@@ -149,6 +149,7 @@ const rlx_shim_api kApi = {
     GUARD(icb_create), icb_encode_dispatch, icb_free,
     GUARD(cmd_upload), GUARD(cmd_download),
     GUARD(queue_create), queue_free, GUARD(cmd_begin_on),
+    GUARD(schedule_create), GUARD(cmd_execute_schedule), schedule_free,
 };
 
 }  // namespace

@@ -90,6 +90,24 @@ class GemmDescC(ctypes.Structure):
     ]
 
 
+SCHEDULE_DISPATCH, SCHEDULE_GEMM, SCHEDULE_ICB = 0, 1, 2
+
+
+class ScheduleCmdC(ctypes.Structure):
+    _fields_ = [
+        ("op", _u32), ("barrier_before", _u32),
+        ("pipeline", _p), ("n_bindings", _u32),
+        ("groups", _u32 * 3), ("threads", _u32 * 3),
+        ("buffers", _p * MAX_BINDINGS), ("offsets", _u64 * MAX_BINDINGS),
+        ("gemm", GemmDescC),
+        ("icb", _p), ("start", _u32), ("count", _u32),
+    ]
+
+
+class ScheduleDescC(ctypes.Structure):
+    _fields_ = [("n_commands", _u32), ("flags", _u32), ("commands", ctypes.POINTER(ScheduleCmdC))]
+
+
 def _fn(restype, *argtypes):
     return ctypes.CFUNCTYPE(restype, *argtypes)
 
@@ -135,6 +153,9 @@ class ShimApi(ctypes.Structure):
         ("queue_create", _fn(_st, _p, _pp)),
         ("queue_free", _fn(None, _p)),
         ("cmd_begin_on", _fn(_st, _p, _pp)),
+        ("schedule_create", _fn(_st, _p, ctypes.POINTER(ScheduleDescC), _pp)),
+        ("cmd_execute_schedule", _fn(_st, _p, _p)),
+        ("schedule_free", _fn(None, _p)),
     ]
 
 
@@ -560,6 +581,10 @@ class CommandBuffer:
         self._keep.append(icb)
         self._check(self._api.cmd_execute_icb(self.address, _addr(icb), start, count), "cmd_execute_icb")
 
+    def execute_schedule(self, schedule: Schedule | None) -> None:
+        self._keep.append(schedule)
+        self._check(self._api.cmd_execute_schedule(self.address, _addr(schedule)), "cmd_execute_schedule")
+
     def upload(self, buf: Buffer, offset: int, data) -> None:
         """Copies data (read now) into buf before this command buffer's commands run."""
         view = memoryview(data).cast("B")
@@ -657,3 +682,51 @@ class Icb(_FreedOnce):
                                                _u32x3(groups), _u32x3(threads), int(barrier_before))
         check(self.device.shim, status, "icb_encode_dispatch")
         self._keep[index] = (pipeline, pairs)
+
+
+class Schedule(_FreedOnce):
+    """A whole command list made once by the shim (rlx_schedule_desc) and
+    executed by CommandBuffer.execute_schedule. commands: tuples
+    ("dispatch", pipeline, bindings, groups[, threads[, barrier]]) with bindings as
+    in Icb.encode_dispatch, ("gemm", GemmDescC[, barrier]) or
+    ("icb", Icb, start, count[, barrier]); n_commands overrides the count
+    given to the shim (tests of bad descriptors)."""
+    _free_entry = "schedule_free"
+
+    def __init__(self, device: Device, commands, *, flags: int = 0, n_commands: int | None = None):
+        self.device = device
+        self._api = device.shim.api.contents
+        self._keep = list(commands)
+        cmds = (ScheduleCmdC * max(1, len(commands)))()
+        for c, spec in zip(cmds, commands):
+            op = spec[0]
+            if op == "dispatch":
+                pipeline, bindings, groups = spec[1:4]
+                threads = spec[4] if len(spec) > 4 else (1, 1, 1)
+                c.op, c.barrier_before = SCHEDULE_DISPATCH, int(len(spec) > 5 and spec[5])
+                pairs = [b if isinstance(b, tuple) else (b, 0) for b in bindings]
+                c.pipeline, c.n_bindings = _addr(pipeline), len(pairs)
+                for j, (b, o) in enumerate(pairs[:MAX_BINDINGS]):
+                    c.buffers[j], c.offsets[j] = _addr(b), o
+                c.groups[:], c.threads[:] = list(groups), list(threads)
+            elif op == "gemm":
+                c.op, c.gemm, c.barrier_before = SCHEDULE_GEMM, spec[1], int(len(spec) > 2 and spec[2])
+            elif op == "icb":
+                c.op, c.icb, c.start, c.count = SCHEDULE_ICB, _addr(spec[1]), spec[2], spec[3]
+                c.barrier_before = int(len(spec) > 4 and spec[4])
+            else:
+                c.op = int(op)  # a raw op code (tests of bad descriptors)
+        desc = ScheduleDescC(len(commands) if n_commands is None else n_commands, flags,
+                             cmds if commands else None)
+        handle = ctypes.c_void_p()
+        check(device.shim, self._api.schedule_create(device.address, ctypes.byref(desc), ctypes.byref(handle)),
+              "schedule_create")
+        self.address = handle.value
+
+
+def gemm_desc(a: Buffer, b: Buffer, c: Buffer, m: int, n: int, k: int, *, lda: int, ldb: int, ldc: int,
+              dtype: int = DTYPE_F32, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
+              trans_b: bool = False) -> GemmDescC:
+    """A single-product rlx_gemm_desc (the schedule tests)."""
+    return GemmDescC(_addr(a), _addr(b), _addr(c), 0, 0, 0, m, n, k, lda, ldb, ldc, int(trans_a), int(trans_b),
+                     dtype, alpha, beta, 1, 0, 0, 0, 1, 0, 0, 0, dtype, dtype, None, 0)

@@ -171,7 +171,8 @@ def test_unknown_device_and_bad_env(monkeypatch):
 def test_failed_device_run_reports_and_program_survives(rng):
     """A run that fails inside the shim (an invalid gemm) raises, releases
     the program's lock, and fails again cleanly; other executables and the
-    device stay usable."""
+    device stay usable. Replayed, the same gemm is refused when the schedule
+    is made."""
     from rlx._core import ARENA, Bindings, Program, ThunkTable
 
     from rlx.runtime import shim
@@ -181,7 +182,10 @@ def test_failed_device_run_reports_and_program_survives(rng):
     table = ThunkTable(Bindings((ARENA,)))
     table.append_gemm(a=(ARENA, 0), b=(ARENA, 0), c=(ARENA, 0), m=64, n=64, k=64, lda=64, ldb=64,
                       ldc=64)   # 48 KiB past 1 KiB
-    prog = Program(dev.shim.api_address, dev.address, table, {ARENA: arena.address}, [], [], replay=True,
+    with pytest.raises(RlxError, match="making the schedule"):
+        Program(dev.shim.api_address, dev.address, table, {ARENA: arena.address}, [], [], replay=True,
+                keepalive=arena)
+    prog = Program(dev.shim.api_address, dev.address, table, {ARENA: arena.address}, [], [], replay=False,
                    keepalive=arena)
     for _ in range(2):
         with pytest.raises(RlxError, match="run failed"):
