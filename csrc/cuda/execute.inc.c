@@ -345,7 +345,9 @@ static void cmd_release(rlx_cmdbuf *cb) {
 /* ---- schedules: one CUDA graph each, captured at creation -------------------------------- */
 static void schedule_free(rlx_schedule *sched) {
     if (!sched) return;
-    if (set_ctx(sched->plan.dev) == RLX_OK) {
+    /* A schedule whose plan failed to build has no device (the plan was
+     * cleared) and owns no CUDA object yet. */
+    if (sched->plan.dev && set_ctx(sched->plan.dev) == RLX_OK) {
         if (sched->exec) cu.cuGraphExecDestroy(sched->exec);  /* an in-flight launch finishes first */
         if (sched->lt_workspace) cu.cuMemFree(sched->lt_workspace);
     }

@@ -197,6 +197,7 @@ static CUdeviceptr cb_lt_workspace(const rlx_cmdbuf *cb) {
 }
 
 static rlx_status set_ctx(rlx_device *d) {
+    ARG_CHECK(d, "no device (NULL)");
     CU_CHECK(cu.cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
     return RLX_OK;
 }

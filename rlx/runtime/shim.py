@@ -13,6 +13,7 @@ import ctypes
 import os
 import sys
 import threading
+import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -363,6 +364,19 @@ class Device:
             simd_width=raw.simd_width, unified_memory=bool(raw.unified_memory),
             supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units, gemm_bias=bool(raw.gemm_bias))
         self._builtin: Library | None = None
+        # What this device made and may still own, freed by close() first
+        # (the ABI's rule: nothing may outlive its device), so an object
+        # collected after close() frees nothing twice and touches no freed
+        # device (weak: ordinary collection frees them as before).
+        self._owned: weakref.WeakSet = weakref.WeakSet()
+
+    def adopt(self, obj):
+        """Registers a shim object (buffer, command buffer, ICB, schedule,
+        queue) that close() frees before the device goes."""
+        if not self.address:
+            raise DeviceError(f"{self.shim.backend} device {self.index} is closed")
+        self._owned.add(obj)
+        return obj
 
     @classmethod
     def open(cls, backend: str = "host", index: int = 0, options_override: dict[str, str] | None = None
@@ -379,7 +393,7 @@ class Device:
         handle = ctypes.c_void_p()
         check(self.shim, self.shim.api.contents.buffer_alloc(self.address, size, ctypes.byref(handle)),
               f"alloc({size})")
-        return Buffer(self, handle.value, size)
+        return self.adopt(Buffer(self, handle.value, size))
 
     def builtin_library(self) -> Library:
         """The built-in kernels: linked into the host shim; for the GPU shims
@@ -412,11 +426,16 @@ class Device:
         return Library(self, handle.value)
 
     def close(self) -> None:
-        """Closes a device made by ``Device.open``. Its buffers, libraries and
-        command buffers must be gone first (the shim ABI's rule)."""
-        if self.address:
-            self.shim.api.contents.device_close(self.address)
-            self.address = 0
+        """Closes a device made by ``Device.open``, first releasing what it
+        made that is still alive: command buffers, schedules, ICBs, queues,
+        then buffers (the shim ABI's order). Using them afterwards raises."""
+        if not self.address:
+            return
+        rank = {CommandBuffer: 0, Schedule: 1, Icb: 2, Queue: 3, Buffer: 4}
+        for obj in sorted(list(self._owned), key=lambda o: rank.get(type(o), 5)):
+            obj.release() if isinstance(obj, CommandBuffer) else obj.free()
+        self.shim.api.contents.device_close(self.address)
+        self.address = 0
 
     def __repr__(self) -> str:
         return f"Device({self.shim.backend!r}, {self.index}, {self.info.name!r})"
@@ -542,6 +561,7 @@ class CommandBuffer:
         else:
             check(device.shim, self._api.cmd_begin_on(queue.address, ctypes.byref(handle)), "cmd_begin_on")
         self.address = handle.value
+        device.adopt(self)
         self._keep: list = []  # buffers and ICBs referenced by recorded commands
 
     def _check(self, status: int, what: str) -> None:
@@ -656,6 +676,7 @@ class Queue(_FreedOnce):
         handle = ctypes.c_void_p()
         check(device.shim, self._api.queue_create(device.address, ctypes.byref(handle)), "queue_create")
         self.address = handle.value
+        device.adopt(self)
 
 
 class Icb(_FreedOnce):
@@ -668,6 +689,7 @@ class Icb(_FreedOnce):
         handle = ctypes.c_void_p()
         check(device.shim, self._api.icb_create(device.address, capacity, ctypes.byref(handle)), "icb_create")
         self.address = handle.value
+        device.adopt(self)
         self.capacity = capacity
         self._keep: dict[int, tuple] = {}
 
@@ -722,6 +744,7 @@ class Schedule(_FreedOnce):
         check(device.shim, self._api.schedule_create(device.address, ctypes.byref(desc), ctypes.byref(handle)),
               "schedule_create")
         self.address = handle.value
+        device.adopt(self)
 
 
 def gemm_desc(a: Buffer, b: Buffer, c: Buffer, m: int, n: int, k: int, *, lda: int, ldb: int, ldc: int,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
 import pytest
 
-from rlx.errors import DeviceUnavailableError
+from rlx.errors import DeviceUnavailableError, RlxError
 from rlx.runtime import shim
 from rlx.runtime.shim import Device
 
@@ -59,3 +60,26 @@ def test_missing_device_index_is_unavailable(backend):
 def test_unknown_backend_is_unavailable():
     with pytest.raises(DeviceUnavailableError, match="nosuch"):
         shim.load_shim("nosuch")
+
+
+def test_closing_a_device_releases_what_it_made_first(backend):
+    """close() frees the device's live buffers, command buffers and ICBs
+    before the device (the ABI's order); dropping them afterwards frees
+    nothing twice, and using them raises instead of crashing."""
+    import gc
+
+    from rlx.runtime.shim import CommandBuffer, Icb
+
+    dev = Device.open(backend, 0)
+    buf = dev.alloc(256)
+    cb = CommandBuffer(dev)
+    icb = Icb(dev, 4)
+    dev.close()
+    assert buf.address == 0 and cb.address == 0 and icb.address == 0
+    with pytest.raises(RlxError):
+        buf.write(0, np.zeros(4, np.float32))
+    with pytest.raises(RlxError):
+        dev.alloc(16)
+    del buf, cb, icb
+    gc.collect()
+    dev.close()   # twice is a no-op

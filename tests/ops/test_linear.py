@@ -249,6 +249,9 @@ def test_the_report_says_what_became_zeros():
 
 # ---------------------------------------------------------------- bf16 weights
 
+# bf16 is host-only: "cpu:0" names the host itself, which --rlx-device does not redirect.
+HOST = "cpu:0"
+
 # precision="bf16" on the host: linear/matmul weights stored as bf16, the
 # host gemm (csrc/host_bf16.h) with f32 A and C, its forced fallback
 # (RLX_HOST_BF16=0 / device option bf16=0), and the precision pass.
@@ -313,7 +316,7 @@ def test_linear_bf16_weights(rng, m, n, k, transpose_b):
     W = rng.standard_normal((n, k) if transpose_b else (k, n)).astype(np.float32)
     B = rng.standard_normal(n).astype(np.float32)
     X = rng.standard_normal((m, k)).astype(np.float32)
-    exe = rlx.compile(g, device="cpu", params={"w": W, "b": B}, precision="bf16")
+    exe = rlx.compile(g, device=HOST, params={"w": W, "b": B}, precision="bf16")
     out = exe.run(x=X)
     Wt = W.T if transpose_b else W
     # z = x @ W^T: within the bf16 rounding bound of the f32 product ...
@@ -337,7 +340,7 @@ def test_matmul_bf16_weight_with_batched_activations(rng):
     g.set_outputs(y=g.matmul(x, w))
     W = rng.standard_normal((45, 29)).astype(np.float32)
     X = rng.standard_normal((3, 7, 45)).astype(np.float32)
-    exe = rlx.compile(g, device="cpu", params={"w": W}, precision="bf16")
+    exe = rlx.compile(g, device=HOST, params={"w": W}, precision="bf16")
     y = exe.run(x=X)["y"]
     assert (np.abs(y - X.astype(np.float64) @ W) <= _bound(X, W)).all()
     assert exe.graph.params["w"].dtype is bf16
@@ -486,8 +489,8 @@ def test_bf16_params_set_and_shared(rng):
               "b1": rng.standard_normal(64).astype(np.float32),
               "w2": rng.standard_normal((64, 16)).astype(np.float32)}
     inputs = {"x": rng.standard_normal((4, 32)).astype(np.float32), "ids": np.array([1, 2, 3, 9], np.int32)}
-    exe = rlx.compile(g, device="cpu", params=params, precision="bf16")
-    other = rlx.compile(g, device="cpu", precision="bf16", share_params_with=exe)
+    exe = rlx.compile(g, device=HOST, params=params, precision="bf16")
+    other = rlx.compile(g, device=HOST, precision="bf16", share_params_with=exe)
     rounded = {k: (from_bf16(to_bf16(v)) if k in ("w1", "w2") else v) for k, v in params.items()}
     want = rlx.run_reference(g, inputs, rounded)["y"]
     scale = float(np.abs(want).max())
