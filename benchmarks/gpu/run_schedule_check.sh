@@ -44,7 +44,7 @@ note "queues rc=$? $(tail -1 "$OUT/queues.log")"
 grep -E "^FAILED" "$OUT/queues.log" | head -5
 echo "== compute-sanitizer"
 for tool in memcheck racecheck; do
-  timeout 45 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
+  timeout 120 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 \
     $P tests/cts/test_schedule.py tests/ops/test_softmax.py tests/ops/test_norm.py tests/models/test_bert.py \
       -k "cuda or ((softmax or layernorm or bert) and f32 and not property and not nan)" \
       --deselect "tests/ops/test_softmax.py::test_softmax[" --deselect "tests/ops/test_norm.py::test_layernorm[" \
