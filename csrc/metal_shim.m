@@ -523,14 +523,7 @@ static rlx_status cmd_set_pipeline(rlx_cmdbuf *cb, rlx_pipeline *p) {
     return RLX_OK;
 }
 
-static rlx_status check_binding(rlx_device *d, const char *fn, uint32_t index, const rlx_buffer *b, uint64_t offset) {
-    ARG_CHECK(index < RLX_MAX_BINDINGS, "%s: binding index %u >= %u", fn, index, RLX_MAX_BINDINGS);
-    ARG_CHECK(b, "%s: buffer at binding %u is NULL", fn, index);
-    ARG_CHECK(b->dev == d, "%s: buffer at binding %u belongs to another device", fn, index);
-    ARG_CHECK(offset <= b->size, "%s: offset %llu past the end of a %llu-byte buffer (binding %u)", fn,
-              (unsigned long long)offset, (unsigned long long)b->size, index);
-    return RLX_OK;
-}
+RLX_DEFINE_CHECK_BINDING(static)
 
 static rlx_status cmd_set_buffer(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *b, uint64_t offset) {
     CB_CHECK(cb, "cmd_set_buffer");

@@ -1,6 +1,7 @@
 /*
- * Validation of an rlx_gemm_desc, shared by every shim (C and C++), so the
- * three shims reject exactly the same descriptors with the same messages.
+ * Validation shared by every shim (C and C++), so the three shims reject
+ * exactly the same arguments with the same messages: an rlx_gemm_desc, and
+ * a buffer binding (RLX_DEFINE_CHECK_BINDING).
  * The caller checks that the buffers exist and belong to its device, then
  * passes their sizes in bytes.
  */
@@ -124,6 +125,20 @@ static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t
  * `size` fields and which provides `fail(status, fmt, ...)` (all three do),
  * so ownership, range and operand-type checks are written once; extra_types
  * lists the shim's optional (a, b, c) dtype combinations. */
+/* check_binding(dev, fn, index, buffer, offset): a binding of a dispatch or
+ * ICB entry. Every shim's rlx_buffer has `dev` and `size`; ARG_CHECK is the
+ * shim's own (it records the message and returns RLX_ERR_ARG). */
+#define RLX_DEFINE_CHECK_BINDING(storage)                                                                 \
+    storage rlx_status check_binding(rlx_device *d, const char *fn, uint32_t index, const rlx_buffer *b,   \
+                                     uint64_t offset) {                                                  \
+        ARG_CHECK(index < RLX_MAX_BINDINGS, "%s: binding index %u >= %u", fn, index, RLX_MAX_BINDINGS);  \
+        ARG_CHECK(b, "%s: buffer at binding %u is NULL", fn, index);                                     \
+        ARG_CHECK(b->dev == d, "%s: buffer at binding %u belongs to another device", fn, index);         \
+        ARG_CHECK(offset <= b->size, "%s: offset %llu past the end of a %llu-byte buffer (binding %u)", fn, \
+                  (unsigned long long)offset, (unsigned long long)b->size, index);                       \
+        return RLX_OK;                                                                                   \
+    }
+
 #define RLX_DEFINE_CHECK_GEMM(storage, backend, extra_types, n_extra_types)                          \
     storage rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {                          \
         if (!g) return fail(RLX_ERR_ARG, "gemm: desc is NULL");                                     \

@@ -41,7 +41,8 @@ def attention_flops(rows: int, tq: int, tk: int, d: int, dv: int, causal: bool, 
     return rows * max(keys, 1.0) * (2.0 * d + 2.0 * dv + 5.0)
 
 
-@lowers("attention", reads={0: "feature", 1: "feature", 2: "feature"})
+@lowers("attention", reads={0: "feature", 1: "feature", 2: "feature"},
+        kernels=("attention", "softmax_masked"))
 def _attention(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     q, k, v = (feature_contiguous(lw, n) for n in node.inputs[:3])

@@ -166,6 +166,11 @@ class Lowering:
         struct is bound after them. work: what it costs (the family's rate,
         and flops where the family counts them). source: a user kernel
         library's source."""
+        op = getattr(self, "_lowering_op", None)
+        if (source is None and op is not None and kernel_base(kernel) not in KERNELS.get(op, ())
+                and kernel_base(kernel) not in _ANY_OP_KERNELS):
+            raise UnsupportedOpError(f"{label}: the lowering of {op!r} dispatches {kernel!r}, which it does "
+                                     f"not declare (lowers(..., kernels={KERNELS.get(op, ())!r}))")
         thunk = Thunk(DISPATCH, label, kernel=kernel, params=params, groups=grid[0], threads=grid[1],
                       source=source, work=work)
         for view, mode in args:
@@ -224,6 +229,7 @@ class Lowering:
             if fn is None:
                 raise UnsupportedOpError(
                     f"{node!r}: op '{node.op}' has no lowering on the {self.target.backend} device")
+            self._lowering_op = node.op
             view = fn(self, node)
             if get_op(node.op).is_view:
                 if self.elide_views or not view.dtype.is_float:
@@ -255,11 +261,26 @@ LOWERINGS: dict[str, Callable[[Lowering, Node], View]] = {}
 #              carry no element offset for it: Lowering.dense(at_start=True))
 READS_KINDS = ("dense", "strided", "feature", "rows", "start")
 READS: dict[str, dict[int, str]] = {}
+# The kernels (base names, without dtype suffixes) each op's lowering may
+# dispatch, as it declares them; the strided copy that materializes views
+# (Lowering.dense, emit_copy) is open to every op. Lowering.dispatch refuses
+# an undeclared one, and tests/lowering check that each exists in shaders/.
+KERNELS: dict[str, tuple[str, ...]] = {}
+_ANY_OP_KERNELS = ("copy",)
 
 
-def lowers(*ops: str, reads: dict[int, str] | None = None):
+def kernel_base(name: str) -> str:
+    """A kernel's base name: "softmax_masked_f32_f16" -> "softmax_masked"."""
+    parts = name.split("_")
+    while parts and parts[-1] in ("f32", "f16"):
+        parts.pop()
+    return "_".join(parts)
+
+
+def lowers(*ops: str, reads: dict[int, str] | None = None, kernels: tuple[str, ...] = ()):
     """Register ``fn`` as the lowering of ``ops``; ``reads``: how it reads
-    each input position that is not plain "dense" (READS_KINDS)."""
+    each input position that is not plain "dense" (READS_KINDS);
+    ``kernels``: the built-in kernels it dispatches (base names)."""
     reads = dict(reads or {})
     bad = {k: v for k, v in reads.items() if v not in READS_KINDS}
     if bad:
@@ -268,6 +289,7 @@ def lowers(*ops: str, reads: dict[int, str] | None = None):
     def register(fn):
         for op in ops:
             LOWERINGS[op] = fn
+            KERNELS[op] = tuple(kernels)
             if reads:
                 READS[op] = reads
         return fn

@@ -32,7 +32,7 @@ def unary_params(n: int, op: int, in_offset: int, out_offset: int = 0, scale: fl
     return struct.pack("<4I2f2I", n, op, in_offset, out_offset, scale, shift, 0, 0)
 
 
-@lowers(*BINARY_OPS, reads={0: "strided", 1: "strided"})
+@lowers(*BINARY_OPS, reads={0: "strided", 1: "strided"}, kernels=("binary",))
 def _binary(lw: Lowering, node: Node) -> View:
     shape = tuple(node.shape)
     if len(shape) > P.MAX_DIMS:
@@ -55,7 +55,7 @@ def _binary(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("gelu", "silu", "relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift")
+@lowers("gelu", "silu", "relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift", kernels=("unary",))
 def _unary(lw: Lowering, node: Node) -> View:
     name = "gelu_tanh" if node.op == "gelu" and node.attrs.get("approximate") == "tanh" else node.op
     x = lw.dense(node.inputs[0])

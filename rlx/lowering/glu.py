@@ -16,7 +16,7 @@ def glu_params(rows: int, cols: int, gate_offset: int, gate_row_stride: int, up_
     return struct.pack("<8I", rows, cols, gate_offset, gate_row_stride, up_offset, up_row_stride, act, 0)
 
 
-@lowers("glu", reads={0: "rows", 1: "rows"})
+@lowers("glu", reads={0: "rows", 1: "rows"}, kernels=("glu",))
 def _glu(lw: Lowering, node: Node) -> View:
     gate, gate_stride = rows_view(lw, node.inputs[0])
     up, up_stride = rows_view(lw, node.inputs[1])

@@ -49,7 +49,7 @@ def _matmul(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("linear", reads={1: "start", 2: "start"})
+@lowers("linear", reads={1: "start", 2: "start"}, kernels=("matmul_rows", "bias_act"))
 def _linear(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     x = lw.dense(node.inputs[0])

@@ -43,7 +43,7 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("gather", reads={0: "start"})
+@lowers("gather", reads={0: "start"}, kernels=("gather",))
 def _gather(lw: Lowering, node: Node) -> View:
     table = lw.dense(node.inputs[0], at_start=True)
     idx = lw.view(node.inputs[1])

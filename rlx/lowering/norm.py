@@ -22,7 +22,7 @@ def norm_params(rows: int, cols: int, x_offset: int, r_offset: int, eps: float, 
     return struct.pack("<4If3I", rows, cols, x_offset, r_offset, eps, int(add_one), 0, 0)
 
 
-@lowers("layernorm", reads={1: "start", 2: "start"})
+@lowers("layernorm", reads={1: "start", 2: "start"}, kernels=("layernorm",))
 def _layernorm(lw: Lowering, node: Node) -> View:
     x = lw.dense(node.inputs[0])
     w, b = (lw.dense(n, at_start=True) for n in node.inputs[1:])
@@ -52,20 +52,20 @@ def _norm(lw: Lowering, node: Node, kernel: str, x: View, r: View | None, weight
     return out
 
 
-@lowers("rmsnorm", reads={1: "start"})
+@lowers("rmsnorm", reads={1: "start"}, kernels=("rmsnorm",))
 def _rmsnorm(lw: Lowering, node: Node) -> View:
     x, w = lw.dense(node.inputs[0]), lw.dense(node.inputs[1], at_start=True)
     return _norm(lw, node, "rmsnorm", x, None, [w], node.attrs["eps"], node.attrs["add_one"])
 
 
-@lowers("add_rmsnorm", reads={2: "start"})
+@lowers("add_rmsnorm", reads={2: "start"}, kernels=("rmsnorm",))   # the rmsnorm kernel with a residual
 def _add_rmsnorm(lw: Lowering, node: Node) -> View:
     x, r = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     w = lw.dense(node.inputs[2], at_start=True)
     return _norm(lw, node, "rmsnorm", x, r, [w], node.attrs["eps"], node.attrs["add_one"])
 
 
-@lowers("add_layernorm", reads={2: "start", 3: "start"})
+@lowers("add_layernorm", reads={2: "start", 3: "start"}, kernels=("add_layernorm",))
 def _add_layernorm(lw: Lowering, node: Node) -> View:
     x, r = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     w, b = (lw.dense(n, at_start=True) for n in node.inputs[2:])

@@ -16,7 +16,7 @@ def reduce_params(outer: int, length: int, inner: int, op: int, in_offset: int) 
     return struct.pack("<8I", outer, length, inner, op, in_offset, 0, 0, 0)
 
 
-@lowers("sum", "mean", "max", "argmax")
+@lowers("sum", "mean", "max", "argmax", kernels=("reduce", "argmax"))
 def _reduce(lw: Lowering, node: Node) -> View:
     x = lw.dense(node.inputs[0])
     axis = node.attrs["axis"]

@@ -41,7 +41,7 @@ def _inv_freq_table(lw: Lowering, base: float, rotary_dim: int) -> View:
     return tables[key]
 
 
-@lowers("rope", reads={0: "feature"})
+@lowers("rope", reads={0: "feature"}, kernels=("rope",))
 def _rope(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     x = feature_contiguous(lw, node.inputs[0])

@@ -25,7 +25,7 @@ def masked_softmax_params(rows: int, cols: int, in_offset: int, has_mask: bool, 
                        mask_col_stride, len(lead_shape), *P.dims(lead_shape, 1), *P.dims(mask_lead_strides))
 
 
-@lowers("softmax")
+@lowers("softmax", kernels=("softmax",))
 def _softmax(lw: Lowering, node: Node) -> View:
     x = lw.dense(node.inputs[0])
     out = lw.new_value(node)
@@ -37,7 +37,7 @@ def _softmax(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("masked_softmax")
+@lowers("masked_softmax", kernels=("softmax_masked",))
 def _masked_softmax(lw: Lowering, node: Node) -> View:
     x = lw.dense(node.inputs[0])
     shape = x.shape

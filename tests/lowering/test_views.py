@@ -74,3 +74,34 @@ def test_lowerings_declare_how_they_read_their_inputs():
     assert all(kind in READS_KINDS for reads in READS.values() for kind in reads.values())
     with pytest.raises(ValueError, match="unknown read kinds"):
         lowers("test_bad_reads", reads={0: "sometimes"})
+
+
+def test_every_declared_kernel_exists_and_undeclared_ones_are_refused():
+    """lowers(..., kernels=...) is the list of kernels an op's lowering may
+    dispatch: each exists among the built-in kernels (f32 form), and
+    dispatching one it did not declare is refused at compile time."""
+    import rlx
+    from rlx.lowering import core
+    from rlx.lowering.core import KERNELS, Work, lowers
+    from rlx.runtime import shim
+
+    lib = shim.open_device("host", 0).builtin_library()
+    declared = {k for names in KERNELS.values() for k in names}
+    assert {"binary", "unary", "layernorm", "attention", "softmax_masked", "matmul_rows"} <= declared
+    for base in declared:
+        lib.pipeline(f"{base}_f32")          # raises if shaders/ has no such kernel
+
+    @lowers("test_sneaky_exp", kernels=("unary",))
+    def _sneaky(lw, node):
+        out = lw.new_value(node)
+        lw.dispatch(repr(node), "softmax_f32", [(lw.view(node.inputs[0]), "r"), (out, "w")], b"\0" * 16,
+                    lw.target.row_grid(1, 4), Work("softmax"))
+        return out
+
+    from rlx.ir.op import OpDef, TensorType, register_op
+    register_op(OpDef("test_sneaky_exp", 1, lambda ts, a: TensorType(ts[0].shape, ts[0].dtype)), replace=True)
+    g = rlx.Graph()
+    g.set_outputs(y=g.op("test_sneaky_exp", (g.input("x", (4,)),)))
+    with pytest.raises(rlx.UnsupportedOpError, match="does not declare"):
+        rlx.compile(g)
+    core.LOWERINGS.pop("test_sneaky_exp")
