@@ -238,17 +238,14 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
 }
 
 static rlx_status device_info(rlx_device *d, rlx_device_info *out) {
-    ARG_CHECK(d && out, "device_info: NULL argument");
+    RLX_CHECK_DEVICE_INFO(d, out);
     *out = d->info;
     return RLX_OK;
 }
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 static rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
-    ARG_CHECK(d && out, "buffer_alloc: NULL argument");
-    *out = NULL;
-    ARG_CHECK(size <= d->info.max_buffer_length, "buffer_alloc: %llu bytes exceeds max_buffer_length %llu",
-              (unsigned long long)size, (unsigned long long)d->info.max_buffer_length);
+    RLX_CHECK_BUFFER_ALLOC(d, size, out);
     @autoreleasepool {
         /* Shared storage: one allocation the CPU and GPU both address; Metal zero-fills it.
          * Metal has no zero-length buffers, so an empty rlx buffer gets one byte behind it. */
@@ -897,10 +894,7 @@ static void icb_free(rlx_icb *icb) {
 
 static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
     CB_CHECK(cb, "cmd_execute_icb");
-    ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
-    ARG_CHECK(icb->dev == cb->dev, "cmd_execute_icb: icb belongs to another device");
-    ARG_CHECK((uint64_t)start + count <= icb->capacity, "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %u",
-              start, start, count, icb->capacity);
+    RLX_CHECK_EXECUTE_ICB(cb, icb, start, count, icb->capacity);
     if (count == 0 || cb->status) return RLX_OK;
     /* A reset entry is a GPU no-op, but running a schedule with a hole is a caller bug: report
      * it from cmd_wait, as the host shim does, and run nothing from here on. */

@@ -139,6 +139,26 @@ static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t
         return RLX_OK;                                                                                   \
     }
 
+/* The argument checks that open device_info, buffer_alloc and
+ * cmd_execute_icb in every shim (capacity: the ICB's entry count). */
+#define RLX_CHECK_DEVICE_INFO(d, out) ARG_CHECK((d) && (out), "device_info: NULL argument")
+#define RLX_CHECK_BUFFER_ALLOC(d, size, out)                                                               \
+    do {                                                                                                  \
+        ARG_CHECK((d) && (out), "buffer_alloc: NULL argument");                                          \
+        *(out) = NULL;                                                                                    \
+        ARG_CHECK((size) <= (d)->info.max_buffer_length,                                                 \
+                  "buffer_alloc: %llu bytes exceeds max_buffer_length %llu", (unsigned long long)(size),  \
+                  (unsigned long long)(d)->info.max_buffer_length);                                      \
+    } while (0)
+#define RLX_CHECK_EXECUTE_ICB(cb, icb, start, count, capacity)                                             \
+    do {                                                                                                  \
+        ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");                                                  \
+        ARG_CHECK((icb)->dev == (cb)->dev, "cmd_execute_icb: icb belongs to another device");            \
+        ARG_CHECK((uint64_t)(start) + (count) <= (uint64_t)(capacity),                                   \
+                  "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %llu", (start), (start), (count),  \
+                  (unsigned long long)(capacity));                                                       \
+    } while (0)
+
 #define RLX_DEFINE_CHECK_GEMM(storage, backend, extra_types, n_extra_types)                          \
     storage rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {                          \
         if (!g) return fail(RLX_ERR_ARG, "gemm: desc is NULL");                                     \

@@ -169,17 +169,14 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
 }
 
 static rlx_status device_info(rlx_device *d, rlx_device_info *out) {
-    ARG_CHECK(d && out, "device_info: NULL argument");
+    RLX_CHECK_DEVICE_INFO(d, out);
     *out = d->info;
     return RLX_OK;
 }
 
 /* ---- buffers ------------------------------------------------------------------------- */
 static rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
-    ARG_CHECK(d && out, "buffer_alloc: NULL argument");
-    *out = NULL;
-    ARG_CHECK(size <= d->info.max_buffer_length, "buffer_alloc: %llu bytes exceeds max_buffer_length %llu",
-              (unsigned long long)size, (unsigned long long)d->info.max_buffer_length);
+    RLX_CHECK_BUFFER_ALLOC(d, size, out);
     rlx_status s = set_ctx(d);
     if (s) return s;
     rlx_buffer *b = calloc(1, sizeof *b);

@@ -59,10 +59,7 @@ static void icb_free(rlx_icb *icb) {
 
 static rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
     CB_CHECK(cb, "cmd_execute_icb");
-    ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
-    ARG_CHECK(icb->dev == cb->dev, "cmd_execute_icb: icb belongs to another device");
-    ARG_CHECK((uint64_t)start + count <= icb->capacity, "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %u",
-              start, start, count, icb->capacity);
+    RLX_CHECK_EXECUTE_ICB(cb, icb, start, count, icb->capacity);
     if (!count) return RLX_OK;
     return push(cb, &(cmd_t){.kind = CMD_ICB, .icb = icb, .start = start, .count = count});  /* read at commit */
 }

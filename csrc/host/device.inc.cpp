@@ -165,17 +165,14 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
 }
 
 rlx_status device_info(rlx_device *d, rlx_device_info *out) {
-    ARG_CHECK(d && out, "device_info: NULL argument");
+    RLX_CHECK_DEVICE_INFO(d, out);
     *out = d->info;
     return RLX_OK;
 }
 
 // ---- buffers --------------------------------------------------------------------------------
 rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
-    ARG_CHECK(d && out, "buffer_alloc: NULL argument");
-    *out = nullptr;
-    ARG_CHECK(size <= d->info.max_buffer_length, "buffer_alloc: %llu bytes exceeds max_buffer_length %llu",
-              (unsigned long long)size, (unsigned long long)d->info.max_buffer_length);
+    RLX_CHECK_BUFFER_ALLOC(d, size, out);
     // Large buffers come from mmap: page-aligned and zero without touching
     // every page up front. Small ones from aligned_alloc + memset.
     const uint64_t rounded = std::max<uint64_t>(kAlign, (size + kAlign - 1) / kAlign * kAlign);

@@ -44,10 +44,7 @@ void icb_free(rlx_icb *icb) { delete icb; }
 
 rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_t count) {
     CB_CHECK(cb, "cmd_execute_icb");
-    ARG_CHECK(icb, "cmd_execute_icb: icb is NULL");
-    ARG_CHECK(icb->dev == cb->dev, "cmd_execute_icb: icb belongs to another device");
-    ARG_CHECK((uint64_t)start + count <= icb->entries.size(), "cmd_execute_icb: range [%u, %u+%u) exceeds capacity %zu",
-              start, start, count, icb->entries.size());
+    RLX_CHECK_EXECUTE_ICB(cb, icb, start, count, icb->entries.size());
     // Entries are read at execution, so encoding may still change them until commit.
     return push(cb, Cmd{CMD_ICB, {}, nullptr, {}, icb, start, count});
 }
