@@ -93,3 +93,24 @@ def assert_matches_reference(graph, inputs, params=None, device=None, tol=None, 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+def run_on_threads(work, n: int) -> None:
+    """Runs work(i) for i in range(n) on n threads at once; any exception a
+    thread raised fails the calling test (threads swallow them otherwise)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            work(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

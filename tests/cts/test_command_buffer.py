@@ -5,11 +5,11 @@ arguments and NULL handles."""
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 
 import numpy as np
 import pytest
+from conftest import run_on_threads
 
 from rlx.errors import RlxError
 from rlx.runtime import shim
@@ -124,29 +124,19 @@ def test_async_commit_then_wait(device, lib):
 
 
 def test_two_threads_two_command_buffers(device, lib):
-    errors: list[BaseException] = []
-
     def worker(seed):
-        try:
-            n = 777 + seed
-            r = rng(seed)
-            x = r.standard_normal(n).astype(np.float32)
-            dx, d1, pbuf = add_one_operands(device, x)
-            for _ in range(20):
-                with CommandBuffer(device) as cb:
-                    _encode_increments(cb, lib, dx, d1, pbuf, 5)
-                    cb.commit()
-                    cb.wait()
-            np.testing.assert_allclose(download(dx, np.float32, n), x + 100, rtol=1e-5)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        n = 777 + seed
+        r = rng(seed)
+        x = r.standard_normal(n).astype(np.float32)
+        dx, d1, pbuf = add_one_operands(device, x)
+        for _ in range(20):
+            with CommandBuffer(device) as cb:
+                _encode_increments(cb, lib, dx, d1, pbuf, 5)
+                cb.commit()
+                cb.wait()
+        np.testing.assert_allclose(download(dx, np.float32, n), x + 100, rtol=1e-5)
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_on_threads(worker, 2)
 
 
 def test_bad_encoding_arguments_raise_and_do_not_record(device, lib):

@@ -3,10 +3,9 @@ and every bad input raising the right RlxError subclass."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from conftest import run_on_threads
 
 import rlx
 from rlx.errors import (
@@ -62,25 +61,15 @@ def test_two_executables_on_two_threads(rng):
     params = [_params(rng, 32), _params(rng, 64)]
     exes = [rlx.compile(g, params=p) for g, p in zip(graphs, params)]
     exes.append(exes[0])  # the same executable from a third thread too
-    errors = []
-
     def worker(i):
         local = np.random.default_rng(i)
         exe, g, p = exes[i], graphs[i % 2], params[i % 2]
-        try:
-            for _ in range(50):
-                x = local.standard_normal((5, 16), np.float32)
-                np.testing.assert_allclose(exe.run(x=x)["y"], rlx.run_reference(g, {"x": x}, p)["y"],
-                                           rtol=1e-5, atol=1e-6)
-        except Exception as exc:  # surfaced below
-            errors.append(exc)
+        for _ in range(50):
+            x = local.standard_normal((5, 16), np.float32)
+            np.testing.assert_allclose(exe.run(x=x)["y"], rlx.run_reference(g, {"x": x}, p)["y"],
+                                       rtol=1e-5, atol=1e-6)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    run_on_threads(worker, 3)
 
 
 def test_bad_inputs_name_the_problem_and_leave_the_executable_usable(rng):
