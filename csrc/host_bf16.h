@@ -126,10 +126,9 @@ constexpr int64_t kMaxRows = 16;
 // Software prefetch of B: the same offset kPrefetchRows rows ahead (two
 // 4-row blocks), into L2 (T1). The weights of a model (MiniLM: 21 MB) come
 // from L3 or memory on every run; prefetching 2 KiB ahead within the rows
-// into L1 (T0) left too little lead for that. Measured with 24 MiniLM gemm
-// shapes at m = 9 streaming 21 MB, 2 threads: ~1180 -> ~800 us a pass
-// (within noise of 12 or 16 rows; 4 rows or T0 slower); L2-resident
-// weights unchanged. Only the first row group prefetches (later groups
+// into L1 (T0) left too little lead for that (the measurements: 12 or 16
+// rows within noise of 8, 4 rows or T0 slower, L2-resident weights
+// unchanged; benchmarks/README.md, "How the fast paths work"). Only the first row group prefetches (later groups
 // read the same B rows from L1).
 constexpr int64_t kPrefetchRows = 8;
 // Rows per group: 6 x 4 accumulators plus 4 B vectors fit the 32
@@ -223,10 +222,9 @@ RLX_BF16_TARGET static inline void columns(int64_t m, int64_t n0, int64_t n1, in
 // ---- any M: packed, blocked gemm --------------------------------------------------
 namespace big {
 
-// Measured on Zen 4 (2 cores, 4096 x {384..1536} x {384, 1536}): 12 x 32
-// tiles with 256-pair k blocks ran at ~350 GFLOP/s with packing included
-// (OpenBLAS sgemm: ~200); 6 x 64, 8 x 48 and 14 x 32 tiles and 128- or
-// 192-pair blocks were slower.
+// 12 x 32 tiles with 256-pair k blocks were the fastest of the tile and
+// block sizes tried on Zen 4 (6 x 64, 8 x 48, 14 x 32; 128- or 192-pair
+// blocks), packing included (benchmarks/README.md, "How the fast paths work").
 constexpr int NV = 2;               // 16-column vectors per micro tile
 constexpr int NR = 16 * NV;         // columns per micro tile
 constexpr int MR = 12;              // rows per micro tile (MR x NV accumulators, 24 registers)

@@ -1,7 +1,7 @@
 /* A memcpy split over a few host threads, for the CUDA shim's pinned
- * staging of large inputs and outputs. One core copies ~10 GB/s here, a
- * third of what the PCIe link moves, so a 6 MB activation spends most of
- * its transfer in the host copy; a handful of threads bring the copy under
+ * staging of large inputs and outputs. One core copies far less than the
+ * PCIe link moves (benchmarks/README.md), so a large activation spends most
+ * of its transfer in the host copy; a handful of threads bring the copy under
  * the DMA. Workers start on the first large copy and sleep between copies.
  * Header-only (static functions): included by the CUDA shim (csrc/cuda/) only. */
 #ifndef RLX_PARALLEL_MEMCPY_H

@@ -182,8 +182,8 @@ static rlx_status gemm_ptr_array(rlx_device *d, const rlx_gemm_desc *g, CUdevice
  * fastest. Each candidate is timed as a captured graph of LT_TIMED_RUNS
  * launches, as a replayed run executes it: timed launch by launch, the
  * host's few microseconds per cublasLtMatmul call hide every kernel that is
- * shorter than that, and the pick among those is noise (on the H200 that
- * picked 14 us kernels where 6 us ones existed). Returns the index of the
+ * shorter than that, and the pick among those is noise (on the H200 it
+ * picked kernels twice as slow as the best: benchmarks/README.md). Returns the index of the
  * pick; 0 when timing is not possible. */
 #define LT_CANDIDATES 8
 #define LT_TIMED_RUNS 10
