@@ -23,7 +23,14 @@
 
 typedef unsigned int uint;
 struct uint3 { uint x, y, z; };
+// IEEE half: ARM64's __fp16 (a storage type that computes in float; GCC
+// before 13 has no _Float16 in C++ there), _Float16 elsewhere. Kernels only
+// load and store halves and compute in float, so the two behave the same.
+#if defined(__aarch64__)
+typedef __fp16 half;
+#else
 typedef _Float16 half;
+#endif
 
 // Kept in sync with the host shim, csrc/host/ (it is the only other user).
 #define RLX_CPU_MAX_BINDINGS 12

@@ -17,13 +17,13 @@ The behaviour of a loaded Metal shim is tested by the conformance suite, tests/c
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import in_ci
 
 from rlx.errors import RlxError
 from rlx.runtime.shader_source import kernel_source
@@ -295,10 +295,6 @@ OBJC_WARNINGS = ["-Wall", "-Wextra", "-Wenum-conversion", "-Wformat=2", "-Wundec
                  "-Wstrict-selector-match", "-Wunguarded-availability", "-Werror"]
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
 @pytest.fixture(scope="module")
 def clang_objc() -> list[str]:
     """clang's command line for the check, less the file. The target is macOS (so @available and
@@ -310,7 +306,7 @@ def clang_objc() -> list[str]:
     if clang is None:
         msg = ("clang is not installed: scripts/ensure_clang.sh (run by scripts/test.sh) installs it "
                "with apt-get; without it csrc/metal_shim.m is not type-checked (CI=true: a failure, not a skip)")
-        if _in_ci():
+        if in_ci():
             pytest.fail(msg, pytrace=False)
         pytest.skip(msg)
     multiarch = subprocess.run([clang, "-print-multiarch"], capture_output=True, text=True).stdout.strip()

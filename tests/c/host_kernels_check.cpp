@@ -1,0 +1,223 @@
+// Runs the host shim's built-in kernels through the shim ABI and checks them
+// against double-precision answers computed here. Built for ARM64 with a
+// cross compiler and run under qemu-user by tests/runtime/test_arm64_host.py,
+// so the CPU prelude's ARM64 form (NEON auto-vectorized loops, __fp16 halves)
+// is checked on every change without an ARM64 machine. No Python, numpy or
+// BLAS is needed on the emulated side: the shim falls back to its own gemm.
+//
+// Usage: host_kernels_check path/to/librlx_host.so ; prints one line per
+// check and exits non-zero on the first failure.
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "rlx_shim.h"
+
+namespace {
+
+#if defined(__aarch64__)
+typedef __fp16 half_t;     // as the CPU prelude's half there
+#else
+typedef _Float16 half_t;
+#endif
+
+const rlx_shim_api *api;
+rlx_device *dev;
+rlx_library *lib;
+int failures = 0;
+
+void check(bool ok, const char *what) {
+    std::printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+    if (!ok) ++failures;
+}
+
+rlx_buffer *upload(const void *data, size_t bytes) {
+    rlx_buffer *b = nullptr;
+    if (api->buffer_alloc(dev, bytes ? bytes : 4, &b) != RLX_OK) return nullptr;
+    if (bytes) api->buffer_write(b, 0, data, bytes);
+    return b;
+}
+
+template <typename T>
+std::vector<T> download(rlx_buffer *b, size_t n) {
+    std::vector<T> out(n);
+    api->buffer_read(b, 0, out.data(), n * sizeof(T));
+    return out;
+}
+
+// One dispatch of kernel `name` over `groups` groups of one thread (the CPU
+// target's groups), binding `bufs` in order; the params are the last binding.
+bool run(const char *name, std::vector<rlx_buffer *> bufs, uint32_t groups) {
+    rlx_pipeline *pipe = nullptr;
+    rlx_pipeline_info info;
+    if (api->pipeline_get(lib, name, 0, &pipe, &info) != RLX_OK) {
+        std::printf("no kernel %s: %s\n", name, api->last_error());
+        return false;
+    }
+    rlx_cmdbuf *cb = nullptr;
+    if (api->cmd_begin(dev, &cb) != RLX_OK) return false;
+    api->cmd_set_pipeline(cb, pipe);
+    for (uint32_t i = 0; i < bufs.size(); ++i) api->cmd_set_buffer(cb, i, bufs[i], 0);
+    const uint32_t g[3] = {groups, 1, 1}, t[3] = {1, 1, 1};
+    rlx_status s = api->cmd_dispatch(cb, g, t);
+    if (s == RLX_OK) s = api->cmd_commit(cb);
+    if (s == RLX_OK) s = api->cmd_wait(cb, nullptr);
+    if (s != RLX_OK) std::printf("%s: %s\n", name, api->last_error());
+    api->cmd_release(cb);
+    return s == RLX_OK;
+}
+
+double gelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+
+void check_binary_maximum() {
+    // maximum propagates NaN from either side (BinaryParams: 8 + 3 x 6 uint32).
+    const uint32_t n = 37;
+    std::vector<float> a(n), b(n);
+    for (uint32_t i = 0; i < n; ++i) a[i] = (float)i - 18.0f, b[i] = 18.0f - (float)i;
+    a[3] = NAN, b[30] = NAN;
+    uint32_t p[26] = {n, 1, 4 /* maximum */, 1, 0, 0, 0, 0, n, 1, 1, 1, 1, 1};
+    rlx_buffer *ba = upload(a.data(), 4 * n), *bb = upload(b.data(), 4 * n), *bo = upload(nullptr, 4 * n),
+               *bp = upload(p, sizeof p);
+    bool ok = run("binary_f32", {ba, bb, bo, bp}, 3);
+    std::vector<float> o = download<float>(bo, n);
+    for (uint32_t i = 0; i < n && ok; ++i) {
+        const bool want_nan = i == 3 || i == 30;
+        ok = want_nan ? std::isnan(o[i]) : o[i] == std::fmax(a[i], b[i]);
+    }
+    check(ok, "binary_f32 maximum (NaN from either side)");
+}
+
+template <typename T>
+void check_gelu(const char *kernel) {
+    // UnaryParams: n, op (0 = gelu erf), in_offset, out_offset, scale, shift, pad, pad.
+    const uint32_t n = 301;
+    std::vector<T> x(n);
+    for (uint32_t i = 0; i < n; ++i) x[i] = (T)(-12.0f + 18.0f * (float)i / (float)(n - 1));
+    uint32_t p[8] = {n, 0, 0, 0, 0, 0, 0, 0};
+    const float one = 1.0f;
+    std::memcpy(&p[4], &one, 4);
+    rlx_buffer *bx = upload(x.data(), sizeof(T) * n), *by = upload(nullptr, sizeof(T) * n),
+               *bp = upload(p, sizeof p);
+    bool ok = run(kernel, {bx, by, bp}, 4);
+    std::vector<T> y = download<T>(by, n);
+    const double tol = sizeof(T) == 4 ? 2e-5 : 2e-3;
+    for (uint32_t i = 0; i < n && ok; ++i) {
+        const double want = gelu((double)(float)x[i]), got = (double)(float)y[i];
+        ok = std::fabs(got - want) <= tol * std::fmax(std::fabs(want), sizeof(T) == 4 ? 1e-30 : 1e-4);
+        if (!ok) std::printf("  gelu(%g): got %.9g, want %.9g\n", (double)(float)x[i], got, want);
+    }
+    check(ok, kernel);
+}
+
+void check_softmax() {
+    // SoftmaxParams: rows, cols, in_offset, out_offset; row 1 is -inf everywhere (zeros), row 2 holds a NaN.
+    const uint32_t rows = 3, cols = 33;
+    std::vector<float> x(rows * cols);
+    for (uint32_t i = 0; i < rows * cols; ++i) x[i] = std::sin(0.7f * (float)i) * 4.0f;
+    for (uint32_t j = 0; j < cols; ++j) x[cols + j] = -INFINITY;
+    x[2 * cols + 5] = NAN;
+    uint32_t p[4] = {rows, cols, 0, 0};
+    rlx_buffer *bx = upload(x.data(), 4 * x.size()), *by = upload(nullptr, 4 * x.size()), *bp = upload(p, sizeof p);
+    bool ok = run("softmax_f32", {bx, by, bp}, rows);
+    std::vector<float> y = download<float>(by, x.size());
+    double mx = -INFINITY, sum = 0;
+    for (uint32_t j = 0; j < cols; ++j) mx = std::fmax(mx, (double)x[j]);
+    for (uint32_t j = 0; j < cols; ++j) sum += std::exp((double)x[j] - mx);
+    for (uint32_t j = 0; j < cols && ok; ++j) {
+        ok = std::fabs(y[j] - std::exp((double)x[j] - mx) / sum) <= 1e-6;
+        ok = ok && y[cols + j] == 0.0f && std::isnan(y[2 * cols + j]);
+    }
+    check(ok, "softmax_f32 (a row, an all -inf row of zeros, a NaN row)");
+}
+
+void check_layernorm() {
+    // LayerNormParams: rows, cols, in_offset, out_offset, eps (float), pad x 3.
+    const uint32_t rows = 5, cols = 65;
+    std::vector<float> x(rows * cols), w(cols), b(cols);
+    for (uint32_t i = 0; i < rows * cols; ++i) x[i] = std::cos(0.37f * (float)i) * 3.0f + 1.5f;
+    for (uint32_t j = 0; j < cols; ++j) w[j] = 1.0f + 0.01f * (float)j, b[j] = 0.1f * (float)(j % 7);
+    const float eps = 1e-5f;
+    uint32_t p[8] = {rows, cols, 0, 0};
+    std::memcpy(&p[4], &eps, 4);
+    rlx_buffer *bx = upload(x.data(), 4 * x.size()), *bw = upload(w.data(), 4 * cols),
+               *bb = upload(b.data(), 4 * cols), *by = upload(nullptr, 4 * x.size()), *bp = upload(p, sizeof p);
+    bool ok = run("layernorm_f32", {bx, bw, bb, by, bp}, rows);
+    std::vector<float> y = download<float>(by, x.size());
+    for (uint32_t r = 0; r < rows && ok; ++r) {
+        double mean = 0, var = 0;
+        for (uint32_t j = 0; j < cols; ++j) mean += x[r * cols + j];
+        mean /= cols;
+        for (uint32_t j = 0; j < cols; ++j) var += (x[r * cols + j] - mean) * (x[r * cols + j] - mean);
+        var /= cols;
+        for (uint32_t j = 0; j < cols && ok; ++j) {
+            const double want = (x[r * cols + j] - mean) / std::sqrt(var + eps) * w[j] + b[j];
+            ok = std::fabs(y[r * cols + j] - want) <= 1e-5 * std::fmax(1.0, std::fabs(want));
+        }
+    }
+    check(ok, "layernorm_f32");
+}
+
+void check_argmax_first_nan() {
+    // ReduceParams: outer, len, inner, op, in_offset, pad x 3; argmax writes int32.
+    const uint32_t len = 9;
+    float x[len] = {1, 5, 2, NAN, 7, NAN, 0, 7, 3};
+    uint32_t p[8] = {1, len, 1, 2, 0, 0, 0, 0};
+    rlx_buffer *bx = upload(x, sizeof x), *bo = upload(nullptr, 4), *bm = upload(nullptr, 4), *bp = upload(p, sizeof p);
+    bool ok = run("argmax_f32", {bx, bo, bp}, 1) && run("reduce_f32", {bx, bm, bp}, 1);
+    ok = ok && download<int32_t>(bo, 1)[0] == 3 && std::isnan(download<float>(bm, 1)[0]);
+    check(ok, "argmax_f32 / reduce_f32 max: the first NaN, and NaN");
+}
+
+void check_gemm() {
+    // The shim's own gemm (no BLAS under emulation): C = A @ B, odd sizes.
+    const int64_t m = 7, n = 13, k = 29;
+    std::vector<float> a(m * k), b(k * n);
+    for (int64_t i = 0; i < m * k; ++i) a[i] = std::sin(0.1 * (double)i);
+    for (int64_t i = 0; i < k * n; ++i) b[i] = std::cos(0.2 * (double)i);
+    rlx_buffer *ba = upload(a.data(), 4 * a.size()), *bb = upload(b.data(), 4 * b.size()),
+               *bc = upload(nullptr, 4 * m * n);
+    rlx_gemm_desc g;
+    std::memset(&g, 0, sizeof g);
+    g.a = ba, g.b = bb, g.c = bc, g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = n, g.ldc = n;
+    g.alpha = 1.0f, g.dtype = RLX_DTYPE_F32, g.b_dtype = RLX_DTYPE_F32, g.c_dtype = RLX_DTYPE_F32;
+    rlx_cmdbuf *cb = nullptr;
+    bool ok = api->cmd_begin(dev, &cb) == RLX_OK && api->cmd_gemm(cb, &g) == RLX_OK &&
+              api->cmd_commit(cb) == RLX_OK && api->cmd_wait(cb, nullptr) == RLX_OK;
+    if (!ok) std::printf("gemm: %s\n", api->last_error());
+    if (cb) api->cmd_release(cb);
+    std::vector<float> c = download<float>(bc, m * n);
+    for (int64_t i = 0; i < m && ok; ++i)
+        for (int64_t j = 0; j < n && ok; ++j) {
+            double want = 0;
+            for (int64_t l = 0; l < k; ++l) want += (double)a[i * k + l] * b[l * n + j];
+            ok = std::fabs(c[i * n + j] - want) <= 1e-4;
+        }
+    check(ok, "gemm f32 7 x 13 x 29 (the shim's own gemm)");
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc != 2) return std::fprintf(stderr, "usage: %s librlx_host.so\n", argv[0]), 2;
+    void *so = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!so) return std::fprintf(stderr, "dlopen: %s\n", dlerror()), 2;
+    auto get_api = (rlx_shim_get_api_fn)dlsym(so, "rlx_shim_get_api");
+    api = get_api ? get_api(RLX_SHIM_ABI_VERSION) : nullptr;
+    if (!api) return std::fprintf(stderr, "no rlx_shim_get_api(%u)\n", RLX_SHIM_ABI_VERSION), 2;
+    if (api->device_open(0, "threads=2", &dev) != RLX_OK || api->library_compile(dev, nullptr, nullptr, &lib))
+        return std::fprintf(stderr, "device: %s\n", api->last_error()), 2;
+    check_binary_maximum();
+    check_gelu<float>("unary_f32");
+    check_gelu<half_t>("unary_f16");
+    check_softmax();
+    check_layernorm();
+    check_argmax_first_nan();
+    check_gemm();
+    std::printf("%d failure(s)\n", failures);
+    return failures ? 1 : 0;
+}
