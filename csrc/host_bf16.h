@@ -60,8 +60,9 @@ static inline void widen(const uint16_t *src, float *dst, uint64_t n) {
 #if defined(__x86_64__) && !defined(RLX_NO_BF16_KERNELS) && \
     ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
 #define RLX_HAVE_BF16_KERNELS 1
-#include <cpuid.h>
 #include <immintrin.h>
+
+#include "host_cpu.h"
 
 #define RLX_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
@@ -76,18 +77,7 @@ static inline void widen(const uint16_t *src, float *dst, uint64_t n) {
 namespace rlx_bf16 {
 
 // 2: AVX-512 with BF16 (both kernels); 0: none (the caller's f32 path).
-static inline int cpu_level() {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return 0;  // OSXSAVE
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0xe6u) != 0xe6u) return 0;  // the OS saves the AVX-512 state (opmask, ZMM)
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);  // F, DQ, BW, VL
-    if ((b & need) != need) return 0;
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !(a & (1u << 5))) return 0;  // AVX512_BF16
-    return 2;
-}
+static inline int cpu_level() { return rlx_cpu::has_avx512_bf16() ? 2 : 0; }
 
 typedef __m512bh bh512;
 

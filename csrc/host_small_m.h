@@ -5,17 +5,21 @@
  * a BLAS packs B on every call first (read, write a copy, read it again).
  * This kernel reads 4 rows of B straight from memory and applies them to
  * every row of A (A stays in L1), 4 rows of A at a time with 16 AVX-512
- * accumulators. Only built where the compiler targets AVX-512; elsewhere the
- * shim keeps the BLAS path.
+ * accumulators. The functions carry their own AVX-512 target attributes
+ * and run where the CPU has AVX-512 (rlx_cpu::has_avx512, asked at device
+ * open), whatever the build targets; elsewhere the shim keeps the BLAS path.
  */
 #ifndef RLX_HOST_SMALL_M_H
 #define RLX_HOST_SMALL_M_H
 
 #include <stdint.h>
 
-#if defined(__AVX512F__)
+#include "host_cpu.h"
+
+#if defined(RLX_HAVE_X86_TARGETS)
 #include <immintrin.h>
 #define RLX_HAVE_SMALL_M 1
+#define RLX_SMALL_M_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
 
 // GCC 12's _mm512_reduce_add_ps initializes its "undefined" vectors from
 // themselves, which -Wuninitialized reports once inlined (GCC bug 105593).
@@ -37,25 +41,29 @@ constexpr int64_t kPrefetchRows = 8;
 
 // 16 elements of B as f32: f32 directly, f16 (raw bits) through vcvtph2ps,
 // so f16 weights stream at half the bytes.
-static inline __m512 load_b(const float *p) { return _mm512_loadu_ps(p); }
-static inline __m512 load_b(const uint16_t *p) {
+RLX_SMALL_M_TARGET static inline __m512 load_b(const float *p) { return _mm512_loadu_ps(p); }
+RLX_SMALL_M_TARGET static inline __m512 load_b(const uint16_t *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
 }
-static inline __m512 load_b_masked(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-static inline __m512 load_b_masked(const uint16_t *p, __mmask16 m) {
+RLX_SMALL_M_TARGET static inline __m512 load_b_masked(const float *p, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, p);
+}
+RLX_SMALL_M_TARGET static inline __m512 load_b_masked(const uint16_t *p, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
 // C element store: f32, or f16 (round to nearest even) for f16 gemms.
-static inline void store_c(float *c, float v, float beta) { *c = beta == 0.0f ? v : v + beta * *c; }
-static inline void store_c(uint16_t *c, float v, float beta) {
+RLX_SMALL_M_TARGET static inline void store_c(float *c, float v, float beta) {
+    *c = beta == 0.0f ? v : v + beta * *c;
+}
+RLX_SMALL_M_TARGET static inline void store_c(uint16_t *c, float v, float beta) {
     if (beta != 0.0f) v += beta * _cvtsh_ss(*c);
     *c = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
 }
 
 // MI rows of A (1..4, f32) against NJ rows of B (1..4): an MI x NJ tile of C.
 template <int MI, int NJ, typename TB, typename TC>
-static inline void tile(int64_t k, float alpha, const float *const *a, const TB *const *b, float beta,
+RLX_SMALL_M_TARGET static inline void tile(int64_t k, float alpha, const float *const *a, const TB *const *b, float beta,
                         TC *c, int64_t ldc, int64_t pf_stride) {
     __m512 acc[MI][NJ];
     for (int i = 0; i < MI; ++i)
@@ -86,7 +94,7 @@ static inline void tile(int64_t k, float alpha, const float *const *a, const TB 
 }
 
 template <int NJ, typename TB, typename TC>
-static inline void column_block(int64_t m, int64_t k, float alpha, const float *A, int64_t lda,
+RLX_SMALL_M_TARGET static inline void column_block(int64_t m, int64_t k, float alpha, const float *A, int64_t lda,
                                 const TB *const *b, int64_t ldb, float beta, TC *C, int64_t ldc) {
     for (int64_t i0 = 0; i0 < m; i0 += 4) {
         const int64_t pf = i0 == 0 ? kPrefetchRows * ldb : 0;
@@ -106,7 +114,8 @@ static inline void column_block(int64_t m, int64_t k, float alpha, const float *
 // Columns [n0, n1) of C. A is f32 (an f16 gemm widens its few rows first);
 // B and C are f32 or f16 (uint16_t bits).
 template <typename TB, typename TC>
-static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float alpha, const float *A, int64_t lda,
+RLX_SMALL_M_TARGET static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float alpha, const float *A,
+                                              int64_t lda,
                            const TB *B, int64_t ldb, float beta, TC *C, int64_t ldc) {
     for (int64_t j0 = n0; j0 < n1; j0 += 4) {
         const int64_t nj = n1 - j0 < 4 ? n1 - j0 : 4;

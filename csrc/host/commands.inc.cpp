@@ -163,7 +163,7 @@ struct SmallMJob {
     bool f16;   // B and C are f16 (A is always f32 here)
 };
 
-void small_m_part(const rlx_cpu_ctx *ctx) {
+RLX_SMALL_M_TARGET void small_m_part(const rlx_cpu_ctx *ctx) {
     const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
     const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
     if (s.f16)
@@ -194,7 +194,7 @@ void small_m(rlx_device *d, const SmallMJob &job) {
 void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
-    if (!ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
+    if (d->small_m && !ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
         small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, false});
         return;
     }
@@ -329,7 +329,7 @@ void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spli
     // Few rows against f16 weights: widen only A (m x k, small) and stream B
     // as f16, half the bytes of f32 weights.
     // (split: not already inside a pool worker, which may not start another job)
-    if (c_f16 && split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16 && d->sgemm) {
+    if (d->small_m && c_f16 && split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16 && d->sgemm) {
         thread_local std::vector<float> wide_a;
         wide_a.resize((size_t)(g.m * g.k));
         for (int64_t r = 0; r < g.m; ++r)

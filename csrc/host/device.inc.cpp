@@ -142,9 +142,12 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
 #ifdef RLX_HAVE_BF16_KERNELS
         if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
 #endif
-        // The name says when bf16 weights run on the AVX-512 BF16 kernels (rlx info, tests).
-        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s%s", model.c_str(), d->sgemm ? "" : " [no BLAS]",
-                 d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
+#ifdef RLX_HAVE_SMALL_M
+        d->small_m = rlx_cpu::has_avx512();
+#endif
+        // The name says which hand-written kernels run here (rlx info, tests).
+        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s%s%s", model.c_str(), d->sgemm ? "" : " [no BLAS]",
+                 d->small_m ? " [AVX-512 small-M]" : "", d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
         snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
                  hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
         in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);

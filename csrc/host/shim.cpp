@@ -74,6 +74,7 @@ struct rlx_device {
     sgemm_fn sgemm = nullptr;   // NULL: the C++ fallback gemm
     bool bf16_kernels = true;   // option bf16=0 (RLX_HOST_BF16=0): widen bf16 weights, sgemm
     int bf16_level = 0;         // 2: the AVX-512 BF16 kernels of host_bf16.h run here
+    bool small_m = false;       // the AVX-512 small-M kernel of host_small_m.h runs here
     rlx_device_info info{};
     Pool pool;
     // One command buffer executes at a time, in commit order (like a Metal

@@ -1,0 +1,38 @@
+/*
+ * What the host CPU can run, asked once at device open: the host shim's
+ * hand-written kernels (host_small_m.h, host_bf16.h) carry their own target
+ * attributes and are chosen at run time from this, so a portable build
+ * (RLX_PORTABLE_BUILD=1, no -march) keeps them where the CPU has them.
+ */
+#ifndef RLX_HOST_CPU_H
+#define RLX_HOST_CPU_H
+
+#if defined(__x86_64__) && \
+    ((defined(__clang__) && __clang_major__ >= 9) || (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+#define RLX_HAVE_X86_TARGETS 1
+#include <cpuid.h>
+
+namespace rlx_cpu {
+
+// AVX-512 F, DQ, BW and VL, with the OS saving the AVX-512 state (opmask,
+// ZMM registers), and F16C for the f16 conversions beside them.
+static inline bool has_avx512() {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)) || !(c & (1u << 29))) return false;  // OSXSAVE, F16C
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0xe6u) != 0xe6u) return false;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned need = (1u << 16) | (1u << 17) | (1u << 30) | (1u << 31);  // F, DQ, BW, VL
+    return (b & need) == need;
+}
+
+// has_avx512() and AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
+static inline bool has_avx512_bf16() {
+    unsigned a, b, c, d;
+    return has_avx512() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
+}
+
+}  // namespace rlx_cpu
+#endif
+#endif
