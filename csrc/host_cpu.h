@@ -27,6 +27,17 @@ static inline bool has_avx512() {
     return (b & need) == need;
 }
 
+// AVX2, FMA and F16C with the OS saving the YMM state: x86-64-v3's vector part.
+static inline bool has_avx2() {
+    unsigned a, b, c, d;
+    const unsigned need1 = (1u << 12) | (1u << 27) | (1u << 29);   // FMA, OSXSAVE, F16C
+    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & need1) != need1) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 0x6u) != 0x6u) return false;                           // XMM and YMM state
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5));  // AVX2
+}
+
 // has_avx512() and AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
 static inline bool has_avx512_bf16() {
     unsigned a, b, c, d;

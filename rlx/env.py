@@ -35,6 +35,10 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_HOST_BF16", "1", "`0` makes the host device's gemms with bf16 weights (`precision=\"bf16\"`) widen "
            "the weights to f32 and call the BLAS sgemm instead of the AVX-512 BF16 kernels (used only where "
            "the CPU has them); read when the device is opened."),
+    EnvVar("RLX_HOST_ISA", "best the CPU has",
+           "The highest instruction set the host device's kernels use: `baseline`, `avx2` or `avx512` (unset: "
+           "the best the CPU has). A lower level also turns off the AVX-512 small-M and BF16 kernels; for tests "
+           "and bug reports; read when the device is opened."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
@@ -88,6 +92,19 @@ def num_threads() -> int:
 
 def host_bf16() -> bool:
     return _flag("RLX_HOST_BF16", True)
+
+
+HOST_ISAS = ("baseline", "avx2", "avx512")
+
+
+def host_isa() -> str | None:
+    """RLX_HOST_ISA: the highest instruction set of the host kernels, or None (the best the CPU has)."""
+    value = _raw("RLX_HOST_ISA")
+    if value is None or value == "":
+        return None
+    if value not in HOST_ISAS:
+        raise ConfigError(f"RLX_HOST_ISA={value!r}: expected one of {', '.join(HOST_ISAS)}")
+    return value
 
 
 def arena_no_reuse() -> bool:

@@ -93,9 +93,13 @@ rlx_status parse_options(rlx_device *d, const char *options) {
         } else if (key == "bf16") {
             ARG_CHECK(value == "0" || value == "1", "device_open: bf16=%s: expected 0 or 1", value.c_str());
             d->bf16_kernels = value == "1";
+        } else if (key == "isa") {
+            ARG_CHECK(value == "baseline" || value == "avx2" || value == "avx512",
+                      "device_open: isa=%s: expected baseline, avx2 or avx512", value.c_str());
+            d->isa = value == "baseline" ? 0 : value == "avx2" ? 1 : 2;
         } else {
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
-                        "include_dir, bf16)", key.c_str());
+                        "include_dir, bf16, isa)", key.c_str());
         }
     }
     return RLX_OK;
@@ -139,15 +143,23 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->cache_dir.empty()) d->cache_dir = "/tmp/rlx-cache-" + std::to_string(getuid());
         const std::string model = cpu_model();
         rlx_device_info &in = d->info;
+#ifdef RLX_HAVE_X86_TARGETS
+        d->isa = std::min(d->isa, rlx_cpu::has_avx512() ? 2 : rlx_cpu::has_avx2() ? 1 : 0);
+#else
+        d->isa = 0;
+#endif
+        // The hand-written AVX-512 kernels only where the level allows them.
 #ifdef RLX_HAVE_BF16_KERNELS
-        if (d->bf16_kernels) d->bf16_level = rlx_bf16::cpu_level();
+        if (d->bf16_kernels && d->isa >= 2) d->bf16_level = rlx_bf16::cpu_level();
 #endif
 #ifdef RLX_HAVE_SMALL_M
-        d->small_m = rlx_cpu::has_avx512();
+        d->small_m = d->isa >= 2 && rlx_cpu::has_avx512();
 #endif
+        static const char *const kIsaName[] = {"baseline", "AVX2", "AVX-512"};
         // The name says which hand-written kernels run here (rlx info, tests).
-        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s%s%s", model.c_str(), d->sgemm ? "" : " [no BLAS]",
-                 d->small_m ? " [AVX-512 small-M]" : "", d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
+        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s [%s kernels]%s%s", model.c_str(),
+                 d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], d->small_m ? " [AVX-512 small-M]" : "",
+                 d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
         snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
                  hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
         in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
@@ -308,7 +320,7 @@ rlx_status library_compile(rlx_device *d, const char *source, const char *option
             return fail(RLX_ERR_COMPILE, "library_compile: dlopen %s: %s", so.c_str(), err.c_str());
         }
     }
-    *out = new rlx_library{d, handle};
+    *out = new rlx_library{d, handle, source == nullptr};
     return RLX_OK;
 }
 
@@ -320,7 +332,13 @@ rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, 
     *out = nullptr;
     ARG_CHECK((flags & ~RLX_PIPELINE_INDIRECT) == 0, "pipeline_get: unknown flags 0x%x", flags);
     const std::string sym = std::string("rlx_k_") + function;
-    kernel_fn fn = (kernel_fn)dlsym(lib->handle, sym.c_str());
+    kernel_fn fn = nullptr;
+    // A built-in kernel in the best instruction set this device runs (its
+    // variants exist on x86-64 builds only; the baseline form always does).
+    static const char *const kIsaSuffix[] = {"", "__avx2", "__avx512"};
+    for (int isa = lib->builtin ? lib->dev->isa : 0; isa > 0 && !fn; --isa)
+        fn = (kernel_fn)dlsym(lib->handle, (sym + kIsaSuffix[isa]).c_str());
+    if (!fn) fn = (kernel_fn)dlsym(lib->handle, sym.c_str());
     if (!fn) return fail(RLX_ERR_NOT_FOUND, "pipeline_get: no kernel '%s' (symbol %s)", function, sym.c_str());
     *out = new rlx_pipeline{lib, fn, flags};
     if (info) {

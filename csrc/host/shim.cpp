@@ -75,6 +75,10 @@ struct rlx_device {
     bool bf16_kernels = true;   // option bf16=0 (RLX_HOST_BF16=0): widen bf16 weights, sgemm
     int bf16_level = 0;         // 2: the AVX-512 BF16 kernels of host_bf16.h run here
     bool small_m = false;       // the AVX-512 small-M kernel of host_small_m.h runs here
+    // The built-in kernels' instruction set: 0 the build's baseline, 1 the
+    // __avx2 variants, 2 the __avx512 ones (csrc/host_kernels_<isa>.cpp);
+    // the best the CPU has, capped by option isa= (RLX_HOST_ISA).
+    int isa = 2;
     rlx_device_info info{};
     Pool pool;
     // One command buffer executes at a time, in commit order (like a Metal
@@ -92,7 +96,7 @@ struct rlx_device {
 };
 
 struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size, mapped; /* mapped: mmap length or 0 */ };
-struct rlx_library { rlx_device *dev; void *handle; };
+struct rlx_library { rlx_device *dev; void *handle; bool builtin = false; };
 struct rlx_pipeline { rlx_library *lib; kernel_fn fn; uint32_t flags; };
 
 struct IcbEntry { kernel_fn fn = nullptr; void *bufs[RLX_MAX_BINDINGS] = {}; uint32_t groups[3] = {}; };

@@ -171,21 +171,31 @@ static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
     rlx_cpu_invoke_impl(f, c, std::make_integer_sequence<unsigned long, sizeof...(A)>{});
 }
 
+// The exported name: rlx_k_<host_name>, plus RLX_CPU_KERNEL_SUFFIX where the
+// host shim builds the kernels once more for an instruction set (e.g.
+// csrc/host_kernels_avx2.cpp: rlx_k_<host_name>__avx2).
+#ifndef RLX_CPU_KERNEL_SUFFIX
+#define RLX_CPU_KERNEL_SUFFIX
+#endif
+#define RLX_CPU_PASTE_(a, b) a##b
+#define RLX_CPU_PASTE(a, b) RLX_CPU_PASTE_(a, b)
+#define RLX_CPU_SYMBOL(host_name) RLX_CPU_PASTE(rlx_k_##host_name, RLX_CPU_KERNEL_SUFFIX)
+
 // RLX_INSTANTIATE(kernel_template, type, host_name): exports one variant.
 #define RLX_INSTANTIATE(kernel, type, host_name)                                   \
-    extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \
+    extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
         const rlx_cpu_ctx *c) {                                                    \
         rlx_cpu_invoke(&kernel<type>, c);                                          \
     }
 // Two template arguments (e.g. input and output dtype of a cast).
 #define RLX_INSTANTIATE2(kernel, type1, type2, host_name)                          \
-    extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \
+    extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
         const rlx_cpu_ctx *c) {                                                    \
         rlx_cpu_invoke(&kernel<type1, type2>, c);                                  \
     }
 // A kernel that is not a template.
 #define RLX_EXPORT(kernel, host_name)                                              \
-    extern "C" __attribute__((visibility("default"))) void rlx_k_##host_name(      \
+    extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
         const rlx_cpu_ctx *c) {                                                    \
         rlx_cpu_invoke(&kernel, c);                                                \
     }
