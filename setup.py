@@ -65,9 +65,13 @@ class BuildExt(build_ext):
 
 
 def native_flags() -> list[str]:
-    # RLX_PORTABLE_BUILD=1 builds for the baseline ISA (for wheels shipped to
-    # other machines); the default tunes for the building machine.
-    if os.environ.get("RLX_PORTABLE_BUILD") == "1" or sys.platform == "darwin":
+    # Portable by default: the host kernels are built once per instruction set
+    # and chosen at run time (csrc/host_kernels_<isa>.cpp), and the hand-written
+    # AVX-512 kernels carry their own target attributes, so a baseline build is
+    # as fast as -march=native on the machines measured
+    # (benchmarks/results/cpu-bert-f32-native-vs-portable-2026-12-01.json) and
+    # runs on any x86-64. RLX_PORTABLE_BUILD=0 tunes for the building machine.
+    if os.environ.get("RLX_PORTABLE_BUILD", "1") != "0" or sys.platform == "darwin":
         return []
     return ["-march=native"]
 

@@ -48,8 +48,9 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_CUDA_STAGING_MAX", "268435456", "Largest input or output (bytes) a CUDA run copies through "
            "pinned staging inside its command buffer (from 1 MiB with several host threads); larger ones are "
            "copied by the driver straight from and to the NumPy array, so pinned memory stays bounded."),
-    EnvVar("RLX_PORTABLE_BUILD", "0", "Build time only (read by setup.py): `1` compiles for the baseline ISA "
-           "instead of `-march=native`, for wheels that run on other machines."),
+    EnvVar("RLX_PORTABLE_BUILD", "1", "Build time only (read by setup.py): `0` compiles the host shim with "
+           "`-march=native` for the building machine; by default it is built for the baseline ISA, with the "
+           "kernels in every instruction set chosen at run time (RLX_HOST_ISA), so wheels run everywhere."),
 )
 
 _BY_NAME = {v.name: v for v in VARIABLES}
