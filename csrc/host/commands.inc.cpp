@@ -161,17 +161,28 @@ struct SmallMJob {
     const void *B;
     void *C;
     bool f16;   // B and C are f16 (A is always f32 here)
+    int level;  // rlx_device::small_m: 2 the AVX-512 kernel, 1 the AVX2 one
 };
 
-RLX_SMALL_M_TARGET void small_m_part(const rlx_cpu_ctx *ctx) {
+// One group's columns, in the instruction set the job names (small_m_columns
+// is instantiated per namespace; the kernel's own target attributes apply inside).
+template <typename TB, typename TC>
+void small_m_columns(const SmallMJob &s, int64_t n0, int64_t n1) {
+    if (s.level == 2)
+        rlx_small_m::avx512::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const TB *)s.B, s.ldb, s.beta,
+                                     (TC *)s.C, s.ldc);
+    else
+        rlx_small_m::avx2::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const TB *)s.B, s.ldb, s.beta,
+                                   (TC *)s.C, s.ldc);
+}
+
+void small_m_part(const rlx_cpu_ctx *ctx) {
     const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
     const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
     if (s.f16)
-        rlx_small_m::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const uint16_t *)s.B, s.ldb, s.beta,
-                             (uint16_t *)s.C, s.ldc);
+        small_m_columns<uint16_t, uint16_t>(s, n0, n1);
     else
-        rlx_small_m::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const float *)s.B, s.ldb, s.beta,
-                             (float *)s.C, s.ldc);
+        small_m_columns<float, float>(s, n0, n1);
 }
 
 // Runs the small-M kernel over column blocks on the device's pool.
@@ -195,7 +206,7 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
     if (d->small_m && !ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
-        small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, false});
+        small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, false, d->small_m});
         return;
     }
 #endif
@@ -334,7 +345,8 @@ void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spli
         wide_a.resize((size_t)(g.m * g.k));
         for (int64_t r = 0; r < g.m; ++r)
             for (int64_t p = 0; p < g.k; ++p) wide_a[r * g.k + p] = (float)((const half *)a)[r * g.lda + p];
-        small_m(d, SmallMJob{g.m, g.n, g.k, g.k, g.ldb, g.ldc, 64, g.alpha, g.beta, wide_a.data(), b, c, true});
+        small_m(d, SmallMJob{g.m, g.n, g.k, g.k, g.ldb, g.ldc, 64, g.alpha, g.beta, wide_a.data(), b, c, true,
+                             d->small_m});
         return;
     }
 #endif

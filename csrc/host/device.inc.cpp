@@ -153,12 +153,12 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->bf16_kernels && d->isa >= 2) d->bf16_level = rlx_bf16::cpu_level();
 #endif
 #ifdef RLX_HAVE_SMALL_M
-        d->small_m = d->isa >= 2 && rlx_cpu::has_avx512();
+        d->small_m = d->isa >= 2 && rlx_cpu::has_avx512() ? 2 : d->isa >= 1 && rlx_cpu::has_avx2() ? 1 : 0;
 #endif
         static const char *const kIsaName[] = {"baseline", "AVX2", "AVX-512"};
         // The name says which hand-written kernels run here (rlx info, tests).
         snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s [%s kernels]%s%s", model.c_str(),
-                 d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], d->small_m ? " [AVX-512 small-M]" : "",
+                 d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], d->small_m == 2 ? " [AVX-512 small-M]" : d->small_m == 1 ? " [AVX2 small-M]" : "",
                  d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
         snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
                  hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlx.runtime import shim
@@ -31,7 +32,8 @@ def test_the_device_names_its_level_and_the_env_var_caps_it():
     for level in order[: order.index(best) + 1]:
         dev = shim.Device("host", 0, options_override={"isa": level})
         assert LEVEL_NAMES[level] in dev.info.name, dev.info.name
-        assert ("[AVX-512 small-M]" in dev.info.name) == (level == "avx512"), dev.info.name
+        small_m = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}.get(level)
+        assert (small_m is None and "small-M" not in dev.info.name) or small_m in dev.info.name, dev.info.name
     with pytest.raises(Exception, match="isa"):
         shim.Device("host", 0, options_override={"isa": "sse9"})
 
@@ -45,3 +47,39 @@ def test_kernel_suites_pass_at_a_forced_lower_level(level):
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/ops"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+
+
+@pytest.mark.parametrize("level", ["avx512", "avx2"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
+    """The small-M gemm (few rows of A against row-major weights, trans_b):
+    its AVX-512 and AVX2 forms on odd k (tails of 16 and 8 lanes), m up to 16,
+    f32 and f16, with beta, against numpy in float64."""
+    from rlx.runtime.shim import DTYPE_F16, DTYPE_F32, CommandBuffer, Device
+
+    dev = Device("host", 0, options_override={"isa": level})
+    mark = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}[level]
+    if mark not in dev.info.name:
+        dev.close()
+        pytest.skip(f"this CPU has no {level} small-M kernel")
+    np_dt = np.float32 if dtype == "f32" else np.float16
+    rng = np.random.default_rng(3)
+    for m, n, k in ((1, 37, 16), (5, 33, 17), (16, 9, 33), (3, 64, 100), (7, 5, 8 * 13 + 5)):
+        a = rng.standard_normal((m, k)).astype(np_dt)
+        b = rng.standard_normal((n, k)).astype(np_dt)     # weights [N, K]
+        c0 = rng.standard_normal((m, n)).astype(np_dt)
+        bufs = [dev.alloc(x.nbytes) for x in (a, b, c0)]
+        for buf, x in zip(bufs, (a, b, c0)):
+            buf.write(0, x)
+        with CommandBuffer(dev) as cb:
+            cb.gemm(*bufs, m, n, k, lda=k, ldb=k, ldc=n, trans_b=True, alpha=0.5, beta=0.25,
+                    dtype=DTYPE_F32 if dtype == "f32" else DTYPE_F16)
+            cb.commit()
+            cb.wait()
+        got = np.frombuffer(bufs[2].read(0, c0.nbytes), np_dt).reshape(m, n).astype(np.float64)
+        want = 0.5 * a.astype(np.float64) @ b.astype(np.float64).T + 0.25 * c0.astype(np.float64)
+        tol = 1e-5 if dtype == "f32" else 2e-2
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k), err_msg=f"{level} {m}x{n}x{k}")
+        for buf in bufs:
+            buf.free()
+    dev.close()
