@@ -5,7 +5,8 @@
  * a BLAS packs B on every call first (read, write a copy, read it again).
  * This kernel reads 4 rows of B straight from memory and applies them to
  * every row of A (A stays in L1), 4 rows of A at a time with up to 16
- * vector accumulators. It exists twice, from one body
+ * vector accumulators. B is f32, f16 or bf16 (both widened in registers).
+ * It exists twice, from one body
  * (host_small_m_body.h): AVX-512 (16 lanes, masked tails) and AVX2 + FMA +
  * F16C (8 lanes), each with its own target attributes, and the shim takes the
  * one the CPU has (rlx_cpu, asked at device open) whatever the build
@@ -39,6 +40,10 @@ constexpr int64_t kMaxRows = 16;
 // too little lead. Only the first block of A's rows prefetches (later
 // blocks read the same B rows from L1).
 constexpr int64_t kPrefetchRows = 8;
+// bf16 weights (raw bits), a type of their own so that the loads below tell
+// them from f16's uint16_t: the kernel widens them in registers (a shift
+// into the high half of an f32), so they stream at half the bytes of f32.
+struct bf16 { uint16_t bits; };
 
 namespace avx512 {
 #define RLX_SM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")))
@@ -60,6 +65,13 @@ RLX_SM_TARGET static inline vec load_b(const uint16_t *p) {
 RLX_SM_TARGET static inline vec load_b_tail(const float *p, int n) { return load_a_tail(p, n); }
 RLX_SM_TARGET static inline vec load_b_tail(const uint16_t *p, int n) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1u), p));
+}
+RLX_SM_TARGET static inline vec widen_bf16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+RLX_SM_TARGET static inline vec load_b(const bf16 *p) { return widen_bf16(_mm256_loadu_si256((const __m256i *)p)); }
+RLX_SM_TARGET static inline vec load_b_tail(const bf16 *p, int n) {
+    return widen_bf16(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1u), p));
 }
 #include "host_small_m_body.h"
 #undef RLX_SM_TARGET
@@ -86,10 +98,20 @@ RLX_SM_TARGET static inline vec load_b(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 RLX_SM_TARGET static inline vec load_b_tail(const float *p, int n) { return load_a_tail(p, n); }
-RLX_SM_TARGET static inline vec load_b_tail(const uint16_t *p, int n) {   // no 16-bit masked load in AVX2
+// No 16-bit masked load in AVX2: the tail (fewer than 8) goes through a
+// zeroed copy.
+RLX_SM_TARGET static inline __m128i load_8_halves_tail(const uint16_t *p, int n) {
     uint16_t t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < n; ++i) t[i] = p[i];
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)t));
+    return _mm_loadu_si128((const __m128i *)t);
+}
+RLX_SM_TARGET static inline vec load_b_tail(const uint16_t *p, int n) { return _mm256_cvtph_ps(load_8_halves_tail(p, n)); }
+RLX_SM_TARGET static inline vec widen_bf16(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+RLX_SM_TARGET static inline vec load_b(const bf16 *p) { return widen_bf16(_mm_loadu_si128((const __m128i *)p)); }
+RLX_SM_TARGET static inline vec load_b_tail(const bf16 *p, int n) {
+    return widen_bf16(load_8_halves_tail(&p->bits, n));
 }
 #include "host_small_m_body.h"
 #undef RLX_SM_TARGET

@@ -272,6 +272,12 @@ typedef struct rlx_shim_api {
     /* Waits for no command buffer: free a schedule only after every command
      * buffer that executes it was waited on or released. */
     void (*schedule_free)(rlx_schedule *sched);
+
+    /* --- commit and wait in one call (appended: check struct_size) ---
+     * The same as cmd_commit then cmd_wait. For a caller that would block at
+     * once anyway: a shim may run the work on the calling thread (the host
+     * shim does, so no executor thread has to wake up for it). */
+    rlx_status (*cmd_commit_wait)(rlx_cmdbuf *cb, double *device_seconds);
 } rlx_shim_api;
 
 /* 1 when the table `api` fills entry `field` (entries appended after a

@@ -11,6 +11,11 @@
 #include "rlx_shim.h"
 
 #define RLX_DEFINE_SHIM_API(backend_name)                                                          \
+    /* A GPU runs the work wherever it is committed: commit, then wait. */                         \
+    static rlx_status cmd_commit_wait(rlx_cmdbuf *cb, double *device_seconds) {                   \
+        rlx_status s = cmd_commit(cb);                                                             \
+        return s != RLX_OK ? s : cmd_wait(cb, device_seconds);                                     \
+    }                                                                                              \
     static const rlx_shim_api kApi = {                                                             \
         RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), backend_name,                        \
         last_error, unavailable_reason,                                                            \
@@ -23,6 +28,7 @@
         cmd_upload, cmd_download,                                                                  \
         queue_create, queue_free, cmd_begin_on,                                                    \
         schedule_create, cmd_execute_schedule, schedule_free,                                      \
+        cmd_commit_wait,                                                                           \
     };                                                                                             \
     __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) { \
         if (abi_version != RLX_SHIM_ABI_VERSION) {                                                 \

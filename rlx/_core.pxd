@@ -104,6 +104,7 @@ cdef extern from "rlx_shim.h" nogil:
         int (*schedule_create)(rlx_device *dev, const rlx_schedule_desc *desc, rlx_schedule **out) noexcept nogil
         int (*cmd_execute_schedule)(rlx_cmdbuf *cb, rlx_schedule *sched) noexcept nogil
         void (*schedule_free)(rlx_schedule *sched) noexcept nogil
+        int (*cmd_commit_wait)(rlx_cmdbuf *cb, double *device_seconds) noexcept nogil
 
 
 cdef extern from "rlx_thunk.h" nogil:
@@ -173,6 +174,7 @@ cdef class Program:
     cdef rlx_buffer *arena
     cdef char *arena_host          # NULL when the arena is not host-visible
     cdef bint staged               # copies travel in the command buffer (cmd_upload / cmd_download)
+    cdef bint commit_wait          # the shim commits and waits in one call (cmd_commit_wait)
     cdef rlx_thunk *thunks
     cdef uint32_t n_thunks
     cdef rlx_io *inputs

@@ -394,6 +394,8 @@ cdef class Program:
         # staged=True forces that path (tests run it on the host shim), False never takes it.
         self.staged = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.cmd_upload != NULL and
                        (self.arena_host == NULL if staged is None else bool(staged)))
+        self.commit_wait = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and
+                            self.api.cmd_commit_wait != NULL)
         # A queue of its own where the shim has them: programs run from
         # different threads then overlap on the device (CUDA: a stream each).
         self.queue = NULL
@@ -836,8 +838,13 @@ cdef class Program:
 
 
 cdef inline int _submit(Program prog, rlx_cmdbuf *cb) noexcept nogil:
-    """Commit and wait; the device time lands in prog.device_seconds."""
-    cdef int status = prog.api.cmd_commit(cb)
+    """Commit and wait; the device time lands in prog.device_seconds. One call
+    where the shim has it: the host shim then runs the work on this thread."""
+    cdef int status
+    if prog.commit_wait:
+        status = prog.api.cmd_commit_wait(cb, &prog.device_seconds)
+        return prog._fail(status, b"executing") if status != 0 else 0
+    status = prog.api.cmd_commit(cb)
     if status != 0:
         return prog._fail(status, b"committing")
     status = prog.api.cmd_wait(cb, &prog.device_seconds)

@@ -32,9 +32,10 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_CXX", "c++ on PATH", "C++ compiler the host device uses for user kernel source at run time."),
     EnvVar("RLX_BLAS", "scipy-openblas32's library",
            "Path of a CBLAS shared library for the host device's gemm (symbols `cblas_sgemm` or `scipy_cblas_sgemm`)."),
-    EnvVar("RLX_HOST_BF16", "1", "`0` makes the host device's gemms with bf16 weights (`precision=\"bf16\"`) widen "
-           "the weights to f32 and call the BLAS sgemm instead of the AVX-512 BF16 kernels (used only where "
-           "the CPU has them); read when the device is opened."),
+    EnvVar("RLX_HOST_BF16", "1", "`0` turns off the host device's AVX-512 BF16 kernels (used only where the CPU "
+           "has them) for gemms with bf16 weights (`precision=\"bf16\"`): those then widen the weights to f32, "
+           "in registers in the small-M kernel (up to 16 rows, AVX2 or AVX-512) or in memory before the BLAS "
+           "sgemm; read when the device is opened."),
     EnvVar("RLX_HOST_ISA", "best the CPU has",
            "The highest instruction set the host device's kernels use: `baseline`, `avx2` or `avx512` (unset: "
            "the best the CPU has). A lower level also turns off the AVX-512 small-M and BF16 kernels; for tests "

@@ -160,7 +160,7 @@ struct SmallMJob {
     const float *A;
     const void *B;
     void *C;
-    bool f16;   // B and C are f16 (A is always f32 here)
+    enum Types { F32, F16, BF16 } types;  // F32: B and C f32; F16: both f16; BF16: B bf16, C f32 (A is f32)
     int level;  // rlx_device::small_m: 2 the AVX-512 kernel, 1 the AVX2 one
 };
 
@@ -179,10 +179,11 @@ void small_m_columns(const SmallMJob &s, int64_t n0, int64_t n1) {
 void small_m_part(const rlx_cpu_ctx *ctx) {
     const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
     const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
-    if (s.f16)
-        small_m_columns<uint16_t, uint16_t>(s, n0, n1);
-    else
-        small_m_columns<float, float>(s, n0, n1);
+    switch (s.types) {
+        case SmallMJob::F16: small_m_columns<uint16_t, uint16_t>(s, n0, n1); break;
+        case SmallMJob::BF16: small_m_columns<rlx_small_m::bf16, float>(s, n0, n1); break;
+        default: small_m_columns<float, float>(s, n0, n1); break;
+    }
 }
 
 // Runs the small-M kernel over column blocks on the device's pool.
@@ -206,7 +207,7 @@ void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
     if (d->small_m && !ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
-        small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, false, d->small_m});
+        small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, SmallMJob::F32, d->small_m});
         return;
     }
 #endif
@@ -307,7 +308,17 @@ void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint
         return;
     }
 #endif
-    // No BF16 kernels (CPU, compiler, or RLX_HOST_BF16=0): widen B to f32, sgemm.
+#ifdef RLX_HAVE_SMALL_M
+    // No BF16 instructions, few rows (AVX2, or AVX-512 without BF16): the
+    // small-M kernel widens B in registers, so the weights stream at half the
+    // bytes of f32 and are never widened in memory.
+    if (d->small_m && split && !g.trans_a && g.trans_b && g.m <= rlx_small_m::kMaxRows && g.k >= 16) {
+        small_m(d, SmallMJob{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, 64, g.alpha, g.beta, A, B, C, SmallMJob::BF16,
+                             d->small_m});
+        return;
+    }
+#endif
+    // Otherwise (no small-M kernel here, or many rows): widen B to f32 in memory, sgemm.
     const bool tb = g.trans_b;
     const uint64_t nb = rlx_gemm_span(tb ? g.n : g.k, tb ? g.k : g.n, g.ldb);
     thread_local std::vector<float> wide_b;
@@ -345,8 +356,8 @@ void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spli
         wide_a.resize((size_t)(g.m * g.k));
         for (int64_t r = 0; r < g.m; ++r)
             for (int64_t p = 0; p < g.k; ++p) wide_a[r * g.k + p] = (float)((const half *)a)[r * g.lda + p];
-        small_m(d, SmallMJob{g.m, g.n, g.k, g.k, g.ldb, g.ldc, 64, g.alpha, g.beta, wide_a.data(), b, c, true,
-                             d->small_m});
+        small_m(d, SmallMJob{g.m, g.n, g.k, g.k, g.ldb, g.ldc, 64, g.alpha, g.beta, wide_a.data(), b, c,
+                             SmallMJob::F16, d->small_m});
         return;
     }
 #endif

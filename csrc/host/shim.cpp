@@ -155,6 +155,7 @@ const rlx_shim_api kApi = {
     GUARD(cmd_upload), GUARD(cmd_download),
     GUARD(queue_create), queue_free, GUARD(cmd_begin_on),
     GUARD(schedule_create), GUARD(cmd_execute_schedule), schedule_free,
+    GUARD(cmd_commit_wait),
 };
 
 }  // namespace

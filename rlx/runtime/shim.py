@@ -157,6 +157,7 @@ class ShimApi(ctypes.Structure):
         ("schedule_create", _fn(_st, _p, ctypes.POINTER(ScheduleDescC), _pp)),
         ("cmd_execute_schedule", _fn(_st, _p, _p)),
         ("schedule_free", _fn(None, _p)),
+        ("cmd_commit_wait", _fn(_st, _p, ctypes.POINTER(ctypes.c_double))),
     ]
 
 
@@ -628,6 +629,13 @@ class CommandBuffer:
         """Blocks until done; returns the device seconds (the GIL is released)."""
         seconds = ctypes.c_double()
         self._check(self._api.cmd_wait(self.address, ctypes.byref(seconds)), "cmd_wait")
+        return seconds.value
+
+    def commit_wait(self) -> float:
+        """Commits and waits in one call (cmd_commit_wait); returns the device
+        seconds. The host shim runs the work on this thread."""
+        seconds = ctypes.c_double()
+        self._check(self._api.cmd_commit_wait(self.address, ctypes.byref(seconds)), "cmd_commit_wait")
         return seconds.value
 
     def release(self) -> None:

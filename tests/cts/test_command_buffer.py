@@ -123,6 +123,47 @@ def test_async_commit_then_wait(device, lib):
     np.testing.assert_array_equal(download(x, np.float32, n), np.full(n, 130, np.float32))
 
 
+def test_commit_wait_runs_after_what_was_committed_before(device, lib):
+    """cmd_commit_wait is commit then wait in one call: it runs after every
+    buffer committed before it (which it may run itself), reports the device
+    time, and the buffer counts as committed afterwards."""
+    n = 4096
+    x, one, pbuf = add_one_operands(device, np.zeros(n, np.float32))
+    earlier = [CommandBuffer(device) for _ in range(3)]
+    for c in earlier:
+        _encode_increments(c, lib, x, one, pbuf, 7)
+        c.commit()
+    last = CommandBuffer(device)
+    _encode_increments(last, lib, x, one, pbuf, 1)
+    seconds = last.commit_wait()
+    assert 0.0 <= seconds < 10.0
+    np.testing.assert_array_equal(download(x, np.float32, n), np.full(n, 22, np.float32))
+    assert last.wait() == seconds  # waiting again is harmless
+    with pytest.raises(RlxError, match="already committed"):
+        last.commit_wait()
+    for c in [*earlier, last]:
+        c.release()
+    # An empty buffer, and one on its own in a fresh queue position.
+    with CommandBuffer(device) as cb:
+        cb.commit_wait()
+    api = device.shim.api.contents
+    assert api.cmd_commit_wait(None, None) != 0
+
+
+def test_commit_wait_from_two_threads(device, lib):
+    def worker(seed):
+        n = 513 + seed
+        x = rng(seed).standard_normal(n).astype(np.float32)
+        dx, d1, pbuf = add_one_operands(device, x)
+        for _ in range(30):
+            with CommandBuffer(device) as cb:
+                _encode_increments(cb, lib, dx, d1, pbuf, 3)
+                cb.commit_wait()
+        np.testing.assert_allclose(download(dx, np.float32, n), x + 90, rtol=1e-5)
+
+    run_on_threads(worker, 2)
+
+
 def test_two_threads_two_command_buffers(device, lib):
     def worker(seed):
         n = 777 + seed

@@ -68,6 +68,16 @@ def test_unencoded_icb_entry_fails_at_wait_and_device_survives(device, lib):
         cb.commit()
         cb.wait()
     assert download(x, np.float32, n)[0] in (1.0, 2.0)  # entry 0 may or may not have run before the error
+    # The same error through commit-and-wait in one call.
+    cb = CommandBuffer(device)
+    cb.execute_icb(icb, 0, 3)
+    with pytest.raises(DeviceError, match="never encoded"):
+        cb.commit_wait()
+    cb.release()
+    with CommandBuffer(device) as cb:
+        cb.execute_icb(icb, 0, 1)
+        cb.commit_wait()
+    assert download(x, np.float32, n)[0] in (2.0, 3.0, 4.0)
     icb.free()
 
 

@@ -50,35 +50,41 @@ def test_kernel_suites_pass_at_a_forced_lower_level(level):
 
 
 @pytest.mark.parametrize("level", ["avx512", "avx2"])
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
     """The small-M gemm (few rows of A against row-major weights, trans_b):
     its AVX-512 and AVX2 forms on odd k (tails of 16 and 8 lanes), m up to 16,
-    f32 and f16, with beta, against numpy in float64."""
-    from rlx.runtime.shim import DTYPE_F16, DTYPE_F32, CommandBuffer, Device
+    f32 and f16, and f32 A against bf16 weights (widened in registers; bf16=0
+    keeps the AVX-512 BF16 kernels out), with beta, against numpy in float64."""
+    from rlx.ir.dtype import from_bf16, to_bf16
+    from rlx.runtime.shim import DTYPE_BF16, DTYPE_F16, DTYPE_F32, CommandBuffer, Device
 
-    dev = Device("host", 0, options_override={"isa": level})
+    dev = Device("host", 0, options_override={"isa": level, "bf16": "0"})
     mark = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}[level]
     if mark not in dev.info.name:
         dev.close()
         pytest.skip(f"this CPU has no {level} small-M kernel")
-    np_dt = np.float32 if dtype == "f32" else np.float16
+    np_dt = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(3)
     for m, n, k in ((1, 37, 16), (5, 33, 17), (16, 9, 33), (3, 64, 100), (7, 5, 8 * 13 + 5)):
         a = rng.standard_normal((m, k)).astype(np_dt)
         b = rng.standard_normal((n, k)).astype(np_dt)     # weights [N, K]
+        if dtype == "bf16":
+            b_bits = to_bf16(b)
+            b = from_bf16(b_bits)                         # the values the kernel sees
         c0 = rng.standard_normal((m, n)).astype(np_dt)
-        bufs = [dev.alloc(x.nbytes) for x in (a, b, c0)]
-        for buf, x in zip(bufs, (a, b, c0)):
+        bufs = [dev.alloc(x.nbytes) for x in (a, b_bits if dtype == "bf16" else b, c0)]
+        for buf, x in zip(bufs, (a, b_bits if dtype == "bf16" else b, c0)):
             buf.write(0, x)
         with CommandBuffer(dev) as cb:
             cb.gemm(*bufs, m, n, k, lda=k, ldb=k, ldc=n, trans_b=True, alpha=0.5, beta=0.25,
-                    dtype=DTYPE_F32 if dtype == "f32" else DTYPE_F16)
+                    dtype=DTYPE_F16 if dtype == "f16" else DTYPE_F32,
+                    b_dtype={"f32": DTYPE_F32, "f16": DTYPE_F16, "bf16": DTYPE_BF16}[dtype])
             cb.commit()
             cb.wait()
         got = np.frombuffer(bufs[2].read(0, c0.nbytes), np_dt).reshape(m, n).astype(np.float64)
         want = 0.5 * a.astype(np.float64) @ b.astype(np.float64).T + 0.25 * c0.astype(np.float64)
-        tol = 1e-5 if dtype == "f32" else 2e-2
+        tol = 2e-2 if dtype == "f16" else 1e-5   # bf16: exact products of the rounded weights, f32 sums
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.sqrt(k), err_msg=f"{level} {m}x{n}x{k}")
         for buf in bufs:
             buf.free()
