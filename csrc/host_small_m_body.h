@@ -1,7 +1,9 @@
 // The small-M kernel's loops (csrc/host_small_m.h), written once and included
 // once per instruction set inside its namespace, after that namespace has
-// defined RLX_SM_TARGET, the vector type `vec` of W floats and vzero, load_a,
-// load_a_tail, load_b, load_b_tail (f32 and f16 B), fma and reduce.
+// defined RLX_SM_TARGET, the vector type `vec` of W floats, kTileCols (columns
+// of C per tile, 1..4: 4 rows x kTileCols accumulators plus kTileCols B
+// vectors and one A vector must fit the registers) and vzero, load_a,
+// load_a_tail, load_b, load_b_tail (f32, f16 and bf16 B), fma and reduce4.
 // No include guard: it is meant to be included more than once.
 
 // C element store: f32, or f16 (round to nearest even) for f16 gemms.
@@ -38,9 +40,14 @@ RLX_SM_TARGET static inline void tile(int64_t k, float alpha, const float *const
             for (int j = 0; j < NJ; ++j) acc[i][j] = fma(av, bv[j], acc[i][j]);
         }
     }
-    for (int i = 0; i < MI; ++i)
+    for (int i = 0; i < MI; ++i) {
+        float sum[4];
+        const vec z = vzero();
+        reduce4(acc[i][0], NJ > 1 ? acc[i][NJ > 1 ? 1 : 0] : z, NJ > 2 ? acc[i][NJ > 2 ? 2 : 0] : z,
+                NJ > 3 ? acc[i][NJ > 3 ? 3 : 0] : z, sum);
         for (int j = 0; j < NJ; ++j)   // beta == 0 never reads C (BLAS semantics)
-            store_c(c + i * ldc + j, alpha * reduce(acc[i][j]), beta);
+            store_c(c + i * ldc + j, alpha * sum[j], beta);
+    }
 }
 
 template <int NJ, typename TB, typename TC>
@@ -67,15 +74,15 @@ template <typename TB, typename TC>
 RLX_SM_TARGET static inline void columns(int64_t m, int64_t n0, int64_t n1, int64_t k, float alpha, const float *A,
                                               int64_t lda,
                            const TB *B, int64_t ldb, float beta, TC *C, int64_t ldc) {
-    for (int64_t j0 = n0; j0 < n1; j0 += 4) {
-        const int64_t nj = n1 - j0 < 4 ? n1 - j0 : 4;
+    for (int64_t j0 = n0; j0 < n1; j0 += kTileCols) {
+        const int64_t nj = n1 - j0 < kTileCols ? n1 - j0 : kTileCols;
         const TB *b[4];
         for (int64_t j = 0; j < nj; ++j) b[j] = B + (j0 + j) * ldb;
         switch (nj) {
             case 1: column_block<1>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
             case 2: column_block<2>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
             case 3: column_block<3>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
-            default: column_block<4>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
+            default: column_block<kTileCols>(m, k, alpha, A, lda, b, ldb, beta, C + j0, ldc); break;
         }
     }
 }
