@@ -46,4 +46,40 @@ static inline bool has_avx512_bf16() {
 
 }  // namespace rlx_cpu
 #endif
+
+#if defined(__aarch64__)
+#include <string>
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#elif defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
+namespace rlx_cpu {
+
+// The ARM64 extensions beyond NEON that the quantized and bf16 kernels can
+// use, as " dotprod bf16 i8mm fp16" (Linux: hwcaps; macOS: sysctl's
+// hw.optional.arm.FEAT_*). NEON itself is always there.
+static inline std::string arm64_features() {
+    std::string out;
+#if defined(__APPLE__)
+    const char *const names[][2] = {{"hw.optional.arm.FEAT_DotProd", " dotprod"}, {"hw.optional.arm.FEAT_BF16", " bf16"},
+                                    {"hw.optional.arm.FEAT_I8MM", " i8mm"}, {"hw.optional.arm.FEAT_FP16", " fp16"}};
+    for (const auto &n : names) {
+        int v = 0;
+        size_t size = sizeof v;
+        if (sysctlbyname(n[0], &v, &size, nullptr, 0) == 0 && v) out += n[1];
+    }
+#elif defined(__linux__)
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    if (hw & (1ul << 20)) out += " dotprod";   // HWCAP_ASIMDDP
+    if (hw2 & (1ul << 14)) out += " bf16";     // HWCAP2_BF16
+    if (hw2 & (1ul << 13)) out += " i8mm";     // HWCAP2_I8MM
+    if (hw & (1ul << 10)) out += " fp16";      // HWCAP_ASIMDHP
+#endif
+    return out.empty() ? " neon only" : out;
+}
+
+}  // namespace rlx_cpu
+#endif
 #endif

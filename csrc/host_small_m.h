@@ -19,17 +19,8 @@
 
 #include "host_cpu.h"
 
-#if defined(RLX_HAVE_X86_TARGETS)
-#include <immintrin.h>
+#if defined(RLX_HAVE_X86_TARGETS) || (defined(__aarch64__) && defined(__ARM_NEON))
 #define RLX_HAVE_SMALL_M 1
-
-// GCC 12's _mm512_reduce_add_ps initializes its "undefined" vectors from
-// themselves, which -Wuninitialized reports once inlined (GCC bug 105593).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 namespace rlx_small_m {
 
@@ -45,6 +36,22 @@ constexpr int64_t kPrefetchRows = 8;
 // into the high half of an f32), so they stream at half the bytes of f32.
 struct bf16 { uint16_t bits; };
 
+}  // namespace rlx_small_m
+#endif
+
+#if defined(RLX_HAVE_X86_TARGETS)
+#include <immintrin.h>
+
+// GCC 12's _mm512_reduce_add_ps initializes its "undefined" vectors from
+// themselves, which -Wuninitialized reports once inlined (GCC bug 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace rlx_small_m {
+
 // The four sums of a, b, c and d's 8 lanes at once (three hadds and an add,
 // instead of a shuffle tree per sum): every C element of a tile ends with one.
 __attribute__((target("avx2"))) static inline void hsum4(__m256 a, __m256 b, __m256 c, __m256 d, float out[4]) {
@@ -59,6 +66,8 @@ constexpr int64_t W = 16;
 constexpr int kTileCols = 4;   // 16 + 4 + 1 of the 32 zmm registers
 RLX_SM_TARGET static inline vec vzero() { return _mm512_setzero_ps(); }
 RLX_SM_TARGET static inline vec fma(vec a, vec b, vec c) { return _mm512_fmadd_ps(a, b, c); }
+RLX_SM_TARGET static inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+RLX_SM_TARGET static inline uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 RLX_SM_TARGET static inline __m256 fold(vec v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
 }
@@ -98,6 +107,8 @@ constexpr int kTileCols = 3;   // 12 + 3 + 1 = the 16 ymm registers (4 columns s
 RLX_SM_TARGET static inline vec vzero() { return _mm256_setzero_ps(); }
 RLX_SM_TARGET static inline vec fma(vec a, vec b, vec c) { return _mm256_fmadd_ps(a, b, c); }
 RLX_SM_TARGET static inline void reduce4(vec a, vec b, vec c, vec d, float out[4]) { hsum4(a, b, c, d, out); }
+RLX_SM_TARGET static inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+RLX_SM_TARGET static inline uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 RLX_SM_TARGET static inline vec load_a(const float *p) { return _mm256_loadu_ps(p); }
 RLX_SM_TARGET static inline vec load_a_tail(const float *p, int n) {   // lanes >= n read nothing (zero)
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -131,5 +142,61 @@ RLX_SM_TARGET static inline vec load_b_tail(const bf16 *p, int n) {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+#include <string.h>
+
+namespace rlx_small_m {
+// NEON (ARM64's baseline: no target attribute, nothing to ask the CPU).
+namespace neon {
+#define RLX_SM_TARGET
+typedef float32x4_t vec;
+constexpr int64_t W = 4;
+constexpr int kTileCols = 4;   // 16 + 4 + 1 of the 32 NEON registers
+static inline vec vzero() { return vdupq_n_f32(0.0f); }
+static inline vec fma(vec a, vec b, vec c) { return vfmaq_f32(c, a, b); }
+static inline void reduce4(vec a, vec b, vec c, vec d, float out[4]) {
+    vst1q_f32(out, vpaddq_f32(vpaddq_f32(a, b), vpaddq_f32(c, d)));
+}
+static inline float half_to_float(uint16_t h) {
+    __fp16 v;
+    memcpy(&v, &h, 2);
+    return (float)v;
+}
+static inline uint16_t float_to_half(float f) {   // round to nearest even (the default FPCR mode)
+    const __fp16 v = (__fp16)f;
+    uint16_t h;
+    memcpy(&h, &v, 2);
+    return h;
+}
+// Tails (fewer than 4 lanes) through a zeroed copy: NEON has no masked loads.
+template <typename T> static inline void copy_tail(T *t, const T *p, int n) {
+    for (int i = 0; i < n; ++i) t[i] = p[i];
+}
+static inline vec load_a(const float *p) { return vld1q_f32(p); }
+static inline vec load_a_tail(const float *p, int n) {
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    copy_tail(t, p, n);
+    return vld1q_f32(t);
+}
+static inline vec load_b(const float *p) { return vld1q_f32(p); }
+static inline vec load_b_tail(const float *p, int n) { return load_a_tail(p, n); }
+static inline vec load_b(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+static inline vec load_b_tail(const uint16_t *p, int n) {
+    uint16_t t[4] = {0, 0, 0, 0};
+    copy_tail(t, p, n);
+    return load_b(t);
+}
+static inline vec load_b(const bf16 *p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(&p->bits), 16)); }
+static inline vec load_b_tail(const bf16 *p, int n) {
+    uint16_t t[4] = {0, 0, 0, 0};
+    copy_tail(t, &p->bits, n);
+    return load_b((const bf16 *)t);
+}
+#include "host_small_m_body.h"
+#undef RLX_SM_TARGET
+}  // namespace neon
+}  // namespace rlx_small_m
 #endif
 #endif

@@ -3,14 +3,15 @@
 // defined RLX_SM_TARGET, the vector type `vec` of W floats, kTileCols (columns
 // of C per tile, 1..4: 4 rows x kTileCols accumulators plus kTileCols B
 // vectors and one A vector must fit the registers) and vzero, load_a,
-// load_a_tail, load_b, load_b_tail (f32, f16 and bf16 B), fma and reduce4.
+// load_a_tail, load_b, load_b_tail (f32, f16 and bf16 B), fma, reduce4 and
+// half_to_float / float_to_half (f16 C).
 // No include guard: it is meant to be included more than once.
 
 // C element store: f32, or f16 (round to nearest even) for f16 gemms.
 RLX_SM_TARGET static inline void store_c(float *c, float v, float beta) { *c = beta == 0.0f ? v : v + beta * *c; }
 RLX_SM_TARGET static inline void store_c(uint16_t *c, float v, float beta) {
-    if (beta != 0.0f) v += beta * _cvtsh_ss(*c);
-    *c = _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+    if (beta != 0.0f) v += beta * half_to_float(*c);
+    *c = float_to_half(v);
 }
 
 // MI rows of A (1..4, f32) against NJ rows of B (1..4): an MI x NJ tile of C.
@@ -24,7 +25,7 @@ RLX_SM_TARGET static inline void tile(int64_t k, float alpha, const float *const
     for (; p + W <= k; p += W) {
         vec bv[NJ];
         if (pf_stride)  // (a prefetch past the end of B is harmless: it never faults)
-            for (int j = 0; j < NJ; ++j) _mm_prefetch((const char *)(b[j] + pf_stride + p), _MM_HINT_T1);
+            for (int j = 0; j < NJ; ++j) __builtin_prefetch(b[j] + pf_stride + p, 0, 2);   // L2 (x86: prefetcht1)
         for (int j = 0; j < NJ; ++j) bv[j] = load_b(b[j] + p);
         for (int i = 0; i < MI; ++i) {
             const vec av = load_a(a[i] + p);

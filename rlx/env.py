@@ -37,9 +37,10 @@ VARIABLES: tuple[EnvVar, ...] = (
            "in registers in the small-M kernel (up to 16 rows, AVX2 or AVX-512) or in memory before the BLAS "
            "sgemm; read when the device is opened."),
     EnvVar("RLX_HOST_ISA", "best the CPU has",
-           "The highest instruction set the host device's kernels use: `baseline`, `avx2` or `avx512` (unset: "
-           "the best the CPU has). A lower level also turns off the AVX-512 small-M and BF16 kernels; for tests "
-           "and bug reports; read when the device is opened."),
+           "The highest instruction set the host device's kernels use: on x86-64 `baseline`, `avx2` or "
+           "`avx512`, on ARM64 `baseline` or `neon` (unset: the best the CPU has). A lower level also turns off "
+           "the hand-written kernels above it (small-M gemm, AVX-512 BF16); for tests and bug reports; read when "
+           "the device is opened. The BLAS picks its own kernels (OpenBLAS: `OPENBLAS_CORETYPE`)."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
@@ -96,7 +97,7 @@ def host_bf16() -> bool:
     return _flag("RLX_HOST_BF16", True)
 
 
-HOST_ISAS = ("baseline", "avx2", "avx512")
+HOST_ISAS = ("baseline", "avx2", "avx512", "neon")   # x86-64: the first three; ARM64: baseline, neon
 
 
 def host_isa() -> str | None:

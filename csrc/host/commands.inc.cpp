@@ -161,19 +161,24 @@ struct SmallMJob {
     const void *B;
     void *C;
     enum Types { F32, F16, BF16 } types;  // F32: B and C f32; F16: both f16; BF16: B bf16, C f32 (A is f32)
-    int level;  // rlx_device::small_m: 2 the AVX-512 kernel, 1 the AVX2 one
+    int level;  // rlx_device::small_m: 2 the AVX-512 kernel, 1 the AVX2 one (x86-64); 1 NEON (ARM64)
 };
 
 // One group's columns, in the instruction set the job names (small_m_columns
 // is instantiated per namespace; the kernel's own target attributes apply inside).
 template <typename TB, typename TC>
 void small_m_columns(const SmallMJob &s, int64_t n0, int64_t n1) {
+#if defined(RLX_HAVE_X86_TARGETS)
     if (s.level == 2)
         rlx_small_m::avx512::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const TB *)s.B, s.ldb, s.beta,
                                      (TC *)s.C, s.ldc);
     else
         rlx_small_m::avx2::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const TB *)s.B, s.ldb, s.beta,
                                    (TC *)s.C, s.ldc);
+#else
+    rlx_small_m::neon::columns(s.m, n0, n1, s.k, s.alpha, s.A, s.lda, (const TB *)s.B, s.ldb, s.beta, (TC *)s.C,
+                               s.ldc);
+#endif
 }
 
 void small_m_part(const rlx_cpu_ctx *ctx) {
@@ -206,7 +211,7 @@ void small_m(rlx_device *d, const SmallMJob &job) {
 void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
-    if (d->small_m && !ta && tb && m <= rlx_small_m::kMaxRows && d->sgemm && k >= 16) {   // see host_small_m.h
+    if (d->small_m && !ta && tb && m <= rlx_small_m::kMaxRows && k >= 16) {   // see host_small_m.h
         small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, SmallMJob::F32, d->small_m});
         return;
     }
@@ -351,7 +356,7 @@ void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spli
     // Few rows against f16 weights: widen only A (m x k, small) and stream B
     // as f16, half the bytes of f32 weights.
     // (split: not already inside a pool worker, which may not start another job)
-    if (d->small_m && c_f16 && split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16 && d->sgemm) {
+    if (d->small_m && c_f16 && split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16) {
         thread_local std::vector<float> wide_a;
         wide_a.resize((size_t)(g.m * g.k));
         for (int64_t r = 0; r < g.m; ++r)

@@ -94,9 +94,18 @@ rlx_status parse_options(rlx_device *d, const char *options) {
             ARG_CHECK(value == "0" || value == "1", "device_open: bf16=%s: expected 0 or 1", value.c_str());
             d->bf16_kernels = value == "1";
         } else if (key == "isa") {
-            ARG_CHECK(value == "baseline" || value == "avx2" || value == "avx512",
-                      "device_open: isa=%s: expected baseline, avx2 or avx512", value.c_str());
-            d->isa = value == "baseline" ? 0 : value == "avx2" ? 1 : 2;
+            // The levels of this architecture, lowest first (rlx_device::isa).
+#ifdef __aarch64__
+            static const char *const levels[] = {"baseline", "neon"};
+#else
+            static const char *const levels[] = {"baseline", "avx2", "avx512"};
+#endif
+            const int n = (int)(sizeof levels / sizeof *levels);
+            d->isa = -1;
+            for (int i = 0; i < n; ++i)
+                if (value == levels[i]) d->isa = i;
+            ARG_CHECK(d->isa >= 0, "device_open: isa=%s: this CPU architecture's levels are %s", value.c_str(),
+                      n == 2 ? "baseline, neon" : "baseline, avx2, avx512");
         } else {
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
                         "include_dir, bf16, isa)", key.c_str());
@@ -143,23 +152,31 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->cache_dir.empty()) d->cache_dir = "/tmp/rlx-cache-" + std::to_string(getuid());
         const std::string model = cpu_model();
         rlx_device_info &in = d->info;
-#ifdef RLX_HAVE_X86_TARGETS
+#if defined(RLX_HAVE_X86_TARGETS)
         d->isa = std::min(d->isa, rlx_cpu::has_avx512() ? 2 : rlx_cpu::has_avx2() ? 1 : 0);
+        static const char *const kIsaName[] = {"baseline", "AVX2", "AVX-512"};
+        static const char *const kSmallMName[] = {"", " [AVX2 small-M]", " [AVX-512 small-M]"};
+        const std::string features;
+#elif defined(__aarch64__) && defined(RLX_HAVE_SMALL_M)
+        d->isa = std::min(d->isa, 1);   // NEON is ARM64's baseline: level 1 only adds the hand-written kernels
+        static const char *const kIsaName[] = {"baseline", "NEON"};
+        static const char *const kSmallMName[] = {"", " [NEON small-M]"};
+        const std::string features = " [ARM64:" + rlx_cpu::arm64_features() + "]";
 #else
         d->isa = 0;
+        static const char *const kIsaName[] = {"baseline"};
+        static const char *const kSmallMName[] = {""};
+        const std::string features;
 #endif
         // The hand-written AVX-512 kernels only where the level allows them.
 #ifdef RLX_HAVE_BF16_KERNELS
         if (d->bf16_kernels && d->isa >= 2) d->bf16_level = rlx_bf16::cpu_level();
 #endif
-#ifdef RLX_HAVE_SMALL_M
-        d->small_m = d->isa >= 2 && rlx_cpu::has_avx512() ? 2 : d->isa >= 1 && rlx_cpu::has_avx2() ? 1 : 0;
-#endif
-        static const char *const kIsaName[] = {"baseline", "AVX2", "AVX-512"};
+        d->small_m = d->isa;   // the small-M kernel of each level (none at the baseline)
         // The name says which hand-written kernels run here (rlx info, tests).
-        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s [%s kernels]%s%s", model.c_str(),
-                 d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], d->small_m == 2 ? " [AVX-512 small-M]" : d->small_m == 1 ? " [AVX2 small-M]" : "",
-                 d->bf16_level >= 2 ? " [AVX-512 BF16]" : "");
+        snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s [%s kernels]%s%s%s", model.c_str(),
+                 d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], kSmallMName[d->small_m],
+                 d->bf16_level >= 2 ? " [AVX-512 BF16]" : "", features.c_str());
         snprintf(in.hardware_id, sizeof in.hardware_id, "cpu-%s",
                  hex64(fnv1a(fnv1a(14695981039346656037ull, model), std::to_string(cores))).c_str());
         in.max_buffer_length = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
@@ -335,9 +352,11 @@ rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, 
     kernel_fn fn = nullptr;
     // A built-in kernel in the best instruction set this device runs (its
     // variants exist on x86-64 builds only; the baseline form always does).
+#ifdef RLX_HAVE_X86_TARGETS
     static const char *const kIsaSuffix[] = {"", "__avx2", "__avx512"};
     for (int isa = lib->builtin ? lib->dev->isa : 0; isa > 0 && !fn; --isa)
         fn = (kernel_fn)dlsym(lib->handle, (sym + kIsaSuffix[isa]).c_str());
+#endif
     if (!fn) fn = (kernel_fn)dlsym(lib->handle, sym.c_str());
     if (!fn) return fail(RLX_ERR_NOT_FOUND, "pipeline_get: no kernel '%s' (symbol %s)", function, sym.c_str());
     *out = new rlx_pipeline{lib, fn, flags};

@@ -5,8 +5,8 @@
 // is checked on every change without an ARM64 machine. No Python, numpy or
 // BLAS is needed on the emulated side: the shim falls back to its own gemm.
 //
-// Usage: host_kernels_check path/to/librlx_host.so ; prints one line per
-// check and exits non-zero on the first failure.
+// Usage: host_kernels_check path/to/librlx_host.so [device options] ; prints
+// the device's name and one line per check, and exits non-zero if any failed.
 
 #include <dlfcn.h>
 
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "rlx_shim.h"
@@ -200,17 +201,97 @@ void check_gemm() {
     check(ok, "gemm f32 7 x 13 x 29 (the shim's own gemm)");
 }
 
+// The small-M gemm (m <= 16 rows against row-major weights B[n, k], the
+// decode shape): f32 weights, f16 (A, B and C f16) and bf16 (f32 A and C),
+// on odd k (vector tails) and m, with alpha and beta, against double sums of
+// the values the kernel sees. At isa=baseline it is the portable gemm.
+uint16_t bf16_bits(float f) {   // truncation: the reference uses the same rounded value
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+float bf16_value(uint16_t h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+void check_small_m(rlx_dtype b_dtype) {
+    const bool f16 = b_dtype == RLX_DTYPE_F16, bf16 = b_dtype == RLX_DTYPE_BF16;
+    const int64_t shapes[][3] = {{1, 37, 16}, {5, 33, 17}, {16, 9, 33}, {7, 6, 4 * 13 + 3}, {3, 70, 100}};
+    bool ok = true;
+    for (const auto &s : shapes) {
+        const int64_t m = s[0], n = s[1], k = s[2];
+        std::vector<double> a(m * k), b(n * k), c0(m * n);
+        for (int64_t i = 0; i < m * k; ++i) a[i] = std::sin(0.37 * (double)i + 0.1);
+        for (int64_t i = 0; i < n * k; ++i) b[i] = std::cos(0.21 * (double)i);
+        for (int64_t i = 0; i < m * n; ++i) c0[i] = 0.5 * std::sin(0.05 * (double)i);
+        // The operands in their storage types, and the values those hold.
+        std::vector<float> af(m * k), bfl(n * k), cf(m * n);
+        std::vector<half_t> ah(m * k), bh(n * k), ch(m * n);
+        std::vector<uint16_t> bb(n * k);
+        for (int64_t i = 0; i < m * k; ++i) ah[i] = (half_t)a[i], af[i] = (float)a[i], a[i] = f16 ? (double)ah[i] : af[i];
+        for (int64_t i = 0; i < n * k; ++i) {
+            bh[i] = (half_t)b[i], bfl[i] = (float)b[i], bb[i] = bf16_bits((float)b[i]);
+            b[i] = f16 ? (double)bh[i] : bf16 ? (double)bf16_value(bb[i]) : (double)bfl[i];
+        }
+        for (int64_t i = 0; i < m * n; ++i) ch[i] = (half_t)c0[i], cf[i] = (float)c0[i], c0[i] = f16 ? (double)ch[i] : cf[i];
+        const size_t es = f16 ? 2 : 4;
+        rlx_buffer *ba = upload(f16 ? (const void *)ah.data() : af.data(), es * m * k);
+        rlx_buffer *bbuf = upload(f16 ? (const void *)bh.data() : bf16 ? (const void *)bb.data() : bfl.data(),
+                                  (f16 || bf16 ? 2 : 4) * n * k);
+        rlx_buffer *bc = upload(f16 ? (const void *)ch.data() : cf.data(), es * m * n);
+        rlx_gemm_desc g;
+        std::memset(&g, 0, sizeof g);
+        g.a = ba, g.b = bbuf, g.c = bc, g.m = m, g.n = n, g.k = k, g.lda = k, g.ldb = k, g.ldc = n, g.trans_b = 1;
+        g.alpha = 0.5f, g.beta = 0.25f, g.batch = 1, g.outer = 1;
+        g.dtype = g.c_dtype = f16 ? RLX_DTYPE_F16 : RLX_DTYPE_F32;
+        g.b_dtype = b_dtype;
+        rlx_cmdbuf *cb = nullptr;
+        bool ran = api->cmd_begin(dev, &cb) == RLX_OK && api->cmd_gemm(cb, &g) == RLX_OK &&
+                   api->cmd_commit_wait(cb, nullptr) == RLX_OK;
+        if (!ran) std::printf("small-M gemm: %s\n", api->last_error());
+        if (cb) api->cmd_release(cb);
+        std::vector<float> got(m * n);
+        if (f16) {
+            std::vector<half_t> h = download<half_t>(bc, m * n);
+            for (int64_t i = 0; i < m * n; ++i) got[i] = (float)h[i];
+        } else {
+            got = download<float>(bc, m * n);
+        }
+        double worst = 0;
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                double want = 0.25 * c0[i * n + j], mag = std::fabs(want);
+                for (int64_t l = 0; l < k; ++l)
+                    want += 0.5 * a[i * k + l] * b[j * k + l], mag += 0.5 * std::fabs(a[i * k + l] * b[j * k + l]);
+                // f32 sums; an f16 C rounds once more (2^-11 of the result).
+                const double tol = 1e-5 * mag + (f16 ? std::ldexp(std::fabs(want), -10) + 1e-4 : 0.0);
+                worst = std::fmax(worst, std::fabs(got[i * n + j] - want) - tol);
+            }
+        ok = ok && ran && worst <= 0;
+        for (rlx_buffer *x : {ba, bbuf, bc}) api->buffer_free(x);
+    }
+    check(ok, f16 ? "small-M gemm, f16 A, B and C, odd m and k" : bf16 ? "small-M gemm, f32 A against bf16 weights"
+                                                                      : "small-M gemm, f32");
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc != 2) return std::fprintf(stderr, "usage: %s librlx_host.so\n", argv[0]), 2;
+    if (argc != 2 && argc != 3) return std::fprintf(stderr, "usage: %s librlx_host.so [device options]\n", argv[0]), 2;
     void *so = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!so) return std::fprintf(stderr, "dlopen: %s\n", dlerror()), 2;
     auto get_api = (rlx_shim_get_api_fn)dlsym(so, "rlx_shim_get_api");
     api = get_api ? get_api(RLX_SHIM_ABI_VERSION) : nullptr;
     if (!api) return std::fprintf(stderr, "no rlx_shim_get_api(%u)\n", RLX_SHIM_ABI_VERSION), 2;
-    if (api->device_open(0, "threads=2", &dev) != RLX_OK || api->library_compile(dev, nullptr, nullptr, &lib))
+    // argv[2]: device options (e.g. isa=baseline); the kernels' level shows in the name.
+    const std::string options = std::string("threads=2;") + (argc > 2 ? argv[2] : "");
+    if (api->device_open(0, options.c_str(), &dev) != RLX_OK || api->library_compile(dev, nullptr, nullptr, &lib))
         return std::fprintf(stderr, "device: %s\n", api->last_error()), 2;
+    rlx_device_info info;
+    if (api->device_info(dev, &info) == RLX_OK) std::printf("device: %s\n", info.name);
     check_binary_maximum();
     check_gelu<float>("unary_f32");
     check_gelu<half_t>("unary_f16");
@@ -218,6 +299,9 @@ int main(int argc, char **argv) {
     check_layernorm();
     check_argmax_first_nan();
     check_gemm();
+    check_small_m(RLX_DTYPE_F32);
+    check_small_m(RLX_DTYPE_F16);
+    check_small_m(RLX_DTYPE_BF16);
     std::printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

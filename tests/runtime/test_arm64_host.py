@@ -57,9 +57,36 @@ def test_host_kernels_on_arm64_under_qemu(tools, tmp_path):
     built = _run([cxx, "-O1", "-std=c++17", f"-I{ROOT / 'csrc'}", str(ROOT / "tests/c/host_kernels_check.cpp"),
                   "-o", str(check), "-ldl"])
     assert built.returncode == 0, built.stderr[-4000:]
+    # The NEON level (the default: the hand-written small-M kernel) and the
+    # baseline one (isa=baseline: the portable gemm), each with every check.
+    for options, level in (("", "[NEON kernels] [NEON small-M]"), ("isa=baseline", "[baseline kernels]")):
+        ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim), options])
+        assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
+        assert level in ran.stdout and "[ARM64:" in ran.stdout, ran.stdout
+        assert ran.stdout.count("\nok") >= 10, ran.stdout
+    ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim), "isa=avx2"])
+    assert ran.returncode != 0 and "levels are baseline, neon" in ran.stderr, ran.stdout + ran.stderr
+
+
+def test_the_neon_small_m_kernel_fails_when_planted_wrong(tools, tmp_path):
+    """A NEON small-M kernel whose bf16 widening is wrong (a shift by 15) is
+    caught by the bf16 check, so that check runs the NEON code."""
+    cxx, qemu = tools
+    csrc = tmp_path / "csrc"
+    shutil.copytree(ROOT / "csrc", csrc)
+    header = csrc / "host_small_m.h"
+    text = header.read_text()
+    assert "vshll_n_u16(vld1_u16(&p->bits), 16)" in text
+    header.write_text(text.replace("vshll_n_u16(vld1_u16(&p->bits), 16)", "vshll_n_u16(vld1_u16(&p->bits), 15)"))
+    shim, check = tmp_path / "librlx_host.so", tmp_path / "host_kernels_check"
+    assert _run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *_kernel_math_flags(), f"-I{csrc}",
+                 f"-I{ROOT / 'shaders'}", str(csrc / "host/shim.cpp"), str(csrc / "host_kernels.cpp"),
+                 "-o", str(shim), "-ldl", "-pthread"]).returncode == 0
+    assert _run([cxx, "-O1", "-std=c++17", f"-I{csrc}", str(ROOT / "tests/c/host_kernels_check.cpp"),
+                 "-o", str(check), "-ldl"]).returncode == 0
     ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim)])
-    assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
-    assert ran.stdout.count("\nok") + ran.stdout.startswith("ok") >= 7, ran.stdout
+    assert ran.returncode != 0 and "FAIL small-M gemm, f32 A against bf16" in ran.stdout, ran.stdout
+    assert "ok   small-M gemm, f32\n" in ran.stdout, ran.stdout
 
 
 def test_the_check_fails_on_a_wrong_kernel(tools, tmp_path):

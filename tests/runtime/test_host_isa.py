@@ -8,6 +8,7 @@ of the suite covers that best level."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,13 @@ import pytest
 from rlx.runtime import shim
 
 ROOT = Path(__file__).resolve().parents[2]
-LEVEL_NAMES = {"baseline": "[baseline kernels]", "avx2": "[AVX2 kernels]", "avx512": "[AVX-512 kernels]"}
+# The levels of this architecture, lowest first, and how the device names them.
+if platform.machine() in ("aarch64", "arm64"):
+    LEVEL_NAMES = {"baseline": "[baseline kernels]", "neon": "[NEON kernels]"}
+    SMALL_M_NAMES = {"neon": "[NEON small-M]"}
+else:
+    LEVEL_NAMES = {"baseline": "[baseline kernels]", "avx2": "[AVX2 kernels]", "avx512": "[AVX-512 kernels]"}
+    SMALL_M_NAMES = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}
 
 
 def _best_level() -> str:
@@ -32,14 +39,19 @@ def test_the_device_names_its_level_and_the_env_var_caps_it():
     for level in order[: order.index(best) + 1]:
         dev = shim.Device("host", 0, options_override={"isa": level})
         assert LEVEL_NAMES[level] in dev.info.name, dev.info.name
-        small_m = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}.get(level)
+        small_m = SMALL_M_NAMES.get(level)
         assert (small_m is None and "small-M" not in dev.info.name) or small_m in dev.info.name, dev.info.name
     with pytest.raises(Exception, match="isa"):
         shim.Device("host", 0, options_override={"isa": "sse9"})
+    other = "neon" if "avx2" in LEVEL_NAMES else "avx2"   # a level of the other architecture
+    with pytest.raises(Exception, match="levels are"):
+        shim.Device("host", 0, options_override={"isa": other})
 
 
 @pytest.mark.parametrize("level", ["baseline", "avx2"])
 def test_kernel_suites_pass_at_a_forced_lower_level(level):
+    if level not in LEVEL_NAMES:
+        pytest.skip(f"{level} is not a level of {platform.machine()}")
     order = list(LEVEL_NAMES)
     if order.index(level) >= order.index(_best_level()):
         pytest.skip(f"this CPU's best level is {_best_level()}: the default run covers it")
@@ -49,7 +61,7 @@ def test_kernel_suites_pass_at_a_forced_lower_level(level):
     assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
 
 
-@pytest.mark.parametrize("level", ["avx512", "avx2"])
+@pytest.mark.parametrize("level", ["avx512", "avx2", "neon"])
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
     """The small-M gemm (few rows of A against row-major weights, trans_b):
@@ -59,8 +71,10 @@ def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
     from rlx.ir.dtype import from_bf16, to_bf16
     from rlx.runtime.shim import DTYPE_BF16, DTYPE_F16, DTYPE_F32, CommandBuffer, Device
 
+    if level not in SMALL_M_NAMES:
+        pytest.skip(f"{level} is not a level of {platform.machine()} (ARM64 is checked under qemu)")
     dev = Device("host", 0, options_override={"isa": level, "bf16": "0"})
-    mark = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}[level]
+    mark = SMALL_M_NAMES[level]
     if mark not in dev.info.name:
         dev.close()
         pytest.skip(f"this CPU has no {level} small-M kernel")
