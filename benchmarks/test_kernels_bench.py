@@ -66,3 +66,53 @@ def test_layernorm(benchmark, record, case, who):
         t, tw, tb = (torch.from_numpy(a) for a in (x, w, b))
         benchmark(torch.nn.functional.layer_norm, t, (shape[-1],), tw, tb)
     record(f"layernorm {case}", who, benchmark)
+
+
+# Few rows against row-major weights (the small-M gemm of csrc/host_small_m.h),
+# at every instruction-set level this CPU has (RLX_HOST_ISA's values), against
+# numpy's matmul (its BLAS) and PyTorch on the same product.
+SMALL_M_SHAPES = {"9x384x1536": (9, 384, 1536), "9x1536x384": (9, 1536, 384), "1x4096x4096": (1, 4096, 4096)}
+
+
+def _small_m_device(level: str):
+    from rlx.runtime.shim import Device
+
+    try:
+        dev = Device("host", 0, options_override={"isa": level})
+    except rlx.RlxError:
+        pytest.skip(f"{level} is not a level of this machine")
+    marks = {"avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]", "neon": "[NEON small-M]"}
+    if marks[level] not in dev.info.name:
+        pytest.skip(f"no {level} small-M kernel on this CPU")
+    return dev
+
+
+@pytest.mark.parametrize("case", list(SMALL_M_SHAPES))
+@pytest.mark.parametrize("who", ["rlx-avx512", "rlx-avx2", "rlx-neon", "numpy", "torch"])
+def test_small_m_gemm(benchmark, record, case, who):
+    from rlx.runtime.shim import CommandBuffer
+
+    m, n, k = SMALL_M_SHAPES[case]
+    r = np.random.default_rng(0)
+    a, w = r.standard_normal((m, k)).astype(np.float32), r.standard_normal((n, k)).astype(np.float32)
+    if who.startswith("rlx"):
+        dev = _small_m_device(who.split("-")[1])
+        bufs = [dev.alloc(x.nbytes) for x in (a, w)] + [dev.alloc(m * n * 4)]
+        bufs[0].write(0, a)
+        bufs[1].write(0, w)
+
+        def gemm():
+            with CommandBuffer(dev) as cb:
+                cb.gemm(*bufs, m, n, k, lda=k, ldb=k, ldc=n, trans_b=True)
+                cb.commit_wait()
+
+        benchmark(gemm)
+        got = np.frombuffer(bufs[2].read(0, m * n * 4), np.float32).reshape(m, n)
+        np.testing.assert_allclose(got, a @ w.T, rtol=1e-3, atol=1e-3 * np.sqrt(k))
+    elif who == "numpy":
+        benchmark(np.matmul, a, w.T)
+    else:
+        torch = pytest.importorskip("torch", reason="PyTorch not installed: peer skipped")
+        ta, tw = torch.from_numpy(a), torch.from_numpy(w)
+        benchmark(torch.nn.functional.linear, ta, tw)
+    record(f"small-M gemm {case}", who, benchmark)
