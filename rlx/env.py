@@ -41,6 +41,10 @@ VARIABLES: tuple[EnvVar, ...] = (
            "`avx512`, on ARM64 `baseline` or `neon` (unset: the best the CPU has). A lower level also turns off "
            "the hand-written kernels above it (small-M gemm, AVX-512 BF16); for tests and bug reports; read when "
            "the device is opened. The BLAS picks its own kernels (OpenBLAS: `OPENBLAS_CORETYPE`)."),
+    EnvVar("RLX_QUANT_NO_GEMV", "",
+           "Comma-separated GGUF formats (`q4_k,q8_0`, any case; `all` for every one) whose fused decode GEMV "
+           "is off: linear/matmul with such weights then dequantize them (a tile of rows at a time) and take "
+           "the gemm at every batch size; read at compile time."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
@@ -108,6 +112,24 @@ def host_isa() -> str | None:
     if value not in HOST_ISAS:
         raise ConfigError(f"RLX_HOST_ISA={value!r}: expected one of {', '.join(HOST_ISAS)}")
     return value
+
+
+def quant_no_gemv() -> frozenset[str]:
+    """RLX_QUANT_NO_GEMV: the block formats whose fused GEMV is off."""
+    from rlx.ir.dtype import QUANTIZED
+
+    value = (_raw("RLX_QUANT_NO_GEMV") or "").strip()
+    if not value:
+        return frozenset()
+    names = {part.strip().lower() for part in value.split(",") if part.strip()}
+    known = set(QUANTIZED) | {"bf16"}
+    if "all" in names:
+        return frozenset(known)
+    unknown = sorted(names - known)
+    if unknown:
+        raise ConfigError(f"RLX_QUANT_NO_GEMV={value!r}: unknown format(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(known))}, all")
+    return frozenset(names)
 
 
 def arena_no_reuse() -> bool:

@@ -8,6 +8,15 @@ them and accumulates in f32). Its numpy form is the raw bits as uint16
 (``to_bf16`` / ``from_bf16`` convert). ``DType.of`` does not accept it: only
 the precision pass makes bf16 params; graph inputs, casts and every other op
 reject it.
+
+The GGUF block formats (q4_0 ... nvfp4, ``QUANTIZED``) are storage types
+too: a quantized tensor is a row-major [..., K] array whose rows are K /
+``block`` consecutive blocks of ``block_bytes`` bytes (exactly GGUF's
+tensor data); its numpy form is those raw bytes (uint8, shape [..., K /
+block * block_bytes]). Sizes go through ``nbytes``: ``itemsize`` of a block
+type raises, so no element-size arithmetic silently breaks on blocks. Such a
+tensor is accepted only as the weight of linear/matmul, the table of a
+gather, and the input of dequantize (``rlx.ir.graph`` checks every op).
 """
 
 from __future__ import annotations
@@ -19,17 +28,58 @@ import numpy as np
 
 from rlx.errors import DTypeError
 
-__all__ = ["DType", "f32", "f16", "bf16", "i32", "i64", "to_bf16", "from_bf16"]
+__all__ = ["DType", "f32", "f16", "bf16", "i32", "i64", "to_bf16", "from_bf16", "QUANTIZED", "quantized"]
 
 
 @dataclass(frozen=True)
 class DType:
-    """One element type: its short name, size in bytes and numpy equivalent."""
+    """One element type: its short name, bytes per block of ``block``
+    elements (1 for every non-quantized type), numpy equivalent (the raw
+    bytes for block types) and whether it holds floats that ops compute on."""
 
     name: str
-    itemsize: int
+    block_bytes: int
     numpy: np.dtype
     is_float: bool
+    block: int = 1
+
+    @property
+    def quantized(self) -> bool:
+        """A GGUF block format (elements stored in blocks, not one by one)."""
+        return self.block > 1 or self.name in _QUANTIZED_SIZES
+
+    @property
+    def storage_only(self) -> bool:
+        """Held in memory but never computed on directly: bf16 and the block formats."""
+        return self.name == "bf16" or self.quantized
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element; block formats have none (use ``nbytes``)."""
+        if self.quantized:
+            raise DTypeError(f"{self.name} is a block format ({self.block} elements in {self.block_bytes} "
+                             "bytes): it has no size per element; use DType.nbytes")
+        return self.block_bytes
+
+    def nbytes(self, numel: int, row: int | None = None) -> int:
+        """Bytes of ``numel`` elements. For a block format the rows (of
+        ``row`` elements, the last dim) must be whole blocks."""
+        if not self.quantized:
+            return numel * self.block_bytes
+        if (row if row is not None else numel) % self.block:
+            raise DTypeError(f"{self.name}: rows of {row if row is not None else numel} elements are not a "
+                             f"multiple of its block of {self.block}")
+        return numel // self.block * self.block_bytes
+
+    def storage_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The numpy shape of a tensor's storage: ``shape`` itself, or for a
+        block format the bytes of each row (rows of whole blocks)."""
+        shape = tuple(int(d) for d in shape)
+        if not self.quantized:
+            return shape
+        if not shape:
+            raise DTypeError(f"{self.name}: a block format needs at least one dimension")
+        return shape[:-1] + (self.nbytes(shape[-1]),)
 
     def __str__(self) -> str:
         return self.name
@@ -75,19 +125,45 @@ i64 = DType("i64", 8, np.dtype(np.int64), False)
 # Storage only (see the module docstring): numpy holds the raw bits.
 bf16 = DType("bf16", 2, np.dtype(np.uint16), True)
 
+# GGUF block formats: (elements per block, bytes per block), as llama.cpp's
+# ggml defines them (tests/ir/test_quantized.py checks them against the gguf
+# package). GGUF's BF16 is rlx's bf16 above.
+_QUANTIZED_SIZES: dict[str, tuple[int, int]] = {
+    "q4_0": (32, 18), "q4_1": (32, 20), "q5_0": (32, 22), "q5_1": (32, 24), "q8_0": (32, 34),
+    "q2_k": (256, 84), "q3_k": (256, 110), "q4_k": (256, 144), "q5_k": (256, 176), "q6_k": (256, 210),
+    "iq1_s": (256, 50), "iq1_m": (256, 56), "iq2_xxs": (256, 66), "iq2_xs": (256, 74), "iq2_s": (256, 82),
+    "iq3_xxs": (256, 98), "iq3_s": (256, 110), "iq4_nl": (32, 18), "iq4_xs": (256, 136),
+    "tq1_0": (256, 54), "tq2_0": (256, 66), "mxfp4": (32, 17), "nvfp4": (64, 36),
+}
+QUANTIZED: dict[str, DType] = {name: DType(name, nbytes, np.dtype(np.uint8), False, block)
+                               for name, (block, nbytes) in _QUANTIZED_SIZES.items()}
+
+
+def quantized(name: str) -> DType:
+    """A block format by name, any case ("Q4_K", "q4_k"); GGUF's "BF16" gives bf16."""
+    key = str(name).lower()
+    if key == "bf16":
+        return bf16
+    found = QUANTIZED.get(key)
+    if found is None:
+        raise DTypeError(f"unknown quantized format {name!r}; known: {', '.join(QUANTIZED)}, bf16")
+    return found
+
 _BY_NAME: dict[str, DType] = {
     "f32": f32, "float32": f32,
     "f16": f16, "float16": f16, "half": f16,
     "i32": i32, "int32": i32,
     "i64": i64, "int64": i64,
 }
-_ACCEPTED: tuple[str, ...] = tuple(_BY_NAME)
+_ACCEPTED: tuple[str, ...] = tuple(_BY_NAME) + ("q4_0 ... nvfp4 (the GGUF block formats)",)
 
 
 def _named(name: str) -> DType:
-    """Any instance by its name, bf16 included (unpickling)."""
-    return bf16 if name == "bf16" else DType.of(name)
+    """Any instance by its name, bf16 and the block formats included (unpickling)."""
+    return bf16 if name == "bf16" else QUANTIZED[name] if name in QUANTIZED else DType.of(name)
 
+
+_BY_NAME.update(QUANTIZED)   # params may be declared "q4_k"; the graph checks where they are used
 
 # bf16's numpy form (uint16 bits) is not a way to spell it: a uint16 array is not bf16.
 _BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in (f32, f16, i32, i64)}

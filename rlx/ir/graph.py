@@ -15,6 +15,7 @@ from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops, every family)
 from rlx.ir.dtype import DType
 from rlx.ir.op import OpDef, TensorType, get_op
+from rlx.ir.ops.quant import check_quantized_operands
 from rlx.ir.printer import format_graph
 from rlx.ir.shape import Shape
 
@@ -155,6 +156,7 @@ class Graph:
     def _infer(opdef: OpDef, inputs: tuple[Node, ...], attrs: dict, nid: int, name: str | None) -> TensorType:
         """Run inference, adding the node (id, name, input types) to any error message."""
         try:
+            check_quantized_operands(opdef.name, [x.type for x in inputs])
             ty = opdef.infer([x.type for x in inputs], attrs)
         except (ShapeError, DTypeError, GraphError) as e:
             where = f"node %{nid}" + (f" {name!r}" if name else "")
@@ -235,6 +237,10 @@ class Graph:
 
     def copy(self, x: Node, *, name: str | None = None) -> Node:
         return self.op("copy", (x,), name=name)
+
+    def dequantize(self, x: Node, dtype: DType | str = "f32", *, name: str | None = None) -> Node:
+        """The float values (f32 or f16) of a quantized (GGUF block format) or bf16 tensor."""
+        return self.op("dequantize", (x,), dtype=dtype, name=name)
 
     def cast(self, x: Node, dtype: DType | str, *, name: str | None = None) -> Node:
         return self.op("cast", (x,), dtype=dtype, name=name)
@@ -354,6 +360,9 @@ class Graph:
                 raise GraphError(f"output {k!r} ({v!r}) belongs to another graph")
             if k in outs:
                 raise GraphError(f"output {k!r} given twice")
+            if v.dtype.quantized:
+                raise DTypeError(f"output {k!r} ({v!r}) is {v.dtype}, a quantized block format: outputs are "
+                                 "values; output dequantize(...) of it")
             outs[k] = v
         if not outs:
             raise GraphError("set_outputs needs at least one output")

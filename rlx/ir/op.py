@@ -43,7 +43,7 @@ class TensorType:
 
     @property
     def nbytes(self) -> int:
-        return self.shape.numel * self.dtype.itemsize
+        return self.dtype.nbytes(self.shape.numel, self.shape[-1] if len(self.shape) else None)
 
     def __str__(self) -> str:
         return f"{self.dtype.name}[{','.join(str(d) for d in self.shape)}]"

@@ -13,6 +13,7 @@ from rlx.lowering import (  # noqa: F401  (each registers its family's lowerings
     linear,
     movement,
     norm,
+    quant,
     reduce,
     rope,
     softmax,

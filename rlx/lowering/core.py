@@ -114,7 +114,7 @@ class Lowering:
         shape = tuple(node.shape if shape is None else shape)
         dtype = node.dtype if dtype is None else dtype
         self._counter += 1
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = dtype.nbytes(int(np.prod(shape, dtype=np.int64)), shape[-1] if shape else None)
         return View.dense(self.new_storage(f"v{node.id}.{self._counter}", nbytes), dtype, shape)
 
     def scratch(self, node: Node, nbytes: int) -> Storage:

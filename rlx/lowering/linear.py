@@ -8,6 +8,7 @@ import struct
 
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
+from rlx.lowering.quant import FORMATS, is_block_weight, quantized_linear
 from rlx.runtime.views import View
 
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "silu": 3, "relu": 4}
@@ -25,10 +26,12 @@ def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32"
                                         transpose_b=transpose_b)
 
 
-@lowers("matmul")
+@lowers("matmul", kernels=tuple(f"{kernel}_{fmt}" for kernel in ("gemv", "dequantize") for fmt in FORMATS))
 def _matmul(lw: Lowering, node: Node) -> View:
     float_suffix(node, node.dtype)
     a = lw.dense(node.inputs[0])
+    if is_block_weight(node.inputs[1].dtype, lw.target):   # [N, K] in a block format (transpose_b)
+        return quantized_linear(lw, node, a, lw.dense(node.inputs[1], at_start=True), None, 0)[0]
     b = lw.dense(node.inputs[1])
     out = lw.new_value(node)
     trans_b = bool(node.attrs.get("transpose_b", False))
@@ -49,7 +52,9 @@ def _matmul(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("linear", reads={1: "start", 2: "start"}, kernels=("matmul_rows", "bias_act"))
+@lowers("linear", reads={1: "start", 2: "start"},
+        kernels=("matmul_rows", "bias_act", *(f"{kernel}_{fmt}" for kernel in ("gemv", "dequantize")
+                                              for fmt in FORMATS)))
 def _linear(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     x = lw.dense(node.inputs[0])
@@ -60,6 +65,11 @@ def _linear(lw: Lowering, node: Node) -> View:
     k = x.shape[-1]
     n = node.shape[-1]
     m = x.numel // max(k, 1)
+    if is_block_weight(w.dtype, lw.target):   # GGUF block formats (and bf16 where the gemm lacks it)
+        out, pending = quantized_linear(lw, node, x, w, bias, act)
+        if pending:
+            linear_epilogue(lw, node, out, bias, act, m, n, k)
+        return out
     out = lw.new_value(node)
     if out.numel == 0:
         return out
@@ -77,9 +87,15 @@ def _linear(lw: Lowering, node: Node) -> View:
     # linear); an activation still takes the epilogue kernel.
     gemm_bias = bias if bias is not None and lw.target.gemm_bias else None
     lw.gemm(repr(node), x, w, out, m, n, k, k, k if trans_b else n, n, trans_b, bias=gemm_bias)
-    if act or (bias is not None and gemm_bias is None):
-        epilogue_bias = bias if gemm_bias is None else None
-        lw.dispatch(f"{node!r} epilogue", f"bias_act_{suffix}", [(out, "w"), (epilogue_bias or out, "r")],
-                    linear_params(m, n, k, 0, trans_b, epilogue_bias is not None, act), lw.target.row_grid(m, n),
-                    Work("epilogue_act" if act in TRANSCENDENTAL_ACTS else "epilogue"))
+    linear_epilogue(lw, node, out, None if gemm_bias is not None else bias, act, m, n, k)
     return out
+
+
+def linear_epilogue(lw: Lowering, node: Node, out: View, bias: View | None, act: int, m: int, n: int,
+                    k: int) -> None:
+    """out = act(out + bias) in place after a gemm (bias: None when the gemm added it or there is none)."""
+    if not act and bias is None:
+        return
+    lw.dispatch(f"{node!r} epilogue", f"bias_act_{float_suffix(node, out.dtype)}", [(out, "w"), (bias or out, "r")],
+                linear_params(m, n, k, 0, True, bias is not None, act), lw.target.row_grid(m, n),
+                Work("epilogue_act" if act in TRANSCENDENTAL_ACTS else "epilogue"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import struct
 
 from rlx.errors import UnsupportedOpError
-from rlx.ir.dtype import i32, i64
+from rlx.ir.dtype import QUANTIZED, i32, i64
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime.views import View
@@ -43,8 +43,10 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("gather", reads={0: "start"}, kernels=("gather",))
+@lowers("gather", reads={0: "start"}, kernels=("gather", *(f"gather_{fmt}" for fmt in QUANTIZED)))
 def _gather(lw: Lowering, node: Node) -> View:
+    """Rows of a float table, or of a quantized one (shaders/quant.h decodes
+    each row's blocks as it copies them)."""
     table = lw.dense(node.inputs[0], at_start=True)
     idx = lw.view(node.inputs[1])
     if idx.dtype not in (i32, i64):
@@ -53,7 +55,8 @@ def _gather(lw: Lowering, node: Node) -> View:
         raise UnsupportedOpError(f"{node!r}: gather indices must be a dense tensor, not a strided view")
     out = lw.new_value(node)
     rows, dim = table.shape
-    lw.dispatch(repr(node), f"gather_{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
+    fmt = f"{table.dtype.name}_" if table.dtype.quantized else ""
+    lw.dispatch(repr(node), f"gather_{fmt}{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
                 gather_params(idx.numel, dim, rows, idx.dtype == i64),
                 lw.target.elementwise_grid(out.numel, scalar=True), Work("copy"))
     return out

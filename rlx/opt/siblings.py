@@ -85,7 +85,13 @@ class SiblingReport:
                 raise ParameterError(f"missing value for parameter(s) {missing} (merged into {name!r} by the "
                                      f"{CAPABILITY} pass); pass them as rlx.compile(..., params=...)")
             parts = []
+            dtype = graph.params[name].dtype
             for source, shape in zip(merged.sources, merged.shapes):
+                if dtype.quantized:   # raw blocks (or a GGUF tensor): rows concatenate as bytes
+                    from rlx.runtime.executable import IOSpec, coerce_param
+
+                    parts.append(coerce_param(IOSpec(source, shape, dtype), params[source]))
+                    continue
                 value = np.asarray(params[source])
                 if value.shape != shape:
                     raise ParameterError(f"parameter '{source}': shape {value.shape}, expected {shape}")
@@ -106,14 +112,14 @@ class SiblingReport:
             if name not in slots:
                 continue
             spec, buffer, offset = slots[name]
-            item = spec.dtype.itemsize
             start = 0
             for source, shape in zip(merged.sources, merged.shapes):
                 alias = IOSpec(source, shape, spec.dtype)
-                if merged.axis == 0:   # rows of the merged param: one contiguous range
-                    row = int(np.prod(shape[1:], dtype=np.int64)) * item
+                if merged.axis == 0:   # rows of the merged param: one contiguous range (block formats too)
+                    row = spec.dtype.nbytes(int(np.prod(shape[1:], dtype=np.int64)), shape[-1])
                     out[source] = (alias, SourceSlice(buffer), offset + start * row)
-                else:                  # columns of a [K, N] weight
+                else:                  # columns of a [K, N] weight (never a block format: those are [N, K])
+                    item = spec.dtype.itemsize
                     out[source] = (alias, SourceSlice(buffer, (shape[0], spec.shape[1] * item, shape[1] * item)),
                                    offset + start * item)
                 start += shape[merged.axis]

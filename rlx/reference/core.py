@@ -65,9 +65,14 @@ def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exceptio
         arr = np.asarray(value)
     except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, odd objects
         raise err(f"{kind} {name!r}: cannot convert {type(value).__name__} to an array: {exc}") from None
-    if tuple(arr.shape) != tuple(t.shape) or arr.dtype != t.dtype.numpy:
+    want = t.dtype.storage_shape(tuple(t.shape))   # a block format: the bytes of each row
+    if tuple(arr.shape) != want or arr.dtype != t.dtype.numpy:
         got = f"{arr.dtype}{list(arr.shape)}"
-        raise err(f"{kind} {name!r}: expected {t} ({t.dtype.numpy}{list(t.shape)}), got {got}")
+        raise err(f"{kind} {name!r}: expected {t} ({t.dtype.numpy}{list(want)}), got {got}")
+    if t.dtype.quantized:   # ops see the values (gguf's dequantizer: the oracle)
+        from rlx.reference.blocks import dequantize_values
+
+        return dequantize_values(t.dtype, arr, tuple(t.shape))
     return arr
 
 

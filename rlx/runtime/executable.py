@@ -24,7 +24,7 @@ class IOSpec:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return self.dtype.nbytes(int(np.prod(self.shape, dtype=np.int64)), self.shape[-1] if self.shape else None)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.dtype.name}{list(self.shape)}"
@@ -186,10 +186,35 @@ class Executable:
                 f"{s.barriers} barriers, arena {s.arena_bytes} B>")
 
 
+def _quantized_param(spec: IOSpec, value) -> np.ndarray:
+    """A block-format param's raw bytes: a uint8 array of the storage shape
+    (rows of whole blocks) or the same bytes flat, or a GGUF tensor
+    (rlx.gguf: its type must be the declared format)."""
+    kind = getattr(value, "type", None)
+    if kind is not None and hasattr(value, "data"):   # an rlx.gguf tensor
+        if str(kind).lower() != spec.dtype.name:
+            raise ParameterError(f"parameter '{spec.name}': a GGUF {kind} tensor, expected {spec.dtype.name}")
+        if tuple(getattr(value, "shape", spec.shape)) != tuple(spec.shape):
+            raise ParameterError(f"parameter '{spec.name}': GGUF shape {tuple(value.shape)}, expected {spec.shape}")
+        value = value.data
+    array = np.asarray(value)
+    want = spec.dtype.storage_shape(spec.shape)
+    if array.dtype != np.uint8:
+        raise ParameterError(f"parameter '{spec.name}': {spec.dtype.name} weights are given as their raw blocks "
+                             f"(uint8{list(want)}), got {array.dtype}{list(array.shape)}")
+    if array.shape != want and not (array.ndim == 1 and array.size == spec.nbytes):
+        raise ParameterError(f"parameter '{spec.name}': {array.size} bytes in shape {array.shape}, expected "
+                             f"uint8{list(want)} (shape {spec.shape} in {spec.dtype.name})")
+    return np.ascontiguousarray(array).reshape(want)
+
+
 def coerce_param(spec: IOSpec, value) -> np.ndarray:
     """A parameter value as the declared dtype and shape. Floats convert
     between f32 and f16 (weights often ship in the other one) and round to
-    bf16 for bf16 params; anything else must match exactly."""
+    bf16 for bf16 params; block formats take their raw bytes; anything else
+    must match exactly."""
+    if spec.dtype.quantized:
+        return _quantized_param(spec, value)
     try:
         array = np.asarray(value)
     except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, ints beyond 64 bits, ...

@@ -60,13 +60,15 @@ class View:
 
     @property
     def byte_offset(self) -> int:
-        return self.offset * self.dtype.itemsize
+        return self.dtype.nbytes(self.offset, self.shape[-1] if self.shape else None)
 
     def byte_range(self) -> tuple[int, int]:
         """[start, end) in bytes relative to the storage, covering every
         element the view can touch (used for hazard tracking)."""
         if self.numel == 0:
             return self.byte_offset, self.byte_offset
+        if self.dtype.quantized:   # block formats are only ever whole dense tensors (the graph's checks)
+            return self.byte_offset, self.byte_offset + self.dtype.nbytes(self.numel, self.shape[-1])
         last = self.offset + sum((d - 1) * s for d, s in zip(self.shape, self.strides))
         return self.byte_offset, (last + 1) * self.dtype.itemsize
 

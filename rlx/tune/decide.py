@@ -91,7 +91,7 @@ def _io_bytes(graph: Any) -> tuple[int, int]:
             count = 1
             for d in node.shape:
                 count *= int(d)
-            total += count * node.dtype.itemsize
+            total += node.dtype.nbytes(count, int(node.shape[-1]) if len(node.shape) else None)
         return total
 
     return nbytes(graph.inputs.values()), nbytes(graph.outputs.values())

@@ -57,16 +57,19 @@ def _number(op: str, what: str, v: Any) -> float:
     return v
 
 def _float_type(op: str, t: TensorType, what: str = "input") -> None:
-    if not t.dtype.is_float or t.dtype.name == "bf16":
+    if not t.dtype.is_float or t.dtype.storage_only:
         raise DTypeError(f"{op}: {what} must be a float tensor (f32 or f16), got {t}"
                          + (" (bf16 is only the storage of linear/matmul weights)" if t.dtype.name == "bf16" else ""))
 
 def _weight_dtype(op: str, x: TensorType, w: TensorType, what: str) -> None:
     """A matmul's B operand has x's dtype, or is bf16 against f32 x (weights
-    stored in bf16 under precision="bf16"; the gemm accumulates in f32)."""
-    if w.dtype == x.dtype or (w.dtype.name == "bf16" and x.dtype.name == "f32"):
+    stored in bf16 under precision="bf16"; the gemm accumulates in f32), or
+    is a quantized block format against f32 or f16 x (rlx/ir/ops/quant.py
+    checks its layout)."""
+    if w.dtype == x.dtype or (w.dtype.name == "bf16" and x.dtype.name == "f32") or w.dtype.quantized:
         return
-    raise DTypeError(f"{op}: {what} must have x's dtype (or be bf16 against f32), got {x} and {w}")
+    raise DTypeError(f"{op}: {what} must have x's dtype (or be bf16 against f32, or a quantized block "
+                     f"format), got {x} and {w}")
 
 def _same_dtype(op: str, types: list[TensorType], names: list[str]) -> None:
     first = types[0].dtype

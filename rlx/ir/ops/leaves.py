@@ -19,9 +19,11 @@ def _infer_leaf(op: str):
             raise GraphError(f"{op}: name must be a non-empty string, got {attrs['name']!r}")
         attrs["shape"] = Shape(attrs["shape"])
         attrs["dtype"] = DType.of(attrs["dtype"])
-        if op == "input" and attrs["dtype"].name == "bf16":
-            raise DTypeError(f"input {attrs['name']!r}: bf16 is only the storage of linear/matmul weights "
+        if op == "input" and attrs["dtype"].storage_only:
+            raise DTypeError(f"input {attrs['name']!r}: {attrs['dtype']} is only the storage of weights "
                              "(params); declare the input f32")
+        if attrs["dtype"].quantized:
+            attrs["dtype"].storage_shape(attrs["shape"])   # rows of whole blocks, or a DTypeError
         return TensorType(attrs["shape"], attrs["dtype"])
     return infer
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rlx.errors import GraphError, ShapeError
 from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _attrs, _bool, _float_type, _reg, _same_dtype, _weight_dtype
+from rlx.ir.ops.quant import check_quantized_weight
 
 ACTIVATIONS = (None, "gelu", "gelu_tanh", "silu", "relu")
 
@@ -15,6 +16,8 @@ def _infer_matmul(types: list[TensorType], attrs: dict) -> TensorType:
     a, b = types
     _float_type("matmul", a, "a")
     _weight_dtype("matmul", a, b, "b")
+    if b.dtype.quantized:
+        check_quantized_weight("matmul", b, tb, "b")
     if a.rank < 2:
         raise ShapeError(f"matmul: a must have rank >= 2 ([..., M, K]), got shape {a.shape!r}")
     b_form = "[..., N, K]" if tb else "[..., K, N]"
@@ -40,6 +43,8 @@ def _infer_linear(types: list[TensorType], attrs: dict) -> TensorType:
     x, w = types[:2]
     _float_type("linear", x, "x")
     _weight_dtype("linear", x, w, "weight")
+    if w.dtype.quantized:
+        check_quantized_weight("linear", w, tb, "weight")
     if len(types) == 3:
         _same_dtype("linear", [x, types[2]], ["x", "bias"])
     if x.rank < 1 or w.rank != 2:

@@ -5,6 +5,7 @@ reshape, transpose and narrow (no kernel where the consumer reads strides).
 from __future__ import annotations
 
 from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.ir.dtype import f32
 from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _MISSING, _attrs, _axis, _float_type, _int, _reg
 from rlx.ir.shape import Shape
@@ -13,12 +14,15 @@ from rlx.ir.shape import Shape
 def _infer_gather(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("gather", attrs, {})
     table, idx = types
-    _float_type("gather", table, "table")
+    if not table.dtype.quantized:
+        _float_type("gather", table, "table")
     if table.rank != 2:
         raise ShapeError(f"gather: table must be 2-D [V, D], got shape {table.shape!r}")
     if idx.dtype.name not in ("i32", "i64"):
         raise DTypeError(f"gather: indices must be i32 or i64, got {idx}")
-    return TensorType(tuple(idx.shape) + (table.shape[1],), table.dtype)
+    # A quantized table's rows come out as f32 (an f16 graph casts them; the kernel can write f16 too).
+    out = f32 if table.dtype.quantized else table.dtype
+    return TensorType(tuple(idx.shape) + (table.shape[1],), out)
 
 def _infer_reshape(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("reshape", attrs, {"shape": _MISSING})

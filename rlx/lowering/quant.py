@@ -1,0 +1,112 @@
+"""Lowering of quantized (GGUF block-format) tensors (shaders/quant.h):
+dequantize, the fused decode GEMV that linear/matmul use for few rows, the
+dequantize-then-gemm path for many, and gather from a quantized table.
+
+Every block format has the same kernels (``<kernel>_<format>_<f32|f16>``);
+the weight is read straight from its blocks. RLX_QUANT_NO_GEMV names formats
+whose fused GEMV is off (they dequantize into scratch and take the gemm)."""
+
+from __future__ import annotations
+
+import struct
+
+from rlx import env
+from rlx.ir.dtype import QUANTIZED, DType
+from rlx.ir.graph import Node
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
+from rlx.runtime.views import View
+
+FORMATS = (*QUANTIZED, "bf16")
+# The fused GEMV serves up to this many rows of x (decode steps, speculative
+# and small batched decoding); more rows dequantize once and take the gemm.
+GEMV_MAX_ROWS = 8
+# Weight rows one CPU group computes (one thread a group there): enough work
+# per pool claim that claims cost nothing, few enough that two threads balance.
+CPU_GEMV_ROWS_PER_GROUP = 16
+# Many rows: the weight is dequantized a tile of rows at a time into scratch
+# of at most this many bytes, and each tile's gemm writes its columns of C,
+# so a vocabulary-sized projection never holds a whole float copy.
+DEQUANT_TILE_BYTES = 32 << 20
+
+
+def quant_params(n: int) -> bytes:
+    return struct.pack("<4I", n, 0, 0, 0)
+
+
+def gemv_params(m: int, n: int, k: int, x_stride: int, y_stride: int, rows_per_group: int, has_bias: bool,
+                act: int) -> bytes:
+    return struct.pack("<8I", m, n, k, x_stride, y_stride, rows_per_group, int(has_bias), act)
+
+
+def is_block_weight(dtype: DType, target) -> bool:
+    """Whether linear/matmul must read this weight through shaders/quant.h:
+    every block format, and bf16 off the host (only the host shim's gemm
+    takes bf16 B: csrc/host_bf16.h)."""
+    return dtype.quantized or (dtype.name == "bf16" and target.backend != "host")
+
+
+def _fmt(dtype: DType) -> str:
+    return dtype.name
+
+
+def _gemv_grid(lw: Lowering, n: int, k: int) -> tuple[int, tuple[tuple[int, int, int], tuple[int, int, int]]]:
+    """(rows per group, grid): GPUs give each weight row a group whose
+    threads split K; the CPU gives each group CPU_GEMV_ROWS_PER_GROUP rows."""
+    if lw.target.one_thread_groups:
+        rows = CPU_GEMV_ROWS_PER_GROUP
+        return rows, ((-(-n // rows), 1, 1), (1, 1, 1))
+    groups, threads = lw.target.row_grid(n, k)
+    return 1, (groups, threads)
+
+
+def dequantize_into(lw: Lowering, node: Node, w: View, dtype: DType) -> View:
+    """The float values of w (a block-format view) in a fresh value of ``dtype``."""
+    out = lw.new_value(node, tuple(w.shape), dtype)
+    n = out.numel
+    if n:
+        lw.dispatch(f"{node!r} dequantize", f"dequantize_{_fmt(w.dtype)}_{float_suffix(node, dtype)}",
+                    [(w, "r"), (out, "w")], quant_params(n), lw.target.elementwise_grid(n),
+                    Work("copy"))   # streams bytes like a copy
+    return out
+
+
+def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | None, act: int
+                     ) -> tuple[View, bool]:
+    """x @ w^T for a block-format w [N, K]: the fused GEMV for up to
+    GEMV_MAX_ROWS rows of x (which adds the bias and activation itself), else
+    w dequantized a tile of rows at a time and the gemm. Returns the output
+    and whether the bias and activation are still to apply (the caller's
+    epilogue)."""
+    suffix = float_suffix(node, x.dtype)
+    k = x.shape[-1]
+    n = node.shape[-1]
+    m = x.numel // max(k, 1)
+    out = lw.new_value(node)
+    if out.numel == 0:
+        return out, False
+    fmt = _fmt(w.dtype)
+    if m <= GEMV_MAX_ROWS and fmt not in env.quant_no_gemv():
+        rows, grid = _gemv_grid(lw, n, k)
+        lw.dispatch(repr(node), f"gemv_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
+                    gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
+                    Work("copy"))   # bound by streaming the weight's blocks
+        return out, False
+    item = x.dtype.itemsize
+    tile = max(1, min(n, DEQUANT_TILE_BYTES // max(k * item, 1)))
+    scratch = lw.new_value(node, (tile, k), x.dtype)
+    for r0 in range(0, n, tile):
+        rows = min(tile, n - r0)
+        part = w.narrow(0, r0, rows) if rows < n else w
+        wide = View.dense(scratch.storage, x.dtype, (rows, k))
+        lw.dispatch(f"{node!r} dequantize rows {r0}:{r0 + rows}", f"dequantize_{fmt}_{suffix}",
+                    [(part, "r"), (wide, "w")], quant_params(rows * k), lw.target.elementwise_grid(rows * k),
+                    Work("copy"))
+        c = out if r0 == 0 else View(out.storage, out.dtype, (m, rows), (n, 1), r0)
+        lw.gemm(f"{node!r} rows {r0}:{r0 + rows}", x, wide, c, m, rows, k, k, k, n, True)
+    return out, True
+
+
+@lowers("dequantize", kernels=tuple(f"dequantize_{f}" for f in FORMATS))
+def _dequantize(lw: Lowering, node: Node) -> View:
+    w = lw.dense(node.inputs[0], at_start=True)
+    return dequantize_into(lw, node, w, node.dtype)
