@@ -5,7 +5,7 @@ package's ``GGUFReader`` (llama.cpp's own Python reader). The reader is
 subclassed, not rewritten: every read it makes is bounds-checked, counts are
 checked against the bytes left before a loop starts, arrays are read in one
 piece, and tensor infos are checked (type id, dimensions, block size, offset,
-alignment, overlap, end of file) before the reader builds its views. Any
+alignment, llama.cpp's back-to-back layout, end of file) before the reader builds its views. Any
 damage raises ``rlx.errors.ModelLoadError`` naming the file and, where there
 is one, the metadata key or tensor; exceptions the reader raises itself are
 translated the same way. No tensor byte is copied until a caller asks:
@@ -257,25 +257,27 @@ class _CheckedReader(GGUFReader):
     # -- tensor data -------------------------------------------------------------------------------------------------
 
     def _build_tensors(self, start_offs, fields):
+        # llama.cpp's layout rule: in file order, each tensor starts where the previous one's data, padded to
+        # the alignment, ends (so no gaps, no overlaps, no reordering); llama.cpp refuses other files.
         self._phase = "tensor data"
         align = int(self.alignment)
-        spans = []
+        expected = 0
         for info in self.infos:
             self._where = f"tensor {info['name']!r}"
             rel, nbytes = info["rel"], info["nbytes"]
             if rel % align:
                 raise self.damage(f"data offset {rel} is not a multiple of the alignment {align}")
+            if rel < expected:
+                raise self.damage(f"data offset {rel} overlaps the previous tensor's data, which ends at {expected}")
+            if rel > expected:
+                raise self.damage(f"data offset {rel} leaves a gap after the previous tensor's data (expected "
+                                  f"{expected}: tensors are stored back to back in file order)")
             begin = start_offs + rel
             if begin + nbytes > self.size:
                 raise self.damage(f"data (bytes {begin}..{begin + nbytes}) runs past the end of the file "
                                   f"({self.size} bytes)")
             info["offset"] = begin
-            spans.append((begin, begin + nbytes, info["name"]))
-        spans.sort()
-        for (b0, e0, n0), (b1, _e1, n1) in zip(spans, spans[1:]):
-            if b1 < e0:
-                self._where = f"tensor {n1!r}"
-                raise self.damage(f"data (from byte {b1}) overlaps tensor {n0!r} (bytes {b0}..{e0})")
+            expected = rel + -(-nbytes // align) * align
         self._where = "tensor data"
         super()._build_tensors(start_offs, fields)
         for info, t in zip(self.infos, self.tensors):   # the reader's own arithmetic must agree with ours
