@@ -198,7 +198,8 @@ class _CheckedReader(GGUFReader):
 
     def _push_field(self, field, skip_sum=False):
         if field.name in self.fields:
-            raise self.damage(f"duplicate metadata key {field.name!r}")
+            raise self.damage("the key appears twice" if self._phase == "metadata" else
+                              f"duplicate metadata key {field.name!r}")
         size = super()._push_field(field, skip_sum)
         if self._phase == "metadata":
             self._start_entry()
@@ -278,6 +279,13 @@ class _CheckedReader(GGUFReader):
                                   f"({self.size} bytes)")
             info["offset"] = begin
             expected = rel + -(-nbytes // align) * align
+        # Writers (llama.cpp's, gguf's) end the file with the last tensor's padded data. Anything after it is
+        # read as damage: it is what a tensor count one too small leaves, and the data would be misread.
+        end = start_offs + expected
+        if self.size > end:
+            self._where = "after the tensor data"
+            raise self.damage(f"{self.size - end} more bytes after the end of the data section (byte {end}); "
+                              f"is the tensor count ({len(self.infos)}) wrong?")
         self._where = "tensor data"
         super()._build_tensors(start_offs, fields)
         for info, t in zip(self.infos, self.tensors):   # the reader's own arithmetic must agree with ours
@@ -395,15 +403,11 @@ class GGUFFile:
         return self._map[offset:offset + nbytes].view(np.ndarray)
 
     def close(self) -> None:
-        """Release the memory map. Arrays already taken from it (``data``, ``numpy()``) keep it mapped until
-        they are gone; tensors' ``data`` raises ModelLoadError afterwards."""
-        mm = getattr(self._map, "_mmap", None)
+        """Release the memory map: unmapped now, or, while arrays taken from it (``data``, ``numpy()``) are
+        alive, when the last of them goes (never under their feet). ``data`` raises ModelLoadError afterwards."""
+        # No explicit mmap.close(): numpy arrays over an mmap do not pin it, so closing it while a view is alive
+        # would leave that view pointing at unmapped memory. Dropping the last reference unmaps it.
         self._map = None
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:   # views the caller still holds: unmapped when the last one goes
-                pass
 
     def __enter__(self) -> GGUFFile:
         return self
@@ -444,7 +448,7 @@ def _check_header(path: Path) -> None:
             raise ModelLoadError(f"{path}: GGUF version {version} is not supported (supported: "
                                  f"{', '.join(map(str, READER_SUPPORTED_VERSIONS))})")
     if len(head) < _HEADER_BYTES:
-        raise ModelLoadError(f"{path}: truncated header: the file is {len(head)} bytes, a GGUF header "
+        raise ModelLoadError(f"{path}: truncated header: the file is {len(head)} bytes, a GGUF header takes "
                              f"{_HEADER_BYTES}")
 
 
