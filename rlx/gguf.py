@@ -80,7 +80,7 @@ class _CheckedReader(GGUFReader):
         self._tensor_names: set[str] = set()
         super().__init__(path, mode="r")
 
-    # -- errors ---------------------------------------------------------------------------------------------------
+    # -- errors ----------------------------------------------------------------------------------------------------
 
     def damage(self, what: str) -> ModelLoadError:
         return ModelLoadError(f"{self._path}: {self._where}: {what}")
@@ -89,7 +89,7 @@ class _CheckedReader(GGUFReader):
     def size(self) -> int:
         return int(self.data.shape[0])
 
-    # -- every read --------------------------------------------------------------------------------------------------
+    # -- every read ------------------------------------------------------------------------------------------------
 
     def _get(self, offset, dtype, count=1, override_order=None):
         offset, count = int(offset), int(count)
@@ -110,7 +110,7 @@ class _CheckedReader(GGUFReader):
             self._utf8(self._key, "the tensor name")
         return slen, data
 
-    # -- metadata ------------------------------------------------------------------------------------------------------
+    # -- metadata --------------------------------------------------------------------------------------------------
 
     def _build_fields(self, offs, count):
         count = int(count)
@@ -205,7 +205,7 @@ class _CheckedReader(GGUFReader):
             self._start_entry()
         return size
 
-    # -- tensor infos ------------------------------------------------------------------------------------------------
+    # -- tensor infos ----------------------------------------------------------------------------------------------
 
     def _build_tensor_info(self, offs, count):
         count = int(count)
@@ -255,7 +255,7 @@ class _CheckedReader(GGUFReader):
                            "nbytes": nbytes, "rel": int(rel[0])})
         return field
 
-    # -- tensor data -------------------------------------------------------------------------------------------------
+    # -- tensor data -----------------------------------------------------------------------------------------------
 
     def _build_tensors(self, start_offs, fields):
         # llama.cpp's layout rule: in file order, each tensor starts where the previous one's data, padded to
