@@ -1,5 +1,5 @@
 """The `rlx` command: `rlx info [--json]`, `rlx selftest [--device D]`,
-`rlx embed TEXT... [--file F] [-o out.npy]`, `rlx bench bert`."""
+`rlx embed TEXT... [--file F] [-o out.npy]`, `rlx bench bert`, `rlx gguf info FILE`."""
 
 from __future__ import annotations
 
@@ -266,6 +266,40 @@ def cmd_shaders(args: argparse.Namespace) -> int:
     return 0
 
 
+def _short_value(value, limit: int = 60) -> str:
+    """A metadata value on one line: long lists as their length, type and first items."""
+    if isinstance(value, list):
+        kinds = sorted({type(v).__name__ for v in value}) or ["empty"]
+        head = repr(value[:3])[:-1] + (", ...]" if len(value) > 3 else "]")
+        text = f"[{len(value)} x {'/'.join(kinds)}] {head}"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def cmd_gguf_info(args: argparse.Namespace) -> int:
+    """Summary of a GGUF file: metadata, then one line per tensor."""
+    from collections import Counter
+
+    import rlx.gguf
+
+    with rlx.gguf.open(args.file) as f:
+        tensors = list(f.tensors.values())
+        total = sum(t.nbytes for t in tensors)
+        print(f"{f.path}: GGUF v{f.version}, architecture {f.architecture or '(none)'}, {len(f.metadata)} metadata "
+              f"keys, {len(tensors)} tensors, {total / 2**20:.1f} MiB of tensor data (alignment {f.alignment})")
+        print("metadata:")
+        for key, value in f.metadata.items():
+            print(f"  {key} = {_short_value(value)}")
+        by_type = Counter(t.type for t in tensors)
+        print("tensor types: " + ", ".join(f"{name} x{n}" for name, n in sorted(by_type.items())))
+        width = max([len(t.name) for t in tensors] + [4])
+        print(f"  {'name':<{width}}  {'type':<7} {'shape':<20} {'bytes':>12}")
+        for t in tensors:
+            print(f"  {t.name:<{width}}  {t.type:<7} {str(t.shape):<20} {t.nbytes:>12}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -295,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--emit", nargs=2, metavar=("TARGET", "DIR"), required=True,
                    help="TARGET: metal, cuda or cpu; DIR: where rlx_kernels.<metal|cu|cpp> goes")
     p.set_defaults(fn=cmd_shaders)
+    p = sub.add_parser("gguf", help="GGUF files (llama.cpp's format): gguf info FILE")
+    gsub = p.add_subparsers(dest="action", required=True)
+    p = gsub.add_parser("info", help="metadata and the table of tensors (name, type, shape, bytes)")
+    p.add_argument("file", help="a .gguf file")
+    p.set_defaults(fn=cmd_gguf_info)
     p = sub.add_parser("bench", help="benchmarks against peers (bench bert)")
     bsub = p.add_subparsers(dest="suite", required=True)
     p = bsub.add_parser("bert", help="BERT encoder latency: rlx vs PyTorch CPU vs ONNX Runtime CPU")
