@@ -35,7 +35,8 @@ from gguf import quants as _quants
 from gguf.constants import GGML_QUANT_SIZES, GGUF_MAGIC, GGMLQuantizationType, GGUFValueType
 from gguf.gguf_reader import READER_SUPPORTED_VERSIONS, GGUFReader
 
-from rlx.errors import ModelLoadError
+from rlx.errors import DTypeError, ModelLoadError
+from rlx.ir.dtype import DType, quantized
 
 __all__ = ["GGUFFile", "GGUFTensor", "open"]
 
@@ -320,6 +321,18 @@ class GGUFTensor:
     @property
     def rows(self) -> int:
         return math.prod(self.shape[:-1])
+
+    @property
+    def dtype(self):
+        """The rlx dtype to declare a param of this tensor with (``g.param(t.name,
+        t.shape, t.dtype)``, then ``params={t.name: t}``): a block format, bf16,
+        or f32 / f16 / i32 / i64; other plain types have none (ModelLoadError)."""
+        plain = {"F32": "f32", "F16": "f16", "I32": "i32", "I64": "i64"}
+        try:
+            return DType.of(plain[self.type]) if self.type in plain else quantized(self.type)
+        except DTypeError:
+            raise ModelLoadError(f"{self._file.path}: tensor {self.name!r}: GGUF type {self.type} has no rlx "
+                                 "dtype; use numpy() or dequantize()") from None
 
     @property
     def bytes_per_row(self) -> int:

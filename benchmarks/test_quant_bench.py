@@ -1,0 +1,80 @@
+"""Decode GEMV from quantized weights (shaders/quant.h, issue 17): the
+weight-stream bandwidth of y = x W^T (m = 1) for Q4_K, Q5_0, Q6_K and Q8_0
+on a 4096 x 4096 and a vocabulary-sized 262144 x 640 matrix, beside the
+machine's copy bandwidth in the same run: numpy copying a buffer of the
+weight's bytes, split over the device's threads. Copy bandwidth = bytes
+copied / time, GEMV bandwidth = weight bytes / time, so their ratio is the
+copy's time over the GEMV's (the ratio table prints rlx/copy, its inverse;
+the issue's target, >= 80% of the copy bandwidth, is rlx/copy <= 1.25).
+
+Run: python -m pytest benchmarks/test_quant_bench.py --benchmark-enable -s
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.ir.dtype import quantized
+
+SHAPES = {"4096x4096": (4096, 4096), "262144x640": (262144, 640)}
+FORMATS = ["q4_k", "q5_0", "q6_k", "q8_0"]
+
+
+def _blocks(fmt: str, n: int, k: int) -> np.ndarray:
+    """Random bytes with every block's f16 scale(s) made finite: speed does
+    not depend on the values, only on no NaN/inf slowing the float math."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ops"))
+    from quant_helpers import random_blocks  # valid blocks (tests/ops/quant_helpers.py)
+
+    rng = np.random.default_rng(0)
+    rows = min(n, 4096)
+    pattern = random_blocks(fmt, rows, k, rng)
+    return np.ascontiguousarray(np.resize(pattern, (n, pattern.shape[1])))
+
+
+def _threads() -> int:
+    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gemv(benchmark, record, fmt, shape):
+    n, k = SHAPES[shape]
+    raw = _blocks(fmt, n, k)
+    g = rlx.Graph()
+    x = g.input("x", (1, k))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), fmt)))
+    exe = rlx.compile(g, params={"w": raw})
+    xv = np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)
+    benchmark(exe.run, x=xv)
+    record(f"gemv {fmt} {shape}", "rlx", benchmark)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_copy_of_the_same_bytes(benchmark, record, fmt, shape):
+    """A copy of the weight's bytes over the device's threads (numpy releases the GIL in copyto)."""
+    n, k = SHAPES[shape]
+    nbytes = quantized(fmt).nbytes(n * k, k)
+    src = np.ones(nbytes, np.uint8)
+    dst = np.empty_like(src)
+    parts = _threads()
+    bounds = np.linspace(0, src.size, parts + 1).astype(np.int64)
+
+    def copy():
+        workers = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in zip(bounds, bounds[1:])]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    benchmark(copy)
+    record(f"gemv {fmt} {shape}", "copy", benchmark)

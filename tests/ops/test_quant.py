@@ -1,0 +1,140 @@
+"""Quantized (GGUF block-format) weights end to end through rlx.compile on
+the device under test (--rlx-device, --rlx-group-size): linear / matmul by
+the fused GEMV (up to 8 rows) and by dequantize + gemm (more rows, tiled),
+dequantize, and gather from a quantized table, for every format, against
+the float64 product of gguf's dequantized weights.
+
+Tolerances: a product's error is bounded by its magnitude, not by the
+result (cancellation): |got - want| <= rel * sum_k |x_k w_k| + abs, rel
+1e-5 in f32 (f32 sums), 4e-3 in f16 (f16 x and output rounding)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.reference.blocks import dequantize_values
+
+from .quant_helpers import FORMATS, random_blocks
+
+REL = {"f32": 1e-5, "f16": 4e-3}
+
+
+def _x(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(np.float16 if dtype == "f16" else np.float32)
+
+
+def _weight(fmt, rng, n, k):
+    raw = random_blocks(fmt, n, k, rng)
+    return raw, dequantize_values(rlx.ir.dtype.quantized(fmt), raw, (n, k)).astype(np.float64)
+
+
+def _check_product(got, x, w, bias, act, dtype):
+    x64 = x.astype(np.float64).reshape(-1, x.shape[-1])
+    pre = x64 @ w.T + (0.0 if bias is None else bias.astype(np.float64))
+    want = rlx.reference.REFERENCE["gelu"]([pre], {}, None) if act == "gelu" else pre
+    scale = np.abs(x64) @ np.abs(w).T + (0.0 if bias is None else np.abs(bias.astype(np.float64)))
+    err = np.abs(got.astype(np.float64).reshape(want.shape) - want)
+    bound = REL[dtype] * (scale + np.abs(want)) + (1e-6 if dtype == "f32" else 1e-3)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape)
+    assert (err <= bound).all(), f"worst at {worst}: got {got.reshape(want.shape)[worst]}, want {want[worst]}"
+
+
+def _k_for(fmt):
+    block = rlx.ir.dtype.quantized(fmt).block
+    return 3 * block if block > 1 else 77
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("rows", [1, 3, 8, 9, 33])
+def test_linear_with_quantized_weights(fmt, dtype, rows, rng):
+    """1-8 rows: the fused GEMV (with bias and GELU inside); 9 and 33 rows:
+    dequantize + gemm + the epilogue."""
+    n, k = 13, _k_for(fmt)
+    raw, w = _weight(fmt, rng, n, k)
+    g = rlx.Graph()
+    x = g.input("x", (rows, k), dtype)
+    b = g.param("b", (n,), dtype)
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), fmt), b, activation="gelu"))
+    xv, bv = _x(rng, (rows, k), dtype), _x(rng, (n,), dtype)
+    exe = rlx.compile(g, params={"w": raw, "b": bv})
+    kernels = {t.kernel for t in exe.thunks if t.kernel}
+    path = "gemv_" if rows <= 8 else "dequantize_"
+    assert any(kn.startswith(path + fmt) for kn in kernels), kernels
+    _check_product(exe.run(x=xv)["y"], xv, w, bv, "gelu", dtype)
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "q4_k", "q6_k", "iq4_xs"])
+def test_matmul_and_the_env_var_that_turns_the_gemv_off(fmt, rng, monkeypatch):
+    n, k = 21, _k_for(fmt)
+    raw, w = _weight(fmt, rng, n, k)
+    g = rlx.Graph()
+    x = g.input("x", (2, k))
+    g.set_outputs(y=g.matmul(x, g.param("w", (n, k), fmt), transpose_b=True))
+    xv = _x(rng, (2, k), "f32")
+    _check_product(rlx.compile(g, params={"w": raw}).run(x=xv)["y"], xv, w, None, None, "f32")
+    monkeypatch.setenv("RLX_QUANT_NO_GEMV", fmt.upper())
+    exe = rlx.compile(g, params={"w": raw})
+    assert not any((t.kernel or "").startswith("gemv_") for t in exe.thunks)
+    _check_product(exe.run(x=xv)["y"], xv, w, None, None, "f32")
+    monkeypatch.setenv("RLX_QUANT_NO_GEMV", "q4_k,q9_9")
+    with pytest.raises(rlx.errors.ConfigError, match="q9_9"):
+        rlx.compile(g, params={"w": raw})
+
+
+def test_many_rows_dequantize_a_tile_at_a_time(rng, monkeypatch):
+    """A weight larger than the scratch tile: several dequantize + gemm pairs,
+    each writing its columns of the output."""
+    import rlx.lowering.quant as lq
+
+    n, k = 70, 256
+    raw, w = _weight("q4_k", rng, n, k)
+    monkeypatch.setattr(lq, "DEQUANT_TILE_BYTES", 16 * k * 4)   # 16 rows a tile: 5 tiles, the last of 6 rows
+    g = rlx.Graph()
+    x = g.input("x", (12, k))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), "q4_k")))
+    exe = rlx.compile(g, params={"w": raw})
+    assert sum(1 for t in exe.thunks if (t.kernel or "").startswith("dequantize_")) == 5
+    xv = _x(rng, (12, k), "f32")
+    _check_product(exe.run(x=xv)["y"], xv, w, None, None, "f32")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_dequantize_equals_ggufs(fmt, dtype, rng):
+    rows, k = 5, _k_for(fmt)
+    raw, w = _weight(fmt, rng, rows, k)
+    g = rlx.Graph()
+    g.set_outputs(y=g.dequantize(g.param("w", (rows, k), fmt), dtype))
+    got = rlx.compile(g, params={"w": raw}).run()["y"]
+    np.testing.assert_array_equal(got, w.astype(np.float32).astype(got.dtype))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("index_dtype", ["i32", "i64"])
+def test_gather_from_a_quantized_table(fmt, index_dtype, rng):
+    rows, dim = 9, _k_for(fmt)
+    raw, table = _weight(fmt, rng, rows, dim)
+    g = rlx.Graph()
+    idx = g.input("i", (2, 3), index_dtype)
+    g.set_outputs(e=g.gather(g.param("t", (rows, dim), fmt), idx))
+    iv = np.array([[0, 8, 3], [3, 1, 8]], np.int32 if index_dtype == "i32" else np.int64)
+    got = rlx.compile(g, params={"t": raw}).run(i=iv)["e"]
+    np.testing.assert_array_equal(got, table.astype(np.float32)[iv])
+
+
+def test_merged_quantized_projections_run_as_one(rng):
+    """Sibling fusion concatenates equal-format weights' rows (raw blocks)."""
+    k = 64
+    (ra, wa), (rb, wb) = _weight("q8_0", rng, 8, k), _weight("q8_0", rng, 5, k)
+    g = rlx.Graph()
+    x = g.input("x", (2, k))
+    a = g.linear(x, g.param("a", (8, k), "q8_0"))
+    b = g.linear(x, g.param("b", (5, k), "q8_0"))
+    g.set_outputs(y=g.add(g.narrow(a, 1, 0, 5), b))
+    exe = rlx.compile(g, params={"a": ra, "b": rb})
+    xv = _x(rng, (2, k), "f32")
+    want = xv.astype(np.float64) @ wa[:5].T + xv.astype(np.float64) @ wb.T
+    np.testing.assert_allclose(exe.run(x=xv)["y"], want, rtol=1e-5, atol=1e-4)
