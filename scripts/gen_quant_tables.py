@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 from gguf import quants
 
-GRIDS = False   # the IQ grid formats come next
 OUT = Path(__file__).resolve().parents[1] / "shaders" / "quant_tables.h"
 
 
@@ -59,9 +58,6 @@ def render() -> str:
     parts.append(floats("rlx_q_kvalues_iq4nl", quants.IQ4_NL.kvalues))
     parts.append(floats("rlx_q_kvalues_fp4", quants.MXFP4.kvalues))
     assert tuple(quants.NVFP4.kvalues) == tuple(quants.MXFP4.kvalues)
-    if not GRIDS:
-        parts.append("#endif\n")
-        return "\n".join(parts)
     parts.append(bytes_("rlx_q_ksigns", np.frombuffer(quants.IQ2_XXS.ksigns, np.uint8)))
     for name, cls, offset in (("iq2xxs", quants.IQ2_XXS, 0), ("iq2xs", quants.IQ2_XS, 0), ("iq2s", quants.IQ2_S, 0),
                               ("iq3xxs", quants.IQ3_XXS, 0), ("iq3s", quants.IQ3_S, 0), ("iq1s", quants.IQ1_S, 1)):

@@ -414,6 +414,189 @@ struct QFmtBF16 {
     }
 };
 
+// ---- IQ grid formats (blocks of 256) --------------------------------------------
+// The grids (shaders/quant_tables.h) hold an entry's 8 (IQ2, IQ1) or 4 (IQ3)
+// values, one byte each. The IQ2 / IQ3_XXS signs come 7 bits at a time
+// through rlx_q_ksigns (the eighth bit is the parity); IQ2_S / IQ3_S store
+// one sign bit per element.
+RLX_INLINE float rlx_q_sign(uint bit) { return bit ? -1.0f : 1.0f; }
+
+struct QFmtIQ2_XXS {   // f16 d, then per 32 elements a u32 of 4 grid indices and a u32 of 4 x 7 sign bits + 4-bit scale
+    enum { BLOCK = 256, BYTES = 66 };
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        RLX_DEVICE const uchar *q = b + 2u + 8u * (j >> 5u);
+        const uint aux = rlx_q_u32(q + 4), l = (j >> 3u) & 3u, i = j & 7u;
+        const float db = rlx_q_f16(b) * (0.5f + (float)(aux >> 28u)) * 0.25f;
+        const uint sign = (rlx_q_ksigns[(aux >> (7u * l)) & 127u] >> i) & 1u;
+        return db * (float)rlx_q_grid_iq2xxs[8u * q[l] + i] * rlx_q_sign(sign);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        RLX_DEVICE const uchar *q = b + 2u + 8u * s;
+        const uint aux = rlx_q_u32(q + 4);
+        const float db = rlx_q_f16(b) * (0.5f + (float)(aux >> 28u)) * 0.25f;
+        rlx_q32 o;
+        for (uint l = 0; l < 4u; ++l) {
+            const uint signs = rlx_q_ksigns[(aux >> (7u * l)) & 127u], g = 8u * q[l];
+            for (uint i = 0; i < 8u; ++i)
+                o.v[8u * l + i] = db * (float)rlx_q_grid_iq2xxs[g + i] * rlx_q_sign((signs >> i) & 1u);
+        }
+        return o;
+    }
+};
+
+struct QFmtIQ2_XS {   // f16 d, 32 u16 (9-bit grid index, 7 sign bits), 8 bytes of 4-bit scales (one per 16)
+    enum { BLOCK = 256, BYTES = 74 };
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        const uint qv = rlx_q_u16(b + 2u + 2u * (j >> 3u)), i = j & 7u;
+        const uint sc = (b[66u + (j >> 5u)] >> (4u * ((j >> 4u) & 1u))) & 15u;
+        const float db = rlx_q_f16(b) * (0.5f + (float)sc) * 0.25f;
+        const uint sign = (rlx_q_ksigns[qv >> 9u] >> i) & 1u;
+        return db * (float)rlx_q_grid_iq2xs[8u * (qv & 511u) + i] * rlx_q_sign(sign);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        const float d = rlx_q_f16(b);
+        const uint scb = b[66u + s];
+        const float db0 = d * (0.5f + (float)(scb & 15u)) * 0.25f, db1 = d * (0.5f + (float)(scb >> 4u)) * 0.25f;
+        rlx_q32 o;
+        for (uint l = 0; l < 4u; ++l) {
+            const uint qv = rlx_q_u16(b + 2u + 8u * s + 2u * l);
+            const uint signs = rlx_q_ksigns[qv >> 9u], g = 8u * (qv & 511u);
+            const float db = l < 2u ? db0 : db1;
+            for (uint i = 0; i < 8u; ++i)
+                o.v[8u * l + i] = db * (float)rlx_q_grid_iq2xs[g + i] * rlx_q_sign((signs >> i) & 1u);
+        }
+        return o;
+    }
+};
+
+struct QFmtIQ2_S {   // f16 d, 32 index bytes, 32 sign bytes, 8 bytes of index high crumbs, 8 bytes of 4-bit scales
+    enum { BLOCK = 256, BYTES = 82 };
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        const uint l = j >> 3u, i = j & 7u;
+        const uint idx = b[2u + l] | (((b[66u + (l >> 2u)] >> (2u * (l & 3u))) & 3u) << 8u);
+        const uint sc = (b[74u + (j >> 5u)] >> (4u * ((j >> 4u) & 1u))) & 15u;
+        const float db = rlx_q_f16(b) * (0.5f + (float)sc) * 0.25f;
+        return db * (float)rlx_q_grid_iq2s[8u * idx + i] * rlx_q_sign((b[34u + l] >> i) & 1u);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        const float d = rlx_q_f16(b);
+        const uint scb = b[74u + s], qh = b[66u + s];
+        const float db0 = d * (0.5f + (float)(scb & 15u)) * 0.25f, db1 = d * (0.5f + (float)(scb >> 4u)) * 0.25f;
+        rlx_q32 o;
+        for (uint l = 0; l < 4u; ++l) {
+            const uint g = 8u * (b[2u + 4u * s + l] | (((qh >> (2u * l)) & 3u) << 8u));
+            const uint signs = b[34u + 4u * s + l];
+            const float db = l < 2u ? db0 : db1;
+            for (uint i = 0; i < 8u; ++i)
+                o.v[8u * l + i] = db * (float)rlx_q_grid_iq2s[g + i] * rlx_q_sign((signs >> i) & 1u);
+        }
+        return o;
+    }
+};
+
+struct QFmtIQ3_XXS {   // f16 d, 64 grid index bytes (4 values each), 8 u32 of 4 x 7 sign bits + 4-bit scale
+    enum { BLOCK = 256, BYTES = 98 };
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        const uint aux = rlx_q_u32(b + 66u + 4u * (j >> 5u)), l = (j >> 3u) & 3u, i = j & 7u;
+        const float db = rlx_q_f16(b) * (0.5f + (float)(aux >> 28u)) * 0.5f;
+        const uint sign = (rlx_q_ksigns[(aux >> (7u * l)) & 127u] >> i) & 1u;
+        return db * (float)rlx_q_grid_iq3xxs[4u * b[2u + (j >> 2u)] + (j & 3u)] * rlx_q_sign(sign);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        const uint aux = rlx_q_u32(b + 66u + 4u * s);
+        const float db = rlx_q_f16(b) * (0.5f + (float)(aux >> 28u)) * 0.5f;
+        RLX_DEVICE const uchar *q = b + 2u + 8u * s;
+        rlx_q32 o;
+        for (uint l = 0; l < 4u; ++l) {
+            const uint signs = rlx_q_ksigns[(aux >> (7u * l)) & 127u];
+            for (uint h = 0; h < 2u; ++h) {
+                const uint g = 4u * q[2u * l + h];
+                for (uint t = 0; t < 4u; ++t) {
+                    const uint i = 4u * h + t;
+                    o.v[8u * l + i] = db * (float)rlx_q_grid_iq3xxs[g + t] * rlx_q_sign((signs >> i) & 1u);
+                }
+            }
+        }
+        return o;
+    }
+};
+
+struct QFmtIQ3_S {   // f16 d, 64 index bytes, 8 bytes of index ninth bits, 32 sign bytes, 4 bytes of 4-bit scales
+    enum { BLOCK = 256, BYTES = 110 };
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        const uint l = j >> 2u, ib = j >> 5u;
+        const uint idx = b[2u + l] | (((b[66u + (l >> 3u)] >> (l & 7u)) & 1u) << 8u);
+        const uint sc = (b[106u + (ib >> 1u)] >> (4u * (ib & 1u))) & 15u;
+        const float db = rlx_q_f16(b) * (float)(1u + 2u * sc);
+        return db * (float)rlx_q_grid_iq3s[4u * idx + (j & 3u)] * rlx_q_sign((b[74u + (j >> 3u)] >> (j & 7u)) & 1u);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        const uint sc = (b[106u + (s >> 1u)] >> (4u * (s & 1u))) & 15u, qh = b[66u + s];
+        const float db = rlx_q_f16(b) * (float)(1u + 2u * sc);
+        rlx_q32 o;
+        for (uint l = 0; l < 8u; ++l) {
+            const uint g = 4u * (b[2u + 8u * s + l] | (((qh >> l) & 1u) << 8u));
+            const uint signs = b[74u + 4u * s + (l >> 1u)] >> (4u * (l & 1u));
+            for (uint t = 0; t < 4u; ++t)
+                o.v[4u * l + t] = db * (float)rlx_q_grid_iq3s[g + t] * rlx_q_sign((signs >> t) & 1u);
+        }
+        return o;
+    }
+};
+
+// IQ1: grid values -1, 0, 1 (stored plus one) shifted by +-1/8.
+struct QFmtIQ1_S {   // f16 d, 32 index bytes, 8 u16 (4 x 3 index high bits, 3-bit scale, delta sign)
+    enum { BLOCK = 256, BYTES = 50 };
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        const uint h = rlx_q_u16(b + 34u + 2u * (j >> 5u)), l = j >> 3u;
+        const float dl = rlx_q_f16(b) * (float)(2u * ((h >> 12u) & 7u) + 1u);
+        const float delta = (h & 0x8000u) ? -0.125f : 0.125f;
+        const uint idx = b[2u + l] | (((h >> (3u * (l & 3u))) & 7u) << 8u);
+        return dl * ((float)((int)rlx_q_grid_iq1s[8u * idx + (j & 7u)] - 1) + delta);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        const uint h = rlx_q_u16(b + 34u + 2u * s);
+        const float dl = rlx_q_f16(b) * (float)(2u * ((h >> 12u) & 7u) + 1u);
+        const float delta = (h & 0x8000u) ? -0.125f : 0.125f;
+        rlx_q32 o;
+        for (uint l = 0; l < 4u; ++l) {
+            const uint g = 8u * (b[2u + 4u * s + l] | (((h >> (3u * l)) & 7u) << 8u));
+            for (uint i = 0; i < 8u; ++i) o.v[8u * l + i] = dl * ((float)((int)rlx_q_grid_iq1s[g + i] - 1) + delta);
+        }
+        return o;
+    }
+};
+
+struct QFmtIQ1_M {   // 32 index bytes, 16 bytes of nibbles (3 index high bits, delta sign), 4 u16 of 3-bit scales + f16 d in the top nibbles
+    enum { BLOCK = 256, BYTES = 56 };
+    RLX_INLINE float d(RLX_DEVICE const uchar *b) {
+        const uint w0 = rlx_q_u16(b + 48), w1 = rlx_q_u16(b + 50), w2 = rlx_q_u16(b + 52), w3 = rlx_q_u16(b + 54);
+        return rlx_half_bits_to_float((w0 >> 12u) | ((w1 & 0xF000u) >> 8u) | ((w2 & 0xF000u) >> 4u) | (w3 & 0xF000u));
+    }
+    // The scale of elements [16 i, 16 i + 16).
+    RLX_INLINE float dl(RLX_DEVICE const uchar *b, float dd, uint i) {
+        const uint sc = (rlx_q_u16(b + 48u + 2u * (i >> 2u)) >> (3u * (i & 3u))) & 7u;
+        return dd * (float)(2u * sc + 1u);
+    }
+    RLX_INLINE float elem(RLX_DEVICE const uchar *b, uint j) {
+        const uint l = j >> 3u, nib = b[32u + (l >> 1u)] >> (4u * (l & 1u));
+        const uint idx = b[l] | ((nib & 7u) << 8u);
+        const float delta = (nib & 8u) ? -0.125f : 0.125f;
+        return dl(b, d(b), j >> 4u) * ((float)((int)rlx_q_grid_iq1s[8u * idx + (j & 7u)] - 1) + delta);
+    }
+    RLX_INLINE rlx_q32 sub(RLX_DEVICE const uchar *b, uint s) {
+        const float dd = d(b), dl0 = dl(b, dd, 2u * s), dl1 = dl(b, dd, 2u * s + 1u);
+        rlx_q32 o;
+        for (uint l = 0; l < 4u; ++l) {
+            const uint nib = b[32u + 2u * s + (l >> 1u)] >> (4u * (l & 1u));
+            const uint g = 8u * (b[4u * s + l] | ((nib & 7u) << 8u));
+            const float delta = (nib & 8u) ? -0.125f : 0.125f, dls = l < 2u ? dl0 : dl1;
+            for (uint i = 0; i < 8u; ++i) o.v[8u * l + i] = dls * ((float)((int)rlx_q_grid_iq1s[g + i] - 1) + delta);
+        }
+        return o;
+    }
+};
+
 // ---- generic access -------------------------------------------------------------
 // Element i of the data at base (blocks from base on).
 template <typename Q>
@@ -662,3 +845,45 @@ RLX_INSTANTIATE2(gemv_q, QFmtBF16, float, gemv_bf16_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtBF16, half, gemv_bf16_f16)
 RLX_INSTANTIATE2(gather_q, QFmtBF16, float, gather_bf16_f32)
 RLX_INSTANTIATE2(gather_q, QFmtBF16, half, gather_bf16_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_S, float, dequantize_iq1_s_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_S, half, dequantize_iq1_s_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ1_S, float, gemv_iq1_s_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ1_S, half, gemv_iq1_s_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ1_S, float, gather_iq1_s_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ1_S, half, gather_iq1_s_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_M, float, dequantize_iq1_m_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_M, half, dequantize_iq1_m_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ1_M, float, gemv_iq1_m_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ1_M, half, gemv_iq1_m_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ1_M, float, gather_iq1_m_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ1_M, half, gather_iq1_m_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XXS, float, dequantize_iq2_xxs_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XXS, half, dequantize_iq2_xxs_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XXS, float, gemv_iq2_xxs_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XXS, half, gemv_iq2_xxs_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ2_XXS, float, gather_iq2_xxs_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ2_XXS, half, gather_iq2_xxs_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XS, float, dequantize_iq2_xs_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XS, half, dequantize_iq2_xs_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XS, float, gemv_iq2_xs_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XS, half, gemv_iq2_xs_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ2_XS, float, gather_iq2_xs_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ2_XS, half, gather_iq2_xs_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_S, float, dequantize_iq2_s_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_S, half, dequantize_iq2_s_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ2_S, float, gemv_iq2_s_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ2_S, half, gemv_iq2_s_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ2_S, float, gather_iq2_s_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ2_S, half, gather_iq2_s_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_XXS, float, dequantize_iq3_xxs_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_XXS, half, dequantize_iq3_xxs_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ3_XXS, float, gemv_iq3_xxs_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ3_XXS, half, gemv_iq3_xxs_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ3_XXS, float, gather_iq3_xxs_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ3_XXS, half, gather_iq3_xxs_f16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_S, float, dequantize_iq3_s_f32)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_S, half, dequantize_iq3_s_f16)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ3_S, float, gemv_iq3_s_f32)
+RLX_INSTANTIATE2(gemv_q, QFmtIQ3_S, half, gemv_iq3_s_f16)
+RLX_INSTANTIATE2(gather_q, QFmtIQ3_S, float, gather_iq3_s_f32)
+RLX_INSTANTIATE2(gather_q, QFmtIQ3_S, half, gather_iq3_s_f16)

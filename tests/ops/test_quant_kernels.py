@@ -29,11 +29,7 @@ import pytest
 from rlx.runtime import shim
 from rlx.runtime.shim import CommandBuffer
 
-from .quant_helpers import FORMATS as _ALL_FORMATS
-from .quant_helpers import block_size, dequantize_reference, random_blocks
-
-# The IQ grid formats follow in the next step.
-FORMATS = [f for f in _ALL_FORMATS if not f.startswith(("iq1", "iq2", "iq3"))]
+from .quant_helpers import FORMATS, block_size, dequantize_reference, random_blocks
 
 DTYPES = {"f32": np.float32, "f16": np.float16}
 ACT_NONE, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_RELU = range(5)
