@@ -10,3 +10,5 @@
 #include "movement.h"
 #include "rope.h"
 #include "attention.h"
+// quant.h uses movement.h's GatherParams.
+#include "quant.h"

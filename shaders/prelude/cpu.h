@@ -22,6 +22,8 @@
 #define RLX_TARGET_CPU 1
 
 typedef unsigned int uint;
+typedef unsigned char uchar;    // MSL's names (the GGUF block kernels read bytes)
+typedef unsigned short ushort;
 struct uint3 { uint x, y, z; };
 // IEEE half: ARM64's __fp16 (a storage type that computes in float; GCC
 // before 13 has no _Float16 in C++ there), _Float16 elsewhere. Kernels only
@@ -58,6 +60,8 @@ struct rlx_ids {
 #define RLX_DEVICE            /* address-space qualifier of helper pointers */
 #define RLX_CONSTANT const
 #define RLX_INLINE static inline
+// A program-scope constant table (the GGUF grids of shaders/quant_tables.h).
+#define RLX_TABLE(type, decl) static const type decl
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) type name[count]
@@ -72,6 +76,15 @@ RLX_INLINE float rlx_group_max(float v, float *scratch) { (void)scratch; return 
 RLX_INLINE float rlx_to_float(float v) { return v; }
 RLX_INLINE float rlx_to_float(half v) { return (float)v; }
 template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
+// Bit patterns to floats: an f32's 32 bits, and an IEEE half's 16 (the low
+// bits of `bits`) widened exactly to f32.
+RLX_INLINE float rlx_bits_to_float(uint bits) { float f; memcpy(&f, &bits, sizeof f); return f; }
+RLX_INLINE float rlx_half_bits_to_float(uint bits) {
+    const unsigned short b = (unsigned short)bits;
+    half h;
+    memcpy(&h, &b, sizeof h);
+    return (float)h;
+}
 
 // exp as an inline, branch-free polynomial (Cody-Waite range reduction and
 // Cephes' degree-6 expf polynomial; relative error < 1e-7 on [-80, 80] as

@@ -8,6 +8,8 @@
 #define RLX_TARGET_CUDA 1
 
 typedef unsigned int uint;
+typedef unsigned char uchar;    // MSL's names (the GGUF block kernels read bytes)
+typedef unsigned short ushort;
 typedef unsigned long long rlx_u64;
 #ifndef __CUDACC_RTC__
 #include <stdint.h>
@@ -72,6 +74,10 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 #define RLX_DEVICE
 #define RLX_CONSTANT const
 #define RLX_INLINE static __device__ __forceinline__
+// A program-scope constant table (the GGUF grids of shaders/quant_tables.h):
+// global memory through the read-only cache; lookups are data-dependent, so
+// __constant__ (which serializes divergent addresses) would be slower.
+#define RLX_TABLE(type, decl) static __device__ const type decl
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) __shared__ type name[count]
@@ -85,6 +91,10 @@ RLX_INLINE float rlx_to_float(__half v) { return __half2float(v); }
 template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<T>(v); }
 template <> __device__ __forceinline__ __half rlx_from_float<__half>(float v) { return __float2half_rn(v); }
 typedef __half half;
+// Bit patterns to floats: an f32's 32 bits, and an IEEE half's 16 (the low
+// bits of `bits`) widened exactly to f32.
+RLX_INLINE float rlx_bits_to_float(uint bits) { return __uint_as_float(bits); }
+RLX_INLINE float rlx_half_bits_to_float(uint bits) { return __half2float(__ushort_as_half((unsigned short)bits)); }
 
 #define rlx_exp expf
 #define rlx_log logf

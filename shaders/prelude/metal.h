@@ -24,6 +24,8 @@ using namespace metal;
 #define RLX_DEVICE device
 #define RLX_CONSTANT constant
 #define RLX_INLINE static inline
+// A program-scope constant table (the GGUF grids of shaders/quant_tables.h).
+#define RLX_TABLE(type, decl) constant type decl
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) threadgroup type name[count]
@@ -39,6 +41,10 @@ using namespace metal;
 RLX_INLINE float rlx_to_float(float v) { return v; }
 RLX_INLINE float rlx_to_float(half v) { return float(v); }
 template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<T>(v); }
+// Bit patterns to floats: an f32's 32 bits, and an IEEE half's 16 (the low
+// bits of `bits`) widened exactly to f32.
+RLX_INLINE float rlx_bits_to_float(uint bits) { return as_type<float>(bits); }
+RLX_INLINE float rlx_half_bits_to_float(uint bits) { return float(as_type<half>(ushort(bits))); }
 
 // Precise forms: the library is compiled with fast math off (the shim sets
 // mathMode), these names keep the intent visible.
