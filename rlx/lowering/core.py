@@ -162,10 +162,13 @@ class Lowering:
     def dispatch(self, label: str, kernel: str, args: list[tuple[View, str]], params: bytes,
                  grid: tuple[tuple[int, int, int], tuple[int, int, int]], work: Work,
                  source: str | None = None) -> Thunk:
-        """args: (view, "r" or "w") in the kernel's binding order; the params
-        struct is bound after them. work: what it costs (the family's rate,
-        and flops where the family counts them). source: a user kernel
-        library's source."""
+        """args: (view, "r" or "w") in the kernel's binding order, bound at
+        their storage's start (kernels take element offsets in their params);
+        "r@" / "w@" bind at the view's first byte instead (kernels without
+        offsets, e.g. a tile of a quantized weight's rows). The params struct
+        is bound after them. work: what it costs (the family's rate, and
+        flops where the family counts them). source: a user kernel library's
+        source."""
         op = getattr(self, "_lowering_op", None)
         if (source is None and op is not None and kernel_base(kernel) not in KERNELS.get(op, ())
                 and kernel_base(kernel) not in _ANY_OP_KERNELS):
@@ -174,9 +177,9 @@ class Lowering:
         thunk = Thunk(DISPATCH, label, kernel=kernel, params=params, groups=grid[0], threads=grid[1],
                       source=source, work=work)
         for view, mode in args:
-            thunk.bindings.append(Binding(view.storage))
+            thunk.bindings.append(Binding(view.storage, view.byte_offset if mode.endswith("@") else 0))
             start, end = view.byte_range()
-            (thunk.writes if mode == "w" else thunk.reads).append((view.storage, start, end))
+            (thunk.writes if mode[0] == "w" else thunk.reads).append((view.storage, start, end))
         thunk.bindings.append(self._params_binding(params))
         self.thunks.append(thunk)
         return thunk

@@ -30,7 +30,7 @@ def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32"
 def _matmul(lw: Lowering, node: Node) -> View:
     float_suffix(node, node.dtype)
     a = lw.dense(node.inputs[0])
-    if is_block_weight(node.inputs[1].dtype, lw.target):   # [N, K] in a block format (transpose_b)
+    if is_block_weight(node.inputs[1].dtype, a.dtype, lw.target):   # [N, K] in a block format (transpose_b)
         return quantized_linear(lw, node, a, lw.dense(node.inputs[1], at_start=True), None, 0)[0]
     b = lw.dense(node.inputs[1])
     out = lw.new_value(node)
@@ -65,7 +65,7 @@ def _linear(lw: Lowering, node: Node) -> View:
     k = x.shape[-1]
     n = node.shape[-1]
     m = x.numel // max(k, 1)
-    if is_block_weight(w.dtype, lw.target):   # GGUF block formats (and bf16 where the gemm lacks it)
+    if is_block_weight(w.dtype, x.dtype, lw.target):   # GGUF block formats (and bf16 where the gemm lacks it)
         out, pending = quantized_linear(lw, node, x, w, bias, act)
         if pending:
             linear_epilogue(lw, node, out, bias, act, m, n, k)

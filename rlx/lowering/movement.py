@@ -43,7 +43,7 @@ def _copy(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("gather", reads={0: "start"}, kernels=("gather", *(f"gather_{fmt}" for fmt in QUANTIZED)))
+@lowers("gather", reads={0: "start"}, kernels=("gather", *(f"gather_{fmt}" for fmt in (*QUANTIZED, "bf16"))))
 def _gather(lw: Lowering, node: Node) -> View:
     """Rows of a float table, or of a quantized one (shaders/quant.h decodes
     each row's blocks as it copies them)."""
@@ -55,7 +55,7 @@ def _gather(lw: Lowering, node: Node) -> View:
         raise UnsupportedOpError(f"{node!r}: gather indices must be a dense tensor, not a strided view")
     out = lw.new_value(node)
     rows, dim = table.shape
-    fmt = f"{table.dtype.name}_" if table.dtype.quantized else ""
+    fmt = f"{table.dtype.name}_" if table.dtype.storage_only else ""
     lw.dispatch(repr(node), f"gather_{fmt}{float_suffix(node, node.dtype)}", [(table, "r"), (idx, "r"), (out, "w")],
                 gather_params(idx.numel, dim, rows, idx.dtype == i64),
                 lw.target.elementwise_grid(out.numel, scalar=True), Work("copy"))

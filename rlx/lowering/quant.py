@@ -38,11 +38,11 @@ def gemv_params(m: int, n: int, k: int, x_stride: int, y_stride: int, rows_per_g
     return struct.pack("<8I", m, n, k, x_stride, y_stride, rows_per_group, int(has_bias), act)
 
 
-def is_block_weight(dtype: DType, target) -> bool:
+def is_block_weight(dtype: DType, x_dtype: DType, target) -> bool:
     """Whether linear/matmul must read this weight through shaders/quant.h:
-    every block format, and bf16 off the host (only the host shim's gemm
-    takes bf16 B: csrc/host_bf16.h)."""
-    return dtype.quantized or (dtype.name == "bf16" and target.backend != "host")
+    every block format, and bf16 but against f32 x on the host (the one
+    combination a shim's gemm takes: csrc/host_bf16.h)."""
+    return dtype.quantized or (dtype.name == "bf16" and (target.backend != "host" or x_dtype.name != "f32"))
 
 
 def _fmt(dtype: DType) -> str:
@@ -99,7 +99,7 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
         part = w.narrow(0, r0, rows) if rows < n else w
         wide = View.dense(scratch.storage, x.dtype, (rows, k))
         lw.dispatch(f"{node!r} dequantize rows {r0}:{r0 + rows}", f"dequantize_{fmt}_{suffix}",
-                    [(part, "r"), (wide, "w")], quant_params(rows * k), lw.target.elementwise_grid(rows * k),
+                    [(part, "r@"), (wide, "w")], quant_params(rows * k), lw.target.elementwise_grid(rows * k),
                     Work("copy"))
         c = out if r0 == 0 else View(out.storage, out.dtype, (m, rows), (n, 1), r0)
         lw.gemm(f"{node!r} rows {r0}:{r0 + rows}", x, wide, c, m, rows, k, k, k, n, True)

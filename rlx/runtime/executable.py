@@ -215,6 +215,13 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
     must match exactly."""
     if spec.dtype.quantized:
         return _quantized_param(spec, value)
+    if spec.dtype is bf16 and (hasattr(value, "data") and getattr(value, "type", None) == "BF16"):
+        value = value.data   # a GGUF BF16 tensor: its raw bytes
+    if spec.dtype is bf16 and isinstance(value, np.ndarray) and value.dtype in (np.uint8, np.uint16):
+        bits = np.ascontiguousarray(value).view(np.uint16)   # raw bf16 bits (or their bytes), as stored
+        if bits.size != int(np.prod(spec.shape, dtype=np.int64)):
+            raise ParameterError(f"parameter '{spec.name}': {bits.size} bf16 values, expected shape {spec.shape}")
+        return bits.reshape(spec.shape)
     try:
         array = np.asarray(value)
     except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, ints beyond 64 bits, ...
@@ -222,7 +229,7 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
                              f"{exc}") from None
     if array.shape != spec.shape:
         raise ParameterError(f"parameter '{spec.name}': shape {array.shape}, expected {spec.shape}")
-    if spec.dtype is bf16:   # stored as bf16 bits (precision="bf16"): values are given as floats
+    if spec.dtype is bf16:   # float values, rounded here   # stored as bf16 bits (precision="bf16"): values are given as floats
         if not np.issubdtype(array.dtype, np.floating):
             raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected float values "
                                  "(stored as bf16)")

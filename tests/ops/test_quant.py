@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import rlx
+from rlx.ir.dtype import quantized
 from rlx.reference.blocks import dequantize_values
 
 from .quant_helpers import FORMATS, random_blocks
@@ -27,22 +28,22 @@ def _x(rng, shape, dtype):
 
 def _weight(fmt, rng, n, k):
     raw = random_blocks(fmt, n, k, rng)
-    return raw, dequantize_values(rlx.ir.dtype.quantized(fmt), raw, (n, k)).astype(np.float64)
+    return raw, dequantize_values(quantized(fmt), raw, (n, k)).astype(np.float64)
 
 
-def _check_product(got, x, w, bias, act, dtype):
+def _check_product(got, x, w, bias, act, dtype, rel=None):
     x64 = x.astype(np.float64).reshape(-1, x.shape[-1])
     pre = x64 @ w.T + (0.0 if bias is None else bias.astype(np.float64))
     want = rlx.reference.REFERENCE["gelu"]([pre], {}, None) if act == "gelu" else pre
     scale = np.abs(x64) @ np.abs(w).T + (0.0 if bias is None else np.abs(bias.astype(np.float64)))
     err = np.abs(got.astype(np.float64).reshape(want.shape) - want)
-    bound = REL[dtype] * (scale + np.abs(want)) + (1e-6 if dtype == "f32" else 1e-3)
+    bound = (rel or REL[dtype]) * (scale + np.abs(want)) + (1e-6 if dtype == "f32" else 1e-3)
     worst = np.unravel_index(np.argmax(err - bound), err.shape)
     assert (err <= bound).all(), f"worst at {worst}: got {got.reshape(want.shape)[worst]}, want {want[worst]}"
 
 
 def _k_for(fmt):
-    block = rlx.ir.dtype.quantized(fmt).block
+    block = quantized(fmt).block
     return 3 * block if block > 1 else 77
 
 
@@ -57,13 +58,18 @@ def test_linear_with_quantized_weights(fmt, dtype, rows, rng):
     g = rlx.Graph()
     x = g.input("x", (rows, k), dtype)
     b = g.param("b", (n,), dtype)
-    g.set_outputs(y=g.linear(x, g.param("w", (n, k), fmt), b, activation="gelu"))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), quantized(fmt)), b, activation="gelu"))
     xv, bv = _x(rng, (rows, k), dtype), _x(rng, (n,), dtype)
     exe = rlx.compile(g, params={"w": raw, "b": bv})
     kernels = {t.kernel for t in exe.thunks if t.kernel}
-    path = "gemv_" if rows <= 8 else "dequantize_"
-    assert any(kn.startswith(path + fmt) for kn in kernels), kernels
-    _check_product(exe.run(x=xv)["y"], xv, w, bv, "gelu", dtype)
+    rel = None
+    if fmt == "bf16" and dtype == "f32" and exe.target.backend == "host":
+        assert not any(kn.startswith(("gemv_", "dequantize_")) for kn in kernels), kernels   # the host's bf16 gemm
+        rel = 2.0 ** -7   # which may round x to bf16 too (README "Compile pipeline and precision")
+    else:
+        path = "gemv_" if rows <= 8 else "dequantize_"
+        assert any(kn.startswith(path + fmt) for kn in kernels), kernels
+    _check_product(exe.run(x=xv)["y"], xv, w, bv, "gelu", dtype, rel)
 
 
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "q4_k", "q6_k", "iq4_xs"])
@@ -72,7 +78,7 @@ def test_matmul_and_the_env_var_that_turns_the_gemv_off(fmt, rng, monkeypatch):
     raw, w = _weight(fmt, rng, n, k)
     g = rlx.Graph()
     x = g.input("x", (2, k))
-    g.set_outputs(y=g.matmul(x, g.param("w", (n, k), fmt), transpose_b=True))
+    g.set_outputs(y=g.matmul(x, g.param("w", (n, k), quantized(fmt)), transpose_b=True))
     xv = _x(rng, (2, k), "f32")
     _check_product(rlx.compile(g, params={"w": raw}).run(x=xv)["y"], xv, w, None, None, "f32")
     monkeypatch.setenv("RLX_QUANT_NO_GEMV", fmt.upper())
@@ -107,7 +113,7 @@ def test_dequantize_equals_ggufs(fmt, dtype, rng):
     rows, k = 5, _k_for(fmt)
     raw, w = _weight(fmt, rng, rows, k)
     g = rlx.Graph()
-    g.set_outputs(y=g.dequantize(g.param("w", (rows, k), fmt), dtype))
+    g.set_outputs(y=g.dequantize(g.param("w", (rows, k), quantized(fmt)), dtype))
     got = rlx.compile(g, params={"w": raw}).run()["y"]
     np.testing.assert_array_equal(got, w.astype(np.float32).astype(got.dtype))
 
@@ -119,7 +125,7 @@ def test_gather_from_a_quantized_table(fmt, index_dtype, rng):
     raw, table = _weight(fmt, rng, rows, dim)
     g = rlx.Graph()
     idx = g.input("i", (2, 3), index_dtype)
-    g.set_outputs(e=g.gather(g.param("t", (rows, dim), fmt), idx))
+    g.set_outputs(e=g.gather(g.param("t", (rows, dim), quantized(fmt)), idx))
     iv = np.array([[0, 8, 3], [3, 1, 8]], np.int32 if index_dtype == "i32" else np.int64)
     got = rlx.compile(g, params={"t": raw}).run(i=iv)["e"]
     np.testing.assert_array_equal(got, table.astype(np.float32)[iv])

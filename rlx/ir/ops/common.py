@@ -62,14 +62,13 @@ def _float_type(op: str, t: TensorType, what: str = "input") -> None:
                          + (" (bf16 is only the storage of linear/matmul weights)" if t.dtype.name == "bf16" else ""))
 
 def _weight_dtype(op: str, x: TensorType, w: TensorType, what: str) -> None:
-    """A matmul's B operand has x's dtype, or is bf16 against f32 x (weights
-    stored in bf16 under precision="bf16"; the gemm accumulates in f32), or
-    is a quantized block format against f32 or f16 x (rlx/ir/ops/quant.py
-    checks its layout)."""
-    if w.dtype == x.dtype or (w.dtype.name == "bf16" and x.dtype.name == "f32") or w.dtype.quantized:
+    """A matmul's B operand has x's dtype, or is bf16 (weights stored in bf16
+    under precision="bf16", or a GGUF file's; accumulated in f32), or is a
+    quantized block format (rlx/ir/ops/quant.py checks its layout)."""
+    if w.dtype == x.dtype or w.dtype.name == "bf16" or w.dtype.quantized:
         return
-    raise DTypeError(f"{op}: {what} must have x's dtype (or be bf16 against f32, or a quantized block "
-                     f"format), got {x} and {w}")
+    raise DTypeError(f"{op}: {what} must have x's dtype (or be bf16 or a quantized block format), "
+                     f"got {x} and {w}")
 
 def _same_dtype(op: str, types: list[TensorType], names: list[str]) -> None:
     first = types[0].dtype

@@ -14,14 +14,14 @@ from rlx.ir.shape import Shape
 def _infer_gather(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("gather", attrs, {})
     table, idx = types
-    if not table.dtype.quantized:
+    if not table.dtype.storage_only:
         _float_type("gather", table, "table")
     if table.rank != 2:
         raise ShapeError(f"gather: table must be 2-D [V, D], got shape {table.shape!r}")
     if idx.dtype.name not in ("i32", "i64"):
         raise DTypeError(f"gather: indices must be i32 or i64, got {idx}")
-    # A quantized table's rows come out as f32 (an f16 graph casts them; the kernel can write f16 too).
-    out = f32 if table.dtype.quantized else table.dtype
+    # A quantized (or bf16) table's rows come out as f32 (an f16 graph casts them).
+    out = f32 if table.dtype.storage_only else table.dtype
     return TensorType(tuple(idx.shape) + (table.shape[1],), out)
 
 def _infer_reshape(types: list[TensorType], attrs: dict) -> TensorType:
