@@ -229,7 +229,7 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
                              f"{exc}") from None
     if array.shape != spec.shape:
         raise ParameterError(f"parameter '{spec.name}': shape {array.shape}, expected {spec.shape}")
-    if spec.dtype is bf16:   # float values, rounded here   # stored as bf16 bits (precision="bf16"): values are given as floats
+    if spec.dtype is bf16:   # float values (precision="bf16"), rounded to bf16 bits here
         if not np.issubdtype(array.dtype, np.floating):
             raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected float values "
                                  "(stored as bf16)")
