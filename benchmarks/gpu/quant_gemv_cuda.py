@@ -1,0 +1,99 @@
+"""Decode GEMV from GGUF blocks on an NVIDIA GPU (issue 17): for Q4_K,
+Q5_0, Q6_K and Q8_0 on a 4096 x 4096 and a 262144 x 640 weight, rlx's
+gemv_<fmt>_f32 thunk alone (device time from the shim's CUDA events,
+Program.run_one), against the device's copy bandwidth (torch copy_ of the
+same bytes, CUDA events) and PyTorch's best at the same product: a bf16
+GEMV on the dequantized weights, replayed from a CUDA graph. The rlx result
+is checked against the float64 product first. Writes JSON (argv[1]).
+
+Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/quant_gemv_cuda.py OUT.json"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import rlx
+from rlx.ir.dtype import quantized
+from rlx.reference.blocks import dequantize_values
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "ops"))
+from quant_helpers import random_blocks  # noqa: E402  (valid random blocks, tests/ops/quant_helpers.py)
+
+FORMATS = ["q4_k", "q5_0", "q6_k", "q8_0"]
+SHAPES = [(4096, 4096), (262144, 640)]
+REPS = 50
+
+
+def _blocks(fmt: str, n: int, k: int) -> np.ndarray:
+    pattern = random_blocks(fmt, min(n, 4096), k, np.random.default_rng(0))
+    return np.ascontiguousarray(np.resize(pattern, (n, pattern.shape[1])))
+
+
+def _events_ms(fn, reps: int = REPS) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main(out_path: str | None) -> None:
+    rows = []
+    for n, k in SHAPES:
+        for fmt in FORMATS:
+            raw = _blocks(fmt, n, k)
+            nbytes = raw.nbytes
+            g = rlx.Graph()
+            x = g.input("x", (1, k))
+            g.set_outputs(y=g.linear(x, g.param("w", (n, k), fmt)))
+            exe = rlx.compile(g, device="cuda", params={"w": raw})
+            xv = np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)
+            got = exe.run(x=xv)["y"].astype(np.float64)
+            w = dequantize_values(quantized(fmt), raw, (n, k)).astype(np.float64)
+            want = xv.astype(np.float64) @ w.T
+            bound = 1e-5 * (np.abs(xv.astype(np.float64)) @ np.abs(w).T) + 1e-6
+            ok = bool((np.abs(got - want) <= bound).all())
+            index = next(i for i, t in enumerate(exe.thunks) if (t.kernel or "").startswith("gemv_"))
+            for _ in range(5):
+                exe.program.run_one(index)
+            rlx_us = statistics.median(exe.program.run_one(index) for _ in range(REPS)) * 1e6
+            src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+            dst = torch.empty_like(src)
+            copy_us = _events_ms(lambda: dst.copy_(src)) * 1e3
+            tw = torch.from_numpy(w.astype(np.float32)).to("cuda", torch.bfloat16)
+            tx = torch.from_numpy(xv).to("cuda", torch.bfloat16)
+            ty = torch.nn.functional.linear(tx, tw)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                ty = torch.nn.functional.linear(tx, tw)
+            torch_us = _events_ms(graph.replay) * 1e3
+            row = {"format": fmt, "shape": [n, k], "weight_bytes": nbytes, "correct": ok,
+                   "rlx_gemv_us": rlx_us, "copy_us": copy_us, "torch_bf16_graph_us": torch_us,
+                   "rlx_GBps": nbytes / rlx_us / 1e3, "copy_GBps": nbytes / copy_us / 1e3,
+                   "fraction_of_copy_bandwidth": copy_us / rlx_us, "rlx_over_torch": rlx_us / torch_us}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            del tw, src, dst, graph
+            torch.cuda.empty_cache()
+    result = {"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/quant_gemv_cuda.py",
+              "gpu": torch.cuda.get_device_name(), "rows": rows}
+    text = json.dumps(result, indent=1)
+    if out_path:
+        Path(out_path).write_text(text + "\n")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)
