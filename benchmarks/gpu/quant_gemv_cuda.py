@@ -69,7 +69,7 @@ def main(out_path: str | None) -> None:
             rlx_us = statistics.median(exe.program.run_one(index) for _ in range(REPS)) * 1e6
             src = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
             dst = torch.empty_like(src)
-            copy_us = _events_ms(lambda: dst.copy_(src)) * 1e3
+            copy_us = _events_ms(lambda d=dst, s=src: d.copy_(s)) * 1e3
             tw = torch.from_numpy(w.astype(np.float32)).to("cuda", torch.bfloat16)
             tx = torch.from_numpy(xv).to("cuda", torch.bfloat16)
             ty = torch.nn.functional.linear(tx, tw)
