@@ -14,7 +14,7 @@ export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
 S="$OUT/summary.txt"; : >"$S"
 note() { echo "$*" | tee -a "$S"; }
 python3 -m pip install -q --no-deps --no-index .gpu_carry/gguf-*.whl >"$OUT/pip.log" 2>&1; note "gguf install rc=$?"
-timeout 120 python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+timeout 300 python3 setup.py build_ext --inplace -q -j 16 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 note "build ok"
 P="python3 -m pytest -q -p no:cacheprovider"
 timeout 150 $P tests/ops/test_quant_kernels.py --rlx-device cuda >"$OUT/kernels.log" 2>&1
