@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "ops"))
 from quant_helpers import random_blocks  # noqa: E402  (valid random blocks, tests/ops/quant_helpers.py)
 
 FORMATS = ["q4_k", "q5_0", "q6_k", "q8_0"]
-SHAPES = [(4096, 4096), (262144, 640)]
+SHAPES = [(4096, 4096), (262144, 640)]   # K-quants (blocks of 256): K rounded up to 768
 REPS = 50
 
 
@@ -49,8 +49,9 @@ def _events_ms(fn, reps: int = REPS) -> float:
 
 def main(out_path: str | None) -> None:
     rows = []
-    for n, k in SHAPES:
+    for n, k0 in SHAPES:
         for fmt in FORMATS:
+            k = k0 if k0 % quantized(fmt).block == 0 else -(-k0 // quantized(fmt).block) * quantized(fmt).block
             raw = _blocks(fmt, n, k)
             nbytes = raw.nbytes
             g = rlx.Graph()
