@@ -11,6 +11,7 @@ Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/quant_gemv_cuda.py OUT.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -48,6 +49,15 @@ def _events_ms(fn, reps: int = REPS) -> float:
 
 
 def main(out_path: str | None) -> None:
+    cap = int(os.environ.get("THREADS_CAP", "0"))   # cap threads per group (as tests' --rlx-group-size)
+    if cap:
+        import dataclasses
+
+        from rlx.runtime import devices
+
+        real = devices.open_device
+        devices.open_device = lambda name: (lambda d, t: (d, dataclasses.replace(t, max_threads_per_group=cap)))(
+            *real(name))
     rows = []
     for n, k0 in SHAPES:
         for fmt in FORMATS:
@@ -79,7 +89,8 @@ def main(out_path: str | None) -> None:
             with torch.cuda.graph(graph):
                 captured = torch.nn.functional.linear(tx, tw)   # kept: the graph writes it
             torch_us = _events_ms(graph.replay) * 1e3
-            row = {"format": fmt, "shape": [n, k], "weight_bytes": nbytes, "correct": ok,
+            row = {"format": fmt, "shape": [n, k], "weight_bytes": nbytes, "correct": ok, "threads_cap": cap,
+                   "threads": list(exe.thunks[index].threads),
                    "rlx_gemv_us": rlx_us, "copy_us": copy_us, "torch_bf16_graph_us": torch_us,
                    "rlx_GBps": nbytes / rlx_us / 1e3, "copy_GBps": nbytes / copy_us / 1e3,
                    "fraction_of_copy_bandwidth": copy_us / rlx_us, "rlx_over_torch": rlx_us / torch_us}

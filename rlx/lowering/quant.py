@@ -51,12 +51,16 @@ def _fmt(dtype: DType) -> str:
 
 def _gemv_grid(lw: Lowering, n: int, k: int) -> tuple[int, tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """(rows per group, grid): GPUs give each weight row a group whose
-    threads split K; the CPU gives each group CPU_GEMV_ROWS_PER_GROUP rows."""
+    threads split its 32-element chunks (a SIMD group at least, no more
+    threads than chunks: a 640-wide row has 20); the CPU gives each group
+    CPU_GEMV_ROWS_PER_GROUP rows."""
     if lw.target.one_thread_groups:
         rows = CPU_GEMV_ROWS_PER_GROUP
         return rows, ((-(-n // rows), 1, 1), (1, 1, 1))
-    groups, threads = lw.target.row_grid(n, k)
-    return 1, (groups, threads)
+    width = max(lw.target.simd_width, 1)
+    chunks = max(1, -(-k // 32))
+    threads = min(lw.target.max_threads_per_group, 256, max(width, -(-chunks // width) * width))
+    return 1, ((n, 1, 1), (threads, 1, 1))
 
 
 def dequantize_into(lw: Lowering, node: Node, w: View, dtype: DType) -> View:
