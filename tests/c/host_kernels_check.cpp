@@ -5,8 +5,12 @@
 // is checked on every change without an ARM64 machine. No Python, numpy or
 // BLAS is needed on the emulated side: the shim falls back to its own gemm.
 //
-// Usage: host_kernels_check path/to/librlx_host.so [device options] ; prints
-// the device's name and one line per check, and exits non-zero if any failed.
+// Usage: host_kernels_check path/to/librlx_host.so [device options [quant cases]]
+// prints the device's name and one line per check, and exits non-zero if any
+// failed. The optional third argument is a file of GGUF block-format cases
+// (the format is described at check_quant below), whose expected values the
+// gguf package computed on the x86 side; with it the quant kernels of
+// shaders/quant.h are checked too, one line per format and kernel.
 
 #include <dlfcn.h>
 
@@ -14,6 +18,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -277,10 +283,196 @@ void check_small_m(rlx_dtype b_dtype) {
                                                                       : "small-M gemm, f32");
 }
 
+
+// ---- GGUF block formats (shaders/quant.h) ------------------------------------
+// The case file, written by tests/runtime/test_arm64_host.py (_write_quant_cases)
+// where the gguf package is at hand; every field little-endian, no padding:
+//   char magic[8] = "RLXQCAS1"; u32 formats; then per format:
+//     u32 name_len; char name[name_len]          e.g. "q8_0" (no terminator)
+//     u32 rows, k, nbytes; u8 blocks[nbytes]     W[rows, k] as GGUF tensor data
+//     f32 deq[rows * k]                          gguf's dequantized W, row-major
+//     u32 cases; per case:
+//       u32 m; f32 x[m * k]                      m rows of x, row-major
+//       f64 want[m * rows]; f64 mag[m * rows]    x @ W^T in float64, sum |x||W|
+// Checked for each format: dequantize_<fmt>_f32 bit for bit against deq (the
+// decoders are exact in f32: every product is exact and each element takes
+// at most one rounding); dequantize_<fmt>_f16 bit for bit against deq rounded
+// to f16 here (half_t); gather_<fmt>_f32 (rows in a shuffled order, two
+// clamped indices; the element decoders, which dequantize does not use on the
+// CPU) bit for bit; gemv_<fmt>_f32 for each case, 4 rows of W a group, with
+// |got - want| <= 1.2e-5 mag + 1e-6 (f32 accumulation), and the padding of x
+// and y (strides k + 3 and rows + 2) left alone. A zero of either sign
+// matches a zero (the kernels build with -fno-signed-zeros).
+struct CaseReader {
+    const std::vector<uint8_t> &data;
+    size_t at = 0;
+    bool ok = true;
+    void bytes(void *dst, size_t n) {
+        if (!ok || data.size() - at < n) {
+            ok = false;
+            std::memset(dst, 0, n);
+            return;
+        }
+        std::memcpy(dst, data.data() + at, n);
+        at += n;
+    }
+    uint32_t u32() {
+        uint32_t v;
+        bytes(&v, 4);
+        return v;
+    }
+    template <typename T>
+    std::vector<T> array(size_t n) {
+        std::vector<T> v(ok && n <= data.size() ? n : 0);
+        bytes(v.data(), sizeof(T) * v.size());
+        if (v.size() != n) ok = false;
+        return v;
+    }
+};
+
+template <typename U>
+bool same_value(U got, U want) {   // bits of an f32 (U = uint32_t) or f16 (uint16_t)
+    const U mag = (U)~(U)((U)1 << (8 * sizeof(U) - 1));
+    return got == want || ((got & mag) == 0 && (want & mag) == 0);
+}
+
+// out (n values of T, filled with NaN first) from `kernel` over bindings
+// {in..., out, params}; false when it did not run.
+template <typename T>
+bool run_into(const char *kernel, std::vector<rlx_buffer *> in, const void *params, size_t params_bytes, size_t n,
+              uint32_t groups, std::vector<T> &out) {
+    const std::vector<uint8_t> nan(sizeof(T) * n, 0xFF);
+    rlx_buffer *bo = upload(nan.data(), nan.size()), *bp = upload(params, params_bytes);
+    in.push_back(bo);
+    in.push_back(bp);
+    const bool ok = run(kernel, in, groups);
+    out = download<T>(bo, n);
+    api->buffer_free(bo);
+    api->buffer_free(bp);
+    return ok;
+}
+
+template <typename U>
+void check_exact(const std::string &what, bool ran, const U *got, const U *want, size_t n) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (!same_value(got[i], want[i]) && bad++ == 0) first = i;
+    if (bad) {
+        std::printf("  %s: %zu of %zu differ, the first at %zu: bits 0x%x, want 0x%x\n", what.c_str(), bad, n, first,
+                    (unsigned)got[first], (unsigned)want[first]);
+    }
+    check(ran && bad == 0, what.c_str());
+}
+
+bool check_quant_format(CaseReader &in) {
+    const uint32_t name_len = in.u32();
+    std::string fmt(name_len <= 64 ? name_len : 0, '\0');
+    in.bytes(&fmt[0], fmt.size());
+    const uint32_t rows = in.u32(), k = in.u32(), nbytes = in.u32();
+    if (!in.ok || name_len > 64 || rows == 0 || rows > 4096 || k == 0 || k > (1u << 20)) return false;
+    const std::vector<uint8_t> blocks = in.array<uint8_t>(nbytes);
+    const std::vector<float> deq = in.array<float>((size_t)rows * k);
+    if (!in.ok) return false;
+    const size_t n = (size_t)rows * k;
+    rlx_buffer *bw = upload(blocks.data(), blocks.size());
+
+    // dequantize, f32 and f16.
+    const uint32_t qp[4] = {(uint32_t)n, 0, 0, 0};
+    std::vector<uint32_t> want32(n), got32;
+    std::vector<uint16_t> want16(n), got16;
+    for (size_t i = 0; i < n; ++i) {
+        std::memcpy(&want32[i], &deq[i], 4);
+        const half_t h = (half_t)deq[i];
+        std::memcpy(&want16[i], &h, 2);
+    }
+    std::string name = "dequantize_" + fmt + "_f32";
+    bool ran = run_into<uint32_t>(name.c_str(), {bw}, qp, sizeof qp, n, 3, got32);
+    check_exact(name + " (bit for bit)", ran, got32.data(), want32.data(), n);
+    name = "dequantize_" + fmt + "_f16";
+    ran = run_into<uint16_t>(name.c_str(), {bw}, qp, sizeof qp, n, 3, got16);
+    check_exact(name + " (gguf's values rounded to f16)", ran, got16.data(), want16.data(), n);
+
+    // gather: rows in a shuffled order, then two indices that clamp.
+    std::vector<int32_t> idx;
+    for (uint32_t r = 0; r < rows; ++r) idx.push_back((int32_t)((r * 2u + 1u) % rows));
+    idx.push_back((int32_t)rows + 3);
+    idx.push_back(-2);
+    std::vector<uint32_t> gwant;
+    for (int32_t i : idx) {
+        const int32_t r = i < 0 ? 0 : (i >= (int32_t)rows ? (int32_t)rows - 1 : i);
+        gwant.insert(gwant.end(), want32.begin() + (size_t)r * k, want32.begin() + (size_t)(r + 1) * k);
+    }
+    const uint32_t gp[4] = {(uint32_t)idx.size(), k, rows, 0};
+    rlx_buffer *bi = upload(idx.data(), 4 * idx.size());
+    name = "gather_" + fmt + "_f32";
+    ran = run_into<uint32_t>(name.c_str(), {bw, bi}, gp, sizeof gp, gwant.size(), 3, got32);
+    check_exact(name + " (clamped indices, bit for bit)", ran, got32.data(), gwant.data(), gwant.size());
+    api->buffer_free(bi);
+
+    // gemv against the float64 products, padded strides.
+    const uint32_t cases = in.u32();
+    const uint32_t xs = k + 3, ys = rows + 2, rpg = 4;
+    for (uint32_t c = 0; c < cases && in.ok; ++c) {
+        const uint32_t m = in.u32();
+        if (!in.ok || m == 0 || m > 8) return false;
+        const std::vector<float> x = in.array<float>((size_t)m * k);
+        const std::vector<double> want = in.array<double>((size_t)m * rows), mag = in.array<double>((size_t)m * rows);
+        if (!in.ok) return false;
+        std::vector<float> xp((size_t)m * xs, NAN);
+        for (uint32_t r = 0; r < m; ++r) std::memcpy(&xp[(size_t)r * xs], &x[(size_t)r * k], 4 * (size_t)k);
+        const float zeros[4] = {0, 0, 0, 0};
+        rlx_buffer *bx = upload(xp.data(), 4 * xp.size()), *bb = upload(zeros, sizeof zeros);
+        const uint32_t p[8] = {m, rows, k, xs, ys, rpg, 0 /* no bias */, 0 /* no activation */};
+        // The bindings are x, w, y, bias, params: y is bound third.
+        const std::vector<uint8_t> nan(4 * (size_t)m * ys, 0xFF);
+        rlx_buffer *by = upload(nan.data(), nan.size()), *bp = upload(p, sizeof p);
+        name = "gemv_" + fmt + "_f32";
+        ran = run(name.c_str(), {bx, bw, by, bb, bp}, (rows + rpg - 1) / rpg);
+        const std::vector<float> y = download<float>(by, (size_t)m * ys);
+        double worst = -1;
+        size_t at = 0;
+        bool pad_ok = true;
+        for (uint32_t r = 0; r < m; ++r) {
+            for (uint32_t j = 0; j < rows; ++j) {
+                const size_t i = (size_t)r * rows + j;
+                const double err = std::fabs((double)y[(size_t)r * ys + j] - want[i]);
+                const double ratio = err / (1.2e-5 * mag[i] + 1e-6);
+                if (!(ratio <= worst)) worst = ratio, at = i;   // a NaN is the worst
+            }
+            for (uint32_t j = rows; j < ys; ++j) pad_ok = pad_ok && std::isnan(y[(size_t)r * ys + j]);
+        }
+        if (!(worst <= 1.0) || !pad_ok)
+            std::printf("  %s m=%u: row %zu, W row %zu: got %.9g, want %.9g (%.3g x the bound)%s\n", name.c_str(), m,
+                        at / rows, at % rows, (double)y[(at / rows) * ys + at % rows], want[at], worst,
+                        pad_ok ? "" : "; wrote into y's padding");
+        char what[96];
+        std::snprintf(what, sizeof what, "%s m=%u (4 rows a group, within 1.2e-5 sum|x||w| + 1e-6)", name.c_str(), m);
+        check(ran && worst <= 1.0 && pad_ok, what);
+        for (rlx_buffer *b : {bx, bb, by, bp}) api->buffer_free(b);
+    }
+    api->buffer_free(bw);
+    return in.ok;
+}
+
+bool check_quant(const char *path) {
+    std::ifstream f(path, std::ios::binary);
+    const std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    CaseReader in{data};
+    char magic[8];
+    in.bytes(magic, 8);
+    const uint32_t formats = in.u32();
+    if (!in.ok || std::memcmp(magic, "RLXQCAS1", 8) != 0) return false;
+    for (uint32_t i = 0; i < formats; ++i)
+        if (!check_quant_format(in)) return false;
+    std::printf("quant: %u formats\n", formats);
+    return in.ok && in.at == data.size();
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-    if (argc != 2 && argc != 3) return std::fprintf(stderr, "usage: %s librlx_host.so [device options]\n", argv[0]), 2;
+    if (argc < 2 || argc > 4)
+        return std::fprintf(stderr, "usage: %s librlx_host.so [device options [quant cases]]\n", argv[0]), 2;
     void *so = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (!so) return std::fprintf(stderr, "dlopen: %s\n", dlerror()), 2;
     auto get_api = (rlx_shim_get_api_fn)dlsym(so, "rlx_shim_get_api");
@@ -302,6 +494,8 @@ int main(int argc, char **argv) {
     check_small_m(RLX_DTYPE_F32);
     check_small_m(RLX_DTYPE_F16);
     check_small_m(RLX_DTYPE_BF16);
+    if (argc > 3 && !check_quant(argv[3]))
+        return std::fprintf(stderr, "%s: not a readable quant case file\n", argv[3]), 2;
     std::printf("%d failure(s)\n", failures);
     return failures ? 1 : 0;
 }

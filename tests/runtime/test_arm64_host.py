@@ -3,19 +3,44 @@ cross compiler (the flags of setup.py's host shim, no -march: ARM64's NEON is
 its baseline) and its built-in kernels run through the shim ABI under
 qemu-user by tests/c/host_kernels_check.cpp, which compares them with
 double-precision answers (NaN rules, GELU's tail, softmax's masked rows,
-layernorm, argmax, the shim's own gemm). This checks correctness only: speed
-on ARM64 cannot be measured under emulation. scripts/ensure_arm64_tools.sh
-(run by scripts/test.sh) installs the tools."""
+layernorm, argmax, the shim's own gemm) and, from a case file written here
+(the gguf package is on this side only), every GGUF block format of
+shaders/quant.h (dequantize in f32 and f16, gather, gemv). This checks
+correctness only: speed on ARM64 cannot be measured under emulation.
+scripts/ensure_arm64_tools.sh (run by scripts/test.sh) installs the tools.
+
+Time: the cross-builds dominate. The module's fixture compiles every object
+the tests need (the shim and kernels at -O3, the harness, the planted-bug
+variants at -O1) once, on all cores at once, and each test links its own
+library from them.
+
+The quant case file (_write_quant_cases; host_kernels_check.cpp reads it),
+every field little-endian, no padding:
+    char magic[8] = "RLXQCAS1"; u32 formats; then per format:
+        u32 name_len; char name[name_len]         e.g. "q8_0" (no terminator)
+        u32 rows, k, nbytes; u8 blocks[nbytes]    W[rows, k] as GGUF tensor data
+        f32 deq[rows * k]                         gguf's dequantized W, row-major
+        u32 cases; per case:
+            u32 m; f32 x[m * k]                   m rows of x, row-major
+            f64 want[m * rows]; f64 mag[m * rows] x @ W^T in float64, sum |x||W|
+W has 5 rows (two gemv groups of 4, the second partial) of 3 blocks (2 for
+the 256-element K- and IQ-formats; bf16, whose block is one element, takes
+k = 101: three 32-element chunks and a tail); x has m = 1 and m = 3 rows."""
 
 from __future__ import annotations
 
 import ast
+import os
 import shutil
+import struct
 import subprocess
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import in_ci
+from ops.quant_helpers import FORMATS, block_size, dequantize_reference, random_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 CXX, QEMU = "aarch64-linux-gnu-g++", "qemu-aarch64"
@@ -46,65 +71,168 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
 
 
-def test_host_kernels_on_arm64_under_qemu(tools, tmp_path):
+def _write_quant_cases(path: Path) -> None:
+    """The case file of every format (the layout is in the module's docstring)."""
+    out = [b"RLXQCAS1", struct.pack("<I", len(FORMATS))]
+    rows = 5
+    for i, fmt in enumerate(FORMATS):
+        rng = np.random.default_rng([i, 2024])
+        elems, _ = block_size(fmt)
+        k = 101 if elems == 1 else (2 if elems == 256 else 3) * elems
+        blocks = random_blocks(fmt, rows, k, rng)
+        w = dequantize_reference(fmt, blocks, rows, k)
+        name = fmt.encode()
+        out += [struct.pack("<I", len(name)), name, struct.pack("<III", rows, k, blocks.nbytes), blocks.tobytes(),
+                w.astype("<f4").tobytes(), struct.pack("<I", 2)]
+        for m in (1, 3):
+            x = (rng.standard_normal((m, k)) * 0.5).astype(np.float32)
+            x64, w64 = x.astype(np.float64), w.astype(np.float64)
+            out += [struct.pack("<I", m), x.astype("<f4").tobytes(), (x64 @ w64.T).astype("<f8").tobytes(),
+                    (np.abs(x64) @ np.abs(w64).T).astype("<f8").tobytes()]
+    path.write_bytes(b"".join(out))
+
+
+class _Builds:
+    """Every object the tests link, compiled at once on all cores; a test
+    waits for the ones its library needs."""
+
+    def __init__(self, cxx: str, qemu: str, root: Path):
+        self.cxx, self.qemu, self.root = cxx, qemu, root
+        self.pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+        self.jobs: dict[str, Future] = {}
+
+    def compile(self, name: str, source: Path, opt: str, includes: list[Path], extra: tuple = ()) -> None:
+        obj = self.root / f"{name}.o"
+        cmd = [self.cxx, opt, "-std=c++17", *extra, *(f"-I{d}" for d in includes), "-c", str(source), "-o",
+               str(obj)]
+        self.jobs[name] = self.pool.submit(lambda: (_run(cmd), obj))
+
+    def object(self, name: str) -> Path:
+        ran, obj = self.jobs[name].result()
+        assert ran.returncode == 0, f"{name}: {ran.stderr[-4000:]}"
+        return obj
+
+    def shim(self, name: str, shim_obj: str, kernels_obj: str) -> Path:
+        """librlx_host.so linked from the objects shim_obj and kernels_obj."""
+        so = self.root / f"{name}.so"
+        linked = _run([self.cxx, "-shared", str(self.object(shim_obj)), str(self.object(kernels_obj)), "-o", str(so),
+                       "-ldl", "-pthread"])
+        assert linked.returncode == 0, linked.stderr[-4000:]
+        return so
+
+    def check(self, so: Path, *args: str) -> subprocess.CompletedProcess:
+        """host_kernels_check on so under qemu-user."""
+        check = self.root / "host_kernels_check"
+        if not check.exists():
+            linked = _run([self.cxx, str(self.object("check")), "-o", str(check), "-ldl"])
+            assert linked.returncode == 0, linked.stderr[-4000:]
+        return _run([self.qemu, "-L", str(SYSROOT), str(check), str(so), *args])
+
+
+def _planted(tree: Path, root: Path, header: str, old: str, new: str, within: str = "") -> Path:
+    """A copy of tree (under root) whose header has old replaced by new, in
+    the part from `within` to the next line "};" (the struct's end) when
+    within is given."""
+    copy = root / tree.name
+    shutil.copytree(tree, copy)
+    path = copy / header
+    text = path.read_text()
+    start = text.index(within) if within else 0
+    end = text.index("\n};", start) if within else len(text)
+    part = text[start:end]
+    assert old in part, (header, old)
+    path.write_text(text[:start] + part.replace(old, new) + text[end:])
+    return copy
+
+
+# The planted bugs, each caught by its own test below.
+_GELU_OLD = "RLX_INLINE float rlx_gelu_erf(float x) {"
+_SMALL_M_OLD = "vshll_n_u16(vld1_u16(&p->bits), 16)"
+_Q8_0_OLD = "rlx_q_f16(b)"   # within struct QFmtQ8_0: its scale d, every use
+
+
+@pytest.fixture(scope="module")
+def builds(tools, tmp_path_factory):
     cxx, qemu = tools
-    shim = tmp_path / "librlx_host.so"
-    built = _run([cxx, "-O3", "-std=c++17", "-shared", "-fPIC", "-fvisibility=hidden", *_kernel_math_flags(),
-                  f"-I{ROOT / 'csrc'}", f"-I{ROOT / 'shaders'}", str(ROOT / "csrc/host/shim.cpp"),
-                  str(ROOT / "csrc/host_kernels.cpp"), "-o", str(shim), "-ldl", "-pthread"])
-    assert built.returncode == 0, built.stderr[-4000:]
-    check = tmp_path / "host_kernels_check"
-    built = _run([cxx, "-O1", "-std=c++17", f"-I{ROOT / 'csrc'}", str(ROOT / "tests/c/host_kernels_check.cpp"),
-                  "-o", str(check), "-ldl"])
-    assert built.returncode == 0, built.stderr[-4000:]
+    root = tmp_path_factory.mktemp("arm64")
+    b = _Builds(cxx, qemu, root)
+    try:
+        yield _start(b)
+    finally:
+        b.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start(b: _Builds) -> _Builds:
+    so_flags = ("-fPIC", "-fvisibility=hidden", "-pthread", *_kernel_math_flags())
+    csrc, shaders = ROOT / "csrc", ROOT / "shaders"
+    # Longest first: the -O3 kernels take most of the time.
+    b.compile("kernels", csrc / "host_kernels.cpp", "-O3", [csrc, shaders], so_flags)
+    b.compile("shim", csrc / "host/shim.cpp", "-O3", [csrc, shaders], so_flags)
+    b.compile("check", ROOT / "tests/c/host_kernels_check.cpp", "-O1", [csrc])
+    # A GELU that returns x; a NEON small-M kernel whose bf16 widening shifts
+    # by 15; a q8_0 decoder whose f16 scale has its lowest bit flipped.
+    bad = _planted(shaders, b.root / "gelu", "prelude/common.h", _GELU_OLD,
+                   _GELU_OLD + "\n    if (x < 100.0f) return x;")
+    b.compile("kernels_gelu", csrc / "host_kernels.cpp", "-O1", [csrc, bad], so_flags)
+    bad = _planted(shaders, b.root / "q8_0", "quant.h", _Q8_0_OLD, "rlx_half_bits_to_float(rlx_q_u16(b) ^ 1u)",
+                   within="struct QFmtQ8_0 {")
+    b.compile("kernels_q8_0", csrc / "host_kernels.cpp", "-O1", [csrc, bad], so_flags)
+    bad = _planted(csrc, b.root / "small_m", "host_small_m.h", _SMALL_M_OLD, _SMALL_M_OLD.replace("16)", "15)"))
+    b.compile("shim_small_m", bad / "host/shim.cpp", "-O1", [bad, shaders], so_flags)
+    _write_quant_cases(b.root / "quant_cases.bin")
+    return b
+
+
+def test_host_kernels_on_arm64_under_qemu(builds):
+    shim = builds.shim("librlx_host", "shim", "kernels")
     # The NEON level (the default: the hand-written small-M kernel) and the
-    # baseline one (isa=baseline: the portable gemm), each with every check.
+    # baseline one (isa=baseline: the portable gemm), each with every check;
+    # the quant kernels are the same code at both levels (NEON is ARM64's
+    # baseline), so they are checked at the default one.
     for options, level in (("", "[NEON kernels] [NEON small-M]"), ("isa=baseline", "[baseline kernels]")):
-        ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim), options])
+        ran = builds.check(shim, options)
         assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
         assert level in ran.stdout and "[ARM64:" in ran.stdout, ran.stdout
         assert ran.stdout.count("\nok") >= 10, ran.stdout
-    ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim), "isa=avx2"])
+    ran = builds.check(shim, "isa=avx2")
     assert ran.returncode != 0 and "levels are baseline, neon" in ran.stderr, ran.stdout + ran.stderr
 
 
-def test_the_neon_small_m_kernel_fails_when_planted_wrong(tools, tmp_path):
+def test_quant_kernels_on_arm64_under_qemu(builds):
+    """Every GGUF block format at the default (NEON) level: dequantize f32
+    and f16 and gather bit for bit against gguf, gemv m = 1 and 3 within
+    1.2e-5 sum|x||w| + 1e-6 of the float64 product."""
+    ran = builds.check(builds.shim("librlx_host", "shim", "kernels"), "", str(builds.root / "quant_cases.bin"))
+    assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
+    assert f"quant: {len(FORMATS)} formats" in ran.stdout, ran.stdout
+    for fmt in FORMATS:
+        for line in (f"dequantize_{fmt}_f32 ", f"dequantize_{fmt}_f16 ", f"gather_{fmt}_f32 ", f"gemv_{fmt}_f32 m=1 ",
+                     f"gemv_{fmt}_f32 m=3 "):
+            assert f"\nok   {line}" in ran.stdout, (line, ran.stdout)
+
+
+def test_a_wrong_quant_decoder_fails_its_format_only(builds):
+    """A q8_0 decoder whose f16 scale is one f16 step off fails every q8_0
+    line and only those: the check runs each format's own code."""
+    ran = builds.check(builds.shim("q8_0", "shim", "kernels_q8_0"), "", str(builds.root / "quant_cases.bin"))
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    failed = [line for line in ran.stdout.splitlines() if line.startswith("FAIL")]
+    assert {line.split()[1] for line in failed} == {"dequantize_q8_0_f32", "dequantize_q8_0_f16", "gather_q8_0_f32",
+                                                    "gemv_q8_0_f32"}, ran.stdout
+    assert len(failed) == 5 and f"{len(failed)} failure(s)" in ran.stdout, ran.stdout
+    assert "\nok   dequantize_q4_0_f32 " in ran.stdout and "\nok   gemv_iq4_nl_f32 m=3 " in ran.stdout, ran.stdout
+
+
+def test_the_neon_small_m_kernel_fails_when_planted_wrong(builds):
     """A NEON small-M kernel whose bf16 widening is wrong (a shift by 15) is
     caught by the bf16 check, so that check runs the NEON code."""
-    cxx, qemu = tools
-    csrc = tmp_path / "csrc"
-    shutil.copytree(ROOT / "csrc", csrc)
-    header = csrc / "host_small_m.h"
-    text = header.read_text()
-    assert "vshll_n_u16(vld1_u16(&p->bits), 16)" in text
-    header.write_text(text.replace("vshll_n_u16(vld1_u16(&p->bits), 16)", "vshll_n_u16(vld1_u16(&p->bits), 15)"))
-    shim, check = tmp_path / "librlx_host.so", tmp_path / "host_kernels_check"
-    assert _run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *_kernel_math_flags(), f"-I{csrc}",
-                 f"-I{ROOT / 'shaders'}", str(csrc / "host/shim.cpp"), str(csrc / "host_kernels.cpp"),
-                 "-o", str(shim), "-ldl", "-pthread"]).returncode == 0
-    assert _run([cxx, "-O1", "-std=c++17", f"-I{csrc}", str(ROOT / "tests/c/host_kernels_check.cpp"),
-                 "-o", str(check), "-ldl"]).returncode == 0
-    ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim)])
+    ran = builds.check(builds.shim("small_m", "shim_small_m", "kernels"))
     assert ran.returncode != 0 and "FAIL small-M gemm, f32 A against bf16" in ran.stdout, ran.stdout
     assert "ok   small-M gemm, f32\n" in ran.stdout, ran.stdout
 
 
-def test_the_check_fails_on_a_wrong_kernel(tools, tmp_path):
+def test_the_check_fails_on_a_wrong_kernel(builds):
     """The harness is not a test that cannot fail: a host shim whose GELU is
     planted wrong (gelu returns x) is caught."""
-    cxx, qemu = tools
-    bad_shaders = tmp_path / "shaders"
-    shutil.copytree(ROOT / "shaders", bad_shaders)
-    common = bad_shaders / "prelude" / "common.h"
-    text = common.read_text()
-    assert "RLX_INLINE float rlx_gelu_erf(float x) {" in text
-    common.write_text(text.replace("RLX_INLINE float rlx_gelu_erf(float x) {",
-                                   "RLX_INLINE float rlx_gelu_erf(float x) {\n    if (x < 100.0f) return x;"))
-    shim, check = tmp_path / "librlx_host.so", tmp_path / "host_kernels_check"
-    assert _run([cxx, "-O1", "-std=c++17", "-shared", "-fPIC", *_kernel_math_flags(), f"-I{ROOT / 'csrc'}",
-                 f"-I{bad_shaders}", str(ROOT / "csrc/host/shim.cpp"), str(ROOT / "csrc/host_kernels.cpp"),
-                 "-o", str(shim), "-ldl", "-pthread"]).returncode == 0
-    assert _run([cxx, "-O1", "-std=c++17", f"-I{ROOT / 'csrc'}", str(ROOT / "tests/c/host_kernels_check.cpp"),
-                 "-o", str(check), "-ldl"]).returncode == 0
-    ran = _run([qemu, "-L", str(SYSROOT), str(check), str(shim)])
+    ran = builds.check(builds.shim("gelu", "shim", "kernels_gelu"))
     assert ran.returncode != 0 and "FAIL unary_f32" in ran.stdout, ran.stdout
