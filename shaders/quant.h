@@ -25,8 +25,9 @@
 // leave wider fields unaligned); the CPU compiler merges the loads.
 //
 // Threads: dequantize and gather take any grid (a grid-stride loop); gemv
-// takes one group per rows_per_group rows of W, its threads splitting each
-// row's 32-element chunks, then a group reduction per row of x.
+// takes one group per rows_per_group rows of W, any number of threads: on a
+// GPU one SIMD group per row, its lanes splitting the row's 32-element
+// chunks, then a SIMD reduction per row of x (gemv_q below).
 #include "quant_tables.h"
 
 struct QuantParams {
@@ -38,6 +39,10 @@ struct QuantGemvParams {
 };
 
 #define RLX_QGEMV_MAX_M 8
+// GPU gemv: the SIMD groups of a group that take rows (each with a shared
+// tile of 1024 x elements: 32 KiB of f32 for 8, Metal's threadgroup limit);
+// rlx/lowering/quant.py's GEMV_SIMD_GROUPS mirrors it.
+#define RLX_QGEMV_SIMD_GROUPS 8u
 
 
 // Decoders inline into the kernels' loops on the CPU too (GCC keeps a
@@ -719,7 +724,6 @@ template <typename Q, typename T>
 RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
                   RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                   RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
-    RLX_SHARED(float, scratch, 32);
     const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
     const uint has_bias = p->has_bias, act = p->act;
     const uint j0 = rlx_group_id.x * rpg;
@@ -728,7 +732,6 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
     const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
     const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
 #ifdef RLX_TARGET_CPU
-    (void)scratch;
     for (uint j = j0; j < j1; ++j) {
         const uchar *wr = w + (uint64_t)j * row_bytes;
         float s[RLX_QGEMV_MAX_M];
@@ -744,32 +747,88 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
         }
     }
 #else
-    const uint lid = rlx_local_id.x, nt = rlx_group_size.x;
-    for (uint j = j0; j < j1; ++j) {
+    // One SIMD group per W row: the group's first n_work SIMD groups take
+    // its rows in turn (row j0 + sid, then + n_work, ...), and the lanes of a
+    // SIMD group split the row's 32-element chunks, a pass of up to 32
+    // consecutive chunks at a time (lane l decodes chunk cb + l: the lanes'
+    // block reads are independent and adjacent). x is not read straight from
+    // global memory per lane (lane l's 32 elements lie in their own cache
+    // line, so each load instruction touched 32 lines, which is what bound
+    // the earlier kernel): the SIMD group copies the pass's 32 cnt elements of
+    // x row r into its own tile of shared memory with neighbouring lanes on
+    // neighbouring elements, then each lane reads its chunk from the tile.
+    // The tile is swizzled (element e of chunk c at c * 32 + (e ^ c)) so
+    // both the copy (lanes on one chunk) and the reads (lanes on one
+    // element of different chunks) hit distinct banks, for f32 and f16.
+    //
+    // Why this is race-free without a group barrier: (1) each SIMD group
+    // uses only its own tile (xt[sid * 1024, sid * 1024 + 1024)), and rows
+    // are partitioned between SIMD groups (j = j0 + sid mod n_work), so two
+    // SIMD groups share neither shared memory nor an output; (2) within a
+    // SIMD group, every tile refill is bracketed by rlx_simd_barrier: the
+    // one before it orders the previous pass's (or x row's) reads before the
+    // overwrite, the one after it makes the copy visible before the reads;
+    // all the loops around them (rows j, passes cb, x rows r < m) have
+    // bounds uniform across the SIMD group, so every existing lane reaches
+    // each barrier and each rlx_simd_sum the same number of times (lanes
+    // with no chunk in a pass still take part, with a zero contribution);
+    // (3) y[r, j] is written only by lane 0 of the SIMD group that owns row
+    // j, after the sum. The CUDA forms (prelude/cuda.h) take the mask of the
+    // lanes that exist, so a group smaller than a warp, or a partial last
+    // warp, neither waits for nor reads an absent lane; Metal's simd_sum and
+    // simdgroup_barrier act on the active lanes.
+    //
+    // Small groups: with T < SIMD width threads the group is one partial SIMD
+    // group of T lanes and a pass is T chunks (T = 1: one lane, a chunk a
+    // pass). Groups of more than RLX_QGEMV_SIMD_GROUPS SIMD groups leave the
+    // rest idle (the shared tiles are sized for that many); SIMD groups of
+    // more than 32 lanes leave lanes past 32 without chunks. Rows per group
+    // need not be a multiple of n_work (the stride loop ends at j1).
+    RLX_SHARED(T, xt, RLX_QGEMV_SIMD_GROUPS * 1024u);
+    const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
+    if (sid >= n_work) return;   // no group barrier below, so idle SIMD groups may leave
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;   // lanes this SIMD group has
+    const uint per = lanes < 32u ? lanes : 32u;                    // chunks a pass
+    const uint tb = sid * 1024u;                                   // this SIMD group's tile
+    for (uint j = j0 + sid; j < j1; j += n_work) {
         RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
         float acc[RLX_QGEMV_MAX_M];
         for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) acc[r] = 0.0f;
-        for (uint c = lid; c < chunks; c += nt) {
-            const rlx_q32 v = rlx_q_chunk<Q>(wr, c);
+        for (uint cb = 0; cb < chunks; cb += per) {
+            const uint cnt = per < chunks - cb ? per : chunks - cb;   // chunks in this pass
+            const bool mine = lane < cnt;
+            // Lanes without a chunk decode chunk cb again (no divergence, a
+            // cached read) and drop it.
+            const rlx_q32 v = rlx_q_chunk<Q>(wr, mine ? cb + lane : cb);
             for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) {
                 if (r < m) {
-                    RLX_DEVICE const T *xc = x + (uint64_t)r * xs + 32u * c;
-                    float sum = 0.0f;
-                    for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[e]) * v.v[e];
-                    acc[r] += sum;
+                    RLX_DEVICE const T *xr = x + (uint64_t)r * xs + 32u * cb;
+                    rlx_simd_barrier();   // the tile's previous reads are done
+                    for (uint e = lane; e < 32u * cnt; e += lanes) {
+                        const uint ci = e >> 5u;
+                        xt[tb + ci * 32u + ((e & 31u) ^ ci)] = xr[e];
+                    }
+                    rlx_simd_barrier();   // the copy is visible to every lane
+                    if (mine) {
+                        float sum = 0.0f;
+                        for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xt[tb + lane * 32u + (e ^ lane)]) * v.v[e];
+                        acc[r] += sum;
+                    }
                 }
             }
         }
-        for (uint i = tail + lid; i < k; i += nt) {
+        for (uint i = tail + lane; i < k; i += lanes) {   // bf16's last k % 32: adjacent lanes, adjacent x
             const float wv = rlx_q_get<Q>(wr, i);
             for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r)
                 if (r < m) acc[r] += rlx_to_float(x[(uint64_t)r * xs + i]) * wv;
         }
         const float bv = has_bias ? rlx_to_float(bias[j]) : 0.0f;
         for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) {
-            if (r < m) {   // uniform across the group
-                const float v = rlx_group_sum(acc[r], scratch);
-                if (lid == 0u) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
+            if (r < m) {   // uniform across the SIMD group
+                const float v = rlx_simd_sum(acc[r]);
+                if (lane == 0u) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
             }
         }
     }

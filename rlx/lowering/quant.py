@@ -23,6 +23,11 @@ GEMV_MAX_ROWS = 8
 # Weight rows one CPU group computes (one thread a group there): enough work
 # per pool claim that claims cost nothing, few enough that two threads balance.
 CPU_GEMV_ROWS_PER_GROUP = 16
+# GPU GEMV groups: this many threads, one SIMD group per weight row; the
+# kernel's RLX_QGEMV_SIMD_GROUPS (shaders/quant.h) bounds the SIMD groups
+# that take rows.
+GEMV_THREADS = 256
+GEMV_SIMD_GROUPS = 8
 # Many rows: the weight is dequantized a tile of rows at a time into scratch
 # of at most this many bytes, and each tile's gemm writes its columns of C,
 # so a vocabulary-sized projection never holds a whole float copy.
@@ -50,17 +55,22 @@ def _fmt(dtype: DType) -> str:
 
 
 def _gemv_grid(lw: Lowering, n: int, k: int) -> tuple[int, tuple[tuple[int, int, int], tuple[int, int, int]]]:
-    """(rows per group, grid): GPUs give each weight row a group whose
-    threads split its 32-element chunks (a SIMD group at least, no more
-    threads than chunks: a 640-wide row has 20); the CPU gives each group
-    CPU_GEMV_ROWS_PER_GROUP rows."""
+    """(rows per group, grid): on GPUs one SIMD group per weight row, its
+    lanes splitting the row's 32-element chunks, and GEMV_THREADS threads a
+    group (capped by the target), so rows_per_group = threads / SIMD width
+    (8 on CUDA's 32-wide warps; at most GEMV_SIMD_GROUPS, the SIMD groups
+    the kernel gives a shared tile); the CPU gives each group
+    CPU_GEMV_ROWS_PER_GROUP rows. The kernel is correct for any thread
+    count (a pipeline limit may lower it at run time): fewer SIMD groups
+    than rows take the rows in turn."""
     if lw.target.one_thread_groups:
         rows = CPU_GEMV_ROWS_PER_GROUP
         return rows, ((-(-n // rows), 1, 1), (1, 1, 1))
     width = max(lw.target.simd_width, 1)
-    chunks = max(1, -(-k // 32))
-    threads = min(lw.target.max_threads_per_group, 256, max(width, -(-chunks // width) * width))
-    return 1, ((n, 1, 1), (threads, 1, 1))
+    threads = max(1, min(lw.target.max_threads_per_group, GEMV_THREADS))
+    rows = max(1, min(GEMV_SIMD_GROUPS, threads // width))
+    threads = min(threads, rows * width)
+    return rows, ((-(-n // rows), 1, 1), (threads, 1, 1))
 
 
 def dequantize_into(lw: Lowering, node: Node, w: View, dtype: DType) -> View:

@@ -71,6 +71,12 @@ struct rlx_ids {
 // already the group's result; `scratch` is the caller's shared array.
 RLX_INLINE float rlx_group_sum(float v, float *scratch) { (void)scratch; return v; }
 RLX_INLINE float rlx_group_max(float v, float *scratch) { (void)scratch; return v; }
+// SIMD groups: a one-thread group is one SIMD group of one lane.
+#define rlx_simd_lane 0u
+#define rlx_simd_id 0u
+#define rlx_simd_width 1u
+RLX_INLINE float rlx_simd_sum(float v) { return v; }
+#define rlx_simd_barrier() ((void)0)
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

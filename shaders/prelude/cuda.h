@@ -155,4 +155,42 @@ RLX_INLINE float rlx_group_reduce_cuda(float v, float *scratch, bool is_max) {
 }
 #define rlx_group_sum(v, scratch) rlx_group_reduce_cuda((v), (scratch), false)
 #define rlx_group_max(v, scratch) rlx_group_reduce_cuda((v), (scratch), true)
+
+// ---- SIMD groups (warps) ---------------------------------------------------
+// A group's threads form warps of 32 consecutive linear thread indices (x
+// fastest); when the group size is not a multiple of 32 the last warp is
+// partial. These read threadIdx directly: a kernel using them has already
+// read rlx_group_id (the PDL wait, above) before touching a buffer.
+// Metal's counterparts are the [[thread_index_in_simdgroup]] family of
+// RLX_IDS (prelude/metal.h); the CPU's one-thread groups are one lane.
+#define rlx_simd_width 32u
+RLX_INLINE uint rlx_cuda_linear_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+#define rlx_simd_lane (rlx_cuda_linear_tid() & 31u)
+#define rlx_simd_id (rlx_cuda_linear_tid() >> 5)
+// The lanes that exist in the calling thread's warp, as a shuffle mask.
+RLX_INLINE unsigned rlx_cuda_warp_mask() {
+    const uint total = blockDim.x * blockDim.y * blockDim.z, base = rlx_cuda_linear_tid() & ~31u;
+    const uint lanes = min(32u, total - base);
+    return lanes == 32u ? 0xffffffffu : ((1u << lanes) - 1u);
+}
+// Orders shared-memory accesses among the lanes of one warp (no group
+// barrier): every existing lane of the warp must reach it.
+RLX_INLINE void rlx_simd_barrier() { __syncwarp(rlx_cuda_warp_mask()); }
+// Sum over the existing lanes of the calling warp, returned to every lane;
+// every existing lane must call it (with warp-uniform control flow). A full
+// warp: xor butterfly. A partial one (lanes 0..L-1, any L): shuffles down
+// that never use a value from a lane >= L, then lane 0's total broadcast.
+RLX_INLINE float rlx_simd_sum(float v) {
+    const unsigned mask = rlx_cuda_warp_mask();
+    if (mask == 0xffffffffu) {
+        for (uint off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(mask, v, off);
+        return v;
+    }
+    const uint lane = rlx_cuda_linear_tid() & 31u, lanes = (uint)__popc(mask);
+    for (uint off = 16; off > 0; off >>= 1) {
+        const float other = __shfl_down_sync(mask, v, off);
+        if (lane + off < lanes) v += other;
+    }
+    return __shfl_sync(mask, v, 0);
+}
 #endif

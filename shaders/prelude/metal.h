@@ -102,4 +102,12 @@ RLX_INLINE float rlx_group_reduce_metal(float v, threadgroup float *scratch, uin
 #define rlx_group_max(v, scratch)                                                   \
     rlx_group_reduce_metal((v), (scratch), rlx_local_id.x, rlx_group_size.x, rlx_simd_lane, rlx_simd_id, \
                            rlx_simd_width, true)
+
+// ---- SIMD groups -----------------------------------------------------------
+// rlx_simd_lane, rlx_simd_id and rlx_simd_width are RLX_IDS parameters.
+// simd_sum reads only active lanes (a partial last simdgroup is fine) and
+// returns the sum to every lane; simdgroup_barrier orders threadgroup memory
+// among the lanes of one simdgroup.
+#define rlx_simd_sum(v) simd_sum(v)
+#define rlx_simd_barrier() simdgroup_barrier(mem_flags::mem_threadgroup)
 #endif
