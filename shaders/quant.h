@@ -782,6 +782,10 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
 #ifdef RLX_TARGET_CPU
     for (uint j = j0; j < j1; ++j) {
         const uchar *wr = w + (uint64_t)j * row_bytes;
+        // The weights stream from memory once: fetch a row a few rows ahead
+        // (the hardware prefetcher alone left a 262144 x 640 q8_0 GEMV at a
+        // third of the copy bandwidth; a prefetch past the end never faults).
+        for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
         float s[RLX_QGEMV_MAX_M];
         if (m <= 1u) rlx_q_gemv_row_cpu<Q, T, 1>(x, xs, m, wr, chunks, s);
         else if (m <= 2u) rlx_q_gemv_row_cpu<Q, T, 2>(x, xs, m, wr, chunks, s);
