@@ -1,3 +1,8 @@
+#!/usr/bin/env bash
+# H200, one device call (~4 min with a cold build): the quant kernels' checks in
+# short (kernels and end to end on cuda at the device's group size and at 32;
+# memcheck, racecheck and synccheck on the GEMV of three formats), then
+# benchmarks/gpu/quant_gemv_cuda.py. Carry .gpu_carry (the gguf wheel).
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
 python3 -m pip install -q --no-deps --no-index .gpu_carry/gguf-*.whl > /dev/null 2>&1
