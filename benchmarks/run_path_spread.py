@@ -17,10 +17,10 @@ import subprocess
 import time
 
 import numpy as np
+from test_overhead import N_OPS as CHAIN  # the suite's graphs (this script runs from benchmarks/)
+from test_overhead import WIDTH, _chain_graph
 
 import rlx
-
-WIDTH, CHAIN = 16, 1000
 
 
 def _spread(fn, runs: int, warmup: int, per: int = 1) -> dict:
@@ -44,14 +44,8 @@ def _one_op():
 
 
 def _chain():
-    g = rlx.Graph()
-    x = g.input("x", (WIDTH,))
-    b = g.param("b", (WIDTH,))
-    y = x
-    for _ in range(CHAIN):
-        y = g.add(y, b)
-    g.set_outputs(y=y)
-    return rlx.compile(g, params={"b": np.full(WIDTH, 0.5, np.float32)})
+
+    return rlx.compile(_chain_graph(), params={"b": np.full(WIDTH, 0.5, np.float32)})
 
 
 def machine() -> dict:
