@@ -144,3 +144,19 @@ def test_merged_quantized_projections_run_as_one(rng):
     xv = _x(rng, (2, k), "f32")
     want = xv.astype(np.float64) @ wa[:5].T + xv.astype(np.float64) @ wb.T
     np.testing.assert_allclose(exe.run(x=xv)["y"], want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_k", "q6_k"])
+def test_tied_embedding_table_is_also_the_output_projection(fmt, rng):
+    """One quantized [V, D] param read by the token gather and by the final
+    linear (tied embeddings, as in Gemma): logits = embed(ids) @ table^T."""
+    vocab, dim = 37, _k_for(fmt)
+    raw, table = _weight(fmt, rng, vocab, dim)
+    g = rlx.Graph()
+    ids = g.input("ids", (1, 3), "i32")
+    t = g.param("table", (vocab, dim), quantized(fmt))
+    g.set_outputs(logits=g.linear(g.gather(t, ids), t))
+    iv = np.array([[4, 36, 0]], np.int32)
+    got = rlx.compile(g, params={"table": raw}).run(ids=iv)["logits"]
+    rows = table[iv[0]]
+    _check_product(got, rows.astype(np.float32), table, None, None, "f32")
