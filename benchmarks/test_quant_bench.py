@@ -13,7 +13,9 @@ Run: python -m pytest benchmarks/test_quant_bench.py --benchmark-enable -s
 from __future__ import annotations
 
 import os
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,30 +23,17 @@ import pytest
 import rlx
 from rlx.ir.dtype import quantized
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ops"))
+from quant_helpers import large_weight, whole_blocks  # noqa: E402  (tests/ops/quant_helpers.py)
+
 SHAPES = {"4096x4096": (4096, 4096), "262144x640": (262144, 640)}
 FORMATS = ["q4_k", "q5_0", "q6_k", "q8_0"]
 
 
-def _blocks(fmt: str, n: int, k: int) -> np.ndarray:
-    """Random bytes with every block's f16 scale(s) made finite: speed does
-    not depend on the values, only on no NaN/inf slowing the float math."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "ops"))
-    from quant_helpers import random_blocks  # valid blocks (tests/ops/quant_helpers.py)
-
-    rng = np.random.default_rng(0)
-    rows = min(n, 4096)
-    pattern = random_blocks(fmt, rows, k, rng)
-    return np.ascontiguousarray(np.resize(pattern, (n, pattern.shape[1])))
-
-
 def _shape(fmt: str, name: str) -> tuple[int, int]:
-    """The case's [N, K], K rounded up to whole blocks (K-quants on the vocabulary shape: 768)."""
+    """The case's [N, K], K in whole blocks (K-quants on the vocabulary shape: 768)."""
     n, k = SHAPES[name]
-    block = quantized(fmt).block
-    return n, -(-k // block) * block
+    return n, whole_blocks(fmt, k)
 
 
 def _threads() -> int:
@@ -55,7 +44,7 @@ def _threads() -> int:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gemv(benchmark, record, fmt, shape):
     n, k = _shape(fmt, shape)
-    raw = _blocks(fmt, n, k)
+    raw = large_weight(fmt, n, k)
     g = rlx.Graph()
     x = g.input("x", (1, k))
     g.set_outputs(y=g.linear(x, g.param("w", (n, k), fmt)))

@@ -17,9 +17,10 @@
  *     columns of B. The micro-kernel keeps an MR x 32 tile of C in 24
  *     registers; work is split over the pool in (row block, column block)
  *     tasks.
- * Level 0 (no AVX-512 BF16, another architecture, or RLX_HOST_BF16=0): the
- * caller widens B to f32 and runs its sgemm: same results up to f32
- * rounding of A (the bf16 kernels also round A to bf16).
+ * Level 0 (no AVX-512 BF16, another architecture, or RLX_HOST_BF16=0): up
+ * to 16 rows the caller's small-M kernel (host_small_m.h) widens B in
+ * registers; more rows widen B to f32 in memory and run the sgemm. Both
+ * keep A in f32 (the bf16 kernels round A to bf16).
  */
 #ifndef RLX_HOST_BF16_H
 #define RLX_HOST_BF16_H

@@ -24,16 +24,11 @@ from rlx.ir.dtype import quantized
 from rlx.reference.blocks import dequantize_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "ops"))
-from quant_helpers import random_blocks  # noqa: E402  (valid random blocks, tests/ops/quant_helpers.py)
+from quant_helpers import large_weight, whole_blocks  # noqa: E402  (tests/ops/quant_helpers.py)
 
 FORMATS = ["q4_k", "q5_0", "q6_k", "q8_0"]
 SHAPES = [(4096, 4096), (262144, 640)]   # K-quants (blocks of 256): K rounded up to 768
 REPS = 50
-
-
-def _blocks(fmt: str, n: int, k: int) -> np.ndarray:
-    pattern = random_blocks(fmt, min(n, 4096), k, np.random.default_rng(0))
-    return np.ascontiguousarray(np.resize(pattern, (n, pattern.shape[1])))
 
 
 def _events_ms(fn, reps: int = REPS) -> float:
@@ -61,8 +56,8 @@ def main(out_path: str | None) -> None:
     rows = []
     for n, k0 in SHAPES:
         for fmt in FORMATS:
-            k = k0 if k0 % quantized(fmt).block == 0 else -(-k0 // quantized(fmt).block) * quantized(fmt).block
-            raw = _blocks(fmt, n, k)
+            k = whole_blocks(fmt, k0)
+            raw = large_weight(fmt, n, k)
             nbytes = raw.nbytes
             g = rlx.Graph()
             x = g.input("x", (1, k))

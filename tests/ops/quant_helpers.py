@@ -71,3 +71,16 @@ def dequantize_reference(fmt: str, data: np.ndarray, rows: int, k: int) -> np.nd
     """float32 [rows, k]: gguf.quants.dequantize of the blocks."""
     out = dequantize(np.ascontiguousarray(data, np.uint8).reshape(rows, -1), qtype(fmt))
     return np.asarray(out, np.float32).reshape(rows, k)
+
+
+def whole_blocks(fmt: str, k: int) -> int:
+    """k rounded up to whole blocks of the format (a K-quant row of 640 -> 768)."""
+    block = block_size(fmt)[0]
+    return -(-k // block) * block
+
+
+def large_weight(fmt: str, rows: int, k: int, seed: int = 0) -> np.ndarray:
+    """A benchmark-sized weight: up to 4096 random valid rows, tiled to ``rows``
+    (speed does not depend on the values; generating 262144 rows would)."""
+    pattern = random_blocks(fmt, min(rows, 4096), k, np.random.default_rng(seed))
+    return np.ascontiguousarray(np.resize(pattern, (rows, pattern.shape[1])))
