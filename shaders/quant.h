@@ -43,6 +43,10 @@ struct QuantGemvParams {
 // tile of 1024 x elements: 32 KiB of f32 for 8, Metal's threadgroup limit);
 // rlx/lowering/quant.py's GEMV_SIMD_GROUPS mirrors it.
 #define RLX_QGEMV_SIMD_GROUPS 8u
+// CUDA gemv: bytes of one weight row's pass a SIMD group stages in shared
+// memory (7.5 KiB for the group beside the 32 KiB x tile, under the 48 KiB
+// of static shared memory a CUDA block may have).
+#define RLX_QGEMV_STAGE_BYTES 960u
 
 
 // Decoders inline into the kernels' loops on the CPU too (GCC keeps a
@@ -768,18 +772,15 @@ static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const u
 }
 #endif
 
+
+#ifdef RLX_TARGET_CPU
+// Rows [j0, j1) of y = x W^T + bias for the m (<= RLX_QGEMV_MAX_M) rows of x.
 template <typename Q, typename T>
-RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
-                  RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                  RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
-    const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
-    const uint has_bias = p->has_bias, act = p->act;
-    const uint j0 = rlx_group_id.x * rpg;
-    if (j0 >= n || m == 0u) return;
-    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
+static inline void rlx_q_gemv_cpu(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p,
+                                  uint j0, uint j1) {
+    const uint m = p->m, k = p->k, xs = p->x_stride, ys = p->y_stride, has_bias = p->has_bias, act = p->act;
     const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
     const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
-#ifdef RLX_TARGET_CPU
     for (uint j = j0; j < j1; ++j) {
         const uchar *wr = w + (uint64_t)j * row_bytes;
         // The weights stream from memory once: fetch a row a few rows ahead
@@ -798,7 +799,141 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
             y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
         }
     }
+}
 #else
+#ifdef RLX_TARGET_CUDA
+// Copies bytes [src, src + nbytes) into stage (shared memory, 4-byte
+// aligned) with the 4-byte loads of the whole words inside the range (the
+// partial words at its ends a byte at a time: the range may start and end
+// anywhere and must not be overread), keeping src's alignment mod 4.
+// Returns where src's first byte landed. Every lane of the SIMD group calls
+// it; the caller brackets it with SIMD barriers.
+RLX_INLINE const uchar *rlx_q_stage(const uchar *src, uint nbytes, uint *stage, uint lane, uint lanes) {
+    const uint shift = (uint)((unsigned long long)src & 3ull);
+    const uint head = shift ? 4u - shift : 0u;   // bytes before the first whole word
+    uchar *bytes = (uchar *)stage;
+    if (head >= nbytes) {
+        for (uint i = lane; i < nbytes; i += lanes) bytes[shift + i] = src[i];
+        return bytes + shift;
+    }
+    const uint words = (nbytes - head) / 4u, done = head + words * 4u;
+    const uint *src_words = (const uint *)(src + head);
+    for (uint i = lane; i < words; i += lanes) stage[(shift + head) / 4u + i] = __ldg(src_words + i);
+    for (uint i = lane; i < head; i += lanes) bytes[shift + i] = src[i];
+    for (uint i = done + lane; i < nbytes; i += lanes) bytes[shift + i] = src[i];
+    return bytes + shift;
+}
+#endif
+
+// x rows [0, m) into the shared tile xt, each at a pitch of kp = k rounded
+// up to 32 (zeros past k), element e of chunk c of row r at
+// r * kp + c * 32 + (e ^ (c & 31)): lanes on consecutive chunks then read
+// distinct banks. Every thread of the group calls it; the caller follows it
+// with a group barrier.
+template <typename T>
+RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m, uint k, uint kp, uint xs,
+                              uint tid, uint nt) {
+    for (uint i = tid; i < m * kp; i += nt) {
+        const uint r = i / kp, e = i - r * kp, c = e >> 5u;
+        xt[r * kp + c * 32u + ((e & 31u) ^ (c & 31u))] = e < k ? x[(uint64_t)r * xs + e] : rlx_from_float<T>(0.0f);
+    }
+}
+
+// The rows j0 + sid, j0 + sid + n_work, ... (< j1) of y = x W^T + bias, for
+// the m <= M rows of x already in the shared tile (rlx_q_stage_x): the
+// SIMD group's lanes split each row's chunks, passes of pp whole blocks.
+// No group barrier inside, so a SIMD group may call it alone. On CUDA the
+// SIMD group first copies each pass's blocks into its own shared staging
+// area with 4-byte loads and the lanes decode from there: decoding straight
+// from global memory reads a block a byte at a time, and with lanes one
+// block apart each such load touches ~9 cache lines, which bounded the
+// kernel (L1 throughput, not DRAM). The staging is the SIMD group's own,
+// bracketed by SIMD barriers (pass bounds are uniform). Metal's decoders
+// take device pointers, so Metal decodes from global memory. M is a
+// compile-time bound on m: M = 1 keeps the kernel's registers low enough
+// for five groups an SM (the decode step's case, gemv1_q).
+template <typename Q, typename T, uint M>
+RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
+                                   RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp,
+                                   uint xs, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
+                                   uint n_work, uint lane, uint lanes) {
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
+    const uint per = lanes < 32u ? lanes : 32u;
+#ifdef RLX_TARGET_CUDA
+    const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;   // chunks a block
+    const uint fit = ((RLX_QGEMV_STAGE_BYTES - 4u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+    const uint pp_fit = ((per < fit ? per : fit) / cpb) * cpb;
+    const bool staged = pp_fit > 0u;   // not with fewer lanes than a block has chunks
+    const uint pp = staged ? pp_fit : per;
+    __shared__ uint wt[RLX_QGEMV_SIMD_GROUPS * (RLX_QGEMV_STAGE_BYTES / 4u)];
+    uint *stage = wt + sid * (RLX_QGEMV_STAGE_BYTES / 4u);
+#else
+    const uint pp = per;
+#endif
+    for (uint j = j0 + sid; j < j1; j += n_work) {
+        RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
+        float acc[M];
+        for (uint r = 0; r < M; ++r) acc[r] = 0.0f;
+        for (uint cb = 0; cb < chunks; cb += pp) {
+            const uint cnt = pp < chunks - cb ? pp : chunks - cb;
+            RLX_DEVICE const uchar *src = wr;   // where chunk c0 + i of the row is read
+            uint c0 = 0u;
+#ifdef RLX_TARGET_CUDA
+            if (staged) {
+                const uint off = cb * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;   // passes start on a block
+                rlx_simd_barrier();   // the previous pass's reads are done
+                src = rlx_q_stage(wr + off, cnt * 32u / (uint)Q::BLOCK * (uint)Q::BYTES, stage, lane, lanes);
+                rlx_simd_barrier();   // the copy is visible to every lane
+                c0 = cb;
+            }
+#endif
+            if (lane < cnt) {   // lanes diverge here only; no barrier inside
+                const uint c = cb + lane, s = c & 31u;
+                const rlx_q32 v = rlx_q_chunk<Q>(src, c - c0);
+                for (uint r = 0; r < M; ++r) {
+                    if (r < m) {
+                        RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
+                        float sum = 0.0f;
+                        for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[e ^ s]) * v.v[e];
+                        acc[r] += sum;
+                    }
+                }
+            }
+        }
+        for (uint i = tail + lane; i < k; i += lanes) {   // bf16's last k % 32: adjacent lanes, adjacent x
+            const float wv = rlx_q_get<Q>(wr, i);
+            for (uint r = 0; r < M; ++r)
+                if (r < m) acc[r] += rlx_to_float(x[(uint64_t)r * xs + i]) * wv;
+        }
+        const float bv = has_bias ? rlx_to_float(bias[j]) : 0.0f;
+        for (uint r = 0; r < M; ++r) {
+            if (r < m) {   // uniform across the SIMD group
+                const float v = rlx_simd_sum(acc[r]);
+                if (lane == 0u) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
+            }
+        }
+    }
+}
+#endif
+
+// y[r, j] = act(x[r] . W[j] + bias[j]) for r < m <= RLX_QGEMV_MAX_M (any k):
+// decode steps with k past gemv1_q's tile, speculative and batched decoding.
+template <typename Q, typename T>
+RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                  RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                  RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
+    const uint has_bias = p->has_bias, act = p->act;
+    const uint j0 = rlx_group_id.x * rpg;
+    if (j0 >= n || m == 0u) return;
+    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
+#ifdef RLX_TARGET_CPU
+    (void)has_bias, (void)act, (void)xs, (void)ys, (void)k;
+    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
+#else
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
     // One SIMD group per W row: the group's first n_work SIMD groups take
     // its rows in turn (row j0 + sid, then + n_work, ...), and the lanes of a
     // SIMD group split the row's 32-element chunks, a pass of up to 32
@@ -840,9 +975,23 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
     const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
     const uint n_simd = (nt + sw - 1u) / sw;
     const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
-    if (sid >= n_work) return;   // no group barrier below, so idle SIMD groups may leave
     const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;   // lanes this SIMD group has
     const uint per = lanes < 32u ? lanes : 32u;                    // chunks a pass
+    // All m rows of x fit the tile: stage x once for the group, behind one
+    // group barrier, and stream the rows with no further copies (the tiled
+    // loop below reads x from L2 once per weight row: for a 262144 x 640
+    // weight four times the weight's own bytes). The condition is uniform
+    // across the group (params only), so every thread reaches the barrier.
+    const uint kp = (k + 31u) & ~31u;
+    if ((uint64_t)m * kp <= (uint64_t)RLX_QGEMV_SIMD_GROUPS * 1024u) {
+        rlx_q_stage_x<T>(x, xt, m, k, kp, xs, rlx_local_id.x, nt);
+        rlx_barrier();
+        if (sid >= n_work) return;   // no barrier follows
+        rlx_q_gemv_whole_x<Q, T, RLX_QGEMV_MAX_M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid,
+                                                   n_work, lane, lanes);
+        return;
+    }
+    if (sid >= n_work) return;   // no group barrier below, so idle SIMD groups may leave
     const uint tb = sid * 1024u;                                   // this SIMD group's tile
     for (uint j = j0 + sid; j < j1; j += n_work) {
         RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
@@ -887,148 +1036,232 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
 #endif
 }
 
+// The decode step: gemv_q for m = 1 and k <= RLX_QGEMV1_MAX_K (the lowering
+// routes other shapes to gemv_q), in a kernel of its own so that it keeps
+// the registers of one x row (gemv_q's eight rows of accumulators cost it
+// three quarters of its occupancy on CUDA). m > 1 is still computed, one x
+// row at a time.
+#define RLX_QGEMV1_MAX_K 8192u
+template <typename Q, typename T>
+RLX_KERNEL gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                   RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                   RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
+    const uint j0 = rlx_group_id.x * rpg;
+    if (j0 >= n || m == 0u) return;
+    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
+#ifdef RLX_TARGET_CPU
+    (void)k, (void)xs, (void)ys;
+    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
+#else
+    const uint kp = (k + 31u) & ~31u;
+    if (kp > RLX_QGEMV1_MAX_K) return;   // the lowering never sends it (gemv_q takes any k)
+    RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K);
+    const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
+    for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
+        if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
+        rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, rlx_local_id.x, nt);
+        rlx_barrier();
+        if (sid < n_work)
+            rlx_q_gemv_whole_x<Q, T, 1>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp, xs, ys,
+                                        p->has_bias, p->act, j0, j1, sid, n_work, lane, lanes);
+    }
+#endif
+}
+
 // ---- instantiations: dequantize_<fmt>_<t>, gemv_<fmt>_<t>, gather_<fmt>_<t> ----
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_0, float, dequantize_q4_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_0, half, dequantize_q4_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_0, float, gemv_q4_0_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ4_0, float, gemv1_q4_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_0, half, gemv_q4_0_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ4_0, half, gemv1_q4_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_0, float, gather_q4_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_0, half, gather_q4_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_1, float, dequantize_q4_1_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_1, half, dequantize_q4_1_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_1, float, gemv_q4_1_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ4_1, float, gemv1_q4_1_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_1, half, gemv_q4_1_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ4_1, half, gemv1_q4_1_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_1, float, gather_q4_1_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_1, half, gather_q4_1_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, float, dequantize_q5_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, half, dequantize_q5_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_0, float, gemv_q5_0_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ5_0, float, gemv1_q5_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_0, half, gemv_q5_0_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ5_0, half, gemv1_q5_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_0, float, gather_q5_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_0, half, gather_q5_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_1, float, dequantize_q5_1_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_1, half, dequantize_q5_1_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_1, float, gemv_q5_1_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ5_1, float, gemv1_q5_1_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_1, half, gemv_q5_1_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ5_1, half, gemv1_q5_1_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_1, float, gather_q5_1_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_1, half, gather_q5_1_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ8_0, float, dequantize_q8_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ8_0, half, dequantize_q8_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ8_0, float, gemv_q8_0_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ8_0, float, gemv1_q8_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ8_0, half, gemv_q8_0_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ8_0, half, gemv1_q8_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ8_0, float, gather_q8_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ8_0, half, gather_q8_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ2_K, float, dequantize_q2_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ2_K, half, dequantize_q2_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ2_K, float, gemv_q2_k_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ2_K, float, gemv1_q2_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ2_K, half, gemv_q2_k_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ2_K, half, gemv1_q2_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ2_K, float, gather_q2_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ2_K, half, gather_q2_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ3_K, float, dequantize_q3_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ3_K, half, dequantize_q3_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ3_K, float, gemv_q3_k_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ3_K, float, gemv1_q3_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ3_K, half, gemv_q3_k_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ3_K, half, gemv1_q3_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ3_K, float, gather_q3_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ3_K, half, gather_q3_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_K, float, dequantize_q4_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_K, half, dequantize_q4_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_K, float, gemv_q4_k_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ4_K, float, gemv1_q4_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_K, half, gemv_q4_k_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ4_K, half, gemv1_q4_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_K, float, gather_q4_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_K, half, gather_q4_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_K, float, dequantize_q5_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_K, half, dequantize_q5_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_K, float, gemv_q5_k_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ5_K, float, gemv1_q5_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_K, half, gemv_q5_k_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ5_K, half, gemv1_q5_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_K, float, gather_q5_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_K, half, gather_q5_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ6_K, float, dequantize_q6_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ6_K, half, dequantize_q6_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ6_K, float, gemv_q6_k_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ6_K, float, gemv1_q6_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ6_K, half, gemv_q6_k_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtQ6_K, half, gemv1_q6_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ6_K, float, gather_q6_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ6_K, half, gather_q6_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_NL, float, dequantize_iq4_nl_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_NL, half, dequantize_iq4_nl_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ4_NL, float, gemv_iq4_nl_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ4_NL, float, gemv1_iq4_nl_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ4_NL, half, gemv_iq4_nl_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ4_NL, half, gemv1_iq4_nl_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ4_NL, float, gather_iq4_nl_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ4_NL, half, gather_iq4_nl_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_XS, float, dequantize_iq4_xs_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_XS, half, dequantize_iq4_xs_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ4_XS, float, gemv_iq4_xs_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ4_XS, float, gemv1_iq4_xs_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ4_XS, half, gemv_iq4_xs_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ4_XS, half, gemv1_iq4_xs_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ4_XS, float, gather_iq4_xs_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ4_XS, half, gather_iq4_xs_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtTQ1_0, float, dequantize_tq1_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtTQ1_0, half, dequantize_tq1_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtTQ1_0, float, gemv_tq1_0_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtTQ1_0, float, gemv1_tq1_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtTQ1_0, half, gemv_tq1_0_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtTQ1_0, half, gemv1_tq1_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtTQ1_0, float, gather_tq1_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtTQ1_0, half, gather_tq1_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtTQ2_0, float, dequantize_tq2_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtTQ2_0, half, dequantize_tq2_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtTQ2_0, float, gemv_tq2_0_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtTQ2_0, float, gemv1_tq2_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtTQ2_0, half, gemv_tq2_0_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtTQ2_0, half, gemv1_tq2_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtTQ2_0, float, gather_tq2_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtTQ2_0, half, gather_tq2_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtMXFP4, float, dequantize_mxfp4_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtMXFP4, half, dequantize_mxfp4_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtMXFP4, float, gemv_mxfp4_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtMXFP4, float, gemv1_mxfp4_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtMXFP4, half, gemv_mxfp4_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtMXFP4, half, gemv1_mxfp4_f16)
 RLX_INSTANTIATE2(gather_q, QFmtMXFP4, float, gather_mxfp4_f32)
 RLX_INSTANTIATE2(gather_q, QFmtMXFP4, half, gather_mxfp4_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtNVFP4, float, dequantize_nvfp4_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtNVFP4, half, dequantize_nvfp4_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtNVFP4, float, gemv_nvfp4_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtNVFP4, float, gemv1_nvfp4_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtNVFP4, half, gemv_nvfp4_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtNVFP4, half, gemv1_nvfp4_f16)
 RLX_INSTANTIATE2(gather_q, QFmtNVFP4, float, gather_nvfp4_f32)
 RLX_INSTANTIATE2(gather_q, QFmtNVFP4, half, gather_nvfp4_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtBF16, float, dequantize_bf16_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtBF16, half, dequantize_bf16_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtBF16, float, gemv_bf16_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtBF16, float, gemv1_bf16_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtBF16, half, gemv_bf16_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtBF16, half, gemv1_bf16_f16)
 RLX_INSTANTIATE2(gather_q, QFmtBF16, float, gather_bf16_f32)
 RLX_INSTANTIATE2(gather_q, QFmtBF16, half, gather_bf16_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_S, float, dequantize_iq1_s_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_S, half, dequantize_iq1_s_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ1_S, float, gemv_iq1_s_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ1_S, float, gemv1_iq1_s_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ1_S, half, gemv_iq1_s_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ1_S, half, gemv1_iq1_s_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ1_S, float, gather_iq1_s_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ1_S, half, gather_iq1_s_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_M, float, dequantize_iq1_m_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_M, half, dequantize_iq1_m_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ1_M, float, gemv_iq1_m_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ1_M, float, gemv1_iq1_m_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ1_M, half, gemv_iq1_m_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ1_M, half, gemv1_iq1_m_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ1_M, float, gather_iq1_m_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ1_M, half, gather_iq1_m_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XXS, float, dequantize_iq2_xxs_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XXS, half, dequantize_iq2_xxs_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XXS, float, gemv_iq2_xxs_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ2_XXS, float, gemv1_iq2_xxs_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XXS, half, gemv_iq2_xxs_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ2_XXS, half, gemv1_iq2_xxs_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ2_XXS, float, gather_iq2_xxs_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ2_XXS, half, gather_iq2_xxs_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XS, float, dequantize_iq2_xs_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XS, half, dequantize_iq2_xs_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XS, float, gemv_iq2_xs_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ2_XS, float, gemv1_iq2_xs_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ2_XS, half, gemv_iq2_xs_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ2_XS, half, gemv1_iq2_xs_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ2_XS, float, gather_iq2_xs_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ2_XS, half, gather_iq2_xs_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_S, float, dequantize_iq2_s_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_S, half, dequantize_iq2_s_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ2_S, float, gemv_iq2_s_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ2_S, float, gemv1_iq2_s_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ2_S, half, gemv_iq2_s_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ2_S, half, gemv1_iq2_s_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ2_S, float, gather_iq2_s_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ2_S, half, gather_iq2_s_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_XXS, float, dequantize_iq3_xxs_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_XXS, half, dequantize_iq3_xxs_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ3_XXS, float, gemv_iq3_xxs_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ3_XXS, float, gemv1_iq3_xxs_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ3_XXS, half, gemv_iq3_xxs_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ3_XXS, half, gemv1_iq3_xxs_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ3_XXS, float, gather_iq3_xxs_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ3_XXS, half, gather_iq3_xxs_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_S, float, dequantize_iq3_s_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_S, half, dequantize_iq3_s_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ3_S, float, gemv_iq3_s_f32)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ3_S, float, gemv1_iq3_s_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtIQ3_S, half, gemv_iq3_s_f16)
+RLX_INSTANTIATE2(gemv1_q, QFmtIQ3_S, half, gemv1_iq3_s_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ3_S, float, gather_iq3_s_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ3_S, half, gather_iq3_s_f16)

@@ -1,6 +1,6 @@
 """Decode GEMV from GGUF blocks on an NVIDIA GPU (issue 17): for Q4_K,
 Q5_0, Q6_K and Q8_0 on a 4096 x 4096 and a 262144 x 640 weight, rlx's
-gemv_<fmt>_f32 thunk alone (device time from the shim's CUDA events,
+gemv1_<fmt>_f32 thunk alone (device time from the shim's CUDA events,
 Program.run_one), against the device's copy bandwidth (torch copy_ of the
 same bytes, CUDA events) and PyTorch's best at the same product: a bf16
 GEMV on the dequantized weights, replayed from a CUDA graph. The rlx result
@@ -53,6 +53,11 @@ def main(out_path: str | None) -> None:
         real = devices.open_device
         devices.open_device = lambda name: (lambda d, t: (d, dataclasses.replace(t, max_threads_per_group=cap)))(
             *real(name))
+    rows_per_simd = int(os.environ.get("ROWS_PER_SIMD", "0"))   # override the lowering's cap (a sweep)
+    if rows_per_simd:
+        from rlx.lowering import quant as quant_lowering
+
+        quant_lowering.GEMV_MAX_ROWS_PER_SIMD = rows_per_simd
     rows = []
     for n, k0 in SHAPES:
         for fmt in FORMATS:
@@ -69,7 +74,7 @@ def main(out_path: str | None) -> None:
             want = xv.astype(np.float64) @ w.T
             bound = 1e-5 * (np.abs(xv.astype(np.float64)) @ np.abs(w).T) + 1e-6
             ok = bool((np.abs(got - want) <= bound).all())
-            index = next(i for i, t in enumerate(exe.thunks) if (t.kernel or "").startswith("gemv_"))
+            index = next(i for i, t in enumerate(exe.thunks) if (t.kernel or "").startswith("gemv"))
             for _ in range(5):
                 exe.program.run_one(index)
             rlx_us = statistics.median(exe.program.run_one(index) for _ in range(REPS)) * 1e6
@@ -85,6 +90,7 @@ def main(out_path: str | None) -> None:
                 captured = torch.nn.functional.linear(tx, tw)   # kept: the graph writes it
             torch_us = _events_ms(graph.replay) * 1e3
             row = {"format": fmt, "shape": [n, k], "weight_bytes": nbytes, "correct": ok, "threads_cap": cap,
+                   "rows_per_group": int(np.frombuffer(exe.thunks[index].params, np.uint32)[5]),
                    "threads": list(exe.thunks[index].threads),
                    "rlx_gemv_us": rlx_us, "copy_us": copy_us, "torch_bf16_graph_us": torch_us,
                    "rlx_GBps": nbytes / rlx_us / 1e3, "copy_GBps": nbytes / copy_us / 1e3,

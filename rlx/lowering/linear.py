@@ -26,7 +26,7 @@ def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32"
                                         transpose_b=transpose_b)
 
 
-@lowers("matmul", kernels=tuple(f"{kernel}_{fmt}" for kernel in ("gemv", "dequantize") for fmt in FORMATS))
+@lowers("matmul", kernels=tuple(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize") for fmt in FORMATS))
 def _matmul(lw: Lowering, node: Node) -> View:
     float_suffix(node, node.dtype)
     a = lw.dense(node.inputs[0])
@@ -53,7 +53,7 @@ def _matmul(lw: Lowering, node: Node) -> View:
 
 
 @lowers("linear", reads={1: "start", 2: "start"},
-        kernels=("matmul_rows", "bias_act", *(f"{kernel}_{fmt}" for kernel in ("gemv", "dequantize")
+        kernels=("matmul_rows", "bias_act", *(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize")
                                               for fmt in FORMATS)))
 def _linear(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)

@@ -28,6 +28,16 @@ CPU_GEMV_ROWS_PER_GROUP = 16
 # that take rows.
 GEMV_THREADS = 256
 GEMV_SIMD_GROUPS = 8
+# Each SIMD group takes more rows (up to this many) once the weight has rows
+# for GEMV_MIN_GROUPS groups without: the group's x staging (shaders/quant.h)
+# is then shared by more rows, and each SIMD group keeps two rows' loads in
+# flight.
+GEMV_MAX_ROWS_PER_SIMD = 8
+GEMV_MIN_GROUPS = 512
+# m = 1 with k (rounded up to 32) at most this takes gemv1_<fmt>, the decode
+# step's kernel (shaders/quant.h RLX_QGEMV1_MAX_K: its x tile); other shapes
+# take gemv_<fmt>.
+GEMV1_MAX_K = 8192
 # Many rows: the weight is dequantized a tile of rows at a time into scratch
 # of at most this many bytes, and each tile's gemm writes its columns of C,
 # so a vocabulary-sized projection never holds a whole float copy.
@@ -68,8 +78,9 @@ def _gemv_grid(lw: Lowering, n: int, k: int) -> tuple[int, tuple[tuple[int, int,
         return rows, ((-(-n // rows), 1, 1), (1, 1, 1))
     width = max(lw.target.simd_width, 1)
     threads = max(1, min(lw.target.max_threads_per_group, GEMV_THREADS))
-    rows = max(1, min(GEMV_SIMD_GROUPS, threads // width))
-    threads = min(threads, rows * width)
+    simd_groups = max(1, min(GEMV_SIMD_GROUPS, threads // width))
+    threads = min(threads, simd_groups * width)
+    rows = simd_groups * max(1, min(GEMV_MAX_ROWS_PER_SIMD, n // (simd_groups * GEMV_MIN_GROUPS)))
     return rows, ((-(-n // rows), 1, 1), (threads, 1, 1))
 
 
@@ -101,7 +112,8 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
     fmt = _fmt(w.dtype)
     if m <= GEMV_MAX_ROWS and fmt not in env.quant_no_gemv():
         rows, grid = _gemv_grid(lw, n, k)
-        lw.dispatch(repr(node), f"gemv_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
+        kernel = "gemv1" if m == 1 and -(-k // 32) * 32 <= GEMV1_MAX_K else "gemv"
+        lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
                     Work("copy"))   # bound by streaming the weight's blocks
         return out, False

@@ -65,6 +65,8 @@ struct rlx_ids {
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) type name[count]
+// RLX_SHARED memory's address space in helper parameters (Metal: threadgroup).
+#define RLX_GROUP_MEM
 #define rlx_barrier() ((void)0)
 
 // A reduction over the threadgroup. With one thread per group the value is

@@ -81,6 +81,8 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) __shared__ type name[count]
+// RLX_SHARED memory's address space in helper parameters (Metal: threadgroup).
+#define RLX_GROUP_MEM
 #define rlx_barrier() __syncthreads()
 
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.

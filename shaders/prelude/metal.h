@@ -29,6 +29,9 @@ using namespace metal;
 
 // ---- threadgroup memory, barriers, reductions -----------------------------
 #define RLX_SHARED(type, name, count) threadgroup type name[count]
+// The address space of RLX_SHARED memory, for pointers to it that a helper
+// function takes (Metal: threadgroup; a plain pointer elsewhere).
+#define RLX_GROUP_MEM threadgroup
 // Orders threadgroup memory and device memory: kernels such as attention
 // exchange values through a device scratch region between passes, which
 // mem_threadgroup alone would not order on Metal (CUDA's __syncthreads

@@ -144,7 +144,7 @@ def gemv_params(m, n, k, x_stride, y_stride, rows_per_group, has_bias, act) -> b
     return np.array([m, n, k, x_stride, y_stride, rows_per_group, has_bias, act], np.uint32).tobytes()
 
 
-def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng):
+def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng, kernel="gemv"):
     """Runs one gemv and checks it; returns the worst error relative to its bound."""
     npdt = DTYPES[dt]
     x_stride, y_stride = k + 3, n + 2                      # padded rows: the strides are honoured
@@ -159,7 +159,7 @@ def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, r
     groups = -(-n // rpg)
     params = gemv_params(m, n, k, x_stride, y_stride, rpg, has_bias, act)
     bias_arg = bias if has_bias else np.zeros(4, npdt)     # any buffer when unused
-    got = _run(qdev, f"gemv_{fmt}_{dt}", [x, w_data, None, bias_arg], params, 2, m * y_stride, npdt, groups,
+    got = _run(qdev, f"{kernel}_{fmt}_{dt}", [x, w_data, None, bias_arg], params, 2, m * y_stride, npdt, groups,
                threads)
     got = got.reshape(m, y_stride)
     assert np.isnan(got[:, n:]).all(), "gemv wrote past n in a padded row"
@@ -170,11 +170,14 @@ def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, r
     return ratio
 
 
+@pytest.mark.parametrize("kernel", ["gemv", "gemv1"])
 @pytest.mark.parametrize("threads", [1, 32, 256])
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_gemv_matches_float64_product(qdev, fmt, dt, threads):
-    rng = np.random.default_rng(abs(hash((fmt, dt, threads, "gemv"))) % 2**32)
+def test_gemv_matches_float64_product(qdev, fmt, dt, threads, kernel):
+    """gemv_<fmt> for every m <= 8; gemv1_<fmt> (the decode step's kernel,
+    for m = 1) computes larger m too, an x row at a time."""
+    rng = np.random.default_rng(abs(hash((fmt, dt, threads, kernel))) % 2**32)
     elems, _ = block_size(fmt)
     n = 7
     ks = sorted({3 * elems, 768 if 768 % elems == 0 else 3 * elems} | ({37} if elems == 1 else set()))
@@ -184,8 +187,23 @@ def test_gemv_matches_float64_product(qdev, fmt, dt, threads):
         w = dequantize_reference(fmt, w_data, n, k)
         for mi, m in enumerate((1, 2, 5, 8)):
             for rpg in (1, 4):
-                _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, 0, ACT_NONE, rng)
-                _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, 1, acts[(mi + rpg) % 4], rng)
+                _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, 0, ACT_NONE, rng, kernel)
+                _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, 1, acts[(mi + rpg) % 4], rng, kernel)
+
+
+@pytest.mark.parametrize("threads", [32, 256])
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_gemv_long_rows(qdev, fmt, dt, threads):
+    """K = 3072: one row of x fits the GPU kernel's shared tile (x staged
+    once per group), three or eight rows do not (x staged a pass at a time)."""
+    rng = np.random.default_rng(abs(hash((fmt, dt, threads, "long"))) % 2**32)
+    n, k = 5, 3072 + (37 if block_size(fmt)[0] == 1 else 0)
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    for m in (1, 3, 8):
+        _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, 3, threads, 1, ACT_NONE, rng)
+    _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 3, threads, 1, ACT_NONE, rng, "gemv1")
 
 
 def test_gemv_rows_per_group_past_n_and_many_rows(qdev):
