@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# H200, one device call (< 10 min: the steps finish in about 6; their timeouts sum to 640 s): schedules (rlx_shim.h schedule_create /
+# H200, one device call (< 10 min when the kernel cache is warm: the conformance and CUDA shim step
+# alone takes ~6 min from a cold cache, three NVRTC compiles of the built-in library): schedules (rlx_shim.h schedule_create /
 # cmd_execute_schedule / schedule_free; issue 15 item 4). Checks, in order:
 #  1. the build (python3 setup.py build_ext --inplace);
 #  2. the conformance suite and the CUDA shim / core tests on cuda (-k cuda),
@@ -28,7 +29,7 @@ timeout 90 python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { t
 note "build ok"
 P="python3 -m pytest -q -p no:cacheprovider"
 echo "== conformance + CUDA shim (cuda)"
-timeout 60 $P tests/cts tests/runtime/test_cuda_shim.py tests/runtime/test_core_program.py -k "cuda or dependent_chain" \
+timeout 420 $P tests/cts tests/runtime/test_cuda_shim.py tests/runtime/test_core_program.py -k "cuda or dependent_chain" \
   >"$OUT/cts.log" 2>&1; note "cts+shim rc=$? $(tail -1 "$OUT/cts.log")"
 grep -E "^FAILED|Error" "$OUT/cts.log" | head -8
 echo "== suites on cuda"

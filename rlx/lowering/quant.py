@@ -91,7 +91,7 @@ def dequantize_into(lw: Lowering, node: Node, w: View, dtype: DType) -> View:
     if n:
         lw.dispatch(f"{node!r} dequantize", f"dequantize_{_fmt(w.dtype)}_{float_suffix(node, dtype)}",
                     [(w, "r"), (out, "w")], quant_params(n), lw.target.elementwise_grid(n),
-                    Work("copy"))   # streams bytes like a copy
+                    Work("dequantize"))
     return out
 
 
@@ -110,12 +110,13 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
     if out.numel == 0:
         return out, False
     fmt = _fmt(w.dtype)
-    if m <= GEMV_MAX_ROWS and fmt not in env.quant_no_gemv():
+    if (m <= GEMV_MAX_ROWS and fmt not in env.quant_no_gemv()
+            and lw.decider.prefer_quant_gemv(m, n, k, w.dtype, x.dtype.name, epilogue=bias is not None or act != 0)):
         rows, grid = _gemv_grid(lw, n, k)
         kernel = "gemv1" if m == 1 and -(-k // 32) * 32 <= GEMV1_MAX_K else "gemv"
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
-                    Work("copy"))   # bound by streaming the weight's blocks
+                    Work("quant_gemv" if m == 1 else "quant_gemv_m8"))   # bound by streaming the blocks
         return out, False
     item = x.dtype.itemsize
     tile = max(1, min(n, DEQUANT_TILE_BYTES // max(k * item, 1)))
@@ -126,7 +127,7 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
         wide = View.dense(scratch.storage, x.dtype, (rows, k))
         lw.dispatch(f"{node!r} dequantize rows {r0}:{r0 + rows}", f"dequantize_{fmt}_{suffix}",
                     [(part, "r@"), (wide, "w")], quant_params(rows * k), lw.target.elementwise_grid(rows * k),
-                    Work("copy"))
+                    Work("dequantize"))
         c = out if r0 == 0 else View(out.storage, out.dtype, (m, rows), (n, 1), r0)
         lw.gemm(f"{node!r} rows {r0}:{r0 + rows}", x, wide, c, m, rows, k, k, k, n, True)
     return out, True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,6 +45,9 @@ class Decider(Protocol):
 
     def prefer_row_kernel(self, m: int, n: int, k: int, dtype_name: str = "f32", *, epilogue: bool = True,
                           activation: bool = False, transpose_b: bool = False) -> bool: ...
+
+    def prefer_quant_gemv(self, m: int, n: int, k: int, weight_dtype: Any, dtype_name: str = "f32", *,
+                          epilogue: bool = False) -> bool: ...
 
     def describe_decisions(self) -> list[str]: ...
 

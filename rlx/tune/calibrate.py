@@ -418,9 +418,20 @@ def _compile(graph: Any, device: Any, params: dict[str, np.ndarray] | None = Non
 
 
 def _params_for(graph: Any, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random params; block-format ones quantized from random values (valid
+    blocks: no NaN scales to slow a probe down)."""
     rng = np.random.default_rng(seed)
-    return {name: (rng.standard_normal(tuple(node.shape)) / np.sqrt(max(node.shape[0], 1))).astype(node.dtype.numpy)
-            for name, node in graph.params.items()}
+    out = {}
+    for name, node in graph.params.items():
+        values = rng.standard_normal(tuple(node.shape)) / np.sqrt(max(node.shape[0], 1))
+        if node.dtype.quantized:
+            from gguf import GGMLQuantizationType
+            from gguf.quants import quantize
+
+            out[name] = quantize(values.astype(np.float32), GGMLQuantizationType[node.dtype.name.upper()])
+        else:
+            out[name] = values.astype(node.dtype.numpy)
+    return out
 
 
 def _empty_graph() -> Any:
@@ -734,6 +745,11 @@ def _family_graph(sizes: _Sizes) -> Any:
         # Causal, so every backend runs the fused kernel (the CPU runs long
         # non-causal attention as per-head gemms, which the gemm probe covers).
         "attention": g.attention(q, k, v, causal=True, scale=1.0 / np.sqrt(hd)),
+        # The quantized weight's paths (Q8_0: blocks of 32, any hidden size
+        # here is a multiple), a decode step's projection to 4h.
+        "quant_gemv": g.linear(g.input("x1", (1, h)), g.param("wq1", (4 * h, h), "q8_0")),
+        "quant_gemv_m8": g.linear(g.input("x8", (8, h)), g.param("wq8", (4 * h, h), "q8_0")),
+        "dequantize": g.dequantize(g.param("wqd", (4 * h, h), "q8_0")),
     }
     g.set_outputs(**outs)
     return g

@@ -21,6 +21,9 @@ lowering choices, from a device's calibration (rlx/tune/calibration.py).
   streamed from memory when the run's bytes exceed the cache, the copies
   of inputs in and outputs out at the measured transfer bandwidths, and a
   measured cost per replay range (runs of dispatches between gemms).
+- ``prefer_quant_gemv``: for a block-format weight and m <= 8 rows of x,
+  the fused GEMV versus dequantize + gemm (+ epilogue), from the calibrated
+  quant_gemv (m = 1, m = 8) and dequantize rates and the gemm curves.
 - ``prefer_row_kernel`` replaces the fixed gemm-or-row-kernel thresholds on
   every backend: gemm (+ bias/activation epilogue) versus matmul_rows,
   predicted from calibrated numbers; ``decision_model`` is the model of the
@@ -246,6 +249,49 @@ class CostModel:
                 self._decisions[key] = (
                     f"linear {m}x{n}x{k} {dtype_name}: {'matmul_rows' if choice else 'gemm'} "
                     f"(row kernel {row * 1e6:.2f} us vs gemm{' + epilogue' if epilogue else ''} {gemm * 1e6:.2f} us)")
+        return choice
+
+    def quant_gemv_seconds(self, m: int, n: int, k: int, weight_dtype: Any, dtype_name: str = "f32") -> float:
+        """The fused GEMV from a block-format weight [n, k] for m <= 8 rows
+        of x: it streams the blocks once whatever m is, and its per-row dot
+        work grows with m, so its rate is interpolated linearly in m between
+        the calibrated m = 1 and m = 8 rates (bytes: the blocks, x and y)."""
+        isz = 2 if dtype_name == "f16" else 4
+        nbytes = weight_dtype.nbytes(n * k, k) + (m * k + m * n) * isz
+        t1 = nbytes / self._family_rate("quant_gemv")
+        t8 = nbytes / self._family_rate("quant_gemv_m8")
+        groups = max(1, n // 8)
+        overhead = self.calibration.dispatch_s if groups == 1 else self.calibration.dispatch_parallel_s
+        return overhead + (t1 + (t8 - t1) * (min(max(m, 1), 8) - 1) / 7.0) / self._occupancy(groups)
+
+    def dequant_gemm_seconds(self, m: int, n: int, k: int, weight_dtype: Any, dtype_name: str = "f32", *,
+                             epilogue: bool = False) -> float:
+        """The other path: the weight dequantized into scratch (tiles of
+        rows, one dispatch each), the gemm, and with ``epilogue`` the
+        bias/activation dispatch."""
+        isz = 2 if dtype_name == "f16" else 4
+        nbytes = weight_dtype.nbytes(n * k, k) + n * k * isz
+        seconds = self.calibration.dispatch_parallel_s + nbytes / self._family_rate("dequantize")
+        seconds += self.gemm_seconds(m, n, k, dtype_name)
+        if epilogue:
+            seconds += self.epilogue_seconds(m, n, dtype_name, activation=True)
+        return seconds
+
+    def prefer_quant_gemv(self, m: int, n: int, k: int, weight_dtype: Any, dtype_name: str = "f32", *,
+                          epilogue: bool = False) -> bool:
+        """True when the fused GEMV (bias and activation in it) is predicted
+        faster than dequantize + gemm (+ epilogue) for m rows of x against
+        the block-format weight [n, k]."""
+        gemv = self.quant_gemv_seconds(m, n, k, weight_dtype, dtype_name)
+        other = self.dequant_gemm_seconds(m, n, k, weight_dtype, dtype_name, epilogue=epilogue)
+        choice = gemv <= other
+        key = ("quant_linear", m, n, k, weight_dtype.name, dtype_name, epilogue)
+        with self._lock:
+            if key not in self._decisions:
+                self._decisions[key] = (
+                    f"linear {m}x{n}x{k} {weight_dtype.name} weights, {dtype_name}: "
+                    f"{'fused GEMV' if choice else 'dequantize + gemm'} (GEMV {gemv * 1e6:.2f} us vs "
+                    f"dequantize + gemm{' + epilogue' if epilogue else ''} {other * 1e6:.2f} us)")
         return choice
 
     def note(self, key: tuple, line: str) -> None:

@@ -13,7 +13,7 @@ from rlx.lowering import GEMM
 # read + written, "flop" = floating-point operations.
 FAMILY_UNITS: dict[str, str] = {
     "elementwise": "B", "unary": "B", "copy": "B", "epilogue": "B", "epilogue_act": "B", "softmax": "B",
-    "softmax_masked": "B", "norm": "B",
+    "softmax_masked": "B", "norm": "B", "quant_gemv": "B", "quant_gemv_m8": "B", "dequantize": "B",
     "attention": "flop", "matmul_rows": "flop", "gemm": "flop",
 }
 

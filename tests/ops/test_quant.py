@@ -47,10 +47,20 @@ def _k_for(fmt):
     return 3 * block if block > 1 else 77
 
 
+@pytest.fixture
+def gemv_preferred(monkeypatch):
+    """The cost model's GEMV-or-dequantize choice pinned to the GEMV, so the
+    fused path of every m <= 8 is exercised whatever the calibration says
+    (tests/tune covers the choice itself)."""
+    from rlx.tune.cost import CostModel
+
+    monkeypatch.setattr(CostModel, "prefer_quant_gemv", lambda self, *a, **kw: True)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("rows", [1, 3, 8, 9, 33])
-def test_linear_with_quantized_weights(fmt, dtype, rows, rng):
+def test_linear_with_quantized_weights(fmt, dtype, rows, rng, gemv_preferred):
     """1-8 rows: the fused GEMV (with bias and GELU inside); 9 and 33 rows:
     dequantize + gemm + the epilogue."""
     n, k = 13, _k_for(fmt)

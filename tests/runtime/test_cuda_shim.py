@@ -124,8 +124,24 @@ def _run_py(code: str, cache: str, timeout: float = 300) -> subprocess.Completed
                           timeout=timeout)
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    """One kernel cache for the module's tests: the built-in library takes
+    NVRTC a minute or more to compile, once, not once a test. Tests of the
+    cache itself use a fresh directory (fresh_gpu, or their own)."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def gpu(tmp_path, monkeypatch):
+def gpu(shared_cache, monkeypatch):
+    monkeypatch.setenv("RLX_CACHE_DIR", str(shared_cache))
+    dev = Device.open("cuda")
+    yield dev
+    dev.close()
+
+
+@pytest.fixture
+def fresh_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv("RLX_CACHE_DIR", str(tmp_path / "cache"))
     dev = Device.open("cuda")
     yield dev
@@ -140,9 +156,9 @@ def test_device_info(gpu):
 
 
 @needs_gpu
-def test_builtin_kernels_compile_with_nvrtc(gpu, tmp_path):
+def test_builtin_kernels_compile_with_nvrtc(fresh_gpu, tmp_path):
     t0 = time.perf_counter()
-    lib = gpu.builtin_library()
+    lib = fresh_gpu.builtin_library()
     elapsed = time.perf_counter() - t0
     names = [host for host, _ in shader_source.instantiations(shader_source.kernel_source("cuda"))]
     assert names

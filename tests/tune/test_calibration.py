@@ -89,6 +89,53 @@ def test_row_kernel_decision_follows_the_row_kernel_speed():
     assert not slow_rows.prefer_row_kernel(4, 1024, 1024, "f32")
 
 
+def _quant_rates(gemv: float, gemv_m8: float, dequantize: float) -> Calibration:
+    base = _synthetic()
+    return base.replace(family_rates={**base.family_rates, "quant_gemv": gemv, "quant_gemv_m8": gemv_m8,
+                                      "dequantize": dequantize})
+
+
+def test_quant_gemv_decision_follows_the_calibrated_rates():
+    """The fused GEMV or dequantize + gemm for a block-format weight, from
+    the quant_gemv / quant_gemv_m8 / dequantize rates: a fast GEMV wins at
+    every m <= 8, a slow one loses, and with a GEMV that is fast for one row
+    but slow for eight the choice flips in between."""
+    q4_k = rlx.DType.of("q4_k")
+    fast = CostModel(_quant_rates(1e13, 1e13, 1e8))
+    slow = CostModel(_quant_rates(1e6, 1e6, 1e13))
+    mixed = CostModel(_quant_rates(1e12, 1e8, 1e11))
+    for m in (1, 2, 5, 8):
+        assert fast.prefer_quant_gemv(m, 4096, 4096, q4_k, "f32")
+        assert not slow.prefer_quant_gemv(m, 4096, 4096, q4_k, "f32")
+    assert mixed.prefer_quant_gemv(1, 4096, 4096, q4_k, "f32")
+    assert not mixed.prefer_quant_gemv(8, 4096, 4096, q4_k, "f32")
+    assert any("fused GEMV" in line for line in fast.describe_decisions())
+    assert any("dequantize + gemm" in line for line in slow.describe_decisions())
+    # The GEMV's time grows with m between the two calibrated rates.
+    times = [mixed.quant_gemv_seconds(m, 4096, 4096, q4_k) for m in range(1, 9)]
+    assert times == sorted(times) and times[-1] > 100 * times[0]
+
+
+def test_quantized_linear_lowering_asks_the_cost_model(monkeypatch):
+    """The lowering takes the GEMV only where the decider says so."""
+    g = rlx.Graph()
+    x = g.input("x", (2, 256))
+    g.set_outputs(y=g.linear(x, g.param("w", (64, 256), "q8_0")))
+    seen = []
+
+    def decide_no(self, m, n, k, weight_dtype, dtype_name="f32", *, epilogue=False):
+        seen.append((m, n, k, weight_dtype.name, dtype_name))
+        return False
+
+    monkeypatch.setattr(CostModel, "prefer_quant_gemv", decide_no)
+    kernels = [t.kernel or "" for t in decide.lower_for(g, host_target(2, 1 << 34), CostModel(_synthetic()))]
+    assert seen == [(2, 64, 256, "q8_0", "f32")]
+    assert not any(kn.startswith("gemv") for kn in kernels) and any(kn.startswith("dequantize_q8_0") for kn in kernels)
+    monkeypatch.setattr(CostModel, "prefer_quant_gemv", lambda self, *a, **kw: True)
+    kernels = [t.kernel or "" for t in decide.lower_for(g, host_target(2, 1 << 34), CostModel(_synthetic()))]
+    assert any(kn.startswith("gemv_q8_0") for kn in kernels)
+
+
 def _row_curves(pass_rate: float, matvec_rate: float) -> dict:
     flat = lambda rate: [[1e4, rate], [1e8, rate]]      # noqa: E731
     return {f"{d}{v}": flat(r) for d in ("f32", "f16")
