@@ -12,3 +12,4 @@
 #include "attention.h"
 // quant.h uses movement.h's GatherParams.
 #include "quant.h"
+#include "state.h"

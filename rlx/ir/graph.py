@@ -21,7 +21,7 @@ from rlx.ir.shape import Shape
 
 __all__ = ["Graph", "Node", "as_bindings"]
 
-_LEAF_NAMED = ("input", "param")
+_LEAF_NAMED = ("input", "param", "state")
 
 
 def as_bindings(value: object, error: type[Exception], what: str) -> dict:
@@ -113,6 +113,9 @@ class Graph:
         self._inputs: dict[str, Node] = {}
         self._params: dict[str, Node] = {}
         self._outputs: dict[str, Node] = {}
+        self._states: dict[str, Node] = {}
+        # Nodes that write state (set_rows): run even when nothing reads them.
+        self._effects: list[Node] = []
         self._next_id = 0
 
     # ------------------------------------------------------------ building
@@ -137,9 +140,15 @@ class Graph:
         name = attrs.get("name") if op in _LEAF_NAMED or op == "constant" else attrs.pop("name", None)
         if name is not None and not isinstance(name, str):
             raise GraphError(f"{op}: node name must be a string, got {name!r}")
-        if op in _LEAF_NAMED and (name in self._inputs or name in self._params):
-            kind = "an input" if name in self._inputs else "a param"
+        if op in _LEAF_NAMED and (name in self._inputs or name in self._params or name in self._states):
+            kind = "an input" if name in self._inputs else "a param" if name in self._params else "a state"
             raise GraphError(f"duplicate name {name!r}: already {kind} of this graph")
+        if op == "set_rows":
+            self._check_state_write(inputs)
+        elif any(x.op == "state" for x in inputs):
+            state = next(x for x in inputs if x.op == "state")
+            raise GraphError(f"{op}: reads state {state.attrs['name']!r} directly; read the value "
+                             "g.set_rows(...) returns (the state after this run's write)")
         attrs = dict(attrs)
         nid = self._next_id
         ty = self._infer(opdef, inputs, attrs, nid, name)
@@ -150,7 +159,23 @@ class Graph:
             self._inputs[name] = node
         elif op == "param":
             self._params[name] = node
+        elif op == "state":
+            self._states[name] = node
+        elif op == "set_rows":
+            self._effects.append(node)
         return node
+
+    def _check_state_write(self, inputs: tuple[Node, ...]) -> None:
+        """One write per state and graph, straight into the state node: the
+        write happens in place, so a second writer or a reader of the old
+        version would see a value that depends on the thunk order."""
+        if not inputs or inputs[0].op != "state":
+            what = f"{inputs[0]!r}" if inputs else "nothing"
+            raise GraphError(f"set_rows: input 0 must be a state (g.state(...)), got {what}")
+        state = inputs[0]
+        if any(e.inputs[0] is state for e in self._effects):
+            raise GraphError(f"set_rows: state {state.attrs['name']!r} is already written in this graph "
+                             "(one set_rows per state and graph)")
 
     @staticmethod
     def _infer(opdef: OpDef, inputs: tuple[Node, ...], attrs: dict, nid: int, name: str | None) -> TensorType:
@@ -173,6 +198,22 @@ class Graph:
     def param(self, name: str, shape: Iterable[int], dtype: DType | str = "f32") -> Node:
         """A weight, bound once by name."""
         return self.op("param", (), name=name, shape=shape, dtype=dtype)
+
+    def state(self, name: str, shape: Iterable[int], dtype: DType | str = "f32") -> Node:
+        """A buffer that lives across runs (a KV cache): zeros at compile
+        time, written in place by ``set_rows`` and shared by executables
+        compiled with ``share_params_with``. Read it through the value
+        ``set_rows`` returns."""
+        return self.op("state", (), name=name, shape=shape, dtype=dtype)
+
+    def set_rows(self, state: Node, values: Node, slot: Node) -> Node:
+        """Writes rows of ``values`` [T, ...] into ``state`` [R, ...] in place
+        and returns the state after the write. ``slot`` is i32 [2] run-time
+        data (start, count): rows t < count (at most T) go to row
+        (start + t) mod R, so a state of R = window rows is a ring buffer;
+        when count > R only the last R rows are written. Graphs run their
+        set_rows even when nothing reads the result."""
+        return self.op("set_rows", (state, values, slot))
 
     def constant(self, value: Any, name: str | None = None, dtype: DType | str | None = None) -> Node:
         """A value baked into the graph.
@@ -384,6 +425,15 @@ class Graph:
         return dict(self._params)
 
     @property
+    def states(self) -> dict[str, Node]:
+        return dict(self._states)
+
+    @property
+    def effects(self) -> list[Node]:
+        """The set_rows nodes, in creation order (topo_order's extra roots)."""
+        return list(self._effects)
+
+    @property
     def constants(self) -> list[Node]:
         """Constant nodes in insertion order (a list: constants need not be named)."""
         return [n for n in self._nodes if n.op == "constant"]
@@ -399,7 +449,7 @@ class Graph:
         visiting, done = 1, 2
         state: dict[Node, int] = {}
         order: list[Node] = []
-        for root in self._outputs.values():
+        for root in list(self._outputs.values()) + self._effects:
             if root in state:
                 continue
             state[root] = visiting
@@ -436,7 +486,7 @@ class Graph:
             if ty != node.type:
                 raise GraphError(f"{node!r}: stored type {node.type} but inference now gives {ty}")
             if node.op in _LEAF_NAMED:
-                table = self._inputs if node.op == "input" else self._params
+                table = {"input": self._inputs, "param": self._params, "state": self._states}[node.op]
                 if table.get(node.attrs["name"]) is not node:
                     raise GraphError(f"{node!r}: {node.op} {node.attrs['name']!r} is not registered "
                                      f"under that name in the graph")

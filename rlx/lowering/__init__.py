@@ -17,6 +17,7 @@ from rlx.lowering import (  # noqa: F401  (each registers its family's lowerings
     reduce,
     rope,
     softmax,
+    state,
 )
 from rlx.lowering.barriers import place_barriers
 from rlx.lowering.core import (

@@ -76,6 +76,7 @@ class ResidentTensor:
     storage: Storage
     value: np.ndarray | None    # constants carry their data; params get it at bind time
     name: str
+    state: bool = False         # a state (zeros at bind time, written by runs), not a param
 
 
 class Lowering:

@@ -128,6 +128,10 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
         target = wants(node)
         if node.op == "gather":
             inputs = [new[node.inputs[0]], new[node.inputs[1]]]   # table keeps its storage dtype
+        elif node.op == "set_rows":   # the state keeps its declared dtype: the rows are cast to it
+            state = new[node.inputs[0]]
+            inputs = [state, as_dtype(new[node.inputs[1]], state.dtype, "a state keeps its dtype"),
+                      new[node.inputs[2]]]
         elif target is None:
             inputs = [new[i] for i in node.inputs]
         else:

@@ -17,7 +17,7 @@ SKIP = object()
 
 def clone_node(node: Node, new_inputs: list[Node], g: Graph) -> Node:
     attrs = dict(node.attrs)
-    if node.op in ("input", "param"):
+    if node.op in ("input", "param", "state"):
         return g.op(node.op, (), **attrs)
     if node.name is not None and node.op != "constant":
         attrs["name"] = node.name

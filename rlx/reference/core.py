@@ -77,8 +77,12 @@ def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exceptio
 
 
 def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
-                  params: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-    """Evaluate ``graph`` with numpy; returns a fresh array per output name."""
+                  params: Mapping[str, np.ndarray] | None = None,
+                  state: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Evaluate ``graph`` with numpy; returns a fresh array per output name.
+    ``state``: the states' values by name, updated in place by the run's
+    set_rows (missing ones start as zeros and are added), so a dict passed
+    to several runs carries the state across them like an executable does."""
     if not isinstance(graph, Graph):
         raise GraphError(f"run_reference expects an rlx.Graph, got a {type(graph).__name__}")
     inputs = as_bindings(inputs, InputError, "inputs")
@@ -102,6 +106,16 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
         if node.op == "constant":
             values[node] = np.asarray(node.attrs["value"], dtype=node.dtype.numpy)
             continue
+        if node.op == "state":
+            store = state if state is not None else {}
+            name = node.attrs["name"]
+            if name not in store:
+                store[name] = np.zeros(tuple(node.shape), node.dtype.numpy)
+            values[node] = store[name]
+            continue
+        if node.op == "set_rows":
+            values[node] = _set_rows_in_place(*(values[x] for x in node.inputs))
+            continue
         fn = REFERENCE.get(node.op)
         if fn is None:
             raise UnsupportedOpError(f"op {node.op!r} has no numpy reference (register_reference); "
@@ -113,3 +127,13 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
         with np.errstate(over="ignore"):  # f32 -> f16 overflow is inf, as on the device
             values[node] = res.astype(node.dtype.numpy, copy=False)
     return {k: np.array(values[n], copy=True) for k, n in graph.outputs.items()}
+
+
+def _set_rows_in_place(state: np.ndarray, values: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """set_rows (rlx/ir/ops/state.py): rows t < min(count, T) to row
+    (start + t) mod R, only the last R when there are more."""
+    rows = state.shape[0]
+    start, count = int(slot[0]), max(0, min(int(slot[1]), values.shape[0]))
+    for t in range(max(0, count - rows), count):
+        state[(start + t) % rows] = values[t]
+    return state

@@ -163,6 +163,7 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
         arena.write(lw.params_region.offset, lw.params_blob)
     param_slots = siblings.alias_slots(_bind_resident(lw, graph, resident, siblings.param_values(
         graph, params or {}, shared.slots), shared))
+    state_slots = _bind_states(lw, graph, resident, shared)
 
     bindings = {ARENA: arena, RESIDENT: resident, **shared.buffers}
     libraries = _libraries(dev, lw.thunks)
@@ -183,7 +184,8 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
         program=program, device=dev, target=target, arena=arena, resident=resident,
         input_specs=[IOSpec(name, tuple(n.shape), n.dtype) for name, n in graph.inputs.items()],
         output_specs=[IOSpec(name, v.shape, v.dtype) for name, v in outputs],
-        param_slots=param_slots, index_checks=_index_checks(graph, order), stats=stats, plan=plan,
+        param_slots=param_slots, state_slots=state_slots, index_checks=_index_checks(graph, order), stats=stats,
+        plan=plan,
         thunks=lw.thunks, thunk_table=table, bindings=bindings, lifetimes=lifetimes, compile_report=report,
         graph=graph, segments=plan_segments)
     if env.verbose():
@@ -264,6 +266,7 @@ def _layout_resident(storages: list[Storage]) -> int:
 class _Shared:
     """Params read from another executable's resident buffers."""
     slots: dict = field(default_factory=dict)     # name -> (spec, buffer, offset)
+    state_slots: dict = field(default_factory=dict)   # the same for states
     buffers: dict = field(default_factory=dict)   # binding name -> one of those buffers
 
 
@@ -275,21 +278,22 @@ def _share_params(lw: Lowering, graph: Graph, dev, source: Executable | None) ->
         raise ParameterError("share_params_with: the executable belongs to another device")
     names = {}   # id(buffer) -> its binding name
     for tensor in lw.resident:
-        if tensor.value is not None or tensor.name not in source._param_slots:
+        slots = source._state_slots if tensor.state else source._param_slots
+        if tensor.value is not None or tensor.name not in slots:
             continue
-        node = graph.params[tensor.name]
-        spec, buffer, offset = source._param_slots[tensor.name]
+        node = (graph.states if tensor.state else graph.params)[tensor.name]
+        spec, buffer, offset = slots[tensor.name]
         if spec.shape != tuple(node.shape) or spec.dtype != node.dtype or not shareable(buffer):
             continue
         name = names.setdefault(id(buffer), f"shared params {len(names)}")
         shared.buffers[name] = buffer
         tensor.storage.slot, tensor.storage.offset = name, offset
-        shared.slots[tensor.name] = (spec, buffer, offset)
+        (shared.state_slots if tensor.state else shared.slots)[tensor.name] = (spec, buffer, offset)
     return shared
 
 
 def _bind_resident(lw: Lowering, graph: Graph, resident, params: Mapping[str, np.ndarray], shared: _Shared) -> dict:
-    declared = {t.name for t in lw.resident if t.value is None}
+    declared = {t.name for t in lw.resident if t.value is None and not t.state}
     unknown = sorted(set(params) - set(graph.params))
     if unknown:
         raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(graph.params)}")
@@ -301,11 +305,27 @@ def _bind_resident(lw: Lowering, graph: Graph, resident, params: Mapping[str, np
         if tensor.value is not None:
             resident.write(tensor.storage.offset, tensor.value)
             continue
+        if tensor.state:
+            continue   # _bind_states
         node = graph.params[tensor.name]
         spec = IOSpec(tensor.name, tuple(node.shape), node.dtype)
         if tensor.name in shared.slots:
             continue   # read from the other executable; a value given here is not used
         resident.write(tensor.storage.offset, coerce_param(spec, params[tensor.name]))
+        slots[tensor.name] = (spec, resident, tensor.storage.offset)
+    return slots
+
+
+def _bind_states(lw: Lowering, graph: Graph, resident, shared: _Shared) -> dict:
+    """name -> (spec, buffer, byte offset) of every state: another
+    executable's (share_params_with), or this one's own, zero-filled."""
+    slots = dict(shared.state_slots)
+    for tensor in lw.resident:
+        if not tensor.state or tensor.name in slots:
+            continue
+        node = graph.states[tensor.name]
+        spec = IOSpec(tensor.name, tuple(node.shape), node.dtype)
+        resident.write(tensor.storage.offset, np.zeros(spec.shape, node.dtype.numpy))
         slots[tensor.name] = (spec, resident, tensor.storage.offset)
     return slots
 

@@ -60,7 +60,8 @@ class Executable:
     run concurrently)."""
 
     def __init__(self, *, program, device, target, arena, resident, input_specs, output_specs,
-                 param_slots, index_checks, stats: CompileStats, plan, thunks, thunk_table=None, bindings=None,
+                 param_slots, index_checks, stats: CompileStats, plan, thunks, state_slots=None, thunk_table=None,
+                 bindings=None,
                  lifetimes=(),
                  compile_report=(), graph=None, segments=()):
         self.program = program          # rlx._core.Program: the C-level API for Cython users
@@ -72,6 +73,7 @@ class Executable:
         self.output_specs: tuple[IOSpec, ...] = tuple(output_specs)
         self._input_names = frozenset(s.name for s in self.input_specs)
         self._param_slots = param_slots  # name -> (IOSpec, buffer, byte offset): own or shared resident
+        self._state_slots = dict(state_slots or {})   # the same for states (g.state)
         self._index_checks = index_checks  # (input position, rows, op label)
         # What run() checks per input, precomputed: (name, numpy dtype, shape).
         self._expect = tuple((s.name, s.dtype.numpy, s.shape) for s in self.input_specs)
@@ -111,6 +113,36 @@ class Executable:
             for name, array in prepared.items():
                 _, buffer, offset = self._param_slots[name]
                 buffer.write(offset, array)
+
+    # ---- state -----------------------------------------------------------------
+    @property
+    def state_specs(self) -> tuple[IOSpec, ...]:
+        return tuple(spec for spec, _, _ in self._state_slots.values())
+
+    def read_state(self, name: str) -> np.ndarray:
+        """A copy of a state's current value (after the last run)."""
+        spec, buffer, offset = self._state_slot(name)
+        raw = buffer.read(offset, spec.nbytes)
+        return np.frombuffer(raw, spec.dtype.numpy).reshape(spec.shape).copy()
+
+    def write_state(self, name: str, value: np.ndarray) -> None:
+        """Replaces a state's value (for every executable sharing it)."""
+        spec, buffer, offset = self._state_slot(name)
+        array = np.asarray(value)
+        if array.shape != spec.shape:
+            raise InputError(f"state {name!r}: value of shape {array.shape}, expected {spec.shape}")
+        buffer.write(offset, np.ascontiguousarray(array, dtype=spec.dtype.numpy))
+
+    def reset_state(self) -> None:
+        """Zeros every state of this executable."""
+        for name, (spec, _, _) in self._state_slots.items():
+            self.write_state(name, np.zeros(spec.shape, spec.dtype.numpy))
+
+    def _state_slot(self, name: str):
+        try:
+            return self._state_slots[name]
+        except KeyError:
+            raise InputError(f"unknown state {name!r}; the graph declares {sorted(self._state_slots)}") from None
 
     # ---- running -------------------------------------------------------------
     def run(self, inputs: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> dict[str, np.ndarray]:

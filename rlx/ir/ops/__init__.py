@@ -13,11 +13,12 @@ rlx/lowering/<family>.py, shaders/<family>.h, tests/ops/test_<family>.py.
 Importing this package registers every family.
 """
 
-from rlx.ir.ops import attention, cast, elementwise, glu, leaves, linear, movement, norm, quant, reduce, rope, softmax
+from rlx.ir.ops import (attention, cast, elementwise, glu, leaves, linear, movement, norm, quant, reduce, rope, softmax,
+                        state)
 from rlx.ir.ops.linear import ACTIVATIONS
 from rlx.ir.ops.rope import ROPE_LAYOUTS, rope_inv_freq
 
 FAMILIES = {module.__name__.rsplit(".", 1)[1]: module.OPS for module in (
-    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant)}
+    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state)}
 
 __all__ = ["ACTIVATIONS", "FAMILIES", "ROPE_LAYOUTS", "rope_inv_freq"]

@@ -1,0 +1,107 @@
+"""State (g.state) and set_rows: rows written in place at run-time slots,
+kept across runs, shared between executables, ring-buffer wrap, and the
+graph rules that keep the in-place write well ordered. Oracle:
+rlx.reference.run_reference with a state dict carried across runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.reference import run_reference
+
+def _cache_graph(rows: int, t: int, width: int, dtype: str) -> rlx.Graph:
+    """Writes x [t, width] into a state [rows, width]; outputs the state
+    after the write, times two (a reader of the written value)."""
+    g = rlx.Graph()
+    x = g.input("x", (t, width), dtype)
+    slot = g.input("slot", (2,), "i32")
+    cache = g.set_rows(g.state("cache", (rows, width), dtype), x, slot)
+    g.set_outputs(y=g.add(cache, cache))
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("rows, t, width", [(7, 3, 5), (16, 1, 33), (5, 9, 3), (1, 4, 8)])
+def test_set_rows_matches_the_reference_across_runs(dtype, rows, t, width, rng):
+    g = _cache_graph(rows, t, width, dtype)
+    exe = rlx.compile(g)
+    ref_state: dict[str, np.ndarray] = {}
+    slots = [(0, t), (rows - 1, t), (3, 1), (-2, t), (rows * 3 + 1, max(0, t - 1)), (2, 0), (1, t + 5), (0, -3)]
+    for start, count in slots:
+        x = rng.standard_normal((t, width)).astype(np.float16 if dtype == "f16" else np.float32)
+        slot = np.array([start, count], np.int32)
+        got = exe.run(x=x, slot=slot)["y"]
+        want = run_reference(g, {"x": x, "slot": slot}, state=ref_state)["y"]
+        np.testing.assert_array_equal(got, want, err_msg=f"slot {(start, count)}")
+        np.testing.assert_array_equal(exe.read_state("cache"), ref_state["cache"])
+
+
+def test_state_is_shared_between_executables(rng):
+    """A prefill-like executable writes 4 rows, a decode-like one appends
+    one row at a time to the same buffer."""
+    rows, width = 8, 6
+    g4, g1 = _cache_graph(rows, 4, width, "f32"), _cache_graph(rows, 1, width, "f32")
+    first = rlx.compile(g4)
+    second = rlx.compile(g1, share_params_with=first)
+    x4 = rng.standard_normal((4, width)).astype(np.float32)
+    first.run(x=x4, slot=np.array([0, 4], np.int32))
+    x1 = rng.standard_normal((1, width)).astype(np.float32)
+    y = second.run(x=x1, slot=np.array([4, 1], np.int32))["y"]
+    want = np.zeros((rows, width), np.float32)
+    want[:4], want[4] = x4, x1[0]
+    np.testing.assert_array_equal(y, 2 * want)
+    np.testing.assert_array_equal(first.read_state("cache"), want)
+    first.reset_state()
+    assert not second.read_state("cache").any()
+    second.write_state("cache", np.ones((rows, width), np.float32))
+    assert (first.read_state("cache") == 1).all()
+    with pytest.raises(rlx.errors.InputError, match="shape"):
+        second.write_state("cache", np.ones((rows + 1, width), np.float32))
+    with pytest.raises(rlx.errors.InputError, match="unknown state"):
+        second.read_state("nope")
+
+
+def test_set_rows_runs_when_nothing_reads_it(rng):
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    g.set_rows(g.state("c", (4, 3)), x, g.input("slot", (2,), "i32"))
+    g.set_outputs(y=g.add(x, x))
+    exe = rlx.compile(g)
+    xv = rng.standard_normal((2, 3)).astype(np.float32)
+    exe.run(x=xv, slot=np.array([1, 2], np.int32))
+    np.testing.assert_array_equal(exe.read_state("c")[1:3], xv)
+
+
+def test_state_rules():
+    g = rlx.Graph()
+    s = g.state("s", (4, 3))
+    x = g.input("x", (2, 3))
+    slot = g.input("slot", (2,), "i32")
+    with pytest.raises(GraphError, match="read the value"):
+        g.add(s, s)
+    with pytest.raises(GraphError, match="input 0 must be a state"):
+        g.set_rows(x, x, slot)
+    g.set_rows(s, x, slot)
+    with pytest.raises(GraphError, match="already written"):
+        g.set_rows(s, x, slot)
+    with pytest.raises(DTypeError, match="values are f16"):
+        g.set_rows(g.state("h", (4, 3)), g.input("x16", (2, 3), "f16"), slot)
+    with pytest.raises(ShapeError, match="rows of the state"):
+        g.set_rows(g.state("w", (4, 5)), x, slot)
+    with pytest.raises(GraphError, match="slot must be i32"):
+        g.set_rows(g.state("v", (4, 3)), x, g.input("slot3", (3,), "i32"))
+    with pytest.raises(GraphError, match="duplicate name"):
+        g.state("s", (4, 3))
+    with pytest.raises(DTypeError):
+        g.state("q", (4, 32), "q8_0")
+
+
+def test_f16_policy_casts_rows_to_the_state_dtype(rng):
+    g = _cache_graph(6, 2, 4, "f32")
+    exe = rlx.compile(g, precision="f16")
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    exe.run(x=x, slot=np.array([0, 2], np.int32))
+    np.testing.assert_allclose(exe.read_state("cache")[:2], x, rtol=1e-3)
