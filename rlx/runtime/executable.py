@@ -249,6 +249,8 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
         return _quantized_param(spec, value)
     if spec.dtype is bf16 and (hasattr(value, "data") and getattr(value, "type", None) == "BF16"):
         value = value.data   # a GGUF BF16 tensor: its raw bytes
+    elif getattr(value, "type", None) in ("F32", "F16", "I32", "I64") and hasattr(value, "numpy"):
+        value = value.numpy()   # a plain rlx.gguf tensor: a view of the memory map
     if spec.dtype is bf16 and isinstance(value, np.ndarray) and value.dtype in (np.uint8, np.uint16):
         bits = np.ascontiguousarray(value).view(np.uint16)   # raw bf16 bits (or their bytes), as stored
         if bits.size != int(np.prod(spec.shape, dtype=np.int64)):

