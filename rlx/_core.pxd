@@ -192,6 +192,11 @@ cdef class Program:
     cdef bint replay
     cdef pthread_mutex_t lock
     cdef double device_seconds
+    # What runs did, counted (Program.counters()): thunks encoded one by
+    # one, schedule executions, dynamic-value patches written.
+    cdef uint64_t n_thunks_encoded
+    cdef uint64_t n_schedules_run
+    cdef uint64_t n_patches_written
     cdef char error[1024]
     cdef object keepalive
 

@@ -558,6 +558,13 @@ cdef class Program:
     def thunk_count(self):
         return self.n_thunks
 
+    def counters(self):
+        """What this program's runs did so far: thunks encoded one at a time
+        (outside recorded schedules), schedule executions and dynamic-value
+        patches written. A replayed executable encodes nothing per run."""
+        return {"thunks_encoded": self.n_thunks_encoded, "schedules_run": self.n_schedules_run,
+                "patches_written": self.n_patches_written}
+
     @property
     def segment_count(self):
         return self.n_segments
@@ -722,6 +729,7 @@ cdef class Program:
         for i in range(start, end):
             st |= _encode_thunk(api, cb, t, t.barrier_before)
             t += 1
+        self.n_thunks_encoded += end - start
         return st
 
     cdef int _encode(self, rlx_cmdbuf *cb) noexcept nogil:
@@ -735,6 +743,7 @@ cdef class Program:
             step = &self.steps[i]
             if step.schedule != NULL:
                 st |= self.api.cmd_execute_schedule(cb, step.schedule)
+                self.n_schedules_run += 1
             else:
                 st |= self._encode_range(cb, step.start, step.start + step.count)
         return st
@@ -780,6 +789,7 @@ cdef class Program:
             for i in range(self.n_patches):
                 value = <int32_t>self.dynamic[self.patches[i].symbol]
                 status = api.cmd_upload(cb, self.arena, self.patches[i].offset, &value, 4)
+                self.n_patches_written += 1
                 if status != 0:
                     break
         if status == 0:
@@ -812,6 +822,7 @@ cdef class Program:
                 status = api.buffer_write(self.arena, self.inputs[i].offset, inputs[i], self.inputs[i].size)
                 if status != 0:
                     return self._fail(status, b"copying an input in")
+        self.n_patches_written += self.n_patches
         for i in range(self.n_patches):
             value = <int32_t>self.dynamic[self.patches[i].symbol]
             if self.arena_host != NULL:

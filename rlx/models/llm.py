@@ -189,12 +189,15 @@ class LLM:
     """A GGUF language model compiled for one device. ``generate`` streams
     text; ``step`` / ``prefill`` are the executables' single runs."""
 
-    def __init__(self, path: str | os.PathLike[str], device: str = "cpu", max_context: int = DEFAULT_MAX_CONTEXT):
+    def __init__(self, path: str | os.PathLike[str], device: str = "cpu", max_context: int = DEFAULT_MAX_CONTEXT,
+                 config: LlmConfig | None = None):
+        """``config`` replaces the one read from the file (tests shrink the
+        sliding window with it; the weights must still fit it)."""
         from rlx import gguf
 
         self.path = resolve_model(path)
         self.file = gguf.open(self.path)
-        self.config = LlmConfig.from_gguf(self.file)
+        self.config = config or LlmConfig.from_gguf(self.file)
         _check_supported(self.config)
         if not isinstance(max_context, int) or max_context < 1:
             raise InputError(f"max_context must be a positive int, got {max_context!r}")
@@ -323,7 +326,7 @@ class LLM:
         text, emitted = "", 0
         t0 = time.perf_counter()
         for i in range(budget):
-            if token == self.config.eos_id or self.tokenizer.is_end_of_generation(token):
+            if token == self.config.eos_id or self.tokenizer.is_eog(token):
                 break
             history.append(token)
             self.stats.generated_tokens += 1
@@ -342,12 +345,37 @@ class LLM:
             result = self.step(token, output)
             token = int(result) if sampler.greedy else sampler.pick(result, history)
         self.stats.decode_s = time.perf_counter() - t0
-        if emitted < len(text) and _stop_index(text, stop) is None:
-            yield text[emitted:]
+        if _stop_index(text, stop) is None:
+            text += decoder.flush()
+            if emitted < len(text):
+                yield text[emitted:]
 
     def chat(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> Iterator[str]:
-        """generate() on the conversation in the model's chat template."""
-        return self.generate(self.tokenizer.apply_chat_template(messages), add_bos=True, **kwargs)
+        """generate() on the conversation ({"role": "user" | "assistant" |
+        "system", "content": ...} dicts) in the model's chat template."""
+        return self.generate(chat_prompt(self.config.architecture, messages), add_bos=True, **kwargs)
+
+
+def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str:
+    """The conversation as the model's chat template renders it, ending
+    with the model's turn open. Gemma's template (the one Gemma 3 files
+    ship, written out: this GGUF has no tokenizer.chat_template key):
+    turns in <start_of_turn>role ... <end_of_turn>, the assistant's role
+    named "model", a system message prepended to the first user turn."""
+    if architecture != "gemma3":
+        raise UnsupportedOpError(f"no chat template for architecture {architecture!r}")
+    out, system = [], ""
+    for m in messages:
+        role, content = m.get("role"), m.get("content", "")
+        if role == "system":
+            system += content + "\n\n"
+            continue
+        if role not in ("user", "assistant"):
+            raise InputError(f"chat: role must be system, user or assistant, got {role!r}")
+        if role == "user" and system:
+            content, system = system + content, ""
+        out.append(f"<start_of_turn>{'model' if role == 'assistant' else 'user'}\n{content}<end_of_turn>\n")
+    return "".join(out) + "<start_of_turn>model\n"
 
 
 def _stop_index(text: str, stop: Sequence[str]) -> int | None:
