@@ -300,6 +300,54 @@ def cmd_gguf_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    """Streams the model's continuation of the prompt to stdout; tokens/s on
+    stderr. Ctrl-C stops after the current token."""
+    from rlx.models.llm import load_llm, print_stats
+
+    t0 = time.perf_counter()
+    llm = load_llm(args.model, device=args.device, max_context=args.max_context)
+    print(f"[{llm.path.name}: {llm.config.architecture}, {llm.config.n_layers} layers; KV cache "
+          f"{llm.kv_cache_bytes / 2**20:.1f} MiB for {llm.max_context} tokens; loaded in "
+          f"{time.perf_counter() - t0:.2f} s]", file=sys.stderr)
+    kwargs = {"max_tokens": args.max_tokens, "temperature": args.temperature, "top_k": args.top_k,
+              "top_p": args.top_p, "min_p": args.min_p, "repetition_penalty": args.repetition_penalty,
+              "seed": args.seed, "stop": args.stop or ()}
+    n_prompt = len(llm.tokenizer.encode(args.prompt))
+    if n_prompt > 256:
+        print(f"[prefill: {n_prompt} prompt tokens ...]", file=sys.stderr, flush=True)
+    stream = (llm.chat([{"role": "user", "content": args.prompt}], **kwargs) if args.chat
+              else llm.generate(args.prompt, **kwargs))
+    try:
+        for piece in stream:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        print("\n[stopped]", file=sys.stderr)
+    print()
+    print_stats(llm.stats)
+    return 0
+
+
+def cmd_bench_llm(args: argparse.Namespace) -> int:
+    from rlx.models import bench_llm
+
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    bad = [e for e in engines if e not in bench_llm.ENGINES]
+    if bad:
+        print(f"rlx bench llm: error: unknown engine(s) {bad}; choose from {', '.join(bench_llm.ENGINES)}",
+              file=sys.stderr)
+        return 2
+    report = bench_llm.run_benchmark(args.model, prompt_tokens=args.prompt_tokens, gen=args.gen, ctx=args.context,
+                                     threads=args.threads or env.num_threads(), device=args.device,
+                                     engines=engines, log=lambda m: print(m, file=sys.stderr))
+    print(bench_llm.format_report(report))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -346,6 +394,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true", help="also time each rlx thunk alone and list the top costs")
     p.add_argument("--json", help="also write the raw results to this file")
     p.set_defaults(fn=cmd_bench)
+    p = bsub.add_parser("llm", help="GGUF LLM tokens/s: rlx vs llama.cpp (llama-cpp-python), own processes")
+    p.add_argument("--model", default="gemma3-270m", help="a .gguf file or a known name (default gemma3-270m)")
+    p.add_argument("--device", default="cpu", help="rlx device (llama.cpp runs on the CPU)")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--gen", type=int, default=256, help="tokens generated (greedy; EOS does not stop them)")
+    p.add_argument("--context", type=int, default=None, help="context both engines allocate (default: fits)")
+    p.add_argument("--threads", type=int, default=None, help="threads for both (default RLX_NUM_THREADS)")
+    p.add_argument("--engines", default=",".join(("rlx", "llama.cpp")))
+    p.add_argument("--json", help="also write the results to this file")
+    p.set_defaults(fn=cmd_bench_llm)
+    p = sub.add_parser("generate", help="generate text from a GGUF LLM (streams to stdout; tokens/s on stderr)")
+    p.add_argument("prompt")
+    p.add_argument("--model", default="gemma3-270m", help="a .gguf file or a known name (default gemma3-270m)")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--max-context", type=int, default=2048, help="KV cache length in tokens (default 2048)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--repetition-penalty", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--stop", action="append", help="a stop string (repeatable)")
+    p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    p.set_defaults(fn=cmd_generate)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -415,6 +415,17 @@ class GGUFFile:
             raise ModelLoadError(f"{self.path}: the file is closed")
         return self._map[offset:offset + nbytes].view(np.ndarray)
 
+    def drop_cached_pages(self) -> None:
+        """Tells the kernel the mapped pages are not needed now (after the
+        weights were copied to a device): they leave this process's resident
+        memory and are read from the file again if touched. A no-op where
+        madvise is not available."""
+        import mmap
+
+        base = getattr(self._map, "_mmap", None)
+        if base is not None and hasattr(base, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            base.madvise(mmap.MADV_DONTNEED)
+
     def close(self) -> None:
         """Release the memory map: unmapped now, or, while arrays taken from it (``data``, ``numpy()``) are
         alive, when the last of them goes (never under their feet). ``data`` raises ModelLoadError afterwards."""

