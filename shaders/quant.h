@@ -732,27 +732,33 @@ template <> struct RlxQDot<QFmtQ5_0> {
     RLX_QDOT void dot(const uchar *wr, uint c, const float *x, rlx_q_v8 &acc) {
         const uchar *b = wr + (uint64_t)c * 22u;
         const rlx_q_i32x8 bits = (rlx_q_i32x8){} + (int)rlx_q_u32(b + 2), lane = {0, 1, 2, 3, 4, 5, 6, 7};
-        rlx_q_v8 s = {};
+        rlx_q_v8 s0 = {}, s1 = {};   // two chains, not one
         for (uint h = 0; h < 2u; ++h) {   // fifth bits: element e is bit e (any shift fill: e < 32)
             const rlx_q_i32x8 by = rlx_q_u8_to_i32(b + 6u + 8u * h);
             const rlx_q_i32x8 lo = (bits >> (lane + (int)(8u * h))) & 1, hi = (bits >> (lane + (int)(16u + 8u * h))) & 1;
-            s += rlx_q_load8(x + 8u * h) * rlx_q_f8(((by & 15) | (lo << 4)) - 16);
-            s += rlx_q_load8(x + 16u + 8u * h) * rlx_q_f8(((by >> 4) | (hi << 4)) - 16);
+            s0 += rlx_q_load8(x + 8u * h) * rlx_q_f8(((by & 15) | (lo << 4)) - 16);
+            s1 += rlx_q_load8(x + 16u + 8u * h) * rlx_q_f8(((by >> 4) | (hi << 4)) - 16);
         }
-        acc += s * rlx_q_f16(b);
+        acc += (s0 + s1) * rlx_q_f16(b);
     }
 };
 
+// A accumulators a row of x (4 for one row, 2 for two, 1 from four on):
+// one accumulator made each chunk wait for the previous chunk's FMAs (a
+// chain of 4 FMA latencies a chunk), which bound the one-row GEMV on
+// 640-wide rows (the vocabulary projection) well below the copy bandwidth.
 template <typename Q, typename T, uint M>
 static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const uchar *wr, uint chunks,
                                       float *out) {
+    constexpr uint A = M >= 4u ? 1u : 4u / M;
     const T *xr[M];
     for (uint r = 0; r < M; ++r) xr[r] = x + (uint64_t)(r < m ? r : m - 1u) * x_stride;
-    rlx_q_v8 acc[M];
-    for (uint r = 0; r < M; ++r) acc[r] = rlx_q_v8{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    rlx_q_v8 acc[M][A];
+    for (uint r = 0; r < M; ++r)
+        for (uint a = 0; a < A; ++a) acc[r][a] = rlx_q_v8{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (RlxQDot<Q>::fused && sizeof(T) == sizeof(float)) {
         for (uint c = 0; c < chunks; ++c)
-            for (uint r = 0; r < M; ++r) RlxQDot<Q>::dot(wr, c, (const float *)xr[r] + 32u * c, acc[r]);
+            for (uint r = 0; r < M; ++r) RlxQDot<Q>::dot(wr, c, (const float *)xr[r] + 32u * c, acc[r][c % A]);
     } else {
         for (uint c = 0; c < chunks; ++c) {
             const rlx_q32 w = rlx_q_chunk<Q>(wr, c);
@@ -764,11 +770,15 @@ static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const u
                 for (uint e = 0; e < 32u; ++e) xf[e] = rlx_to_float(xc[e]);
                 rlx_q_v8 xv[4];
                 memcpy(xv, xf, sizeof xv);
-                for (uint q = 0; q < 4u; ++q) acc[r] += xv[q] * wv[q];
+                for (uint q = 0; q < 4u; ++q) acc[r][q % A] += xv[q] * wv[q];
             }
         }
     }
-    for (uint r = 0; r < M; ++r) out[r] = rlx_q_hsum(acc[r]);
+    for (uint r = 0; r < M; ++r) {
+        rlx_q_v8 total = acc[r][0];
+        for (uint a = 1; a < A; ++a) total += acc[r][a];
+        out[r] = rlx_q_hsum(total);
+    }
 }
 #endif
 
