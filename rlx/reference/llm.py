@@ -48,8 +48,9 @@ from rlx import gguf as rlx_gguf
 from rlx.errors import InputError, ModelLoadError
 
 __all__ = [
-    "Generation", "LlmConfig", "LlmWeights", "SUPPORTED_ARCHITECTURES", "attention", "gelu_tanh",
-    "gemma3_layer_kinds", "load_weights", "reference_generate", "reference_logits", "rms_norm", "rope",
+    "Generation", "LlmConfig", "LlmWeights", "SUPPORTED_ARCHITECTURES", "attention", "clear_cache",
+    "final_hidden", "gelu_tanh", "gemma3_layer_kinds", "load_weights", "project", "reference_generate",
+    "reference_logits", "rms_norm", "rope",
 ]
 
 SUPPORTED_ARCHITECTURES = ("gemma3",)
@@ -57,12 +58,12 @@ SUPPORTED_ARCHITECTURES = ("gemma3",)
 # llama.cpp's gemma3 constants (src/llama-model.cpp, LLM_ARCH_GEMMA3 in load_hparams): they are not in the file.
 _GEMMA3_SWA_PATTERN = 6              # hparams.set_swa_pattern(6): 5 local layers, then 1 global
 _GEMMA3_ROPE_BASE_LOCAL = 10000.0    # hparams.rope_freq_base_train_swa (unless rope.freq_base_swa is given)
-_GEMMA3_27B_LAYERS = 62              # the 27B scales queries by 1/sqrt(hidden / n_heads), the others by 1/sqrt(head_dim)
+_GEMMA3_27B_LAYERS = 62              # 27B: q scaled by 1/sqrt(hidden / n_heads), others 1/sqrt(head_dim)
 
 # How many rows of the output matrix are cast to float64 at a time: 16384 x 640 x 8 B = 84 MB.
 _OUTPUT_BLOCK_ROWS = 16384
 
-FileLike = Union["rlx_gguf.GGUFFile", str, "os.PathLike[str]"]
+FileLike = Union[rlx_gguf.GGUFFile, str, "os.PathLike[str]"]     # an open file or a path
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -99,7 +100,7 @@ class LlmConfig:
     embed_scale: float                 # multiplies the token embedding (Gemma: sqrt(hidden))
     attn_softcap: float | None         # scores -> cap * tanh(scores / cap); None: none
     final_softcap: float | None        # logits -> cap * tanh(logits / cap); None: none
-    norm_offset: float                 # added to every stored RMSNorm weight (0 for GGUF: the converter added Gemma's 1)
+    norm_offset: float                 # added to each stored RMSNorm weight (GGUF: 0, the converter added Gemma's 1)
     activation: str                    # of the gated FFN: act(gate) * up; "gelu_tanh"
     tied_output: bool                  # the output projection is the token embedding (no output.weight)
     bos_id: int | None
@@ -176,7 +177,8 @@ def _get(metadata: Mapping[str, Any], key: str, kind: type, source: str, default
     value = metadata[key]
     ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok:
-        raise ModelLoadError(f"{source}: metadata key {key!r} is {value!r}, expected a {kind.__name__}")
+        raise ModelLoadError(f"{source}: metadata key {key!r} is {value!r}, expected "
+                             f"{'an int' if kind is int else 'a number'}")
     return kind(value)
 
 
@@ -206,6 +208,13 @@ def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
     window = _get(md, p + "attention.sliding_window", int, source, default=0)
     sliding_window = window if window > 0 else None
 
+    # llama.cpp ignores attention.sliding_window_pattern for gemma3 and hard-codes 6; a file that says otherwise
+    # is ambiguous, so it is refused rather than silently read one way.
+    pattern = md.get(p + "attention.sliding_window_pattern", _GEMMA3_SWA_PATTERN)
+    if pattern != _GEMMA3_SWA_PATTERN:
+        raise ModelLoadError(f"{source}: metadata key {p + 'attention.sliding_window_pattern'!r} is {pattern!r}, "
+                             f"but llama.cpp's gemma3 uses {_GEMMA3_SWA_PATTERN} whatever the file says")
+
     vocab = md.get(p + "vocab_size")
     if vocab is None:
         tokens = md.get("tokenizer.ggml.tokens")
@@ -223,7 +232,7 @@ def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
     # llama.cpp: freq_scale = 1 / factor (0: none), applied to the global layers only (the local ones use 1).
     rope_scale = 1.0 / factor if scaling == "linear" and factor > 0 else 1.0
 
-    attn_cap = _get(md, p + "attn_logit_softcapping", float, source, default=0.0)
+    # No attention softcap: Gemma 3 dropped Gemma 2's, and llama.cpp's gemma3 never reads attn_logit_softcapping.
     final_cap = _get(md, p + "final_logit_softcapping", float, source, default=0.0)
     # query_pre_attn_scalar: head_dim, except the 27B's hidden / n_heads (llama.cpp's f_attention_scale).
     attn_scale = 1.0 / math.sqrt(hidden / n_heads if n_layers == _GEMMA3_27B_LAYERS else head_dim)
@@ -239,7 +248,7 @@ def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
         rope_base_local=positive("rope.freq_base_swa", float, default=_GEMMA3_ROPE_BASE_LOCAL),
         rope_scale=rope_scale, rope_layout="neox", sliding_window=sliding_window, swa_pattern=_GEMMA3_SWA_PATTERN,
         attn_scale=attn_scale, embed_scale=math.sqrt(hidden),
-        attn_softcap=attn_cap if attn_cap > 0 else None, final_softcap=final_cap if final_cap > 0 else None,
+        attn_softcap=None, final_softcap=final_cap if final_cap > 0 else None,
         norm_offset=0.0, activation="gelu_tanh", tied_output="output.weight" not in tensor_names,
         bos_id=token_id("tokenizer.ggml.bos_token_id"), eos_id=token_id("tokenizer.ggml.eos_token_id"),
     )
@@ -389,6 +398,11 @@ def load_weights(file_or_path: FileLike | LlmWeights) -> LlmWeights:
         with rlx_gguf.open(path) as f:
             _BY_PATH[key] = LlmWeights(f)
     return _BY_PATH[key]
+
+
+def clear_cache() -> None:
+    """Drop the weights cached for paths (those of open files go with the file object)."""
+    _BY_PATH.clear()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
