@@ -8,13 +8,14 @@ greedy tokens equal up to the oracle's first top-2 gap under 0.05."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
 import pytest
 
 from rlx.models.llm import LLM
-from rlx.reference.llm import LlmWeights, reference_generate, reference_logits
+from rlx.reference.llm import reference_generate, reference_logits
 
 TEXT = ("The quick brown fox jumps over the lazy dog. In 1492, Columbus sailed the ocean blue.\n"
         "def area(r):\n    return 3.14159 * r ** 2  # 円の面積 😀\n")
@@ -38,9 +39,11 @@ def llm(gemma_path):
 
 @pytest.fixture(scope="module")
 def weights(gemma_path):
-    from rlx import gguf
+    """The oracle's dequantized weights (1.5 GB), dropped after this module."""
+    from rlx.reference import llm as reference
 
-    return LlmWeights(gguf.open(gemma_path))
+    yield reference.load_weights(gemma_path)
+    reference.clear_cache()
 
 
 def test_teacher_forced_decode_matches_the_float64_oracle(llm, weights):
@@ -66,18 +69,16 @@ def test_prefill_last_logits_match_the_oracle(llm, weights, n):
     assert _agreement(step[None], want_next[None])[1] <= 1e-4
 
 
-def test_sliding_window_ring_buffer_past_its_wrap(gemma_path):
+def test_sliding_window_ring_buffer_past_its_wrap(gemma_path, weights):
     """A window of 6 (the file's is 512): local layers keep 6 rows, written
     at position mod 6; 30 positions wrap the ring five times, prefill of 9
     rows writes only the last 6."""
-    from rlx import gguf
-
-    file = gguf.open(gemma_path)
-    small = dataclasses.replace(LlmWeights(file).config, sliding_window=6)
+    small = dataclasses.replace(weights.config, sliding_window=6)
     model = LLM(gemma_path, max_context=64, config=small)
     assert model.layout.rows[0] == 6 and model.layout.rows[5] == 64
     ids = model.tokenizer.encode(TEXT)[:30]
-    ref = LlmWeights(file, small)
+    ref = copy.copy(weights)   # the same arrays under the shrunk config
+    ref.config = small
     want = reference_logits(ref, ids)
     got = model.logits(ids)
     top1, kl = _agreement(got, want)
@@ -93,10 +94,9 @@ def test_greedy_generation_matches_the_oracle(llm, weights):
     for prompt in ("The capital of France is", "def fibonacci(n):"):
         ids = llm.tokenizer.encode(prompt)
         ref = reference_generate(weights, ids, 12)
-        got = []
-        for _ in llm.generate(ids, max_tokens=12):
-            pass
+        text = "".join(llm.generate(ids, max_tokens=12))
         got = _greedy_ids(llm, ids, 12)
+        assert text == llm.tokenizer.decode(got[:llm.stats.generated_tokens])
         assert ref.agrees_with(got), (prompt, got, ref.tokens, ref.top2_gaps)
 
 
