@@ -64,7 +64,7 @@ def _worker_llama(model: str, ids: list[int], gen: int, ctx: int, threads: int) 
     from llama_cpp import Llama
 
     t0 = time.perf_counter()
-    llm = Llama(model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=max(512, len(ids)),
+    llm = Llama(model, n_ctx=ctx, n_threads=threads, n_threads_batch=threads, n_batch=ctx,
                 verbose=False)
     llm.eval(ids)
     llm.reset()
