@@ -13,8 +13,21 @@ rlx/lowering/<family>.py, shaders/<family>.h, tests/ops/test_<family>.py.
 Importing this package registers every family.
 """
 
-from rlx.ir.ops import (attention, cast, elementwise, glu, leaves, linear, movement, norm, quant, reduce, rope, softmax,
-                        state)
+from rlx.ir.ops import (
+                        attention,
+                        cast,
+                        elementwise,
+                        glu,
+                        leaves,
+                        linear,
+                        movement,
+                        norm,
+                        quant,
+                        reduce,
+                        rope,
+                        softmax,
+                        state,
+)
 from rlx.ir.ops.linear import ACTIVATIONS
 from rlx.ir.ops.rope import ROPE_LAYOUTS, rope_inv_freq
 
