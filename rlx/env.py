@@ -97,6 +97,12 @@ def num_threads() -> int:
     return n
 
 
+def with_num_threads(environ: dict[str, str], threads: int) -> dict[str, str]:
+    """A copy of ``environ`` for a child process whose host device uses
+    ``threads`` workers (benchmarks that run engines in processes of their own)."""
+    return dict(environ, RLX_NUM_THREADS=str(int(threads)))
+
+
 def host_bf16() -> bool:
     return _flag("RLX_HOST_BF16", True)
 

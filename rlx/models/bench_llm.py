@@ -99,7 +99,9 @@ def _worker(argv: list[str]) -> None:
 def run_engine(engine: str, model: str, ids: list[int], gen: int, ctx: int, threads: int, device: str) -> dict:
     """One engine in a child process (same thread count through the
     environment for rlx, n_threads for llama.cpp)."""
-    env = dict(os.environ, RLX_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    from rlx import env as rlx_env
+
+    env = rlx_env.with_num_threads(dict(os.environ, OMP_NUM_THREADS=str(threads)), threads)
     spec = {"engine": engine, "model": model, "ids": ids, "gen": gen, "ctx": ctx, "threads": threads,
             "device": device}
     proc = subprocess.run([sys.executable, "-m", "rlx.models.bench_llm", json.dumps(spec)], capture_output=True,
