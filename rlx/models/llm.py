@@ -431,9 +431,9 @@ def load_llm(path_or_name: str | os.PathLike[str], device: str = "cpu",
     return LLM(path_or_name, device=device, max_context=max_context)
 
 
-def print_stats(stats: GenerationStats, file: Any = sys.stderr) -> None:
+def print_stats(stats: GenerationStats, file: Any = None) -> None:
     print(f"\n[{stats.prompt_tokens} prompt tokens: {stats.prefill_tokens_per_s:.1f} tok/s; "
-          f"{stats.generated_tokens} generated: {stats.decode_tokens_per_s:.1f} tok/s]", file=file)
+          f"{stats.generated_tokens} generated: {stats.decode_tokens_per_s:.1f} tok/s]", file=file or sys.stderr)
 
 
 __all__ = ["DEFAULT_MAX_CONTEXT", "LLM", "GenerationStats", "load_llm", "print_stats", "resolve_model"]

@@ -143,3 +143,16 @@ def test_generation_api_and_errors(llm):
     with pytest.raises(InputError):
         list(llm.generate("x", temperature=-1))
     assert llm.kv_cache_bytes == 2 * sum(llm.layout.rows) * llm.config.kv_dim * 4
+
+
+def test_cli_generate_streams_text_and_reports_speed(gemma_path, capsys):
+    from rlx.cli import main
+
+    assert main(["generate", "The capital of France is", "--model", str(gemma_path), "--max-tokens", "6",
+                 "--max-context", "64"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() and "generated" in err and "tok/s" in err and "KV cache" in err
+    assert main(["bench", "llm", "--engines", "rlx,vllm"]) == 2
+    assert "unknown engine" in capsys.readouterr().err
+    assert main(["generate", "x", "--model", "no-such-model.gguf"]) == 2
+    assert "no-such-model" in capsys.readouterr().err
