@@ -225,6 +225,8 @@ class LLM:
         return self.layout.nbytes
 
     def _executable(self, kind: str, tokens: int, output: str):
+        if output not in ("logits", "token"):
+            raise InputError(f"output must be 'logits' or 'token', got {output!r}")
         key = (kind, tokens, output)
         exe = self._exes.get(key)
         if exe is None:

@@ -142,6 +142,8 @@ def test_generation_api_and_errors(llm):
         llm.prefill([llm.config.vocab_size])
     with pytest.raises(InputError):
         list(llm.generate("x", temperature=-1))
+    with pytest.raises(InputError, match="output must be"):
+        llm.prefill([2], "probs")
     assert llm.kv_cache_bytes == 2 * sum(llm.layout.rows) * llm.config.kv_dim * 4
 
 
