@@ -835,6 +835,20 @@ RLX_INLINE const uchar *rlx_q_stage(const uchar *src, uint nbytes, uint *stage, 
 }
 #endif
 
+// The end of weight row j for one row of x (xr): the lanes' partial sum
+// acc plus bf16's last k % 32 elements (adjacent lanes on adjacent x),
+// summed over the SIMD group, bias and activation, and y_row[j] written by
+// lane 0. Every lane of the SIMD group calls it (the sum is a SIMD
+// reduction).
+template <typename Q, typename T>
+RLX_INLINE void rlx_q_gemv_finish(float acc, RLX_DEVICE const uchar *wr, RLX_DEVICE const T *xr, uint tail, uint k,
+                                  uint lane, uint lanes, RLX_DEVICE const T *bias, uint has_bias, uint act,
+                                  RLX_DEVICE T *y_row, uint j) {
+    for (uint i = tail + lane; i < k; i += lanes) acc += rlx_to_float(xr[i]) * rlx_q_get<Q>(wr, i);
+    const float v = rlx_simd_sum(acc);
+    if (lane == 0u) y_row[j] = rlx_from_float<T>(rlx_activation(act, v + (has_bias ? rlx_to_float(bias[j]) : 0.0f)));
+}
+
 // x rows [0, m) into the shared tile xt, each at a pitch of kp = k rounded
 // up to 32 (zeros past k), element e of chunk c of row r at
 // r * kp + c * 32 + (e ^ (c & 31)): lanes on consecutive chunks then read
@@ -911,18 +925,10 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
                 }
             }
         }
-        for (uint i = tail + lane; i < k; i += lanes) {   // bf16's last k % 32: adjacent lanes, adjacent x
-            const float wv = rlx_q_get<Q>(wr, i);
-            for (uint r = 0; r < M; ++r)
-                if (r < m) acc[r] += rlx_to_float(x[(uint64_t)r * xs + i]) * wv;
-        }
-        const float bv = has_bias ? rlx_to_float(bias[j]) : 0.0f;
-        for (uint r = 0; r < M; ++r) {
-            if (r < m) {   // uniform across the SIMD group
-                const float v = rlx_simd_sum(acc[r]);
-                if (lane == 0u) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
-            }
-        }
+        for (uint r = 0; r < M; ++r)
+            if (r < m)   // uniform across the SIMD group
+                rlx_q_gemv_finish<Q, T>(acc[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias, act,
+                                        y + (uint64_t)r * ys, j);
     }
 }
 #endif
@@ -1030,18 +1036,10 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
                 }
             }
         }
-        for (uint i = tail + lane; i < k; i += lanes) {   // bf16's last k % 32: adjacent lanes, adjacent x
-            const float wv = rlx_q_get<Q>(wr, i);
-            for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r)
-                if (r < m) acc[r] += rlx_to_float(x[(uint64_t)r * xs + i]) * wv;
-        }
-        const float bv = has_bias ? rlx_to_float(bias[j]) : 0.0f;
-        for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) {
-            if (r < m) {   // uniform across the SIMD group
-                const float v = rlx_simd_sum(acc[r]);
-                if (lane == 0u) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
-            }
-        }
+        for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r)
+            if (r < m)   // uniform across the SIMD group
+                rlx_q_gemv_finish<Q, T>(acc[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias, act,
+                                        y + (uint64_t)r * ys, j);
     }
 #endif
 }

@@ -7,16 +7,7 @@
 #     device's own group size and capped at 32 and 256 threads (--rlx-group-size);
 #  4. compute-sanitizer memcheck and racecheck on a subset of both;
 #  5. benchmarks/gpu/quant_gemv_cuda.py $OUT/gemv.json (GEMV bandwidth vs copy and PyTorch bf16).
-set -uo pipefail
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
-S="$OUT/summary.txt"; : >"$S"
-note() { echo "$*" | tee -a "$S"; }
-python3 -m pip install -q --no-deps --no-index .gpu_carry/gguf-*.whl >"$OUT/pip.log" 2>&1; note "gguf install rc=$?"
-timeout 300 python3 setup.py build_ext --inplace -q -j 16 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-note "build ok"
-P="python3 -m pytest -q -p no:cacheprovider"
+source "$(dirname "$0")/common.sh"
 timeout 150 $P tests/ops/test_quant_kernels.py --rlx-device cuda >"$OUT/kernels.log" 2>&1
 note "kernels rc=$? $(tail -1 "$OUT/kernels.log")"; grep -E "^FAILED" "$OUT/kernels.log" | head -5
 for gs in 0 32 256; do

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # H200, one device call: build, the quant kernel suite on cuda, then
 # benchmarks/gpu/quant_gemv_cuda.py once per GEMV rows-per-SIMD-group cap
-# given as arguments (0 = the lowering's own choice); SANITIZE=1 adds
+# given as arguments (0 = the lowering's own choice). E2E=1 adds the
+# end-to-end quant suite at the device's group size and at 32; SANITIZE=1
 # compute-sanitizer memcheck / racecheck / synccheck on the GEMV tests of
 # four formats. Carry .gpu_carry.
-set -uo pipefail
-export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
-python3 -m pip install -q --no-deps --no-index .gpu_carry/gguf-*.whl > /dev/null 2>&1
-timeout 300 python3 setup.py build_ext --inplace -q -j 16 > $OUT/build.log 2>&1 || { tail -20 $OUT/build.log; exit 1; }
-P="python3 -m pytest -q -p no:cacheprovider"
+source "$(dirname "$0")/common.sh"
 timeout 120 $P tests/ops/test_quant_kernels.py --rlx-device cuda > $OUT/kernels.log 2>&1; echo "kernels rc=$? $(tail -1 $OUT/kernels.log)"; grep -E "^FAILED|^E " $OUT/kernels.log | head -8
+if [ "${E2E:-0}" = 1 ]; then
+  for gs in 0 32; do timeout 60 $P tests/ops/test_quant.py --rlx-device cuda --rlx-group-size $gs > $OUT/e2e-$gs.log 2>&1; echo "e2e gs=$gs rc=$? $(tail -1 $OUT/e2e-$gs.log)"; grep -E "^FAILED" $OUT/e2e-$gs.log | head -3; done
+fi
 if [ "${SANITIZE:-0}" = 1 ]; then
   for tool in memcheck racecheck synccheck; do timeout 80 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 $P tests/ops/test_quant_kernels.py --rlx-device cuda -k "gemv and (q4_k or q8_0 or iq2_xxs or bf16) and f32" > $OUT/$tool.log 2>&1; echo "$tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $OUT/$tool.log | tail -1) $(tail -1 $OUT/$tool.log)"; done
 fi

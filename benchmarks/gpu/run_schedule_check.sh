@@ -19,15 +19,7 @@
 #     (~0.05; run 22: f32 1x16 0.64, 1x128 0.76, 32x128 0.86) and the replay
 #     floor's rlx_replay_sync_us near 43-54 us (ratio_replay_sync <= ~0.75).
 # A compact summary is printed at the end.
-set -uo pipefail
-OUT=${OUT:-/tmp/rlx-out}
-mkdir -p "$OUT"
-export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
-S="$OUT/summary.txt"; : >"$S"
-note() { echo "$*" | tee -a "$S"; }
-timeout 90 python3 setup.py build_ext --inplace -q >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-note "build ok"
-P="python3 -m pytest -q -p no:cacheprovider"
+source "$(dirname "$0")/common.sh"
 echo "== conformance + CUDA shim (cuda)"
 timeout 420 $P tests/cts tests/runtime/test_cuda_shim.py tests/runtime/test_core_program.py -k "cuda or dependent_chain" \
   >"$OUT/cts.log" 2>&1; note "cts+shim rc=$? $(tail -1 "$OUT/cts.log")"

@@ -213,6 +213,8 @@ class LLM:
         self._exes: dict[tuple[str, int, str], Any] = {}
         self._first = None   # the executable the others share weights and cache with
         self._mask_cache: dict[int, dict[str, np.ndarray]] = {}
+        kinds = self.config.layer_kinds
+        self._decode_masks = [(f"mask_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
         self.position = 0    # tokens in the cache
         self.stats = GenerationStats()
         from rlx.tokenizer import Tokenizer
@@ -294,11 +296,10 @@ class LLM:
         ids = self._check_tokens([token])
         exe = self._executable("decode", 1, output)
         feed = {"tokens": ids, "positions": np.array([pos], np.int32), "slot": np.array([pos, 1], np.int32)}
-        for kind in set(self.config.layer_kinds):
-            rows = self.layout.rows[self.config.layer_kinds.index(kind)]
+        for name, rows in self._decode_masks:
             mask = np.full((1, 1, 1, rows), -np.inf, np.float32)
             mask[..., : min(pos + 1, rows)] = 0.0
-            feed[f"mask_{kind}"] = mask
+            feed[name] = mask
         out = exe.run(feed)
         self.position = pos + 1
         return out["logits"][0] if output == "logits" else out["token"][0]

@@ -307,30 +307,13 @@ _TIE = dict(tokens=["<unk>", "<s>", "</s>", "a", "b", "ab", "ba", *_BYTES],
 
 
 def _write_gguf(path, metadata):
-    import gguf
+    """A "llama" file with llama.cpp's required hyperparameters and the given tokenizer metadata."""
+    from .gguf_writer import write_gguf
 
-    w = gguf.GGUFWriter(path, "llama")
-    for key, value in (("context_length", 64), ("embedding_length", 8), ("block_count", 1),
-                       ("feed_forward_length", 8), ("attention.head_count", 1)):
-        w.add_uint32(f"llama.{key}", value)
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
-    for key, value in metadata.items():
-        if isinstance(value, list) and value and isinstance(value[0], str):
-            w.add_array(key, value)
-        elif isinstance(value, list):
-            vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value[0], float) else gguf.GGUFValueType.INT32
-            w.add_key_value(key, value, gguf.GGUFValueType.ARRAY, sub_type=vtype)
-        elif isinstance(value, bool):
-            w.add_bool(key, value)
-        elif isinstance(value, int):
-            w.add_uint32(key, value)
-        else:
-            w.add_string(key, value)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    base = {"llama.context_length": 64, "llama.embedding_length": 8, "llama.block_count": 1,
+            "llama.feed_forward_length": 8, "llama.attention.head_count": 1,
+            "llama.attention.layer_norm_rms_epsilon": 1e-5}
+    return write_gguf(path, "llama", {**base, **metadata})
 
 
 def test_tied_scores_use_the_python_engine(tmp_path):

@@ -1,0 +1,42 @@
+"""Small GGUF files for the model tests: metadata by Python type (str
+lists as string arrays, float / int lists as FLOAT32 / INT32 arrays, bool,
+int as uint32, float as float32, str) and optional float32 tensors,
+written with gguf's own GGUFWriter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any],
+               tensors: Mapping[str, np.ndarray] | None = None) -> Path:
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in metadata.items():
+        if key == "general.architecture":
+            continue   # the writer adds it from arch
+        if isinstance(value, list) and value and isinstance(value[0], str):
+            w.add_array(key, value)
+        elif isinstance(value, list):
+            vtype = gguf.GGUFValueType.FLOAT32 if isinstance(value[0], float) else gguf.GGUFValueType.INT32
+            w.add_key_value(key, value, gguf.GGUFValueType.ARRAY, sub_type=vtype)
+        elif isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_string(key, value)
+    for name, array in (tensors or {}).items():
+        w.add_tensor(name, array)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
