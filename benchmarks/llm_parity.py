@@ -5,7 +5,8 @@ window), beside llama.cpp's agreement with the same oracle from
 benchmarks/results/cpu-llm-reference-vs-llamacpp-2026-12-01.json; then
 greedy generation of 64 tokens from 10 prompts against the oracle's.
 
-Run: .venv/bin/python benchmarks/llm_parity.py MODEL.gguf OUT.json [DEVICE]"""
+Run: .venv/bin/python benchmarks/llm_parity.py MODEL.gguf OUT.json [DEVICE] [PROMPTS]
+(PROMPTS: how many of the 10 greedy prompts; default all)"""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def agreement(got: np.ndarray, want: np.ndarray) -> dict:
             "kl_max": float(kl.max()), "positions": int(len(got))}
 
 
-def main(model: str, out: str, device: str = "cpu") -> None:
+def main(model: str, out: str, device: str = "cpu", prompts: str = "10") -> None:
     llm = LLM(model, device=device, max_context=1024)
     weights = load_weights(model)
     ids = llm.tokenizer.encode(LONG_TEXT)
@@ -50,14 +51,15 @@ def main(model: str, out: str, device: str = "cpu") -> None:
     got = llm.logits(ids)
     rlx_s = time.perf_counter() - t0
     want = reference_logits(weights, ids)
-    result = {"what": __doc__.splitlines()[0], "command": f"python benchmarks/llm_parity.py MODEL OUT {device}",
+    result = {"what": __doc__.splitlines()[0],
+              "command": f"python benchmarks/llm_parity.py MODEL OUT {device} {prompts}",
               "device": device, "teacher_forced": agreement(got, want),
               "teacher_forced_positions_512_on": agreement(got[512:], want[512:]), "rlx_seconds": rlx_s}
     llama = Path(__file__).parent / "results" / "cpu-llm-reference-vs-llamacpp-2026-12-01.json"
     if llama.exists():
         result["llama_cpp_vs_oracle_same_text"] = json.loads(llama.read_text())["correct"]
     gens = []
-    for prompt in PROMPTS:
+    for prompt in PROMPTS[:int(prompts)]:
         p = llm.tokenizer.encode(prompt)
         ref = reference_generate(weights, p, 64)
         mine = [int(llm.prefill(p, "token"))]
