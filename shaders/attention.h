@@ -19,7 +19,7 @@ struct AttentionParams {
     uint rows, Tq, Tk, Hq;
     uint group, D, Dv, flags;          // flags: 1 = has mask, 2 = causal
     uint window, q_offset, k_offset, v_offset;   // window 0 = none
-    uint m_offset, o_offset, pad0, pad1;
+    uint m_offset, o_offset, splits, keys_per_split;   // the split kernels' (below)
     float scale, softcap, pad2, pad3;  // softcap 0 = none
     uint q_sb, q_st, q_sh, k_sb;
     uint k_st, k_sh, v_sb, v_st;
@@ -74,6 +74,30 @@ RLX_INLINE rlx_att_f4 rlx_att_dot4(RLX_DEVICE const T *q, RLX_DEVICE const T *k0
     return r;
 }
 
+// The pointers of one output row (b, query i, head h): its query, the K and
+// V rows of its KV head, its mask row, and where the last query sits among
+// the keys (qpos: for causal and window).
+template <typename T>
+struct rlx_att_row {
+    RLX_DEVICE const T *q, *k, *v, *mask;
+    int qpos;
+};
+
+template <typename T>
+RLX_INLINE rlx_att_row<T> rlx_att_row_of(RLX_DEVICE const AttentionParams *p, uint row, RLX_DEVICE const T *q,
+                                         RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask) {
+    const uint Hq = p->Hq, Tq = p->Tq;
+    const uint h = row % Hq, i = (row / Hq) % Tq, b = row / (Hq * Tq);
+    const uint kvh = h / p->group;
+    rlx_att_row<T> r;
+    r.q = q + p->q_offset + (uint64_t)b * p->q_sb + (uint64_t)i * p->q_st + (uint64_t)h * p->q_sh;
+    r.k = k + p->k_offset + (uint64_t)b * p->k_sb + (uint64_t)kvh * p->k_sh;
+    r.v = v + p->v_offset + (uint64_t)b * p->v_sb + (uint64_t)kvh * p->v_sh;
+    r.mask = mask + p->m_offset + (uint64_t)b * p->m_sb + (uint64_t)h * p->m_sh + (uint64_t)i * p->m_sq;
+    r.qpos = (int)i + (int)p->Tk - (int)Tq;   // the last query sits at the last key
+    return r;
+}
+
 template <typename T>
 RLX_KERNEL attention(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                      RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
@@ -82,20 +106,15 @@ RLX_KERNEL attention(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE con
     RLX_SHARED(float, scratch, 32);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    const uint Tq = p->Tq, Tk = p->Tk, Hq = p->Hq, D = p->D, Dv = p->Dv;
-    const uint h = row % Hq, i = (row / Hq) % Tq, b = row / (Hq * Tq);
-    const uint kvh = h / p->group;
-    RLX_DEVICE const T *qr = q + p->q_offset + (uint64_t)b * p->q_sb + (uint64_t)i * p->q_st + (uint64_t)h * p->q_sh;
-    RLX_DEVICE const T *kb = k + p->k_offset + (uint64_t)b * p->k_sb + (uint64_t)kvh * p->k_sh;
-    RLX_DEVICE const T *vb = v + p->v_offset + (uint64_t)b * p->v_sb + (uint64_t)kvh * p->v_sh;
-    RLX_DEVICE const T *mr = mask + p->m_offset + (uint64_t)b * p->m_sb + (uint64_t)h * p->m_sh +
-                             (uint64_t)i * p->m_sq;
+    const uint Tk = p->Tk, D = p->D, Dv = p->Dv;
+    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask);
+    RLX_DEVICE const T *qr = at.q, *kb = at.k, *vb = at.v, *mr = at.mask;
     RLX_DEVICE float *sr = scores + (uint64_t)row * Tk;
     RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
     const uint64_t k_st = p->k_st, v_st = p->v_st;
     const bool has_mask = (p->flags & RLX_ATT_MASK) != 0u, causal = (p->flags & RLX_ATT_CAUSAL) != 0u;
     const float scale = p->scale, cap = p->softcap;
-    const int qpos = (int)i + (int)Tk - (int)Tq;    // the last query sits at the last key
+    const int qpos = at.qpos;
     const int window = (int)p->window;
     // Passes 1 and 2: thread t takes the blocks of RLX_ATT_KB keys starting
     // at t * KB, t * KB + group * KB, ... (the same keys in both passes).
@@ -211,3 +230,129 @@ RLX_KERNEL attention(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE con
 }
 RLX_INSTANTIATE(attention, float, attention_f32)
 RLX_INSTANTIATE(attention, half, attention_f16)
+
+// ---- split-K attention (decoding: few query rows, many keys) ---------------
+// The fused kernel above gives one group to a row, so a decode step (one
+// query row per head: 4 rows for Gemma 3) runs on a handful of cores while
+// the keys stream through them. Here each row's keys are cut into `splits`
+// chunks of keys_per_split (<= RLX_ATT_SPLIT_KEYS), one group each (group =
+// row * splits + split), as MLX's vector SDPA does:
+//   attention_split: the chunk's scores (SIMD group per key, its lanes
+//     splitting the features: coalesced reads of K), their max m, the
+//     probabilities exp(s - m) and their sum l, and the unnormalized
+//     P @ V of the chunk; writes (acc[Dv], m, l) to the partials buffer.
+//   attention_merge: one group per row combines the splits:
+//     M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L.
+// Semantics equal the fused kernel's: additive mask (NaN + -inf is NaN),
+// causal / window keys excluded, a row whose keys are all excluded writes
+// zeros, a NaN score makes its row NaN.
+// Partials: acc at (group * Dv), then (m, l) pairs at rows * splits * Dv.
+#define RLX_ATT_SPLIT_KEYS 128u
+
+template <typename T>
+RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
+                           RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
+                           RLX_BUF(RLX_DEVICE float *, part, 4), RLX_PARAMS(AttentionParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
+    const uint splits = p->splits, chunk = p->keys_per_split;
+    const uint gid = rlx_group_id.x;
+    const uint row = gid / splits, split = gid % splits;
+    if (row >= p->rows) return;
+    const uint Tk = p->Tk, D = p->D, Dv = p->Dv;
+    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask);
+    const uint64_t k_st = p->k_st, v_st = p->v_st;
+    const bool has_mask = (p->flags & RLX_ATT_MASK) != 0u, causal = (p->flags & RLX_ATT_CAUSAL) != 0u;
+    const float scale = p->scale, cap = p->softcap;
+    const int window = (int)p->window;
+    const uint j0 = split * chunk;
+    const uint n = j0 >= Tk ? 0u : (Tk - j0 < chunk ? Tk - j0 : chunk);
+    RLX_DEVICE float *acc_out = part + (uint64_t)gid * Dv;
+    RLX_DEVICE float *ml_out = part + (uint64_t)p->rows * splits * Dv + (uint64_t)gid * 2u;
+
+    // Scores: SIMD group w takes keys w, w + n_simd, ...; its lanes (fewer
+    // than the width in a partial last SIMD group) split the features.
+    const uint width = rlx_simd_width, size = rlx_group_size.x;
+    const uint n_simd = (size + width - 1u) / width;
+    const uint simd = rlx_simd_id, lane = rlx_simd_lane;
+    const uint lanes = size - simd * width < width ? size - simd * width : width;
+    for (uint jj = simd; jj < n; jj += n_simd) {
+        const int j = (int)(j0 + jj);
+        float s = -RLX_INFINITY;
+        if (!((causal && j > at.qpos) || (window > 0 && at.qpos - j >= window))) {   // uniform in the SIMD group
+            RLX_DEVICE const T *kr = at.k + (uint64_t)j * k_st;
+            float dot = 0.0f;
+            for (uint d = lane; d < D; d += lanes) dot += rlx_to_float(at.q[d]) * rlx_to_float(kr[d]);
+            s = rlx_simd_sum(dot) * scale;
+            if (cap > 0.0f) s = cap * rlx_tanh(s / cap);
+            if (has_mask) s += rlx_to_float(at.mask[(uint64_t)j * p->m_sk]);
+        }
+        if (lane == 0u) probs[jj] = s;
+    }
+    rlx_barrier();
+    float m = -RLX_INFINITY;
+    for (uint jj = 0; jj < n; ++jj) m = rlx_maximum(m, probs[jj]);   // every thread, the same order
+    rlx_barrier();                     // all have read the scores before they turn into probabilities
+    if (m != -RLX_INFINITY) {          // uniform: the same m in every thread
+        RLX_FOR_GROUP(jj, n) { probs[jj] = rlx_exp(probs[jj] - m); }
+    }
+    rlx_barrier();
+    float l = 0.0f;
+    if (m != -RLX_INFINITY) {
+        for (uint jj = 0; jj < n; ++jj) l += probs[jj];
+    }
+    // P @ V of the chunk, unnormalized: a thread per feature (coalesced rows
+    // of V), keys two at a time in independent chains; p = 0 keys skipped.
+    RLX_FOR_GROUP(d, Dv) {
+        float a0 = 0.0f, a1 = 0.0f;
+        if (m != -RLX_INFINITY) {
+            RLX_DEVICE const T *vd = at.v + (uint64_t)j0 * v_st + d;
+            uint jj = 0;
+            for (; jj + 2u <= n; jj += 2u) {
+                const float p0 = probs[jj], p1 = probs[jj + 1u];
+                if (p0 != 0.0f) a0 += p0 * rlx_to_float(vd[(uint64_t)jj * v_st]);
+                if (p1 != 0.0f) a1 += p1 * rlx_to_float(vd[(uint64_t)(jj + 1u) * v_st]);
+            }
+            if (jj < n && probs[jj] != 0.0f) a0 += probs[jj] * rlx_to_float(vd[(uint64_t)jj * v_st]);
+        }
+        acc_out[d] = a0 + a1;
+    }
+    if (rlx_local_id.x == 0u) {
+        ml_out[0] = m;
+        ml_out[1] = l;
+    }
+}
+
+template <typename T>
+RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(RLX_DEVICE T *, out, 1),
+                           RLX_PARAMS(AttentionParams, p, 2) RLX_IDS) {
+    const uint row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    const uint splits = p->splits, Dv = p->Dv;
+    RLX_DEVICE const float *acc = part + (uint64_t)row * splits * Dv;
+    RLX_DEVICE const float *ml = part + (uint64_t)p->rows * splits * Dv + (uint64_t)row * splits * 2u;
+    RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
+    float big = -RLX_INFINITY;
+    for (uint s = 0; s < splits; ++s) big = rlx_maximum(big, ml[2u * s]);
+    if (big == -RLX_INFINITY) {        // every key masked: zeros
+        RLX_FOR_GROUP(d, Dv) { orow[d] = rlx_from_float<T>(0.0f); }
+        return;
+    }
+    float total = 0.0f;
+    for (uint s = 0; s < splits; ++s) {
+        const float ms = ml[2u * s];
+        if (ms != -RLX_INFINITY) total += ml[2u * s + 1u] * rlx_exp(ms - big);
+    }
+    const float inv = 1.0f / total;
+    RLX_FOR_GROUP(d, Dv) {
+        float o = 0.0f;
+        for (uint s = 0; s < splits; ++s) {
+            const float ms = ml[2u * s];
+            if (ms != -RLX_INFINITY) o += acc[(uint64_t)s * Dv + d] * rlx_exp(ms - big);
+        }
+        orow[d] = rlx_from_float<T>(o * inv);
+    }
+}
+RLX_INSTANTIATE(attention_split, float, attention_split_f32)
+RLX_INSTANTIATE(attention_split, half, attention_split_f16)
+RLX_INSTANTIATE(attention_merge, float, attention_merge_f32)
+RLX_INSTANTIATE(attention_merge, half, attention_merge_f16)

@@ -17,6 +17,13 @@ block * block_bytes]). Sizes go through ``nbytes``: ``itemsize`` of a block
 type raises, so no element-size arithmetic silently breaks on blocks. Such a
 tensor is accepted only as the weight of linear/matmul, the table of a
 gather, and the input of dequantize (``rlx.ir.graph`` checks every op).
+
+c64 is a complex of two f32 (real, imaginary: numpy's complex64, 8 bytes
+an element). It is not ``is_float``: no real-valued op computes on it, so
+every check of ``is_float`` keeps it out and the precision policies leave it
+alone. Only the FFT family (rlx/ir/ops/fft.py: fft, ifft, rfft, irfft,
+real, imag, complex) accepts or makes it; ``rlx.ir.graph`` refuses it
+anywhere else.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import numpy as np
 
 from rlx.errors import DTypeError
 
-__all__ = ["DType", "f32", "f16", "bf16", "i32", "i64", "to_bf16", "from_bf16", "QUANTIZED", "quantized"]
+__all__ = ["DType", "f32", "f16", "bf16", "i32", "i64", "c64", "to_bf16", "from_bf16", "QUANTIZED", "quantized"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class DType:
     numpy: np.dtype
     is_float: bool
     block: int = 1
+    is_complex: bool = False
 
     @property
     def quantized(self) -> bool:
@@ -122,6 +130,8 @@ f32 = DType("f32", 4, np.dtype(np.float32), True)
 f16 = DType("f16", 2, np.dtype(np.float16), True)
 i32 = DType("i32", 4, np.dtype(np.int32), False)
 i64 = DType("i64", 8, np.dtype(np.int64), False)
+# Complex: (re, im) f32 pairs, interleaved as numpy's complex64 stores them.
+c64 = DType("c64", 8, np.dtype(np.complex64), False, is_complex=True)
 # Storage only (see the module docstring): numpy holds the raw bits.
 bf16 = DType("bf16", 2, np.dtype(np.uint16), True)
 
@@ -154,6 +164,7 @@ _BY_NAME: dict[str, DType] = {
     "f16": f16, "float16": f16, "half": f16,
     "i32": i32, "int32": i32,
     "i64": i64, "int64": i64,
+    "c64": c64, "complex64": c64,
 }
 _ACCEPTED: tuple[str, ...] = tuple(_BY_NAME) + ("q4_0 ... nvfp4 (the GGUF block formats)",)
 
@@ -166,7 +177,7 @@ def _named(name: str) -> DType:
 _BY_NAME.update(QUANTIZED)   # params may be declared "q4_k"; the graph checks where they are used
 
 # bf16's numpy form (uint16 bits) is not a way to spell it: a uint16 array is not bf16.
-_BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in (f32, f16, i32, i64)}
+_BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in (f32, f16, i32, i64, c64)}
 
 
 def to_bf16(values) -> np.ndarray:

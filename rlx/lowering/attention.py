@@ -20,12 +20,15 @@ _MAX_THREADS = 256
 def attention_params(node: Node, rows: int, tq: int, tk: int, hq: int, group: int, d: int, dv: int,
                      has_mask: bool, causal: bool, window: int, offsets: tuple[int, int, int, int, int],
                      scale: float, softcap: float, q_strides: tuple[int, int, int], k_strides: tuple[int, int, int],
-                     v_strides: tuple[int, int, int], m_strides: tuple[int, int, int, int]) -> bytes:
+                     v_strides: tuple[int, int, int], m_strides: tuple[int, int, int, int],
+                     splits: int = 0, keys_per_split: int = 0) -> bytes:
     """AttentionParams: offsets = (q, k, v, mask, out); q/k/v strides =
-    (b, t, h) and mask strides = (b, h, q, k), in elements."""
+    (b, t, h) and mask strides = (b, h, q, k), in elements; splits and
+    keys_per_split for the split-K kernels (0 for the fused one)."""
     q_off, k_off, v_off, m_off, o_off = offsets
     flags = (1 if has_mask else 0) | (2 if causal else 0)
-    head = P.u32_fields(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off, 0, 0])
+    head = P.u32_fields(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off,
+                               splits, keys_per_split])
     tail = P.u32_fields(node, [*q_strides, *k_strides, *v_strides, *m_strides, 0, 0, 0])
     return struct.pack("<16I4f16I", *head, scale, softcap, 0.0, 0.0, *tail)
 
@@ -42,7 +45,7 @@ def attention_flops(rows: int, tq: int, tk: int, d: int, dv: int, causal: bool, 
 
 
 @lowers("attention", reads={0: "feature", 1: "feature", 2: "feature"},
-        kernels=("attention", "softmax_masked"))
+        kernels=("attention", "attention_split", "attention_merge", "softmax_masked"))
 def _attention(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     q, k, v = (feature_contiguous(lw, n) for n in node.inputs[:3])
@@ -76,19 +79,59 @@ def _attention(lw: Lowering, node: Node) -> View:
         _attention_gemms(lw, node, *wide, wide_mask, wide_out)
         lw.emit_copy(f"{node!r} (narrow to f16)", wide_out, out)
         return out
-    scores = View.dense(lw.scratch(node, rows * tk * 4), f32, (rows * tk,))
     attrs = node.attrs
-    params = attention_params(
-        node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
-        (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
-        float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]), m_strides)
+    flops = attention_flops(rows, tq, tk, d, dv, attrs["causal"], attrs["window"])
+    keys = split_keys(lw, rows, tk)
+
+    def params(splits: int = 0) -> bytes:
+        return attention_params(
+            node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
+            (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
+            float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]),
+            m_strides, splits, keys if splits else 0)
+
+    if keys:
+        splits = -(-tk // keys)
+        part = lw.new_value(node, (rows * splits * (dv + 2),), f32)
+        threads = 1 if lw.target.one_thread_groups else min(lw.target.max_threads_per_group, SPLIT_THREADS)
+        lw.dispatch(f"{node!r} ({splits} key splits)", f"attention_split_{suffix}",
+                    [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (part, "w")], params(splits),
+                    ((rows * splits, 1, 1), (threads, 1, 1)), Work("attention", flops))
+        lw.dispatch(f"{node!r} (merge the splits)", f"attention_merge_{suffix}", [(part, "r"), (out, "w")],
+                    params(splits), lw.target.row_grid(rows, dv), Work("attention", 3.0 * rows * splits * dv))
+        return out
+    scores = View.dense(lw.scratch(node, rows * tk * 4), f32, (rows * tk,))
     # Groups of at most 256 threads: more only idle in P @ V, and the kernel's
     # registers cap its pipeline below 1024 threads on CUDA (896 on an H200).
     lw.dispatch(repr(node), f"attention_{suffix}",
                 [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (scores, "w"), (out, "w")],
-                params, lw.target.row_grid(rows, min(tk, _MAX_THREADS)),
-                Work("attention", attention_flops(rows, tq, tk, d, dv, attrs["causal"], attrs["window"])))
+                params(), lw.target.row_grid(rows, min(tk, _MAX_THREADS)), Work("attention", flops))
     return out
+
+
+# Split-K for decoding (shaders/attention.h, attention_split / _merge): a
+# row's keys in chunks of SPLIT_KEYS_GPU (<= the kernel's RLX_ATT_SPLIT_KEYS,
+# 128), one group of SPLIT_THREADS each, when the rows alone would leave
+# most GPU cores idle (fewer rows than SPLIT_MAX_ROWS_PER_UNIT per core) and
+# a row has more than one chunk of keys. The CPU runs a group per thread and
+# its groups already cover its few cores at four rows, so it splits only
+# rows that number fewer than its cores, in chunks of SPLIT_KEYS_CPU.
+SPLIT_KEYS_GPU = 64
+SPLIT_KEYS_CPU = 128
+SPLIT_THREADS = 128
+SPLIT_MAX_ROWS_PER_UNIT = 2
+SPLIT_KERNEL_MAX_KEYS = 128   # RLX_ATT_SPLIT_KEYS
+
+
+def split_keys(lw: Lowering, rows: int, tk: int) -> int:
+    """Keys per split of the split-K kernels, or 0 for the fused kernel."""
+    target = lw.target
+    if target.one_thread_groups:
+        keys, few_rows = SPLIT_KEYS_CPU, rows < target.compute_units
+    else:
+        keys, few_rows = SPLIT_KEYS_GPU, rows < SPLIT_MAX_ROWS_PER_UNIT * target.compute_units
+    keys = min(keys, SPLIT_KERNEL_MAX_KEYS)
+    return keys if few_rows and tk > keys else 0
 
 
 # Sequences of some length run attention as two batched BLAS gemms around

@@ -10,8 +10,11 @@ from rlx.lowering import attention as lowering_attention
 
 @pytest.fixture
 def fused_attention_kernel(monkeypatch):
-    """The attention and rope tests check the attention kernel itself (and
-    that it reads views without copies), so the CPU's gemm path stays off
-    there; test_attention.py has its own tests of that path."""
+    """The attention and rope tests check the fused attention kernel itself
+    (and that it reads views without copies), so the CPU's gemm path stays
+    off there; test_attention.py has its own tests of that path."""
     monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS", 10**9)
     monkeypatch.setattr(lowering_attention, "GEMM_PATH_MIN_TOKENS_CPU", 10**9)
+    # ... and so does the split-K decode path (GPUs take it for few rows);
+    # test_attention.py's split tests turn it on at chosen chunk sizes.
+    monkeypatch.setattr(lowering_attention, "split_keys", lambda lw, rows, tk: 0)

@@ -39,6 +39,7 @@ from .helpers import rand as _rand
 from .helpers import to_torch as _t
 
 pytestmark = pytest.mark.usefixtures("fused_attention_kernel")   # tests/ops/conftest.py
+_SPLIT_KEYS = lowering_attention.split_keys                       # before that fixture replaces it
 
 
 def _attention_graph(b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask_shape=None, **kw):
@@ -88,6 +89,48 @@ def test_attention_sequence_lengths(rng, t, dtype, causal):
 def test_attention_decode_gqa(rng, tk, dtype, causal):
     """One new query against a KV cache, 8 query heads over 2 kv heads."""
     _check_attention(rng, 2, 1, tk, 8, 2, 64, dtype=dtype, causal=causal)
+
+
+def _force_split(monkeypatch, keys: int) -> None:
+    """Keys per split of the split-K decode kernels, whatever the device and rows."""
+    monkeypatch.setattr(lowering_attention, "split_keys", lambda lw, rows, tk: keys if tk > keys else 0)
+
+
+def _check_split(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
+    _force_split(monkeypatch, keys)
+    g = _attention_graph(b, tq, tk, hq, hkv, d, dv, dtype, None if mask is None else mask.shape, **kw)
+    exe, got = assert_matches_reference(g, _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask))
+    want = [f"attention_split_{dtype}", f"attention_merge_{dtype}"] if tk > keys else [f"attention_{dtype}"]
+    assert _kernels(exe) == want
+    return got["o"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keys", [1, 5, 64, 128])
+@pytest.mark.parametrize("tk", [1, 7, 130, 513])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_split_decode_gqa(rng, monkeypatch, keys, tk, dtype, causal):
+    """Split-K decoding: one query per head (8 over 2 kv heads, head dim
+    256 as Gemma 3's) against a cache cut into chunks of `keys`, the last
+    chunk partial."""
+    _check_split(rng, monkeypatch, keys, 2, 1, tk, 8, 2, 256, dtype=dtype, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_split_masks_window_softcap(rng, monkeypatch, dtype):
+    """A decode mask (keys past the active length at -inf, as rlx.models.llm
+    feeds them) with whole chunks masked, a window, softcap, Tq > 1 and a
+    value dim that differs: every option the fused kernel takes."""
+    tk = 77
+    mask = np.zeros((2, 1, 3, tk), np.float32)
+    mask[0, ..., 20:] = -np.inf            # chunks 3.. of batch 0 hold no key
+    mask[1, ..., :40] = -np.inf            # the first chunks of batch 1 hold none
+    mask[1, ..., 60] = 0.5
+    _check_split(rng, monkeypatch, 8, 2, 3, tk, 4, 1, 48, dv=24, dtype=dtype, mask=mask, causal=True,
+                 window=30, softcap=5.0, scale=0.3)
+    everywhere = np.full((1, 1, 1, tk), -np.inf, np.float32)
+    out = _check_split(rng, monkeypatch, 8, 1, 1, tk, 2, 2, 16, dtype=dtype, mask=everywhere)
+    assert not np.any(out)                 # a row masked everywhere: zeros
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -246,6 +289,19 @@ def test_attention_random_shapes(case):
     _check_attention(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_attention_cases(), st.integers(1, 6))
+def test_attention_split_random_shapes(case, keys):
+    b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    mask = None
+    if mask_shape is not None:
+        mask = rng.standard_normal(mask_shape)
+        mask[rng.random(mask_shape) < 0.2] = -np.inf
+    with pytest.MonkeyPatch.context() as mp:
+        _check_split(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
+
+
 # ---------------------------------------------------------------- IR errors
 
 
@@ -356,9 +412,11 @@ def _torch_attention(q, k, v, mask, causal, scale):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("tk", [1, 7, 33])
-@pytest.mark.parametrize("path", ["kernel", "gemm", "causal"])
+@pytest.mark.parametrize("path", ["kernel", "gemm", "causal", "split"])
 def test_attention_nan_scores(rng, monkeypatch, dtype, tk, path):
     monkeypatch.setattr(lowering_attention, "_use_gemm_path", lambda *a: path == "gemm")
+    if path == "split":
+        _force_split(monkeypatch, 3)
     b, tq, hq, hkv, d = 2, 5, 4, 2, 16
     nd = _np_dtype(dtype)
     q = rng.standard_normal((b, tq, hq, d)).astype(nd)
@@ -381,3 +439,23 @@ def test_attention_nan_scores(rng, monkeypatch, dtype, tk, path):
     assert (got[1, 2, 3] == 0).all()
     if not causal or tk >= tq:                # else causal masking hides every key from query 1
         assert np.isnan(got[0, 1, 2]).all()
+
+
+def test_split_keys_policy():
+    """GPUs split few rows (a decode step: one query per head) into chunks of
+    SPLIT_KEYS_GPU and leave many rows (prefill) to the fused kernel; the CPU
+    splits only rows fewer than its cores."""
+    from types import SimpleNamespace
+
+    from rlx.runtime.target import Target, host_target
+
+    h200 = SimpleNamespace(target=Target("cuda", 132, 1024, 32, 1 << 40))
+    cpu = SimpleNamespace(target=host_target(2, 1 << 40))
+    keys = lowering_attention.SPLIT_KEYS_GPU
+    assert _SPLIT_KEYS(h200, 4, 512) == keys
+    assert _SPLIT_KEYS(h200, 4, keys) == 0            # one chunk: nothing to split
+    assert _SPLIT_KEYS(h200, 264, 512) == 0           # enough rows for every core
+    assert _SPLIT_KEYS(cpu, 1, 512) == lowering_attention.SPLIT_KEYS_CPU
+    assert _SPLIT_KEYS(cpu, 4, 512) == 0
+    assert max(lowering_attention.SPLIT_KEYS_GPU, lowering_attention.SPLIT_KEYS_CPU) <= \
+        lowering_attention.SPLIT_KERNEL_MAX_KEYS
