@@ -9,6 +9,9 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512cd,avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,popcnt")
 #endif
 #define RLX_CPU_KERNEL_SUFFIX __avx512
+// GCC defines no __AVX512F__ under a target pragma: kernels with AVX-512
+// intrinsics (shaders/quant.h) test this instead.
+#define RLX_CPU_AVX512 1
 #include "host_kernels.cpp"
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -743,6 +743,63 @@ template <> struct RlxQDot<QFmtQ5_0> {
     }
 };
 
+#if defined(RLX_CPU_AVX512) || defined(__AVX512F__)
+#include <immintrin.h>
+#include <type_traits>
+#define RLX_Q_AVX512 1
+// Rows of q5_0 and q8_0 in 16-lane AVX-512 (the AVX-512 build of the
+// host kernels, csrc/host_kernels_avx512.cpp, or an AVX-512 -march). A
+// 32-element block becomes two vectors of its dequantized weights d * q,
+// exact in f32 (an f16 scale times an integer of at most 8 bits), dotted
+// with every x row: the products and their f32 sums are the dequantized
+// weights' (another summation order, inside the GEMV's bound). q5_0's fifth
+// bits are mask registers (a masked add of 16) and a two-table permute
+// turns its 5-bit codes into q - 16: ~12 vector operations a block against
+// ~30 in the 8-lane form above (4096 x 4096, one thread: 3.97 -> 1.96 ms).
+// q4_0 measured slower this way (0.94 -> 1.55 ms) and keeps the generic path.
+template <typename Q> struct RlxQ512 { static constexpr bool has = false; };
+template <> struct RlxQ512<QFmtQ8_0> {
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void block(const uchar *b, __m512 &w0, __m512 &w1) {
+        const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
+        w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))), d);
+        w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))), d);
+    }
+};
+template <> struct RlxQ512<QFmtQ5_0> {
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void block(const uchar *b, __m512 &w0, __m512 &w1) {
+        const __m512 neg = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+        const __m512 pos = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i sixteen = _mm512_set1_epi32(16);
+        const uint bits = rlx_q_u32(b + 2);
+        const __m512i by = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + 6)));
+        const __m512i lo = _mm512_and_si512(by, _mm512_set1_epi32(15)), hi = _mm512_srli_epi32(by, 4);
+        const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
+        w0 = _mm512_mul_ps(_mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(lo, (__mmask16)(bits & 0xffffu), lo,
+                                                                            sixteen), pos), d);   // elements 0..15
+        w1 = _mm512_mul_ps(_mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(hi, (__mmask16)(bits >> 16), hi,
+                                                                            sixteen), pos), d);   // 16..31
+    }
+};
+
+template <typename Q, uint M>
+static inline void rlx_q_rows_avx512(const float *const *xr, const uchar *wr, uint chunks, float *out) {
+    __m512 acc[M][2];
+    for (uint r = 0; r < M; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (uint c = 0; c < chunks; ++c) {
+        __m512 w0, w1;
+        RlxQ512<Q>::block(wr + (uint64_t)c * (uint)Q::BYTES, w0, w1);
+        for (uint r = 0; r < M; ++r) {   // two chains a row: a chunk does not wait for the previous one's FMAs
+            const float *xc = xr[r] + 32u * c;
+            acc[r][c & 1u] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xc), acc[r][c & 1u]);
+            acc[r][c & 1u] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xc + 16), acc[r][c & 1u]);
+        }
+    }
+    for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+#endif
+
 // A accumulators a row of x (4 for one row, 2 for two, 1 from four on):
 // one accumulator made each chunk wait for the previous chunk's FMAs (a
 // chain of 4 FMA latencies a chunk), which bound the one-row GEMV on
@@ -753,6 +810,12 @@ static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const u
     constexpr uint A = M >= 4u ? 1u : 4u / M;
     const T *xr[M];
     for (uint r = 0; r < M; ++r) xr[r] = x + (uint64_t)(r < m ? r : m - 1u) * x_stride;
+#if defined(RLX_Q_AVX512)
+    if constexpr (RlxQ512<Q>::has && sizeof(T) == sizeof(float)) {
+        rlx_q_rows_avx512<Q, M>((const float *const *)xr, wr, chunks, out);
+        return;
+    }
+#endif
     rlx_q_v8 acc[M][A];
     for (uint r = 0; r < M; ++r)
         for (uint a = 0; a < A; ++a) acc[r][a] = rlx_q_v8{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
