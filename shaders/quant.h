@@ -747,20 +747,22 @@ template <> struct RlxQDot<QFmtQ5_0> {
 #include <immintrin.h>
 #include <type_traits>
 #define RLX_Q_AVX512 1
-// Rows of q5_0 and q8_0 in 16-lane AVX-512 (the AVX-512 build of the
-// host kernels, csrc/host_kernels_avx512.cpp, or an AVX-512 -march). A
-// 32-element block becomes two vectors of its dequantized weights d * q,
-// exact in f32 (an f16 scale times an integer of at most 8 bits), dotted
-// with every x row: the products and their f32 sums are the dequantized
-// weights' (another summation order, inside the GEMV's bound). q5_0's fifth
-// bits are mask registers (a masked add of 16) and a two-table permute
-// turns its 5-bit codes into q - 16: ~12 vector operations a block against
-// ~30 in the 8-lane form above (4096 x 4096, one thread: 3.97 -> 1.96 ms).
-// q4_0 measured slower this way (0.94 -> 1.55 ms) and keeps the generic path.
+// Rows of q5_0, q8_0, q4_k and q6_k in 16-lane AVX-512 (the AVX-512 build
+// of the host kernels, csrc/host_kernels_avx512.cpp, or an AVX-512 -march).
+// A 32-element chunk becomes two vectors of its dequantized weights,
+// rounded as the generic decoders round them (d * q exact for q8_0 / q5_0;
+// one rounding of dl * q - ml for q4_k, of dl * q for q6_k), dotted with
+// every x row in f32 (another summation order, inside the GEMV's bound).
+// q5_0's fifth bits are mask registers (a masked add of 16) and a
+// two-table permute turns its 5-bit codes into q - 16: ~12 vector
+// operations a chunk against ~30 in the 8-lane form above (4096 x 4096,
+// one thread: 3.97 -> 1.96 ms). q4_0 measured slower this way (0.94 ->
+// 1.55 ms) and keeps the generic path.
 template <typename Q> struct RlxQ512 { static constexpr bool has = false; };
 template <> struct RlxQ512<QFmtQ8_0> {
     static constexpr bool has = true;
-    static inline __attribute__((always_inline)) void block(const uchar *b, __m512 &w0, __m512 &w1) {
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)c * 34u;
         const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
         w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))), d);
         w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))), d);
@@ -768,7 +770,8 @@ template <> struct RlxQ512<QFmtQ8_0> {
 };
 template <> struct RlxQ512<QFmtQ5_0> {
     static constexpr bool has = true;
-    static inline __attribute__((always_inline)) void block(const uchar *b, __m512 &w0, __m512 &w1) {
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)c * 22u;
         const __m512 neg = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
         const __m512 pos = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
         const __m512i sixteen = _mm512_set1_epi32(16);
@@ -783,13 +786,54 @@ template <> struct RlxQ512<QFmtQ5_0> {
     }
 };
 
+// 16 bytes at p as 32-bit lanes.
+static inline __attribute__((always_inline)) __m512i rlx_q_u8x16(const uchar *p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+template <> struct RlxQ512<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c / 8
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
+        const uint s = c & 7u, sm = rlx_q_k_scale_min(b + 4, s);
+        const __m512 dl = _mm512_set1_ps(rlx_q_f16(b) * (float)(sm & 255u));
+        const __m512 ml = _mm512_set1_ps(rlx_q_f16(b + 2) * (float)(sm >> 8u));
+        const uchar *qs = b + 16u + 32u * (s >> 1u);
+        const __m512i shift = _mm512_set1_epi32((int)(4u * (s & 1u))), low4 = _mm512_set1_epi32(15);
+        const __m512i q0 = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qs), shift), low4);
+        const __m512i q1 = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qs + 16), shift), low4);
+        w0 = _mm512_fmsub_ps(dl, _mm512_cvtepi32_ps(q0), ml);   // dl * q is exact: one rounding either way
+        w1 = _mm512_fmsub_ps(dl, _mm512_cvtepi32_ps(q1), ml);
+    }
+};
+template <> struct RlxQ512<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8, two int8 scales
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
+        const uint s = c & 7u, g = s >> 2u, t = s & 3u;
+        const float d = rlx_q_f16(b + 208);
+        const __m512 dl0 = _mm512_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s]));
+        const __m512 dl1 = _mm512_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s]));
+        const uchar *ql = b + 64u * g + 32u * (t & 1u), *qh = b + 128u + 32u * g;
+        const __m512i ls = _mm512_set1_epi32((int)(4u * (t >> 1u))), hs = _mm512_set1_epi32((int)(2u * t));
+        const __m512i low4 = _mm512_set1_epi32(15), low2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+        __m512i q[2];
+        for (uint h = 0; h < 2u; ++h) {
+            const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(ql + 16u * h), ls), low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qh + 16u * h), hs), low2);
+            q[h] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), bias);
+        }
+        w0 = _mm512_mul_ps(dl0, _mm512_cvtepi32_ps(q[0]));
+        w1 = _mm512_mul_ps(dl1, _mm512_cvtepi32_ps(q[1]));
+    }
+};
+
 template <typename Q, uint M>
 static inline void rlx_q_rows_avx512(const float *const *xr, const uchar *wr, uint chunks, float *out) {
     __m512 acc[M][2];
     for (uint r = 0; r < M; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (uint c = 0; c < chunks; ++c) {
         __m512 w0, w1;
-        RlxQ512<Q>::block(wr + (uint64_t)c * (uint)Q::BYTES, w0, w1);
+        RlxQ512<Q>::chunk(wr, c, w0, w1);
         for (uint r = 0; r < M; ++r) {   // two chains a row: a chunk does not wait for the previous one's FMAs
             const float *xc = xr[r] + 32u * c;
             acc[r][c & 1u] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xc), acc[r][c & 1u]);
