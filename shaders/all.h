@@ -13,3 +13,4 @@
 // quant.h uses movement.h's GatherParams.
 #include "quant.h"
 #include "state.h"
+#include "fft.h"

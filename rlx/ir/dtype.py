@@ -1,8 +1,9 @@
 """Element types of tensors in the graph IR.
 
-rlx computes in four element types (f32, f16, i32, i64); anything else is
-rejected at graph build time, so later layers (kernels, memory planning) never
-meet a surprise. A fifth, bf16, is a storage type only: the weights of
+rlx computes in four element types (f32, f16, i32, i64), plus the complex
+c64 of the FFT family (below); anything else is rejected at graph build
+time, so later layers (kernels, memory planning) never meet a surprise.
+bf16 is a storage type only: the weights of
 ``linear`` and ``matmul`` under ``precision="bf16"`` (the host's gemm reads
 them and accumulates in f32). Its numpy form is the raw bits as uint16
 (``to_bf16`` / ``from_bf16`` convert). ``DType.of`` does not accept it: only

@@ -15,6 +15,7 @@ from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops, every family)
 from rlx.ir.dtype import DType
 from rlx.ir.op import OpDef, TensorType, get_op
+from rlx.ir.ops.fft import check_complex_operands
 from rlx.ir.ops.quant import check_quantized_operands
 from rlx.ir.printer import format_graph
 from rlx.ir.shape import Shape
@@ -182,6 +183,7 @@ class Graph:
         """Run inference, adding the node (id, name, input types) to any error message."""
         try:
             check_quantized_operands(opdef.name, [x.type for x in inputs])
+            check_complex_operands(opdef.name, [x.type for x in inputs])
             ty = opdef.infer([x.type for x in inputs], attrs)
         except (ShapeError, DTypeError, GraphError) as e:
             where = f"node %{nid}" + (f" {name!r}" if name else "")
@@ -218,23 +220,26 @@ class Graph:
     def constant(self, value: Any, name: str | None = None, dtype: DType | str | None = None) -> Node:
         """A value baked into the graph.
 
-        Without ``dtype``, float64 values become f32 (there is no f64) and
-        other dtypes must be supported ones. The value is copied and frozen.
+        Without ``dtype``, float64 values become f32 (there is no f64),
+        complex128 c64, and other dtypes must be supported ones. The value
+        is copied and frozen.
         """
         arr = np.asarray(value)
         if dtype is None:
             if arr.dtype.kind == "f" and arr.dtype != np.float16:
                 dt = DType.of("f32")
+            elif arr.dtype.kind == "c":
+                dt = DType.of("c64")
             elif arr.dtype.kind in "iu" and arr.dtype not in (np.int32, np.int64):
                 dt = DType.of("i64")
             else:
                 dt = DType.of(arr.dtype)
         else:
             dt = DType.of(dtype)
-        if arr.dtype.kind not in "fiu":
+        if arr.dtype.kind not in ("fiuc" if dt.is_complex else "fiu"):
             raise DTypeError(f"constant {name or ''}: values of numpy dtype {arr.dtype} are not supported")
         conv = np.array(arr, dtype=dt.numpy, order="C", copy=True)
-        if not dt.is_float and not np.array_equal(conv, arr):
+        if not (dt.is_float or dt.is_complex) and not np.array_equal(conv, arr):
             raise DTypeError(f"constant {name or ''}: values do not fit in {dt} without change")
         conv.flags.writeable = False
         attrs: dict[str, Any] = {"value": conv}
@@ -388,6 +393,38 @@ class Graph:
         to each query's position. Returns [B, Tq, Hq, Dv]."""
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
         return self.op("attention", inputs, causal=causal, scale=scale, softcap=softcap, window=window, name=name)
+
+    # ---- the FFT family (rlx/ir/ops/fft.py): along the last axis, any leading batch ----
+
+    def fft(self, x: Node, norm: str | None = None, *, name: str | None = None) -> Node:
+        """DFT of c64 (or real f32) x [..., N] -> c64 [..., N]; norm as
+        numpy.fft ("backward" = None, "ortho", "forward")."""
+        return self.op("fft", (x,), norm=norm, name=name)
+
+    def ifft(self, x: Node, norm: str | None = None, *, name: str | None = None) -> Node:
+        """Inverse DFT of c64 (or real f32) x [..., N] -> c64 [..., N]."""
+        return self.op("ifft", (x,), norm=norm, name=name)
+
+    def rfft(self, x: Node, norm: str | None = None, *, name: str | None = None) -> Node:
+        """DFT of a real f32 x [..., N]: the c64 [..., N // 2 + 1] non-negative frequencies."""
+        return self.op("rfft", (x,), norm=norm, name=name)
+
+    def irfft(self, x: Node, n: int | None = None, norm: str | None = None, *, name: str | None = None) -> Node:
+        """The real f32 [..., n] signal of a c64 half spectrum x [..., M]
+        (numpy.fft.irfft; n defaults to 2 (M - 1))."""
+        return self.op("irfft", (x,), n=n, norm=norm, name=name)
+
+    def real(self, x: Node, *, name: str | None = None) -> Node:
+        """The real parts of c64 x, as an f32 view (no copy)."""
+        return self.op("real", (x,), name=name)
+
+    def imag(self, x: Node, *, name: str | None = None) -> Node:
+        """The imaginary parts of c64 x, as an f32 view (no copy)."""
+        return self.op("imag", (x,), name=name)
+
+    def complex(self, re: Node, im: Node, *, name: str | None = None) -> Node:
+        """c64 re + i im from two f32 tensors of one shape."""
+        return self.op("complex", (re, im), name=name)
 
     def set_outputs(self, mapping_or_None: Mapping[str, Node] | None = None, **named: Node) -> None:
         """Name the graph's outputs (replacing earlier ones), in the given order."""

@@ -50,7 +50,7 @@ class TensorType:
 
 
 InferFn = Callable[[list[TensorType], dict], TensorType]
-PRECISION_CLASSES = ("compute", "f32_under_auto", "fixed", "leaf")
+PRECISION_CLASSES = ("compute", "f32_under_auto", "f32", "fixed", "leaf")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ class OpDef:
     kernel, no bytes of its own) and ``precision``, what a mixed-precision
     policy may do with it (rlx/opt/precision.py): "compute" (it computes in
     the policy's float dtype), "f32_under_auto" (norms, softmax and
-    reductions, kept in f32 under "auto"), "fixed" (its dtype is not a
+    reductions, kept in f32 under "auto"), "f32" (kernels in f32 only, under
+    every policy: the FFT family; float inputs are cast to f32), "fixed" (its dtype is not a
     compute choice: views, copies, casts, argmax) or "leaf" (inputs, params,
     constants, whose storage the policy decides).
     """

@@ -8,6 +8,7 @@ from rlx.lowering import (  # noqa: F401  (each registers its family's lowerings
     attention,
     cast,
     elementwise,
+    fft,
     glu,
     leaves,
     linear,

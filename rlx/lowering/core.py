@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx.errors import UnsupportedOpError
-from rlx.ir.dtype import DType
+from rlx.ir.dtype import DType, f32
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import get_op
 from rlx.runtime import params as P
@@ -187,6 +187,10 @@ class Lowering:
 
     def emit_copy(self, label: str, src: View, dst: View) -> None:
         """dst = src elementwise through both views' strides (dtype may change)."""
+        if src.dtype.is_complex and dst.dtype.is_complex:
+            # c64 is (re, im) f32 pairs: the same copy over one more axis of two floats.
+            src, dst = (View(v.storage, f32, v.shape + (2,), tuple(2 * s for s in v.strides) + (1,), 2 * v.offset)
+                        for v in (src, dst))
         if len(src.shape) > P.MAX_DIMS:
             raise UnsupportedOpError(f"{label}: copies of more than {P.MAX_DIMS} dimensions")
         if not (src.dtype.is_float and dst.dtype.is_float):
@@ -274,9 +278,10 @@ _ANY_OP_KERNELS = ("copy",)
 
 
 def kernel_base(name: str) -> str:
-    """A kernel's base name: "softmax_masked_f32_f16" -> "softmax_masked"."""
+    """A kernel's base name: "softmax_masked_f32_f16" -> "softmax_masked",
+    "fft_stage_c64" -> "fft_stage" (the FFT kernels exist in c64 only)."""
     parts = name.split("_")
-    while parts and parts[-1] in ("f32", "f16"):
+    while parts and parts[-1] in ("f32", "f16", "c64"):
         parts.pop()
     return "_".join(parts)
 

@@ -18,7 +18,9 @@ compile time (no cast thunk), inputs are cast once where first needed, and
 outputs are cast back to the dtype the graph declared. A value is cast to a
 dtype at most once and reused by every consumer, and a cast of a cast back
 to the original dtype is the original value, so consecutive f16 ops never
-round-trip through f32. The report lists every cast kept, and why."""
+round-trip through f32. The report lists every cast kept, and why.
+Ops of precision class "f32" (the FFT family, whose kernels exist in f32
+only) compute in f32 under every policy, and c64 values are never cast."""
 
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
     def wants(node: Node) -> DType | None:
         """The float dtype this op should compute in (None: not our choice)."""
         kind = get_op(node.op).precision   # what the op declares (rlx/ir/op.py OpDef.precision)
+        if kind == "f32":   # f32 kernels only (the FFT family), whatever its output (c64 included)
+            return f32
         if kind in ("fixed", "leaf") or not node.dtype.is_float:
             return None
         if policy == "auto" and kind == "f32_under_auto":

@@ -269,7 +269,10 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
                                  "(stored as bf16)")
         return to_bf16(array)
     if array.dtype != spec.dtype.numpy:
-        if not (np.issubdtype(array.dtype, np.floating) and spec.dtype.is_float):
+        # Floats convert between float dtypes; a c64 param takes complex128 (or real) values too.
+        convertible = (np.issubdtype(array.dtype, np.floating) and (spec.dtype.is_float or spec.dtype.is_complex)
+                       or np.issubdtype(array.dtype, np.complexfloating) and spec.dtype.is_complex)
+        if not convertible:
             raise ParameterError(f"parameter '{spec.name}': dtype {array.dtype}, expected {spec.dtype.name}")
         array = array.astype(spec.dtype.numpy)
     return np.ascontiguousarray(array)
@@ -296,14 +299,14 @@ def convert_values(value: object, spec: IOSpec, error: type[Exception], what: st
     except (TypeError, ValueError, OverflowError) as exc:   # ragged lists, odd objects
         raise error(f"{label}: cannot convert {type(value).__name__} to {spec.dtype.name}: {exc}") from None
     kind = array.dtype.kind
-    accepted = "fiu" if spec.dtype.is_float else "iu"
+    accepted = "fiuc" if spec.dtype.is_complex else "fiu" if spec.dtype.is_float else "iu"
     if kind not in accepted:
-        wanted = "numbers" if spec.dtype.is_float else "integers"
+        wanted = "numbers" if spec.dtype.is_float or spec.dtype.is_complex else "integers"
         raise error(f"{label}: cannot convert {type(value).__name__} to {spec.dtype.name}: it holds "
                     f"{_kind_name(array.dtype)}, expected {wanted}")
     with np.errstate(over="ignore", invalid="ignore"):
         converted = array.astype(spec.dtype.numpy)
-    if spec.dtype.is_float:
+    if spec.dtype.is_float or spec.dtype.is_complex:
         changed = not np.isfinite(converted).all() and np.isfinite(array).all()
     else:
         changed = not np.array_equal(converted, array)

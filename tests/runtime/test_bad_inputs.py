@@ -158,7 +158,9 @@ def test_graph_builder_dtypes_attrs_and_types():
                constant_strings="g.constant(np.array(['a', 'b']))",
                constant_objects="g.constant(np.array([object()]))",
                constant_huge_int="g.constant([2**70])",
-               constant_complex="g.constant(np.array([1j]))",
+               # complex constants are c64 (the FFT family); not as a float dtype, nor in other ops
+               constant_complex_as_f32="g.constant(np.array([1j]), dtype='f32')",
+               add_complex="g.add(g.constant(np.array([1j])), g.constant(np.array([2j])))",
                constant_float_as_int="g.constant([1.5], dtype='i32')")
         + _cases("GraphError",
                  name_none="g.input(None, (2,))",

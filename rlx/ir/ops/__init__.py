@@ -17,6 +17,7 @@ from rlx.ir.ops import (
                         attention,
                         cast,
                         elementwise,
+                        fft,
                         glu,
                         leaves,
                         linear,
@@ -32,6 +33,6 @@ from rlx.ir.ops.linear import ACTIVATIONS
 from rlx.ir.ops.rope import ROPE_LAYOUTS, rope_inv_freq
 
 FAMILIES = {module.__name__.rsplit(".", 1)[1]: module.OPS for module in (
-    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state)}
+    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state, fft)}
 
 __all__ = ["ACTIVATIONS", "FAMILIES", "ROPE_LAYOUTS", "rope_inv_freq"]

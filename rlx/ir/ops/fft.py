@@ -91,9 +91,8 @@ def _infer_irfft(types: list[TensorType], attrs: dict) -> TensorType:
     n = attrs["n"]
     n = attrs["n"] = 2 * (m - 1) if n is None else _int("irfft", "n", n)
     if n < 1:
-        raise GraphError(f"irfft: the output length n must be >= 1, got {n}"
-                         + (" (the default 2 (M - 1) of a 1-bin spectrum; pass n)" if attrs["n"] == 0 and m == 1
-                            else ""))
+        raise GraphError(f"irfft: the output length n must be >= 1, got {n} (the default is 2 (M - 1), "
+                         f"M = {m})")
     return TensorType(tuple(x.shape[:-1]) + (n,), f32)
 
 

@@ -1,0 +1,240 @@
+"""Lowering of the FFT family (shaders/fft.h) and its params packer.
+
+Each transform of length N along the last axis becomes a chain of passes:
+- N a power of two <= SHARED_MAX: one fft_shared dispatch, a group per row
+  (the whole row in group memory);
+- N = 2^a 3^b 5^c otherwise (large powers of two included): one fft_stage
+  dispatch per Stockham pass over global memory, radices 4, 2, 3, 5;
+- any other N: Bluestein's chirp-z, a length-L power-of-two transform of
+  the chirped input, a pointwise product with the chirp's precomputed
+  spectrum, the inverse length-L transform, and the output chirp, folded
+  into the first and last pass of each inner transform (L >= 2N - 1).
+The first pass reads the op's input as it is (complex, real, or a half
+spectrum for irfft, through its strides), the last writes the op's output
+(the first N // 2 + 1 bins for rfft, the real parts for irfft, scaled for
+the norm); passes between ping-pong through two arena scratch buffers.
+rfft and irfft run a full-length complex transform of the real signal
+(simple, and the same path for every N; half-length packing would halve
+the work). Twiddle, chirp and spectrum tables are computed in float64 and
+rounded to f32 once per compile, as resident constants shared by every
+node of that length.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlx.ir.dtype import c64, f32
+from rlx.ir.graph import Node
+from rlx.lowering.core import Lowering, ResidentTensor, Work, lowers
+from rlx.runtime import params as P
+from rlx.runtime.views import RESIDENT, Storage, View
+
+SHARED_MAX = 4096            # RLX_FFT_SHARED_MAX in shaders/fft.h (two f32 arrays: 32 KB of group memory)
+RADICES = (4, 2, 3, 5)       # fft_stage's butterflies; 4 first: fewest passes for powers of two
+LOAD_COMPLEX, LOAD_REAL, LOAD_HALF_SPECTRUM = 0, 1, 2
+STORE_COMPLEX, STORE_REAL = 0, 1
+_INVERSE_OPS = ("ifft", "irfft")
+
+# Tables per compile: (kind, length, ...) -> resident view, so every node of
+# one length shares one table.
+_TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple, View]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One dispatch of a transform of length n: fft_shared (radix 0, span =
+    log2 n) or one fft_stage pass (radix, span = product of earlier radices)."""
+
+    n: int
+    radix: int
+    span: int
+    inverse: bool
+
+
+def factor(n: int) -> list[int] | None:
+    """n as radices of fft_stage (4s, then a 2, 3s, 5s), or None when n has
+    another prime factor (Bluestein)."""
+    out: list[int] = []
+    for r in RADICES:
+        while n % r == 0:
+            out.append(r)
+            n //= r
+    return out if n == 1 else None
+
+
+def transform_passes(n: int, inverse: bool) -> list[Pass]:
+    """The passes of one length-n transform whose length fft_stage or fft_shared covers."""
+    if n & (n - 1) == 0 and n <= SHARED_MAX:
+        return [Pass(n, 0, n.bit_length() - 1, inverse)]
+    radices = factor(n)
+    if radices is None:
+        raise ValueError(f"transform_passes: {n} is not 2^a 3^b 5^c")
+    passes, span = [], 1
+    for r in radices:
+        passes.append(Pass(n, r, span, inverse))
+        span *= r
+    return passes
+
+
+def bluestein_length(n: int) -> int:
+    """The power of two L >= 2n - 1 whose circular convolution is n's linear one."""
+    return 1 << (2 * n - 2).bit_length()
+
+
+def twiddles(n: int) -> np.ndarray:
+    """exp(-2 pi i m / n) for m < n, as f32 (re, im) pairs [n, 2]."""
+    w = np.exp(-2j * np.pi * (np.arange(n, dtype=np.float64) / n))
+    return np.stack([w.real, w.imag], axis=-1).astype(np.float32)
+
+
+def chirp(n: int, inverse: bool) -> np.ndarray:
+    """w[j] = exp(s pi i j^2 / n) (s = -1 forward, +1 inverse), j < n, with
+    j^2 reduced mod 2n in integers first so the angle stays exact; complex128."""
+    j = np.arange(n, dtype=np.int64)
+    sq = (j * j) % (2 * n)
+    return np.exp((1.0 if inverse else -1.0) * 1j * np.pi * sq / n)
+
+
+def bluestein_spectrum(n: int, length: int, inverse: bool) -> np.ndarray:
+    """FFT_L of the convolution kernel conj(w[|m|]) for |m| < n, wrapped
+    circularly, divided by L (the inner inverse transform's 1 / L); complex128."""
+    b = np.zeros(length, np.complex128)
+    wc = np.conj(chirp(n, inverse))
+    b[:n] = wc
+    if n > 1:
+        b[length - n + 1:] = wc[1:][::-1]
+    return np.fft.fft(b) / length
+
+
+def _pairs(z: np.ndarray) -> np.ndarray:
+    return np.stack([z.real, z.imag], axis=-1).astype(np.float32)
+
+
+def _table(lw: Lowering, key: tuple, make) -> View:
+    tables = _TABLES.setdefault(lw, {})
+    if key not in tables:
+        value = np.ascontiguousarray(make())
+        name = f"fft_{key[0]}({', '.join(str(k) for k in key[1:])})"
+        storage = lw.new_storage(f"constant:{name}", value.nbytes, RESIDENT)
+        lw.resident.append(ResidentTensor(storage, value, name))
+        tables[key] = View.dense(storage, f32, value.shape)
+    return tables[key]
+
+
+def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict) -> bytes:
+    """FftParams of shaders/fft.h (offsets, strides in floats)."""
+    fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
+              load["len"], load.get("herm_n", 0), load.get("avail", 0), int(load.get("pre") is not None),
+              store["mode"], store["offset"], store["row"], store["step"], store["count"],
+              int(store.get("post") is not None)]
+    return struct.pack("<19If4I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), 0, 0, 0, 0)
+
+
+def _scale(op: str, norm: str, n: int) -> float:
+    """numpy.fft's norm: "backward" scales the inverse by 1/n, "forward" the
+    forward transform, "ortho" both by 1/sqrt(n)."""
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    inverse = op in _INVERSE_OPS
+    return 1.0 / n if (norm == "backward") == inverse else 1.0
+
+
+def _source_rows(lw: Lowering, node: Node) -> tuple[View, int, int, int]:
+    """The input as rows of its last axis: (view, float offset, floats between
+    rows, floats between elements). Any last-axis stride is read in place
+    (a real(x) view has 2); leading dimensions must collapse into one row
+    stride, else a dense copy is read."""
+    view = lw.view(node)
+    lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
+    if not all(s0 == s1 * d1 for (_, s0), (d1, s1) in zip(lead, lead[1:])):
+        view = lw.dense(node)
+        lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
+    per = 2 if view.dtype.is_complex else 1      # floats per element
+    row = lead[-1][1] if lead else 0
+    return view, per * view.offset, per * row, per * view.strides[-1]
+
+
+@lowers("fft", "ifft", "rfft", "irfft", reads={0: "rows"}, kernels=("fft_shared", "fft_stage"))
+def _fft(lw: Lowering, node: Node) -> View:
+    op, x_node = node.op, node.inputs[0]
+    out = lw.new_value(node)
+    rows = int(np.prod(node.shape[:-1], dtype=np.int64))
+    n = node.shape[-1] if op != "rfft" else x_node.shape[-1]    # the transform's length
+    inverse = op in _INVERSE_OPS
+    if rows == 0:
+        return out
+    x, x_offset, x_row, x_step = _source_rows(lw, x_node)
+    load: dict = {"offset": x_offset, "row": x_row, "step": x_step, "len": n,
+                  "mode": LOAD_REAL if x.dtype == f32 else LOAD_COMPLEX}
+    if op == "irfft":
+        load.update(mode=LOAD_HALF_SPECTRUM, herm_n=n, avail=x_node.shape[-1])
+    count = out.shape[-1]
+    real_out = out.dtype != c64
+    store: dict = {"mode": STORE_REAL if real_out else STORE_COMPLEX, "offset": (1 if real_out else 2) * out.offset,
+                   "row": (1 if real_out else 2) * count, "step": 1 if real_out else 2, "count": count,
+                   "scale": _scale(op, node.attrs["norm"], n)}
+
+    spectrum: View | None = None
+    if factor(n) is not None:
+        length, chain = n, [transform_passes(n, inverse)]
+    else:
+        length = bluestein_length(n)
+        w = _table(lw, ("chirp", n, int(inverse)), lambda: _pairs(chirp(n, inverse)))
+        spectrum = _table(lw, ("bluestein", n, int(inverse)),
+                          lambda: _pairs(bluestein_spectrum(n, length, inverse)))
+        load["pre"] = w
+        store["post"] = w
+        chain = [transform_passes(length, False), transform_passes(length, True)]
+    tw = _table(lw, ("twiddles", length), lambda: twiddles(length))
+
+    # Ping-pong scratch for the passes between the first and the last (the
+    # memory plan keeps a storage live from the first thunk touching it to
+    # the last, so two buffers serve the whole chain).
+    total = sum(len(c) for c in chain)
+    scratch: list[Storage] = [lw.scratch(node, rows * length * c64.itemsize) for _ in range(min(total - 1, 2))]
+    plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
+    plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
+    src_view, step = x, 0
+    for ci, passes in enumerate(chain):
+        for pi, p in enumerate(passes):
+            first, last = step == 0, step == total - 1
+            p_load = load if first else plain_load
+            p_store = store if last else dict(plain_store)
+            if not last and pi == len(passes) - 1 and ci == 0 and len(chain) > 1:
+                p_store["post"] = spectrum       # Bluestein: the convolution's pointwise product
+            dst_view = out if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
+            pre, post = p_load.get("pre") or tw, p_store.get("post") or tw
+            kernel = "fft_shared_c64" if p.radix == 0 else "fft_stage_c64"
+            grid = (lw.target.row_grid(rows, max(p.n // 4, 1)) if p.radix == 0
+                    else lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True))
+            # Work("unary"): each pass streams its rows once, bandwidth-bound like a unary op.
+            lw.dispatch(f"{node!r} pass {step + 1}/{total}", kernel,
+                        [(src_view, "r"), (dst_view, "w"), (tw, "r"), (pre, "r"), (post, "r")],
+                        fft_params(node, p, rows, p_load, p_store), grid, Work("unary"))
+            src_view, step = dst_view, step + 1
+    return out
+
+
+@lowers("real", "imag", reads={0: "strided"})
+def _part(lw: Lowering, node: Node) -> View:
+    """The f32 parts of c64 storage: strides doubled, imag one float in."""
+    v = lw.view(node.inputs[0])
+    return View(v.storage, f32, v.shape, tuple(2 * s for s in v.strides), 2 * v.offset + (node.op == "imag"))
+
+
+@lowers("complex", kernels=("complex_pack",))
+def _complex(lw: Lowering, node: Node) -> View:
+    re, im = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
+    out = lw.new_value(node)
+    n = out.numel
+    if n:
+        params = struct.pack("<4I", *P.u32_fields(node, [n, re.offset, im.offset, 2 * out.offset]))
+        lw.dispatch(repr(node), "complex_pack_c64", [(re, "r"), (im, "r"), (out, "w")], params,
+                    lw.target.elementwise_grid(n), Work("elementwise"))
+    return out

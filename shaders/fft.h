@@ -1,0 +1,260 @@
+// FFT along the last axis (rlx/ir/ops/fft.py); rlx/lowering/fft.py picks
+// the algorithm per length N and chains these kernels:
+//
+//   fft_shared  one group per row, N a power of two <= RLX_FFT_SHARED_MAX:
+//               the row is read bit-reversed into group memory, then
+//               radix-4 passes (two radix-2 stages fused, half the
+//               barriers) and one radix-2 pass when log2 N is odd, in place.
+//   fft_stage   one Stockham pass of radix 2, 3, 4 or 5 over global memory
+//               (out of place, natural order in and out: no bit reversal):
+//               N = 2^a 3^b 5^c, and powers of two above the shared limit,
+//               run one dispatch per pass.
+//   Bluestein   any other N: the lowering chains a length-L transform
+//               (L a power of two >= 2N - 1), a pointwise product with a
+//               precomputed spectrum and the inverse transform, through the
+//               same two kernels' pre-/post-multiply tables.
+//   complex_pack  c64 from f32 real and imaginary parts (g.complex).
+//
+// Complex data are interleaved float pairs (numpy's complex64). Every
+// pass reads its input through the shared load helper (complex, real, or a
+// half spectrum extended by Hermitian symmetry, with zero padding past
+// src_len and an optional pre-multiply) and writes through the store helper
+// (the first dst_count outputs, complex or real part, post-multiply and
+// scale): the op's own input and output shapes are met in the first and
+// last pass, the passes between use the plain complex form. Twiddles come
+// from a table of exp(-2 pi i m / n), m < n, computed in float64 and
+// rounded at lowering time (Metal and CUDA would otherwise differ in
+// sin/cos accuracy, and the CPU's libm calls would not vectorize); the
+// inverse direction conjugates them.
+//
+// All cooperative loops stride by the group size and every group-memory
+// pass ends in a barrier, so the kernels are exact for any threads per
+// group, including the CPU's one.
+#define RLX_FFT_SHARED_MAX 4096u
+
+struct FftParams {
+    uint n;          // length of the transform these passes compute
+    uint rows;       // rows (the batch: every leading dimension)
+    uint radix;      // fft_stage: this pass's radix (2, 3, 4 or 5)
+    uint span;       // fft_stage: product of the earlier passes' radices; fft_shared: log2 n
+    uint inverse;    // 0: exp(-2 pi i jk / n); 1: exp(+2 pi i jk / n)
+    uint load_mode;  // 0 complex, 1 real, 2 half spectrum (Hermitian extension)
+    uint src_offset, src_row, src_step;   // floats: first element, between rows, between elements
+    uint src_len;    // the sequence's elements; the rest up to n read as zeros
+    uint herm_n;     // mode 2: length of the full spectrum
+    uint src_avail;  // mode 2: bins present in each row (fewer: zeros; more: unused)
+    uint pre_mul;    // multiply element i < src_len by pre[i] (complex)
+    uint store_mode; // 0 complex, 1 real part only
+    uint dst_offset, dst_row, dst_step;   // floats
+    uint dst_count;  // outputs k < dst_count of each row are stored
+    uint post_mul;   // multiply output k by post[k] (complex) before the scale
+    float scale;
+    uint pad0, pad1, pad2, pad3;
+};
+
+struct rlx_cf { float re, im; };
+// Up to one radix-5 butterfly's values, passed by value (Metal would need an
+// address space on a pointer to a thread-local array).
+struct rlx_fft5 { rlx_cf v[5]; };
+
+RLX_INLINE rlx_cf rlx_cf_make(float re, float im) {
+    rlx_cf c;
+    c.re = re;
+    c.im = im;
+    return c;
+}
+RLX_INLINE rlx_cf rlx_cf_add(rlx_cf a, rlx_cf b) { return rlx_cf_make(a.re + b.re, a.im + b.im); }
+RLX_INLINE rlx_cf rlx_cf_sub(rlx_cf a, rlx_cf b) { return rlx_cf_make(a.re - b.re, a.im - b.im); }
+RLX_INLINE rlx_cf rlx_cf_mul(rlx_cf a, rlx_cf b) {
+    return rlx_cf_make(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re);
+}
+RLX_INLINE rlx_cf rlx_cf_scale(rlx_cf a, float s) { return rlx_cf_make(a.re * s, a.im * s); }
+// i * s * a for s = +-1: a quarter turn, exact.
+RLX_INLINE rlx_cf rlx_cf_turn(rlx_cf a, float s) { return rlx_cf_make(-s * a.im, s * a.re); }
+
+RLX_INLINE rlx_cf rlx_fft_twiddle(RLX_DEVICE const float *tw, uint m, uint inverse) {
+    const float im = tw[2u * m + 1u];
+    return rlx_cf_make(tw[2u * m], inverse ? -im : im);
+}
+
+// Element i of row `row` of the sequence the pass transforms.
+RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
+                               uint row, uint i) {
+    if (i >= p->src_len) return rlx_cf_make(0.0f, 0.0f);
+    const uint64_t base = (uint64_t)p->src_offset + (uint64_t)row * p->src_row;
+    rlx_cf v = rlx_cf_make(0.0f, 0.0f);
+    if (p->load_mode == 1u) {
+        v.re = src[base + (uint64_t)i * p->src_step];
+    } else if (p->load_mode == 2u) {
+        // Y[i] = X[i] for i <= n/2, conj(X[n - i]) above; bins 0 and n/2
+        // (even n) are real by symmetry, so their imaginary parts are
+        // dropped, as numpy's irfft does.
+        const uint hn = p->herm_n;
+        const bool mirrored = i > hn / 2u;
+        const uint k = mirrored ? hn - i : i;
+        if (k < p->src_avail) {
+            const uint64_t at = base + (uint64_t)k * p->src_step;
+            const bool real_bin = k == 0u || 2u * k == hn;
+            const float im = src[at + 1u];
+            v = rlx_cf_make(src[at], real_bin ? 0.0f : (mirrored ? -im : im));
+        }
+    } else {
+        const uint64_t at = base + (uint64_t)i * p->src_step;
+        v = rlx_cf_make(src[at], src[at + 1u]);
+    }
+    if (p->pre_mul != 0u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));
+    return v;
+}
+
+// Output k of row `row`: kept only for k < dst_count.
+RLX_INLINE void rlx_fft_store(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
+                              uint row, uint k, rlx_cf v) {
+    if (k >= p->dst_count) return;
+    if (p->post_mul != 0u) v = rlx_cf_mul(v, rlx_cf_make(post[2u * k], post[2u * k + 1u]));
+    const uint64_t at = (uint64_t)p->dst_offset + (uint64_t)row * p->dst_row + (uint64_t)k * p->dst_step;
+    dst[at] = v.re * p->scale;
+    if (p->store_mode == 0u) dst[at + 1u] = v.im * p->scale;
+}
+
+// y_q = sum_r x_r exp(sg 2 pi i q r / radix), sg = -1 forward, +1 inverse.
+RLX_INLINE rlx_fft5 rlx_fft_dft(rlx_fft5 x, uint radix, uint inverse) {
+    const float sg = inverse ? 1.0f : -1.0f;
+    rlx_fft5 y = x;
+    if (radix == 2u) {
+        y.v[0] = rlx_cf_add(x.v[0], x.v[1]);
+        y.v[1] = rlx_cf_sub(x.v[0], x.v[1]);
+    } else if (radix == 4u) {
+        const rlx_cf a = rlx_cf_add(x.v[0], x.v[2]), b = rlx_cf_sub(x.v[0], x.v[2]);
+        const rlx_cf c = rlx_cf_add(x.v[1], x.v[3]), d = rlx_cf_turn(rlx_cf_sub(x.v[1], x.v[3]), sg);
+        y.v[0] = rlx_cf_add(a, c);
+        y.v[2] = rlx_cf_sub(a, c);
+        y.v[1] = rlx_cf_add(b, d);
+        y.v[3] = rlx_cf_sub(b, d);
+    } else if (radix == 3u) {
+        const rlx_cf t1 = rlx_cf_add(x.v[1], x.v[2]), t2 = rlx_cf_sub(x.v[1], x.v[2]);
+        const rlx_cf m = rlx_cf_add(x.v[0], rlx_cf_scale(t1, -0.5f));
+        const rlx_cf r = rlx_cf_turn(rlx_cf_scale(t2, 0.86602540378443865f), sg);   // i sg sin(2 pi / 3) t2
+        y.v[0] = rlx_cf_add(x.v[0], t1);
+        y.v[1] = rlx_cf_add(m, r);
+        y.v[2] = rlx_cf_sub(m, r);
+    } else {   // radix 5
+        const float c1 = 0.30901699437494742f, c2 = -0.80901699437494742f;   // cos(2 pi / 5), cos(4 pi / 5)
+        const float s1 = 0.95105651629515357f, s2 = 0.58778525229247313f;    // sin(2 pi / 5), sin(4 pi / 5)
+        const rlx_cf t1 = rlx_cf_add(x.v[1], x.v[4]), t2 = rlx_cf_add(x.v[2], x.v[3]);
+        const rlx_cf t3 = rlx_cf_sub(x.v[1], x.v[4]), t4 = rlx_cf_sub(x.v[2], x.v[3]);
+        const rlx_cf m1 = rlx_cf_add(x.v[0], rlx_cf_add(rlx_cf_scale(t1, c1), rlx_cf_scale(t2, c2)));
+        const rlx_cf m2 = rlx_cf_add(x.v[0], rlx_cf_add(rlx_cf_scale(t1, c2), rlx_cf_scale(t2, c1)));
+        const rlx_cf n1 = rlx_cf_turn(rlx_cf_add(rlx_cf_scale(t3, s1), rlx_cf_scale(t4, s2)), sg);
+        const rlx_cf n2 = rlx_cf_turn(rlx_cf_sub(rlx_cf_scale(t3, s2), rlx_cf_scale(t4, s1)), sg);
+        y.v[0] = rlx_cf_add(x.v[0], rlx_cf_add(t1, t2));
+        y.v[1] = rlx_cf_add(m1, n1);
+        y.v[4] = rlx_cf_sub(m1, n1);
+        y.v[2] = rlx_cf_add(m2, n2);
+        y.v[3] = rlx_cf_sub(m2, n2);
+    }
+    return y;
+}
+
+// The templates are for RLX_INSTANTIATE only: the FFT reads and writes f32
+// (c64 pairs) and has no f16 form (the precision pass keeps it in f32).
+template <typename T>
+RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
+                      RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
+                      RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, sre, RLX_FFT_SHARED_MAX);
+    RLX_SHARED(float, sim, RLX_FFT_SHARED_MAX);
+    const uint row = rlx_group_id.x;   // one group per row: uniform, so the return skips no barrier of others
+    if (row >= p->rows) return;
+    const uint n = p->n, bits = p->span, inv = p->inverse;
+    RLX_FOR_GROUP(i, n) {
+        const rlx_cf v = rlx_fft_load(src, pre, p, row, i);
+        uint r = 0u;
+        for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
+        sre[r] = v.re;
+        sim[r] = v.im;
+    }
+    rlx_barrier();
+    uint s = 0u;
+    // Radix-4 passes: stages s (blocks of 2h) and s + 1 (blocks of 4h) of
+    // the radix-2 DIT in registers, h = 2^s. W_M^k is tw[k n / M].
+    for (; s + 2u <= bits; s += 2u) {
+        const uint h = 1u << s, sa = n >> (s + 1u), sb = n >> (s + 2u);
+        RLX_FOR_GROUP(j, n >> 2u) {
+            const uint k = j & (h - 1u);
+            const uint i0 = ((j >> s) << (s + 2u)) + k, i1 = i0 + h, i2 = i1 + h, i3 = i2 + h;
+            const rlx_cf wa = rlx_fft_twiddle(tw, k * sa, inv), wb = rlx_fft_twiddle(tw, k * sb, inv);
+            // W_4h^(k+h) = W_4h^k * W_4^1: a quarter turn of wb.
+            const rlx_cf wc = rlx_cf_turn(wb, inv ? 1.0f : -1.0f);
+            const rlx_cf x0 = rlx_cf_make(sre[i0], sim[i0]), x2 = rlx_cf_make(sre[i2], sim[i2]);
+            const rlx_cf t1 = rlx_cf_mul(wa, rlx_cf_make(sre[i1], sim[i1]));
+            const rlx_cf t3 = rlx_cf_mul(wa, rlx_cf_make(sre[i3], sim[i3]));
+            const rlx_cf a0 = rlx_cf_add(x0, t1), a1 = rlx_cf_sub(x0, t1);
+            const rlx_cf a2 = rlx_cf_add(x2, t3), a3 = rlx_cf_sub(x2, t3);
+            const rlx_cf u2 = rlx_cf_mul(wb, a2), u3 = rlx_cf_mul(wc, a3);
+            const rlx_cf y0 = rlx_cf_add(a0, u2), y2 = rlx_cf_sub(a0, u2);
+            const rlx_cf y1 = rlx_cf_add(a1, u3), y3 = rlx_cf_sub(a1, u3);
+            sre[i0] = y0.re; sim[i0] = y0.im;
+            sre[i1] = y1.re; sim[i1] = y1.im;
+            sre[i2] = y2.re; sim[i2] = y2.im;
+            sre[i3] = y3.re; sim[i3] = y3.im;
+        }
+        rlx_barrier();
+    }
+    if (s < bits) {   // log2 n odd: the last stage alone, blocks of n
+        const uint h = 1u << s, sa = n >> (s + 1u);
+        RLX_FOR_GROUP(j, n >> 1u) {
+            const uint k = j & (h - 1u);
+            const uint i0 = ((j >> s) << (s + 1u)) + k, i1 = i0 + h;
+            const rlx_cf x0 = rlx_cf_make(sre[i0], sim[i0]);
+            const rlx_cf t = rlx_cf_mul(rlx_fft_twiddle(tw, k * sa, inv), rlx_cf_make(sre[i1], sim[i1]));
+            const rlx_cf y0 = rlx_cf_add(x0, t), y1 = rlx_cf_sub(x0, t);
+            sre[i0] = y0.re; sim[i0] = y0.im;
+            sre[i1] = y1.re; sim[i1] = y1.im;
+        }
+        rlx_barrier();
+    }
+    RLX_FOR_GROUP(k, n) rlx_fft_store(dst, post, p, row, k, rlx_cf_make(sre[k], sim[k]));
+}
+RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
+
+// One Stockham pass (radix R, span P = product of the earlier radices):
+// butterfly j of a row reads elements j + r n / R, twiddles them by
+// W_{PR}^{r k} (k = j mod P), and writes output q to (j - k) R + k + q P.
+// After the last pass the row is the transform in natural order.
+template <typename T>
+RLX_KERNEL fft_stage(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
+                     RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
+                     RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
+    const uint n = p->n, radix = p->radix, span = p->span, inv = p->inverse;
+    const uint m = n / radix, tstride = n / (span * radix);
+    RLX_FOR_RANGE(t, (uint64_t)p->rows * m) {
+        const uint row = (uint)(t / m), j = (uint)(t % m);
+        const uint k = j % span;
+        rlx_fft5 x;
+        for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
+        for (uint r = 0u; r < radix; ++r) {
+            rlx_cf v = rlx_fft_load(src, pre, p, row, j + r * m);
+            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+            x.v[r] = v;
+        }
+        const rlx_fft5 y = rlx_fft_dft(x, radix, inv);
+        const uint out0 = (j - k) * radix + k;
+        for (uint q = 0u; q < radix; ++q) rlx_fft_store(dst, post, p, row, out0 + q * span, y.v[q]);
+    }
+}
+RLX_INSTANTIATE(fft_stage, float, fft_stage_c64)
+
+struct ComplexPackParams {
+    uint n, re_offset, im_offset, dst_offset;
+};
+
+// dst[i] = re[i] + i im[i] (dst in float pairs; offsets in floats).
+template <typename T>
+RLX_KERNEL complex_pack(RLX_BUF(RLX_DEVICE const T *, re, 0), RLX_BUF(RLX_DEVICE const T *, im, 1),
+                        RLX_BUF(RLX_DEVICE T *, dst, 2), RLX_PARAMS(ComplexPackParams, p, 3) RLX_IDS) {
+    RLX_FOR_RANGE(i, p->n) {
+        dst[p->dst_offset + 2u * i] = re[p->re_offset + i];
+        dst[p->dst_offset + 2u * i + 1u] = im[p->im_offset + i];
+    }
+}
+RLX_INSTANTIATE(complex_pack, float, complex_pack_c64)

@@ -1,0 +1,242 @@
+"""FFT family (fft, ifft, rfft, irfft, real, imag, complex) and the c64
+dtype: every length runs (powers of two in one group, 2^a 3^b 5^c by
+Stockham passes, anything else by Bluestein), checked against numpy.fft in
+float64 for each norm mode, with round trips, strided inputs, precision
+policies and the error cases. Runs on --rlx-device like the other op suites.
+
+Tolerance: per row, max |got - want| <= 1e-5 * log2(max(N, 2)) * |x|_2 *
+s, where |x|_2 is the input row's norm and s the transform's scale (1,
+1/sqrt N or 1/N for the norm mode and direction): an FFT's error grows
+with log N, and each output is at most |x|_2 sqrt(N) unscaled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.ir.dtype import c64
+from rlx.reference import run_reference
+
+from .helpers import kernels_of
+
+NORMS = ["backward", "ortho", "forward"]
+SMALL = [1, 2, 3, 5, 7, 8, 16, 100, 128, 400, 512, 1000, 1024, 4096]
+LARGE = [4097, 8192, 65536]
+# Batch 37 only where the group-memory and short pass chains run; the large
+# sizes (multi-pass and Bluestein over global memory) run one or two rows.
+CASES = [(n, b) for n in SMALL for b in (1, 37)] + [(4097, 1), (4097, 2), (8192, 1), (8192, 3), (65536, 1)]
+
+
+def _scale(norm: str, n: int, inverse: bool) -> float:
+    if norm == "ortho":
+        return 1 / math.sqrt(n)
+    return 1 / n if (norm == "backward") == inverse else 1.0
+
+
+def _assert_close(got, want, x_norm, n, scale, what):
+    """got, want [..., K]; x_norm [...]: the input rows' 2-norms."""
+    assert got.shape == want.shape, what
+    err = np.abs(got.astype(np.complex128) - want).reshape(len(x_norm), -1).max(axis=-1)
+    bound = 1e-5 * math.log2(max(n, 2)) * x_norm * scale
+    worst = int(np.argmax(err / np.maximum(bound, 1e-300)))
+    assert (err <= bound).all(), f"{what}: row {worst} error {err[worst]:.3g} > bound {bound[worst]:.3g}"
+
+
+def _cdata(rng, shape):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("n, batch", CASES, ids=[f"N{n}-B{b}" for n, b in CASES])
+def test_transforms_match_numpy(n, batch, norm, rng):
+    """fft, ifft (c64 and promoted f32), rfft and irfft of one length in one
+    graph, plus the two round trips, against numpy.fft in float64."""
+    m = n // 2 + 1
+    g = rlx.Graph()
+    x = g.input("x", (batch, n), "c64")
+    r = g.input("r", (batch, n), "f32")
+    h = g.input("h", (batch, m), "c64")
+    g.set_outputs(fft=g.fft(x, norm), ifft=g.ifft(x, norm), fft_real=g.fft(r, norm), rfft=g.rfft(r, norm),
+                  irfft=g.irfft(h, n, norm), round_c=g.ifft(g.fft(x, norm), norm),
+                  round_r=g.irfft(g.rfft(r, norm), n, norm))
+    xv, rv, hv = _cdata(rng, (batch, n)), rng.standard_normal((batch, n)).astype(np.float32), _cdata(rng, (batch, m))
+    got = rlx.compile(g).run(x=xv, r=rv, h=hv)
+    x64, r64, h64 = xv.astype(np.complex128), rv.astype(np.float64), hv.astype(np.complex128)
+    xn, rn = np.linalg.norm(x64, axis=-1), np.linalg.norm(r64, axis=-1)
+    hn = math.sqrt(2) * np.linalg.norm(h64, axis=-1)    # the full Hermitian spectrum's norm, at most
+    fwd, inv = _scale(norm, n, False), _scale(norm, n, True)
+    assert got["fft"].dtype == np.complex64 and got["rfft"].shape == (batch, m)
+    assert got["irfft"].dtype == np.float32 and got["irfft"].shape == (batch, n)
+    _assert_close(got["fft"], np.fft.fft(x64, norm=norm), xn, n, fwd, "fft")
+    _assert_close(got["ifft"], np.fft.ifft(x64, norm=norm), xn, n, inv, "ifft")
+    _assert_close(got["fft_real"], np.fft.fft(r64, norm=norm), rn, n, fwd, "fft of f32")
+    _assert_close(got["rfft"], np.fft.rfft(r64, norm=norm), rn, n, fwd, "rfft")
+    _assert_close(got["irfft"], np.fft.irfft(h64, n, norm=norm), hn, n, inv, "irfft")
+    _assert_close(got["round_c"], x64, xn, n, 2.0, "ifft(fft(x))")
+    _assert_close(got["round_r"], r64, rn, n, 2.0, "irfft(rfft(x))")
+
+
+@pytest.mark.parametrize("n", [6, 9, 15, 27, 45, 360, 1536, 2187, 3125, 6000, 11, 13, 97, 2047, 2049, 12289])
+def test_more_radix_mixes_and_bluestein_lengths(n, rng):
+    """Radix-3 and radix-5 passes in every position, and Bluestein over
+    both inner paths (L <= 4096 in group memory, larger by passes)."""
+    g = rlx.Graph()
+    x = g.input("x", (3, n), "c64")
+    r = g.input("r", (3, n), "f32")
+    g.set_outputs(f=g.fft(x, "ortho"), i=g.ifft(x), rt=g.irfft(g.rfft(r), n))
+    xv, rv = _cdata(rng, (3, n)), rng.standard_normal((3, n)).astype(np.float32)
+    got = rlx.compile(g).run(x=xv, r=rv)
+    x64 = xv.astype(np.complex128)
+    xn, rn = np.linalg.norm(x64, axis=-1), np.linalg.norm(rv.astype(np.float64), axis=-1)
+    _assert_close(got["f"], np.fft.fft(x64, norm="ortho"), xn, n, 1 / math.sqrt(n), "fft")
+    _assert_close(got["i"], np.fft.ifft(x64), xn, n, 1 / n, "ifft")
+    _assert_close(got["rt"], rv.astype(np.float64), rn, n, 2.0, "irfft(rfft(x))")
+
+
+@pytest.mark.parametrize("n, m", [(8, 3), (8, 9), (9, 5), (7, 2), (1, 1), (6, 4), (4097, 2049)])
+def test_irfft_follows_numpy_for_any_spectrum_length(n, m, rng):
+    """Spectra shorter than n // 2 + 1 are zero-padded, longer ones cut; the
+    imaginary parts of bin 0 and (even n) bin n / 2 are ignored."""
+    g = rlx.Graph()
+    g.set_outputs(y=g.irfft(g.input("h", (3, m), "c64"), n))
+    hv = _cdata(rng, (3, m))
+    got = rlx.compile(g).run(h=hv)["y"]
+    want = np.fft.irfft(hv.astype(np.complex128), n)
+    _assert_close(got, want, math.sqrt(2) * np.linalg.norm(hv, axis=-1), n, 1 / n, "irfft")
+
+
+def test_irfft_default_length_is_numpys():
+    g = rlx.Graph()
+    assert tuple(g.irfft(g.input("h", (2, 5), "c64")).shape) == (2, 8)
+
+
+def test_algorithm_per_length():
+    """One group-memory dispatch for powers of two up to 4096, a Stockham
+    pass per radix for 2^a 3^b 5^c and large powers of two, and Bluestein
+    (two inner transforms) for the rest."""
+    def kernels(n):
+        g = rlx.Graph()
+        g.set_outputs(y=g.fft(g.input("x", (2, n), "c64")))
+        return kernels_of(rlx.compile(g))
+
+    assert kernels(1024) == ["fft_shared_c64"]
+    assert kernels(100) == ["fft_stage_c64"] * 3            # radices 4, 5, 5
+    assert kernels(8192) == ["fft_stage_c64"] * 7           # 4^6 * 2
+    assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
+    assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
+
+
+def test_batch_dims_strided_inputs_and_parts(rng):
+    """Leading batch dims of any rank; a real(x) view (stride 2) and a
+    transposed input are read in place; complex(real(x), imag(x)) is x."""
+    b0, b1, n = 2, 3, 12
+    g = rlx.Graph()
+    x = g.input("x", (b0, b1, n), "c64")
+    t = g.input("t", (n, 5), "f32")            # transposed: rows of stride 1, elements of stride 5
+    w = g.input("w", (3, n, 2), "f32")         # transpose(2, 0, 1): leading dims do not collapse -> a copy
+    g.set_outputs(a=g.rfft(g.real(x)), b=g.fft(g.imag(x), "ortho"), c=g.rfft(g.transpose(t, (1, 0))),
+                  d=g.fft(g.transpose(w, (2, 0, 1))), e=g.complex(g.real(x), g.imag(x)),
+                  re=g.real(g.fft(x)), im=g.imag(x))
+    xv, tv, wv = _cdata(rng, (b0, b1, n)), rng.standard_normal((n, 5)).astype(np.float32), \
+        rng.standard_normal((3, n, 2)).astype(np.float32)
+    exe = rlx.compile(g)
+    got = exe.run(x=xv, t=tv, w=wv)
+    bound = dict(rtol=1e-5, atol=1e-5 * math.log2(n) * 8)
+    np.testing.assert_allclose(got["a"], np.fft.rfft(xv.real.astype(np.float64)), **bound)
+    np.testing.assert_allclose(got["b"], np.fft.fft(xv.imag.astype(np.float64), norm="ortho"), **bound)
+    np.testing.assert_allclose(got["c"], np.fft.rfft(tv.T.astype(np.float64)), **bound)
+    np.testing.assert_allclose(got["d"], np.fft.fft(wv.transpose(2, 0, 1).astype(np.float64)), **bound)
+    np.testing.assert_array_equal(got["e"], xv)
+    np.testing.assert_allclose(got["re"], np.fft.fft(xv.astype(np.complex128)).real, **bound)
+    np.testing.assert_array_equal(got["im"], xv.imag)
+    assert got["re"].dtype == np.float32
+    # real / imag are views (no kernel of their own) and the transposed t and the
+    # real(x) / imag(x) rows are read in place: the copies are d's input (its
+    # leading dims do not collapse), complex's two dense parts, and the outputs
+    # re and im (outputs are copied out densely).
+    assert kernels_of(exe).count("copy_f32_f32") == 5
+    ref = run_reference(g, {"x": xv, "t": tv, "w": wv})
+    np.testing.assert_allclose(ref["a"], got["a"], **bound)
+
+
+def test_empty_batch_and_c64_params_constants_and_lists(rng):
+    g = rlx.Graph()
+    g.set_outputs(y=g.rfft(g.input("x", (0, 8))))
+    assert rlx.compile(g).run(x=np.zeros((0, 8), np.float32))["y"].shape == (0, 5)
+
+    g = rlx.Graph()
+    p = g.param("p", (2, 6), "c64")
+    k = g.constant(np.arange(6) * (1 + 2j))      # complex128 -> c64
+    assert k.dtype is c64
+    x = g.input("x", (2, 6), "c64")
+    g.set_outputs(p=p, y=g.fft(x), k=g.ifft(k))
+    pv = _cdata(rng, (2, 6)).astype(np.complex128)           # converted to c64 when bound
+    exe = rlx.compile(g, params={"p": pv})
+    got = exe.run(x=[[1, 2j, 3, 4, 5, 6 - 1j]] * 2)          # a list of complex numbers
+    np.testing.assert_array_equal(got["p"], pv.astype(np.complex64))
+    np.testing.assert_allclose(got["y"][0], np.fft.fft([1, 2j, 3, 4, 5, 6 - 1j]), atol=1e-5)
+    np.testing.assert_allclose(got["k"], np.fft.ifft(np.arange(6) * (1 + 2j)), atol=1e-5)
+    with pytest.raises(rlx.errors.InputError, match="dtype"):
+        exe.run(x=np.zeros((2, 6), np.float32))
+
+
+@pytest.mark.parametrize("policy", ["f16", "auto"])
+def test_precision_policies_keep_the_fft_in_f32(policy, rng):
+    """Under f16 policies the FFT ops compute in f32 (a real input from an
+    f16 op is cast back) and no c64 value is cast."""
+    g = rlx.Graph()
+    x = g.input("x", (4, 64))
+    y = g.scale_shift(x, 2.0, 0.5)          # computes in f16 under the policy
+    spec = g.rfft(y)
+    g.set_outputs(spec=spec, back=g.mul(g.irfft(spec, 64), x))
+    exe = rlx.compile(g, precision=policy)
+    xv = rng.standard_normal((4, 64)).astype(np.float32)
+    got = exe.run(x=xv)
+    y64 = (2 * xv.astype(np.float64) + 0.5)
+    np.testing.assert_allclose(got["spec"], np.fft.rfft(y64), atol=0.05)
+    np.testing.assert_allclose(got["back"], y64 * xv, atol=0.05)
+    assert got["spec"].dtype == np.complex64
+
+
+def test_errors():
+    g = rlx.Graph()
+    x = g.input("x", (2, 8), "c64")
+    r = g.input("r", (2, 8))
+    h16 = g.input("h16", (2, 8), "f16")
+    with pytest.raises(DTypeError, match="fft: input must be c64"):
+        g.fft(h16)
+    with pytest.raises(DTypeError, match="rfft: input must be a real f32"):
+        g.rfft(x)
+    with pytest.raises(DTypeError, match="irfft: input must be a c64"):
+        g.irfft(r, 8)
+    with pytest.raises(DTypeError, match="only the FFT family"):
+        g.add(x, x)
+    with pytest.raises(DTypeError, match="only the FFT family"):
+        g.softmax(x)
+    with pytest.raises(DTypeError):
+        g.cast(r, "c64")
+    with pytest.raises(DTypeError, match="real: input must be c64"):
+        g.real(r)
+    with pytest.raises(DTypeError, match="must be f32"):
+        g.complex(h16, h16)
+    with pytest.raises(ShapeError, match="one shape"):
+        g.complex(r, g.input("r3", (2, 3)))
+    with pytest.raises(DTypeError):
+        g.state("s", (4, 8), "c64")
+    for bad_n in (0, -4, 2.5, True):
+        with pytest.raises(GraphError, match="n"):
+            g.irfft(x, bad_n)
+    with pytest.raises(GraphError, match="n must be >= 1"):
+        g.irfft(g.input("one", (3, 1), "c64"))     # default 2 (M - 1) = 0
+    for bad_norm in ("Ortho", "none", 1):
+        with pytest.raises(GraphError, match="norm must be one of"):
+            g.fft(x, bad_norm)
+    with pytest.raises(ShapeError, match="empty"):
+        g.fft(g.input("e", (3, 0), "c64"))
+    with pytest.raises(ShapeError, match="scalar"):
+        g.rfft(g.input("s0", ()))
