@@ -1,0 +1,78 @@
+"""FFT on the CPU (shaders/fft.h, issue 19): a batched complex transform at
+N = 256, 1024, 4096 and 65536 and a batched rfft at N = 400 (Whisper's
+25 ms frames at 16 kHz), rlx against scipy.fft (the same worker count as
+rlx's threads) and numpy.fft in the same run. Each case transforms about
+the same number of points (BATCH_POINTS) so the times compare across N.
+The issue's target: rlx <= 1.0x scipy's time at N <= 4096.
+
+rlx is timed through Executable.run, so its time includes copying the
+input in and the output out, which the numpy-level peers do not pay
+twice; the ratio is the user-visible one.
+
+Run: python -m pytest benchmarks/test_fft_bench.py --benchmark-enable
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import rlx
+
+scipy_fft = pytest.importorskip("scipy.fft")
+
+BATCH_POINTS = 1 << 18
+COMPLEX_SIZES = [256, 1024, 4096, 65536]
+REAL_SIZES = [400]
+
+
+def _threads() -> int:
+    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
+
+
+def _signal(op: str, n: int) -> np.ndarray:
+    rng = np.random.default_rng(n)
+    batch = max(1, BATCH_POINTS // n)
+    x = rng.standard_normal((batch, n)).astype(np.float32)
+    if op == "fft":
+        return (x + 1j * rng.standard_normal((batch, n)).astype(np.float32)).astype(np.complex64)
+    return x
+
+
+def _rlx(op: str, x: np.ndarray):
+    g = rlx.Graph()
+    node = g.input("x", x.shape, "c64" if op == "fft" else "f32")
+    g.set_outputs(y=getattr(g, op)(node))
+    exe = rlx.compile(g)
+    want = getattr(np.fft, op)(x.astype(np.complex128 if op == "fft" else np.float64))
+    got = exe.run(x=x)["y"]
+    scale = np.abs(want).max()
+    assert np.abs(got - want).max() <= 1e-5 * np.log2(x.shape[-1]) * scale   # what is timed is right
+    return lambda: exe.run(x=x)
+
+
+CASES = [("fft", n) for n in COMPLEX_SIZES] + [("rfft", n) for n in REAL_SIZES]
+
+
+@pytest.mark.parametrize("op, n", CASES, ids=[f"{op}-{n}" for op, n in CASES])
+def test_rlx(benchmark, record, op, n):
+    x = _signal(op, n)
+    benchmark(_rlx(op, x))
+    record(f"{op} N={n} x{x.shape[0]}", "rlx", benchmark)
+
+
+@pytest.mark.parametrize("op, n", CASES, ids=[f"{op}-{n}" for op, n in CASES])
+def test_scipy(benchmark, record, op, n):
+    x = _signal(op, n)
+    workers = _threads()
+    benchmark(getattr(scipy_fft, op), x, workers=workers)
+    record(f"{op} N={n} x{x.shape[0]}", "scipy.fft", benchmark)
+
+
+@pytest.mark.parametrize("op, n", CASES, ids=[f"{op}-{n}" for op, n in CASES])
+def test_numpy(benchmark, record, op, n):
+    x = _signal(op, n)
+    benchmark(getattr(np.fft, op), x)
+    record(f"{op} N={n} x{x.shape[0]}", "numpy.fft", benchmark)
