@@ -1,5 +1,5 @@
 // The elementwise family: binary ops with broadcasting (add, sub, mul, div,
-// maximum, minimum) and unary ops (activations, tanh, exp, neg, sqrt, rsqrt,
+// maximum, minimum) and unary ops (activations, tanh, exp, log, neg, sqrt, rsqrt,
 // scale_shift).
 
 // Binary elementwise ops with broadcasting through strides.
@@ -97,6 +97,7 @@ RLX_KERNEL unary(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y,
         case 6u: RLX_UNARY_LOOP(-v);
         case 7u: RLX_UNARY_LOOP(rlx_sqrt(v));
         case 8u: RLX_UNARY_LOOP(rlx_rsqrt(v));
+        case 10u: RLX_UNARY_LOOP(rlx_log(v));
         default: RLX_UNARY_LOOP(v * scale + shift);
     }
 }

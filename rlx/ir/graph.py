@@ -281,6 +281,13 @@ class Graph:
     def narrow(self, x: Node, axis: int, start: int, length: int, *, name: str | None = None) -> Node:
         return self.op("narrow", (x,), axis=axis, start=start, length=length, name=name)
 
+    def frames(self, x: Node, frame_length: int, hop: int, *, name: str | None = None) -> Node:
+        """Overlapping frames of the last axis, as a strided view (no copy):
+        [..., L] -> [..., 1 + (L - frame_length) // hop, frame_length], frame
+        f = x[..., f * hop : f * hop + frame_length] (librosa.util.frame's
+        frames, with the frame axis before the sample axis)."""
+        return self.op("frames", (x,), frame_length=frame_length, hop=hop, name=name)
+
     def copy(self, x: Node, *, name: str | None = None) -> Node:
         return self.op("copy", (x,), name=name)
 
@@ -301,6 +308,10 @@ class Graph:
 
     def exp(self, x: Node, *, name: str | None = None) -> Node:
         return self.op("exp", (x,), name=name)
+
+    def log(self, x: Node, *, name: str | None = None) -> Node:
+        """Natural logarithm (log 0 = -inf, log of a negative x = NaN)."""
+        return self.op("log", (x,), name=name)
 
     def neg(self, x: Node, *, name: str | None = None) -> Node:
         return self.op("neg", (x,), name=name)

@@ -22,7 +22,7 @@ def binary_params(n: int, op: int, contiguous: bool, a_offset: int, b_offset: in
 # Op codes of shaders/elementwise.h and the activation codes of
 # shaders/prelude/common.h.
 UNARY_OPS = {"gelu": 0, "gelu_tanh": 1, "silu": 2, "relu": 3, "tanh": 4, "exp": 5, "neg": 6, "sqrt": 7,
-             "rsqrt": 8, "scale_shift": 9}
+             "rsqrt": 8, "scale_shift": 9, "log": 10}
 
 
 BINARY_OPS = {"add": 0, "mul": 1, "sub": 2, "div": 3, "maximum": 4, "minimum": 5}
@@ -55,7 +55,7 @@ def _binary(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("gelu", "silu", "relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift", kernels=("unary",))
+@lowers("gelu", "silu", "relu", "tanh", "exp", "log", "neg", "sqrt", "rsqrt", "scale_shift", kernels=("unary",))
 def _unary(lw: Lowering, node: Node) -> View:
     name = "gelu_tanh" if node.op == "gelu" and node.attrs.get("approximate") == "tanh" else node.op
     x = lw.dense(node.inputs[0])

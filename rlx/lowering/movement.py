@@ -36,6 +36,13 @@ def _narrow(lw: Lowering, node: Node) -> View:
     return lw.view(node.inputs[0]).narrow(axis, node.attrs["start"], node.attrs["length"])
 
 
+@lowers("frames")
+def _frames(lw: Lowering, node: Node) -> View:
+    """Frames as strides over the input: the frame axis steps hop samples,
+    so frames overlap when hop < frame_length (readers only read them)."""
+    return lw.view(node.inputs[0]).frames(node.attrs["frame_length"], node.attrs["hop"])
+
+
 @lowers("copy")
 def _copy(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)

@@ -187,8 +187,12 @@ def _no_copy(node: Node, view: View, consumers: dict[Node, list[Node]], outputs:
                     return f"{user.op} %{user.id} cannot view it without a copy"
             elif user.op == "transpose":
                 nxt = view.transpose(tuple(a["perm"]))
-            else:
+            elif user.op == "narrow":
                 nxt = view.narrow(a["axis"], a["start"], a["length"])
+            elif user.op == "frames":
+                nxt = view.frames(a["frame_length"], a["hop"])
+            else:
+                return f"{user.op} %{user.id} is a view this pass does not follow"
             why = _no_copy(user, nxt, consumers, outputs)
             if why:
                 return why

@@ -50,10 +50,16 @@ ACTIVATION_REFS: dict[str | None, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
+def _log(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):   # log 0 = -inf, log(x < 0) = NaN, as the kernel
+        return np.log(x)
+
+
 for _name, _fn in {
     "relu": lambda x: np.maximum(x, np.float32(0)),
     "tanh": np.tanh,
     "exp": np.exp,
+    "log": lambda x: _log(x),
     "neg": np.negative,
     "sqrt": np.sqrt,
     "rsqrt": lambda x: np.float32(1) / np.sqrt(x),

@@ -37,6 +37,13 @@ def _narrow(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return x[tuple(index)]
 
 
+@reference_for("frames")
+def _frames(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x = np.asarray(xs[0])
+    windows = np.lib.stride_tricks.sliding_window_view(x, attrs["frame_length"], axis=-1)
+    return windows[..., ::attrs["hop"], :]
+
+
 @reference_for("copy")
 def _copy(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return np.array(xs[0], order="C", copy=True)

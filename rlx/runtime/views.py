@@ -129,6 +129,15 @@ class View:
         return View(self.storage, self.dtype, tuple(shape), self.strides,
                     self.offset + start * self.strides[axis])
 
+    def frames(self, frame_length: int, hop: int) -> View:
+        """Overlapping frames of the last axis (the ``frames`` op): [..., L]
+        -> [..., 1 + (L - frame_length) // hop, frame_length], the frame axis
+        stepping hop elements of the last axis."""
+        step = self.strides[-1]
+        count = 1 + (self.shape[-1] - frame_length) // hop
+        return View(self.storage, self.dtype, self.shape[:-1] + (count, frame_length),
+                    self.strides[:-1] + (hop * step, step), self.offset)
+
     def broadcast_to(self, shape: tuple[int, ...]) -> View:
         """Numpy broadcasting as stride 0 on the new and size-1 dimensions."""
         pad = len(shape) - len(self.shape)

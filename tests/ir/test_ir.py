@@ -119,7 +119,8 @@ def test_registry():
     names = set(all_ops())
     assert {"input", "param", "constant", "add", "mul", "gelu", "silu", "softmax", "layernorm", "gather",
             "matmul", "reshape", "transpose", "narrow", "copy", "cast"} <= names
-    assert {n for n, d in all_ops().items() if d.is_view} == {"reshape", "transpose", "narrow", "real", "imag"}
+    assert {n for n, d in all_ops().items() if d.is_view} == {"reshape", "transpose", "narrow", "frames", "real",
+                                                                  "imag"}
     assert get_op("add").arity == 2 and get_op("layernorm").arity == 3 and get_op("input").arity == 0
     assert get_op("gelu").doc
     with pytest.raises(UnsupportedOpError, match=r"'frobnicate'.*matmul"):

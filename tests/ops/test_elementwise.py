@@ -100,13 +100,13 @@ def test_unary_gelu_silu(rng, kind, n, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", WIDE_SIZES)
-@pytest.mark.parametrize("op", ["relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "scale_shift"])
+@pytest.mark.parametrize("op", ["relu", "tanh", "exp", "log", "neg", "sqrt", "rsqrt", "scale_shift"])
 def test_unary(rng, op, n, dtype):
     g = rlx.Graph()
     x = g.input("x", (n,), dtype)
     y = g.scale_shift(x, 1.5, -0.25) if op == "scale_shift" else getattr(g, op)(x)
     g.set_outputs(y=y)
-    positive = op in ("sqrt", "rsqrt")
+    positive = op in ("sqrt", "rsqrt", "log")
     data = _rand(rng, n, dtype, 2.0)
     if positive:
         data = (np.abs(data) + 0.1).astype(data.dtype)
@@ -146,6 +146,16 @@ def test_unary_at_infinities(op, dtype):
     x = g.input("x", (4,), dtype)
     g.set_outputs(y=g.gelu(x, "tanh") if op == "gelu_tanh" else getattr(g, op)(x))
     _check(g, {"x": np.array([INF, -INF, NAN, 0.5], _np_dtype(dtype))}, None, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_log_at_its_edges(dtype):
+    """log 0 = -inf, log(x < 0) = NaN, log NaN = NaN, log inf = inf (the reference's numpy rules)."""
+    g = rlx.Graph()
+    x = g.input("x", (6,), dtype)
+    g.set_outputs(y=g.log(x))
+    got = _check(g, {"x": np.array([0.0, -1.0, NAN, INF, 1.0, 1e-4], _np_dtype(dtype))}, None, dtype)
+    assert got[0] == -INF and np.isnan(got[1]) and np.isnan(got[2]) and got[3] == INF and got[4] == 0
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

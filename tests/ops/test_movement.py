@@ -65,3 +65,31 @@ def test_output_that_is_a_parameter_or_view_is_materialized(rng):
     x = g.input("x", (4, 3))
     g.set_outputs(w=w, xt=g.transpose(x, (1, 0)), x=x)
     assert_matches_reference(g, {"x": _rand(rng, (4, 3), "f32")}, {"w": _rand(rng, (3, 4), "f32")})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("length,n,hop", [(16, 4, 2), (17, 5, 3), (10, 9, 1), (10, 3, 5), (100, 33, 7)])
+def test_frames_view(rng, dtype, length, n, hop):
+    """frames: overlapping (hop < n), touching and gapped (hop > n) frames
+    of the last axis, read in place by a strided consumer (mul), copied,
+    and framing a narrowed (strided) input."""
+    g = rlx.Graph()
+    x = g.input("x", (3, length), dtype)
+    w = g.input("w", (n,), dtype)
+    f = g.frames(x, n, hop)
+    assert tuple(f.shape) == (3, 1 + (length - n) // hop, n)
+    sub = g.frames(g.narrow(g.transpose(g.input("t", (length, 3), dtype), (1, 0)), 1, 1, length - 1), n, hop)
+    g.set_outputs(f=f, wf=g.mul(f, w), c=g.copy(f), s=sub)
+    assert_matches_reference(g, {"x": _rand(rng, (3, length), dtype), "w": _rand(rng, (n,), dtype),
+                                 "t": _rand(rng, (length, 3), dtype)})
+
+
+def test_frames_refuses_bad_arguments():
+    g = rlx.Graph()
+    x = g.input("x", (10,))
+    with pytest.raises(rlx.ShapeError, match="shorter than one frame"):
+        g.frames(x, 11, 1)
+    with pytest.raises(rlx.ShapeError, match=">= 1"):
+        g.frames(x, 4, 0)
+    with pytest.raises(rlx.GraphError, match="int"):
+        g.frames(x, 4.5, 1)

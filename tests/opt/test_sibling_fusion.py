@@ -315,3 +315,18 @@ def test_unpacked_bert_model_merges_like_the_hand_packed_graph(tmp_path, rng):
     got = unpacked.run(feed)["last_hidden_state"]
     np.testing.assert_allclose(got, packed.run(feed)["last_hidden_state"], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, off.run(feed)["last_hidden_state"], rtol=1e-5, atol=1e-5)
+
+
+def test_siblings_follow_a_frames_view_of_a_projection(rng):
+    """A sibling projection read through the frames view (overlapping
+    frames of its last axis): the fused result is still right."""
+    g = rlx.Graph()
+    x = g.input("x", (2, 5, 16))
+    w1, w2 = g.param("w1", (24, 16)), g.param("w2", (24, 16))
+    a = g.frames(g.linear(x, w1), 8, 4)
+    b = g.linear(x, w2)
+    g.set_outputs(a=g.mul(a, a), b=g.mul(b, b))
+    params = {"w1": rng.standard_normal((24, 16)).astype(np.float32),
+              "w2": rng.standard_normal((24, 16)).astype(np.float32)}
+    exe, _ = assert_matches_reference(g, {"x": rng.standard_normal((2, 5, 16)).astype(np.float32)}, params)
+    assert products(exe) == 1, report(exe)

@@ -1,5 +1,5 @@
 """Elementwise ops: binary with numpy broadcasting (add, sub, mul, div,
-maximum, minimum) and unary (gelu, silu, relu, tanh, exp, neg, sqrt,
+maximum, minimum) and unary (gelu, silu, relu, tanh, exp, log, neg, sqrt,
 rsqrt, scale_shift). NaN propagates through all of them (README).
 """
 
@@ -64,6 +64,7 @@ OPS: tuple[OpDef, ...] = (
     _reg("relu", 1, _infer_unary("relu"), 'max(x, 0).'),
     _reg("tanh", 1, _infer_unary("tanh"), 'Hyperbolic tangent.'),
     _reg("exp", 1, _infer_unary("exp"), 'e^x.'),
+    _reg("log", 1, _infer_unary("log"), 'Natural logarithm (log 0 = -inf, log of x < 0 = NaN).'),
     _reg("neg", 1, _infer_unary("neg"), '-x.'),
     _reg("sqrt", 1, _infer_unary("sqrt"), 'Square root.'),
     _reg("rsqrt", 1, _infer_unary("rsqrt"), '1 / sqrt(x).'),

@@ -1,5 +1,6 @@
 """Data movement: gather (embedding lookup), concat, copy, and the view ops
-reshape, transpose and narrow (no kernel where the consumer reads strides).
+reshape, transpose, narrow and frames (no kernel where the consumer reads
+strides).
 """
 
 from __future__ import annotations
@@ -79,6 +80,20 @@ def _infer_narrow(types: list[TensorType], attrs: dict) -> TensorType:
     shape[axis] = length
     return TensorType(shape, x.dtype)
 
+def _infer_frames(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("frames", attrs, {"frame_length": _MISSING, "hop": _MISSING})
+    (x,) = types
+    if x.rank == 0:
+        raise ShapeError("frames: input must have rank >= 1 (frames are cut along the last axis), got a scalar")
+    n = attrs["frame_length"] = _int("frames", "frame_length", attrs["frame_length"])
+    hop = attrs["hop"] = _int("frames", "hop", attrs["hop"])
+    if n < 1 or hop < 1:
+        raise ShapeError(f"frames: frame_length and hop must be >= 1, got {n} and {hop}")
+    length = x.shape[-1]
+    if length < n:
+        raise ShapeError(f"frames: the last axis of {x.shape!r} ({length}) is shorter than one frame ({n})")
+    return TensorType(tuple(x.shape[:-1]) + (1 + (length - n) // hop, n), x.dtype)
+
 def _infer_copy(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("copy", attrs, {})
     return types[0]
@@ -108,6 +123,8 @@ OPS: tuple[OpDef, ...] = (
          is_view=True),
     _reg("transpose", 1, _infer_transpose, "Permute axes (a strided view).", is_view=True),
     _reg("narrow", 1, _infer_narrow, "Slice [start, start+length) along one axis (a view).", is_view=True),
+    _reg("frames", 1, _infer_frames, "Overlapping frames of the last axis: [..., L] -> [..., 1 + (L - n) // hop, n], "
+         "frame f = x[..., f * hop : f * hop + n] (a strided view).", is_view=True),
     _reg("copy", 1, _infer_copy,
          "Materialize the input contiguously (for consumers that cannot read views).", precision="fixed"),
     _reg("concat", -1, _infer_concat, "Join tensors along one axis."),

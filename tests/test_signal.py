@@ -1,0 +1,227 @@
+"""rlx.signal against librosa (the peer whose conventions it follows), on
+the suite's device (--rlx-device, the CPU by default).
+
+Tolerances. rlx computes in f32; librosa frames in f32 but transforms in
+float64 and rounds to complex64. So:
+- stft: max |rlx - librosa| <= 2e-6 x max |librosa| (f32 rounding of a
+  transform of up to 512 points, relative to the largest bin);
+- istft: the round trip rlx.istft(rlx.stft(y)) and librosa.istft(
+  librosa.stft(y)) both give back y within 1e-5 x max |y|, and agree with
+  each other within the same bound, wherever the window envelope is not
+  tiny (center=False leaves the first and last samples under the edges of
+  one frame's window, where both divide by almost 0 and only amplify
+  rounding);
+- mel filterbank: rtol 1e-6 (measured: equal bit for bit);
+- log-mel of 3 s of a 16 kHz chirp plus noise (Whisper's 25 ms / 10 ms
+  framing, 80 mels, and 512 / 128 with 128 mels): max |dB error| <= 2e-3
+  where the mel power is above 1e-8 of its maximum, <= 1e-4 dB where it is
+  above 1e-4 of it (measured 1.1e-3 and 8e-6: the absolute f32 error of
+  the transform, relative to the faintest bins); the natural-log variant
+  within the same bounds divided by 10 / ln 10.
+If librosa is missing the tests that need it skip, and fail when CI is set.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from conftest import in_ci
+
+import rlx
+from rlx import signal
+
+try:
+    import librosa
+except ImportError:  # pragma: no cover - depends on the environment
+    librosa = None
+
+
+@pytest.fixture
+def _need_librosa():
+    if librosa is None:
+        msg = "librosa (a test extra) is not installed: rlx.signal is not checked (CI=true: a failure, not a skip)"
+        if in_ci():
+            pytest.fail(msg, pytrace=False)
+        pytest.skip(msg)
+
+
+SR = 16000
+
+
+def _chirp_and_noise(seconds: float = 3.0, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * SR)) / SR
+    phase = 2 * np.pi * (100 * t + 0.5 * (6000 - 100) / seconds * t * t)    # 100 Hz -> 6 kHz
+    y = 0.5 * np.sin(phase) * (0.6 + 0.4 * np.sin(2 * np.pi * 1.5 * t)) + 0.01 * rng.standard_normal(t.shape)
+    return y.astype(np.float32)
+
+
+STFT_CASES = [  # n_fft, hop_length, win_length, signal shape, center, pad_mode
+    (400, 160, None, (16001,), True, "constant"),     # Whisper: 25 ms windows, 10 ms hop at 16 kHz
+    (512, 128, None, (2, 4999), True, "constant"),
+    (512, None, None, (3, 2047), True, "reflect"),
+    (512, 200, 300, (2, 3, 1001), True, "reflect"),   # a window shorter than n_fft, two batch axes
+    (400, 160, None, (2, 8191), False, "constant"),
+    (256, 100, None, (1, 777), False, "constant"),
+    (2048, None, None, (4097,), True, "constant"),    # librosa's defaults
+    (30, 7, None, (3, 31), True, "reflect"),          # a short odd transform (Bluestein)
+]
+
+
+@pytest.mark.usefixtures("_need_librosa")
+@pytest.mark.parametrize("n_fft,hop,win,shape,center,pad_mode", STFT_CASES)
+def test_stft_matches_librosa(rng, n_fft, hop, win, shape, center, pad_mode):
+    y = rng.standard_normal(shape).astype(np.float32)
+    got = signal.stft_array(y, n_fft, hop, win, center=center, pad_mode=pad_mode)
+    want = librosa.stft(y, n_fft=n_fft, hop_length=hop, win_length=win, center=center, pad_mode=pad_mode)
+    assert got.dtype == np.complex64 and got.shape == want.shape
+    assert np.abs(got - want).max() <= 2e-6 * np.abs(want).max()
+
+
+@pytest.mark.usefixtures("_need_librosa")
+def test_stft_graph_builder_compiles_and_replays(rng):
+    """The builder in a graph of one's own: several runs of one executable,
+    each equal to librosa; the executable is cached by the eager form."""
+    g = rlx.Graph()
+    x = g.input("x", (2, 3000))
+    g.set_outputs(s=signal.stft(g, x, n_fft=400, hop_length=160))
+    exe = rlx.compile(g)
+    for _ in range(3):
+        y = rng.standard_normal((2, 3000)).astype(np.float32)
+        want = librosa.stft(y, n_fft=400, hop_length=160)
+        assert np.abs(exe.run(x=y)["s"] - want).max() <= 2e-6 * np.abs(want).max()
+    signal.clear_cache()
+    y = rng.standard_normal((2, 3000)).astype(np.float32)
+    signal.stft_array(y, 400, 160)
+    assert len(signal._EXECUTABLES) == 1
+    signal.stft_array(y + 1, 400, 160)
+    assert len(signal._EXECUTABLES) == 1
+    signal.stft_array(y[:, :2999], 400, 160)
+    assert len(signal._EXECUTABLES) == 2
+
+
+def test_stft_framing_is_a_view_not_a_loop():
+    """No Python per frame: the graph holds one frames view and one rfft,
+    whatever the number of frames."""
+    g = rlx.Graph()
+    signal.stft(g, g.input("x", (48000,)), n_fft=400, hop_length=160)
+    ops = [n.op for n in g.nodes]
+    assert ops.count("frames") == 1 and ops.count("rfft") == 1 and len(ops) < 20
+
+
+ISTFT_CASES = [  # n_fft, hop_length, win_length, signal shape, center, length given
+    (400, 160, None, (16001,), True, True),
+    (512, 128, None, (2, 4999), True, False),
+    (512, 128, None, (2, 4999), True, True),
+    (512, 200, 300, (3, 1001), True, True),
+    (400, 100, None, (2, 8191), False, False),
+    (256, 64, None, (1, 777), False, True),
+]
+
+
+@pytest.mark.usefixtures("_need_librosa")
+@pytest.mark.parametrize("n_fft,hop,win,shape,center,with_length", ISTFT_CASES)
+def test_istft_round_trip_matches_librosa(rng, n_fft, hop, win, shape, center, with_length):
+    y = rng.standard_normal(shape).astype(np.float32)
+    length = shape[-1] if with_length else None
+    s = librosa.stft(y, n_fft=n_fft, hop_length=hop, win_length=win, center=center)
+    want = librosa.istft(s, hop_length=hop, win_length=win, n_fft=n_fft, center=center, length=length)
+    got = signal.istft_array(signal.stft_array(y, n_fft, hop, win, center=center), hop_length=hop, win_length=win,
+                             n_fft=n_fft, center=center, length=length)
+    from_librosa = signal.istft_array(s, hop_length=hop, win_length=win, n_fft=n_fft, center=center, length=length)
+    assert got.dtype == np.float32 and got.shape == want.shape == from_librosa.shape
+    # Where the window envelope is not tiny (module docstring): all of it with center, else inside the edges.
+    inner = slice(None) if center else slice(n_fft // 4, want.shape[-1] - n_fft // 4)
+    bound = 1e-5 * np.abs(y).max()
+    n = min(y.shape[-1], want.shape[-1])
+    assert np.abs(got - want)[..., inner].max() <= bound
+    assert np.abs(from_librosa - want)[..., inner].max() <= bound
+    assert np.abs(got[..., :n] - y[..., :n])[..., inner].max() <= bound
+
+
+@pytest.mark.usefixtures("_need_librosa")
+def test_istft_longer_length_zero_pads_like_librosa(rng):
+    y = rng.standard_normal(3000).astype(np.float32)
+    s = librosa.stft(y, n_fft=512, hop_length=128)
+    want = librosa.istft(s, hop_length=128, n_fft=512, length=3500)
+    got = signal.istft_array(s, hop_length=128, n_fft=512, length=3500)
+    assert got.shape == want.shape
+    # The signal, then the last frame's tail (where the envelope falls to almost 0), then the zero padding.
+    assert np.abs(got - want)[:3000].max() <= 1e-5 * np.abs(y).max()
+    assert np.abs(got - want)[:3100].max() <= 1e-4 * np.abs(y).max()
+    assert not got[3200:].any() and not want[3200:].any()
+
+
+@pytest.mark.parametrize("sr,n_fft,kw", [(16000, 400, dict(n_mels=80)), (16000, 512, {}), (22050, 2048, {}),
+                                         (44100, 1024, dict(n_mels=64, fmin=30.0, fmax=16000.0)),
+                                         (16000, 400, dict(n_mels=40, htk=True)),
+                                         (16000, 400, dict(n_mels=40, norm=None))])
+@pytest.mark.usefixtures("_need_librosa")
+def test_mel_filterbank_matches_librosa(sr, n_fft, kw):
+    got = signal.mel_filterbank(sr, n_fft, **kw)
+    want = librosa.filters.mel(sr=sr, n_fft=n_fft, **kw)
+    assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.usefixtures("_need_librosa")
+@pytest.mark.parametrize("n_fft,hop,n_mels,batch", [(400, 160, 80, False), (512, 128, 128, True)])
+@pytest.mark.parametrize("log", ["db", "ln"])
+def test_log_mel_of_audio_matches_librosa(n_fft, hop, n_mels, batch, log):
+    y = _chirp_and_noise()
+    if batch:
+        y = np.stack([y, 0.3 * _chirp_and_noise(seed=1)[::-1]])
+    t0 = time.perf_counter()
+    got = signal.log_mel_spectrogram_array(y, sr=SR, n_fft=n_fft, hop_length=hop, n_mels=n_mels, log=log)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    again = signal.log_mel_spectrogram_array(y, sr=SR, n_fft=n_fft, hop_length=hop, n_mels=n_mels, log=log)
+    replay = time.perf_counter() - t0
+    print(f"log-mel {y.shape} n_fft {n_fft}: compile + run {first * 1e3:.0f} ms, replay {replay * 1e3:.1f} ms")
+    np.testing.assert_array_equal(got, again)
+    power = librosa.feature.melspectrogram(y=y, sr=SR, n_fft=n_fft, hop_length=hop, n_mels=n_mels)
+    if log == "db":
+        want, unit = librosa.power_to_db(power, ref=1.0, amin=1e-10, top_db=None), 1.0
+    else:
+        want, unit = np.log(np.maximum(power, 1e-10)), np.log(10.0) / 10.0
+    assert got.dtype == np.float32 and got.shape == want.shape
+    err = np.abs(got.astype(np.float64) - want)
+    peak = power.max()
+    assert err[power > 1e-8 * peak].max() <= 2e-3 * unit
+    assert err[power > 1e-4 * peak].max() <= 1e-4 * unit
+
+
+@pytest.mark.usefixtures("_need_librosa")
+def test_log_mel_top_db_and_ref_match_librosa():
+    y = np.stack([_chirp_and_noise(1.0), 1e-3 * _chirp_and_noise(1.0, seed=2)])
+    got = signal.log_mel_spectrogram_array(y, sr=SR, n_fft=512, hop_length=160, n_mels=64, ref=2.0, top_db=60.0)
+    power = librosa.feature.melspectrogram(y=y, sr=SR, n_fft=512, hop_length=160, n_mels=64)
+    want = librosa.power_to_db(power, ref=2.0, amin=1e-10, top_db=60.0)
+    assert np.abs(got - want).max() <= 2e-3
+
+
+def test_log_mel_graph_is_one_compiled_graph():
+    """Framing, window, rfft, power, filterbank and dB as nodes of one graph, with
+    the filterbank a constant [n_mels, bins]."""
+    g = rlx.Graph()
+    out = signal.log_mel_spectrogram(g, g.input("x", (2, 16000)), sr=SR, n_fft=400, hop_length=160, n_mels=80)
+    assert tuple(out.shape) == (2, 80, 101)
+    ops = {n.op for n in g.nodes}
+    assert {"frames", "rfft", "real", "imag", "linear", "log"} <= ops
+    g.set_outputs(m=out)
+    rlx.compile(g)
+
+
+def test_bad_arguments_are_refused():
+    g = rlx.Graph()
+    x = g.input("x", (100,))
+    with pytest.raises(rlx.ShapeError, match="shorter than n_fft"):
+        signal.stft(g, x, n_fft=512, center=False)
+    with pytest.raises(rlx.GraphError, match="pad_mode"):
+        signal.stft(g, x, n_fft=64, pad_mode="edge")
+    with pytest.raises(rlx.GraphError, match="unknown window"):
+        signal.stft(g, x, n_fft=64, window="kaiser")
+    with pytest.raises(rlx.GraphError, match="power"):
+        signal.log_mel_spectrogram(g, x, n_fft=64, power=3.0)
