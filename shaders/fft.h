@@ -13,6 +13,8 @@
 //               (L a power of two >= 2N - 1), a pointwise product with a
 //               precomputed spectrum and the inverse transform, through the
 //               same two kernels' pre-/post-multiply tables.
+//   rfft_post     the real transform of an even length from a half-length
+//                 complex transform of the packed signal (below).
 //   complex_pack  c64 from f32 real and imaginary parts (g.complex).
 //
 // Complex data are interleaved float pairs (numpy's complex64). Every
@@ -258,3 +260,34 @@ RLX_KERNEL complex_pack(RLX_BUF(RLX_DEVICE const T *, re, 0), RLX_BUF(RLX_DEVICE
     }
 }
 RLX_INSTANTIATE(complex_pack, float, complex_pack_c64)
+
+// rfft of an even length n from the length-m (m = n / 2) transform Z of the
+// packed signal z[j] = x[2j] + i x[2j+1] (half the work of a full-length
+// complex transform): E[k] = (Z[k] + conj Z[m-k]) / 2 and O[k] = -i (Z[k] -
+// conj Z[m-k]) / 2 (indices mod m) are the transforms of the even and odd
+// samples, and X[k] = E[k] + exp(-2 pi i k / n) O[k] for k = 0..m, scaled.
+// z rows are dense (2 m floats); tw is the length-n twiddle table.
+struct RfftPostParams {
+    uint m, rows, dst_offset, dst_row;   // floats
+    float scale;
+    uint pad0, pad1, pad2;
+};
+
+template <typename T>
+RLX_KERNEL rfft_post(RLX_BUF(RLX_DEVICE const T *, z, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
+                     RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_PARAMS(RfftPostParams, p, 3) RLX_IDS) {
+    const uint m = p->m, bins = m + 1u;
+    RLX_FOR_RANGE(i, p->rows * bins) {
+        const uint row = i / bins, k = i % bins;
+        RLX_DEVICE const T *zr = z + (uint64_t)row * 2u * m;
+        const uint a = k % m, b = (m - k) % m;
+        const rlx_cf za = rlx_cf_make(zr[2u * a], zr[2u * a + 1u]), zb = rlx_cf_make(zr[2u * b], -zr[2u * b + 1u]);
+        const rlx_cf even = rlx_cf_scale(rlx_cf_add(za, zb), 0.5f);
+        const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
+        const rlx_cf x = rlx_cf_add(even, rlx_cf_mul(rlx_fft_twiddle(tw, k, 0u), odd));
+        const uint64_t at = (uint64_t)p->dst_offset + (uint64_t)row * p->dst_row + 2u * k;
+        dst[at] = x.re * p->scale;
+        dst[at + 1u] = x.im * p->scale;
+    }
+}
+RLX_INSTANTIATE(rfft_post, float, rfft_post_c64)

@@ -13,9 +13,10 @@ The first pass reads the op's input as it is (complex, real, or a half
 spectrum for irfft, through its strides), the last writes the op's output
 (the first N // 2 + 1 bins for rfft, the real parts for irfft, scaled for
 the norm); passes between ping-pong through two arena scratch buffers.
-rfft and irfft run a full-length complex transform of the real signal
-(simple, and the same path for every N; half-length packing would halve
-the work). Twiddle, chirp and spectrum tables are computed in float64 and
+rfft of an even N >= 4 whose samples are contiguous transforms the packed
+signal z[j] = x[2j] + i x[2j+1] at length N / 2 (read in place as complex)
+and rfft_post unpacks the N / 2 + 1 bins: half the work. Odd N, strided
+samples and irfft run a full-length complex transform. Twiddle, chirp and spectrum tables are computed in float64 and
 rounded to f32 once per compile, as resident constants shared by every
 node of that length.
 """
@@ -160,7 +161,7 @@ def _source_rows(lw: Lowering, node: Node) -> tuple[View, int, int, int]:
     return view, per * view.offset, per * row, per * view.strides[-1]
 
 
-@lowers("fft", "ifft", "rfft", "irfft", reads={0: "rows"}, kernels=("fft_shared", "fft_stage"))
+@lowers("fft", "ifft", "rfft", "irfft", reads={0: "rows"}, kernels=("fft_shared", "fft_stage", "rfft_post"))
 def _fft(lw: Lowering, node: Node) -> View:
     op, x_node = node.op, node.inputs[0]
     out = lw.new_value(node)
@@ -180,6 +181,27 @@ def _fft(lw: Lowering, node: Node) -> View:
                    "row": (1 if real_out else 2) * count, "step": 1 if real_out else 2, "count": count,
                    "scale": _scale(op, node.attrs["norm"], n)}
 
+    if op == "rfft" and n % 2 == 0 and n >= 4 and x_step == 1:
+        # Half length: x read as n / 2 complex values, unpacked by rfft_post.
+        m = n // 2
+        packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m)
+        z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
+        plain = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "count": m}
+        _transform(lw, node, rows, m, False, packed, plain, x, z)
+        tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
+        params = struct.pack("<4If3I", *P.u32_fields(node, [m, rows, store["offset"], store["row"]]),
+                             float(store["scale"]), 0, 0, 0)
+        lw.dispatch(f"{node!r} (unpack the half-length transform)", "rfft_post_c64", [(z, "r"), (out, "w"), (tw, "r")],
+                    params, lw.target.elementwise_grid(rows * (m + 1), scalar=True), Work("unary"))
+        return out
+    _transform(lw, node, rows, n, inverse, load, store, x, out)
+    return out
+
+
+def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
+               src: View, dst: View) -> None:
+    """The passes of a length-n transform of every row, from src (as load
+    says) to dst (as store says): fft_shared, Stockham passes, or Bluestein."""
     spectrum: View | None = None
     if factor(n) is not None:
         length, chain = n, [transform_passes(n, inverse)]
@@ -200,7 +222,7 @@ def _fft(lw: Lowering, node: Node) -> View:
     scratch: list[Storage] = [lw.scratch(node, rows * length * c64.itemsize) for _ in range(min(total - 1, 2))]
     plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
     plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
-    src_view, step = x, 0
+    src_view, step = src, 0
     for ci, passes in enumerate(chain):
         for pi, p in enumerate(passes):
             first, last = step == 0, step == total - 1
@@ -208,7 +230,7 @@ def _fft(lw: Lowering, node: Node) -> View:
             p_store = store if last else dict(plain_store)
             if not last and pi == len(passes) - 1 and ci == 0 and len(chain) > 1:
                 p_store["post"] = spectrum       # Bluestein: the convolution's pointwise product
-            dst_view = out if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
+            dst_view = dst if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
             pre, post = p_load.get("pre") or tw, p_store.get("post") or tw
             kernel = "fft_shared_c64" if p.radix == 0 else "fft_stage_c64"
             grid = (lw.target.row_grid(rows, max(p.n // 4, 1)) if p.radix == 0
@@ -218,7 +240,6 @@ def _fft(lw: Lowering, node: Node) -> View:
                         [(src_view, "r"), (dst_view, "w"), (tw, "r"), (pre, "r"), (post, "r")],
                         fft_params(node, p, rows, p_load, p_store), grid, Work("unary"))
             src_view, step = dst_view, step + 1
-    return out
 
 
 @lowers("real", "imag", reads={0: "strided"})

@@ -131,6 +131,33 @@ def test_algorithm_per_length():
     assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
 
 
+def test_rfft_of_even_length_is_a_half_length_transform(rng):
+    """rfft of an even N >= 4 with contiguous samples: the N / 2 complex
+    transform of the packed signal (any algorithm: here shared, Stockham
+    and Bluestein half lengths) and rfft_post; odd N and strided samples
+    take the full-length transform. Numerics against numpy for every norm."""
+    def kernels(n, strided=False):
+        g = rlx.Graph()
+        x = g.input("x", (n, 3) if strided else (3, n), "f32")
+        g.set_outputs(y=g.rfft(g.transpose(x, (1, 0)) if strided else x))   # strided: read in place, stride 3
+        return kernels_of(rlx.compile(g))
+
+    assert kernels(1024) == ["fft_shared_c64", "rfft_post_c64"]      # 512 in group memory
+    assert kernels(400) == ["fft_stage_c64"] * 4 + ["rfft_post_c64"]  # 200 = 4 * 2 * 5 * 5
+    assert kernels(14) == ["fft_shared_c64"] * 2 + ["rfft_post_c64"]  # 7: Bluestein, L = 16
+    assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
+    assert kernels(16, strided=True) == ["fft_shared_c64"]
+    for n in (4, 6, 14, 22, 400, 8194):
+        x = rng.standard_normal((3, n)).astype(np.float32)
+        for norm in NORMS:
+            g = rlx.Graph()
+            g.set_outputs(y=g.rfft(g.input("x", x.shape, "f32"), norm))
+            got = rlx.compile(g).run(x=x)["y"]
+            want = np.fft.rfft(x.astype(np.float64), norm=norm)
+            scale = {"backward": 1.0, "ortho": 1 / math.sqrt(n), "forward": 1 / n}[norm or "backward"]
+            _assert_close(got, want, np.linalg.norm(x, axis=-1), n, scale, f"rfft N={n} norm={norm}")
+
+
 def test_batch_dims_strided_inputs_and_parts(rng):
     """Leading batch dims of any rank; a real(x) view (stride 2) and a
     transposed input are read in place; complex(real(x), imag(x)) is x."""
