@@ -18,10 +18,9 @@ import os
 
 import numpy as np
 import pytest
+import scipy.fft as scipy_fft
 
 import rlx
-
-scipy_fft = pytest.importorskip("scipy.fft")
 
 BATCH_POINTS = 1 << 18
 COMPLEX_SIZES = [256, 1024, 4096, 65536]

@@ -277,15 +277,21 @@ def _attention_cases(draw):
     return b, tq, tk, hq, hkv, d, dv, mask_shape, kw, draw(st.sampled_from(DTYPES)), draw(st.integers(0, 2**31))
 
 
+def _random_mask(rng, mask_shape):
+    """Normal values with a fifth of them -inf (masked keys), or None for no mask."""
+    if mask_shape is None:
+        return None
+    mask = rng.standard_normal(mask_shape)
+    mask[rng.random(mask_shape) < 0.2] = -np.inf
+    return mask
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_attention_cases())
 def test_attention_random_shapes(case):
     b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
     rng = np.random.default_rng(seed)
-    mask = None
-    if mask_shape is not None:
-        mask = rng.standard_normal(mask_shape)
-        mask[rng.random(mask_shape) < 0.2] = -np.inf
+    mask = _random_mask(rng, mask_shape)
     _check_attention(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
@@ -294,10 +300,7 @@ def test_attention_random_shapes(case):
 def test_attention_split_random_shapes(case, keys):
     b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
     rng = np.random.default_rng(seed)
-    mask = None
-    if mask_shape is not None:
-        mask = rng.standard_normal(mask_shape)
-        mask[rng.random(mask_shape) < 0.2] = -np.inf
+    mask = _random_mask(rng, mask_shape)
     with pytest.MonkeyPatch.context() as mp:
         _check_split(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
