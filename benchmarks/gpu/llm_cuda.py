@@ -9,11 +9,13 @@ where it can; where it cannot, a randomly initialised model of the same
 config stands in (the time of a decode step does not depend on the weight
 values) and the JSON says which.
 
-Run: python3 benchmarks/gpu/llm_cuda.py MODEL.gguf OUT.json [GEN]"""
+Run: python3 benchmarks/gpu/llm_cuda.py MODEL.gguf OUT.json [GEN]
+(HF_PEERS=hf_static_compiled,hf_eager: the peers to run, comma-separated.)"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -104,8 +106,11 @@ def main(model: str, out: str, gen: str = "256") -> None:
     ids = prompt_ids(Tokenizer.from_gguf(str(path)), PROMPT_TOKENS)
     hf, source = _load_hf(path, cfg)
     peers = {}
+    wanted = os.environ.get("HF_PEERS", "hf_static_compiled,hf_eager").split(",")
     for name, kw in (("hf_static_compiled", {"cache_implementation": "static"}),
                      ("hf_eager", {"disable_compile": True})):
+        if name not in wanted:
+            continue
         try:
             peers[name] = _hf_decode(hf, ids, n_gen, **kw)
         except Exception as e:  # noqa: BLE001
