@@ -1,8 +1,9 @@
 // FFT along the last axis (rlx/ir/ops/fft.py); rlx/lowering/fft.py picks
 // the algorithm per length N and chains these kernels:
 //
-//   fft_shared  one group per row, N a power of two <= RLX_FFT_SHARED_MAX:
-//               the row is read bit-reversed into group memory, then
+//   fft_shared  N a power of two <= RLX_FFT_SHARED_MAX, one group per
+//               group_rows rows (group_rows * N <= the maximum): each row
+//               is read bit-reversed into group memory, then
 //               radix-4 passes (two radix-2 stages fused, half the
 //               barriers) and one radix-2 pass when log2 N is odd, in place.
 //   fft_stage   one Stockham pass of radix 2, 3, 4 or 5 over global memory
@@ -51,7 +52,9 @@ struct FftParams {
     uint dst_count;  // outputs k < dst_count of each row are stored
     uint post_mul;   // multiply output k by post[k] (complex) before the scale
     float scale;
-    uint pad0, pad1, pad2, pad3;
+    uint group_rows; // fft_shared: rows per group
+    uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
+    uint pad0, pad1;
 };
 
 struct rlx_cf { float re, im; };
@@ -159,21 +162,36 @@ RLX_INLINE rlx_fft5 rlx_fft_dft(rlx_fft5 x, uint radix, uint inverse) {
 
 // The templates are for RLX_INSTANTIATE only: the FFT reads and writes f32
 // (c64 pairs) and has no f16 form (the precision pass keeps it in f32).
+// Group-memory index of element a: with swizzle, bits 5.. of a are XORed
+// into its low 5 bits (a bijection that keeps a's row of the array). The
+// bit-reversed stores and the first radix-4 passes stride by powers of two,
+// which on a GPU would put up to 32 lanes of a SIMD group on one bank; the
+// swizzle spreads them. The CPU (one thread per group) skips it.
+RLX_INLINE uint rlx_fft_slot(uint a, uint swizzle) {
+    return swizzle ? a ^ (((a >> 5u) ^ (a >> 10u)) & 31u) : a;
+}
+
 template <typename T>
 RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
                       RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
                       RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
     RLX_SHARED(float, sre, RLX_FFT_SHARED_MAX);
     RLX_SHARED(float, sim, RLX_FFT_SHARED_MAX);
-    const uint row = rlx_group_id.x;   // one group per row: uniform, so the return skips no barrier of others
-    if (row >= p->rows) return;
-    const uint n = p->n, bits = p->span, inv = p->inverse;
-    RLX_FOR_GROUP(i, n) {
-        const rlx_cf v = rlx_fft_load(src, pre, p, row, i);
+    // group_rows rows per group (group_rows * n <= RLX_FFT_SHARED_MAX): short
+    // rows share a group so that it has work for all its threads. The test is
+    // uniform over the group, so the return skips no barrier of others.
+    const uint gr = p->group_rows, row0 = rlx_group_id.x * gr;
+    if (row0 >= p->rows) return;
+    const uint n = p->n, bits = p->span, inv = p->inverse, swz = p->swizzle;
+    const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
+    RLX_FOR_GROUP(e, rows_here << bits) {
+        const uint lr = e >> bits, i = e & (n - 1u);
+        const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, i);
         uint r = 0u;
         for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
-        sre[r] = v.re;
-        sim[r] = v.im;
+        const uint a = rlx_fft_slot((lr << bits) | r, swz);
+        sre[a] = v.re;
+        sim[a] = v.im;
     }
     rlx_barrier();
     uint s = 0u;
@@ -181,9 +199,12 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
     // the radix-2 DIT in registers, h = 2^s. W_M^k is tw[k n / M].
     for (; s + 2u <= bits; s += 2u) {
         const uint h = 1u << s, sa = n >> (s + 1u), sb = n >> (s + 2u);
-        RLX_FOR_GROUP(j, n >> 2u) {
+        RLX_FOR_GROUP(jg, rows_here << (bits - 2u)) {
+            const uint base = (jg >> (bits - 2u)) << bits, j = jg & ((n >> 2u) - 1u);
             const uint k = j & (h - 1u);
-            const uint i0 = ((j >> s) << (s + 2u)) + k, i1 = i0 + h, i2 = i1 + h, i3 = i2 + h;
+            const uint b0 = ((j >> s) << (s + 2u)) + k + base;
+            const uint i0 = rlx_fft_slot(b0, swz), i1 = rlx_fft_slot(b0 + h, swz);
+            const uint i2 = rlx_fft_slot(b0 + 2u * h, swz), i3 = rlx_fft_slot(b0 + 3u * h, swz);
             const rlx_cf wa = rlx_fft_twiddle(tw, k * sa, inv), wb = rlx_fft_twiddle(tw, k * sb, inv);
             // W_4h^(k+h) = W_4h^k * W_4^1: a quarter turn of wb.
             const rlx_cf wc = rlx_cf_turn(wb, inv ? 1.0f : -1.0f);
@@ -204,9 +225,11 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
     }
     if (s < bits) {   // log2 n odd: the last stage alone, blocks of n
         const uint h = 1u << s, sa = n >> (s + 1u);
-        RLX_FOR_GROUP(j, n >> 1u) {
+        RLX_FOR_GROUP(jg, rows_here << (bits - 1u)) {
+            const uint base = (jg >> (bits - 1u)) << bits, j = jg & ((n >> 1u) - 1u);
             const uint k = j & (h - 1u);
-            const uint i0 = ((j >> s) << (s + 1u)) + k, i1 = i0 + h;
+            const uint b0 = ((j >> s) << (s + 1u)) + k + base;
+            const uint i0 = rlx_fft_slot(b0, swz), i1 = rlx_fft_slot(b0 + h, swz);
             const rlx_cf x0 = rlx_cf_make(sre[i0], sim[i0]);
             const rlx_cf t = rlx_cf_mul(rlx_fft_twiddle(tw, k * sa, inv), rlx_cf_make(sre[i1], sim[i1]));
             const rlx_cf y0 = rlx_cf_add(x0, t), y1 = rlx_cf_sub(x0, t);
@@ -215,7 +238,10 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
         }
         rlx_barrier();
     }
-    RLX_FOR_GROUP(k, n) rlx_fft_store(dst, post, p, row, k, rlx_cf_make(sre[k], sim[k]));
+    RLX_FOR_GROUP(e, rows_here << bits) {
+        const uint a = rlx_fft_slot(e, swz);
+        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));
+    }
 }
 RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
 

@@ -128,13 +128,41 @@ def _table(lw: Lowering, key: tuple, make) -> View:
     return tables[key]
 
 
-def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict) -> bytes:
+def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_rows: int = 1,
+               swizzle: bool = False) -> bytes:
     """FftParams of shaders/fft.h (offsets, strides in floats)."""
     fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
               load["len"], load.get("herm_n", 0), load.get("avail", 0), int(load.get("pre") is not None),
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
               int(store.get("post") is not None)]
-    return struct.pack("<19If4I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), 0, 0, 0, 0)
+    return struct.pack("<19If4I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
+                       int(swizzle), 0, 0)
+
+
+SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
+
+
+def shared_grid(target, rows: int, n: int) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
+    """(grid, rows per group) of fft_shared. The CPU runs a group per row on
+    one thread. A GPU group takes as many rows as fill its group memory
+    (SHARED_MAX points), fewer where that would leave fewer than two groups
+    per compute unit, with up to SHARED_THREADS threads: each group's
+    memory is sized for SHARED_MAX points whatever n is, so a core holds
+    the same number of groups at every n and short rows alone would starve
+    it of threads (a row of 256 points has 64 butterflies)."""
+    if target.one_thread_groups:
+        return ((rows, 1, 1), (1, 1, 1)), 1
+    group_rows = max(1, min(SHARED_MAX // n, rows // (2 * max(target.compute_units, 1))))
+    width = max(target.simd_width, 1)
+    butterflies = group_rows * max(n // 4, 1)
+    threads = min(target.max_threads_per_group, SHARED_THREADS, -(-butterflies // width) * width)
+    return ((-(-rows // group_rows), 1, 1), (threads, 1, 1)), group_rows
+
+
+def swizzled(target) -> bool:
+    """fft_shared's swizzled group-memory slots: on GPUs (bank conflicts),
+    not on the CPU, whose one thread per group has none to avoid."""
+    return not target.one_thread_groups
 
 
 def _scale(op: str, norm: str, n: int) -> float:
@@ -232,13 +260,16 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
                 p_store["post"] = spectrum       # Bluestein: the convolution's pointwise product
             dst_view = dst if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
             pre, post = p_load.get("pre") or tw, p_store.get("post") or tw
-            kernel = "fft_shared_c64" if p.radix == 0 else "fft_stage_c64"
-            grid = (lw.target.row_grid(rows, max(p.n // 4, 1)) if p.radix == 0
-                    else lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True))
+            if p.radix == 0:
+                kernel, (grid, group_rows) = "fft_shared_c64", shared_grid(lw.target, rows, p.n)
+            else:
+                kernel, group_rows = "fft_stage_c64", 1
+                grid = lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True)
+            params = fft_params(node, p, rows, p_load, p_store, group_rows, swizzle=swizzled(lw.target))
             # Work("unary"): each pass streams its rows once, bandwidth-bound like a unary op.
             lw.dispatch(f"{node!r} pass {step + 1}/{total}", kernel,
                         [(src_view, "r"), (dst_view, "w"), (tw, "r"), (pre, "r"), (post, "r")],
-                        fft_params(node, p, rows, p_load, p_store), grid, Work("unary"))
+                        params, grid, Work("unary"))
             src_view, step = dst_view, step + 1
 
 

@@ -131,6 +131,36 @@ def test_algorithm_per_length():
     assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
 
 
+@pytest.mark.parametrize("n", [1, 2, 8, 32, 256, 2048, 4096])
+@pytest.mark.parametrize("group_rows", [2, 3, 16])
+def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, monkeypatch, rng):
+    """fft_shared as GPUs run it (several rows per group, swizzled group-memory
+    slots), forced on whatever device runs the suite: rows that fill a group,
+    a last group holding fewer, and the swizzle across rows of the array."""
+    from rlx.lowering import fft as fft_lowering
+
+    real_grid = fft_lowering.shared_grid
+
+    def grid(target, rows, length):
+        (groups, threads), _ = real_grid(target, rows, length)
+        per = max(1, min(group_rows, fft_lowering.SHARED_MAX // length))
+        return ((-(-rows // per), 1, 1), threads), per
+
+    monkeypatch.setattr(fft_lowering, "shared_grid", grid)
+    monkeypatch.setattr(fft_lowering, "swizzled", lambda target: True)
+    for rows in (1, 5, 37):
+        x = _cdata(rng, (rows, n))
+        g = rlx.Graph()
+        node = g.input("x", x.shape, "c64")
+        g.set_outputs(y=g.fft(node), z=g.ifft(node))
+        exe = rlx.compile(g)
+        assert kernels_of(exe) == ["fft_shared_c64"] * 2
+        out = exe.run(x=x)
+        norm = np.linalg.norm(x, axis=-1)
+        _assert_close(out["y"], np.fft.fft(x.astype(np.complex128)), norm, n, 1.0, "fft")
+        _assert_close(out["z"], np.fft.ifft(x.astype(np.complex128)), norm, n, 1 / n, "ifft")
+
+
 def test_rfft_of_even_length_is_a_half_length_transform(rng):
     """rfft of an even N >= 4 with contiguous samples: the N / 2 complex
     transform of the packed signal (any algorithm: here shared, Stockham
