@@ -14,3 +14,4 @@
 #include "quant.h"
 #include "state.h"
 #include "fft.h"
+#include "fp8.h"

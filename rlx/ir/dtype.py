@@ -19,6 +19,14 @@ type raises, so no element-size arithmetic silently breaks on blocks. Such a
 tensor is accepted only as the weight of linear/matmul, the table of a
 gather, and the input of dequantize (``rlx.ir.graph`` checks every op).
 
+f8e4m3 and f8e5m2 are the 8-bit floats of FP8 checkpoints (safetensors
+F8_E4M3 / F8_E5M2): e4m3 is the "fn" variant (no infinities, NaN = S.1111.111,
+max 448), e5m2 the IEEE-like one (infinities, max 57344). Their numpy forms
+are ``ml_dtypes.float8_e4m3fn`` and ``ml_dtypes.float8_e5m2``. Like bf16
+they are storage only: casts make and read them, ``scaled_dequantize`` and
+``scaled_linear`` (rlx/ir/ops/fp8.py) read them with their scales, and
+every other op refuses them.
+
 c64 is a complex of two f32 (real, imaginary: numpy's complex64, 8 bytes
 an element). It is not ``is_float``: no real-valued op computes on it, so
 every check of ``is_float`` keeps it out and the precision policies leave it
@@ -32,11 +40,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from rlx.errors import DTypeError
 
-__all__ = ["DType", "f32", "f16", "bf16", "i32", "i64", "c64", "to_bf16", "from_bf16", "QUANTIZED", "quantized"]
+__all__ = ["DType", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "FP8", "i32", "i64", "c64", "to_bf16", "from_bf16", "QUANTIZED", "quantized"]
 
 
 @dataclass(frozen=True)
@@ -60,7 +69,12 @@ class DType:
     @property
     def storage_only(self) -> bool:
         """Held in memory but never computed on directly: bf16 and the block formats."""
-        return self.name == "bf16" or self.quantized
+        return self.name == "bf16" or self.is_fp8 or self.quantized
+
+    @property
+    def is_fp8(self) -> bool:
+        """One of the 8-bit floats (f8e4m3, f8e5m2)."""
+        return self.name in ("f8e4m3", "f8e5m2")
 
     @property
     def itemsize(self) -> int:
@@ -135,6 +149,9 @@ i64 = DType("i64", 8, np.dtype(np.int64), False)
 c64 = DType("c64", 8, np.dtype(np.complex64), False, is_complex=True)
 # Storage only (see the module docstring): numpy holds the raw bits.
 bf16 = DType("bf16", 2, np.dtype(np.uint16), True)
+f8e4m3 = DType("f8e4m3", 1, np.dtype(ml_dtypes.float8_e4m3fn), True)
+f8e5m2 = DType("f8e5m2", 1, np.dtype(ml_dtypes.float8_e5m2), True)
+FP8: tuple[DType, ...] = (f8e4m3, f8e5m2)
 
 # GGUF block formats: (elements per block, bytes per block), as llama.cpp's
 # ggml defines them (tests/ir/test_quantized.py checks them against the gguf
@@ -166,6 +183,8 @@ _BY_NAME: dict[str, DType] = {
     "i32": i32, "int32": i32,
     "i64": i64, "int64": i64,
     "c64": c64, "complex64": c64,
+    "f8e4m3": f8e4m3, "float8_e4m3fn": f8e4m3, "f8_e4m3": f8e4m3, "e4m3": f8e4m3,
+    "f8e5m2": f8e5m2, "float8_e5m2": f8e5m2, "f8_e5m2": f8e5m2, "e5m2": f8e5m2,
 }
 _ACCEPTED: tuple[str, ...] = tuple(_BY_NAME) + ("q4_0 ... nvfp4 (the GGUF block formats)",)
 
@@ -178,7 +197,7 @@ def _named(name: str) -> DType:
 _BY_NAME.update(QUANTIZED)   # params may be declared "q4_k"; the graph checks where they are used
 
 # bf16's numpy form (uint16 bits) is not a way to spell it: a uint16 array is not bf16.
-_BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in (f32, f16, i32, i64, c64)}
+_BY_NUMPY: dict[np.dtype, DType] = {d.numpy: d for d in (f32, f16, i32, i64, c64, f8e4m3, f8e5m2)}
 
 
 def to_bf16(values) -> np.ndarray:

@@ -16,6 +16,7 @@ from rlx.ir import ops as _ops  # noqa: F401  (registers the built-in ops, every
 from rlx.ir.dtype import DType
 from rlx.ir.op import OpDef, TensorType, get_op
 from rlx.ir.ops.fft import check_complex_operands
+from rlx.ir.ops.fp8 import check_fp8_operands
 from rlx.ir.ops.quant import check_quantized_operands
 from rlx.ir.printer import format_graph
 from rlx.ir.shape import Shape
@@ -183,6 +184,7 @@ class Graph:
         """Run inference, adding the node (id, name, input types) to any error message."""
         try:
             check_quantized_operands(opdef.name, [x.type for x in inputs])
+            check_fp8_operands(opdef.name, [x.type for x in inputs])
             check_complex_operands(opdef.name, [x.type for x in inputs])
             ty = opdef.infer([x.type for x in inputs], attrs)
         except (ShapeError, DTypeError, GraphError) as e:
@@ -295,8 +297,34 @@ class Graph:
         """The float values (f32 or f16) of a quantized (GGUF block format) or bf16 tensor."""
         return self.op("dequantize", (x,), dtype=dtype, name=name)
 
-    def cast(self, x: Node, dtype: DType | str, *, name: str | None = None) -> Node:
-        return self.op("cast", (x,), dtype=dtype, name=name)
+    def cast(self, x: Node, dtype: DType | str, saturate: bool = True, *, name: str | None = None) -> Node:
+        """x in another float dtype: f32 <-> f16, or f32/f16 <-> f8e4m3/f8e5m2
+        (round to nearest even; ``saturate`` clamps what overflows an FP8
+        format to its largest finite value; rlx/ir/ops/cast.py)."""
+        return self.op("cast", (x,), dtype=dtype, saturate=saturate, name=name)
+
+    def scaled_dequantize(self, x: Node, scale: Node, dtype: DType | str = "f32",
+                          block: tuple[int, int] | None = None, *, name: str | None = None) -> Node:
+        """The values of FP8 x times its f32 scales (per tensor, per row, or
+        per ``block`` of a 2-D x; rlx/ir/ops/fp8.py), as f32 or f16."""
+        return self.op("scaled_dequantize", (x, scale), dtype=dtype, block=block, name=name)
+
+    def scaled_linear(self, x: Node, weight: Node, weight_scale: Node, bias: Node | None = None,
+                      activation: str | None = None, block: tuple[int, int] | None = None,
+                      x_scale: Node | None = None, *, name: str | None = None) -> Node:
+        """activation(x @ (weight * weight_scale)^T + bias) for an FP8 weight
+        [N, K] with f32 scales (per tensor, per output channel [N], or per
+        ``block`` [ceil(N / br), ceil(K / bc)]). An FP8 x takes ``x_scale``
+        (per tensor or per row) and is dequantized to f32 first: the FP8 x
+        FP8 product, accumulated in f32."""
+        if x.dtype.is_fp8:
+            if x_scale is None:
+                raise DTypeError(f"scaled_linear: x is {x.dtype}: pass its x_scale")
+            x = self.scaled_dequantize(x, x_scale, "f32")
+        elif x_scale is not None:
+            raise DTypeError(f"scaled_linear: x_scale is for FP8 x, but x is {x.dtype}")
+        inputs = (x, weight, weight_scale) if bias is None else (x, weight, weight_scale, bias)
+        return self.op("scaled_linear", inputs, activation=activation, block=block, name=name)
 
     # ---- the transformer op set (rlx/ir/ops/: norm, linear, glu, rope, attention, ...) ----
 

@@ -9,6 +9,7 @@ from rlx.lowering import (  # noqa: F401  (each registers its family's lowerings
     cast,
     elementwise,
     fft,
+    fp8,
     glu,
     leaves,
     linear,

@@ -1,15 +1,18 @@
-"""Lowering of cast: the strided copy (shaders/movement.h) with a dtype
-change, f32 <-> f16."""
+"""Lowering of cast: f32 <-> f16 is the strided copy (shaders/movement.h)
+with a dtype change; casts to and from FP8 are shaders/fp8.h's kernels."""
 
 from __future__ import annotations
 
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, lowers
+from rlx.lowering.fp8 import lower_fp8_cast
 from rlx.runtime.views import View
 
 
-@lowers("cast")
+@lowers("cast", kernels=("cast_to_f8", "cast_from_f8"))
 def _cast(lw: Lowering, node: Node) -> View:
+    if node.dtype.is_fp8 or node.inputs[0].dtype.is_fp8:
+        return lower_fp8_cast(lw, node)
     out = lw.new_value(node)
     lw.emit_copy(repr(node), lw.view(node.inputs[0]), out)
     return out

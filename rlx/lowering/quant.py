@@ -64,7 +64,7 @@ def _fmt(dtype: DType) -> str:
     return dtype.name
 
 
-def _gemv_grid(lw: Lowering, n: int, k: int) -> tuple[int, tuple[tuple[int, int, int], tuple[int, int, int]]]:
+def gemv_grid(lw: Lowering, n: int, k: int) -> tuple[int, tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """(rows per group, grid): on GPUs one SIMD group per weight row, its
     lanes splitting the row's 32-element chunks, and GEMV_THREADS threads a
     group (capped by the target), so rows_per_group = threads / SIMD width
@@ -112,7 +112,7 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
     fmt = _fmt(w.dtype)
     if (m <= GEMV_MAX_ROWS and fmt not in env.quant_no_gemv()
             and lw.decider.prefer_quant_gemv(m, n, k, w.dtype, x.dtype.name, epilogue=bias is not None or act != 0)):
-        rows, grid = _gemv_grid(lw, n, k)
+        rows, grid = gemv_grid(lw, n, k)
         kernel = "gemv1" if m == 1 and -(-k // 32) * 32 <= GEMV1_MAX_K else "gemv"
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,

@@ -2,7 +2,7 @@
 
 ``core`` holds the registry and ``run_reference``; each op family's
 references live in the module of its name (elementwise, reduce, softmax,
-norm, linear, glu, movement, cast, rope, attention, quant, fft: the same names as
+norm, linear, glu, movement, cast, rope, attention, quant, fft, fp8: the same names as
 rlx/ir/ops/, rlx/lowering/, shaders/ and tests/ops/). Importing the package
 registers them all."""
 
@@ -11,6 +11,7 @@ from rlx.reference import (  # noqa: F401  (each registers its family's referenc
     cast,
     elementwise,
     fft,
+    fp8,
     glu,
     linear,
     movement,

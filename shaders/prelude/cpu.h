@@ -86,6 +86,7 @@ RLX_INLINE float rlx_to_float(half v) { return (float)v; }
 template <typename T> RLX_INLINE T rlx_from_float(float v) { return (T)v; }
 // Bit patterns to floats: an f32's 32 bits, and an IEEE half's 16 (the low
 // bits of `bits`) widened exactly to f32.
+RLX_INLINE uint rlx_float_to_bits(float f) { uint b; memcpy(&b, &f, sizeof b); return b; }
 RLX_INLINE float rlx_bits_to_float(uint bits) { float f; memcpy(&f, &bits, sizeof f); return f; }
 RLX_INLINE float rlx_half_bits_to_float(uint bits) {
     const unsigned short b = (unsigned short)bits;

@@ -95,6 +95,7 @@ template <> __device__ __forceinline__ __half rlx_from_float<__half>(float v) { 
 typedef __half half;
 // Bit patterns to floats: an f32's 32 bits, and an IEEE half's 16 (the low
 // bits of `bits`) widened exactly to f32.
+RLX_INLINE uint rlx_float_to_bits(float f) { return __float_as_uint(f); }
 RLX_INLINE float rlx_bits_to_float(uint bits) { return __uint_as_float(bits); }
 RLX_INLINE float rlx_half_bits_to_float(uint bits) { return __half2float(__ushort_as_half((unsigned short)bits)); }
 

@@ -46,6 +46,7 @@ RLX_INLINE float rlx_to_float(half v) { return float(v); }
 template <typename T> RLX_INLINE T rlx_from_float(float v) { return static_cast<T>(v); }
 // Bit patterns to floats: an f32's 32 bits, and an IEEE half's 16 (the low
 // bits of `bits`) widened exactly to f32.
+RLX_INLINE uint rlx_float_to_bits(float f) { return as_type<uint>(f); }
 RLX_INLINE float rlx_bits_to_float(uint bits) { return as_type<float>(bits); }
 RLX_INLINE float rlx_half_bits_to_float(uint bits) { return float(as_type<half>(ushort(bits))); }
 

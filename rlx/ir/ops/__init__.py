@@ -18,6 +18,7 @@ from rlx.ir.ops import (
                         cast,
                         elementwise,
                         fft,
+                        fp8,
                         glu,
                         leaves,
                         linear,
@@ -33,6 +34,6 @@ from rlx.ir.ops.linear import ACTIVATIONS
 from rlx.ir.ops.rope import ROPE_LAYOUTS, rope_inv_freq
 
 FAMILIES = {module.__name__.rsplit(".", 1)[1]: module.OPS for module in (
-    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state, fft)}
+    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state, fft, fp8)}
 
 __all__ = ["ACTIVATIONS", "FAMILIES", "ROPE_LAYOUTS", "rope_inv_freq"]

@@ -1,0 +1,157 @@
+// FP8 (rlx/ir/ops/fp8.py, rlx/lowering/fp8.py): the two 8-bit float
+// formats of FP8 checkpoints and the kernels that make and read them.
+//
+//   fmt 0  e4m3 ("fn": bias 7, 3 mantissa bits, no infinities, S.1111.111
+//          is NaN, largest finite 448)
+//   fmt 1  e5m2 (bias 15, 2 mantissa bits, IEEE infinities and NaNs,
+//          largest finite 57344; the top byte of an IEEE half)
+//
+//   cast_to_f8_<t>      x (f32/f16) -> fp8 codes, round to nearest even
+//   cast_from_f8_<t>    fp8 codes -> f32/f16 (exact: both formats fit f16)
+//   dequantize_f8_<t>   w [rows, cols] codes times a scale per block of
+//                       block_rows x block_cols (one block: per tensor; rows
+//                       of one: per channel)
+//   gemv_f8_<t>         y = x w^T * scales + bias for m <= 8 rows of x,
+//                       straight from the codes (the decode step)
+//
+// Encoding follows ml_dtypes (the tests compare bit for bit): NaN keeps its
+// sign (e4m3 S.1111.111, e5m2 S.11111.10); without saturation a value that
+// rounds past the largest finite becomes NaN (e4m3, which has no infinity)
+// or infinity (e5m2), and infinities map to NaN (e4m3) or themselves; with
+// saturation finite overflows and infinities clamp to the largest finite
+// of their sign (NVIDIA's cvt .satfinite; the quantizers' choice). The
+// rounding is done on the integer bits, not with float rint, so no target's
+// rounding mode or fast-math setting can change a code.
+
+struct Fp8CastParams {
+    uint n, fmt, saturate, pad0;
+};
+
+struct Fp8DequantParams {
+    uint rows, cols, fmt, block_rows, block_cols, scale_cols, pad0, pad1;
+};
+
+struct Fp8GemvParams {
+    uint m, n, k, fmt, block_rows, block_cols, scale_cols, rows_per_group;
+    uint x_stride, y_stride, has_bias, act;
+};
+
+RLX_INLINE uint rlx_f8_encode(float f, uint fmt, uint saturate) {
+    const uint bits = rlx_float_to_bits(f);
+    const uint sign = (bits >> 24u) & 0x80u, mag = bits & 0x7FFFFFFFu;
+    const uint ebias = fmt == 0u ? 7u : 15u, mbits = fmt == 0u ? 3u : 2u;
+    const uint maxcode = fmt == 0u ? 0x7Eu : 0x7Bu;
+    const uint overflow = saturate ? maxcode : (fmt == 0u ? 0x7Fu : 0x7Cu);
+    if (mag > 0x7F800000u) return sign | (fmt == 0u ? 0x7Fu : 0x7Eu);               // NaN
+    if (mag == 0x7F800000u) return sign | (saturate ? maxcode : (fmt == 0u ? 0x7Fu : 0x7Cu));   // +-inf
+    const uint e32 = mag >> 23u;
+    if (e32 == 0u) return sign;   // zero and f32 subnormals: far below half the smallest fp8 subnormal
+    // value = sig * 2^(e32 - 150), sig a 24-bit integer; the fp8 quantum is
+    // 2^(e - mbits) for normal exponents e >= 1 - ebias, 2^(1 - ebias - mbits) below.
+    const uint sig = (mag & 0x7FFFFFu) | 0x800000u;
+    const int e = (int)e32 - 127, emin = 1 - (int)ebias;
+    int shift = 23 - (int)mbits + (e < emin ? emin - e : 0);
+    if (shift > 25) return sign;   // below half the smallest subnormal
+    const uint half_ulp = 1u << (uint)(shift - 1), kept = sig >> (uint)shift;
+    const uint rest = sig & ((1u << (uint)shift) - 1u);
+    const uint rounded = kept + ((rest > half_ulp || (rest == half_ulp && (kept & 1u))) ? 1u : 0u);
+    // Normal: the mantissa's carry moves into the exponent by itself;
+    // subnormal: rounded is the code (2^mbits is the smallest normal's).
+    const uint code = e < emin ? rounded : ((uint)(e + (int)ebias) << mbits) + rounded - (1u << mbits);
+    return sign | (code > maxcode ? overflow : code);
+}
+
+RLX_INLINE float rlx_f8_decode(uint b, uint fmt) {
+    if (fmt != 0u) return rlx_half_bits_to_float(b << 8u);   // e5m2 is the top byte of a half
+    const uint sign = (b & 0x80u) << 24u, mag = b & 0x7Fu;
+    if (mag == 0x7Fu) return rlx_bits_to_float(sign | 0x7FC00000u);
+    const uint e = mag >> 3u, m = mag & 7u;
+    if (e == 0u) return rlx_bits_to_float(sign | rlx_float_to_bits((float)m * 0.001953125f));   // m 2^-9
+    return rlx_bits_to_float(sign | ((e + 120u) << 23u) | (m << 20u));
+}
+
+template <typename T>
+RLX_KERNEL cast_to_f8(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE uchar *, dst, 1),
+                      RLX_PARAMS(Fp8CastParams, p, 2) RLX_IDS) {
+    const uint fmt = p->fmt, sat = p->saturate;
+    RLX_FOR_RANGE(i, p->n) { dst[i] = (uchar)rlx_f8_encode(rlx_to_float(src[i]), fmt, sat); }
+}
+RLX_INSTANTIATE(cast_to_f8, float, cast_to_f8_f32)
+RLX_INSTANTIATE(cast_to_f8, half, cast_to_f8_f16)
+
+template <typename T>
+RLX_KERNEL cast_from_f8(RLX_BUF(RLX_DEVICE const uchar *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
+                        RLX_PARAMS(Fp8CastParams, p, 2) RLX_IDS) {
+    const uint fmt = p->fmt;
+    RLX_FOR_RANGE(i, p->n) { dst[i] = rlx_from_float<T>(rlx_f8_decode((uint)src[i], fmt)); }
+}
+RLX_INSTANTIATE(cast_from_f8, float, cast_from_f8_f32)
+RLX_INSTANTIATE(cast_from_f8, half, cast_from_f8_f16)
+
+// The scale of element (r, c): scales are f32, [ceil(rows / block_rows),
+// scale_cols] row-major.
+RLX_INLINE float rlx_f8_scale(RLX_DEVICE const float *scale, uint r, uint c, uint block_rows, uint block_cols,
+                              uint scale_cols) {
+    return scale[(r / block_rows) * scale_cols + c / block_cols];
+}
+
+template <typename T>
+RLX_KERNEL dequantize_f8(RLX_BUF(RLX_DEVICE const uchar *, w, 0), RLX_BUF(RLX_DEVICE const float *, scale, 1),
+                         RLX_BUF(RLX_DEVICE T *, out, 2), RLX_PARAMS(Fp8DequantParams, p, 3) RLX_IDS) {
+    const uint cols = p->cols, fmt = p->fmt, br = p->block_rows, bc = p->block_cols, sc = p->scale_cols;
+    RLX_FOR_RANGE(i, (uint64_t)p->rows * cols) {
+        const uint r = (uint)(i / cols), c = (uint)(i % cols);
+        out[i] = rlx_from_float<T>(rlx_f8_decode((uint)w[i], fmt) * rlx_f8_scale(scale, r, c, br, bc, sc));
+    }
+}
+RLX_INSTANTIATE(dequantize_f8, float, dequantize_f8_f32)
+RLX_INSTANTIATE(dequantize_f8, half, dequantize_f8_f16)
+
+#define RLX_F8_GEMV_MAX_M 8u
+
+// Rows [j0, j1) of y: on GPUs one SIMD group per weight row (the group's
+// SIMD groups take the rows in turn), its lanes on neighbouring bytes of the
+// row; the CPU's one thread walks the rows. Within a row the k axis goes a
+// scale block at a time: the block's products are summed unscaled, then
+// scaled once (one scale read per block, not per element), all in f32.
+template <typename T>
+RLX_KERNEL gemv_f8(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                   RLX_BUF(RLX_DEVICE const float *, scale, 2), RLX_BUF(RLX_DEVICE T *, y, 3),
+                   RLX_BUF(RLX_DEVICE const T *, bias, 4), RLX_PARAMS(Fp8GemvParams, p, 5) RLX_IDS) {
+    const uint m = p->m < RLX_F8_GEMV_MAX_M ? p->m : RLX_F8_GEMV_MAX_M;
+    const uint n = p->n, k = p->k, fmt = p->fmt, br = p->block_rows, bc = p->block_cols, sc = p->scale_cols;
+    const uint xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
+    const uint j0 = rlx_group_id.x * rpg;
+    if (j0 >= n) return;
+    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
+    const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;   // lanes this SIMD group has
+    for (uint j = j0 + sid; j < j1; j += n_simd) {
+        RLX_DEVICE const uchar *wr = w + (uint64_t)j * k;
+        float acc[RLX_F8_GEMV_MAX_M];
+        for (uint r = 0u; r < RLX_F8_GEMV_MAX_M; ++r) acc[r] = 0.0f;
+        for (uint kb = 0u; kb < k; kb += bc) {
+            const uint kend = kb + bc < k ? kb + bc : k;
+            float part[RLX_F8_GEMV_MAX_M];
+            for (uint r = 0u; r < RLX_F8_GEMV_MAX_M; ++r) part[r] = 0.0f;
+            for (uint e = kb + lane; e < kend; e += lanes) {
+                const float v = rlx_f8_decode((uint)wr[e], fmt);
+                for (uint r = 0u; r < RLX_F8_GEMV_MAX_M; ++r)
+                    if (r < m) part[r] += rlx_to_float(x[(uint64_t)r * xs + e]) * v;
+            }
+            const float s = rlx_f8_scale(scale, j, kb, br, bc, sc);
+            for (uint r = 0u; r < RLX_F8_GEMV_MAX_M; ++r) acc[r] += part[r] * s;
+        }
+        for (uint r = 0u; r < RLX_F8_GEMV_MAX_M; ++r) {
+            if (r < m) {   // uniform across the SIMD group
+                const float v = rlx_simd_sum(acc[r]);
+                if (lane == 0u)
+                    y[(uint64_t)r * ys + j] = rlx_from_float<T>(
+                        rlx_activation(p->act, v + (p->has_bias ? rlx_to_float(bias[j]) : 0.0f)));
+            }
+        }
+    }
+}
+RLX_INSTANTIATE(gemv_f8, float, gemv_f8_f32)
+RLX_INSTANTIATE(gemv_f8, half, gemv_f8_f16)
