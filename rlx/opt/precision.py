@@ -13,6 +13,15 @@ Policies:
   ``set_params``); activations and every other op stay f32, and the host's
   gemm accumulates in f32 (it rounds A to bf16 on CPUs with AVX-512 BF16,
   csrc/host_bf16.h). No casts are inserted.
+- "fp8": the weights of linear layers (f32 params read only as the [N, K]
+  weight of ``linear``) are stored as f8e4m3 codes with one f32 scale per
+  output channel (param ``<name>.fp8_scale``), quantized once at compile
+  time and by ``set_params`` (rlx/fp8.py), and the layers become
+  ``scaled_linear``; everything else is then as under "auto" (activations
+  f16, norms and softmax f32).
+- "fp8-dynamic": "fp8", and each scaled_linear's input is quantized per
+  token on the device (e4m3, scale = the row's amax / 448) before the
+  product, the rounding an FP8 x FP8 product has.
 Under both f16 policies, float params and constants are converted once at
 compile time (no cast thunk), inputs are cast once where first needed, and
 outputs are cast back to the dtype the graph declared. A value is cast to a
@@ -29,12 +38,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rlx.errors import ConfigError, UnsupportedPrecisionError
-from rlx.ir.dtype import DType, bf16, f16, f32
+from rlx.ir.dtype import DType, bf16, f8e4m3, f16, f32
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import get_op
 from rlx.opt.rewrite import clone_node
 
-POLICIES = ("f32", "f16", "auto", "bf16")
+POLICIES = ("f32", "f16", "auto", "bf16", "fp8", "fp8-dynamic")
 # Backends whose gemm takes bf16 B with f32 A and C.
 BF16_BACKENDS = frozenset({"host"})
 
@@ -69,6 +78,9 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
                 f"precision='bf16' runs on the CPU (host) device only, not on {backend}; "
                 "use precision='f16' or 'auto' on GPUs")
         return _bf16_weights(graph, report)
+    if policy in ("fp8", "fp8-dynamic"):
+        graph = _fp8_weights(graph, report, dynamic=policy == "fp8-dynamic")
+        policy = "auto"
     order = graph.topo_order()
     consumers = graph.consumers()
 
@@ -107,6 +119,8 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
         users = consumers.get(node, [])
         if node.dtype != f32 or not users or node in outputs:
             return node.dtype
+        if any(u.op in _SCALED_OPS and node in u.inputs[1:3] for u in users):
+            return node.dtype   # FP8 codes and their f32 scales keep their dtypes
         if all(wants(u) == f16 or (u.op == "gather" and wants(u) is None and u.inputs[0] is node) for u in users):
             return f16
         return node.dtype
@@ -136,6 +150,11 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
             state = new[node.inputs[0]]
             inputs = [state, as_dtype(new[node.inputs[1]], state.dtype, "a state keeps its dtype"),
                       new[node.inputs[2]]]
+        elif node.op == "scaled_linear" and target is not None:   # codes and scales keep their dtypes
+            inputs = [new[i] for i in node.inputs]
+            inputs[0] = as_dtype(inputs[0], target, f"{node.op} computes in {target.name}")
+            if len(inputs) == 4:
+                inputs[3] = as_dtype(inputs[3], target, f"{node.op} computes in {target.name}")
         elif target is None:
             inputs = [new[i] for i in node.inputs]
         else:
@@ -144,6 +163,53 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
     g.set_outputs({name: as_dtype(new[node], node.dtype, "the output keeps its declared dtype")
                    for name, node in graph.outputs.items()})
     return g, report
+
+
+_SCALED_OPS = ("scaled_linear", "scaled_dequantize")
+
+
+def _fp8_weights(graph: Graph, report: PrecisionReport, dynamic: bool) -> Graph:
+    """linear layers whose weight is an f32 param read only as such become
+    scaled_linear over an f8e4m3 param and its per-channel f32 scale; with
+    ``dynamic`` their x is quantized per row first."""
+    from rlx.fp8 import SCALE_SUFFIX, quantize
+
+    consumers = graph.consumers()
+    outputs = set(graph.outputs.values())
+
+    def weight_only(node: Node) -> bool:
+        users = consumers.get(node, [])
+        return node.dtype == f32 and len(node.shape) == 2 and bool(users) and node not in outputs and all(
+            u.op == "linear" and u.attrs["transpose_b"] and u.inputs[1] is node and u.inputs[0] is not node
+            and u.inputs[0].dtype == f32 for u in users)
+
+    g = Graph()
+    new: dict[Node, Node] = {}
+    scales: dict[Node, Node] = {}
+    for node in list(graph.inputs.values()):
+        new[node] = clone_node(node, [], g)
+    for node in list(graph.params.values()):
+        attrs = dict(node.attrs)
+        if weight_only(node):
+            attrs["dtype"] = f8e4m3
+            report.converted.append(attrs["name"])
+            scales[node] = g.param(attrs["name"] + SCALE_SUFFIX, (node.shape[0],), f32)
+        new[node] = g.op("param", (), **attrs)
+    for node in graph.topo_order():
+        if node in new:
+            continue
+        if node.op == "linear" and node.inputs[1] in scales:
+            x = new[node.inputs[0]]
+            if dynamic:
+                codes, x_scale = quantize(g, x)
+                x = g.scaled_dequantize(codes, x_scale, x.dtype)
+            bias = new[node.inputs[2]] if len(node.inputs) == 3 else None
+            new[node] = g.scaled_linear(x, new[node.inputs[1]], scales[node.inputs[1]], bias,
+                                        activation=node.attrs["activation"], name=node.name)
+            continue
+        new[node] = clone_node(node, [new[i] for i in node.inputs], g)
+    g.set_outputs({name: new[node] for name, node in graph.outputs.items()})
+    return g
 
 
 def _bf16_weights(graph: Graph, report: PrecisionReport) -> tuple[Graph, PrecisionReport]:

@@ -25,6 +25,7 @@ from rlx.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barrier
 from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
+from rlx.fp8 import expand_params
 from rlx.opt.precision import apply_precision
 from rlx.opt.segments import Step, segment
 from rlx.opt.segments import describe as describe_segments
@@ -161,8 +162,9 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
     resident = dev.alloc(max(resident_bytes, ALIGNMENT))
     if lw.params_region.nbytes:
         arena.write(lw.params_region.offset, lw.params_blob)
-    param_slots = siblings.alias_slots(_bind_resident(lw, graph, resident, siblings.param_values(
-        graph, params or {}, shared.slots), shared))
+    values = siblings.param_values(graph, params or {}, shared.slots)
+    values = expand_params(values, {name: node.dtype for name, node in graph.params.items()})   # precision="fp8"
+    param_slots = siblings.alias_slots(_bind_resident(lw, graph, resident, values, shared))
     state_slots = _bind_states(lw, graph, resident, shared)
 
     bindings = {ARENA: arena, RESIDENT: resident, **shared.buffers}

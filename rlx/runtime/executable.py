@@ -108,6 +108,9 @@ class Executable:
         unknown = sorted(set(values) - set(self._param_slots), key=repr)
         if unknown:
             raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(self._param_slots)}")
+        from rlx.fp8 import expand_params   # float weights of precision="fp8" params: codes and scales
+
+        values = expand_params(values, {name: spec.dtype for name, (spec, _, _) in self._param_slots.items()})
         prepared = {name: coerce_param(self._param_slots[name][0], value) for name, value in values.items()}
         with self._param_lock:
             for name, array in prepared.items():
@@ -251,6 +254,8 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
         value = value.data   # a GGUF BF16 tensor: its raw bytes
     elif getattr(value, "type", None) in ("F32", "F16", "I32", "I64") and hasattr(value, "numpy"):
         value = value.numpy()   # a plain rlx.gguf tensor: a view of the memory map
+    if spec.dtype.is_fp8 and isinstance(value, np.ndarray) and value.dtype == np.uint8:
+        value = value.view(spec.dtype.numpy)   # FP8 codes as their raw bytes
     if spec.dtype is bf16 and isinstance(value, np.ndarray) and value.dtype in (np.uint8, np.uint16):
         bits = np.ascontiguousarray(value).view(np.uint16)   # raw bf16 bits (or their bytes), as stored
         if bits.size != int(np.prod(spec.shape, dtype=np.int64)):

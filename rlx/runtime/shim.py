@@ -17,6 +17,8 @@ import weakref
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from rlx import env
 from rlx.errors import (
     ConfigError,
@@ -469,6 +471,8 @@ class Buffer:
             raise RlxError(f"{what}: bytes [{offset}, {offset + size}) outside a {self.size}-byte buffer")
 
     def write(self, offset: int, data) -> None:
+        if isinstance(data, np.ndarray) and data.dtype.kind == "V" and data.flags.c_contiguous:
+            data = data.view(np.uint8)   # ml_dtypes' FP8 arrays have no buffer protocol of their own
         view = memoryview(data)
         if not view.c_contiguous:
             raise RlxError("Buffer.write: data must be C-contiguous")
@@ -490,8 +494,6 @@ class Buffer:
 
     def numpy_view(self, dtype, offset: int = 0, count: int | None = None):
         """An ndarray aliasing the buffer's memory (host-visible buffers only)."""
-        import numpy as np
-
         if self.host_address is None:
             raise DeviceError(f"{self.device.shim.backend} buffer is not host-visible")
         dt = np.dtype(dtype)

@@ -43,10 +43,13 @@ def scale_blocks(op: str, shape: tuple[int, ...], scale: TensorType, block) -> t
             raise GraphError(f"{op}: block must be a pair of positive ints (rows, cols), got {block!r}") from None
         if br < 1 or bc < 1:
             raise GraphError(f"{op}: block must be a pair of positive ints (rows, cols), got {block!r}")
-        if len(shape) != 2:
-            raise ShapeError(f"{op}: block scales need a 2-D tensor, got shape {tuple(shape)!r}")
         want = (-(-rows // br), -(-cols // bc))
-        if tuple(scale.shape) != want:
+        # One block column: the per-tensor and per-row forms (also what the
+        # inference normalizes them to, so a validated graph re-infers).
+        whole_rows = want[1] == 1 and numel == want[0] and scale.rank <= max(len(shape), 1)
+        if not whole_rows and len(shape) != 2:
+            raise ShapeError(f"{op}: block scales need a 2-D tensor, got shape {tuple(shape)!r}")
+        if not whole_rows and tuple(scale.shape) != want:
             raise ShapeError(f"{op}: block {br}x{bc} scales of {tuple(shape)!r} must have shape {want}, "
                              f"got {tuple(scale.shape)!r}")
         return br, bc
