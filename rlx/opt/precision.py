@@ -150,6 +150,8 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
             state = new[node.inputs[0]]
             inputs = [state, as_dtype(new[node.inputs[1]], state.dtype, "a state keeps its dtype"),
                       new[node.inputs[2]]]
+        elif node.op == "scaled_dequantize":   # the scale stays f32 whatever computed it
+            inputs = [new[node.inputs[0]], as_dtype(new[node.inputs[1]], f32, "an FP8 scale is f32")]
         elif node.op == "scaled_linear" and target is not None:   # codes and scales keep their dtypes
             inputs = [new[i] for i in node.inputs]
             inputs[0] = as_dtype(inputs[0], target, f"{node.op} computes in {target.name}")

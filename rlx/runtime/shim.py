@@ -471,7 +471,7 @@ class Buffer:
             raise RlxError(f"{what}: bytes [{offset}, {offset + size}) outside a {self.size}-byte buffer")
 
     def write(self, offset: int, data) -> None:
-        if isinstance(data, np.ndarray) and data.dtype.kind == "V" and data.flags.c_contiguous:
+        if isinstance(data, np.ndarray) and data.dtype.name.startswith("float8") and data.flags.c_contiguous:
             data = data.view(np.uint8)   # ml_dtypes' FP8 arrays have no buffer protocol of their own
         view = memoryview(data)
         if not view.c_contiguous:
