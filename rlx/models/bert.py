@@ -43,14 +43,14 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
                 "relu": "relu", "silu": "silu", "swish": "silu"}
 _POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len")
-PRECISIONS = ("f32", "f16", "bf16")
+PRECISIONS = ("f32", "f16", "bf16", "fp8", "fp8-dynamic")
 
 
 def compile_precision(precision: str) -> str:
     """The ``rlx.compile`` precision for a graph built by ``build_graph(...,
     precision)``: f16 graphs are built in f16 and compile as they are; bf16
     is the f32 graph with its linear weights stored as bf16 by the compiler."""
-    return "bf16" if precision == "bf16" else "f32"
+    return precision if precision in ("bf16", "fp8", "fp8-dynamic") else "f32"
 
 
 # Additive mask value for padded keys: exp() of it is exactly 0, and it stays finite in f16.
@@ -357,7 +357,7 @@ class BertModel:
 
     def params(self, precision: str = "f32", packed_qkv: bool = True) -> dict[str, np.ndarray]:
         """Graph parameters in ``precision`` (cached: embedders share them)."""
-        if precision == "bf16":   # f32 values; rlx.compile(precision="bf16") stores the matmul weights as bf16
+        if precision in ("bf16", "fp8", "fp8-dynamic"):   # f32 values; rlx.compile stores the weights as bf16 / FP8
             return self.params("f32", packed_qkv)
         key = (precision, packed_qkv)
         if key in self._params_cache:

@@ -431,7 +431,11 @@ def st_model():
 
 
 @needs_st
-@pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999), ("bf16", 0.999)])
+# fp8: e4m3 weights with a scale per output channel (3 mantissa bits) under
+# "auto" activations; measured 0.9930 (fp8) and 0.9930 (fp8-dynamic) at the
+# worst sentence on 2026-12-02, short of issue 20's 0.999.
+@pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999), ("bf16", 0.999), ("fp8", 0.99),
+                                             ("fp8-dynamic", 0.99)])
 def test_minilm_parity_with_sentence_transformers(st_model, precision, floor):
     want = st_model.encode(SENTENCES, convert_to_numpy=True, batch_size=32)
     model = load_embedder("all-MiniLM-L6-v2", precision=precision)
