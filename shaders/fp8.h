@@ -74,7 +74,14 @@ template <typename T>
 RLX_KERNEL cast_to_f8(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE uchar *, dst, 1),
                       RLX_PARAMS(Fp8CastParams, p, 2) RLX_IDS) {
     const uint fmt = p->fmt, sat = p->saturate;
-    RLX_FOR_RANGE(i, p->n) { dst[i] = (uchar)rlx_f8_encode(rlx_to_float(src[i]), fmt, sat); }
+    RLX_FOR_RANGE(i, p->n) {
+        const float v = rlx_to_float(src[i]);
+        uint code = rlx_f8_encode(v, fmt, sat);
+        // A half NaN's sign from its own bits: CUDA's half -> float gives
+        // every NaN the canonical (positive) one.
+        if (sizeof(T) == 2u && v != v) code = (code & 0x7Fu) | ((((RLX_DEVICE const ushort *)src)[i] >> 8u) & 0x80u);
+        dst[i] = (uchar)code;
+    }
 }
 RLX_INSTANTIATE(cast_to_f8, float, cast_to_f8_f32)
 RLX_INSTANTIATE(cast_to_f8, half, cast_to_f8_f16)
