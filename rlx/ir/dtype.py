@@ -45,7 +45,8 @@ import numpy as np
 
 from rlx.errors import DTypeError
 
-__all__ = ["DType", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "FP8", "i32", "i64", "c64", "to_bf16", "from_bf16", "QUANTIZED", "quantized"]
+__all__ = ["DType", "f32", "f16", "bf16", "f8e4m3", "f8e5m2", "FP8", "i32", "i64", "c64", "to_bf16", "from_bf16",
+           "QUANTIZED", "quantized"]
 
 
 @dataclass(frozen=True)

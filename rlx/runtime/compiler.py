@@ -19,13 +19,13 @@ import numpy as np
 from rlx import env
 from rlx._core import Bindings, Program, ThunkTable
 from rlx.errors import ConfigError, GraphError, ParameterError
+from rlx.fp8 import expand_params
 from rlx.ir.graph import Graph, Node, as_bindings
 from rlx.ir.op import get_op
 from rlx.lowering import DISPATCH, GEMM, Binding, Lowering, Thunk, place_barriers
 from rlx.opt.empty import expand_empty_contractions
 from rlx.opt.fusion import fuse
 from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
-from rlx.fp8 import expand_params
 from rlx.opt.precision import apply_precision
 from rlx.opt.segments import Step, segment
 from rlx.opt.segments import describe as describe_segments

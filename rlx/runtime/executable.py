@@ -108,7 +108,7 @@ class Executable:
         unknown = sorted(set(values) - set(self._param_slots), key=repr)
         if unknown:
             raise ParameterError(f"unknown parameter(s) {unknown}; the graph declares {sorted(self._param_slots)}")
-        from rlx.fp8 import expand_params   # float weights of precision="fp8" params: codes and scales
+        from rlx.fp8 import expand_params  # float weights of precision="fp8" params: codes and scales
 
         values = expand_params(values, {name: spec.dtype for name, (spec, _, _) in self._param_slots.items()})
         prepared = {name: coerce_param(self._param_slots[name][0], value) for name, value in values.items()}

@@ -19,7 +19,8 @@ def _infer_leaf(op: str):
             raise GraphError(f"{op}: name must be a non-empty string, got {attrs['name']!r}")
         attrs["shape"] = Shape(attrs["shape"])
         attrs["dtype"] = DType.of(attrs["dtype"])
-        if op == "input" and attrs["dtype"].storage_only and not attrs["dtype"].is_fp8:   # FP8 inputs: cast or scaled ops read them
+        # FP8 inputs are allowed: cast and the scaled ops read them.
+        if op == "input" and attrs["dtype"].storage_only and not attrs["dtype"].is_fp8:
             raise DTypeError(f"input {attrs['name']!r}: {attrs['dtype']} is only the storage of weights "
                              "(params); declare the input f32")
         if attrs["dtype"].quantized:
