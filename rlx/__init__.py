@@ -42,14 +42,16 @@ _LAZY = {
     "devices": ("rlx.runtime.devices", "devices"),
     "run_reference": ("rlx.reference", "run_reference"),
     "register_kernel": ("rlx.runtime.custom_kernels", "register_kernel"),
+    "load_safetensors": ("rlx.safetensors", "load_safetensors"),
+    "save_safetensors": ("rlx.safetensors", "save_safetensors"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    if name == "models":   # the model loaders: `rlx.models.load_embedder(...)` without an extra import
+    if name in ("models", "fp8", "signal"):   # `rlx.models.load_embedder(...)` etc. without an extra import
         import importlib
 
-        return importlib.import_module("rlx.models")
+        return importlib.import_module(f"rlx.{name}")
     if name in _LAZY:
         import importlib
 

@@ -3,7 +3,7 @@
 A folder holds ``config.json`` (``model_type`` "bert"), ``model.safetensors``
 (or a sharded ``model.safetensors.index.json``), and for sentence embedders
 the sentence-transformers files: ``modules.json``, ``1_Pooling/config.json``
-and ``sentence_bert_config.json``. Weights are read with ``safetensors.numpy``
+and ``sentence_bert_config.json``. Weights are read with ``rlx.safetensors``
 (no torch). ``build_graph`` turns one (batch, seq) shape into an rlx graph:
 
     embeddings (word + position + token type) -> layernorm
@@ -231,16 +231,9 @@ class PoolingConfig:
 
 
 def _load_safetensors(path: Path) -> dict[str, np.ndarray]:
-    try:
-        from safetensors.numpy import load_file
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ModelLoadError("reading model weights needs the 'safetensors' package (pip install safetensors)") \
-            from None
-    try:
-        return load_file(str(path))
-    except Exception as e:  # safetensors raises its own SafetensorError, OSError, or ValueError (dtype)
-        raise ModelLoadError(f"{path}: cannot read safetensors weights ({type(e).__name__}: {e}); "
-                             f"the file is corrupt, truncated or not a safetensors file") from None
+    from rlx.safetensors import load_safetensors  # FP8 and BF16 tensors too (safetensors.numpy lacks them)
+
+    return load_safetensors(path)
 
 
 def load_weights(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
@@ -298,8 +291,10 @@ _LEGACY = {".LayerNorm.weight": ".LayerNorm.gamma", ".LayerNorm.bias": ".LayerNo
 
 
 def _select(tensors: dict[str, np.ndarray], where: dict[str, Path], cfg: BertConfig,
-            weights_path: Path) -> dict[str, np.ndarray]:
-    """The encoder's tensors under canonical names (prefix "bert." or "model." dropped), shape-checked."""
+            weights_path: Path, fp8: dict | None = None) -> dict[str, np.ndarray]:
+    """The encoder's tensors under canonical names (prefix "bert." or "model." dropped), shape-checked, as
+    f32; an FP8 weight's codes and per-row scales also go into ``fp8`` (name -> (codes, scales))."""
+    fp8 = {} if fp8 is None else fp8
     prefix = next((p for p in ("", "bert.", "model.") if p + "embeddings.word_embeddings.weight" in tensors), "")
     out = {}
     for name, shape in _expected_shapes(cfg).items():
@@ -315,12 +310,35 @@ def _select(tensors: dict[str, np.ndarray], where: dict[str, Path], cfg: BertCon
         if tuple(arr.shape) != shape:
             raise ModelLoadError(f"{src}: tensor {key!r} has shape {tuple(arr.shape)}, expected {shape} from "
                                  f"config.json")
-        if arr.dtype.kind != "f":
+        if arr.dtype.name.startswith("float8"):
+            codes, scale = _fp8_weight(tensors, key, arr, src)
+            fp8[name] = (codes, scale)
+            arr = codes.astype(np.float32) * scale.reshape((-1,) + (1,) * (codes.ndim - 1))
+        elif arr.dtype.kind != "f" and arr.dtype.name != "bfloat16":
             raise ModelLoadError(f"{src}: tensor {key!r} has dtype {arr.dtype}, expected a float type")
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
         if not np.isfinite(arr).all():
             raise ModelLoadError(f"{src}: tensor {key!r} holds NaN or infinite values")
-        out[name] = np.ascontiguousarray(arr, dtype=np.float32)
+        out[name] = arr
     return out
+
+
+def _fp8_weight(tensors: dict[str, np.ndarray], key: str, codes: np.ndarray, src: Path
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """An FP8 checkpoint's weight: its codes and one f32 scale per row
+    (``<key>_scale``, per tensor or per output channel, as FP8 checkpoints
+    store it beside the weight)."""
+    scale_key = key + "_scale"
+    if scale_key not in tensors:
+        raise ModelLoadError(f"{src}: FP8 tensor {key!r} has no {scale_key!r} beside it")
+    scale = np.asarray(tensors[scale_key], dtype=np.float32).reshape(-1)
+    rows = codes.shape[0] if codes.ndim else 1
+    if scale.size == 1:
+        scale = np.repeat(scale, rows)
+    if codes.ndim != 2 or scale.size != rows:
+        raise ModelLoadError(f"{src}: FP8 tensor {key!r} {tuple(codes.shape)} with scale of {scale.size} values: "
+                             "rlx reads 2-D FP8 weights with a scale per tensor or per output channel")
+    return np.ascontiguousarray(codes), scale
 
 
 # ---------------------------------------------------------------- the model
@@ -335,6 +353,7 @@ class BertModel:
     weights: dict[str, np.ndarray]
     pooling: PoolingConfig = field(default_factory=PoolingConfig)
     sentence_transformers: bool = False
+    fp8_weights: dict = field(default_factory=dict, repr=False)   # name -> (codes, per-row f32 scales)
     _params_cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -343,9 +362,10 @@ class BertModel:
         cfg = BertConfig.from_dict(_read_json(folder / "config.json"), str(folder / "config.json"))
         pooling = PoolingConfig.from_folder(folder)
         tensors, where = load_weights(folder)
-        weights = _select(tensors, where, cfg, folder / "model.safetensors")
+        fp8: dict = {}
+        weights = _select(tensors, where, cfg, folder / "model.safetensors", fp8)
         return cls(folder=folder, config=cfg, weights=weights, pooling=pooling or PoolingConfig(),
-                   sentence_transformers=pooling is not None)
+                   sentence_transformers=pooling is not None, fp8_weights=fp8)
 
     @property
     def max_seq_length(self) -> int:
@@ -357,8 +377,10 @@ class BertModel:
 
     def params(self, precision: str = "f32", packed_qkv: bool = True) -> dict[str, np.ndarray]:
         """Graph parameters in ``precision`` (cached: embedders share them)."""
-        if precision in ("bf16", "fp8", "fp8-dynamic"):   # f32 values; rlx.compile stores the weights as bf16 / FP8
+        if precision == "bf16":   # f32 values; rlx.compile(precision="bf16") stores the matmul weights as bf16
             return self.params("f32", packed_qkv)
+        if precision in ("fp8", "fp8-dynamic"):
+            return self._fp8_params(packed_qkv)
         key = (precision, packed_qkv)
         if key in self._params_cache:
             return self._params_cache[key]
@@ -376,6 +398,26 @@ class BertModel:
                     out[f"{p}qkv.{kind}"] = np.concatenate(
                         [w[f"{p}{part}.{kind}"] for part in ("query", "key", "value")], axis=0).astype(dt)
         self._params_cache[key] = out
+        return out
+
+    def _fp8_params(self, packed_qkv: bool) -> dict[str, np.ndarray]:
+        """f32 values (rlx.compile(precision="fp8") quantizes the linear
+        weights per output channel), except the weights an FP8 checkpoint
+        shipped: their own codes and scales (``<name>.fp8_scale``), as stored."""
+        from rlx.fp8 import SCALE_SUFFIX
+
+        out = dict(self.params("f32", packed_qkv))
+        shipped = dict(self.fp8_weights)
+        if packed_qkv:
+            for n in range(self.config.num_hidden_layers):
+                p = f"encoder.layer.{n}.attention.self."
+                parts = [shipped.pop(f"{p}{part}.weight", None) for part in ("query", "key", "value")]
+                if all(part is not None for part in parts):
+                    shipped[f"{p}qkv.weight"] = (np.concatenate([c for c, _ in parts]),
+                                                 np.concatenate([s for _, s in parts]))
+        for name, (codes, scale) in shipped.items():
+            if name in out:
+                out[name], out[name + SCALE_SUFFIX] = codes, scale
         return out
 
     def build_graph(self, batch: int, seq: int, precision: str = "f32", *, pooled: bool = True,

@@ -212,6 +212,45 @@ def test_f16_close_to_f32(tiny):
     assert cosine(a, b).min() > 0.999
 
 
+def test_fp8_checkpoint_loads_its_codes_and_scales(tiny):
+    """A BERT checkpoint converted to FP8 (F8_E4M3 linear weights with a
+    weight_scale per tensor or per output channel beside each, as FP8
+    checkpoints ship): loaded as f32 it computes on the dequantized values;
+    under precision="fp8" the compiled weights are its own codes and scales,
+    and the embeddings agree with the f32 run on the same values."""
+    from rlx import fp8
+    from rlx.safetensors import load_safetensors, save_safetensors
+
+    tensors = dict(load_safetensors(tiny / "model.safetensors"))
+    converted = 0
+    for name in list(tensors):
+        if name.endswith(".weight") and tensors[name].ndim == 2 and "embeddings" not in name:
+            per_tensor = converted % 2 == 0
+            codes, scale = fp8.quantize_array(tensors[name], "f8e4m3", "tensor" if per_tensor else "channel")
+            tensors[name], tensors[name + "_scale"] = codes, scale.reshape(() if per_tensor else (-1, 1))
+            converted += 1
+    save_safetensors(tiny / "model.safetensors", tensors)
+    model = BertModel.load(tiny)
+    assert len(model.fp8_weights) == converted == 6 * TINY["num_hidden_layers"]
+    name = "encoder.layer.0.intermediate.dense.weight"
+    codes, scale = model.fp8_weights[name]
+    np.testing.assert_array_equal(model.weights[name], codes.astype(np.float32) * scale[:, None])
+    shipped = model.params("fp8")
+    assert shipped[name].dtype == codes.dtype and (shipped[name].view(np.uint8) == codes.view(np.uint8)).all()
+    assert shipped["encoder.layer.0.attention.self.qkv.weight"].shape[0] == 3 * TINY["hidden_size"]
+    a = load_embedder(tiny, precision="f32").encode(TEXTS)
+    b = load_embedder(tiny, precision="fp8").encode(TEXTS)
+    assert cosine(a, b).min() > 0.999   # same weight values: only the f16 activations differ
+
+
+def test_fp8_precision_close_to_f32(tiny):
+    a = load_embedder(tiny).encode(TEXTS)
+    for precision in ("fp8", "fp8-dynamic"):
+        b = load_embedder(tiny, precision=precision).encode(TEXTS)
+        assert b.dtype == np.float32
+        assert cosine(a, b).min() > 0.99, precision
+
+
 def test_bf16_close_to_f32(tiny):
     a = load_embedder(tiny).encode(TEXTS)
     if _DEVICE["name"] != "cpu":   # bf16 weights are the host's: elsewhere a clear error
