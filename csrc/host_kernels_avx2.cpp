@@ -9,6 +9,9 @@
 #pragma GCC target("avx2,fma,f16c,bmi,bmi2,lzcnt,movbe,popcnt")
 #endif
 #define RLX_CPU_KERNEL_SUFFIX __avx2
+// GCC defines no __AVX2__ under a target pragma: kernels with AVX2
+// intrinsics (shaders/fp8.h) test this instead.
+#define RLX_CPU_AVX2 1
 #include "host_kernels.cpp"
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -142,6 +142,23 @@ def test_scaled_linear_matches_the_float64_product(rng, m, granularity, block, d
     assert (np.abs(got - want) <= bound).all(), np.max(np.abs(got - want) - bound)
 
 
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_gemv_decodes_every_code(fmt):
+    """Every code through the GEMV's own decoder (the CPU's is a vector one,
+    not rlx_f8_decode): row j of w holds code j; x picks one column, so y is
+    code j's value (NaN where the code is NaN, and where 0 * inf meets an
+    infinity), against the float64 product."""
+    codes = np.repeat(np.arange(256, dtype=np.uint8)[:, None], 19, axis=1).view(FORMATS[fmt])
+    x = np.zeros((2, 19), np.float32)
+    x[0, 3], x[1, 17] = 1.0, -2.0   # a column inside the 8-wide steps and one in the tail
+    g = rlx.Graph()
+    g.set_outputs(y=g.scaled_linear(g.input("x", x.shape), g.param("w", codes.shape, fmt), g.param("s", (1,))))
+    got = rlx.compile(g, params={"w": codes, "s": np.ones(1, np.float32)}).run(x=x)["y"]
+    with np.errstate(invalid="ignore"):
+        want = x.astype(np.float64) @ codes.astype(np.float64).T
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
 def test_fp8_x_fp8_product_accumulates_in_f32(rng):
     m, n, k = 5, 33, 96
     wc, ws = _weight(rng, n, k, "f8e4m3", "channel", None)

@@ -1,0 +1,81 @@
+"""FP8 decode GEMV on the CPU (shaders/fp8.h, issue 20): the weight-stream
+bandwidth of y = x (w * s)^T (m = 1, e4m3 weights, a scale per output
+channel) on a 4096 x 4096 and a vocabulary-sized 262144 x 640 matrix, beside
+the copy of the same bytes (numpy over the device's threads) and the GGUF
+Q8_0 GEMV (the nearest 8-bit format, 34 bytes per 32 weights) in the same
+run. rlx/copy is the GEMV's time over the copy's: <= 1.25 is >= 80% of the
+copy bandwidth.
+
+Run: python -m pytest benchmarks/test_fp8_bench.py --benchmark-enable -s
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rlx
+
+SHAPES = {"4096x4096": (4096, 4096), "262144x640": (262144, 640)}
+
+
+def _threads() -> int:
+    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
+
+
+def _weight(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(n + k)
+    codes = rng.integers(0, 256, (n, k), dtype=np.uint8)
+    codes[(codes & 0x7F) == 0x7F] = 0x38   # no NaN codes: 1.0 instead
+    return codes.view(ml_dtypes.float8_e4m3fn), rng.uniform(0.5, 2, n).astype(np.float32)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_gemv_fp8(benchmark, record, shape):
+    n, k = SHAPES[shape]
+    codes, scale = _weight(n, k)
+    g = rlx.Graph()
+    x = g.input("x", (1, k))
+    g.set_outputs(y=g.scaled_linear(x, g.param("w", (n, k), "f8e4m3"), g.param("s", (n,))))
+    exe = rlx.compile(g, params={"w": codes, "s": scale})
+    xv = np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)
+    want = xv.astype(np.float64) @ (codes[:64].astype(np.float64) * scale[:64, None]).T
+    np.testing.assert_allclose(exe.run(x=xv)["y"][:, :64], want, rtol=1e-4, atol=1e-3)   # what is timed is right
+    benchmark(exe.run, x=xv)
+    record(f"gemv fp8 {shape}", "rlx", benchmark)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_gemv_q8_0(benchmark, record, shape):
+    n, k = SHAPES[shape]
+    blocks = np.random.default_rng(2).integers(0, 256, (n, k // 32 * 34), dtype=np.uint8)
+    blocks.reshape(n, k // 32, 34)[:, :, 1] = 0x3C   # f16 block scales near 1, finite
+    g = rlx.Graph()
+    x = g.input("x", (1, k))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), "q8_0")))
+    exe = rlx.compile(g, params={"w": blocks})
+    xv = np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)
+    benchmark(exe.run, x=xv)
+    record(f"gemv fp8 {shape}", "q8_0", benchmark)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_copy_of_the_same_bytes(benchmark, record, shape):
+    n, k = SHAPES[shape]
+    src = np.ones(n * k, np.uint8)
+    dst = np.empty_like(src)
+    bounds = np.linspace(0, src.size, _threads() + 1).astype(np.int64)
+
+    def copy():
+        workers = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in zip(bounds, bounds[1:])]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    benchmark(copy)
+    record(f"gemv fp8 {shape}", "copy", benchmark)
