@@ -35,6 +35,8 @@ _LAZY = {
     "DType": ("rlx.ir", "DType"),
     "f32": ("rlx.ir", "f32"),
     "f16": ("rlx.ir", "f16"),
+    "f8e4m3": ("rlx.ir", "f8e4m3"),
+    "f8e5m2": ("rlx.ir", "f8e5m2"),
     "i32": ("rlx.ir", "i32"),
     "i64": ("rlx.ir", "i64"),
     "compile": ("rlx.api", "compile"),
