@@ -1,6 +1,6 @@
 """FFT on the CPU (shaders/fft.h, issue 19): a batched complex transform at
-N = 256, 1024, 4096 and 65536 and a batched rfft at N = 400 (Whisper's
-25 ms frames at 16 kHz), rlx against scipy.fft (the same worker count as
+N = 256, 1024, 4096 and 65536 and a batched rfft and irfft at N = 400
+(Whisper's 25 ms frames at 16 kHz), rlx against scipy.fft (the same worker count as
 rlx's threads) and numpy.fft in the same run. Each case transforms about
 the same number of points (BATCH_POINTS) so the times compare across N.
 The issue's target: rlx <= 1.0x scipy's time at N <= 4096.
@@ -37,22 +37,24 @@ def _signal(op: str, n: int) -> np.ndarray:
     x = rng.standard_normal((batch, n)).astype(np.float32)
     if op == "fft":
         return (x + 1j * rng.standard_normal((batch, n)).astype(np.float32)).astype(np.complex64)
+    if op == "irfft":   # a spectrum of n // 2 + 1 bins, back to n samples
+        return np.fft.rfft(x).astype(np.complex64)
     return x
 
 
 def _rlx(op: str, x: np.ndarray):
     g = rlx.Graph()
-    node = g.input("x", x.shape, "c64" if op == "fft" else "f32")
+    node = g.input("x", x.shape, "c64" if op in ("fft", "irfft") else "f32")
     g.set_outputs(y=getattr(g, op)(node))
     exe = rlx.compile(g)
-    want = getattr(np.fft, op)(x.astype(np.complex128 if op == "fft" else np.float64))
+    want = getattr(np.fft, op)(x.astype(np.complex128 if op in ("fft", "irfft") else np.float64))
     got = exe.run(x=x)["y"]
     scale = np.abs(want).max()
     assert np.abs(got - want).max() <= 1e-5 * np.log2(x.shape[-1]) * scale   # what is timed is right
     return lambda: exe.run(x=x)
 
 
-CASES = [("fft", n) for n in COMPLEX_SIZES] + [("rfft", n) for n in REAL_SIZES]
+CASES = [("fft", n) for n in COMPLEX_SIZES] + [(op, n) for op in ("rfft", "irfft") for n in REAL_SIZES]
 
 
 @pytest.mark.parametrize("op, n", CASES, ids=[f"{op}-{n}" for op, n in CASES])

@@ -16,6 +16,8 @@
 //               same two kernels' pre-/post-multiply tables.
 //   rfft_post     the real transform of an even length from a half-length
 //                 complex transform of the packed signal (below).
+//   irfft_pre     its inverse: the half-length spectrum whose inverse
+//                 transform is the real signal packed in pairs (below).
 //   complex_pack  c64 from f32 real and imaginary parts (g.complex).
 //
 // Complex data are interleaved float pairs (numpy's complex64). Every
@@ -317,3 +319,39 @@ RLX_KERNEL rfft_post(RLX_BUF(RLX_DEVICE const T *, z, 0), RLX_BUF(RLX_DEVICE T *
     }
 }
 RLX_INSTANTIATE(rfft_post, float, rfft_post_c64)
+
+// irfft of an even length n through a length-m (m = n / 2) inverse complex
+// transform: with E[k] = (X[k] + conj X[m-k]) / 2 and O[k] = (X[k] - conj
+// X[m-k]) exp(+2 pi i k / n) / 2, the transform of the even and odd samples,
+// Z[k] = E[k] + i O[k] is the spectrum of z[j] = x[2j] + i x[2j+1], so the
+// length-m inverse of Z, stored as complex pairs, is x in order (its
+// scale, twice the full-length one, is the last pass's). X is read as the
+// half-spectrum load does: bins past src_avail are zeros, and the
+// imaginary parts of bins 0 and m are dropped (numpy's irfft). z rows are
+// dense (2 m floats); tw is the length-n twiddle table.
+struct IrfftPreParams {
+    uint m, rows, src_offset, src_row, src_step, src_avail, pad0, pad1;   // floats
+};
+
+RLX_INLINE rlx_cf rlx_irfft_bin(RLX_DEVICE const float *x, RLX_CONSTANT IrfftPreParams *p, uint row, uint k) {
+    if (k >= p->src_avail) return rlx_cf_make(0.0f, 0.0f);
+    const uint64_t at = (uint64_t)p->src_offset + (uint64_t)row * p->src_row + (uint64_t)k * p->src_step;
+    return rlx_cf_make(x[at], (k == 0u || k == p->m) ? 0.0f : x[at + 1u]);
+}
+
+template <typename T>
+RLX_KERNEL irfft_pre(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, z, 1),
+                     RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_PARAMS(IrfftPreParams, p, 3) RLX_IDS) {
+    const uint m = p->m;
+    RLX_FOR_RANGE(i, (uint64_t)p->rows * m) {
+        const uint row = (uint)(i / m), k = (uint)(i % m);
+        const rlx_cf a = rlx_irfft_bin(x, p, row, k), b0 = rlx_irfft_bin(x, p, row, m - k);
+        const rlx_cf b = rlx_cf_make(b0.re, -b0.im);   // conj X[m - k]
+        const rlx_cf even = rlx_cf_scale(rlx_cf_add(a, b), 0.5f);
+        const rlx_cf odd = rlx_cf_mul(rlx_cf_scale(rlx_cf_sub(a, b), 0.5f), rlx_fft_twiddle(tw, k, 1u));
+        const rlx_cf v = rlx_cf_add(even, rlx_cf_turn(odd, 1.0f));   // E + i O
+        z[i * 2u] = v.re;
+        z[i * 2u + 1u] = v.im;
+    }
+}
+RLX_INSTANTIATE(irfft_pre, float, irfft_pre_c64)

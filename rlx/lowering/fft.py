@@ -15,8 +15,11 @@ spectrum for irfft, through its strides), the last writes the op's output
 the norm); passes between ping-pong through two arena scratch buffers.
 rfft of an even N >= 4 whose samples are contiguous transforms the packed
 signal z[j] = x[2j] + i x[2j+1] at length N / 2 (read in place as complex)
-and rfft_post unpacks the N / 2 + 1 bins: half the work. Odd N, strided
-samples and irfft run a full-length complex transform. Twiddle, chirp and spectrum tables are computed in float64 and
+and rfft_post unpacks the N / 2 + 1 bins: half the work. irfft of an even
+N >= 4 is its mirror: irfft_pre makes the length N / 2 spectrum of the
+output packed in pairs, whose inverse is stored as complex pairs into the
+real output. Odd N and strided rfft samples run a full-length complex
+transform. Twiddle, chirp and spectrum tables are computed in float64 and
 rounded to f32 once per compile, as resident constants shared by every
 node of that length.
 """
@@ -189,7 +192,8 @@ def _source_rows(lw: Lowering, node: Node) -> tuple[View, int, int, int]:
     return view, per * view.offset, per * row, per * view.strides[-1]
 
 
-@lowers("fft", "ifft", "rfft", "irfft", reads={0: "rows"}, kernels=("fft_shared", "fft_stage", "rfft_post"))
+@lowers("fft", "ifft", "rfft", "irfft", reads={0: "rows"},
+        kernels=("fft_shared", "fft_stage", "rfft_post", "irfft_pre"))
 def _fft(lw: Lowering, node: Node) -> View:
     op, x_node = node.op, node.inputs[0]
     out = lw.new_value(node)
@@ -221,6 +225,20 @@ def _fft(lw: Lowering, node: Node) -> View:
                              float(store["scale"]), 0, 0, 0)
         lw.dispatch(f"{node!r} (unpack the half-length transform)", "rfft_post_c64", [(z, "r"), (out, "w"), (tw, "r")],
                     params, lw.target.elementwise_grid(rows * (m + 1), scalar=True), Work("unary"))
+        return out
+    if op == "irfft" and n % 2 == 0 and n >= 4:
+        # Half length: the spectrum of x packed in pairs, then its length n / 2 inverse
+        # stored as complex pairs straight into the real output (twice the full scale).
+        m = n // 2
+        z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
+        tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
+        params = struct.pack("<8I", *P.u32_fields(node, [m, rows, x_offset, x_row, x_step, x_node.shape[-1], 0, 0]))
+        lw.dispatch(f"{node!r} (the half-length spectrum)", "irfft_pre_c64", [(x, "r"), (z, "w"), (tw, "r")],
+                    params, lw.target.elementwise_grid(rows * m, scalar=True), Work("unary"))
+        packed_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "len": m}
+        packed_store = {"mode": STORE_COMPLEX, "offset": out.offset, "row": n, "step": 2, "count": m,
+                        "scale": 2.0 * store["scale"]}
+        _transform(lw, node, rows, m, True, packed_load, packed_store, z, out)
         return out
     _transform(lw, node, rows, n, inverse, load, store, x, out)
     return out

@@ -188,6 +188,32 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
             _assert_close(got, want, np.linalg.norm(x, axis=-1), n, scale, f"rfft N={n} norm={norm}")
 
 
+def test_irfft_of_even_length_is_a_half_length_transform(rng):
+    """irfft of an even N >= 4: irfft_pre builds the length-N/2 spectrum of
+    the output packed in pairs, then one inverse of that length (any
+    algorithm) writes the real output; odd N take the full-length inverse.
+    Numerics against numpy for every norm, for spectra shorter and longer
+    than N / 2 + 1 bins (zeros / ignored)."""
+    def kernels(n):
+        g = rlx.Graph()
+        g.set_outputs(y=g.irfft(g.input("h", (3, n // 2 + 1), "c64"), n))
+        return kernels_of(rlx.compile(g))
+
+    assert kernels(1024) == ["irfft_pre_c64", "fft_shared_c64"]       # 512 in group memory
+    assert kernels(400) == ["irfft_pre_c64"] + ["fft_stage_c64"] * 4  # 200 = 4 * 2 * 5 * 5
+    assert kernels(14) == ["irfft_pre_c64"] + ["fft_shared_c64"] * 2  # 7: Bluestein, L = 16
+    assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
+    for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098)):
+        h = _cdata(rng, (3, bins))
+        for norm in NORMS:
+            g = rlx.Graph()
+            g.set_outputs(y=g.irfft(g.input("h", h.shape, "c64"), n, norm))
+            got = rlx.compile(g).run(h=h)["y"]
+            want = np.fft.irfft(h.astype(np.complex128), n, norm=norm)
+            scale = {"backward": 1 / n, "ortho": 1 / math.sqrt(n), "forward": 1.0}[norm]
+            _assert_close(got, want, math.sqrt(2) * np.linalg.norm(h, axis=-1), n, scale, f"irfft N={n} {norm}")
+
+
 def test_batch_dims_strided_inputs_and_parts(rng):
     """Leading batch dims of any rank; a real(x) view (stride 2) and a
     transposed input are read in place; complex(real(x), imag(x)) is x."""
