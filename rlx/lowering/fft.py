@@ -143,18 +143,21 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
 
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
+CPU_ROWS = 8           # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS: one per lane of an 8-float vector)
 
 
 def shared_grid(target, rows: int, n: int) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
-    """(grid, rows per group) of fft_shared. The CPU runs a group per row on
-    one thread. A GPU group takes as many rows as fill its group memory
+    """(grid, rows per group) of fft_shared. The CPU runs a group on one
+    thread, CPU_ROWS rows a group (one per vector lane) once there are that
+    many. A GPU group takes as many rows as fill its group memory
     (SHARED_MAX points), fewer where that would leave fewer than two groups
     per compute unit, with up to SHARED_THREADS threads: each group's
     memory is sized for SHARED_MAX points whatever n is, so a core holds
     the same number of groups at every n and short rows alone would starve
     it of threads (a row of 256 points has 64 butterflies)."""
-    if target.one_thread_groups:
-        return ((rows, 1, 1), (1, 1, 1)), 1
+    if target.one_thread_groups:   # eight rows a group, one per vector lane (shaders/fft.h rlx_fft_shared_rows)
+        group_rows = CPU_ROWS if rows >= CPU_ROWS else 1
+        return ((-(-rows // group_rows), 1, 1), (1, 1, 1)), group_rows
     group_rows = max(1, min(SHARED_MAX // n, rows // (2 * max(target.compute_units, 1))))
     width = max(target.simd_width, 1)
     butterflies = group_rows * max(n // 4, 1)
