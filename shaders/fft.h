@@ -56,7 +56,8 @@ struct FftParams {
     float scale;
     uint group_rows; // fft_shared: rows per group
     uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
-    uint pad0, pad1;
+    uint passes;     // fft_shared, mixed radix (radix 1): the passes whose radices span holds
+    uint pad0;
 };
 
 struct rlx_cf { float re, im; };
@@ -173,6 +174,56 @@ RLX_INLINE uint rlx_fft_slot(uint a, uint swizzle) {
     return swizzle ? a ^ (((a >> 5u) ^ (a >> 10u)) & 31u) : a;
 }
 
+// fft_shared's mixed-radix form (radix == 1): N = 2^a 3^b 5^c up to half
+// the group memory, p->passes passes whose radices (2, 3, 4, 5) sit 3 bits
+// each in p->span, first pass lowest. Each pass is fft_stage's Stockham
+// pass (natural order in and out) from one half of the memory to the other,
+// rows of the group side by side in each half. Every pass ends in a barrier.
+// Thread tid of nt strides the loops (Metal's ids are the kernel's
+// parameters, so a helper takes them as arguments).
+template <typename G>
+RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                    RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                    RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here,
+                                    uint tid, uint nt) {
+    const uint n = p->n, inv = p->inverse, half = RLX_FFT_SHARED_MAX / 2u;
+    for (uint e = tid; e < rows_here * n; e += nt) {
+        const rlx_cf v = rlx_fft_load(src, pre, p, row0 + e / n, e % n);
+        sre[e] = v.re;
+        sim[e] = v.im;
+    }
+    rlx_barrier();
+    uint cur = 0u, span = 1u;
+    for (uint q = 0u; q < p->passes; ++q) {
+        const uint radix = (p->span >> (3u * q)) & 7u, m = n / radix, tstride = n / (span * radix);
+        const uint from = cur * half, to = (cur ^ 1u) * half;
+        for (uint jg = tid; jg < rows_here * m; jg += nt) {
+            const uint lr = jg / m, j = jg % m, k = j % span, base = lr * n;
+            rlx_fft5 x;
+            for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
+            for (uint r = 0u; r < radix; ++r) {
+                const uint at = from + base + j + r * m;
+                rlx_cf v = rlx_cf_make(sre[at], sim[at]);
+                if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+                x.v[r] = v;
+            }
+            const rlx_fft5 y = rlx_fft_dft(x, radix, inv);
+            const uint out0 = to + base + (j - k) * radix + k;
+            for (uint r = 0u; r < radix; ++r) {
+                sre[out0 + r * span] = y.v[r].re;
+                sim[out0 + r * span] = y.v[r].im;
+            }
+        }
+        rlx_barrier();
+        cur ^= 1u;
+        span *= radix;
+    }
+    for (uint e = tid; e < rows_here * n; e += nt) {
+        const uint at = cur * half + e;
+        rlx_fft_store(dst, post, p, row0 + e / n, e % n, rlx_cf_make(sre[at], sim[at]));
+    }
+}
+
 #ifdef RLX_TARGET_CPU
 #define RLX_FFT_CPU_ROWS 8u
 typedef float rlx_fft_v8 __attribute__((vector_size(32)));
@@ -182,6 +233,94 @@ RLX_INLINE void rlx_fft_v8_mul(rlx_fft_v8 &re, rlx_fft_v8 &im, rlx_cf w) {
     const rlx_fft_v8 r = re * w.re - im * w.im;
     im = re * w.im + im * w.re;
     re = r;
+}
+
+// rlx_fft_dft for eight rows at once (lanes), radix 2, 3, 4 or 5, in place.
+RLX_INLINE void rlx_fft_dft_v8(rlx_fft_v8 *xr, rlx_fft_v8 *xi, uint radix, uint inverse) {
+    const float sg = inverse ? 1.0f : -1.0f;
+    if (radix == 2u) {
+        const rlx_fft_v8 ar = xr[0] + xr[1], ai = xi[0] + xi[1];
+        xr[1] = xr[0] - xr[1]; xi[1] = xi[0] - xi[1];
+        xr[0] = ar; xi[0] = ai;
+    } else if (radix == 4u) {
+        const rlx_fft_v8 ar = xr[0] + xr[2], ai = xi[0] + xi[2], br = xr[0] - xr[2], bi = xi[0] - xi[2];
+        const rlx_fft_v8 cr = xr[1] + xr[3], ci = xi[1] + xi[3];
+        const rlx_fft_v8 dr = -sg * (xi[1] - xi[3]), di = sg * (xr[1] - xr[3]);   // i sg (x1 - x3)
+        xr[0] = ar + cr; xi[0] = ai + ci;
+        xr[2] = ar - cr; xi[2] = ai - ci;
+        xr[1] = br + dr; xi[1] = bi + di;
+        xr[3] = br - dr; xi[3] = bi - di;
+    } else if (radix == 3u) {
+        const rlx_fft_v8 t1r = xr[1] + xr[2], t1i = xi[1] + xi[2], t2r = xr[1] - xr[2], t2i = xi[1] - xi[2];
+        const rlx_fft_v8 mr = xr[0] - 0.5f * t1r, mi = xi[0] - 0.5f * t1i;
+        const float c = 0.86602540378443865f;
+        const rlx_fft_v8 rr = -sg * c * t2i, ri = sg * c * t2r;
+        xr[0] = xr[0] + t1r; xi[0] = xi[0] + t1i;
+        xr[1] = mr + rr; xi[1] = mi + ri;
+        xr[2] = mr - rr; xi[2] = mi - ri;
+    } else {
+        const float c1 = 0.30901699437494742f, c2 = -0.80901699437494742f;
+        const float s1 = 0.95105651629515357f, s2 = 0.58778525229247313f;
+        const rlx_fft_v8 t1r = xr[1] + xr[4], t1i = xi[1] + xi[4], t2r = xr[2] + xr[3], t2i = xi[2] + xi[3];
+        const rlx_fft_v8 t3r = xr[1] - xr[4], t3i = xi[1] - xi[4], t4r = xr[2] - xr[3], t4i = xi[2] - xi[3];
+        const rlx_fft_v8 m1r = xr[0] + (t1r * c1 + t2r * c2), m1i = xi[0] + (t1i * c1 + t2i * c2);
+        const rlx_fft_v8 m2r = xr[0] + (t1r * c2 + t2r * c1), m2i = xi[0] + (t1i * c2 + t2i * c1);
+        const rlx_fft_v8 u1r = t3r * s1 + t4r * s2, u1i = t3i * s1 + t4i * s2;   // then times i sg
+        const rlx_fft_v8 u2r = t3r * s2 - t4r * s1, u2i = t3i * s2 - t4i * s1;
+        const rlx_fft_v8 n1r = -sg * u1i, n1i = sg * u1r, n2r = -sg * u2i, n2i = sg * u2r;
+        xr[0] = xr[0] + (t1r + t2r); xi[0] = xi[0] + (t1i + t2i);
+        xr[1] = m1r + n1r; xi[1] = m1i + n1i;
+        xr[4] = m1r - n1r; xi[4] = m1i - n1i;
+        xr[2] = m2r + n2r; xi[2] = m2i + n2i;
+        xr[3] = m2r - n2r; xi[3] = m2i - n2i;
+    }
+}
+
+// The mixed-radix form (radix == 1) for eight rows at once: the
+// generic path's Stockham passes on lane vectors, ping-pong between
+// (re, im) and a second per-thread pair.
+static inline void rlx_fft_mixed_rows(const float *src, float *dst, const float *tw, const float *pre,
+                                      const float *post, const FftParams *p, uint row0, uint nrows,
+                                      rlx_fft_v8 *re, rlx_fft_v8 *im) {
+    alignas(32) static thread_local rlx_fft_v8 re2[RLX_FFT_SHARED_MAX], im2[RLX_FFT_SHARED_MAX];
+    const uint n = p->n, inv = p->inverse;
+    for (uint i = 0u; i < n; ++i) {
+        rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
+        for (uint l = 0u; l < nrows; ++l) {
+            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
+            vr[l] = v.re;
+            vi[l] = v.im;
+        }
+        re[i] = vr;
+        im[i] = vi;
+    }
+    rlx_fft_v8 *fr = re, *fi = im, *tr = re2, *ti = im2;
+    uint span = 1u;
+    for (uint q = 0u; q < p->passes; ++q) {
+        const uint radix = (p->span >> (3u * q)) & 7u, m = n / radix, tstride = n / (span * radix);
+        for (uint j = 0u; j < m; ++j) {
+            const uint k = j % span;
+            rlx_fft_v8 xr[5], xi[5];
+            for (uint r = 0u; r < radix; ++r) {
+                xr[r] = fr[j + r * m];
+                xi[r] = fi[j + r * m];
+                if (r > 0u && k > 0u) rlx_fft_v8_mul(xr[r], xi[r], rlx_fft_twiddle(tw, r * k * tstride, inv));
+            }
+            rlx_fft_dft_v8(xr, xi, radix, inv);
+            const uint out0 = (j - k) * radix + k;
+            for (uint r = 0u; r < radix; ++r) {
+                tr[out0 + r * span] = xr[r];
+                ti[out0 + r * span] = xi[r];
+            }
+        }
+        rlx_fft_v8 *t = fr; fr = tr; tr = t;
+        t = fi; fi = ti; ti = t;
+        span *= radix;
+    }
+    for (uint k = 0u; k < n; ++k) {
+        const rlx_fft_v8 vr = fr[k], vi = fi[k];
+        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
+    }
 }
 
 // fft_shared on the CPU for up to RLX_FFT_CPU_ROWS rows at once, one row
@@ -194,6 +333,10 @@ static inline void rlx_fft_shared_rows(const float *src, float *dst, const float
                                        const float *post, const FftParams *p, uint row0, uint nrows) {
     alignas(32) static thread_local rlx_fft_v8 re[RLX_FFT_SHARED_MAX], im[RLX_FFT_SHARED_MAX];
     const uint n = p->n, bits = p->span, inv = p->inverse;
+    if (p->radix == 1u) {
+        rlx_fft_mixed_rows(src, dst, tw, pre, post, p, row0, nrows, re, im);
+        return;
+    }
     for (uint i = 0u; i < n; ++i) {
         uint r = 0u;
         for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
@@ -266,6 +409,10 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
         return;
     }
 #endif
+    if (p->radix == 1u) {   // mixed radix (uniform): Stockham passes between the memory's two halves
+        rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x, rlx_group_size.x);
+        return;
+    }
     RLX_FOR_GROUP(e, rows_here << bits) {
         const uint lr = e >> bits, i = e & (n - 1u);
         const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, i);

@@ -40,6 +40,11 @@ from rlx.runtime import params as P
 from rlx.runtime.views import RESIDENT, Storage, View
 
 SHARED_MAX = 4096            # RLX_FFT_SHARED_MAX in shaders/fft.h (two f32 arrays: 32 KB of group memory)
+# fft_shared's mixed-radix form (N = 2^a 3^b 5^c, not a power of two): its
+# Stockham passes ping-pong between the two halves of that memory, so at
+# most half the points; the radices ride in one 32-bit param, 3 bits each.
+MIXED_SHARED_MAX = SHARED_MAX // 2
+MIXED_MAX_PASSES = 10
 RADICES = (4, 2, 3, 5)       # fft_stage's butterflies; 4 first: fewest passes for powers of two
 LOAD_COMPLEX, LOAD_REAL, LOAD_HALF_SPECTRUM = 0, 1, 2
 STORE_COMPLEX, STORE_REAL = 0, 1
@@ -52,13 +57,16 @@ _TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple, View]] = weakref.WeakKe
 
 @dataclass(frozen=True)
 class Pass:
-    """One dispatch of a transform of length n: fft_shared (radix 0, span =
-    log2 n) or one fft_stage pass (radix, span = product of earlier radices)."""
+    """One dispatch of a transform of length n: fft_shared's power-of-two
+    form (radix 0, span = log2 n) or its mixed-radix form (radix 1, span =
+    the radices 3 bits each, first pass lowest, ``count`` of them), or one
+    fft_stage pass (radix, span = product of earlier radices)."""
 
     n: int
     radix: int
     span: int
     inverse: bool
+    count: int = 0
 
 
 def factor(n: int) -> list[int] | None:
@@ -79,6 +87,8 @@ def transform_passes(n: int, inverse: bool) -> list[Pass]:
     radices = factor(n)
     if radices is None:
         raise ValueError(f"transform_passes: {n} is not 2^a 3^b 5^c")
+    if n <= MIXED_SHARED_MAX and len(radices) <= MIXED_MAX_PASSES:
+        return [Pass(n, 1, sum(r << (3 * i) for i, r in enumerate(radices)), inverse, len(radices))]
     passes, span = [], 1
     for r in radices:
         passes.append(Pass(n, r, span, inverse))
@@ -139,18 +149,19 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
               int(store.get("post") is not None)]
     return struct.pack("<19If4I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
-                       int(swizzle), 0, 0)
+                       int(swizzle), p.count, 0)
 
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
 CPU_ROWS = 8           # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS: one per lane of an 8-float vector)
 
 
-def shared_grid(target, rows: int, n: int) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
+def shared_grid(target, rows: int, n: int, capacity: int = SHARED_MAX
+                ) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
     """(grid, rows per group) of fft_shared. The CPU runs a group on one
     thread, CPU_ROWS rows a group (one per vector lane) once there are that
     many. A GPU group takes as many rows as fill its group memory
-    (SHARED_MAX points), fewer where that would leave fewer than two groups
+    (``capacity`` points), fewer where that would leave fewer than two groups
     per compute unit, with up to SHARED_THREADS threads: each group's
     memory is sized for SHARED_MAX points whatever n is, so a core holds
     the same number of groups at every n and short rows alone would starve
@@ -158,7 +169,7 @@ def shared_grid(target, rows: int, n: int) -> tuple[tuple[tuple[int, int, int], 
     if target.one_thread_groups:   # eight rows a group, one per vector lane (shaders/fft.h rlx_fft_shared_rows)
         group_rows = CPU_ROWS if rows >= CPU_ROWS else 1
         return ((-(-rows // group_rows), 1, 1), (1, 1, 1)), group_rows
-    group_rows = max(1, min(SHARED_MAX // n, rows // (2 * max(target.compute_units, 1))))
+    group_rows = max(1, min(capacity // n, rows // (2 * max(target.compute_units, 1))))
     width = max(target.simd_width, 1)
     butterflies = group_rows * max(n // 4, 1)
     threads = min(target.max_threads_per_group, SHARED_THREADS, -(-butterflies // width) * width)
@@ -281,8 +292,9 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
                 p_store["post"] = spectrum       # Bluestein: the convolution's pointwise product
             dst_view = dst if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
             pre, post = p_load.get("pre") or tw, p_store.get("post") or tw
-            if p.radix == 0:
-                kernel, (grid, group_rows) = "fft_shared_c64", shared_grid(lw.target, rows, p.n)
+            if p.radix in (0, 1):
+                capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
+                kernel, (grid, group_rows) = "fft_shared_c64", shared_grid(lw.target, rows, p.n, capacity)
             else:
                 kernel, group_rows = "fft_stage_c64", 1
                 grid = lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True)

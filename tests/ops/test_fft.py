@@ -116,34 +116,37 @@ def test_irfft_default_length_is_numpys():
 
 
 def test_algorithm_per_length():
-    """One group-memory dispatch for powers of two up to 4096, a Stockham
-    pass per radix for 2^a 3^b 5^c and large powers of two, and Bluestein
-    (two inner transforms) for the rest."""
+    """One group-memory dispatch for powers of two up to 4096 and for other
+    2^a 3^b 5^c up to 2048, a Stockham pass per radix for longer ones, and
+    Bluestein (two inner transforms) for the rest."""
     def kernels(n):
         g = rlx.Graph()
         g.set_outputs(y=g.fft(g.input("x", (2, n), "c64")))
         return kernels_of(rlx.compile(g))
 
     assert kernels(1024) == ["fft_shared_c64"]
-    assert kernels(100) == ["fft_stage_c64"] * 3            # radices 4, 5, 5
+    assert kernels(100) == ["fft_shared_c64"]               # mixed radix 4, 5, 5 in group memory
+    assert kernels(3000) == ["fft_stage_c64"] * 6           # past half the group memory: 4, 2, 3, 5, 5, 5
     assert kernels(8192) == ["fft_stage_c64"] * 7           # 4^6 * 2
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
     assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
 
 
-@pytest.mark.parametrize("n", [1, 2, 8, 32, 256, 2048, 4096])
+@pytest.mark.parametrize("n", [1, 2, 8, 32, 256, 2048, 4096, 6, 100, 1000, 2025])
 @pytest.mark.parametrize("group_rows", [2, 3, 16])
 def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, monkeypatch, rng):
     """fft_shared as GPUs run it (several rows per group, swizzled group-memory
-    slots), forced on whatever device runs the suite: rows that fill a group,
-    a last group holding fewer, and the swizzle across rows of the array."""
+    slots; for 2^a 3^b 5^c lengths the mixed-radix passes between the two
+    halves of group memory), forced on whatever device runs the suite: rows
+    that fill a group, a last group holding fewer, and the swizzle across
+    rows of the array."""
     from rlx.lowering import fft as fft_lowering
 
     real_grid = fft_lowering.shared_grid
 
-    def grid(target, rows, length):
-        (groups, threads), _ = real_grid(target, rows, length)
-        per = max(1, min(group_rows, fft_lowering.SHARED_MAX // length))
+    def grid(target, rows, length, capacity=fft_lowering.SHARED_MAX):
+        (groups, threads), _ = real_grid(target, rows, length, capacity)
+        per = max(1, min(group_rows, capacity // length))
         return ((-(-rows // per), 1, 1), threads), per
 
     monkeypatch.setattr(fft_lowering, "shared_grid", grid)
@@ -173,7 +176,7 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
         return kernels_of(rlx.compile(g))
 
     assert kernels(1024) == ["fft_shared_c64", "rfft_post_c64"]      # 512 in group memory
-    assert kernels(400) == ["fft_stage_c64"] * 4 + ["rfft_post_c64"]  # 200 = 4 * 2 * 5 * 5
+    assert kernels(400) == ["fft_shared_c64", "rfft_post_c64"]        # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["fft_shared_c64"] * 2 + ["rfft_post_c64"]  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     assert kernels(16, strided=True) == ["fft_shared_c64"]
@@ -200,7 +203,7 @@ def test_irfft_of_even_length_is_a_half_length_transform(rng):
         return kernels_of(rlx.compile(g))
 
     assert kernels(1024) == ["irfft_pre_c64", "fft_shared_c64"]       # 512 in group memory
-    assert kernels(400) == ["irfft_pre_c64"] + ["fft_stage_c64"] * 4  # 200 = 4 * 2 * 5 * 5
+    assert kernels(400) == ["irfft_pre_c64", "fft_shared_c64"]        # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["irfft_pre_c64"] + ["fft_shared_c64"] * 2  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098)):
