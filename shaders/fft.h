@@ -282,7 +282,8 @@ RLX_INLINE void rlx_fft_dft_v8(rlx_fft_v8 *xr, rlx_fft_v8 *xi, uint radix, uint 
 static inline void rlx_fft_mixed_rows(const float *src, float *dst, const float *tw, const float *pre,
                                       const float *post, const FftParams *p, uint row0, uint nrows,
                                       rlx_fft_v8 *re, rlx_fft_v8 *im) {
-    alignas(32) static thread_local rlx_fft_v8 re2[RLX_FFT_SHARED_MAX], im2[RLX_FFT_SHARED_MAX];
+    alignas(32) static thread_local rlx_fft_v8 re2_tls[RLX_FFT_SHARED_MAX], im2_tls[RLX_FFT_SHARED_MAX];
+    rlx_fft_v8 *const re2 = re2_tls, *const im2 = im2_tls;
     const uint n = p->n, inv = p->inverse;
     for (uint i = 0u; i < n; ++i) {
         rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
@@ -331,23 +332,41 @@ static inline void rlx_fft_mixed_rows(const float *src, float *dst, const float 
 // eight rows of the largest length are 256 KB, too much for a stack.
 static inline void rlx_fft_shared_rows(const float *src, float *dst, const float *tw, const float *pre,
                                        const float *post, const FftParams *p, uint row0, uint nrows) {
-    alignas(32) static thread_local rlx_fft_v8 re[RLX_FFT_SHARED_MAX], im[RLX_FFT_SHARED_MAX];
+    alignas(32) static thread_local rlx_fft_v8 re_tls[RLX_FFT_SHARED_MAX], im_tls[RLX_FFT_SHARED_MAX];
+    rlx_fft_v8 *const re = re_tls, *const im = im_tls;   // the TLS lookup once, not per access
     const uint n = p->n, bits = p->span, inv = p->inverse;
     if (p->radix == 1u) {
         rlx_fft_mixed_rows(src, dst, tw, pre, post, p, row0, nrows, re, im);
         return;
     }
-    for (uint i = 0u; i < n; ++i) {
-        uint r = 0u;
-        for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
+    // Plain complex rows (no pre-multiply, no padding): read each lane's row
+    // directly, not through the general load's mode switch.
+    const bool plain = p->load_mode == 0u && p->pre_mul == 0u && p->src_len >= n;
+    const float *lane_src[RLX_FFT_CPU_ROWS];
+    for (uint l = 0u; l < RLX_FFT_CPU_ROWS; ++l)
+        lane_src[l] = src + (uint64_t)p->src_offset + (uint64_t)(row0 + (l < nrows ? l : 0u)) * p->src_row;
+    const uint step = p->src_step;
+    // i and its bit reversal r advance together (r: a reversed increment).
+    for (uint i = 0u, r = 0u; i < n; ++i) {
         rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
-        for (uint l = 0u; l < nrows; ++l) {
-            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
-            vr[l] = v.re;
-            vi[l] = v.im;
+        if (plain) {
+            for (uint l = 0u; l < nrows; ++l) {
+                const float *at = lane_src[l] + (uint64_t)i * step;
+                vr[l] = at[0];
+                vi[l] = at[1];
+            }
+        } else {
+            for (uint l = 0u; l < nrows; ++l) {
+                const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
+                vr[l] = v.re;
+                vi[l] = v.im;
+            }
         }
         re[r] = vr;
         im[r] = vi;
+        uint bit = n >> 1u;   // r + 1 in reversed bit order
+        while (bit && (r & bit)) { r ^= bit; bit >>= 1u; }
+        r |= bit;
     }
     uint s = 0u;
     for (; s + 2u <= bits; s += 2u) {
@@ -381,6 +400,17 @@ static inline void rlx_fft_shared_rows(const float *src, float *dst, const float
             re[i0] = x0r + tr; im[i0] = x0i + ti;
             re[i1] = x0r - tr; im[i1] = x0i - ti;
         }
+    }
+    if (p->store_mode == 0u && p->post_mul == 0u && p->dst_count >= n) {   // plain complex rows out
+        const float scale = p->scale;
+        for (uint l = 0u; l < nrows; ++l) {
+            float *out = dst + (uint64_t)p->dst_offset + (uint64_t)(row0 + l) * p->dst_row;
+            for (uint k = 0u; k < n; ++k) {
+                out[(uint64_t)k * p->dst_step] = re[k][l] * scale;
+                out[(uint64_t)k * p->dst_step + 1u] = im[k][l] * scale;
+            }
+        }
+        return;
     }
     for (uint k = 0u; k < n; ++k) {
         const rlx_fft_v8 vr = re[k], vi = im[k];
@@ -485,7 +515,7 @@ RLX_KERNEL fft_stage(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T
     const uint n = p->n, radix = p->radix, span = p->span, inv = p->inverse;
     const uint m = n / radix, tstride = n / (span * radix);
     RLX_FOR_RANGE(t, (uint64_t)p->rows * m) {
-        const uint row = (uint)(t / m), j = (uint)(t % m);
+        const uint row = rlx_index_div(t, m), j = (uint)(t - (uint64_t)row * m);
         const uint k = j % span;
         rlx_fft5 x;
         for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
@@ -533,9 +563,9 @@ RLX_KERNEL rfft_post(RLX_BUF(RLX_DEVICE const T *, z, 0), RLX_BUF(RLX_DEVICE T *
                      RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_PARAMS(RfftPostParams, p, 3) RLX_IDS) {
     const uint m = p->m, bins = m + 1u;
     RLX_FOR_RANGE(i, p->rows * bins) {
-        const uint row = i / bins, k = i % bins;
+        const uint row = rlx_index_div(i, bins), k = (uint)(i - (uint64_t)row * bins);
         RLX_DEVICE const T *zr = z + (uint64_t)row * 2u * m;
-        const uint a = k % m, b = (m - k) % m;
+        const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m (k <= m)
         const rlx_cf za = rlx_cf_make(zr[2u * a], zr[2u * a + 1u]), zb = rlx_cf_make(zr[2u * b], -zr[2u * b + 1u]);
         const rlx_cf even = rlx_cf_scale(rlx_cf_add(za, zb), 0.5f);
         const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
@@ -571,7 +601,7 @@ RLX_KERNEL irfft_pre(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *
                      RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_PARAMS(IrfftPreParams, p, 3) RLX_IDS) {
     const uint m = p->m;
     RLX_FOR_RANGE(i, (uint64_t)p->rows * m) {
-        const uint row = (uint)(i / m), k = (uint)(i % m);
+        const uint row = rlx_index_div(i, m), k = (uint)(i - (uint64_t)row * m);
         const rlx_cf a = rlx_irfft_bin(x, p, row, k), b0 = rlx_irfft_bin(x, p, row, m - k);
         const rlx_cf b = rlx_cf_make(b0.re, -b0.im);   // conj X[m - k]
         const rlx_cf even = rlx_cf_scale(rlx_cf_add(a, b), 0.5f);

@@ -107,7 +107,7 @@ RLX_KERNEL dequantize_f8(RLX_BUF(RLX_DEVICE const uchar *, w, 0), RLX_BUF(RLX_DE
                          RLX_BUF(RLX_DEVICE T *, out, 2), RLX_PARAMS(Fp8DequantParams, p, 3) RLX_IDS) {
     const uint cols = p->cols, fmt = p->fmt, br = p->block_rows, bc = p->block_cols, sc = p->scale_cols;
     RLX_FOR_RANGE(i, (uint64_t)p->rows * cols) {
-        const uint r = (uint)(i / cols), c = (uint)(i % cols);
+        const uint r = rlx_index_div(i, cols), c = (uint)(i - (uint64_t)r * cols);
         out[i] = rlx_from_float<T>(rlx_f8_decode((uint)w[i], fmt) * rlx_f8_scale(scale, r, c, br, bc, sc));
     }
 }
