@@ -112,6 +112,11 @@ class SiblingReport:
             if name not in slots:
                 continue
             spec, buffer, offset = slots[name]
+            if spec.dtype.is_fp8:
+                # precision="fp8" quantized the merged weight with one scale per
+                # row: a source's float values would need its rows of the scale
+                # rewritten too, so set_params takes the merged param only.
+                continue
             start = 0
             for source, shape in zip(merged.sources, merged.shapes):
                 alias = IOSpec(source, shape, spec.dtype)
