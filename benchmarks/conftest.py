@@ -6,7 +6,42 @@ Track over time: add --benchmark-autosave, later --benchmark-compare."""
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
+
+import numpy as np
 import pytest
+
+
+def device_threads() -> int:
+    """The worker count rlx's CPU device uses (RLX_NUM_THREADS or every core): the peers get as many."""
+    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
+
+
+@pytest.fixture
+def threaded_copy() -> Callable[[int], Callable[[], None]]:
+    """threaded_copy(nbytes) -> a function copying nbytes between two
+    buffers split over device_threads() threads (numpy releases the GIL in
+    copyto): the memory-bandwidth peer of the GEMV benchmarks."""
+
+    def make(nbytes: int) -> Callable[[], None]:
+        src = np.ones(nbytes, np.uint8)
+        dst = np.empty_like(src)
+        bounds = np.linspace(0, src.size, device_threads() + 1).astype(np.int64)
+
+        def copy() -> None:
+            workers = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b]))
+                       for a, b in zip(bounds, bounds[1:])]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+
+        return copy
+
+    return make
+
 
 _MEDIANS: dict[tuple[str, str], float] = {}
 _SCALE: dict[str, tuple[float, str]] = {}

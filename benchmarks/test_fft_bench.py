@@ -14,21 +14,16 @@ Run: python -m pytest benchmarks/test_fft_bench.py --benchmark-enable
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import scipy.fft as scipy_fft
+from conftest import device_threads
 
 import rlx
 
 BATCH_POINTS = 1 << 18
 COMPLEX_SIZES = [256, 1024, 4096, 65536]
 REAL_SIZES = [400]
-
-
-def _threads() -> int:
-    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
 
 
 def _signal(op: str, n: int) -> np.ndarray:
@@ -67,7 +62,7 @@ def test_rlx(benchmark, record, op, n):
 @pytest.mark.parametrize("op, n", CASES, ids=[f"{op}-{n}" for op, n in CASES])
 def test_scipy(benchmark, record, op, n):
     x = _signal(op, n)
-    workers = _threads()
+    workers = device_threads()
     benchmark(getattr(scipy_fft, op), x, workers=workers)
     record(f"{op} N={n} x{x.shape[0]}", "scipy.fft", benchmark)
 

@@ -11,9 +11,6 @@ Run: python -m pytest benchmarks/test_fp8_bench.py --benchmark-enable -s
 
 from __future__ import annotations
 
-import os
-import threading
-
 import ml_dtypes
 import numpy as np
 import pytest
@@ -21,10 +18,6 @@ import pytest
 import rlx
 
 SHAPES = {"4096x4096": (4096, 4096), "262144x640": (262144, 640)}
-
-
-def _threads() -> int:
-    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
 
 
 def _weight(n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -64,18 +57,7 @@ def test_gemv_q8_0(benchmark, record, shape):
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
-def test_copy_of_the_same_bytes(benchmark, record, shape):
+def test_copy_of_the_same_bytes(benchmark, record, threaded_copy, shape):
     n, k = SHAPES[shape]
-    src = np.ones(n * k, np.uint8)
-    dst = np.empty_like(src)
-    bounds = np.linspace(0, src.size, _threads() + 1).astype(np.int64)
-
-    def copy():
-        workers = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in zip(bounds, bounds[1:])]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-
-    benchmark(copy)
+    benchmark(threaded_copy(n * k))
     record(f"gemv fp8 {shape}", "copy", benchmark)

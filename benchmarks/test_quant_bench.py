@@ -12,9 +12,7 @@ Run: python -m pytest benchmarks/test_quant_bench.py --benchmark-enable -s
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -36,10 +34,6 @@ def _shape(fmt: str, name: str) -> tuple[int, int]:
     return n, whole_blocks(fmt, k)
 
 
-def _threads() -> int:
-    return int(os.environ.get("RLX_NUM_THREADS") or os.cpu_count() or 1)
-
-
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_gemv(benchmark, record, fmt, shape):
@@ -56,21 +50,8 @@ def test_gemv(benchmark, record, fmt, shape):
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_copy_of_the_same_bytes(benchmark, record, fmt, shape):
-    """A copy of the weight's bytes over the device's threads (numpy releases the GIL in copyto)."""
+def test_copy_of_the_same_bytes(benchmark, record, threaded_copy, fmt, shape):
+    """A copy of the weight's bytes over the device's threads."""
     n, k = _shape(fmt, shape)
-    nbytes = quantized(fmt).nbytes(n * k, k)
-    src = np.ones(nbytes, np.uint8)
-    dst = np.empty_like(src)
-    parts = _threads()
-    bounds = np.linspace(0, src.size, parts + 1).astype(np.int64)
-
-    def copy():
-        workers = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in zip(bounds, bounds[1:])]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-
-    benchmark(copy)
+    benchmark(threaded_copy(quantized(fmt).nbytes(n * k, k)))
     record(f"gemv {fmt} {shape}", "copy", benchmark)

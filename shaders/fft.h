@@ -276,6 +276,36 @@ RLX_INLINE void rlx_fft_dft_v8(rlx_fft_v8 *xr, rlx_fft_v8 *xi, uint radix, uint 
     }
 }
 
+// Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
+// nrows zero), element i at slot i, or at its bit reversal with
+// `reversed`; and the lanes back out through the store helper.
+static inline void rlx_fft_load_lanes(const float *src, const float *pre, const FftParams *p, uint row0,
+                                      uint nrows, bool reversed, rlx_fft_v8 *re, rlx_fft_v8 *im) {
+    const uint n = p->n;
+    for (uint i = 0u, r = 0u; i < n; ++i) {
+        rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
+        for (uint l = 0u; l < nrows; ++l) {
+            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
+            vr[l] = v.re;
+            vi[l] = v.im;
+        }
+        const uint at = reversed ? r : i;
+        re[at] = vr;
+        im[at] = vi;
+        uint bit = n >> 1u;   // r + 1 in reversed bit order (used for powers of two only)
+        while (bit && (r & bit)) { r ^= bit; bit >>= 1u; }
+        r |= bit;
+    }
+}
+
+static inline void rlx_fft_store_lanes(float *dst, const float *post, const FftParams *p, uint row0, uint nrows,
+                                       const rlx_fft_v8 *re, const rlx_fft_v8 *im) {
+    for (uint k = 0u; k < p->n; ++k) {
+        const rlx_fft_v8 vr = re[k], vi = im[k];
+        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
+    }
+}
+
 // The mixed-radix form (radix == 1) for eight rows at once: the
 // generic path's Stockham passes on lane vectors, ping-pong between
 // (re, im) and a second per-thread pair.
@@ -285,16 +315,7 @@ static inline void rlx_fft_mixed_rows(const float *src, float *dst, const float 
     alignas(32) static thread_local rlx_fft_v8 re2_tls[RLX_FFT_SHARED_MAX], im2_tls[RLX_FFT_SHARED_MAX];
     rlx_fft_v8 *const re2 = re2_tls, *const im2 = im2_tls;
     const uint n = p->n, inv = p->inverse;
-    for (uint i = 0u; i < n; ++i) {
-        rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
-        for (uint l = 0u; l < nrows; ++l) {
-            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
-            vr[l] = v.re;
-            vi[l] = v.im;
-        }
-        re[i] = vr;
-        im[i] = vi;
-    }
+    rlx_fft_load_lanes(src, pre, p, row0, nrows, false, re, im);
     rlx_fft_v8 *fr = re, *fi = im, *tr = re2, *ti = im2;
     uint span = 1u;
     for (uint q = 0u; q < p->passes; ++q) {
@@ -318,10 +339,7 @@ static inline void rlx_fft_mixed_rows(const float *src, float *dst, const float 
         t = fi; fi = ti; ti = t;
         span *= radix;
     }
-    for (uint k = 0u; k < n; ++k) {
-        const rlx_fft_v8 vr = fr[k], vi = fi[k];
-        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
-    }
+    rlx_fft_store_lanes(dst, post, p, row0, nrows, fr, fi);
 }
 
 // fft_shared on the CPU for up to RLX_FFT_CPU_ROWS rows at once, one row
@@ -339,35 +357,7 @@ static inline void rlx_fft_shared_rows(const float *src, float *dst, const float
         rlx_fft_mixed_rows(src, dst, tw, pre, post, p, row0, nrows, re, im);
         return;
     }
-    // Plain complex rows (no pre-multiply, no padding): read each lane's row
-    // directly, not through the general load's mode switch.
-    const bool plain = p->load_mode == 0u && p->pre_mul == 0u && p->src_len >= n;
-    const float *lane_src[RLX_FFT_CPU_ROWS];
-    for (uint l = 0u; l < RLX_FFT_CPU_ROWS; ++l)
-        lane_src[l] = src + (uint64_t)p->src_offset + (uint64_t)(row0 + (l < nrows ? l : 0u)) * p->src_row;
-    const uint step = p->src_step;
-    // i and its bit reversal r advance together (r: a reversed increment).
-    for (uint i = 0u, r = 0u; i < n; ++i) {
-        rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
-        if (plain) {
-            for (uint l = 0u; l < nrows; ++l) {
-                const float *at = lane_src[l] + (uint64_t)i * step;
-                vr[l] = at[0];
-                vi[l] = at[1];
-            }
-        } else {
-            for (uint l = 0u; l < nrows; ++l) {
-                const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
-                vr[l] = v.re;
-                vi[l] = v.im;
-            }
-        }
-        re[r] = vr;
-        im[r] = vi;
-        uint bit = n >> 1u;   // r + 1 in reversed bit order
-        while (bit && (r & bit)) { r ^= bit; bit >>= 1u; }
-        r |= bit;
-    }
+    rlx_fft_load_lanes(src, pre, p, row0, nrows, true, re, im);
     uint s = 0u;
     for (; s + 2u <= bits; s += 2u) {
         const uint h = 1u << s, sa = n >> (s + 1u), sb = n >> (s + 2u);
@@ -401,21 +391,7 @@ static inline void rlx_fft_shared_rows(const float *src, float *dst, const float
             re[i1] = x0r - tr; im[i1] = x0i - ti;
         }
     }
-    if (p->store_mode == 0u && p->post_mul == 0u && p->dst_count >= n) {   // plain complex rows out
-        const float scale = p->scale;
-        for (uint l = 0u; l < nrows; ++l) {
-            float *out = dst + (uint64_t)p->dst_offset + (uint64_t)(row0 + l) * p->dst_row;
-            for (uint k = 0u; k < n; ++k) {
-                out[(uint64_t)k * p->dst_step] = re[k][l] * scale;
-                out[(uint64_t)k * p->dst_step + 1u] = im[k][l] * scale;
-            }
-        }
-        return;
-    }
-    for (uint k = 0u; k < n; ++k) {
-        const rlx_fft_v8 vr = re[k], vi = im[k];
-        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
-    }
+    rlx_fft_store_lanes(dst, post, p, row0, nrows, re, im);
 }
 #endif
 

@@ -147,16 +147,16 @@ static inline rlx_q_v8 rlx_f8_decode8(const uchar *c) {
     const rlx_q_v8 sub = __builtin_convertvector((rlx_f8_i8)mag, rlx_q_v8) * (FMT == 0u ? 0.001953125f : 1.52587890625e-05f);
     rlx_f8_u8 sub_bits;
     memcpy(&sub_bits, &sub, sizeof sub_bits);
+    const rlx_f8_u8 none = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};   // + a scalar broadcasts it
     rlx_f8_u8 bits;
     if (FMT == 0u) {   // e4m3: subnormal below 8, NaN at 0x7F
         const rlx_f8_u8 normal = (mag << 20u) + (120u << 23u);
         bits = mag < 8u ? sub_bits : normal;
-        bits = mag == 0x7Fu ? (rlx_f8_u8)(0x7FC00000u + 0u * mag) : bits;
+        bits = mag == 0x7Fu ? none + 0x7FC00000u : bits;
     } else {           // e5m2: subnormal below 4, infinity at 0x7C, NaN above
         const rlx_f8_u8 normal = (mag << 21u) + (112u << 23u);
         bits = mag < 4u ? sub_bits : normal;
-        bits = mag >= 0x7Cu ? (mag == 0x7Cu ? (rlx_f8_u8)(0x7F800000u + 0u * mag) : (rlx_f8_u8)(0x7FC00000u + 0u * mag))
-                            : bits;
+        bits = mag >= 0x7Cu ? (mag == 0x7Cu ? none + 0x7F800000u : none + 0x7FC00000u) : bits;
     }
     bits |= sign;
     rlx_q_v8 out;

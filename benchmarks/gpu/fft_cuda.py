@@ -17,10 +17,10 @@ import json
 import math
 import statistics
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
+from results import emit  # benchmarks/gpu/results.py (the script's own folder)
 
 import rlx
 from rlx import signal
@@ -136,11 +136,7 @@ def main(out_path: str | None) -> None:
     rows += [_log_mel_row(b, s) for b, s in ((1, 30.0), (16, 30.0))]
     result = {"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/fft_cuda.py OUT",
               "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
-    text = json.dumps(result, indent=1)
-    if out_path:
-        Path(out_path).write_text(text + "\n")
-    else:
-        print(text)
+    emit(result, out_path)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from results import emit  # benchmarks/gpu/results.py (the script's own folder)
 
 import rlx
 from rlx.ir.dtype import quantized
@@ -101,11 +102,7 @@ def main(out_path: str | None) -> None:
             torch.cuda.empty_cache()
     result = {"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/quant_gemv_cuda.py",
               "gpu": torch.cuda.get_device_name(), "rows": rows}
-    text = json.dumps(result, indent=1)
-    if out_path:
-        Path(out_path).write_text(text + "\n")
-    else:
-        print(text)
+    emit(result, out_path)
 
 
 if __name__ == "__main__":

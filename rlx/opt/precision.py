@@ -170,21 +170,24 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
 _SCALED_OPS = ("scaled_linear", "scaled_dequantize")
 
 
+def _weight_params(graph: Graph, accepts) -> set[Node]:
+    """The 2-D f32 params read only as the weight (input 1) of consumers
+    ``accepts`` takes, against an f32 x; a graph output keeps its f32 bits."""
+    consumers = graph.consumers()
+    outputs = set(graph.outputs.values())
+    return {node for node in graph.params.values()
+            if node.dtype == f32 and len(node.shape) == 2 and consumers.get(node) and node not in outputs
+            and all(accepts(u) and u.inputs[1] is node and u.inputs[0] is not node and u.inputs[0].dtype == f32
+                    for u in consumers[node])}
+
+
 def _fp8_weights(graph: Graph, report: PrecisionReport, dynamic: bool) -> Graph:
     """linear layers whose weight is an f32 param read only as such become
     scaled_linear over an f8e4m3 param and its per-channel f32 scale; with
     ``dynamic`` their x is quantized per row first."""
     from rlx.fp8 import SCALE_SUFFIX, quantize
 
-    consumers = graph.consumers()
-    outputs = set(graph.outputs.values())
-
-    def weight_only(node: Node) -> bool:
-        users = consumers.get(node, [])
-        return node.dtype == f32 and len(node.shape) == 2 and bool(users) and node not in outputs and all(
-            u.op == "linear" and u.attrs["transpose_b"] and u.inputs[1] is node and u.inputs[0] is not node
-            and u.inputs[0].dtype == f32 for u in users)
-
+    weights = _weight_params(graph, lambda u: u.op == "linear" and u.attrs["transpose_b"])
     g = Graph()
     new: dict[Node, Node] = {}
     scales: dict[Node, Node] = {}
@@ -192,7 +195,7 @@ def _fp8_weights(graph: Graph, report: PrecisionReport, dynamic: bool) -> Graph:
         new[node] = clone_node(node, [], g)
     for node in list(graph.params.values()):
         attrs = dict(node.attrs)
-        if weight_only(node):
+        if node in weights:
             attrs["dtype"] = f8e4m3
             report.converted.append(attrs["name"])
             scales[node] = g.param(attrs["name"] + SCALE_SUFFIX, (node.shape[0],), f32)
@@ -217,22 +220,14 @@ def _fp8_weights(graph: Graph, report: PrecisionReport, dynamic: bool) -> Graph:
 def _bf16_weights(graph: Graph, report: PrecisionReport) -> tuple[Graph, PrecisionReport]:
     """f32 params read only as the 2-D B operand of linear/matmul become bf16
     params; nothing else changes."""
-    consumers = graph.consumers()
-    outputs = set(graph.outputs.values())   # an output keeps its f32 bits
-
-    def weight_only(node: Node) -> bool:
-        users = consumers.get(node, [])
-        return node.dtype == f32 and len(node.shape) == 2 and bool(users) and node not in outputs and all(
-            u.op in ("linear", "matmul") and u.inputs[1] is node and u.inputs[0] is not node
-            and u.inputs[0].dtype == f32 for u in users)
-
+    weights = _weight_params(graph, lambda u: u.op in ("linear", "matmul"))
     g = Graph()
     new: dict[Node, Node] = {}
     for node in list(graph.inputs.values()):
         new[node] = clone_node(node, [], g)
     for node in list(graph.params.values()):
         attrs = dict(node.attrs)
-        if weight_only(node):
+        if node in weights:
             attrs["dtype"] = bf16
             report.converted.append(attrs["name"])
         new[node] = g.op("param", (), **attrs)
