@@ -38,6 +38,12 @@ static inline bool has_avx2() {
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5));  // AVX2
 }
 
+// has_avx512() and AVX512_VNNI (vpdpwssd: csrc/host_quant_vnni.h).
+static inline bool has_avx512_vnni() {
+    unsigned a, b, c, d;
+    return has_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 11));
+}
+
 // has_avx512() and AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
 static inline bool has_avx512_bf16() {
     unsigned a, b, c, d;

@@ -37,8 +37,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "in registers in the small-M kernel (up to 16 rows, AVX2 or AVX-512) or in memory before the BLAS "
            "sgemm; read when the device is opened."),
     EnvVar("RLX_HOST_ISA", "best the CPU has",
-           "The highest instruction set the host device's kernels use: on x86-64 `baseline`, `avx2` or "
-           "`avx512`, on ARM64 `baseline` or `neon` (unset: the best the CPU has). A lower level also turns off "
+           "The highest instruction set the host device's kernels use: on x86-64 `baseline`, `avx2`, "
+           "`avx512` or `avx512vnni` (the q4_k / q6_k decode GEMVs in 16-bit integer dot products), on ARM64 "
+           "`baseline` or `neon` (unset: the best the CPU has). A lower level also turns off "
            "the hand-written kernels above it (small-M gemm, AVX-512 BF16); for tests and bug reports; read when "
            "the device is opened. The BLAS picks its own kernels (OpenBLAS: `OPENBLAS_CORETYPE`)."),
     EnvVar("RLX_QUANT_NO_GEMV", "",
@@ -107,7 +108,7 @@ def host_bf16() -> bool:
     return _flag("RLX_HOST_BF16", True)
 
 
-HOST_ISAS = ("baseline", "avx2", "avx512", "neon")   # x86-64: the first three; ARM64: baseline, neon
+HOST_ISAS = ("baseline", "avx2", "avx512", "avx512vnni", "neon")   # x86-64: the first four; ARM64: baseline, neon
 
 
 def host_isa() -> str | None:

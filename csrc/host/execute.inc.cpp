@@ -51,13 +51,15 @@ rlx_status cmd_execute_icb(rlx_cmdbuf *cb, rlx_icb *icb, uint32_t start, uint32_
 
 // ---- execution: commit, wait, release -------------------------------------------------------
 void run_dispatch(rlx_device *d, kernel_fn fn, void *const *bufs, const uint32_t g[3]) {
+    const uint64_t dispatch = next_dispatch();
     if ((uint64_t)g[0] * g[1] * g[2] == 1 || d->pool.workers.empty()) {
         // One group: call it right here, no pool (tiny ops cost a function call).
         // No workers: the groups run one after another on this thread.
-        for (uint64_t i = 0, n = (uint64_t)g[0] * g[1] * g[2]; i < n; ++i) run_group(fn, bufs, g[0], g[1], g[2], i);
+        for (uint64_t i = 0, n = (uint64_t)g[0] * g[1] * g[2]; i < n; ++i)
+            run_group(fn, bufs, g[0], g[1], g[2], i, dispatch);
         return;
     }
-    parallel_for(&d->pool, fn, bufs, g);
+    parallel_for(&d->pool, fn, bufs, g, dispatch);
 }
 
 // Runs one command buffer; the caller holds dev->exec_mu.

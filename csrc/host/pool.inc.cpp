@@ -69,6 +69,7 @@ struct Pool {
     void *bufs[RLX_MAX_BINDINGS] = {};
     uint32_t gx = 1, gy = 1, gz = 1;
     uint64_t total = 0;
+    uint64_t dispatch = 0;                   // the job's dispatch number (rlx_cpu_ctx::dispatch)
     uint64_t parts = 1;                      // threads that may take groups
     // The two counters every claim writes, each on a cache line of its own:
     // sharing one with the job above made every claim re-fetch the job too.
@@ -76,8 +77,16 @@ struct Pool {
     alignas(64) std::atomic<uint64_t> done{0};  // groups finished
 };
 
-void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32_t gz, uint64_t i) {
+// A new number per dispatch, unique in the process (every device's pool).
+uint64_t next_dispatch() {
+    static std::atomic<uint64_t> counter{0};
+    return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+void run_group(kernel_fn fn, void *const *bufs, uint32_t gx, uint32_t gy, uint32_t gz, uint64_t i,
+               uint64_t dispatch) {
     rlx_cpu_ctx ctx;
+    ctx.dispatch = dispatch;
     memcpy(ctx.buffers, bufs, sizeof ctx.buffers);
     ctx.group_id = uint3{(uint)(i % gx), (uint)((i / gx) % gy), (uint)(i / ((uint64_t)gx * gy))};
     ctx.num_groups = uint3{gx, gy, gz};
@@ -96,7 +105,7 @@ void take_groups(Pool *p) {
     while (first < total) {
         const uint64_t last = first + std::max<uint64_t>(1, (total - first) / split);
         if (!p->next.compare_exchange_weak(first, last, std::memory_order_relaxed)) continue;
-        for (uint64_t i = first; i < last; ++i) run_group(p->fn, p->bufs, p->gx, p->gy, p->gz, i);
+        for (uint64_t i = first; i < last; ++i) run_group(p->fn, p->bufs, p->gx, p->gy, p->gz, i, p->dispatch);
         mine += last - first;
         first = p->next.load(std::memory_order_relaxed);
     }
@@ -126,11 +135,13 @@ void worker_main(Pool *p) {
     }
 }
 
-void parallel_for(Pool *p, kernel_fn fn, void *const *bufs, const uint32_t g[3]) {
+void parallel_for(Pool *p, kernel_fn fn, void *const *bufs, const uint32_t g[3],
+                  uint64_t dispatch = next_dispatch()) {
     p->fn = fn;
     memcpy(p->bufs, bufs, sizeof p->bufs);
     p->gx = g[0], p->gy = g[1], p->gz = g[2];
     p->total = (uint64_t)g[0] * g[1] * g[2];
+    p->dispatch = dispatch;
     p->parts = (uint64_t)p->workers.size() + 1;
     p->next.store(0, std::memory_order_relaxed);
     p->done.store(0, std::memory_order_relaxed);

@@ -36,15 +36,20 @@ typedef _Float16 half;
 
 // Kept in sync with the host shim, csrc/host/ (it is the only other user).
 #define RLX_CPU_MAX_BINDINGS 12
+// dispatch: a number no other dispatch of the process shares, so that a
+// kernel may keep per-thread work derived from its inputs across the groups
+// of one dispatch (the VNNI GEMV's integer copy of x, csrc/host_quant_vnni.h).
 struct rlx_cpu_ctx {
     void *buffers[RLX_CPU_MAX_BINDINGS];
     uint3 group_id;
     uint3 num_groups;
+    uint64_t dispatch;
 };
 
 struct rlx_ids {
     uint3 group_id;
     uint3 num_groups;
+    uint64_t dispatch;
 };
 
 // ---- kernel signature -------------------------------------------------------
@@ -181,7 +186,7 @@ template <typename A> struct rlx_cpu_arg {
     static A get(const rlx_cpu_ctx *c, unsigned i) { return static_cast<A>(c->buffers[i]); }
 };
 template <> struct rlx_cpu_arg<rlx_ids> {
-    static rlx_ids get(const rlx_cpu_ctx *c, unsigned) { return rlx_ids{c->group_id, c->num_groups}; }
+    static rlx_ids get(const rlx_cpu_ctx *c, unsigned) { return rlx_ids{c->group_id, c->num_groups, c->dispatch}; }
 };
 template <typename... A, unsigned long... I>
 static inline void rlx_cpu_invoke_impl(void (*f)(A...), const rlx_cpu_ctx *c,
@@ -203,6 +208,23 @@ static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
 #define RLX_CPU_PASTE(a, b) RLX_CPU_PASTE_(a, b)
 #define RLX_CPU_SYMBOL(host_name) RLX_CPU_PASTE(rlx_k_##host_name, RLX_CPU_KERNEL_SUFFIX)
 
+// RLX_CPU_EXPORT2(kernel_template, type1, type2, host_name): exports one
+// variant of a kernel with two template arguments (e.g. input and output
+// dtype of a cast).
+#define RLX_CPU_EXPORT2(kernel, type1, type2, host_name)                           \
+    extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
+        const rlx_cpu_ctx *c) {                                                    \
+        rlx_cpu_invoke(&kernel<type1, type2>, c);                                  \
+    }
+// A translation unit that exports only some kernels in another instruction
+// set (csrc/host_kernels_avx512vnni.cpp) defines RLX_CPU_EXPORT_LISTED_ONLY:
+// the headers' instantiations below then export nothing, and it names its
+// kernels with RLX_CPU_EXPORT2.
+#ifdef RLX_CPU_EXPORT_LISTED_ONLY
+#define RLX_INSTANTIATE(kernel, type, host_name)
+#define RLX_INSTANTIATE2(kernel, type1, type2, host_name)
+#define RLX_EXPORT(kernel, host_name)
+#else
 // RLX_INSTANTIATE(kernel_template, type, host_name): exports one variant.
 #define RLX_INSTANTIATE(kernel, type, host_name)                                   \
     extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
@@ -210,17 +232,14 @@ static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
         rlx_cpu_invoke(&kernel<type>, c);                                          \
     }
 // Two template arguments (e.g. input and output dtype of a cast).
-#define RLX_INSTANTIATE2(kernel, type1, type2, host_name)                          \
-    extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
-        const rlx_cpu_ctx *c) {                                                    \
-        rlx_cpu_invoke(&kernel<type1, type2>, c);                                  \
-    }
+#define RLX_INSTANTIATE2(kernel, type1, type2, host_name) RLX_CPU_EXPORT2(kernel, type1, type2, host_name)
 // A kernel that is not a template.
 #define RLX_EXPORT(kernel, host_name)                                              \
     extern "C" __attribute__((visibility("default"))) void RLX_CPU_SYMBOL(host_name)( \
         const rlx_cpu_ctx *c) {                                                    \
         rlx_cpu_invoke(&kernel, c);                                                \
     }
+#endif
 
 #include "common.h"
 #endif

@@ -189,3 +189,52 @@ def test_arbitrary_bytes_decode_like_gguf_and_never_crash(fmt, rng):
         want = dequantize_values(dt, raw, (5, k))
     np.testing.assert_array_equal(out["d"], want)
     assert out["y"].shape == (2, 5) and out["e"].shape == (3, k)
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k", "q8_0"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_gemv_of_x_with_a_wide_range_zeros_and_repeated_runs(fmt, dtype, rng, gemv_preferred):
+    """x that stresses a GEMV which converts x to integers per block (the
+    AVX-512 VNNI form of q4_k / q6_k, csrc/host_quant_vnni.h; every other
+    form takes the same inputs): magnitudes over 2^-20..2^15 inside a
+    block, one spike per block, an all-zero row, values near the f16 /
+    f32 underflow; and one executable run on new x each time (the VNNI form
+    keeps its integer x per dispatch: a stale copy would repeat the previous
+    run's result)."""
+    n, k = 37, 512
+    raw, w = _weight(fmt, rng, n, k)
+    g = rlx.Graph()
+    x = g.input("x", (4, k), dtype)
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), quantized(fmt))))
+    exe = rlx.compile(g, params={"w": raw})
+    npdt = np.float16 if dtype == "f16" else np.float32
+    wide = rng.standard_normal((4, k)) * np.exp2(rng.uniform(-20, 15 if dtype == "f32" else 0, (4, k)))
+    spiky = rng.standard_normal((4, k)) * 1e-3
+    spiky[:, ::256] = 3e4 if dtype == "f32" else 30.0   # f16: the products stay under its 65504
+    spiky[2] = 0.0
+    tiny = rng.standard_normal((4, k)) * (1e-36 if dtype == "f32" else 1e-7)
+    for xv in (wide, spiky, tiny, _x(rng, (4, k), dtype)):
+        xv = xv.astype(npdt)
+        _check_product(exe.run(x=xv)["y"], xv, w, None, None, dtype)
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
+    """A NaN or an infinity in one row of x reaches that row's outputs (the
+    VNNI form hands such x to the f32 form); the other rows stay exact."""
+    n, k = 9, 256
+    raw, w = _weight(fmt, rng, n, k)
+    g = rlx.Graph()
+    x = g.input("x", (3, k))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), quantized(fmt))))
+    exe = rlx.compile(g, params={"w": raw})
+    xv = _x(rng, (3, k), "f32")
+    xv[1, 5] = np.nan
+    y = exe.run(x=xv)["y"]
+    assert np.isnan(y[1]).all()
+    _check_product(y[[0, 2]], xv[[0, 2]], w, None, None, "f32")
+    xv[1, 5] = np.inf
+    y = exe.run(x=xv)["y"]
+    want_inf = np.where(w[:, 5] > 0, np.inf, np.where(w[:, 5] < 0, -np.inf, np.nan))
+    np.testing.assert_array_equal(y[1], want_inf.astype(np.float32))
+    _check_product(y[[0, 2]], xv[[0, 2]], w, None, None, "f32")

@@ -1,0 +1,258 @@
+// The decode GEMV y = x W^T of q4_k and q6_k weights on CPUs with AVX-512
+// VNNI (vpdpwssd: 32 products of 16-bit integers summed in pairs into 16
+// 32-bit lanes, one instruction). Included by csrc/host_kernels_avx512vnni.cpp
+// only, after shaders/quant.h (its decoders' layouts and rlx_q_gemv_cpu, the
+// fallback).
+//
+// Why integers: the f32 form (quant.h's RlxQ512) spends ~22 vector
+// operations on 64 weights (widen, mask, convert, scale, subtract, FMA) and
+// is bound by that, not by memory. Here a weight is its small integer code
+// times its sub-block's integer scale, both exact in 16 bits (q4_k: q * sc
+// <= 15 * 63; q6_k: (q - 32) * sc, |.| <= 32 * 128), so 64 weights take one
+// widening load, two bit operations, two 16-bit multiplies and the dot
+// products, with every float scale applied once per 256-element block.
+//
+// Precision: x is not rounded to 16 bits. Each 256-element block of an x
+// row is split as x = s (hi + lo / 32768) with s = amax / 16383, hi =
+// round(x / s) and lo the rounded remainder, so the two integer dot products
+// carry ~30 bits of x: the error of an element is that of f32 (x / s) plus
+// s / 65536 (amax * 2^-30), against the 2^-24 relative rounding of the f32
+// form's products. The q4_k min term (dmin * m * sum x) uses f32 sums of x
+// over each 32-element sub-block. tests/ops/test_quant_kernels.py holds this
+// form to the same bound as the f32 one. Rows of x with a NaN, an infinity
+// or a block maximum under 1e-30 (where 16383 / amax would overflow) take
+// the f32 form, which propagates them as every other kernel does.
+//
+// Overflow: a lane sums 16 products a block (256 elements / 16 lanes), each
+// at most 4096 * 16384 = 2^26 (q6_k), so at most 2^30 < 2^31.
+//
+// x is converted once per dispatch and thread, not per group: the groups of
+// one dispatch share x, and rlx_ids::dispatch says which dispatch a group
+// belongs to (the host shim numbers them).
+#ifndef RLX_HOST_QUANT_VNNI_H
+#define RLX_HOST_QUANT_VNNI_H
+
+#include <float.h>
+#include <immintrin.h>
+
+#include <vector>
+
+namespace rlx_vnni {
+
+constexpr float kHiRange = 16383.0f;   // |hi| <= 2^14 - 1
+constexpr float kLoScale = 32768.0f;   // lo = round((x / s - hi) * 2^15), |lo| <= 2^14
+constexpr float kMinBlockMax = 1e-30f;
+
+#define RLX_VNNI_INLINE static inline __attribute__((always_inline))
+
+// x rows as 16-bit integer pairs, per block of 256 elements.
+struct XInt16 {
+    uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
+    const void *x = nullptr;
+    uint m = 0, k = 0, stride = 0;
+    bool usable = false;              // false: some block needs the f32 form
+    std::vector<int16_t> hi, lo;      // [m][k]
+    std::vector<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
+    std::vector<float> sum32;         // [m][k / 32]: f32 sums of x (q4_k's min term)
+};
+
+RLX_VNNI_INLINE __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
+RLX_VNNI_INLINE __m512 load16(const half *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+// Fills c for this dispatch's x (m rows of k, k a multiple of 256); false
+// where a row must take the f32 form. Cached per thread across the groups
+// of one dispatch.
+template <typename T>
+static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t dispatch) {
+    if (dispatch != 0 && c.dispatch == dispatch && c.x == (const void *)x && c.m == m && c.k == k &&
+        c.stride == stride)
+        return c.usable;
+    c.dispatch = 0;   // stays invalid if an allocation throws
+    const uint blocks = k / 256u;
+    c.hi.resize((size_t)m * k);
+    c.lo.resize((size_t)m * k);
+    c.scale.resize((size_t)m * blocks);
+    c.sum32.resize((size_t)m * (k / 32u));
+    c.usable = true;
+    for (uint r = 0; r < m && c.usable; ++r) {
+        const T *xr = x + (uint64_t)r * stride;
+        for (uint b = 0; b < blocks; ++b) {
+            const T *xb = xr + 256u * b;
+            __m512 v[16], amax = _mm512_setzero_ps();
+            __mmask16 special = 0;
+            for (uint i = 0; i < 16u; ++i) {
+                v[i] = load16(xb + 16u * i);
+                special |= _mm512_fpclass_ps_mask(v[i], 0x99);   // QNaN, +inf, -inf, SNaN
+                amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
+            }
+            const float a = _mm512_reduce_max_ps(amax);
+            if (special || (a != 0.0f && a < kMinBlockMax)) {
+                c.usable = false;
+                break;
+            }
+            const float inv = a > 0.0f ? kHiRange / a : 0.0f;
+            c.scale[(size_t)r * blocks + b] = a / kHiRange;
+            int16_t *hi = c.hi.data() + (size_t)r * k + 256u * b, *lo = c.lo.data() + (size_t)r * k + 256u * b;
+            for (uint i = 0; i < 16u; ++i) {
+                const __m512 t = _mm512_mul_ps(v[i], _mm512_set1_ps(inv));
+                const __m512i h = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                const __m512 rest = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_cvtepi32_ps(h)), _mm512_set1_ps(kLoScale));
+                const __m512i l = _mm512_cvt_roundps_epi32(rest, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                _mm256_storeu_si256((__m256i *)(hi + 16u * i), _mm512_cvtepi32_epi16(h));
+                _mm256_storeu_si256((__m256i *)(lo + 16u * i), _mm512_cvtepi32_epi16(l));
+            }
+            float *sums = c.sum32.data() + (size_t)r * (k / 32u) + 8u * b;
+            for (uint s = 0; s < 8u; ++s) sums[s] = _mm512_reduce_add_ps(_mm512_add_ps(v[2u * s], v[2u * s + 1u]));
+        }
+    }
+    c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
+    return c.usable;
+}
+
+// The integer sums of one block (ahi, alo) into the row's f32 accumulator,
+// scaled by the block's float factor f = d * s.
+RLX_VNNI_INLINE __m512 add_block(__m512 acc, __m512i ahi, __m512i alo, float f) {
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ahi), _mm512_set1_ps(f), acc);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(alo), _mm512_set1_ps(f * (1.0f / kLoScale)), acc);
+}
+
+// One 32-element piece of weights (w: 32 words of scaled codes) against
+// elements [o, o + 32) of every x row.
+template <uint M>
+RLX_VNNI_INLINE void dot32(const XInt16 &c, const size_t *xo, size_t o, __m512i w, __m512i *ahi, __m512i *alo) {
+    for (uint r = 0; r < M; ++r) {
+        ahi[r] = _mm512_dpwssd_epi32(ahi[r], w, _mm512_loadu_si512(c.hi.data() + xo[r] + o));
+        alo[r] = _mm512_dpwssd_epi32(alo[r], w, _mm512_loadu_si512(c.lo.data() + xo[r] + o));
+    }
+}
+
+template <typename Q> struct Rows { static constexpr bool has = false; };
+
+// q4_k: sub-blocks 2j and 2j + 1 are the low and high nibbles of the same
+// 32 bytes; w = d * sc * q - dmin * m.
+template <> struct Rows<QFmtQ4_K> {
+    static constexpr bool has = true;
+    template <uint M>
+    RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
+        const __m512i low4 = _mm512_set1_epi16(15);
+        __m512 acc[M];
+        float mins[M], xscale[M];
+        size_t xo[M];
+        for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), mins[r] = 0.0f, xo[r] = (size_t)xrow[r] * c.k;
+        for (uint blk = 0; blk < blocks; ++blk) {
+            const uchar *b = wr + (uint64_t)blk * 144u;
+            uint sm[8];
+            for (uint i = 0; i < 8u; ++i) sm[i] = rlx_q_k_scale_min(b + 4, i);
+            __m512i ahi[M], alo[M];
+            for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
+            for (uint j = 0; j < 4u; ++j) {
+                const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 16u + 32u * j)));
+                const __m512i q0 = _mm512_mullo_epi16(_mm512_and_si512(w, low4),
+                                                      _mm512_set1_epi16((short)(sm[2u * j] & 255u)));
+                const __m512i q1 = _mm512_mullo_epi16(_mm512_srli_epi16(w, 4),
+                                                      _mm512_set1_epi16((short)(sm[2u * j + 1u] & 255u)));
+                dot32<M>(c, xo, 256u * blk + 64u * j, q0, ahi, alo);
+                dot32<M>(c, xo, 256u * blk + 64u * j + 32u, q1, ahi, alo);
+            }
+            const float d = rlx_q_f16(b), dmin = rlx_q_f16(b + 2);
+            for (uint r = 0; r < M; ++r) {
+                xscale[r] = c.scale[(size_t)xrow[r] * (c.k / 256u) + blk];
+                acc[r] = add_block(acc[r], ahi[r], alo[r], d * xscale[r]);
+                const float *s32 = c.sum32.data() + (size_t)xrow[r] * (c.k / 32u) + 8u * blk;
+                float mt = 0.0f;
+                for (uint i = 0; i < 8u; ++i) mt += (float)(sm[i] >> 8u) * s32[i];
+                mins[r] += dmin * mt;
+            }
+        }
+        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
+    }
+};
+
+// q6_k: in each half g of 128 elements, bytes ql[64 g + e] (A) and
+// ql[64 g + 32 + e] (B) give the low nibbles of elements e, 32 + e (low
+// nibbles) and 64 + e, 96 + e (high nibbles); qh[32 g + e] gives their two
+// high bits, two at a time; w = d * sc[j / 16] * (q - 32).
+template <> struct Rows<QFmtQ6_K> {
+    static constexpr bool has = true;
+    template <uint M>
+    RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
+        const __m512i m4 = _mm512_set1_epi16(15), m3 = _mm512_set1_epi16(3), m48 = _mm512_set1_epi16(48);
+        const __m512i bias = _mm512_set1_epi16(32);
+        // Word w of quarter t of half g takes scale 8 g + 2 t + (w >= 16).
+        const __m512i upper = _mm512_maskz_set1_epi16(0xFFFF0000u, 1);
+        __m512 acc[M];
+        size_t xo[M];
+        for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
+        for (uint blk = 0; blk < blocks; ++blk) {
+            const uchar *b = wr + (uint64_t)blk * 210u;
+            // 16 int8 scales as words (a 16-byte load: 32 would read past the last block).
+            const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192))));
+            __m512i ahi[M], alo[M];
+            for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
+            for (uint g = 0; g < 2u; ++g) {
+                const __m512i A = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 64u * g)));
+                const __m512i B = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 64u * g + 32u)));
+                const __m512i H = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 128u + 32u * g)));
+                __m512i q[4];
+                q[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_slli_epi16(_mm512_and_si512(H, m3), 4));
+                q[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m48));
+                q[2] = _mm512_or_si512(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, m48));
+                q[3] = _mm512_or_si512(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m48));
+                for (uint t = 0; t < 4u; ++t) {
+                    const __m512i idx = _mm512_add_epi16(upper, _mm512_set1_epi16((short)(8u * g + 2u * t)));
+                    const __m512i w = _mm512_mullo_epi16(_mm512_sub_epi16(q[t], bias),
+                                                         _mm512_permutexvar_epi16(idx, sc));
+                    dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t, w, ahi, alo);
+                }
+            }
+            const float d = rlx_q_f16(b + 208);
+            for (uint r = 0; r < M; ++r)
+                acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
+        }
+        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+    }
+};
+
+// Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x
+// needs the f32 form.
+template <typename Q, typename T>
+static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
+                 uint64_t dispatch) {
+    static thread_local XInt16 cache;
+    const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k, ys = p->y_stride;
+    if (!prepare(cache, x, m, k, p->x_stride, dispatch)) return false;
+    const uint blocks = k / (uint)Q::BLOCK;
+    const uint64_t row_bytes = (uint64_t)blocks * (uint)Q::BYTES;
+    uint xrow[RLX_QGEMV_MAX_M];
+    for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) xrow[r] = r < m ? r : m - 1u;
+    for (uint j = j0; j < j1; ++j) {
+        const uchar *wr = w + (uint64_t)j * row_bytes;
+        // As rlx_q_gemv_cpu: the blocks stream once, fetched a few rows ahead.
+        for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
+        float s[RLX_QGEMV_MAX_M];
+        if (m <= 1u) Rows<Q>::template run<1>(cache, xrow, wr, blocks, s);
+        else if (m <= 2u) Rows<Q>::template run<2>(cache, xrow, wr, blocks, s);
+        else if (m <= 4u) Rows<Q>::template run<4>(cache, xrow, wr, blocks, s);
+        else Rows<Q>::template run<8>(cache, xrow, wr, blocks, s);
+        const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
+        for (uint r = 0; r < m; ++r) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));
+    }
+    return true;
+}
+
+}  // namespace rlx_vnni
+
+// gemv_<fmt> and gemv1_<fmt> of the formats above (on the CPU the two are
+// one computation, as in quant.h).
+template <typename Q, typename T>
+RLX_KERNEL gemv_q_vnni(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    const uint n = p->n, rpg = p->rows_per_group;
+    const uint j0 = rlx_group_id.x * rpg;
+    if (j0 >= n || p->m == 0u) return;
+    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
+    if (!rlx_vnni::gemv<Q, T>(x, w, y, bias, p, j0, j1, rlx_ids_arg.dispatch)) rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
+}
+
+#endif
