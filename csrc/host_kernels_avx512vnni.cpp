@@ -17,14 +17,17 @@
 #include "quant.h"
 #include "host_quant_vnni.h"
 
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ4_K, float, gemv_q4_k_f32)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ4_K, half, gemv_q4_k_f16)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ4_K, float, gemv1_q4_k_f32)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ4_K, half, gemv1_q4_k_f16)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ6_K, float, gemv_q6_k_f32)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ6_K, half, gemv_q6_k_f16)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ6_K, float, gemv1_q6_k_f32)
-RLX_CPU_EXPORT2(gemv_q_vnni, QFmtQ6_K, half, gemv1_q6_k_f16)
+// gemv_<fmt> and gemv1_<fmt>: one computation on the CPU (as in quant.h).
+#define RLX_VNNI_GEMVS(fmt_type, fmt)                                   \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, float, gemv_##fmt##_f32)     \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, half, gemv_##fmt##_f16)      \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, float, gemv1_##fmt##_f32)    \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, half, gemv1_##fmt##_f16)
+RLX_VNNI_GEMVS(QFmtQ2_K, q2_k)
+RLX_VNNI_GEMVS(QFmtQ3_K, q3_k)
+RLX_VNNI_GEMVS(QFmtQ4_K, q4_k)
+RLX_VNNI_GEMVS(QFmtQ5_K, q5_k)
+RLX_VNNI_GEMVS(QFmtQ6_K, q6_k)
 
 #if defined(__clang__)
 #pragma clang attribute pop

@@ -1,4 +1,4 @@
-// The decode GEMV y = x W^T of q4_k and q6_k weights on CPUs with AVX-512
+// The decode GEMV y = x W^T of the K-quants (q2_k, q3_k, q4_k, q5_k, q6_k) on CPUs with AVX-512
 // VNNI (vpdpwssd: 32 products of 16-bit integers summed in pairs into 16
 // 32-bit lanes, one instruction). Included by csrc/host_kernels_avx512vnni.cpp
 // only, after shaders/quant.h (its decoders' layouts and rlx_q_gemv_cpu, the
@@ -8,7 +8,8 @@
 // operations on 64 weights (widen, mask, convert, scale, subtract, FMA) and
 // is bound by that, not by memory. Here a weight is its small integer code
 // times its sub-block's integer scale, both exact in 16 bits (q4_k: q * sc
-// <= 15 * 63; q6_k: (q - 32) * sc, |.| <= 32 * 128), so 64 weights take one
+// <= 15 * 63; q5_k 31 * 63; q6_k: (q - 32) * sc, |.| <= 32 * 128; q3_k
+// 4 * 32; q2_k 3 * 15), so 64 weights take one
 // widening load, two bit operations, two 16-bit multiplies and the dot
 // products, with every float scale applied once per 256-element block.
 //
@@ -18,7 +19,7 @@
 // carry ~30 bits of x: the error of an element is that of f32 (x / s) plus
 // s / 65536 (amax * 2^-30), against the 2^-24 relative rounding of the f32
 // form's products. The q4_k min term (dmin * m * sum x) uses f32 sums of x
-// over each 32-element sub-block. tests/ops/test_quant_kernels.py holds this
+// over each 16-element group (q2_k, q4_k, q5_k). tests/ops/test_quant_kernels.py holds this
 // form to the same bound as the f32 one. Rows of x with a NaN, an infinity
 // or a block maximum under 1e-30 (where 16383 / amax would overflow) take
 // the f32 form, which propagates them as every other kernel does.
@@ -53,7 +54,7 @@ struct XInt16 {
     bool usable = false;              // false: some block needs the f32 form
     std::vector<int16_t> hi, lo;      // [m][k]
     std::vector<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
-    std::vector<float> sum32;         // [m][k / 32]: f32 sums of x (q4_k's min term)
+    std::vector<float> sum16;         // [m][k / 16]: f32 sums of x (the min terms)
 };
 
 RLX_VNNI_INLINE __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
@@ -72,7 +73,7 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
     c.hi.resize((size_t)m * k);
     c.lo.resize((size_t)m * k);
     c.scale.resize((size_t)m * blocks);
-    c.sum32.resize((size_t)m * (k / 32u));
+    c.sum16.resize((size_t)m * (k / 16u));
     c.usable = true;
     for (uint r = 0; r < m && c.usable; ++r) {
         const T *xr = x + (uint64_t)r * stride;
@@ -101,8 +102,8 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
                 _mm256_storeu_si256((__m256i *)(hi + 16u * i), _mm512_cvtepi32_epi16(h));
                 _mm256_storeu_si256((__m256i *)(lo + 16u * i), _mm512_cvtepi32_epi16(l));
             }
-            float *sums = c.sum32.data() + (size_t)r * (k / 32u) + 8u * b;
-            for (uint s = 0; s < 8u; ++s) sums[s] = _mm512_reduce_add_ps(_mm512_add_ps(v[2u * s], v[2u * s + 1u]));
+            float *sums = c.sum16.data() + (size_t)r * (k / 16u) + 16u * b;
+            for (uint i = 0; i < 16u; ++i) sums[i] = _mm512_reduce_add_ps(v[i]);
         }
     }
     c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
@@ -128,29 +129,52 @@ RLX_VNNI_INLINE void dot32(const XInt16 &c, const size_t *xo, size_t o, __m512i 
 
 template <typename Q> struct Rows { static constexpr bool has = false; };
 
+// sum over the 8 sub-blocks of 32 of a block of m_i * (sum of x over sub-block i),
+// m_i the high byte of sm[i] (q4_k / q5_k's rlx_q_k_scale_min).
+RLX_VNNI_INLINE float min_term32(const XInt16 &c, uint xr, uint blk, const uint *sm) {
+    const float *s16 = c.sum16.data() + (size_t)xr * (c.k / 16u) + 16u * blk;
+    float mt = 0.0f;
+    for (uint i = 0; i < 8u; ++i) mt += (float)(sm[i] >> 8u) * (s16[2u * i] + s16[2u * i + 1u]);
+    return mt;
+}
+
+// A vector of 32 words whose first 16 take word 2 i of sc and the rest word
+// 2 i + 1: the scales of the two 16-element groups of 32-element piece i.
+RLX_VNNI_INLINE __m512i scale_pair(__m512i sc, uint i) {
+    const __m512i upper = _mm512_maskz_set1_epi16(0xFFFF0000u, 1);
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(upper, _mm512_set1_epi16((short)(2u * i))), sc);
+}
+
 // q4_k: sub-blocks 2j and 2j + 1 are the low and high nibbles of the same
-// 32 bytes; w = d * sc * q - dmin * m.
-template <> struct Rows<QFmtQ4_K> {
+// 32 bytes; w = d * sc * q - dmin * m. q5_k (FIFTH) adds bit i of byte e of
+// its 32 high-bit bytes as bit 4 of element e of sub-block i.
+template <bool FIFTH> struct RowsK45 {
     static constexpr bool has = true;
+    static constexpr uint BYTES = FIFTH ? 176u : 144u, QS = FIFTH ? 48u : 16u;
     template <uint M>
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
-        const __m512i low4 = _mm512_set1_epi16(15);
+        const __m512i low4 = _mm512_set1_epi16(15), one = _mm512_set1_epi16(1);
         __m512 acc[M];
         float mins[M], xscale[M];
         size_t xo[M];
         for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), mins[r] = 0.0f, xo[r] = (size_t)xrow[r] * c.k;
         for (uint blk = 0; blk < blocks; ++blk) {
-            const uchar *b = wr + (uint64_t)blk * 144u;
+            const uchar *b = wr + (uint64_t)blk * BYTES;
             uint sm[8];
             for (uint i = 0; i < 8u; ++i) sm[i] = rlx_q_k_scale_min(b + 4, i);
             __m512i ahi[M], alo[M];
             for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
+            const __m512i H = FIFTH ? _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 16))) : low4;
             for (uint j = 0; j < 4u; ++j) {
-                const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 16u + 32u * j)));
-                const __m512i q0 = _mm512_mullo_epi16(_mm512_and_si512(w, low4),
-                                                      _mm512_set1_epi16((short)(sm[2u * j] & 255u)));
-                const __m512i q1 = _mm512_mullo_epi16(_mm512_srli_epi16(w, 4),
-                                                      _mm512_set1_epi16((short)(sm[2u * j + 1u] & 255u)));
+                const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + QS + 32u * j)));
+                __m512i c0 = _mm512_and_si512(w, low4), c1 = _mm512_srli_epi16(w, 4);
+                if constexpr (FIFTH) {
+                    c0 = _mm512_or_si512(c0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2u * j), one), 4));
+                    c1 = _mm512_or_si512(c1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2u * j + 1u),
+                                                                                one), 4));
+                }
+                const __m512i q0 = _mm512_mullo_epi16(c0, _mm512_set1_epi16((short)(sm[2u * j] & 255u)));
+                const __m512i q1 = _mm512_mullo_epi16(c1, _mm512_set1_epi16((short)(sm[2u * j + 1u] & 255u)));
                 dot32<M>(c, xo, 256u * blk + 64u * j, q0, ahi, alo);
                 dot32<M>(c, xo, 256u * blk + 64u * j + 32u, q1, ahi, alo);
             }
@@ -158,15 +182,14 @@ template <> struct Rows<QFmtQ4_K> {
             for (uint r = 0; r < M; ++r) {
                 xscale[r] = c.scale[(size_t)xrow[r] * (c.k / 256u) + blk];
                 acc[r] = add_block(acc[r], ahi[r], alo[r], d * xscale[r]);
-                const float *s32 = c.sum32.data() + (size_t)xrow[r] * (c.k / 32u) + 8u * blk;
-                float mt = 0.0f;
-                for (uint i = 0; i < 8u; ++i) mt += (float)(sm[i] >> 8u) * s32[i];
-                mins[r] += dmin * mt;
+                mins[r] += dmin * min_term32(c, xrow[r], blk, sm);
             }
         }
         for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
     }
 };
+template <> struct Rows<QFmtQ4_K> : RowsK45<false> {};
+template <> struct Rows<QFmtQ5_K> : RowsK45<true> {};
 
 // q6_k: in each half g of 128 elements, bytes ql[64 g + e] (A) and
 // ql[64 g + 32 + e] (B) give the low nibbles of elements e, 32 + e (low
@@ -178,8 +201,6 @@ template <> struct Rows<QFmtQ6_K> {
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
         const __m512i m4 = _mm512_set1_epi16(15), m3 = _mm512_set1_epi16(3), m48 = _mm512_set1_epi16(48);
         const __m512i bias = _mm512_set1_epi16(32);
-        // Word w of quarter t of half g takes scale 8 g + 2 t + (w >= 16).
-        const __m512i upper = _mm512_maskz_set1_epi16(0xFFFF0000u, 1);
         __m512 acc[M];
         size_t xo[M];
         for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
@@ -199,9 +220,8 @@ template <> struct Rows<QFmtQ6_K> {
                 q[2] = _mm512_or_si512(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, m48));
                 q[3] = _mm512_or_si512(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m48));
                 for (uint t = 0; t < 4u; ++t) {
-                    const __m512i idx = _mm512_add_epi16(upper, _mm512_set1_epi16((short)(8u * g + 2u * t)));
-                    const __m512i w = _mm512_mullo_epi16(_mm512_sub_epi16(q[t], bias),
-                                                         _mm512_permutexvar_epi16(idx, sc));
+                    // Word w of quarter t of half g takes scale 8 g + 2 t + (w >= 16).
+                    const __m512i w = _mm512_mullo_epi16(_mm512_sub_epi16(q[t], bias), scale_pair(sc, 4u * g + t));
                     dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t, w, ahi, alo);
                 }
             }
@@ -212,6 +232,63 @@ template <> struct Rows<QFmtQ6_K> {
         for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
     }
 };
+
+// q2_k and q3_k: in half g of 128 elements, byte 32 g + e of their 2-bit
+// codes holds elements 32 t + e (t = 0..3) in bits 2 t; a scale per 16
+// elements. q2_k: w = d * (sc & 15) * q - dmin * (sc >> 4) (scale bytes
+// 0..15, codes at 16, d and dmin at 80 and 82). q3_k: w = d * sc * (q - 4 +
+// 4 h), h bit j / 32 of byte j % 32 of the high-bit mask at 0, codes at 32,
+// signed 6-bit scales packed in 12 bytes at 96, d at 108.
+template <bool Q3> struct RowsK23 {
+    static constexpr bool has = true;
+    static constexpr uint BYTES = Q3 ? 110u : 84u, QS = Q3 ? 32u : 16u;
+    template <uint M>
+    RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
+        const __m512i m3 = _mm512_set1_epi16(3), one = _mm512_set1_epi16(1), four = _mm512_set1_epi16(4);
+        __m512 acc[M];
+        float mins[M];
+        size_t xo[M];
+        for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), mins[r] = 0.0f, xo[r] = (size_t)xrow[r] * c.k;
+        for (uint blk = 0; blk < blocks; ++blk) {
+            const uchar *b = wr + (uint64_t)blk * BYTES;
+            alignas(32) int16_t scales[16];
+            if constexpr (Q3) {
+                for (uint i = 0; i < 16u; ++i) scales[i] = (int16_t)rlx_q_q3k_scale(b + 96, i);
+            } else {
+                for (uint i = 0; i < 16u; ++i) scales[i] = (int16_t)(b[i] & 15u);
+            }
+            const __m512i sc = _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)scales));
+            const __m512i H = Q3 ? _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)b)) : one;
+            __m512i ahi[M], alo[M];
+            for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
+            for (uint g = 0; g < 2u; ++g) {
+                const __m512i codes = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + QS + 32u * g)));
+                for (uint t = 0; t < 4u; ++t) {
+                    __m512i q = _mm512_and_si512(_mm512_srli_epi16(codes, 2u * t), m3);
+                    if constexpr (Q3) {   // q - 4 + 4 h
+                        const __m512i h = _mm512_and_si512(_mm512_srli_epi16(H, 4u * g + t), one);
+                        q = _mm512_sub_epi16(_mm512_or_si512(q, _mm512_slli_epi16(h, 2)), four);
+                    }
+                    const __m512i w = _mm512_mullo_epi16(q, scale_pair(sc, 4u * g + t));
+                    dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t, w, ahi, alo);
+                }
+            }
+            const float d = rlx_q_f16(b + (Q3 ? 108u : 80u));
+            for (uint r = 0; r < M; ++r) {
+                acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
+                if constexpr (!Q3) {
+                    const float *s16 = c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + 16u * blk;
+                    float mt = 0.0f;
+                    for (uint i = 0; i < 16u; ++i) mt += (float)(b[i] >> 4u) * s16[i];
+                    mins[r] += rlx_q_f16(b + 82) * mt;
+                }
+            }
+        }
+        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
+    }
+};
+template <> struct Rows<QFmtQ2_K> : RowsK23<false> {};
+template <> struct Rows<QFmtQ3_K> : RowsK23<true> {};
 
 // Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x
 // needs the f32 form.

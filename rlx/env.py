@@ -38,7 +38,7 @@ VARIABLES: tuple[EnvVar, ...] = (
            "sgemm; read when the device is opened."),
     EnvVar("RLX_HOST_ISA", "best the CPU has",
            "The highest instruction set the host device's kernels use: on x86-64 `baseline`, `avx2`, "
-           "`avx512` or `avx512vnni` (the q4_k / q6_k decode GEMVs in 16-bit integer dot products), on ARM64 "
+           "`avx512` or `avx512vnni` (the K-quant decode GEMVs in 16-bit integer dot products), on ARM64 "
            "`baseline` or `neon` (unset: the best the CPU has). A lower level also turns off "
            "the hand-written kernels above it (small-M gemm, AVX-512 BF16); for tests and bug reports; read when "
            "the device is opened. The BLAS picks its own kernels (OpenBLAS: `OPENBLAS_CORETYPE`)."),

@@ -191,11 +191,11 @@ def test_arbitrary_bytes_decode_like_gguf_and_never_crash(fmt, rng):
     assert out["y"].shape == (2, 5) and out["e"].shape == (3, k)
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q6_k", "q8_0"])
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_0"])
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_gemv_of_x_with_a_wide_range_zeros_and_repeated_runs(fmt, dtype, rng, gemv_preferred):
     """x that stresses a GEMV which converts x to integers per block (the
-    AVX-512 VNNI form of q4_k / q6_k, csrc/host_quant_vnni.h; every other
+    AVX-512 VNNI form of the K-quants, csrc/host_quant_vnni.h; every other
     form takes the same inputs): magnitudes over 2^-20..2^15 inside a
     block, one spike per block, an all-zero row, values near the f16 /
     f32 underflow; and one executable run on new x each time (the VNNI form
@@ -218,7 +218,7 @@ def test_gemv_of_x_with_a_wide_range_zeros_and_repeated_runs(fmt, dtype, rng, ge
         _check_product(exe.run(x=xv)["y"], xv, w, None, None, dtype)
 
 
-@pytest.mark.parametrize("fmt", ["q4_k", "q6_k"])
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"])
 def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
     """A NaN or an infinity in one row of x reaches that row's outputs (the
     VNNI form hands such x to the f32 form); the other rows stay exact."""

@@ -28,7 +28,7 @@ else:
                    "avx512vnni": "[AVX-512 VNNI kernels]"}
     SMALL_M_NAMES = {"avx512vnni": "[AVX-512 small-M]", "avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}
 # The kernels a level adds over the one below, where that is not every
-# kernel: avx512vnni adds only the q4_k / q6_k GEMVs (csrc/host_quant_vnni.h),
+# kernel: avx512vnni adds only the K-quant GEMVs (csrc/host_quant_vnni.h),
 # so below it only their suites need a second run.
 LEVEL_BELOW_SUITES = {"avx512": ["tests/ops/test_quant_kernels.py", "tests/ops/test_quant.py"]}
 
