@@ -55,6 +55,7 @@ struct XInt16 {
     std::vector<int16_t> hi, lo;      // [m][k]
     std::vector<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
     std::vector<float> sum16;         // [m][k / 16]: f32 sums of x (the min terms)
+    std::vector<float> sum32;         // [m][k / 32]: the same over 32 elements
 };
 
 RLX_VNNI_INLINE __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
@@ -74,6 +75,7 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
     c.lo.resize((size_t)m * k);
     c.scale.resize((size_t)m * blocks);
     c.sum16.resize((size_t)m * (k / 16u));
+    c.sum32.resize((size_t)m * (k / 32u));
     c.usable = true;
     for (uint r = 0; r < m && c.usable; ++r) {
         const T *xr = x + (uint64_t)r * stride;
@@ -104,6 +106,8 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
             }
             float *sums = c.sum16.data() + (size_t)r * (k / 16u) + 16u * b;
             for (uint i = 0; i < 16u; ++i) sums[i] = _mm512_reduce_add_ps(v[i]);
+            float *sums32 = c.sum32.data() + (size_t)r * (k / 32u) + 8u * b;
+            for (uint i = 0; i < 8u; ++i) sums32[i] = _mm512_reduce_add_ps(_mm512_add_ps(v[2u * i], v[2u * i + 1u]));
         }
     }
     c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
@@ -129,13 +133,17 @@ RLX_VNNI_INLINE void dot32(const XInt16 &c, const size_t *xo, size_t o, __m512i 
 
 template <typename Q> struct Rows { static constexpr bool has = false; };
 
-// sum over the 8 sub-blocks of 32 of a block of m_i * (sum of x over sub-block i),
-// m_i the high byte of sm[i] (q4_k / q5_k's rlx_q_k_scale_min).
-RLX_VNNI_INLINE float min_term32(const XInt16 &c, uint xr, uint blk, const uint *sm) {
-    const float *s16 = c.sum16.data() + (size_t)xr * (c.k / 16u) + 16u * blk;
-    float mt = 0.0f;
-    for (uint i = 0; i < 8u; ++i) mt += (float)(sm[i] >> 8u) * (s16[2u * i] + s16[2u * i + 1u]);
-    return mt;
+// The 6-bit scales (low 8 bytes) and mins (high 8 bytes) of q4_k / q5_k's
+// 8 sub-blocks, from the 12 packed bytes at q (rlx_q_k_scale_min's layout,
+// unpacked a 32-bit word at a time: sub-blocks 0-3 keep the low 6 bits of
+// bytes 0-3 / 4-7, sub-blocks 4-7 take a nibble of bytes 8-11 and the top
+// two bits of bytes 0-3 / 4-7).
+RLX_VNNI_INLINE void k_scales_mins(const uchar *q, uint64_t &scales, uint64_t &mins) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, two = 0x03030303u;
+    scales = (uint64_t)(u[0] & low6) | (uint64_t)((u[2] & low4) | (((u[0] >> 6) & two) << 4)) << 32;
+    mins = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4)) << 32;
 }
 
 // A vector of 32 words whose first 16 take word 2 i of sc and the rest word
@@ -155,13 +163,15 @@ template <bool FIFTH> struct RowsK45 {
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
         const __m512i low4 = _mm512_set1_epi16(15), one = _mm512_set1_epi16(1);
         __m512 acc[M];
-        float mins[M], xscale[M];
+        __m256 mins[M];   // per sub-block: dmin * m * (sum of x)
         size_t xo[M];
-        for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), mins[r] = 0.0f, xo[r] = (size_t)xrow[r] * c.k;
+        for (uint r = 0; r < M; ++r)
+            acc[r] = _mm512_setzero_ps(), mins[r] = _mm256_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
         for (uint blk = 0; blk < blocks; ++blk) {
             const uchar *b = wr + (uint64_t)blk * BYTES;
-            uint sm[8];
-            for (uint i = 0; i < 8u; ++i) sm[i] = rlx_q_k_scale_min(b + 4, i);
+            uint64_t scales, mins8;
+            k_scales_mins(b + 4, scales, mins8);
+            const __m512i sc = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_cvtsi64_si128((long long)scales)));
             __m512i ahi[M], alo[M];
             for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
             const __m512i H = FIFTH ? _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 16))) : low4;
@@ -173,19 +183,26 @@ template <bool FIFTH> struct RowsK45 {
                     c1 = _mm512_or_si512(c1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2u * j + 1u),
                                                                                 one), 4));
                 }
-                const __m512i q0 = _mm512_mullo_epi16(c0, _mm512_set1_epi16((short)(sm[2u * j] & 255u)));
-                const __m512i q1 = _mm512_mullo_epi16(c1, _mm512_set1_epi16((short)(sm[2u * j + 1u] & 255u)));
+                const __m512i q0 = _mm512_mullo_epi16(c0, _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2u * j)), sc));
+                const __m512i q1 = _mm512_mullo_epi16(c1, _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2u * j + 1u)),
+                                                                                   sc));
                 dot32<M>(c, xo, 256u * blk + 64u * j, q0, ahi, alo);
                 dot32<M>(c, xo, 256u * blk + 64u * j + 32u, q1, ahi, alo);
             }
-            const float d = rlx_q_f16(b), dmin = rlx_q_f16(b + 2);
+            const float d = rlx_q_f16(b);
+            const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(rlx_q_f16(b + 2)),
+                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mins8))));
             for (uint r = 0; r < M; ++r) {
-                xscale[r] = c.scale[(size_t)xrow[r] * (c.k / 256u) + blk];
-                acc[r] = add_block(acc[r], ahi[r], alo[r], d * xscale[r]);
-                mins[r] += dmin * min_term32(c, xrow[r], blk, sm);
+                acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
+                mins[r] = _mm256_fmadd_ps(dm, _mm256_loadu_ps(c.sum32.data() + (size_t)xrow[r] * (c.k / 32u) + 8u * blk),
+                                          mins[r]);
             }
         }
-        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
+        for (uint r = 0; r < M; ++r) {
+            const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(mins[r]), _mm256_extractf128_ps(mins[r], 1));
+            const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
+            out[r] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+        }
     }
 };
 template <> struct Rows<QFmtQ4_K> : RowsK45<false> {};
