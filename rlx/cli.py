@@ -411,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--max-context", type=int, default=2048, help="KV cache length in tokens (default 2048)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
-    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-k", type=int, default=0,
+                   help="0 (default): no top-k (the logits row is copied to the host each token); "
+                        "1-256: penalty and top-k run on the device, k values copied a token")
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--min-p", type=float, default=0.0)
     p.add_argument("--repetition-penalty", type=float, default=1.0)

@@ -15,3 +15,5 @@
 #include "state.h"
 #include "fft.h"
 #include "fp8.h"
+#include "topk.h"
+#include "penalty.h"

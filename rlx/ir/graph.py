@@ -379,6 +379,21 @@ class Graph:
         """Index of the first maximum along axis, as i32."""
         return self.op("argmax", (x,), axis=axis, keepdims=keepdims, name=name)
 
+    def topk(self, x: Node, k: int, *, name: str | None = None) -> tuple[Node, Node]:
+        """The k largest elements of each row of x (last axis): (values in x's
+        dtype, i32 indices), both [..., k], by descending value; ties go to
+        the lower index and NaN sorts above +inf (rlx/ir/ops/topk.py). 1 <= k
+        <= 256 and k <= the row length, else ShapeError here."""
+        indices = self.op("topk", (x,), k=k, name=name)
+        return self.op("topk_values", (x, indices)), indices
+
+    def repetition_penalty(self, x: Node, history: Node, penalty: Node, *, name: str | None = None) -> Node:
+        """llama.cpp's repetition penalty on logits x [..., V]: each distinct
+        id of the i32 history ([H] or [..., H], padded with ids outside
+        [0, V)) has its logit divided by penalty (f32 [1], run-time data)
+        when > 0, else multiplied (rlx/ir/ops/penalty.py)."""
+        return self.op("repetition_penalty", (x, history, penalty), name=name)
+
     def masked_softmax(self, x: Node, mask: Node | None = None, scale: float = 1.0, *,
                        name: str | None = None) -> Node:
         """softmax(x * scale + mask) over the last axis; mask broadcasts to x."""

@@ -15,11 +15,13 @@ from rlx.lowering import (  # noqa: F401  (each registers its family's lowerings
     linear,
     movement,
     norm,
+    penalty,
     quant,
     reduce,
     rope,
     softmax,
     state,
+    topk,
 )
 from rlx.lowering.barriers import place_barriers
 from rlx.lowering.core import (

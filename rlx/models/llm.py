@@ -32,6 +32,7 @@ import numpy as np
 
 from rlx.errors import InputError, ModelLoadError, UnsupportedOpError
 from rlx.ir.graph import Graph, Node
+from rlx.ir.ops.topk import MAX_K
 from rlx.reference.llm import LlmConfig
 
 DEFAULT_MAX_CONTEXT = 2048
@@ -112,7 +113,10 @@ class _GraphBuilder:
             return x    # a norm the file leaves out is the identity (as in the reference)
         return g.rmsnorm(x, self.param(g, name), eps=self.cfg.rms_eps, add_one=self.cfg.norm_offset == 1.0)
 
-    def build(self, tokens: int, decode: bool, output: str) -> Graph:
+    def build(self, tokens: int, decode: bool, output: str, history: int = 0) -> Graph:
+        """output: "logits", "token" (the argmax) or "topk:<k>" (the
+        repetition penalty over an i32 ``history`` input of that many ids
+        and an f32 ``penalty`` input, then the k best values and ids)."""
         cfg, t = self.cfg, tokens
         nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         g = Graph()
@@ -168,6 +172,11 @@ class _GraphBuilder:
                            g.constant(np.full((1,), cap, np.float32)))
         if output == "token":
             g.set_outputs(token=g.argmax(logits, axis=-1))
+        elif output.startswith("topk:"):
+            penalized = g.repetition_penalty(logits, g.input("history", (history,), "i32"),
+                                             g.input("penalty", (1,), "f32"))
+            values, ids = g.topk(penalized, int(output[5:]))
+            g.set_outputs(values=values, ids=ids)
         else:
             g.set_outputs(logits=logits)
         return g
@@ -227,14 +236,16 @@ class LLM:
         return self.layout.nbytes
 
     def _executable(self, kind: str, tokens: int, output: str):
-        if output not in ("logits", "token"):
-            raise InputError(f"output must be 'logits' or 'token', got {output!r}")
+        """The compiled step of ``kind`` ("prefill" / "decode") for
+        ``tokens`` rows and an output form (_check_output), compiled once
+        and kept: every later call with the same key replays it."""
+        self._check_output(output)
         key = (kind, tokens, output)
         exe = self._exes.get(key)
         if exe is None:
             import rlx
 
-            graph = self._builder.build(tokens, kind == "decode", output)
+            graph = self._builder.build(tokens, kind == "decode", output, self.max_context)
             params = {name: self._weights[name] for name in graph.params}
             exe = rlx.compile(graph, device=self.device, params=params, share_params_with=self._first)
             if self._first is None:
@@ -242,6 +253,39 @@ class LLM:
             self._exes[key] = exe
             self.file.drop_cached_pages()   # the weights live in the device's buffers now
         return exe
+
+    def _check_output(self, output: str) -> None:
+        """"logits" (the row), "token" (the argmax id) or "topk:<k>" (the k
+        best ids and values after the repetition penalty, 1 <= k <= 256 and
+        below the vocabulary)."""
+        if output in ("logits", "token"):
+            return
+        k = output[5:] if isinstance(output, str) and output.startswith("topk:") else ""
+        if not (k.isdigit() and 1 <= int(k) <= min(MAX_K, self.config.vocab_size)):
+            raise InputError(f"output must be 'logits', 'token' or 'topk:<k>' with 1 <= k <= "
+                             f"{min(MAX_K, self.config.vocab_size)}, got {output!r}")
+
+    def _sampling_feed(self, output: str, history: np.ndarray | None, penalty: float) -> dict[str, np.ndarray]:
+        """The top-k form's extra inputs: the history padded with -1 to
+        max_context ids (its newest ids if longer; an int32 array of exactly
+        that length is taken as it is, already padded), and the penalty."""
+        if not output.startswith("topk:"):
+            return {}
+        if isinstance(history, np.ndarray) and history.dtype == np.int32 and history.shape == (self.max_context,):
+            return {"history": history, "penalty": np.array([penalty], np.float32)}
+        padded = np.full(self.max_context, -1, np.int32)
+        if history is not None and len(history):
+            h = np.asarray(history, np.int32)[-self.max_context:]
+            padded[: h.size] = h
+        return {"history": padded, "penalty": np.array([penalty], np.float32)}
+
+    @staticmethod
+    def _result(out: dict[str, np.ndarray], output: str) -> Any:
+        if output == "logits":
+            return out["logits"][0]
+        if output == "token":
+            return out["token"][0]
+        return out["values"][0], out["ids"][0]
 
     def _bucket(self, n: int) -> int:
         for b in PREFILL_BUCKETS:
@@ -254,9 +298,12 @@ class LLM:
         """Forget the cached context (the cache rows are masked, not cleared)."""
         self.position = 0
 
-    def prefill(self, tokens: Sequence[int], output: str = "logits") -> np.ndarray:
+    def prefill(self, tokens: Sequence[int], output: str = "logits", history: Sequence[int] | None = None,
+                penalty: float = 1.0) -> Any:
         """Runs the prompt from position 0; returns the last token's logits
-        [vocab] (output="logits") or the argmax token id ("token")."""
+        [vocab] (output="logits"), the argmax token id ("token"), or
+        ("topk:<k>") the k best (values, ids) after the repetition penalty
+        over ``history`` (at most max_context ids)."""
         ids = self._check_tokens(tokens)
         n = len(ids)
         if n > self.max_context:
@@ -267,9 +314,9 @@ class LLM:
         padded[:n] = ids
         out = exe.run(tokens=padded, positions=np.arange(bucket, dtype=np.int32),
                       slot=np.array([0, n], np.int32), last=np.array([n - 1], np.int32),
-                      **self._prefill_masks(bucket))
+                      **self._prefill_masks(bucket), **self._sampling_feed(output, history, penalty))
         self.position = n
-        return out["logits"][0] if output == "logits" else out["token"][0]
+        return self._result(out, output)
 
     def _prefill_masks(self, t: int) -> dict[str, np.ndarray]:
         """Additive [1, 1, t, t] masks of a prefill bucket: query i sees key
@@ -287,9 +334,11 @@ class LLM:
             self._mask_cache[t] = masks
         return masks
 
-    def step(self, token: int, output: str = "logits") -> np.ndarray:
+    def step(self, token: int, output: str = "logits", history: Sequence[int] | None = None,
+             penalty: float = 1.0) -> Any:
         """One decode step at the current position: writes the token's K/V
-        into the cache and returns the next-token logits or argmax id."""
+        into the cache and returns the next-token logits, argmax id or top-k
+        (values, ids) as ``prefill`` does."""
         pos = self.position
         if pos >= self.max_context:
             raise InputError(f"the context is full (max_context={self.max_context})")
@@ -300,9 +349,10 @@ class LLM:
             mask = np.full((1, 1, 1, rows), -np.inf, np.float32)
             mask[..., : min(pos + 1, rows)] = 0.0
             feed[name] = mask
+        feed.update(self._sampling_feed(output, history, penalty))
         out = exe.run(feed)
         self.position = pos + 1
-        return out["logits"][0] if output == "logits" else out["token"][0]
+        return self._result(out, output)
 
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
         """Teacher-forced next-token logits [T, vocab] (float32): the first
@@ -329,15 +379,20 @@ class LLM:
                  seed: int | None = None, stop: Sequence[str] = (), add_bos: bool = True) -> Iterator[str]:
         """Streams the text of up to ``max_tokens`` new tokens. Greedy
         (temperature 0) takes the argmax on the device and copies one id a
-        token; sampling copies the logits and draws on the host
-        (rlx.models.sampling). Stops at EOS, a stop string (not yielded) or
-        max_tokens; ``self.stats`` has the timings."""
+        token. With a repetition penalty or a top_k of 1..256 the device
+        applies the penalty (over the prompt and the tokens so far) and
+        copies only the k best values and ids; the host applies temperature,
+        top-p and min-p to those and draws (rlx.models.sampling). top_k 0
+        or above 256 copies the whole logits row and does all of it on the
+        host. Stops at EOS, a stop string (not yielded) or max_tokens;
+        ``self.stats`` has the timings."""
         from rlx.models.sampling import Sampler
 
         ids = (self.tokenizer.encode(prompt, add_bos=add_bos) if isinstance(prompt, str)
                else [int(t) for t in prompt])
         sampler = Sampler(temperature, top_k, top_p, min_p, repetition_penalty, seed)
-        output = "token" if sampler.greedy else "logits"
+        k = sampler.device_k(self.config.vocab_size)
+        output = "token" if sampler.greedy else f"topk:{k}" if k else "logits"
         if not ids:
             raise InputError("empty prompt")
         if len(ids) > self.max_context:
@@ -350,10 +405,14 @@ class LLM:
         self._executable("prefill", self._bucket(len(ids)), output)   # compiled outside the timings
         self._executable("decode", 1, output)
         t0 = time.perf_counter()
-        first = self.prefill(ids, output)
+        # The device's copy of the history: the prompt, then each token as it
+        # is chosen, padded with -1 (no list converted per step).
+        padded = np.full(self.max_context, -1, np.int32)
+        padded[: len(ids)] = ids
+        first = self.prefill(ids, output, padded, sampler.repetition_penalty)
         self.stats.prefill_s = time.perf_counter() - t0
         history = list(ids)
-        token = int(first) if sampler.greedy else sampler.pick(first, history)
+        token = self._choose(sampler, output, first, history)
         decoder = self.tokenizer.decode_stream()
         text, emitted = "", 0
         t0 = time.perf_counter()
@@ -361,6 +420,8 @@ class LLM:
             if token == self.config.eos_id or self.tokenizer.is_eog(token):
                 break
             history.append(token)
+            if len(history) <= self.max_context:
+                padded[len(history) - 1] = token
             self.stats.generated_tokens += 1
             text += decoder.push(token)
             cut = _stop_index(text, stop)
@@ -374,13 +435,21 @@ class LLM:
                 emitted = safe
             if i + 1 == budget:
                 break
-            result = self.step(token, output)
-            token = int(result) if sampler.greedy else sampler.pick(result, history)
+            result = self.step(token, output, padded, sampler.repetition_penalty)
+            token = self._choose(sampler, output, result, history)
         self.stats.decode_s = time.perf_counter() - t0
         if _stop_index(text, stop) is None:
             text += decoder.flush()
             if emitted < len(text):
                 yield text[emitted:]
+
+    @staticmethod
+    def _choose(sampler: Any, output: str, result: Any, history: Sequence[int]) -> int:
+        if output == "token":
+            return int(result)
+        if output == "logits":
+            return sampler.pick(result, history)
+        return sampler.pick_top(*result)
 
     def chat(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> Iterator[str]:
         """generate() on the conversation ({"role": "user" | "assistant" |

@@ -1,7 +1,15 @@
-"""Next-token choice from logits: greedy, or temperature sampling after
-repetition penalty, top-k, top-p and min-p filters, with a seeded
-generator (the order llama.cpp's default sampler chain applies them:
-penalties, top-k, top-p, min-p, temperature)."""
+"""Next-token choice: greedy, or temperature sampling after repetition
+penalty, top-k, top-p and min-p filters, with a seeded generator (the
+order llama.cpp's default sampler chain applies them: penalties, top-k,
+top-p, min-p, temperature).
+
+Two ways in, one result. ``pick`` takes the full logits row and does it
+all on the host. ``pick_top`` takes what the device computed instead
+(rlx.models.llm's "topk:<k>" output: the penalty applied, then the k best
+values and their ids, descending, ties to the lower id) and does only the
+filters and the draw over those k. The penalty is applied in f32 as the
+kernel does and candidates are ordered the same way, so for one seed and
+settings both give the same tokens."""
 
 from __future__ import annotations
 
@@ -10,9 +18,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlx.errors import InputError
+from rlx.ir.ops.topk import MAX_K
+from rlx.reference.penalty import apply_repetition_penalty
+
+
+def top_order(x: np.ndarray, k: int) -> np.ndarray:
+    """Ids of the k largest of a 1-D x (all of them for k = 0 or k >= size),
+    by descending value, ties to the lower id (the topk op's order; NaN
+    aside)."""
+    if not k or k >= x.size:
+        return np.argsort(-x, kind="stable")
+    kth = np.partition(x, x.size - k)[x.size - k]   # the k-th largest value
+    above = np.flatnonzero(x > kth)
+    keep = np.sort(np.concatenate([above, np.flatnonzero(x == kth)[: k - above.size]]))
+    return keep[np.argsort(-x[keep], kind="stable")]
 
 
 class Sampler:
+    """The sampling settings and the seeded generator of one generation."""
+
     def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
                  repetition_penalty: float = 1.0, seed: int | None = None):
         for name, value, ok in (("temperature", temperature, temperature >= 0),
@@ -30,26 +54,43 @@ class Sampler:
         """Greedy without a penalty: the device's argmax is the whole choice."""
         return self.temperature == 0.0 and self.repetition_penalty == 1.0
 
+    def device_k(self, vocab: int) -> int:
+        """How many candidates the device must return for ``pick_top`` to
+        decide: 1 for greedy with a penalty, top_k when 1 <= top_k <= 256
+        (the topk op's limit) and below the vocabulary, else 0 (no top-k:
+        the full logits go to ``pick``)."""
+        if self.temperature == 0.0:
+            return 1
+        return self.top_k if 0 < self.top_k <= min(MAX_K, vocab - 1) else 0
+
     def pick(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
-        x = np.asarray(logits, np.float64).copy()
+        """The next token from the full logits row (penalty, filters, draw on the host)."""
+        x = np.asarray(logits, np.float32)
         if self.repetition_penalty != 1.0 and len(history):
-            seen = np.unique(np.asarray(history, np.int64))
-            vals = x[seen]
-            x[seen] = np.where(vals > 0, vals / self.repetition_penalty, vals * self.repetition_penalty)
+            x = apply_repetition_penalty(x, np.asarray(history), self.repetition_penalty)
         if self.temperature == 0.0:
             return int(np.argmax(x))
-        keep = np.arange(x.size)
-        if self.top_k and self.top_k < x.size:
-            keep = np.argpartition(-x, self.top_k - 1)[: self.top_k]
-        order = keep[np.argsort(-x[keep], kind="stable")]
-        probs = np.exp(x[order] - x[order[0]])
+        order = top_order(x, self.top_k)
+        return self._draw(x[order].astype(np.float64), order)
+
+    def pick_top(self, values: np.ndarray, ids: np.ndarray) -> int:
+        """The next token from the device's top-k: ``values`` (the penalized
+        logits, descending) and their ``ids``, at least ``device_k`` of them."""
+        if self.temperature == 0.0:
+            return int(ids[0])
+        k = self.top_k
+        return self._draw(np.asarray(values[:k], np.float64), np.asarray(ids[:k], np.int64))
+
+    def _draw(self, vals: np.ndarray, order: np.ndarray) -> int:
+        """top-p, min-p, temperature and the draw over candidates sorted best first."""
+        probs = np.exp(vals - vals[0])
         probs /= probs.sum()
         if self.top_p < 1.0:
             cut = int(np.searchsorted(np.cumsum(probs), self.top_p)) + 1
-            order, probs = order[:cut], probs[:cut]
+            order, probs, vals = order[:cut], probs[:cut], vals[:cut]
         if self.min_p > 0.0:
             mask = probs >= self.min_p * probs[0]
-            order, probs = order[mask], probs[mask]
-        scaled = np.exp((x[order] - x[order[0]]) / self.temperature)
+            order, vals = order[mask], vals[mask]
+        scaled = np.exp((vals - vals[0]) / self.temperature)
         scaled /= scaled.sum()
         return int(order[self.rng.choice(order.size, p=scaled)])

@@ -2,7 +2,7 @@
 
 ``core`` holds the registry and ``run_reference``; each op family's
 references live in the module of its name (elementwise, reduce, softmax,
-norm, linear, glu, movement, cast, rope, attention, quant, fft, fp8: the same names as
+norm, linear, glu, movement, cast, rope, attention, quant, fft, fp8, topk, penalty: the same names as
 rlx/ir/ops/, rlx/lowering/, shaders/ and tests/ops/). Importing the package
 registers them all."""
 
@@ -16,10 +16,12 @@ from rlx.reference import (  # noqa: F401  (each registers its family's referenc
     linear,
     movement,
     norm,
+    penalty,
     quant,
     reduce,
     rope,
     softmax,
+    topk,
 )
 from rlx.reference.core import REFERENCE, erf, erfc, register_reference, run_reference
 

@@ -124,6 +124,71 @@ def test_a_decode_step_replays_without_encoding_or_patching(llm):
     assert after["schedules_run"] - before["schedules_run"] >= 100
 
 
+def test_a_top_k_decode_step_replays_without_encoding_or_patching(llm):
+    """The sampling form (penalty, then top-k) replays too: history and
+    penalty are inputs copied in, nothing is re-encoded per token."""
+    llm.reset()
+    history = np.full(llm.max_context, -1, np.int32)
+    history[:2] = [2, 818]
+    llm.prefill([2, 818], "topk:40", history, 1.3)
+    exe = llm._executable("decode", 1, "topk:40")
+    token = 3823
+    for i in range(101):
+        history[2 + i] = token
+        values, ids = llm.step(token, "topk:40", history, 1.3)
+        token = int(ids[0])
+        if i == 0:
+            before = exe.program.counters()
+    after = exe.program.counters()
+    assert values.shape == (40,) and ids.shape == (40,) and (np.diff(values) <= 0).all()
+    assert exe.program.replaying
+    assert after["thunks_encoded"] == before["thunks_encoded"], (before, after)
+    assert after["patches_written"] == before["patches_written"]
+    assert after["schedules_run"] - before["schedules_run"] >= 100
+
+
+SAMPLING_SETTINGS = [
+    dict(temperature=0.7, top_k=40, top_p=0.9, min_p=0.05, repetition_penalty=1.3),
+    dict(temperature=1.3, top_k=40, min_p=0.05),
+    dict(temperature=1.3, top_k=5, repetition_penalty=1.3),
+    dict(temperature=0.7, top_k=5, top_p=0.9),
+    dict(temperature=0.7, top_k=1, repetition_penalty=1.3),
+    dict(temperature=0.0, repetition_penalty=1.3),
+]
+
+
+@pytest.mark.parametrize("settings", SAMPLING_SETTINGS, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_device_top_k_sampling_equals_the_full_logits_sampler(llm, monkeypatch, settings):
+    """generate() with the device's penalty and top-k gives the same tokens
+    as the host Sampler over the full logits, for each seed."""
+    from rlx.models import llm as llm_module
+    from rlx.models.sampling import Sampler
+
+    chosen: list[tuple[str, int]] = []
+    real_choose = llm_module.LLM._choose
+
+    def spy(sampler, output, result, history):
+        token = real_choose(sampler, output, result, history)
+        chosen.append((output.split(":")[0], token))
+        return token
+
+    monkeypatch.setattr(llm_module.LLM, "_choose", staticmethod(spy))
+    prompt = "Once upon a time, there was"
+    for seed in (0, 1, 7):
+        runs = {}
+        for path in ("device", "host"):
+            with monkeypatch.context() as m:
+                if path == "host":
+                    m.setattr(Sampler, "device_k", lambda self, vocab: 0)
+                chosen.clear()
+                text = "".join(llm.generate(prompt, max_tokens=10, seed=seed, **settings))
+                runs[path] = (text, list(chosen))
+        (text_d, dev), (text_h, host) = runs["device"], runs["host"]
+        assert {o for o, _ in dev} == {"topk"} and {o for o, _ in host} == {"logits"}
+        assert [t for _, t in dev] == [t for _, t in host], (seed, dev, host)
+        assert text_d == text_h
+
+
 def test_generation_api_and_errors(llm):
     text = "".join(llm.generate("Once upon a time", max_tokens=8))
     assert isinstance(text, str) and llm.stats.generated_tokens <= 8 and llm.stats.prompt_tokens > 0
@@ -144,6 +209,8 @@ def test_generation_api_and_errors(llm):
         list(llm.generate("x", temperature=-1))
     with pytest.raises(InputError, match="output must be"):
         llm.prefill([2], "probs")
+    with pytest.raises(InputError, match="output must be"):
+        llm.prefill([2], "topk:257")
     assert llm.kv_cache_bytes == 2 * sum(llm.layout.rows) * llm.config.kv_dim * 4
 
 

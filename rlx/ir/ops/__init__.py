@@ -24,16 +24,19 @@ from rlx.ir.ops import (
                         linear,
                         movement,
                         norm,
+                        penalty,
                         quant,
                         reduce,
                         rope,
                         softmax,
                         state,
+                        topk,
 )
 from rlx.ir.ops.linear import ACTIVATIONS
 from rlx.ir.ops.rope import ROPE_LAYOUTS, rope_inv_freq
 
 FAMILIES = {module.__name__.rsplit(".", 1)[1]: module.OPS for module in (
-    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state, fft, fp8)}
+    leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state, fft, fp8,
+    topk, penalty)}
 
 __all__ = ["ACTIVATIONS", "FAMILIES", "ROPE_LAYOUTS", "rope_inv_freq"]
