@@ -146,6 +146,23 @@ RLX_VNNI_INLINE void k_scales_mins(const uchar *q, uint64_t &scales, uint64_t &m
     mins = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4)) << 32;
 }
 
+// q3_k's 16 signed 6-bit scales as words (the low 16 of a vector), from the
+// 12 packed bytes at q (rlx_q_q3k_scale's layout: scale i's low nibble is
+// nibble i / 8 of byte i % 8, its high two bits bits 2 (i / 4) of byte 8 + i % 4),
+// a 32-bit word (four scales) at a time.
+RLX_VNNI_INLINE __m512i q3k_scales(const uchar *q) {
+    uint32_t u[3], out[4];
+    memcpy(u, q, sizeof u);
+    const uint32_t low4 = 0x0f0f0f0fu, two = 0x03030303u;
+    out[0] = (u[0] & low4) | ((u[2] & two) << 4);
+    out[1] = (u[1] & low4) | (((u[2] >> 2) & two) << 4);
+    out[2] = ((u[0] >> 4) & low4) | (((u[2] >> 4) & two) << 4);
+    out[3] = ((u[1] >> 4) & low4) | (((u[2] >> 6) & two) << 4);
+    __m128i bytes;
+    memcpy(&bytes, out, sizeof bytes);
+    return _mm512_castsi256_si512(_mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32)));
+}
+
 // A vector of 32 words whose first 16 take word 2 i of sc and the rest word
 // 2 i + 1: the scales of the two 16-element groups of 32-element piece i.
 RLX_VNNI_INLINE __m512i scale_pair(__m512i sc, uint i) {
@@ -262,19 +279,15 @@ template <bool Q3> struct RowsK23 {
     template <uint M>
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
         const __m512i m3 = _mm512_set1_epi16(3), one = _mm512_set1_epi16(1), four = _mm512_set1_epi16(4);
-        __m512 acc[M];
-        float mins[M];
+        __m512 acc[M], mins[M];   // mins: per 16-element group, dmin * m * (sum of x)
         size_t xo[M];
-        for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), mins[r] = 0.0f, xo[r] = (size_t)xrow[r] * c.k;
+        for (uint r = 0; r < M; ++r) acc[r] = mins[r] = _mm512_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
         for (uint blk = 0; blk < blocks; ++blk) {
             const uchar *b = wr + (uint64_t)blk * BYTES;
-            alignas(32) int16_t scales[16];
-            if constexpr (Q3) {
-                for (uint i = 0; i < 16u; ++i) scales[i] = (int16_t)rlx_q_q3k_scale(b + 96, i);
-            } else {
-                for (uint i = 0; i < 16u; ++i) scales[i] = (int16_t)(b[i] & 15u);
-            }
-            const __m512i sc = _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)scales));
+            // q2_k: scale in the low nibble of bytes 0..15, min in the high one.
+            const __m256i sm = Q3 ? _mm256_setzero_si256() : _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+            const __m512i sc = Q3 ? q3k_scales(b + 96)
+                                  : _mm512_castsi256_si512(_mm256_and_si256(sm, _mm256_set1_epi16(15)));
             const __m512i H = Q3 ? _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)b)) : one;
             __m512i ahi[M], alo[M];
             for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
@@ -294,14 +307,14 @@ template <bool Q3> struct RowsK23 {
             for (uint r = 0; r < M; ++r) {
                 acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
                 if constexpr (!Q3) {
-                    const float *s16 = c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + 16u * blk;
-                    float mt = 0.0f;
-                    for (uint i = 0; i < 16u; ++i) mt += (float)(b[i] >> 4u) * s16[i];
-                    mins[r] += rlx_q_f16(b + 82) * mt;
+                    const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(rlx_q_f16(b + 82)),
+                                                    _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_srli_epi16(sm, 4))));
+                    mins[r] = _mm512_fmadd_ps(dm, _mm512_loadu_ps(c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + 16u * blk),
+                                              mins[r]);
                 }
             }
         }
-        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) - mins[r];
+        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], mins[r]));
     }
 };
 template <> struct Rows<QFmtQ2_K> : RowsK23<false> {};
