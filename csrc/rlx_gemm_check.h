@@ -13,7 +13,18 @@
 
 #include "rlx_shim.h"
 
-static inline uint64_t rlx_dtype_size(int32_t dtype) { return dtype == RLX_DTYPE_F32 ? 4 : 2; }
+static inline uint64_t rlx_dtype_size(int32_t dtype) {
+    return dtype == RLX_DTYPE_F32 ? 4 : dtype >= RLX_DTYPE_F8E4M3 ? 1 : 2;
+}
+static inline int rlx_dtype_is_fp8(int32_t dtype) { return dtype == RLX_DTYPE_F8E4M3 || dtype == RLX_DTYPE_F8E5M2; }
+/* 1 when A or B is FP8 (the cuda shim's cuBLASLt FP8 path; other shims refuse it). */
+static inline int rlx_gemm_is_fp8(const rlx_gemm_desc *g) {
+    return rlx_dtype_is_fp8(g->dtype) || rlx_dtype_is_fp8(g->b_dtype);
+}
+static inline const char *rlx_dtype_name(int32_t dtype) {
+    static const char *const names[] = {"f32", "f16", "bf16", "f8e4m3", "f8e5m2"};
+    return dtype >= 0 && dtype <= RLX_DTYPE_F8E5M2 ? names[dtype] : "?";
+}
 static inline int64_t rlx_gemm_batch(const rlx_gemm_desc *g) { return g->batch > 1 ? g->batch : 1; }
 static inline int64_t rlx_gemm_outer(const rlx_gemm_desc *g) { return g->outer > 1 ? g->outer : 1; }
 
@@ -45,10 +56,16 @@ static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size,
     const int64_t lim = 0x7fffffff;
     const int32_t dtypes[3] = {g->dtype, g->b_dtype, g->c_dtype};
     for (int i = 0; i < 3; i++)
-        if (dtypes[i] < RLX_DTYPE_F32 || dtypes[i] > RLX_DTYPE_BF16) {
+        if (dtypes[i] < RLX_DTYPE_F32 || dtypes[i] > (i < 2 ? RLX_DTYPE_F8E5M2 : RLX_DTYPE_BF16)) {
             snprintf(err, err_size, "gemm: unknown dtype %d for %c", (int)dtypes[i], "abc"[i]);
             return RLX_ERR_ARG;
         }
+    /* A scale multiplies FP8 codes; on a float operand it would be ignored. */
+    if ((g->a_scale && !rlx_dtype_is_fp8(g->dtype)) || (g->b_scale && !rlx_dtype_is_fp8(g->b_dtype))) {
+        snprintf(err, err_size, "gemm: a_scale / b_scale are for FP8 operands only (a is %s, b is %s)",
+                 rlx_dtype_name(g->dtype), rlx_dtype_name(g->b_dtype));
+        return RLX_ERR_ARG;
+    }
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->m > lim || g->n > lim || g->k > lim) {
         snprintf(err, err_size, "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m,
                  (long long)g->n, (long long)g->k);
@@ -102,9 +119,19 @@ static inline rlx_status rlx_gemm_bias_check(const rlx_gemm_desc *g, uint64_t bi
                              err_size) ? RLX_OK : RLX_ERR_ARG;
 }
 
+/* The scales' bytes (one f32 each), when there are any (their buffers' sizes passed in). */
+static inline rlx_status rlx_gemm_scale_check(const rlx_gemm_desc *g, uint64_t a_scale_size, uint64_t b_scale_size,
+                                              char *err, size_t err_size) {
+    if (g->a_scale && !rlx_gemm_range_ok("a_scale", g->a_scale_offset, 1, 4, a_scale_size, err, err_size))
+        return RLX_ERR_ARG;
+    if (g->b_scale && !rlx_gemm_range_ok("b_scale", g->b_scale_offset, 1, 4, b_scale_size, err, err_size))
+        return RLX_ERR_ARG;
+    return RLX_OK;
+}
+
 /* 1 when A, B and C share one element type. */
 static inline int rlx_gemm_uniform(const rlx_gemm_desc *g) {
-    return g->dtype == g->b_dtype && g->dtype == g->c_dtype && g->dtype != RLX_DTYPE_BF16;
+    return g->dtype == g->b_dtype && g->dtype == g->c_dtype && g->dtype <= RLX_DTYPE_F16;
 }
 
 /* RLX_OK when the operand types are (f32, f32, f32), (f16, f16, f16) or one
@@ -115,9 +142,10 @@ static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t
     if (rlx_gemm_uniform(g)) return RLX_OK;
     for (int i = 0; i < n_extra; i++)
         if (extra[i][0] == g->dtype && extra[i][1] == g->b_dtype && extra[i][2] == g->c_dtype) return RLX_OK;
-    static const char *names[] = {"f32", "f16", "bf16"};
-    snprintf(err, err_size, "gemm: the %s shim has no %s x %s -> %s gemm", backend, names[g->dtype],
-             names[g->b_dtype], names[g->c_dtype]);
+    snprintf(err, err_size, "gemm: the %s shim has no %s x %s -> %s gemm%s", backend, rlx_dtype_name(g->dtype),
+             rlx_dtype_name(g->b_dtype), rlx_dtype_name(g->c_dtype),
+             rlx_gemm_is_fp8(g) ? " (FP8 operands need rlx_device_info.gemm_fp8: cuda, compute capability >= 8.9, "
+                                  "cuBLASLt with FP8)" : "");
     return RLX_ERR_UNSUPPORTED;
 }
 
@@ -163,11 +191,14 @@ static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t
     storage rlx_status check_gemm(rlx_device *d, const rlx_gemm_desc *g) {                          \
         if (!g) return fail(RLX_ERR_ARG, "gemm: desc is NULL");                                     \
         if (!g->a || !g->b || !g->c) return fail(RLX_ERR_ARG, "gemm: buffers a, b and c must be non-NULL"); \
-        if (g->a->dev != d || g->b->dev != d || g->c->dev != d || (g->bias && g->bias->dev != d))   \
+        if (g->a->dev != d || g->b->dev != d || g->c->dev != d || (g->bias && g->bias->dev != d) || \
+            (g->a_scale && g->a_scale->dev != d) || (g->b_scale && g->b_scale->dev != d))           \
             return fail(RLX_ERR_ARG, "gemm: a buffer belongs to another device");                   \
-        char err[256];                                                                              \
+        char err[320];                                                                              \
         if (rlx_gemm_check(g, g->a->size, g->b->size, g->c->size, err, sizeof err) != RLX_OK ||     \
-            rlx_gemm_bias_check(g, g->bias ? g->bias->size : 0, err, sizeof err) != RLX_OK)         \
+            rlx_gemm_bias_check(g, g->bias ? g->bias->size : 0, err, sizeof err) != RLX_OK ||       \
+            rlx_gemm_scale_check(g, g->a_scale ? g->a_scale->size : 0, g->b_scale ? g->b_scale->size : 0, \
+                                 err, sizeof err) != RLX_OK)                                        \
             return fail(RLX_ERR_ARG, "%s", err);                                                    \
         if (rlx_gemm_types_ok(g, extra_types, n_extra_types, backend, err, sizeof err) != RLX_OK)   \
             return fail(RLX_ERR_UNSUPPORTED, "%s", err);                                            \

@@ -1,5 +1,6 @@
 /*
- * rlx shim ABI, version 1.
+ * rlx shim ABI, version 2 (2: rlx_gemm_desc grew the FP8 scale fields, which
+ * moves the later fields of rlx_schedule_cmd).
  *
  * One C table of function pointers, returned by rlx_shim_get_api(), that every
  * device shim (host, cuda, metal) implements. The Python runtime loads a shim
@@ -34,7 +35,7 @@
 extern "C" {
 #endif
 
-#define RLX_SHIM_ABI_VERSION 1u
+#define RLX_SHIM_ABI_VERSION 2u
 
 /* Most buffers one dispatch binds (kernel arguments, params included). */
 #define RLX_MAX_BINDINGS 12u
@@ -53,7 +54,12 @@ typedef enum rlx_status {
 typedef enum rlx_dtype {
     RLX_DTYPE_F32 = 0,
     RLX_DTYPE_F16 = 1,
-    RLX_DTYPE_BF16 = 2   /* gemm operand B on shims that support it (host) */
+    RLX_DTYPE_BF16 = 2,  /* gemm operand B on shims that support it (host) */
+    /* FP8 gemm operands (A and B), only where rlx_device_info.gemm_fp8 says
+     * so; one byte per element. e4m3 is the "fn" format (no infinities,
+     * largest finite 448), e5m2 the IEEE-like one (largest finite 57344). */
+    RLX_DTYPE_F8E4M3 = 3,
+    RLX_DTYPE_F8E5M2 = 4
 } rlx_dtype;
 
 typedef struct rlx_device rlx_device;
@@ -76,7 +82,11 @@ typedef struct rlx_device_info {
     uint32_t supports_f16;
     uint32_t compute_units;    /* CPU: worker threads; GPU: SMs / cores */
     uint32_t gemm_bias;        /* 1: cmd_gemm takes rlx_gemm_desc.bias */
-    uint32_t reserved[6];
+    /* 1: cmd_gemm takes FP8 A and B (see rlx_gemm_desc): cuda on compute
+     * capability >= 8.9 with a cuBLASLt that has FP8 matmuls. Taken from the
+     * reserved words, so the struct keeps its size. */
+    uint32_t gemm_fp8;
+    uint32_t reserved[5];
 } rlx_device_info;
 
 /* Pipeline flags. */
@@ -125,6 +135,20 @@ typedef struct rlx_gemm_desc {
      * none); elsewhere RLX_ERR_UNSUPPORTED. */
     const rlx_buffer *bias;
     uint64_t bias_offset;
+    /* FP8 (appended; zero-initialized descriptors keep their meaning).
+     * dtype / b_dtype may be RLX_DTYPE_F8E4M3 or F8E5M2 only where
+     * rlx_device_info.gemm_fp8 says so (elsewhere RLX_ERR_UNSUPPORTED); C
+     * (the output) is then f32, f16 or bf16. What the cuda shim takes: not
+     * both e5m2, A not transposed and B transposed (both operands K-major:
+     * cuBLASLt's "TN" form), k, lda and ldb multiples of 16, ldc * sizeof(C)
+     * a multiple of 16, 16-byte aligned operands, a single product (batch and
+     * outer 0 or 1), no bias, beta 0; anything else is RLX_ERR_UNSUPPORTED.
+     * a_scale / b_scale (NULL: 1): one f32 on the device at *_scale_offset
+     * bytes, multiplying A's / B's values (dequantized = code * scale), so
+     * C = alpha * (a_scale * op(A)) @ (b_scale * op(B)). Only with an FP8
+     * operand of that side (RLX_ERR_ARG otherwise). */
+    const rlx_buffer *a_scale, *b_scale;
+    uint64_t a_scale_offset, b_scale_offset;
 } rlx_gemm_desc;
 
 /*

@@ -48,6 +48,9 @@ cdef extern from "rlx_shim.h" nogil:
         int b_dtype, c_dtype
         const rlx_buffer *bias
         uint64_t bias_offset
+        const rlx_buffer *a_scale
+        const rlx_buffer *b_scale
+        uint64_t a_scale_offset, b_scale_offset
 
     cdef unsigned int RLX_SCHEDULE_DISPATCH
     cdef unsigned int RLX_SCHEDULE_GEMM

@@ -67,7 +67,7 @@ SEGMENT_DIRECT = SEG_DIRECT
 ARENA = "arena"
 RESIDENT = "resident"
 # Element types as the shim ABI numbers them (rlx_dtype).
-_GEMM_DTYPES = {0: "f32", 1: "f16", 2: "bf16"}
+_GEMM_DTYPES = {0: "f32", 1: "f16", 2: "bf16", 3: "f8e4m3", 4: "f8e5m2"}
 _U32_MAX = 0xFFFFFFFF
 _I64_MAX = 0x7FFFFFFFFFFFFFFF
 
@@ -260,8 +260,9 @@ cdef class ThunkTable:
         + beta * C. ``a``, ``b``, ``c`` and ``bias`` (None: none) are (binding
         name, byte offset) pairs; sizes, leading dimensions, batch counts and
         strides (elements) are integers >= 0; ``dtype``, ``b_dtype`` and
-        ``c_dtype`` are rlx_dtype numbers (0 f32, 1 f16, 2 bf16; B's and C's
-        default to A's). Returns its index."""
+        ``c_dtype`` are rlx_dtype numbers (0 f32, 1 f16, 2 bf16, 3 f8e4m3, 4
+        f8e5m2; B's and C's default to A's; a thunk's FP8 gemm has no scale
+        pointers, its scales go to an epilogue kernel). Returns its index."""
         what = f"thunk {self.n_thunks} (gemm)"
         ra, rb, rc = (self._ref(f"{what}: {name}", ref) for name, ref in (("a", a), ("b", b), ("c", c)))
         rbias = None if bias is None else self._ref(f"{what}: bias", bias)

@@ -52,6 +52,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
     EnvVar("RLX_CUDA_QUEUES", "1", "`1` gives every CUDA executable a stream of its own (executables run from "
            "several threads overlap on the GPU); `0` runs them all on the device's one stream."),
+    EnvVar("RLX_CUDA_FP8_GEMM", "1", "`0` keeps FP8 x FP8 `scaled_linear` off cuBLASLt's FP8 gemm on CUDA "
+           "(the kernel path: dequantize, gemm, epilogue), as on devices without FP8 tensor cores."),
     EnvVar("RLX_CUDA_STAGING_MAX", "268435456", "Largest input or output (bytes) a CUDA run copies through "
            "pinned staging inside its command buffer (from 1 MiB with several host threads); larger ones are "
            "copied by the driver straight from and to the NumPy array, so pinned memory stays bounded."),
@@ -153,6 +155,10 @@ def cuda_pdl() -> bool:
 
 def cuda_queues() -> bool:
     return _flag("RLX_CUDA_QUEUES", True)
+
+
+def cuda_fp8_gemm() -> bool:
+    return _flag("RLX_CUDA_FP8_GEMM", True)
 
 
 def cuda_staging_max() -> int | None:

@@ -13,6 +13,9 @@
 //                       of one: per channel)
 //   gemv_f8_<t>         y = x w^T * scales + bias for m <= 8 rows of x,
 //                       straight from the codes (the decode step)
+//   fp8_gemm_epilogue_<t>  y = act(acc * x_scale[i] * w_scale[j] + bias[j])
+//                       after an FP8 x FP8 gemm that left the unscaled f32
+//                       product acc (CUDA's cuBLASLt FP8 path)
 //
 // Encoding follows ml_dtypes (the tests compare bit for bit): NaN keeps its
 // sign (e4m3 S.1111.111, e5m2 S.11111.10); without saturation a value that
@@ -29,6 +32,10 @@ struct Fp8CastParams {
 
 struct Fp8DequantParams {
     uint rows, cols, fmt, block_rows, block_cols, scale_cols, pad0, pad1;
+};
+
+struct Fp8EpilogueParams {
+    uint m, n, x_scale_step, w_scale_step, has_bias, act, pad0, pad1;
 };
 
 struct Fp8GemvParams {
@@ -282,3 +289,30 @@ RLX_KERNEL gemv_f8(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const
 }
 RLX_INSTANTIATE(gemv_f8, float, gemv_f8_f32)
 RLX_INSTANTIATE(gemv_f8, half, gemv_f8_f16)
+
+// After an FP8 x FP8 gemm with unit scales: acc [m, n] f32 holds the sums
+// of code products, and y = act(acc * x_scale[i] * w_scale[j] + bias[j]).
+// The scales are per row of x / per row of w (step 1) or per tensor (step
+// 0): cuBLASLt's FP8 matmul takes one scale per operand, so per-token and
+// per-channel scales are applied here, in the one pass the bias and the
+// activation need anyway. One group per row, as bias_act; acc and y are
+// distinct buffers.
+template <typename T>
+RLX_KERNEL fp8_gemm_epilogue(RLX_BUF(RLX_DEVICE const float *, acc, 0),
+                             RLX_BUF(RLX_DEVICE const float *, x_scale, 1),
+                             RLX_BUF(RLX_DEVICE const float *, w_scale, 2), RLX_BUF(RLX_DEVICE T *, y, 3),
+                             RLX_BUF(RLX_DEVICE const T *, bias, 4),
+                             RLX_PARAMS(Fp8EpilogueParams, p, 5) RLX_IDS) {
+    const uint m = p->m, n = p->n, ws = p->w_scale_step, has_bias = p->has_bias, act = p->act;
+    const uint row = rlx_group_id.x;
+    if (row >= m) return;
+    const float xs = x_scale[row * p->x_scale_step];
+    RLX_DEVICE const float *ar = acc + (uint64_t)row * n;
+    RLX_DEVICE T *yr = y + (uint64_t)row * n;
+    RLX_FOR_GROUP(c, n) {
+        const float v = ar[c] * (xs * w_scale[c * ws]) + (has_bias ? rlx_to_float(bias[c]) : 0.0f);
+        yr[c] = rlx_from_float<T>(rlx_activation(act, v));
+    }
+}
+RLX_INSTANTIATE(fp8_gemm_epilogue, float, fp8_gemm_epilogue_f32)
+RLX_INSTANTIATE(fp8_gemm_epilogue, half, fp8_gemm_epilogue_f16)

@@ -128,8 +128,43 @@ static rlx_status cmd_barrier(rlx_cmdbuf *cb) {
 
 /* ---- gemm -------------------------------------------------------------------------------- */
 /* Optional operand types: f16 inputs with an f32 result (attention scores). */
-static const int32_t kExtraGemmTypes[][3] = {{RLX_DTYPE_F16, RLX_DTYPE_F16, RLX_DTYPE_F32}};
-RLX_DEFINE_CHECK_GEMM(static, "cuda", kExtraGemmTypes, 1)
+/* Optional operand types: f16 inputs with an f32 result (attention scores);
+ * FP8 inputs (not both e5m2: cuBLASLt has no e5m2 x e5m2) with an f32, f16 or
+ * bf16 result, where the device has FP8 gemms (fp8_gemm_check). */
+static const int32_t kExtraGemmTypes[][3] = {
+    {RLX_DTYPE_F16, RLX_DTYPE_F16, RLX_DTYPE_F32},
+    {RLX_DTYPE_F8E4M3, RLX_DTYPE_F8E4M3, RLX_DTYPE_F32}, {RLX_DTYPE_F8E4M3, RLX_DTYPE_F8E4M3, RLX_DTYPE_F16},
+    {RLX_DTYPE_F8E4M3, RLX_DTYPE_F8E4M3, RLX_DTYPE_BF16}, {RLX_DTYPE_F8E4M3, RLX_DTYPE_F8E5M2, RLX_DTYPE_F32},
+    {RLX_DTYPE_F8E4M3, RLX_DTYPE_F8E5M2, RLX_DTYPE_F16}, {RLX_DTYPE_F8E4M3, RLX_DTYPE_F8E5M2, RLX_DTYPE_BF16},
+    {RLX_DTYPE_F8E5M2, RLX_DTYPE_F8E4M3, RLX_DTYPE_F32}, {RLX_DTYPE_F8E5M2, RLX_DTYPE_F8E4M3, RLX_DTYPE_F16},
+    {RLX_DTYPE_F8E5M2, RLX_DTYPE_F8E4M3, RLX_DTYPE_BF16}};
+RLX_DEFINE_CHECK_GEMM(static, "cuda", kExtraGemmTypes, (int)(sizeof kExtraGemmTypes / sizeof kExtraGemmTypes[0]))
+
+/* What cuBLASLt's FP8 matmul takes (rlx_shim.h, rlx_gemm_desc), checked
+ * before any plan so a caller gets the reason (and rlx's lowering, which
+ * applies the same rule in rlx/lowering/fp8_gemm.py, never sends these):
+ * both operands K-major (Lt's "TN": our A [m, k] and B [n, k] row-major),
+ * 16-element multiples, 16-byte aligned, one product, no bias, beta 0. */
+static rlx_status fp8_gemm_check(const rlx_device *d, const rlx_gemm_desc *g) {
+    if (!d->info.gemm_fp8)
+        return fail(RLX_ERR_UNSUPPORTED, "gemm: FP8 operands need compute capability >= 8.9 and a cuBLASLt "
+                    "with FP8 matmuls (rlx_device_info.gemm_fp8 is 0 on %s)", d->info.name);
+    const uint64_t csz = rlx_dtype_size(g->c_dtype);
+    const char *why = g->trans_a || !g->trans_b ? "A must not be transposed and B must be (both K-major)"
+                      : rlx_gemm_batch(g) > 1 || rlx_gemm_outer(g) > 1 ? "batched FP8 gemms are not taken"
+                      : g->bias ? "no bias with FP8 operands (add it in an epilogue)"
+                      : g->beta != 0.0f ? "beta must be 0"
+                      : g->k % 16 || g->lda % 16 || g->ldb % 16 ? "k, lda and ldb must be multiples of 16"
+                      : ((uint64_t)g->ldc * csz) % 16 ? "ldc * sizeof(C) must be a multiple of 16 bytes"
+                      : (g->a->ptr + g->a_offset) % 16 || (g->b->ptr + g->b_offset) % 16 ||
+                                (g->c->ptr + g->c_offset) % 16 ? "A, B and C must start 16-byte aligned"
+                      : NULL;
+    if (why)
+        return fail(RLX_ERR_UNSUPPORTED, "gemm: %s x %s FP8 gemm (m=%lld n=%lld k=%lld): %s",
+                    rlx_dtype_name(g->dtype), rlx_dtype_name(g->b_dtype), (long long)g->m, (long long)g->n,
+                    (long long)g->k, why);
+    return RLX_OK;
+}
 
 static int gemm_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
     return x->a == y->a && x->b == y->b && x->c == y->c && x->a_offset == y->a_offset &&
@@ -336,6 +371,17 @@ static void lt_pick_keep(const rlx_device *d, const rlx_gemm_desc *g, const uint
     pthread_mutex_unlock(&g_lt_picks_mu);
 }
 
+/* cudaDataType_t of an rlx_dtype. */
+static int lt_type(int32_t dtype) {
+    switch (dtype) {
+    case RLX_DTYPE_F32: return CUDA_R_32F;
+    case RLX_DTYPE_BF16: return CUDA_R_16BF;
+    case RLX_DTYPE_F8E4M3: return CUDA_R_8F_E4M3;
+    case RLX_DTYPE_F8E5M2: return CUDA_R_8F_E5M2;
+    default: return CUDA_R_16F;
+    }
+}
+
 /* The cuBLASLt plan of a single or strided-batch gemm, with or without a
  * bias (row-major C = A op(B) is column-major C^T = op(B)^T op(A)^T, as in
  * run_gemm; the bias then runs along D's rows, which is what the BIAS
@@ -362,9 +408,7 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     }
     lt_plan *p = calloc(1, sizeof *p);
     if (!p) return fail(RLX_ERR_OOM, "cmd_gemm: out of host memory");
-    const int at = g->dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
-    const int bt = g->b_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
-    const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int at = lt_type(g->dtype), bt = lt_type(g->b_dtype), ct = lt_type(g->c_dtype);
     const int32_t op_a = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const uint32_t epilogue = LT_EPILOGUE_BIAS;
     const int32_t bias_type = ct;
@@ -433,6 +477,7 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     CB_CHECK(cb, "cmd_gemm");
     rlx_device *d = cb->dev;
     rlx_status s = check_gemm(d, desc);
+    if (s == RLX_OK && rlx_gemm_is_fp8(desc)) s = fp8_gemm_check(d, desc);
     if (s || (s = load_cublas(d->cublas_dirs))) return s;
     pthread_mutex_lock(&d->mu);
     if (!d->blas && (s = set_ctx(d)) == RLX_OK) {
@@ -446,7 +491,8 @@ static rlx_status cmd_gemm(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) {
     CUdeviceptr ptrs = 0;
     lt_plan *plan = NULL;
     if (s == RLX_OK && rlx_gemm_outer(desc) > 1) s = gemm_ptr_array(d, desc, &ptrs);
-    if (s == RLX_OK && desc->bias) s = lt_plan_for(d, desc, &plan);
+    /* FP8 has no cuBLAS fallback: no plan is an error (UNSUPPORTED, with Lt's status). */
+    if (s == RLX_OK && (desc->bias || rlx_gemm_is_fp8(desc))) s = lt_plan_for(d, desc, &plan);
     else if (s == RLX_OK && d->info.gemm_bias && rlx_gemm_outer(desc) == 1 && lt_plan_for(d, desc, &plan) != RLX_OK)
         plan = NULL;  /* a shape cuBLASLt has no algorithm for: plain cuBLAS below */
     pthread_mutex_unlock(&d->mu);
@@ -461,15 +507,20 @@ static rlx_status run_gemm(rlx_device *d, CUstream stream, CUdeviceptr lt_worksp
     if (g->m == 0 || g->n == 0) return RLX_OK;
     const int ta = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const CUdeviceptr a = g->a->ptr + g->a_offset, b = g->b->ptr + g->b_offset, c = g->c->ptr + g->c_offset;
-    const int at = g->dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
-    const int bt = g->b_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
-    const int ct = g->c_dtype == RLX_DTYPE_F32 ? CUDA_R_32F : CUDA_R_16F;
+    const int at = lt_type(g->dtype), bt = lt_type(g->b_dtype), ct = lt_type(g->c_dtype);
     const int n_entries = (int)(rlx_gemm_batch(g) * rlx_gemm_outer(g));
     int st = cb_api.cublasSetStream(d->blas, stream);
     if (st == 0 && plan) {  /* cuBLASLt, bias epilogue or none: D = C = our C */
         if (g->bias) {
             const CUdeviceptr bias = g->bias->ptr + g->bias_offset;
             st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias);
+        }
+        if (st == 0 && rlx_gemm_is_fp8(g)) {  /* per launch, as the bias: the plan is shared by shape */
+            /* Lt's A is our B: its A scale is our b_scale. 0 means a scale of 1. */
+            const CUdeviceptr sa = g->b_scale ? g->b_scale->ptr + g->b_scale_offset : 0;
+            const CUdeviceptr sb = g->a_scale ? g->a_scale->ptr + g->a_scale_offset : 0;
+            st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+            if (st == 0) st = lt_api.cublasLtMatmulDescSetAttribute(plan->op, LT_DESC_B_SCALE_POINTER, &sb, sizeof sb);
         }
         if (st == 0)
             st = lt_api.cublasLtMatmul(d->lt, plan->op, &g->alpha, (const void *)b, plan->la, (const void *)a, plan->lb,
@@ -497,9 +548,8 @@ static rlx_status run_gemm(rlx_device *d, CUstream stream, CUdeviceptr lt_worksp
                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     if (st == 0) return RLX_OK;
-    static const char *names[] = {"f32", "f16", "bf16"};
     snprintf(err, err_size, "cuBLAS %s x %s -> %s gemm (m=%lld n=%lld k=%lld, %d entries) failed with status %d",
-             names[g->dtype], names[g->b_dtype], names[g->c_dtype], (long long)g->m, (long long)g->n,
+             rlx_dtype_name(g->dtype), rlx_dtype_name(g->b_dtype), rlx_dtype_name(g->c_dtype), (long long)g->m, (long long)g->n,
              (long long)g->k, n_entries, st);
     return RLX_ERR_DEVICE;
 }

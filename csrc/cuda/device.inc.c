@@ -164,6 +164,8 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     in->supports_f16 = 1;
     in->compute_units = (uint32_t)sms;
     in->gemm_bias = load_cublaslt(d->cublas_dirs) == RLX_OK;
+    /* FP8 tensor cores: Ada (8.9) and Hopper (9.0) on; cuBLASLt with FP8 matmuls. */
+    in->gemm_fp8 = in->gemm_bias && major * 10 + minor >= 89 && cublaslt_has_fp8();
     *out = d;
     return RLX_OK;
 }

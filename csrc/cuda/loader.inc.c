@@ -31,8 +31,8 @@ enum {
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
 typedef void *cublasHandle_t;
-enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_COMPUTE_32F = 68,
-       CUBLAS_GEMM_DEFAULT = -1 };
+enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14, CUDA_R_8F_E4M3 = 28,
+       CUDA_R_8F_E5M2 = 29, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1 };
 
 /* Driver entry points: field, exported symbol (the versioned one cuda.h maps
  * the name to), parameters. All exist in every driver since CUDA 11.4. */
@@ -114,9 +114,10 @@ enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUDA_R_32F = 0, CUDA_R_16F = 2, CUBLAS_
       (cublasHandle_t, int, int, int, int, int, const void *, const void *const *, int, int,             \
        const void *const *, int, int, const void *, void *const *, int, int, int, int, int))
 
-/* cuBLASLt, for gemms with a bias epilogue (cublasLt.h values). */
+/* cuBLASLt, for gemms with a bias epilogue and FP8 gemms (cublasLt.h values). */
 enum {
     LT_DESC_TRANSA = 3, LT_DESC_TRANSB = 4, LT_DESC_EPILOGUE = 7, LT_DESC_BIAS_POINTER = 8,
+    LT_DESC_A_SCALE_POINTER = 17, LT_DESC_B_SCALE_POINTER = 18,
     LT_DESC_BIAS_DATA_TYPE = 26, LT_EPILOGUE_BIAS = 4, LT_PREF_MAX_WORKSPACE_BYTES = 1,
     LT_PREF_MIN_ALIGNMENT_A = 5, LT_PREF_MIN_ALIGNMENT_B = 6, LT_PREF_MIN_ALIGNMENT_C = 7, LT_PREF_MIN_ALIGNMENT_D = 8,
     LT_CONFIG_SPLITK_NUM = 2, LT_CONFIG_REDUCTION_SCHEME = 3, LT_REDUCTION_COMPUTE_TYPE = 2,
@@ -430,3 +431,16 @@ DEFINE_LIB_LOADER(load_cublas, cb_api, CUBLAS_API, "cuBLAS", "cublas")
 /* cuBLASLt is optional: without it the device reports gemm_bias = 0 and the
  * runtime adds biases with a kernel. */
 DEFINE_LIB_LOADER(load_cublaslt, lt_api, CUBLASLT_API, "cuBLASLt", "cublasLt")
+
+/* FP8 matmuls came with cuBLAS 11.11 (CUDA 11.8); cublasLtGetVersion gives
+ * major * 10000 + minor * 100 + patch. Looked up on its own (not in the
+ * table) so an unexpected library only loses FP8, not cuBLASLt. */
+#define LT_FP8_MIN_VERSION 111100u
+static int cublaslt_has_fp8(void) {
+    if (!lt_api.loaded) return 0;
+    void *h = dlopen(lt_api.path, RTLD_NOW | RTLD_NOLOAD);
+    size_t (*version)(void) = h ? (size_t (*)(void))dlsym(h, "cublasLtGetVersion") : NULL;
+    const int ok = version && version() >= LT_FP8_MIN_VERSION;
+    if (h) dlclose(h);   /* drops the reference NOLOAD took; the loader's own stays */
+    return ok;
+}

@@ -27,7 +27,7 @@ _FLOAT_SUFFIX = {"f32": "f32", "f16": "f16"}
 
 
 # Element types as the shim ABI numbers them (rlx_dtype in csrc/rlx_shim.h).
-_GEMM_DTYPES = {"f32": 0, "f16": 1, "bf16": 2}
+_GEMM_DTYPES = {"f32": 0, "f16": 1, "bf16": 2, "f8e4m3": 3, "f8e5m2": 4}
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,14 @@ class Lowering:
 
     # ---- driver --------------------------------------------------------------
     def run(self, order: list[Node]) -> None:
+        # Nodes whose value no thunk reads (their readers' lowering takes
+        # what they were made from instead; see ABSORBERS): not lowered.
+        skipped: set[Node] = set()
+        for absorb in ABSORBERS:
+            skipped |= absorb(self, order)
         for node in order:
+            if node in skipped:
+                continue
             fn = LOWERINGS.get(node.op)
             if fn is None:
                 raise UnsupportedOpError(
@@ -256,6 +263,10 @@ def float_suffix(node: Node, dtype: DType) -> str:
 
 
 LOWERINGS: dict[str, Callable[[Lowering, Node], View]] = {}
+# Functions (lowering, order) -> nodes that lowering skips because every
+# reader of their value reads its inputs instead (the FP8 gemm path reads
+# e4m3 codes, not their dequantized copy: rlx/lowering/fp8_gemm.py).
+ABSORBERS: list[Callable[[Lowering, list[Node]], set[Node]]] = []
 
 
 # How each op's lowering reads its inputs, by position, as it declares them

@@ -5,15 +5,18 @@ scaled_linear takes the fused GEMV (gemv_f8: the codes decoded and scaled
 inside the kernel, the weight streamed once) for up to GEMV_MAX_ROWS rows of
 x, as the GGUF formats do; more rows dequantize the weight a tile of rows
 at a time into x's dtype and take the shim's gemm (f32 accumulation) with
-the bias/activation epilogue. Every shim takes this kernel path; a CUDA
-cuBLASLt FP8 tensor-core path is not built yet."""
+the bias/activation epilogue. An FP8 x FP8 product (x the dequantized
+value of e4m3 codes) on a target whose gemm takes FP8 operands (CUDA,
+cuBLASLt) may take the FP8 gemm instead: rlx/lowering/fp8_gemm.py, chosen
+by the cost model; the host and Metal always take the kernel path."""
 
 from __future__ import annotations
 
 import struct
 
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, Work, float_suffix, lowers
+from rlx.lowering.core import ABSORBERS, Lowering, Work, float_suffix, lowers
+from rlx.lowering.fp8_gemm import absorbed, lower_fp8_gemm, takes_fp8_gemm
 from rlx.lowering.linear import ACTIVATIONS, linear_epilogue
 from rlx.lowering.quant import DEQUANT_TILE_BYTES, GEMV_MAX_ROWS, gemv_grid
 from rlx.runtime.views import View
@@ -60,9 +63,14 @@ def _scaled_dequantize(lw: Lowering, node: Node) -> View:
     return out
 
 
+ABSORBERS.append(absorbed)
+
+
 @lowers("scaled_linear", reads={1: "start", 2: "start", 3: "start"}, kernels=("gemv_f8", "dequantize_f8",
-                                                                             "bias_act"))
+                                                                             "bias_act", "fp8_gemm_epilogue"))
 def _scaled_linear(lw: Lowering, node: Node) -> View:
+    if takes_fp8_gemm(lw, node):
+        return lower_fp8_gemm(lw, node)
     suffix = float_suffix(node, node.dtype)
     x = lw.dense(node.inputs[0])
     w = lw.dense(node.inputs[1], at_start=True)

@@ -51,6 +51,7 @@ def open_device(name: str | None) -> tuple[shim.Device, Target]:
         max_buffer_length=info.max_buffer_length,
         params_alignment=256 if backend == "metal" else 16,
         gemm_bias=bool(info.gemm_bias),
+        gemm_fp8=bool(getattr(info, "gemm_fp8", False)) and env.cuda_fp8_gemm(),
     )
     return device, target
 

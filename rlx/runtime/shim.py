@@ -1,4 +1,4 @@
-"""Loading the device shims (csrc/rlx_shim.h, ABI v1) with ctypes.
+"""Loading the device shims (csrc/rlx_shim.h, ABI v2) with ctypes.
 
 Used at compile time only: opening devices, allocating buffers, compiling
 libraries and looking up pipelines. The per-run path is the Cython core,
@@ -29,12 +29,14 @@ from rlx.errors import (
     UnsupportedOpError,
 )
 
-ABI_VERSION = 1
+ABI_VERSION = 2   # csrc/rlx_shim.h RLX_SHIM_ABI_VERSION
 MAX_BINDINGS = 12
 PIPELINE_INDIRECT = 1
 DTYPE_F32 = 0
 DTYPE_F16 = 1
 DTYPE_BF16 = 2
+DTYPE_F8E4M3 = 3   # FP8 gemm operands, where DeviceInfo.gemm_fp8
+DTYPE_F8E5M2 = 4
 BACKENDS = ("host", "cuda", "metal")
 
 # rlx_status
@@ -69,7 +71,7 @@ class DeviceInfoC(ctypes.Structure):
         ("unified_memory", _u32),
         ("supports_f16", _u32),
         ("compute_units", _u32),
-        ("gemm_bias", _u32), ("reserved", _u32 * 6),
+        ("gemm_bias", _u32), ("gemm_fp8", _u32), ("reserved", _u32 * 5),
     ]
 
 
@@ -90,6 +92,7 @@ class GemmDescC(ctypes.Structure):
         ("outer", _i64), ("outer_stride_a", _i64), ("outer_stride_b", _i64), ("outer_stride_c", _i64),
         ("b_dtype", _i32), ("c_dtype", _i32),
         ("bias", _p), ("bias_offset", _u64),
+        ("a_scale", _p), ("b_scale", _p), ("a_scale_offset", _u64), ("b_scale_offset", _u64),
     ]
 
 
@@ -336,6 +339,7 @@ class DeviceInfo:
     supports_f16: bool
     compute_units: int
     gemm_bias: bool = False   # cmd_gemm adds a bias itself
+    gemm_fp8: bool = False    # cmd_gemm takes FP8 A and B (cuda, compute capability >= 8.9)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -367,7 +371,8 @@ class Device:
             name=raw.name.decode("utf-8", "replace"), hardware_id=raw.hardware_id.decode("utf-8", "replace"),
             max_buffer_length=raw.max_buffer_length, max_threads_per_group=raw.max_threads_per_group,
             simd_width=raw.simd_width, unified_memory=bool(raw.unified_memory),
-            supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units, gemm_bias=bool(raw.gemm_bias))
+            supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units, gemm_bias=bool(raw.gemm_bias),
+            gemm_fp8=bool(raw.gemm_fp8))
         self._builtin: Library | None = None
         # What this device made and may still own, freed by close() first
         # (the ABI's rule: nothing may outlive its device), so an object
@@ -594,12 +599,15 @@ class CommandBuffer:
              beta: float = 0.0, a_offset: int = 0, b_offset: int = 0, c_offset: int = 0, batch: int = 1,
              stride_a: int = 0, stride_b: int = 0, stride_c: int = 0, outer: int = 1,
              outer_strides: tuple[int, int, int] = (0, 0, 0), b_dtype: int | None = None,
-             c_dtype: int | None = None, bias: Buffer | None = None, bias_offset: int = 0) -> None:
-        self._keep += [a, b, c, bias]
+             c_dtype: int | None = None, bias: Buffer | None = None, bias_offset: int = 0,
+             a_scale: Buffer | None = None, a_scale_offset: int = 0, b_scale: Buffer | None = None,
+             b_scale_offset: int = 0) -> None:
+        self._keep += [a, b, c, bias, a_scale, b_scale]
         desc = GemmDescC(_addr(a), _addr(b), _addr(c), a_offset, b_offset, c_offset, m, n, k, lda, ldb, ldc,
                          int(trans_a), int(trans_b), dtype, alpha, beta, batch, stride_a, stride_b, stride_c,
                          outer, *outer_strides, dtype if b_dtype is None else b_dtype,
-                         dtype if c_dtype is None else c_dtype, _addr(bias), bias_offset)
+                         dtype if c_dtype is None else c_dtype, _addr(bias), bias_offset, _addr(a_scale),
+                         _addr(b_scale), a_scale_offset, b_scale_offset)
         self._check(self._api.cmd_gemm(self.address, ctypes.byref(desc)), "cmd_gemm")
 
     def execute_icb(self, icb: Icb, start: int, count: int) -> None:

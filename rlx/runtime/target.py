@@ -37,6 +37,9 @@ class Target:
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
     gemm_bias: bool = False
+    # The shim's gemm takes FP8 operands (rlx_device_info.gemm_fp8: cuda on
+    # compute capability >= 8.9 with cuBLASLt, unless RLX_CUDA_FP8_GEMM=0).
+    gemm_fp8: bool = False
 
     @property
     def gemm_mixes(self) -> frozenset[tuple[str, str, str]]:

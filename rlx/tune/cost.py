@@ -24,6 +24,9 @@ lowering choices, from a device's calibration (rlx/tune/calibration.py).
 - ``prefer_quant_gemv``: for a block-format weight and m <= 8 rows of x,
   the fused GEMV versus dequantize + gemm (+ epilogue), from the calibrated
   quant_gemv (m = 1, m = 8) and dequantize rates and the gemm curves.
+- ``prefer_fp8_gemm``: for an FP8 x FP8 scaled_linear on a target whose
+  gemm takes FP8 (cuda), the FP8 gemm + scale epilogue versus dequantizing
+  x and the weight and the f16/f32 gemm (+ epilogue).
 - ``prefer_row_kernel`` replaces the fixed gemm-or-row-kernel thresholds on
   every backend: gemm (+ bias/activation epilogue) versus matmul_rows,
   predicted from calibrated numbers; ``decision_model`` is the model of the
@@ -63,6 +66,11 @@ CACHE_BYTES = {"host": 8 << 20, "cuda": 48 << 20, "metal": 16 << 20}
 # near-tie once ran far slower on the row kernel in a whole run:
 # benchmarks/README.md, "Cost-model accuracy").
 ROW_KERNEL_MARGIN = 0.9
+
+# The FP8 gemm's rate over the f16 gemm's, until calibration measures it:
+# the dense tensor-core ratio of FP8 to f16 on Ada and Hopper (NVIDIA's
+# datasheets: 2x). Only asked where the target's gemm takes FP8 (cuda).
+FP8_GEMM_SPEEDUP = 2.0
 
 
 def _interpolate(curve: Sequence[Sequence[float]], x: float) -> float:
@@ -292,6 +300,48 @@ class CostModel:
                     f"linear {m}x{n}x{k} {weight_dtype.name} weights, {dtype_name}: "
                     f"{'fused GEMV' if choice else 'dequantize + gemm'} (GEMV {gemv * 1e6:.2f} us vs "
                     f"dequantize + gemm{' + epilogue' if epilogue else ''} {other * 1e6:.2f} us)")
+        return choice
+
+    def fp8_gemm_seconds(self, m: int, n: int, k: int, dtype_name: str = "f32", *, bias: bool = False,
+                         activation: bool = False) -> float:
+        """The FP8 x FP8 gemm path (rlx/lowering/fp8_gemm.py): the shim's
+        FP8 gemm into f32, then the epilogue that reads it, the scales and
+        the bias and writes the output. The FP8 gemm is not calibrated yet:
+        it is costed as the f16 gemm curve at FP8_GEMM_SPEEDUP times the
+        rate (the call overhead unchanged)."""
+        c = self.calibration
+        gemm = c.gemm_call_s + (self.gemm_seconds(m, n, k, "f16") - c.gemm_call_s) / FP8_GEMM_SPEEDUP
+        isz = 2 if dtype_name == "f16" else 4
+        nbytes = m * n * (4 + isz) + (m + n) * 4 + (n * isz if bias else 0)
+        overhead = c.dispatch_s if m == 1 else c.dispatch_parallel_s
+        rate = self._family_rate("epilogue_act" if activation else "epilogue")
+        return gemm + overhead + nbytes / (rate * self._occupancy(m))
+
+    def fp8_kernel_path_seconds(self, m: int, n: int, k: int, dtype_name: str = "f32", *, bias: bool = False,
+                                activation: bool = False) -> float:
+        """What the kernel path of the same product costs: x's codes
+        dequantized (one elementwise pass), the weight dequantized in
+        tiles, the gemm in x's dtype and the bias/activation epilogue."""
+        from rlx.ir.dtype import f8e4m3
+
+        isz = 2 if dtype_name == "f16" else 4
+        x_pass = self.calibration.dispatch_parallel_s + m * k * (1 + isz) / self._family_rate("dequantize")
+        return x_pass + self.dequant_gemm_seconds(m, n, k, f8e4m3, dtype_name, epilogue=bias or activation)
+
+    def prefer_fp8_gemm(self, m: int, n: int, k: int, dtype_name: str = "f32", *, bias: bool = False,
+                        activation: bool = False) -> bool:
+        """True when the FP8 gemm path is predicted faster than the kernel
+        path for an FP8 x FP8 scaled_linear of m x n x k (output dtype
+        ``dtype_name``). Asked only where the target's gemm takes FP8."""
+        fp8 = self.fp8_gemm_seconds(m, n, k, dtype_name, bias=bias, activation=activation)
+        other = self.fp8_kernel_path_seconds(m, n, k, dtype_name, bias=bias, activation=activation)
+        choice = fp8 < other
+        key = ("fp8_linear", m, n, k, dtype_name, bias, activation)
+        with self._lock:
+            if key not in self._decisions:
+                self._decisions[key] = (
+                    f"FP8 x FP8 linear {m}x{n}x{k} -> {dtype_name}: {'FP8 gemm' if choice else 'kernel path'} "
+                    f"(FP8 gemm + epilogue {fp8 * 1e6:.2f} us vs dequantize + gemm {other * 1e6:.2f} us)")
         return choice
 
     def note(self, key: tuple, line: str) -> None:
