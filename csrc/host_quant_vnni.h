@@ -35,8 +35,7 @@
 
 #include <float.h>
 #include <immintrin.h>
-
-#include <vector>
+#include <stdlib.h>
 
 namespace rlx_vnni {
 
@@ -46,16 +45,40 @@ constexpr float kMinBlockMax = 1e-30f;
 
 #define RLX_VNNI_INLINE static inline __attribute__((always_inline))
 
+// A growing heap array. Not std::vector: this file is compiled under a
+// target pragma, and libstdc++'s always_inline allocator members then fail
+// to inline into the pragma's functions (GCC 13: "target specific option
+// mismatch").
+template <typename T> struct Buffer {
+    T *p = nullptr;
+    size_t n = 0;
+    Buffer() = default;
+    Buffer(const Buffer &) = delete;
+    Buffer &operator=(const Buffer &) = delete;
+    ~Buffer() { free(p); }
+    bool reserve(size_t count) {   // false: out of memory (the old contents are kept)
+        if (count <= n) return true;
+        T *q = (T *)realloc(p, count * sizeof(T));
+        if (!q) return false;
+        p = q, n = count;
+        return true;
+    }
+    T *data() { return p; }
+    const T *data() const { return p; }
+    T &operator[](size_t i) { return p[i]; }
+    const T &operator[](size_t i) const { return p[i]; }
+};
+
 // x rows as 16-bit integer pairs, per block of 256 elements.
 struct XInt16 {
     uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
     const void *x = nullptr;
     uint m = 0, k = 0, stride = 0;
     bool usable = false;              // false: some block needs the f32 form
-    std::vector<int16_t> hi, lo;      // [m][k]
-    std::vector<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
-    std::vector<float> sum16;         // [m][k / 16]: f32 sums of x (the min terms)
-    std::vector<float> sum32;         // [m][k / 32]: the same over 32 elements
+    Buffer<int16_t> hi, lo;      // [m][k]
+    Buffer<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
+    Buffer<float> sum16;         // [m][k / 16]: f32 sums of x (the min terms)
+    Buffer<float> sum32;         // [m][k / 32]: the same over 32 elements
 };
 
 RLX_VNNI_INLINE __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
@@ -69,13 +92,12 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
     if (dispatch != 0 && c.dispatch == dispatch && c.x == (const void *)x && c.m == m && c.k == k &&
         c.stride == stride)
         return c.usable;
-    c.dispatch = 0;   // stays invalid if an allocation throws
+    c.dispatch = 0;   // stays invalid until filled
     const uint blocks = k / 256u;
-    c.hi.resize((size_t)m * k);
-    c.lo.resize((size_t)m * k);
-    c.scale.resize((size_t)m * blocks);
-    c.sum16.resize((size_t)m * (k / 16u));
-    c.sum32.resize((size_t)m * (k / 32u));
+    // Out of memory: the f32 form, which needs no buffer.
+    if (!c.hi.reserve((size_t)m * k) || !c.lo.reserve((size_t)m * k) || !c.scale.reserve((size_t)m * blocks) ||
+        !c.sum16.reserve((size_t)m * (k / 16u)) || !c.sum32.reserve((size_t)m * (k / 32u)))
+        return false;
     c.usable = true;
     for (uint r = 0; r < m && c.usable; ++r) {
         const T *xr = x + (uint64_t)r * stride;
