@@ -201,7 +201,8 @@ def test_host_refuses_an_fp8_gemm_and_keeps_working():
     g, _ = _graph(16, 32, 32, bias=False, activation=None)
     xc, xs = fp8.quantize_array(np.random.default_rng(1).standard_normal((16, 32)), "f8e4m3", "channel")
     wc, ws = fp8.quantize_array(np.random.default_rng(2).standard_normal((32, 32)), "f8e4m3", "channel")
-    exe = rlx.compile(g, device="cpu", params={"w": wc, "ws": ws})
+    # "host", not "cpu": the suite points "cpu" at --rlx-device (tests/conftest.py).
+    exe = rlx.compile(g, device="host", params={"w": wc, "ws": ws})
     assert not any(k and k.startswith("fp8_gemm_epilogue") for k in kernels_of(exe))
     got = exe.run(x=xc, xs=xs.reshape(16, 1))["y"]
     want = scaled_values(xc, xs, (1, 32)) @ scaled_values(wc, ws, (1, 32)).T
@@ -209,7 +210,14 @@ def test_host_refuses_an_fp8_gemm_and_keeps_working():
 
 
 # ---- products on the device under test ------------------------------------------------------
-def _check_product(m, n, k, *, dtype="f32", w_granularity="channel", act="gelu", big=False, device="cpu"):
+def _check_product(monkeypatch, m, n, k, *, dtype="f32", w_granularity="channel", act="gelu", big=False,
+                   device="cpu"):
+    """The product through the FP8 gemm wherever the target has it and the
+    shape is legal (the cost model's choice pinned to it: its pricing is
+    tested above), else through the kernel path."""
+    from rlx.tune.cost import CostModel
+
+    monkeypatch.setattr(CostModel, "prefer_fp8_gemm", lambda self, *a, **kw: True)
     if big and device in ("cpu", "host", "metal"):
         pytest.skip("the large shapes run where the device has FP8 gemms (cuda, compute capability >= 8.9)")
     r = np.random.default_rng(m + 7 * n + 13 * k)
@@ -248,11 +256,12 @@ def _check_product(m, n, k, *, dtype="f32", w_granularity="channel", act="gelu",
     (37, 40, 72, "f32", "channel"),       # k = 72: not a multiple of 16, the kernel path everywhere
     (33, 50, 64, "f16", "channel"),       # n = 50: the kernel path everywhere
 ])
-def test_fp8_x_fp8_product_on_the_device(m, n, k, dtype, w_granularity):
-    _check_product(m, n, k, dtype=dtype, w_granularity=w_granularity)
+def test_fp8_x_fp8_product_on_the_device(monkeypatch, m, n, k, dtype, w_granularity):
+    _check_product(monkeypatch, m, n, k, dtype=dtype, w_granularity=w_granularity)
 
 
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (4096, 1536, 384), (4096, 384, 1536), (128, 2048, 640),
                                    (128, 640, 2048)])
-def test_fp8_x_fp8_large_products_through_the_fp8_gemm(request, m, n, k):
-    _check_product(m, n, k, dtype="f16", act=None, big=True, device=request.config.getoption("--rlx-device"))
+def test_fp8_x_fp8_large_products_through_the_fp8_gemm(request, monkeypatch, m, n, k):
+    _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True,
+                   device=request.config.getoption("--rlx-device"))
