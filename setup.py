@@ -106,7 +106,7 @@ extensions.append(
         # csrc/host/shim.cpp is the shim's one translation unit: it includes csrc/host/*.inc.cpp.
         # The kernels once per instruction set (csrc/host_kernels_<isa>.cpp), chosen at run time.
         ["csrc/host/shim.cpp", "csrc/host_kernels.cpp", "csrc/host_kernels_avx2.cpp",
-         "csrc/host_kernels_avx512.cpp", "csrc/host_kernels_avx512vnni.cpp"],
+         "csrc/host_kernels_avx2vnni.cpp", "csrc/host_kernels_avx512.cpp", "csrc/host_kernels_avx512vnni.cpp"],
         include_dirs=["csrc", "shaders"],
         # The built-in kernels come from shaders/: rebuild when any changes.
         depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + sorted(str(p) for p in Path("csrc").glob("*.h"))

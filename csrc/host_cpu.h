@@ -38,6 +38,12 @@ static inline bool has_avx2() {
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5));  // AVX2
 }
 
+// has_avx2() and AVX-VNNI (the VEX vpdpwssd: csrc/host_quant_vnni.h).
+static inline bool has_avx_vnni() {
+    unsigned a, b, c, d;
+    return has_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4));
+}
+
 // has_avx512() and AVX512_VNNI (vpdpwssd: csrc/host_quant_vnni.h).
 static inline bool has_avx512_vnni() {
     unsigned a, b, c, d;

@@ -1,8 +1,10 @@
 // The decode GEMV y = x W^T of the K-quants (q2_k, q3_k, q4_k, q5_k, q6_k) on CPUs with AVX-512
-// VNNI (vpdpwssd: 32 products of 16-bit integers summed in pairs into 16
-// 32-bit lanes, one instruction). Included by csrc/host_kernels_avx512vnni.cpp
-// only, after shaders/quant.h (its decoders' layouts and rlx_q_gemv_cpu, the
-// fallback).
+// VNNI or AVX-VNNI (vpdpwssd: products of 16-bit integers summed in pairs
+// into 32-bit lanes, one instruction). Included by
+// csrc/host_kernels_avx512vnni.cpp and csrc/host_kernels_avx2vnni.cpp, after
+// shaders/quant.h (its decoders' layouts and rlx_q_gemv_cpu, the fallback);
+// the vector operations are csrc/host_quant_vnni_ops.h's, in the including
+// file's instruction set.
 //
 // Why integers: the f32 form (quant.h's RlxQ512) spends ~22 vector
 // operations on 64 weights (widen, mask, convert, scale, subtract, FMA) and
@@ -24,8 +26,9 @@
 // or a block maximum under 1e-30 (where 16383 / amax would overflow) take
 // the f32 form, which propagates them as every other kernel does.
 //
-// Overflow: a lane sums 16 products a block (256 elements / 16 lanes), each
-// at most 4096 * 16384 = 2^26 (q6_k), so at most 2^30 < 2^31.
+// Overflow: a lane sums 16 products a block (256 elements / 16 lanes; the
+// AVX-VNNI form keeps two 8-lane accumulators for that), each at most
+// 4096 * 16384 = 2^26 (q6_k), so at most 2^30 < 2^31.
 //
 // x is converted once per dispatch and thread, not per group: the groups of
 // one dispatch share x, and rlx_ids::dispatch says which dispatch a group
@@ -34,16 +37,15 @@
 #define RLX_HOST_QUANT_VNNI_H
 
 #include <float.h>
-#include <immintrin.h>
 #include <stdlib.h>
+
+#include "host_quant_vnni_ops.h"
 
 namespace rlx_vnni {
 
 constexpr float kHiRange = 16383.0f;   // |hi| <= 2^14 - 1
 constexpr float kLoScale = 32768.0f;   // lo = round((x / s - hi) * 2^15), |lo| <= 2^14
 constexpr float kMinBlockMax = 1e-30f;
-
-#define RLX_VNNI_INLINE static inline __attribute__((always_inline))
 
 // A growing heap array. Not std::vector: this file is compiled under a
 // target pragma, and libstdc++'s always_inline allocator members then fail
@@ -74,15 +76,12 @@ struct XInt16 {
     uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
     const void *x = nullptr;
     uint m = 0, k = 0, stride = 0;
-    bool usable = false;              // false: some block needs the f32 form
+    bool usable = false;         // false: some block needs the f32 form
     Buffer<int16_t> hi, lo;      // [m][k]
     Buffer<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
     Buffer<float> sum16;         // [m][k / 16]: f32 sums of x (the min terms)
     Buffer<float> sum32;         // [m][k / 32]: the same over 32 elements
 };
-
-RLX_VNNI_INLINE __m512 load16(const float *p) { return _mm512_loadu_ps(p); }
-RLX_VNNI_INLINE __m512 load16(const half *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 
 // Fills c for this dispatch's x (m rows of k, k a multiple of 256); false
 // where a row must take the f32 form. Cached per thread across the groups
@@ -103,14 +102,13 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
         const T *xr = x + (uint64_t)r * stride;
         for (uint b = 0; b < blocks; ++b) {
             const T *xb = xr + 256u * b;
-            __m512 v[16], amax = _mm512_setzero_ps();
-            __mmask16 special = 0;
+            X16 v[16];
+            bool special = false;
             for (uint i = 0; i < 16u; ++i) {
-                v[i] = load16(xb + 16u * i);
-                special |= _mm512_fpclass_ps_mask(v[i], 0x99);   // QNaN, +inf, -inf, SNaN
-                amax = _mm512_max_ps(amax, _mm512_abs_ps(v[i]));
+                v[i] = x16_load(xb + 16u * i);
+                special |= x16_special(v[i]);
             }
-            const float a = _mm512_reduce_max_ps(amax);
+            const float a = x16_amax(v, 16u);
             if (special || (a != 0.0f && a < kMinBlockMax)) {
                 c.usable = false;
                 break;
@@ -118,39 +116,43 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
             const float inv = a > 0.0f ? kHiRange / a : 0.0f;
             c.scale[(size_t)r * blocks + b] = a / kHiRange;
             int16_t *hi = c.hi.data() + (size_t)r * k + 256u * b, *lo = c.lo.data() + (size_t)r * k + 256u * b;
-            for (uint i = 0; i < 16u; ++i) {
-                const __m512 t = _mm512_mul_ps(v[i], _mm512_set1_ps(inv));
-                const __m512i h = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                const __m512 rest = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_cvtepi32_ps(h)), _mm512_set1_ps(kLoScale));
-                const __m512i l = _mm512_cvt_roundps_epi32(rest, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                _mm256_storeu_si256((__m256i *)(hi + 16u * i), _mm512_cvtepi32_epi16(h));
-                _mm256_storeu_si256((__m256i *)(lo + 16u * i), _mm512_cvtepi32_epi16(l));
-            }
             float *sums = c.sum16.data() + (size_t)r * (k / 16u) + 16u * b;
-            for (uint i = 0; i < 16u; ++i) sums[i] = _mm512_reduce_add_ps(v[i]);
+            for (uint i = 0; i < 16u; ++i) {
+                x16_split(v[i], inv, kLoScale, hi + 16u * i, lo + 16u * i);
+                sums[i] = x16_sum(v[i]);
+            }
             float *sums32 = c.sum32.data() + (size_t)r * (k / 32u) + 8u * b;
-            for (uint i = 0; i < 8u; ++i) sums32[i] = _mm512_reduce_add_ps(_mm512_add_ps(v[2u * i], v[2u * i + 1u]));
+            for (uint i = 0; i < 8u; ++i) sums32[i] = sums[2u * i] + sums[2u * i + 1u];
         }
     }
     c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
     return c.usable;
 }
 
-// The integer sums of one block (ahi, alo) into the row's f32 accumulator,
-// scaled by the block's float factor f = d * s.
-RLX_VNNI_INLINE __m512 add_block(__m512 acc, __m512i ahi, __m512i alo, float f) {
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ahi), _mm512_set1_ps(f), acc);
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(alo), _mm512_set1_ps(f * (1.0f / kLoScale)), acc);
+// One block's integer sums into every row's f32 accumulator, scaled by
+// the block's factor d * (x row's block scale).
+template <uint M>
+RLX_VNNI_INLINE void add_blocks(const XInt16 &c, const uint *xrow, uint blk, float d, const Acc *hi, const Acc *lo,
+                                F *acc) {
+    for (uint r = 0; r < M; ++r) {
+        const float f = d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk];
+        acc[r] = f_add_block(acc[r], hi[r], lo[r], f, f * (1.0f / kLoScale));
+    }
 }
 
-// One 32-element piece of weights (w: 32 words of scaled codes) against
-// elements [o, o + 32) of every x row.
+// One 32-element piece of weights (w: its scaled codes) against elements
+// [o, o + 32) of every x row.
 template <uint M>
-RLX_VNNI_INLINE void dot32(const XInt16 &c, const size_t *xo, size_t o, __m512i w, __m512i *ahi, __m512i *alo) {
+RLX_VNNI_INLINE void dot32(const XInt16 &c, const size_t *xo, size_t o, W w, Acc *hi, Acc *lo) {
     for (uint r = 0; r < M; ++r) {
-        ahi[r] = _mm512_dpwssd_epi32(ahi[r], w, _mm512_loadu_si512(c.hi.data() + xo[r] + o));
-        alo[r] = _mm512_dpwssd_epi32(alo[r], w, _mm512_loadu_si512(c.lo.data() + xo[r] + o));
+        hi[r] = acc_dot(hi[r], w, c.hi.data() + xo[r] + o);
+        lo[r] = acc_dot(lo[r], w, c.lo.data() + xo[r] + o);
     }
+}
+
+// sum of m (8 or 16 f32 lanes) * sums, as __m256 halves: the min terms.
+RLX_VNNI_INLINE __m256 min_terms8(__m256 acc, __m256i m_i32, float dmin, const float *sums) {
+    return _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(m_i32)), _mm256_loadu_ps(sums), acc);
 }
 
 template <typename Q> struct Rows { static constexpr bool has = false; };
@@ -168,11 +170,11 @@ RLX_VNNI_INLINE void k_scales_mins(const uchar *q, uint64_t &scales, uint64_t &m
     mins = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & two) << 4)) << 32;
 }
 
-// q3_k's 16 signed 6-bit scales as words (the low 16 of a vector), from the
-// 12 packed bytes at q (rlx_q_q3k_scale's layout: scale i's low nibble is
-// nibble i / 8 of byte i % 8, its high two bits bits 2 (i / 4) of byte 8 + i % 4),
-// a 32-bit word (four scales) at a time.
-RLX_VNNI_INLINE __m512i q3k_scales(const uchar *q) {
+// q3_k's 16 signed 6-bit scales, from the 12 packed bytes at q
+// (rlx_q_q3k_scale's layout: scale i's low nibble is nibble i / 8 of byte
+// i % 8, its high two bits bits 2 (i / 4) of byte 8 + i % 4), a 32-bit word
+// (four scales) at a time.
+RLX_VNNI_INLINE void q3k_scales(const uchar *q, int16_t *out16) {
     uint32_t u[3], out[4];
     memcpy(u, q, sizeof u);
     const uint32_t low4 = 0x0f0f0f0fu, two = 0x03030303u;
@@ -182,14 +184,7 @@ RLX_VNNI_INLINE __m512i q3k_scales(const uchar *q) {
     out[3] = ((u[1] >> 4) & low4) | (((u[2] >> 6) & two) << 4);
     __m128i bytes;
     memcpy(&bytes, out, sizeof bytes);
-    return _mm512_castsi256_si512(_mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32)));
-}
-
-// A vector of 32 words whose first 16 take word 2 i of sc and the rest word
-// 2 i + 1: the scales of the two 16-element groups of 32-element piece i.
-RLX_VNNI_INLINE __m512i scale_pair(__m512i sc, uint i) {
-    const __m512i upper = _mm512_maskz_set1_epi16(0xFFFF0000u, 1);
-    return _mm512_permutexvar_epi16(_mm512_add_epi16(upper, _mm512_set1_epi16((short)(2u * i))), sc);
+    _mm256_storeu_si256((__m256i *)out16, _mm256_sub_epi16(_mm256_cvtepu8_epi16(bytes), _mm256_set1_epi16(32)));
 }
 
 // q4_k: sub-blocks 2j and 2j + 1 are the low and high nibbles of the same
@@ -200,48 +195,36 @@ template <bool FIFTH> struct RowsK45 {
     static constexpr uint BYTES = FIFTH ? 176u : 144u, QS = FIFTH ? 48u : 16u;
     template <uint M>
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
-        const __m512i low4 = _mm512_set1_epi16(15), one = _mm512_set1_epi16(1);
-        __m512 acc[M];
+        const W low4 = w_set1(15), one = w_set1(1);
+        F acc[M];
         __m256 mins[M];   // per sub-block: dmin * m * (sum of x)
         size_t xo[M];
-        for (uint r = 0; r < M; ++r)
-            acc[r] = _mm512_setzero_ps(), mins[r] = _mm256_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
+        for (uint r = 0; r < M; ++r) acc[r] = f_zero(), mins[r] = _mm256_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
         for (uint blk = 0; blk < blocks; ++blk) {
             const uchar *b = wr + (uint64_t)blk * BYTES;
             uint64_t scales, mins8;
             k_scales_mins(b + 4, scales, mins8);
-            const __m512i sc = _mm512_cvtepu8_epi16(_mm256_zextsi128_si256(_mm_cvtsi64_si128((long long)scales)));
-            __m512i ahi[M], alo[M];
-            for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
-            const __m512i H = FIFTH ? _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 16))) : low4;
+            Acc hi[M], lo[M];
+            for (uint r = 0; r < M; ++r) hi[r] = lo[r] = acc_zero();
+            const W H = FIFTH ? w_u8(b + 16) : low4;
             for (uint j = 0; j < 4u; ++j) {
-                const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + QS + 32u * j)));
-                __m512i c0 = _mm512_and_si512(w, low4), c1 = _mm512_srli_epi16(w, 4);
+                const W w = w_u8(b + QS + 32u * j);
+                W c0 = w_and(w, low4), c1 = w_srl(w, 4);
                 if constexpr (FIFTH) {
-                    c0 = _mm512_or_si512(c0, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2u * j), one), 4));
-                    c1 = _mm512_or_si512(c1, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 2u * j + 1u),
-                                                                                one), 4));
+                    c0 = w_or(c0, w_sll(w_and(w_srl(H, 2u * j), one), 4));
+                    c1 = w_or(c1, w_sll(w_and(w_srl(H, 2u * j + 1u), one), 4));
                 }
-                const __m512i q0 = _mm512_mullo_epi16(c0, _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2u * j)), sc));
-                const __m512i q1 = _mm512_mullo_epi16(c1, _mm512_permutexvar_epi16(_mm512_set1_epi16((short)(2u * j + 1u)),
-                                                                                   sc));
-                dot32<M>(c, xo, 256u * blk + 64u * j, q0, ahi, alo);
-                dot32<M>(c, xo, 256u * blk + 64u * j + 32u, q1, ahi, alo);
+                dot32<M>(c, xo, 256u * blk + 64u * j, w_mul(c0, w_set1((int)((scales >> (16u * j)) & 255u))), hi, lo);
+                dot32<M>(c, xo, 256u * blk + 64u * j + 32u,
+                         w_mul(c1, w_set1((int)((scales >> (16u * j + 8u)) & 255u))), hi, lo);
             }
-            const float d = rlx_q_f16(b);
-            const __m256 dm = _mm256_mul_ps(_mm256_set1_ps(rlx_q_f16(b + 2)),
-                                            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mins8))));
-            for (uint r = 0; r < M; ++r) {
-                acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
-                mins[r] = _mm256_fmadd_ps(dm, _mm256_loadu_ps(c.sum32.data() + (size_t)xrow[r] * (c.k / 32u) + 8u * blk),
-                                          mins[r]);
-            }
+            add_blocks<M>(c, xrow, blk, rlx_q_f16(b), hi, lo, acc);
+            const __m256i m8 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mins8));
+            const float dmin = rlx_q_f16(b + 2);
+            for (uint r = 0; r < M; ++r)
+                mins[r] = min_terms8(mins[r], m8, dmin, c.sum32.data() + (size_t)xrow[r] * (c.k / 32u) + 8u * blk);
         }
-        for (uint r = 0; r < M; ++r) {
-            const __m128 m4 = _mm_add_ps(_mm256_castps256_ps128(mins[r]), _mm256_extractf128_ps(mins[r], 1));
-            const __m128 m2 = _mm_add_ps(m4, _mm_movehl_ps(m4, m4));
-            out[r] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(_mm_add_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
-        }
+        for (uint r = 0; r < M; ++r) out[r] = f_sum(acc[r]) - hsum8(mins[r]);
     }
 };
 template <> struct Rows<QFmtQ4_K> : RowsK45<false> {};
@@ -255,37 +238,30 @@ template <> struct Rows<QFmtQ6_K> {
     static constexpr bool has = true;
     template <uint M>
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
-        const __m512i m4 = _mm512_set1_epi16(15), m3 = _mm512_set1_epi16(3), m48 = _mm512_set1_epi16(48);
-        const __m512i bias = _mm512_set1_epi16(32);
-        __m512 acc[M];
+        const W m4 = w_set1(15), m3 = w_set1(3), m48 = w_set1(48), bias = w_set1(32);
+        F acc[M];
         size_t xo[M];
-        for (uint r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
+        for (uint r = 0; r < M; ++r) acc[r] = f_zero(), xo[r] = (size_t)xrow[r] * c.k;
         for (uint blk = 0; blk < blocks; ++blk) {
             const uchar *b = wr + (uint64_t)blk * 210u;
-            // 16 int8 scales as words (a 16-byte load: 32 would read past the last block).
-            const __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192))));
-            __m512i ahi[M], alo[M];
-            for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
+            alignas(32) int16_t sc[16];   // int8 scales as words (a 16-byte load: 32 would pass the last block)
+            _mm256_store_si256((__m256i *)sc, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(b + 192))));
+            Acc hi[M], lo[M];
+            for (uint r = 0; r < M; ++r) hi[r] = lo[r] = acc_zero();
             for (uint g = 0; g < 2u; ++g) {
-                const __m512i A = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 64u * g)));
-                const __m512i B = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 64u * g + 32u)));
-                const __m512i H = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + 128u + 32u * g)));
-                __m512i q[4];
-                q[0] = _mm512_or_si512(_mm512_and_si512(A, m4), _mm512_slli_epi16(_mm512_and_si512(H, m3), 4));
-                q[1] = _mm512_or_si512(_mm512_and_si512(B, m4), _mm512_and_si512(_mm512_slli_epi16(H, 2), m48));
-                q[2] = _mm512_or_si512(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, m48));
-                q[3] = _mm512_or_si512(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), m48));
-                for (uint t = 0; t < 4u; ++t) {
-                    // Word w of quarter t of half g takes scale 8 g + 2 t + (w >= 16).
-                    const __m512i w = _mm512_mullo_epi16(_mm512_sub_epi16(q[t], bias), scale_pair(sc, 4u * g + t));
-                    dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t, w, ahi, alo);
-                }
+                const W A = w_u8(b + 64u * g), B = w_u8(b + 64u * g + 32u), H = w_u8(b + 128u + 32u * g);
+                W q[4];
+                q[0] = w_or(w_and(A, m4), w_sll(w_and(H, m3), 4));
+                q[1] = w_or(w_and(B, m4), w_and(w_sll(H, 2), m48));
+                q[2] = w_or(w_srl(A, 4), w_and(H, m48));
+                q[3] = w_or(w_srl(B, 4), w_and(w_srl(H, 2), m48));
+                for (uint t = 0; t < 4u; ++t)   // quarter t of half g: scales 8 g + 2 t and + 1
+                    dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t,
+                             w_mul(w_sub(q[t], bias), w_scale_pair(sc, 4u * g + t)), hi, lo);
             }
-            const float d = rlx_q_f16(b + 208);
-            for (uint r = 0; r < M; ++r)
-                acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
+            add_blocks<M>(c, xrow, blk, rlx_q_f16(b + 208), hi, lo, acc);
         }
-        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+        for (uint r = 0; r < M; ++r) out[r] = f_sum(acc[r]);
     }
 };
 
@@ -300,43 +276,48 @@ template <bool Q3> struct RowsK23 {
     static constexpr uint BYTES = Q3 ? 110u : 84u, QS = Q3 ? 32u : 16u;
     template <uint M>
     RLX_VNNI_INLINE void run(const XInt16 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
-        const __m512i m3 = _mm512_set1_epi16(3), one = _mm512_set1_epi16(1), four = _mm512_set1_epi16(4);
-        __m512 acc[M], mins[M];   // mins: per 16-element group, dmin * m * (sum of x)
+        const W m3 = w_set1(3), one = w_set1(1), four = w_set1(4);
+        F acc[M];
+        __m256 mins[M][2];   // q2_k: per 16-element group, dmin * m * (sum of x)
         size_t xo[M];
-        for (uint r = 0; r < M; ++r) acc[r] = mins[r] = _mm512_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
+        for (uint r = 0; r < M; ++r)
+            acc[r] = f_zero(), mins[r][0] = mins[r][1] = _mm256_setzero_ps(), xo[r] = (size_t)xrow[r] * c.k;
         for (uint blk = 0; blk < blocks; ++blk) {
             const uchar *b = wr + (uint64_t)blk * BYTES;
-            // q2_k: scale in the low nibble of bytes 0..15, min in the high one.
-            const __m256i sm = Q3 ? _mm256_setzero_si256() : _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
-            const __m512i sc = Q3 ? q3k_scales(b + 96)
-                                  : _mm512_castsi256_si512(_mm256_and_si256(sm, _mm256_set1_epi16(15)));
-            const __m512i H = Q3 ? _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)b)) : one;
-            __m512i ahi[M], alo[M];
-            for (uint r = 0; r < M; ++r) ahi[r] = alo[r] = _mm512_setzero_si512();
+            alignas(32) int16_t sc[16];
+            __m256i sm = _mm256_setzero_si256();   // q2_k: scale in the low nibble of bytes 0..15, min in the high one
+            if constexpr (Q3) {
+                q3k_scales(b + 96, sc);
+            } else {
+                sm = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)b));
+                _mm256_store_si256((__m256i *)sc, _mm256_and_si256(sm, _mm256_set1_epi16(15)));
+            }
+            const W H = Q3 ? w_u8(b) : one;
+            Acc hi[M], lo[M];
+            for (uint r = 0; r < M; ++r) hi[r] = lo[r] = acc_zero();
             for (uint g = 0; g < 2u; ++g) {
-                const __m512i codes = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(b + QS + 32u * g)));
+                const W codes = w_u8(b + QS + 32u * g);
                 for (uint t = 0; t < 4u; ++t) {
-                    __m512i q = _mm512_and_si512(_mm512_srli_epi16(codes, 2u * t), m3);
-                    if constexpr (Q3) {   // q - 4 + 4 h
-                        const __m512i h = _mm512_and_si512(_mm512_srli_epi16(H, 4u * g + t), one);
-                        q = _mm512_sub_epi16(_mm512_or_si512(q, _mm512_slli_epi16(h, 2)), four);
-                    }
-                    const __m512i w = _mm512_mullo_epi16(q, scale_pair(sc, 4u * g + t));
-                    dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t, w, ahi, alo);
+                    W q = w_and(w_srl(codes, 2u * t), m3);
+                    if constexpr (Q3)   // q - 4 + 4 h
+                        q = w_sub(w_or(q, w_sll(w_and(w_srl(H, 4u * g + t), one), 2)), four);
+                    dot32<M>(c, xo, 256u * blk + 128u * g + 32u * t, w_mul(q, w_scale_pair(sc, 4u * g + t)), hi, lo);
                 }
             }
-            const float d = rlx_q_f16(b + (Q3 ? 108u : 80u));
-            for (uint r = 0; r < M; ++r) {
-                acc[r] = add_block(acc[r], ahi[r], alo[r], d * c.scale[(size_t)xrow[r] * (c.k / 256u) + blk]);
-                if constexpr (!Q3) {
-                    const __m512 dm = _mm512_mul_ps(_mm512_set1_ps(rlx_q_f16(b + 82)),
-                                                    _mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(_mm256_srli_epi16(sm, 4))));
-                    mins[r] = _mm512_fmadd_ps(dm, _mm512_loadu_ps(c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + 16u * blk),
-                                              mins[r]);
+            add_blocks<M>(c, xrow, blk, rlx_q_f16(b + (Q3 ? 108u : 80u)), hi, lo, acc);
+            if constexpr (!Q3) {
+                const __m256i m16 = _mm256_srli_epi16(sm, 4);
+                const __m256i m_lo = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(m16));
+                const __m256i m_hi = _mm256_cvtepu16_epi32(_mm256_extracti128_si256(m16, 1));
+                const float dmin = rlx_q_f16(b + 82);
+                for (uint r = 0; r < M; ++r) {
+                    const float *s16 = c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + 16u * blk;
+                    mins[r][0] = min_terms8(mins[r][0], m_lo, dmin, s16);
+                    mins[r][1] = min_terms8(mins[r][1], m_hi, dmin, s16 + 8);
                 }
             }
         }
-        for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(_mm512_sub_ps(acc[r], mins[r]));
+        for (uint r = 0; r < M; ++r) out[r] = f_sum(acc[r]) - hsum8(_mm256_add_ps(mins[r][0], mins[r][1]));
     }
 };
 template <> struct Rows<QFmtQ2_K> : RowsK23<false> {};
@@ -383,5 +364,19 @@ RLX_KERNEL gemv_q_vnni(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE c
     const uint j1 = rpg < n - j0 ? j0 + rpg : n;
     if (!rlx_vnni::gemv<Q, T>(x, w, y, bias, p, j0, j1, rlx_ids_arg.dispatch)) rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
 }
+
+// The exports, in the including file's instruction set (its
+// RLX_CPU_KERNEL_SUFFIX): gemv_<fmt> and gemv1_<fmt> are one computation on
+// the CPU (as in quant.h).
+#define RLX_VNNI_GEMVS(fmt_type, fmt)                                   \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, float, gemv_##fmt##_f32)     \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, half, gemv_##fmt##_f16)      \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, float, gemv1_##fmt##_f32)    \
+    RLX_CPU_EXPORT2(gemv_q_vnni, fmt_type, half, gemv1_##fmt##_f16)
+RLX_VNNI_GEMVS(QFmtQ2_K, q2_k)
+RLX_VNNI_GEMVS(QFmtQ3_K, q3_k)
+RLX_VNNI_GEMVS(QFmtQ4_K, q4_k)
+RLX_VNNI_GEMVS(QFmtQ5_K, q5_k)
+RLX_VNNI_GEMVS(QFmtQ6_K, q6_k)
 
 #endif

@@ -98,14 +98,14 @@ rlx_status parse_options(rlx_device *d, const char *options) {
 #ifdef __aarch64__
             static const char *const levels[] = {"baseline", "neon"};
 #else
-            static const char *const levels[] = {"baseline", "avx2", "avx512", "avx512vnni"};
+            static const char *const levels[] = {"baseline", "avx2", "avx2vnni", "avx512", "avx512vnni"};
 #endif
             const int n = (int)(sizeof levels / sizeof *levels);
             d->isa = -1;
             for (int i = 0; i < n; ++i)
                 if (value == levels[i]) d->isa = i;
             ARG_CHECK(d->isa >= 0, "device_open: isa=%s: this CPU architecture's levels are %s", value.c_str(),
-                      n == 2 ? "baseline, neon" : "baseline, avx2, avx512, avx512vnni");
+                      n == 2 ? "baseline, neon" : "baseline, avx2, avx2vnni, avx512, avx512vnni");
         } else {
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
                         "include_dir, bf16, isa)", key.c_str());
@@ -153,9 +153,9 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         const std::string model = cpu_model();
         rlx_device_info &in = d->info;
 #if defined(RLX_HAVE_X86_TARGETS)
-        d->isa = std::min(d->isa, rlx_cpu::has_avx512() ? (rlx_cpu::has_avx512_vnni() ? 3 : 2)
-                                  : rlx_cpu::has_avx2() ? 1 : 0);
-        static const char *const kIsaName[] = {"baseline", "AVX2", "AVX-512", "AVX-512 VNNI"};
+        d->isa = std::min(d->isa, rlx_cpu::has_avx512() ? (rlx_cpu::has_avx512_vnni() ? 4 : 3)
+                                  : rlx_cpu::has_avx2() ? (rlx_cpu::has_avx_vnni() ? 2 : 1) : 0);
+        static const char *const kIsaName[] = {"baseline", "AVX2", "AVX2 + AVX-VNNI", "AVX-512", "AVX-512 VNNI"};
         static const char *const kSmallMName[] = {"", " [AVX2 small-M]", " [AVX-512 small-M]"};
         const std::string features;
 #elif defined(__aarch64__) && defined(RLX_HAVE_SMALL_M)
@@ -171,9 +171,11 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
 #endif
         // The hand-written AVX-512 kernels only where the level allows them.
 #ifdef RLX_HAVE_BF16_KERNELS
-        if (d->bf16_kernels && d->isa >= 2) d->bf16_level = rlx_bf16::cpu_level();
+        if (d->bf16_kernels && d->isa >= 3) d->bf16_level = rlx_bf16::cpu_level();   // the AVX-512 levels
 #endif
-        d->small_m = std::min(d->isa, 2);   // the small-M kernel of each level (none at the baseline; VNNI: AVX-512's)
+        // The small-M kernel of each level: none at the baseline, AVX2's at
+        // the AVX2 levels (ARM64: NEON's at 1), AVX-512's at the AVX-512 ones.
+        d->small_m = d->isa >= 3 ? 2 : d->isa >= 1 ? 1 : 0;
         // The name says which hand-written kernels run here (rlx info, tests).
         snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s [%s kernels]%s%s%s", model.c_str(),
                  d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], kSmallMName[d->small_m],
@@ -354,7 +356,7 @@ rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, 
     // A built-in kernel in the best instruction set this device runs (its
     // variants exist on x86-64 builds only; the baseline form always does).
 #ifdef RLX_HAVE_X86_TARGETS
-    static const char *const kIsaSuffix[] = {"", "__avx2", "__avx512", "__avx512vnni"};
+    static const char *const kIsaSuffix[] = {"", "__avx2", "__avx2vnni", "__avx512", "__avx512vnni"};
     for (int isa = lib->builtin ? lib->dev->isa : 0; isa > 0 && !fn; --isa)
         fn = (kernel_fn)dlsym(lib->handle, (sym + kIsaSuffix[isa]).c_str());
 #endif

@@ -75,12 +75,13 @@ struct rlx_device {
     bool bf16_kernels = true;   // option bf16=0 (RLX_HOST_BF16=0): widen bf16 weights, sgemm
     int bf16_level = 0;         // 2: the AVX-512 BF16 kernels of host_bf16.h run here
     int small_m = 0;            // host_small_m.h's kernel here: 2 AVX-512, 1 AVX2 (ARM64: NEON), 0 none
-    // The kernels' instruction set: 0 the build's baseline, 1 the __avx2
-    // variants, 2 the __avx512 ones, 3 the __avx512vnni ones (only the
-    // kernels VNNI speeds up; the rest from level 2) (csrc/host_kernels_<isa>.cpp);
-    // on ARM64 1 is NEON's hand-written kernels (the built-in ones are NEON
-    // already). The best the CPU has, capped by option isa= (RLX_HOST_ISA).
-    int isa = 3;
+    // The kernels' instruction set (csrc/host_kernels_<isa>.cpp): 0 the
+    // build's baseline, 1 the __avx2 variants, 2 __avx2vnni, 3 __avx512,
+    // 4 __avx512vnni (the VNNI levels hold only the kernels VNNI speeds up:
+    // the rest come from the level below); on ARM64 1 is NEON's hand-written
+    // kernels (the built-in ones are NEON already). The best the CPU has,
+    // capped by option isa= (RLX_HOST_ISA).
+    int isa = 4;
     rlx_device_info info{};
     Pool pool;
     // One command buffer executes at a time, in commit order (like a Metal

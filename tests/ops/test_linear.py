@@ -287,7 +287,7 @@ def _kernels_run(device) -> bool:
 def test_device_says_whether_the_bf16_kernels_run():
     from rlx import env
 
-    allowed = env.host_isa() in (None, "avx512", "avx512vnni")     # RLX_HOST_ISA below avx512 turns them off
+    allowed = env.host_isa() in (None, "avx512", "avx512vnni")   # RLX_HOST_ISA below avx512 turns them off
     assert _kernels_run(shim.Device("host", 0)) == (_cpu_has_avx512_bf16() and platform.machine() == "x86_64"
                                                     and allowed)
     assert not _kernels_run(shim.Device("host", 0, options_override={"bf16": "0"}))

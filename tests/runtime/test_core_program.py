@@ -214,7 +214,7 @@ def test_bad_dispatch_appends_raise_before_c(binary, change, message):
     ({"outer_stride_b": -1}, "outer_stride_b must be >= 0"),
     ({"a": ("weights", 0)}, "a: unknown binding 'weights'"),
     ({"bias": (RESIDENT, -4)}, "bias offset must be >= 0"),
-    ({"dtype": 7}, "dtype must be <= 2"),
+    ({"dtype": 7}, "dtype must be <= 4"),
     ({"c_dtype": "f32"}, "c_dtype must be an integer"),
     ({"alpha": "1"}, "alpha must be a real number"),
     ({"trans_b": 2}, "trans_b must be a bool"),

@@ -24,13 +24,15 @@ if platform.machine() in ("aarch64", "arm64"):
     LEVEL_NAMES = {"baseline": "[baseline kernels]", "neon": "[NEON kernels]"}
     SMALL_M_NAMES = {"neon": "[NEON small-M]"}
 else:
-    LEVEL_NAMES = {"baseline": "[baseline kernels]", "avx2": "[AVX2 kernels]", "avx512": "[AVX-512 kernels]",
-                   "avx512vnni": "[AVX-512 VNNI kernels]"}
-    SMALL_M_NAMES = {"avx512vnni": "[AVX-512 small-M]", "avx512": "[AVX-512 small-M]", "avx2": "[AVX2 small-M]"}
-# The kernels a level adds over the one below, where that is not every
-# kernel: avx512vnni adds only the K-quant GEMVs (csrc/host_quant_vnni.h),
-# so below it only their suites need a second run.
-LEVEL_BELOW_SUITES = {"avx512": ["tests/ops/test_quant_kernels.py", "tests/ops/test_quant.py"]}
+    LEVEL_NAMES = {"baseline": "[baseline kernels]", "avx2": "[AVX2 kernels]", "avx2vnni": "[AVX2 + AVX-VNNI kernels]",
+                   "avx512": "[AVX-512 kernels]", "avx512vnni": "[AVX-512 VNNI kernels]"}
+    SMALL_M_NAMES = {"avx512vnni": "[AVX-512 small-M]", "avx512": "[AVX-512 small-M]", "avx2vnni": "[AVX2 small-M]",
+                     "avx2": "[AVX2 small-M]"}
+# Levels whose kernels differ from the next level up's only in the K-quant
+# GEMVs (the VNNI levels add those alone, csrc/host_quant_vnni.h): forced,
+# only the quant suites need another run. Every other level runs tests/ops.
+QUANT_SUITES = ["tests/ops/test_quant_kernels.py", "tests/ops/test_quant.py"]
+LEVEL_BELOW_SUITES = {"avx512": QUANT_SUITES, "avx2vnni": QUANT_SUITES}
 
 
 def _best_level() -> str:
@@ -53,7 +55,7 @@ def test_the_device_names_its_level_and_the_env_var_caps_it():
         shim.Device("host", 0, options_override={"isa": other})
 
 
-@pytest.mark.parametrize("level", ["baseline", "avx2", "avx512"])
+@pytest.mark.parametrize("level", ["baseline", "avx2", "avx2vnni", "avx512"])
 def test_kernel_suites_pass_at_a_forced_lower_level(level):
     if level not in LEVEL_NAMES:
         pytest.skip(f"{level} is not a level of {platform.machine()}")
