@@ -20,7 +20,8 @@ import sys
 
 import numpy as np
 import torch
-from results import emit  # benchmarks/gpu/results.py (the script's own folder)
+from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from results import emit  # benchmarks/gpu/results.py
 
 import rlx
 from rlx import signal
@@ -32,17 +33,7 @@ REPS = 30
 
 
 def _events_ms(fn, reps: int = REPS) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return events_ms(fn, reps, warmup=3)
 
 
 def _graph_ms(fn) -> float:

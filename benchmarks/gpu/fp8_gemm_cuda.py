@@ -26,7 +26,8 @@ import traceback
 
 import numpy as np
 import torch
-from results import emit  # benchmarks/gpu/results.py (the script's own folder)
+from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from results import emit  # benchmarks/gpu/results.py
 
 import rlx
 from rlx import fp8
@@ -42,15 +43,7 @@ REPS = 50
 
 
 def _events_us(fn, reps: int = REPS) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    return events_ms(fn, reps) * 1e3
 
 
 def _graph_us(call) -> float:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from results import emit  # benchmarks/gpu/results.py (the script's own folder)
+from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from results import emit  # benchmarks/gpu/results.py
 
 import rlx
 from rlx.ir.dtype import quantized
@@ -33,15 +34,7 @@ REPS = 50
 
 
 def _events_ms(fn, reps: int = REPS) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return events_ms(fn, reps)
 
 
 def main(out_path: str | None) -> None:
