@@ -1,0 +1,359 @@
+// The splat family (rlx/ir/ops/splat.py): a 3D Gaussian Splatting forward
+// renderer as five kernels; the device radix sort between splat_bin and
+// splat_ranges is shaders/sort.h. rlx/reference/splat.py states the
+// algorithm and its conventions in float64, in this order of operations.
+//
+// - splat_project: one thread per Gaussian: camera-space mean (z <= 0.2
+//   culled), 3D covariance R S S^T R^T, EWA projection with the Jacobian
+//   (x/z, y/z clamped to 1.3x the half field of view) plus the 0.3-pixel
+//   dilation, conic, 3-sigma radius, tile rectangle, sigmoid opacity, SH
+//   colour; a 16-float record, zeros when culled.
+// - splat_offsets: one group, the exclusive prefix sum of tiles touched.
+// - splat_bin: one thread per Gaussian writes its (tile, depth bits, index)
+//   pairs at its offset, dropping those at or past the capacity.
+// - splat_ranges: one thread per tile, two binary searches in the sorted pairs.
+// - splat_raster: one group per 16x16 tile; batches of the tile's Gaussians
+//   are staged in group memory, each pixel composites them front to back.
+#define RLX_SPLAT_TILE 16u
+#define RLX_SPLAT_PIXELS 256u
+#define RLX_SPLAT_REC 16u
+#define RLX_SPLAT_BATCH 128u
+#define RLX_SPLAT_MAX_THREADS 1024u
+
+struct SplatProjectParams {
+    uint n, sh_k, width, height;     // Gaussians, SH coefficients per channel (1, 4, 9, 16), image size
+    uint gx, gy, pad0, pad1;         // tile grid
+};
+
+RLX_INLINE float rlx_splat_floor(float x) {
+    x = x < -1.0e9f ? -1.0e9f : (x > 1.0e9f ? 1.0e9f : x);
+    const float t = (float)(int)x;
+    return t > x ? t - 1.0f : t;
+}
+
+RLX_INLINE float rlx_splat_ceil(float x) {
+    x = x < -1.0e9f ? -1.0e9f : (x > 1.0e9f ? 1.0e9f : x);
+    const float t = (float)(int)x;
+    return t < x ? t + 1.0f : t;
+}
+
+RLX_INLINE float rlx_splat_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+template <typename T>
+RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DEVICE const T *, scales, 1),
+                         RLX_BUF(RLX_DEVICE const T *, quats, 2), RLX_BUF(RLX_DEVICE const T *, opac, 3),
+                         RLX_BUF(RLX_DEVICE const T *, sh, 4), RLX_BUF(RLX_DEVICE const float *, cam, 5),
+                         RLX_BUF(RLX_DEVICE float *, out, 6), RLX_PARAMS(SplatProjectParams, p, 7) RLX_IDS) {
+    const float w00 = cam[0], w01 = cam[1], w02 = cam[2], w03 = cam[3];
+    const float w10 = cam[4], w11 = cam[5], w12 = cam[6], w13 = cam[7];
+    const float w20 = cam[8], w21 = cam[9], w22 = cam[10], w23 = cam[11];
+    const float fx = cam[16], fy = cam[17], cx = cam[18], cy = cam[19];
+    // Camera centre: -R^T t.
+    const float px = -(w00 * w03 + w10 * w13 + w20 * w23);
+    const float py = -(w01 * w03 + w11 * w13 + w21 * w23);
+    const float pz = -(w02 * w03 + w12 * w13 + w22 * w23);
+    const float limx = 1.3f * 0.5f * (float)p->width / fx, limy = 1.3f * 0.5f * (float)p->height / fy;
+    const uint k = p->sh_k;
+    RLX_FOR_RANGE(i, p->n) {
+        RLX_DEVICE float *o = out + i * RLX_SPLAT_REC;
+        for (uint c = 0u; c < RLX_SPLAT_REC; ++c) o[c] = 0.0f;
+        const float mx = rlx_to_float(means[3u * i]), my = rlx_to_float(means[3u * i + 1u]);
+        const float mz = rlx_to_float(means[3u * i + 2u]);
+        const float tx = w00 * mx + w01 * my + w02 * mz + w03;
+        const float ty = w10 * mx + w11 * my + w12 * mz + w13;
+        const float tz = w20 * mx + w21 * my + w22 * mz + w23;
+        if (!(tz > 0.2f)) continue;   // near plane (and NaN)
+        // Rotation from the normalized quaternion (w, x, y, z).
+        float qw = rlx_to_float(quats[4u * i]), qx = rlx_to_float(quats[4u * i + 1u]);
+        float qy = rlx_to_float(quats[4u * i + 2u]), qz = rlx_to_float(quats[4u * i + 3u]);
+        const float qn = rlx_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+        if (!(qn > 0.0f)) continue;
+        qw /= qn; qx /= qn; qy /= qn; qz /= qn;
+        const float r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz);
+        const float r02 = 2.0f * (qx * qz + qw * qy), r10 = 2.0f * (qx * qy + qw * qz);
+        const float r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
+        const float r20 = 2.0f * (qx * qz - qw * qy), r21 = 2.0f * (qy * qz + qw * qx);
+        const float r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
+        const float s0 = rlx_exp(rlx_to_float(scales[3u * i])), s1 = rlx_exp(rlx_to_float(scales[3u * i + 1u]));
+        const float s2 = rlx_exp(rlx_to_float(scales[3u * i + 2u]));
+        // M = R S; Sigma = M M^T (symmetric: six entries).
+        const float m00 = r00 * s0, m01 = r01 * s1, m02 = r02 * s2;
+        const float m10 = r10 * s0, m11 = r11 * s1, m12 = r12 * s2;
+        const float m20 = r20 * s0, m21 = r21 * s1, m22 = r22 * s2;
+        const float c00 = m00 * m00 + m01 * m01 + m02 * m02, c01 = m00 * m10 + m01 * m11 + m02 * m12;
+        const float c02 = m00 * m20 + m01 * m21 + m02 * m22, c11 = m10 * m10 + m11 * m11 + m12 * m12;
+        const float c12 = m10 * m20 + m11 * m21 + m12 * m22, c22 = m20 * m20 + m21 * m21 + m22 * m22;
+        // EWA: J (2x3) at the clamped x / z, y / z; T = J W (W: the viewmat's rotation).
+        const float txc = rlx_splat_clamp(tx / tz, -limx, limx) * tz;
+        const float tyc = rlx_splat_clamp(ty / tz, -limy, limy) * tz;
+        const float j00 = fx / tz, j02 = -fx * txc / (tz * tz), j11 = fy / tz, j12 = -fy * tyc / (tz * tz);
+        const float t00 = j00 * w00 + j02 * w20, t01 = j00 * w01 + j02 * w21, t02 = j00 * w02 + j02 * w22;
+        const float t10 = j11 * w10 + j12 * w20, t11 = j11 * w11 + j12 * w21, t12 = j11 * w12 + j12 * w22;
+        // cov2d = T Sigma T^T.
+        const float u0 = t00 * c00 + t01 * c01 + t02 * c02, u1 = t00 * c01 + t01 * c11 + t02 * c12;
+        const float u2 = t00 * c02 + t01 * c12 + t02 * c22;
+        const float v0 = t10 * c00 + t11 * c01 + t12 * c02, v1 = t10 * c01 + t11 * c11 + t12 * c12;
+        const float v2 = t10 * c02 + t11 * c12 + t12 * c22;
+        const float a = u0 * t00 + u1 * t01 + u2 * t02 + 0.3f;
+        const float b = u0 * t10 + u1 * t11 + u2 * t12;
+        const float c = v0 * t10 + v1 * t11 + v2 * t12 + 0.3f;
+        const float det = a * c - b * b;
+        if (!(det > 0.0f)) continue;
+        const float mid = 0.5f * (a + c);
+        const float disc = mid * mid - det;
+        const float lam = mid + rlx_sqrt(disc > 0.1f ? disc : 0.1f);
+        const float radius = rlx_splat_ceil(3.0f * rlx_sqrt(lam));
+        const float u = fx * tx / tz + cx, v = fy * ty / tz + cy;
+        const float gx = (float)p->gx, gy = (float)p->gy;
+        const float xmin = rlx_splat_clamp(rlx_splat_floor((u - radius) / 16.0f), 0.0f, gx);
+        const float xmax = rlx_splat_clamp(rlx_splat_floor((u + radius) / 16.0f) + 1.0f, 0.0f, gx);
+        const float ymin = rlx_splat_clamp(rlx_splat_floor((v - radius) / 16.0f), 0.0f, gy);
+        const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
+        const float tiles = (xmax - xmin) * (ymax - ymin);
+        if (!(tiles > 0.0f)) continue;
+        // View-dependent colour: SH at the unit direction from the camera centre.
+        float dx = mx - px, dy = my - py, dz = mz - pz;
+        const float dn = rlx_sqrt(dx * dx + dy * dy + dz * dz);
+        dx /= dn; dy /= dn; dz /= dn;
+        RLX_DEVICE const T *shi = sh + (uint64_t)i * k * 3u;
+        float rgb[3];
+        for (uint ch = 0u; ch < 3u; ++ch) {
+            float res = 0.28209479177387814f * rlx_to_float(shi[ch]);
+            if (k > 1u) {
+                res = res - 0.4886025119029199f * dy * rlx_to_float(shi[3u + ch])
+                    + 0.4886025119029199f * dz * rlx_to_float(shi[6u + ch])
+                    - 0.4886025119029199f * dx * rlx_to_float(shi[9u + ch]);
+                if (k > 4u) {
+                    const float xx = dx * dx, yy = dy * dy, zz = dz * dz, xy = dx * dy, yz = dy * dz, xz = dx * dz;
+                    res = res + 1.0925484305920792f * xy * rlx_to_float(shi[12u + ch])
+                        + -1.0925484305920792f * yz * rlx_to_float(shi[15u + ch])
+                        + 0.31539156525252005f * (2.0f * zz - xx - yy) * rlx_to_float(shi[18u + ch])
+                        + -1.0925484305920792f * xz * rlx_to_float(shi[21u + ch])
+                        + 0.5462742152960396f * (xx - yy) * rlx_to_float(shi[24u + ch]);
+                    if (k > 9u) {
+                        res = res + -0.5900435899266435f * dy * (3.0f * xx - yy) * rlx_to_float(shi[27u + ch])
+                            + 2.890611442640554f * xy * dz * rlx_to_float(shi[30u + ch])
+                            + -0.4570457994644658f * dy * (4.0f * zz - xx - yy) * rlx_to_float(shi[33u + ch])
+                            + 0.3731763325901154f * dz * (2.0f * zz - 3.0f * xx - 3.0f * yy)
+                                  * rlx_to_float(shi[36u + ch])
+                            + -0.4570457994644658f * dx * (4.0f * zz - xx - yy) * rlx_to_float(shi[39u + ch])
+                            + 1.445305721320277f * dz * (xx - yy) * rlx_to_float(shi[42u + ch])
+                            + -0.5900435899266435f * dx * (xx - 3.0f * yy) * rlx_to_float(shi[45u + ch]);
+                    }
+                }
+            }
+            res += 0.5f;
+            rgb[ch] = res > 0.0f ? res : 0.0f;
+        }
+        o[0] = u;
+        o[1] = v;
+        o[2] = tz;
+        o[3] = c / det;
+        o[4] = -b / det;
+        o[5] = a / det;
+        o[6] = rlx_sigmoid(rlx_to_float(opac[i]));
+        o[7] = rgb[0];
+        o[8] = rgb[1];
+        o[9] = rgb[2];
+        o[10] = radius;
+        o[11] = tiles;
+        o[12] = xmin;
+        o[13] = ymin;
+        o[14] = xmax;
+        o[15] = ymax;
+    }
+}
+RLX_INSTANTIATE(splat_project, float, splat_project_f32)
+RLX_INSTANTIATE(splat_project, half, splat_project_f16)
+
+struct SplatScanParams {
+    uint n, pad0, pad1, pad2;
+};
+
+// One group: offsets[i] = sum of tiles of records < i, offsets[n] = the
+// total, saturating at 2^31 - 1 (the caller sees a total past its capacity).
+template <typename T>
+RLX_KERNEL splat_offsets(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE int *, offsets, 1),
+                         RLX_PARAMS(SplatScanParams, p, 2) RLX_IDS) {
+    RLX_SHARED(uint64_t, part, RLX_SPLAT_MAX_THREADS);
+    const uint n = p->n;
+    const uint g = rlx_group_size.x < RLX_SPLAT_MAX_THREADS ? rlx_group_size.x : RLX_SPLAT_MAX_THREADS;
+    const uint t = rlx_local_id.x;
+    const uint seg = (n + g - 1u) / g;
+    const uint lo = t < g ? (t * seg < n ? t * seg : n) : n;
+    const uint hi = lo + seg < n ? lo + seg : n;
+    uint64_t s = 0u;
+    for (uint i = lo; i < hi; ++i) s += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
+    if (t < g) part[t] = s;
+    rlx_barrier();
+    if (t == 0u) {
+        uint64_t run = 0u;
+        for (uint j = 0u; j < g; ++j) {
+            const uint64_t v = part[j];
+            part[j] = run;
+            run += v;
+        }
+        offsets[n] = (int)(run < 0x7FFFFFFFu ? run : 0x7FFFFFFFu);
+    }
+    rlx_barrier();
+    uint64_t run = t < g ? part[t] : 0u;
+    for (uint i = lo; i < hi; ++i) {
+        offsets[i] = (int)(run < 0x7FFFFFFFu ? run : 0x7FFFFFFFu);
+        run += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
+    }
+}
+RLX_INSTANTIATE(splat_offsets, float, splat_offsets_rec)
+
+struct SplatBinParams {
+    uint n, capacity, gx, pad0;
+};
+
+template <typename T>
+RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE const int *, offsets, 1),
+                     RLX_BUF(RLX_DEVICE int *, pairs, 2), RLX_PARAMS(SplatBinParams, p, 3) RLX_IDS) {
+    const uint cap = p->capacity, gx = p->gx;
+    RLX_FOR_RANGE(i, p->n) {
+        RLX_DEVICE const T *r = rec + i * RLX_SPLAT_REC;
+        if (!(rlx_to_float(r[11]) > 0.0f)) continue;
+        const uint key = rlx_float_to_bits(rlx_to_float(r[2]));   // depth > 0.2: bits order as values
+        const uint x0 = (uint)rlx_to_float(r[12]), y0 = (uint)rlx_to_float(r[13]);
+        const uint x1 = (uint)rlx_to_float(r[14]), y1 = (uint)rlx_to_float(r[15]);
+        uint o = (uint)offsets[i];
+        for (uint y = y0; y < y1; ++y) {
+            for (uint x = x0; x < x1; ++x, ++o) {
+                if (o >= cap) break;
+                pairs[3u * (uint64_t)o] = (int)(y * gx + x);
+                pairs[3u * (uint64_t)o + 1u] = (int)key;
+                pairs[3u * (uint64_t)o + 2u] = (int)i;
+            }
+        }
+    }
+}
+RLX_INSTANTIATE(splat_bin, float, splat_bin_rec)
+
+struct SplatRangesParams {
+    uint capacity, count_offset, tiles, pad0;
+};
+
+// ranges[t] = [first pair of tile t, first pair of a later tile): binary
+// searches over the tile column of the sorted pairs [0, min(count, capacity)).
+template <typename T>
+RLX_KERNEL splat_ranges(RLX_BUF(RLX_DEVICE const T *, pairs, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
+                        RLX_BUF(RLX_DEVICE int *, ranges, 2), RLX_PARAMS(SplatRangesParams, p, 3) RLX_IDS) {
+    const int cnt = count[p->count_offset];
+    const uint m = cnt <= 0 ? 0u : ((uint)cnt < p->capacity ? (uint)cnt : p->capacity);
+    RLX_FOR_RANGE(t, p->tiles) {
+        for (uint side = 0u; side < 2u; ++side) {
+            const uint want = (uint)t + side;   // first pair whose tile >= want
+            uint lo = 0u, hi = m;
+            while (lo < hi) {
+                const uint mid = lo + (hi - lo) / 2u;
+                if ((uint)pairs[3u * (uint64_t)mid] < want) lo = mid + 1u; else hi = mid;
+            }
+            ranges[2u * t + side] = (int)lo;
+        }
+    }
+}
+RLX_INSTANTIATE(splat_ranges, uint, splat_ranges_u32)
+
+struct SplatRasterParams {
+    uint width, height, gx, pad0;
+    float bg_r, bg_g, bg_b, pad1;
+};
+
+// One group per tile. Per pixel state (transmittance, r, g, b, depth,
+// done) and a batch of the tile's Gaussians live in group memory; a pixel
+// composites the batch front to back; the group stops once every pixel is
+// done (a decision every thread reads from the same flags after a barrier).
+template <typename T>
+RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_DEVICE const int *, pairs, 1),
+                        RLX_BUF(RLX_DEVICE const int *, ranges, 2), RLX_BUF(RLX_DEVICE T *, image, 3),
+                        RLX_PARAMS(SplatRasterParams, p, 4) RLX_IDS) {
+    RLX_SHARED(float, px_t, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_c, 4u * RLX_SPLAT_PIXELS);     // r, g, b, depth
+    RLX_SHARED(uint, px_done, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, bt, 10u * RLX_SPLAT_BATCH);       // u, v, a, b, c, opacity, r, g, b, depth
+    const uint tile = rlx_group_id.x, gx = p->gx;
+    const uint tx0 = (tile % gx) * RLX_SPLAT_TILE, ty0 = (tile / gx) * RLX_SPLAT_TILE;
+    const uint start = (uint)ranges[2u * tile], end = (uint)ranges[2u * tile + 1u];
+    RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+        px_t[q] = 1.0f;
+        px_c[4u * q] = 0.0f;
+        px_c[4u * q + 1u] = 0.0f;
+        px_c[4u * q + 2u] = 0.0f;
+        px_c[4u * q + 3u] = 0.0f;
+        const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
+        px_done[q] = (x < p->width && y < p->height) ? 0u : 1u;
+    }
+    for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
+        const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
+        rlx_barrier();
+        RLX_FOR_GROUP(j, len) {
+            RLX_DEVICE const float *r = rec + (uint64_t)(uint)pairs[3u * (uint64_t)(b0 + j) + 2u] * RLX_SPLAT_REC;
+            bt[10u * j] = r[0];
+            bt[10u * j + 1u] = r[1];
+            bt[10u * j + 2u] = r[3];
+            bt[10u * j + 3u] = r[4];
+            bt[10u * j + 4u] = r[5];
+            bt[10u * j + 5u] = r[6];
+            bt[10u * j + 6u] = r[7];
+            bt[10u * j + 7u] = r[8];
+            bt[10u * j + 8u] = r[9];
+            bt[10u * j + 9u] = r[2];
+        }
+        rlx_barrier();
+        RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+            if (px_done[q]) continue;
+            const float pcx = (float)(tx0 + q % RLX_SPLAT_TILE) + 0.5f;
+            const float pcy = (float)(ty0 + q / RLX_SPLAT_TILE) + 0.5f;
+            float tr = px_t[q], cr = px_c[4u * q], cg = px_c[4u * q + 1u], cb = px_c[4u * q + 2u];
+            float cd = px_c[4u * q + 3u];
+            uint done = 0u;
+            for (uint j = 0u; j < len; ++j) {
+                RLX_GROUP_MEM const float *g = bt + 10u * j;
+                const float dx = g[0] - pcx, dy = g[1] - pcy;
+                const float power = -0.5f * (g[2] * dx * dx + g[4] * dy * dy) - g[3] * dx * dy;
+                if (power > 0.0f) continue;
+                const float e = g[5] * rlx_exp(power);
+                const float alpha = e < 0.99f ? e : 0.99f;
+                if (alpha < 1.0f / 255.0f) continue;
+                const float test = tr * (1.0f - alpha);
+                if (test < 1.0e-4f) {
+                    done = 1u;
+                    break;
+                }
+                const float w = alpha * tr;
+                cr += g[6] * w;
+                cg += g[7] * w;
+                cb += g[8] * w;
+                cd += g[9] * w;
+                tr = test;
+            }
+            px_t[q] = tr;
+            px_c[4u * q] = cr;
+            px_c[4u * q + 1u] = cg;
+            px_c[4u * q + 2u] = cb;
+            px_c[4u * q + 3u] = cd;
+            px_done[q] = done;
+        }
+        rlx_barrier();
+        uint alive = 0u;
+        for (uint q = 0u; q < RLX_SPLAT_PIXELS; ++q) alive |= px_done[q] ^ 1u;
+        if (!alive) break;
+    }
+    rlx_barrier();
+    RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+        const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
+        if (x < p->width && y < p->height) {
+            RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * 5u;
+            const float tr = px_t[q];
+            o[0] = rlx_from_float<T>(px_c[4u * q] + tr * p->bg_r);
+            o[1] = rlx_from_float<T>(px_c[4u * q + 1u] + tr * p->bg_g);
+            o[2] = rlx_from_float<T>(px_c[4u * q + 2u] + tr * p->bg_b);
+            o[3] = rlx_from_float<T>(px_c[4u * q + 3u]);
+            o[4] = rlx_from_float<T>(1.0f - tr);
+        }
+    }
+}
+RLX_INSTANTIATE(splat_raster, float, splat_raster_f32)
+RLX_INSTANTIATE(splat_raster, half, splat_raster_f16)
