@@ -13,7 +13,8 @@
 //   pairs at its offset, dropping those at or past the capacity.
 // - splat_ranges: one thread per tile, two binary searches in the sorted pairs.
 // - splat_raster: one group per 16x16 tile; batches of the tile's Gaussians
-//   are staged in group memory, each pixel composites them front to back.
+//   are staged in group memory, each pixel composites them front to back
+//   (Gaussian-major over the tile's pixels: vector lanes on the CPU).
 #define RLX_SPLAT_TILE 16u
 #define RLX_SPLAT_PIXELS 256u
 #define RLX_SPLAT_REC 16u
@@ -261,29 +262,41 @@ struct SplatRasterParams {
     float bg_r, bg_g, bg_b, pad1;
 };
 
-// One group per tile. Per pixel state (transmittance, r, g, b, depth,
-// done) and a batch of the tile's Gaussians live in group memory; a pixel
-// composites the batch front to back; the group stops once every pixel is
-// done (a decision every thread reads from the same flags after a barrier).
+// One group per tile. Per-pixel state (transmittance, r, g, b, depth, live)
+// and a batch of the tile's Gaussians live in group memory. The batch is
+// walked Gaussian by Gaussian, and for each, every pixel of the tile takes
+// its step (RLX_FOR_GROUP: a pixel always belongs to the same thread, so
+// no barrier between Gaussians; on the CPU's one-thread groups the pixel
+// loop is branch-free and vectorizes). Each pixel still composites its
+// Gaussians in sorted order, front to back: a skipped Gaussian adds 0
+// exactly. The group stops once no pixel is live (a decision every thread
+// reads from the same flags after a barrier).
 template <typename T>
 RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_DEVICE const int *, pairs, 1),
                         RLX_BUF(RLX_DEVICE const int *, ranges, 2), RLX_BUF(RLX_DEVICE T *, image, 3),
                         RLX_PARAMS(SplatRasterParams, p, 4) RLX_IDS) {
-    RLX_SHARED(float, px_t, RLX_SPLAT_PIXELS);
-    RLX_SHARED(float, px_c, 4u * RLX_SPLAT_PIXELS);     // r, g, b, depth
-    RLX_SHARED(uint, px_done, RLX_SPLAT_PIXELS);
-    RLX_SHARED(float, bt, 10u * RLX_SPLAT_BATCH);       // u, v, a, b, c, opacity, r, g, b, depth
+    RLX_SHARED(float, px_x, RLX_SPLAT_PIXELS);      // pixel centres
+    RLX_SHARED(float, px_y, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_t, RLX_SPLAT_PIXELS);      // transmittance
+    RLX_SHARED(float, px_r, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_g, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_b, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_d, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_live, RLX_SPLAT_PIXELS);   // 1: still compositing, 0: done or outside the image
+    RLX_SHARED(float, bt, 10u * RLX_SPLAT_BATCH);   // u, v, a, b, c, opacity, r, g, b, depth
     const uint tile = rlx_group_id.x, gx = p->gx;
     const uint tx0 = (tile % gx) * RLX_SPLAT_TILE, ty0 = (tile / gx) * RLX_SPLAT_TILE;
     const uint start = (uint)ranges[2u * tile], end = (uint)ranges[2u * tile + 1u];
     RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
-        px_t[q] = 1.0f;
-        px_c[4u * q] = 0.0f;
-        px_c[4u * q + 1u] = 0.0f;
-        px_c[4u * q + 2u] = 0.0f;
-        px_c[4u * q + 3u] = 0.0f;
         const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
-        px_done[q] = (x < p->width && y < p->height) ? 0u : 1u;
+        px_x[q] = (float)x + 0.5f;
+        px_y[q] = (float)y + 0.5f;
+        px_t[q] = 1.0f;
+        px_r[q] = 0.0f;
+        px_g[q] = 0.0f;
+        px_b[q] = 0.0f;
+        px_d[q] = 0.0f;
+        px_live[q] = (x < p->width && y < p->height) ? 1.0f : 0.0f;
     }
     for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
         const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
@@ -302,44 +315,36 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
             bt[10u * j + 9u] = r[2];
         }
         rlx_barrier();
-        RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
-            if (px_done[q]) continue;
-            const float pcx = (float)(tx0 + q % RLX_SPLAT_TILE) + 0.5f;
-            const float pcy = (float)(ty0 + q / RLX_SPLAT_TILE) + 0.5f;
-            float tr = px_t[q], cr = px_c[4u * q], cg = px_c[4u * q + 1u], cb = px_c[4u * q + 2u];
-            float cd = px_c[4u * q + 3u];
-            uint done = 0u;
-            for (uint j = 0u; j < len; ++j) {
-                RLX_GROUP_MEM const float *g = bt + 10u * j;
-                const float dx = g[0] - pcx, dy = g[1] - pcy;
-                const float power = -0.5f * (g[2] * dx * dx + g[4] * dy * dy) - g[3] * dx * dy;
-                if (power > 0.0f) continue;
-                const float e = g[5] * rlx_exp(power);
+        for (uint j = 0u; j < len; ++j) {
+            const float gu = bt[10u * j], gv = bt[10u * j + 1u], ca = bt[10u * j + 2u], cb = bt[10u * j + 3u];
+            const float cc = bt[10u * j + 4u], op = bt[10u * j + 5u], cr = bt[10u * j + 6u];
+            const float cg = bt[10u * j + 7u], cbl = bt[10u * j + 8u], cd = bt[10u * j + 9u];
+            RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+                const float dx = gu - px_x[q], dy = gv - px_y[q];
+                const float power = -0.5f * (ca * dx * dx + cc * dy * dy) - cb * dx * dy;
+                const float e = op * rlx_exp(power);
                 const float alpha = e < 0.99f ? e : 0.99f;
-                if (alpha < 1.0f / 255.0f) continue;
+                const float tr = px_t[q];
                 const float test = tr * (1.0f - alpha);
-                if (test < 1.0e-4f) {
-                    done = 1u;
-                    break;
-                }
-                const float w = alpha * tr;
-                cr += g[6] * w;
-                cg += g[7] * w;
-                cb += g[8] * w;
-                cd += g[9] * w;
-                tr = test;
+                // Masks as 0 / 1 floats (a form GCC vectorizes): use, stop (T would fall below
+                // 1e-4: this Gaussian is not added and the pixel is done), add = use and not stop.
+                const float live = px_live[q];
+                const float use = (power <= 0.0f ? live : 0.0f) * (alpha >= 1.0f / 255.0f ? 1.0f : 0.0f);
+                const float stop = test < 1.0e-4f ? use : 0.0f;
+                const float add = use - stop;
+                const float w = add * alpha * tr;
+                px_r[q] += cr * w;
+                px_g[q] += cg * w;
+                px_b[q] += cbl * w;
+                px_d[q] += cd * w;
+                px_t[q] = add != 0.0f ? test : tr;
+                px_live[q] = live - stop;
             }
-            px_t[q] = tr;
-            px_c[4u * q] = cr;
-            px_c[4u * q + 1u] = cg;
-            px_c[4u * q + 2u] = cb;
-            px_c[4u * q + 3u] = cd;
-            px_done[q] = done;
         }
         rlx_barrier();
-        uint alive = 0u;
-        for (uint q = 0u; q < RLX_SPLAT_PIXELS; ++q) alive |= px_done[q] ^ 1u;
-        if (!alive) break;
+        float alive = 0.0f;
+        for (uint q = 0u; q < RLX_SPLAT_PIXELS; ++q) alive += px_live[q];
+        if (alive == 0.0f) break;
     }
     rlx_barrier();
     RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
@@ -347,10 +352,10 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
         if (x < p->width && y < p->height) {
             RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * 5u;
             const float tr = px_t[q];
-            o[0] = rlx_from_float<T>(px_c[4u * q] + tr * p->bg_r);
-            o[1] = rlx_from_float<T>(px_c[4u * q + 1u] + tr * p->bg_g);
-            o[2] = rlx_from_float<T>(px_c[4u * q + 2u] + tr * p->bg_b);
-            o[3] = rlx_from_float<T>(px_c[4u * q + 3u]);
+            o[0] = rlx_from_float<T>(px_r[q] + tr * p->bg_r);
+            o[1] = rlx_from_float<T>(px_g[q] + tr * p->bg_g);
+            o[2] = rlx_from_float<T>(px_b[q] + tr * p->bg_b);
+            o[3] = rlx_from_float<T>(px_d[q]);
             o[4] = rlx_from_float<T>(1.0f - tr);
         }
     }
