@@ -24,7 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlx.api import compile as rlx_compile
 from rlx.errors import CapacityError, InputError
+from rlx.ir import Graph
 from rlx.ir.ops.splat import TILE, tiles_of
 from rlx.splat.scene import Camera, Scene
 
@@ -40,11 +42,11 @@ class Frame:
 
 
 def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
-                background: Sequence[float] = (0.0, 0.0, 0.0), dtype: str = "f32"):
-    """The renderer's graph: params means, scales, quats, opacities, sh; input
-    camera f32 [20]; outputs image [H, W, 5] and pairs i32 [1]."""
-    from rlx.ir import Graph
-
+                background: Sequence[float] = (0.0, 0.0, 0.0), dtype: str = "f32", image_dtype: str = "f32"):
+    """The renderer's graph: params means, scales, quats, opacities, sh (of
+    ``dtype``: f32, or f16 to halve a large scene's memory; computed in f32);
+    input camera f32 [20]; outputs image [H, W, 5] (``image_dtype``) and
+    pairs i32 [1]."""
     g = Graph()
     means = g.param("means", (n, 3), dtype)
     scales = g.param("scales", (n, 3), dtype)
@@ -60,7 +62,7 @@ def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
     srt = g.op("sort_by_key", [pairs, total], keys=2, bits=tile_bits)
     ranges = g.op("splat_ranges", [srt, total], width=width, height=height)
     img = g.op("splat_raster", [rec, srt, ranges], width=width, height=height,
-               background=tuple(float(v) for v in background))
+               background=tuple(float(v) for v in background), dtype=image_dtype)
     g.set_outputs(image=img, pairs=total)
     return g
 
@@ -69,11 +71,12 @@ class Renderer:
     """Renders ``scene`` at width x height on ``device`` ("cpu", "cuda",
     "metal"; default as rlx.compile). ``capacity``: room for (tile,
     Gaussian) pairs (default max(2^16, 8 N)); ``auto_grow``: re-plan when a
-    frame needs more (else CapacityError)."""
+    frame needs more (else CapacityError); ``scene_dtype``: "f32" or "f16"
+    (the scene held in half precision on the device, computed in f32)."""
 
     def __init__(self, scene: Scene, width: int, height: int, device: str | None = None, *,
                  background: Sequence[float] = (0.0, 0.0, 0.0), capacity: int | None = None,
-                 auto_grow: bool = True) -> None:
+                 auto_grow: bool = True, scene_dtype: str = "f32") -> None:
         if not isinstance(scene, Scene):
             raise InputError(f"Renderer: scene must be an rlx.splat.Scene, got {type(scene).__name__}")
         for what, v in (("width", width), ("height", height)):
@@ -88,6 +91,9 @@ class Renderer:
         if self.capacity < 1:
             raise InputError(f"Renderer: capacity must be >= 1, got {capacity!r}")
         self.auto_grow = bool(auto_grow)
+        if scene_dtype not in ("f32", "f16"):
+            raise InputError(f"Renderer: scene_dtype must be 'f32' or 'f16', got {scene_dtype!r}")
+        self.scene_dtype = scene_dtype
         self.replans = 0
         self._compile()
 
@@ -96,12 +102,12 @@ class Renderer:
         return -(-self.width // TILE), -(-self.height // TILE)
 
     def _compile(self) -> None:
-        import rlx
-
         s = self.scene
-        g = build_graph(s.count, s.sh.shape[1], self.width, self.height, self.capacity, self.background)
-        self.exe = rlx.compile(g, device=self.device, params={
-            "means": s.means, "scales": s.scales, "quats": s.quats, "opacities": s.opacities, "sh": s.sh})
+        g = build_graph(s.count, s.sh.shape[1], self.width, self.height, self.capacity, self.background,
+                        dtype=self.scene_dtype)
+        np_dtype = np.float16 if self.scene_dtype == "f16" else np.float32
+        self.exe = rlx_compile(g, device=self.device, params={
+            name: getattr(s, name).astype(np_dtype) for name in ("means", "scales", "quats", "opacities", "sh")})
 
     @staticmethod
     def camera_input(camera: Camera | np.ndarray) -> np.ndarray:

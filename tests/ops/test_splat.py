@@ -168,3 +168,26 @@ def test_bad_renderer_arguments():
     r = Renderer(scene, 16, 16)
     with pytest.raises(rlx.InputError, match="camera"):
         r.render(np.zeros(7))
+
+
+def test_half_precision_scene_and_image():
+    """scene_dtype="f16": the scene is stored in half precision and computed
+    in f32, against the reference of the same f16-rounded scene (PSNR >= 60
+    dB); an f16 image (splat_raster_f16) within f16 rounding of the f32 one."""
+    from rlx.splat.renderer import build_graph
+
+    w, h = 72, 40
+    scene = random_scene(500, seed=5, degree=3, extent=1.5)
+    rounded = Scene(*(getattr(scene, n).astype(np.float16) for n in ("means", "scales", "quats", "opacities", "sh")))
+    cam = _camera(w, h)
+    frame = Renderer(scene, w, h, scene_dtype="f16").render(cam)
+    want = ref.render(rounded, cam, w, h)
+    got = np.concatenate([frame.rgb, frame.alpha[..., None]], -1)
+    assert ref.psnr(got, np.concatenate([want[..., :3], want[..., 4:5]], -1)) >= PSNR_MIN
+    params = {n: getattr(scene, n) for n in ("means", "scales", "quats", "opacities", "sh")}
+    img = {}
+    for dt in ("f32", "f16"):
+        g = build_graph(scene.count, 16, w, h, 20000, image_dtype=dt)
+        img[dt] = rlx.compile(g, params=params).run(camera=cam.packed())["image"]
+    assert img["f16"].dtype == np.float16
+    np.testing.assert_allclose(img["f16"].astype(np.float32), img["f32"], rtol=2e-3, atol=2e-3)
