@@ -7,10 +7,12 @@
 //   culled), 3D covariance R S S^T R^T, EWA projection with the Jacobian
 //   (x/z, y/z clamped to 1.3x the half field of view) plus the 0.3-pixel
 //   dilation, conic, 3-sigma radius, tile rectangle, sigmoid opacity, SH
-//   colour; a 16-float record, zeros when culled.
+//   colour; the tiles of the rectangle it can reach with alpha >= 1/255
+//   (rlx_splat_tile_hit); a 16-float record, zeros when culled.
 // - splat_offsets: one group, the exclusive prefix sum of tiles touched.
 // - splat_bin: one thread per Gaussian writes its (tile, depth bits, index)
-//   pairs at its offset, dropping those at or past the capacity.
+//   pairs (the tiles rlx_splat_tile_hit accepts, as counted) at its offset,
+//   dropping those at or past the capacity.
 // - splat_ranges: one thread per tile, two binary searches in the sorted pairs.
 // - splat_raster: one group per 16x16 tile; batches of the tile's Gaussians
 //   are staged in group memory, each pixel composites them front to back
@@ -39,6 +41,37 @@ RLX_INLINE float rlx_splat_ceil(float x) {
 }
 
 RLX_INLINE float rlx_splat_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+
+// Whether a projected Gaussian can reach alpha >= 1/255 at any pixel centre
+// of the tile whose first pixel is (x0, y0): the smallest value of the
+// quadratic form q = a dx^2 + 2 b dx dy + c dy^2 (dx, dy: mean - point)
+// over the rectangle of the tile's pixel centres (0 when the mean is
+// inside, else on an edge, where the 1D minimum is the stationary point
+// clamped to the edge), and opacity * exp(-q / 2) against 1/255 with 1%
+// of margin. The rectangle holds every pixel centre, so a tile this
+// rejects has no pixel the raster would blend (rounding is far inside
+// the margin); the 3-sigma rectangle keeps about a third more tiles.
+RLX_INLINE float rlx_splat_edge_q(float a, float b, float c, float d, float lo, float hi) {
+    // min over e in [lo, hi] of a d^2 + 2 b d e + c e^2 (c > 0).
+    const float e = rlx_splat_clamp(-b * d / c, lo, hi);
+    return a * d * d + 2.0f * b * d * e + c * e * e;
+}
+
+RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float a, float b, float c, float op, float x0, float y0) {
+    const float dx_lo = u - (x0 + 15.5f), dx_hi = u - (x0 + 0.5f);   // dx over the tile: [dx_lo, dx_hi]
+    const float dy_lo = v - (y0 + 15.5f), dy_hi = v - (y0 + 0.5f);
+    float q = 0.0f;
+    if (!(dx_lo <= 0.0f && dx_hi >= 0.0f && dy_lo <= 0.0f && dy_hi >= 0.0f)) {
+        const float q0 = rlx_splat_edge_q(a, b, c, dx_lo, dy_lo, dy_hi);
+        const float q1 = rlx_splat_edge_q(a, b, c, dx_hi, dy_lo, dy_hi);
+        const float q2 = rlx_splat_edge_q(c, b, a, dy_lo, dx_lo, dx_hi);
+        const float q3 = rlx_splat_edge_q(c, b, a, dy_hi, dx_lo, dx_hi);
+        q = rlx_fmin(rlx_fmin(q0, q1), rlx_fmin(q2, q3));
+        q = q > 0.0f ? q : 0.0f;
+    }
+    return op * rlx_exp(-0.5f * q) >= 0.99f / 255.0f;
+}
 
 template <typename T>
 RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DEVICE const T *, scales, 1),
@@ -110,8 +143,15 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
         const float xmax = rlx_splat_clamp(rlx_splat_floor((u + radius) / 16.0f) + 1.0f, 0.0f, gx);
         const float ymin = rlx_splat_clamp(rlx_splat_floor((v - radius) / 16.0f), 0.0f, gy);
         const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
-        const float tiles = (xmax - xmin) * (ymax - ymin);
-        if (!(tiles > 0.0f)) continue;
+        const float opacity = rlx_sigmoid(rlx_to_float(opac[i]));
+        if (!(opacity > 0.0f)) continue;   // NaN too
+        const float ca = c / det, cb = -b / det, cc = a / det;
+        uint hits = 0u;
+        for (float ty = ymin; ty < ymax; ty += 1.0f)
+            for (float tx = xmin; tx < xmax; tx += 1.0f)
+                hits += rlx_splat_tile_hit(u, v, ca, cb, cc, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
+        if (hits == 0u) continue;
+        const float tiles = (float)hits;
         // View-dependent colour: SH at the unit direction from the camera centre.
         float dx = mx - px, dy = my - py, dz = mz - pz;
         const float dn = rlx_sqrt(dx * dx + dy * dy + dz * dz);
@@ -149,10 +189,10 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
         o[0] = u;
         o[1] = v;
         o[2] = tz;
-        o[3] = c / det;
-        o[4] = -b / det;
-        o[5] = a / det;
-        o[6] = rlx_sigmoid(rlx_to_float(opac[i]));
+        o[3] = ca;
+        o[4] = cb;
+        o[5] = cc;
+        o[6] = opacity;
         o[7] = rgb[0];
         o[8] = rgb[1];
         o[9] = rgb[2];
@@ -219,13 +259,17 @@ RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE c
         const uint key = rlx_float_to_bits(rlx_to_float(r[2]));   // depth > 0.2: bits order as values
         const uint x0 = (uint)rlx_to_float(r[12]), y0 = (uint)rlx_to_float(r[13]);
         const uint x1 = (uint)rlx_to_float(r[14]), y1 = (uint)rlx_to_float(r[15]);
+        const float u = rlx_to_float(r[0]), v = rlx_to_float(r[1]), ca = rlx_to_float(r[3]);
+        const float cb = rlx_to_float(r[4]), cc = rlx_to_float(r[5]), op = rlx_to_float(r[6]);
         uint o = (uint)offsets[i];
         for (uint y = y0; y < y1; ++y) {
-            for (uint x = x0; x < x1; ++x, ++o) {
+            for (uint x = x0; x < x1; ++x) {
                 if (o >= cap) break;
+                if (!rlx_splat_tile_hit(u, v, ca, cb, cc, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
                 pairs[3u * (uint64_t)o] = (int)(y * gx + x);
                 pairs[3u * (uint64_t)o + 1u] = (int)key;
                 pairs[3u * (uint64_t)o + 2u] = (int)i;
+                ++o;
             }
         }
     }

@@ -161,3 +161,29 @@ def test_reference_closed_forms():
     op = 1 / (1 + np.exp(-0.5))
     np.testing.assert_allclose(img[16, 16, 4], min(0.99, op), rtol=1e-12)   # pixel 16's centre is the mean
     np.testing.assert_allclose(img[16, 17, 4], min(0.99, op * np.exp(-0.5 / var)), rtol=1e-8)   # one pixel right
+
+
+def test_tile_hits_never_drop_a_blended_pixel():
+    """ref.tile_hits (and so shaders/splat.h's rlx_splat_tile_hit) rejects a
+    tile only when no pixel centre in it reaches alpha >= 1/255 and power
+    <= 0: checked by brute force over random anisotropic Gaussians and
+    tiles around them; it must also reject most of the tiles that no pixel
+    reaches (a third of the 3-sigma rectangle's tiles on random scenes)."""
+    rng = np.random.default_rng(3)
+    ly, lx = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    kept_dead = dead = 0
+    for _ in range(3000):
+        sx, sy, rho = rng.uniform(0.5, 20.0), rng.uniform(0.5, 20.0), rng.uniform(-0.95, 0.95)
+        cov = np.array([[sx * sx, rho * sx * sy], [rho * sx * sy, sy * sy]])
+        a, b, c = np.linalg.inv(cov)[0, 0], np.linalg.inv(cov)[0, 1], np.linalg.inv(cov)[1, 1]
+        op = rng.uniform(0.0, 1.0)
+        u, v = rng.uniform(0, 64, 2)
+        x0, y0 = 16.0 * rng.integers(-3, 8), 16.0 * rng.integers(-3, 8)
+        dx, dy = u - (x0 + lx + 0.5), v - (y0 + ly + 0.5)
+        power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
+        alive = ((power <= 0) & (np.minimum(0.99, op * np.exp(power)) >= 1 / 255)).any()
+        hit = bool(ref.tile_hits(u, v, a, b, c, op, x0, y0))
+        assert hit or not alive, (u, v, a, b, c, op, x0, y0)
+        dead += not alive
+        kept_dead += hit and not alive
+    assert dead > 500 and kept_dead < 0.1 * dead

@@ -13,8 +13,12 @@ Conventions (the kernels' too):
   half field of view; 0.3 added to the 2D covariance's diagonal; the conic
   is its inverse (culled when the determinant is <= 0); radius =
   ceil(3 sqrt(lambda_max)) with lambda_max = mid + sqrt(max(0.1, mid^2 -
-  det)); the tiles (16 x 16 pixels) touched are x in [floor((u - r) / 16),
-  floor((u + r) / 16)] clamped to the grid (likewise y); none touched: culled.
+  det)); the tile rectangle (16 x 16 pixels) is x in [floor((u - r) / 16),
+  floor((u + r) / 16)] clamped to the grid (likewise y), and of it the
+  tiles touched are those where opacity exp(-q_min / 2) >= 0.99 / 255, q_min
+  the least conic quadratic form over the tile's pixel-centre rectangle
+  (``tile_hits``: no pixel of another tile could pass alpha >= 1/255);
+  none touched: culled.
 - colour: the SH basis of degree <= 3 at the direction from the camera
   centre to the mean (the 3DGS constants), + 0.5, clamped at 0.
 - raster: per tile, the Gaussians touching it by increasing depth (ties by
@@ -71,6 +75,36 @@ def sh_color(sh: np.ndarray, dirs: np.ndarray) -> np.ndarray:
     return np.maximum(res + 0.5, 0.0)
 
 
+def tile_hits(u, v, a, b, c, op, x0, y0) -> np.ndarray:
+    """Whether a Gaussian (mean u, v; conic a, b, c; opacity op) can reach
+    alpha >= 1/255 (with 1% margin) at a pixel centre of the tiles whose
+    first pixels are (x0, y0) (arrays): the minimum of q = a dx^2 + 2 b dx
+    dy + c dy^2 over the rectangle of the tile's pixel centres (0 with the
+    mean inside; else the least of the four edges' clamped 1D minima)."""
+    x0, y0 = np.asarray(x0, np.float64), np.asarray(y0, np.float64)
+    dx_lo, dx_hi = u - (x0 + 15.5), u - (x0 + 0.5)
+    dy_lo, dy_hi = v - (y0 + 15.5), v - (y0 + 0.5)
+
+    def edge(a_, b_, c_, d, lo, hi):
+        e = np.clip(-b_ * d / c_, lo, hi)
+        return a_ * d * d + 2.0 * b_ * d * e + c_ * e * e
+
+    q = np.minimum(np.minimum(edge(a, b, c, dx_lo, dy_lo, dy_hi), edge(a, b, c, dx_hi, dy_lo, dy_hi)),
+                   np.minimum(edge(c, b, a, dy_lo, dx_lo, dx_hi), edge(c, b, a, dy_hi, dx_lo, dx_hi)))
+    inside = (dx_lo <= 0) & (dx_hi >= 0) & (dy_lo <= 0) & (dy_hi >= 0)
+    q = np.where(inside, 0.0, np.maximum(q, 0.0))
+    return op * np.exp(-0.5 * q) >= 0.99 / 255.0
+
+
+def gaussian_tiles(r: np.ndarray, gx: int) -> np.ndarray:
+    """Tile ids (row-major) a projected record reaches, in row-major order."""
+    x0, y0, x1, y1 = (int(t) for t in r[XMIN:YMAX + 1])
+    ty, tx = np.meshgrid(np.arange(y0, y1), np.arange(x0, x1), indexing="ij")
+    tx, ty = tx.reshape(-1), ty.reshape(-1)
+    hit = tile_hits(r[U], r[V], r[CA], r[CB], r[CC], r[OPACITY], 16.0 * tx, 16.0 * ty)
+    return (ty * gx + tx)[hit]
+
+
 def project(means, scales, quats, opacities, sh, camera, width: int, height: int) -> np.ndarray:
     """Per-Gaussian records [N, 16] (float64; culled rows are zero): u, v,
     depth, conic (a, b, c), opacity, r, g, b, radius, tiles touched, tile
@@ -120,14 +154,22 @@ def project(means, scales, quats, opacities, sh, camera, width: int, height: int
     xmax = np.clip(np.floor((u + radius) / TILE) + 1, 0, gx)
     ymin = np.clip(np.floor((v - radius) / TILE), 0, gy)
     ymax = np.clip(np.floor((v + radius) / TILE) + 1, 0, gy)
-    tiles = (xmax - xmin) * (ymax - ymin)
+    rect = (xmax - xmin) * (ymax - ymin)
+    opacity = 1.0 / (1.0 + np.exp(-opac))
+    keep &= (rect > 0) & (opacity > 0)
+    conic = (c / dets, -b / dets, a / dets)
+    tiles = np.zeros(n)
+    for i in np.flatnonzero(keep):
+        ty, tx = np.meshgrid(np.arange(ymin[i], ymax[i]), np.arange(xmin[i], xmax[i]), indexing="ij")
+        tiles[i] = np.count_nonzero(tile_hits(u[i], v[i], conic[0][i], conic[1][i], conic[2][i], opacity[i],
+                                              16.0 * tx, 16.0 * ty))
     keep &= tiles > 0
 
     campos = -w3.T @ t3
     d = means - campos
     d /= np.linalg.norm(d, axis=1, keepdims=True)
     rgb = sh_color(sh, d)
-    cols = [u, v, tz, c / dets, -b / dets, a / dets, 1.0 / (1.0 + np.exp(-opac)), rgb[:, 0], rgb[:, 1], rgb[:, 2],
+    cols = [u, v, tz, *conic, opacity, rgb[:, 0], rgb[:, 1], rgb[:, 2],
             radius, tiles, xmin, ymin, xmax, ymax]
     for i, col in enumerate(cols):
         out[:, i] = np.where(keep, col, 0.0)
@@ -154,9 +196,7 @@ def bin_pairs(records: np.ndarray, offs: np.ndarray, capacity: int, width: int) 
     out = np.zeros((capacity, 3), np.int64)
     keys = depth_bits(records[:, DEPTH])
     for i in np.flatnonzero(records[:, TILES] > 0):
-        x0, y0, x1, y1 = (int(v) for v in records[i, XMIN:YMAX + 1])
-        ty, tx = np.meshgrid(np.arange(y0, y1), np.arange(x0, x1), indexing="ij")
-        tile = (ty * gx + tx).reshape(-1)
+        tile = gaussian_tiles(np.asarray(records[i], np.float64), gx)
         o = int(offs[i])
         end = min(o + tile.size, capacity)
         if end > o:
