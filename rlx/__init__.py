@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlx.errors import (
+    CapacityError,
     ConfigError,
     DeviceError,
     DeviceUnavailableError,
@@ -50,7 +51,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("models", "fp8", "signal"):   # `rlx.models.load_embedder(...)` etc. without an extra import
+    if name in ("models", "fp8", "signal", "splat"):   # `rlx.models.load_embedder(...)` etc. without an extra import
         import importlib
 
         return importlib.import_module(f"rlx.{name}")
@@ -65,7 +66,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "ConfigError", "DeviceError", "DeviceUnavailableError", "DTypeError", "GraphError", "InputError",
+    "CapacityError", "ConfigError", "DeviceError", "DeviceUnavailableError", "DTypeError", "GraphError", "InputError",
     "KernelCompileError", "MemoryPlanError", "ModelLoadError", "ParameterError", "RlxError", "ScheduleError",
     "ShapeError", "UnsupportedOpError", "UnsupportedPrecisionError", *_LAZY,
 ]

@@ -348,6 +348,56 @@ def cmd_bench_llm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_splat_render(args: argparse.Namespace) -> int:
+    """Render a 3DGS .ply from every camera of a camera list into PNGs."""
+    from pathlib import Path
+
+    from rlx.splat import Renderer, read_cameras, read_ply
+    from rlx.splat.png import to_uint8, write_png
+
+    try:
+        bg = tuple(float(v) for v in args.background.split(","))
+    except ValueError:
+        bg = ()
+    if len(bg) != 3:
+        print("rlx splat render: error: --background takes r,g,b (three numbers in [0, 1])", file=sys.stderr)
+        return 2
+    scene = read_ply(args.scene)
+    cams = read_cameras(args.camera)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    renderers: dict[tuple[int, int], Renderer] = {}
+    progress = _Progress(len(cams), "rendering", force=args.progress)
+    t0 = time.perf_counter()
+    pairs = 0
+    for i, cam in enumerate(cams):
+        w = args.width or cam.width
+        h = args.height or cam.height
+        if not w or not h:
+            print(f"rlx splat render: error: camera {cam.name!r} has no width/height; pass --width and --height",
+                  file=sys.stderr)
+            return 2
+        if (w, h) not in renderers:
+            renderers[(w, h)] = Renderer(scene, w, h, device=args.device, background=bg, capacity=args.capacity)
+        frame = renderers[(w, h)].render(cam)
+        pairs += frame.pairs
+        stem = f"{i:04d}" + (f"_{Path(cam.name).stem}" if cam.name and cam.name != str(i) else "")
+        write_png(out / f"{stem}.png", to_uint8(frame.rgb))
+        if args.alpha:
+            write_png(out / f"{stem}_alpha.png", to_uint8(frame.alpha))
+        if args.depth:
+            # Depth normalized by alpha, scaled to the frame's range (near: white).
+            d = frame.depth / np.maximum(frame.alpha, 1e-6)
+            hit = frame.alpha > 1e-3
+            lo, hi = (float(d[hit].min()), float(d[hit].max())) if hit.any() else (0.0, 1.0)
+            write_png(out / f"{stem}_depth.png", to_uint8(np.where(hit, 1.0 - (d - lo) / max(hi - lo, 1e-9), 0.0)))
+        progress(i + 1, len(cams))
+    dt = time.perf_counter() - t0
+    print(f"{len(cams)} frames of {scene.count} Gaussians in {dt:.2f} s ({len(cams) / dt:.2f} frames/s, "
+          f"{pairs / max(len(cams), 1):.0f} pairs a frame) -> {out}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -421,6 +471,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop", action="append", help="a stop string (repeatable)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     p.set_defaults(fn=cmd_generate)
+    p = sub.add_parser("splat", help="3D Gaussian Splatting: splat render SCENE.ply --camera CAMS -o DIR")
+    ssub = p.add_subparsers(dest="action", required=True)
+    p = ssub.add_parser("render", help="render a 3DGS .ply from each camera into PNGs")
+    p.add_argument("scene", help="a 3DGS .ply file")
+    p.add_argument("--camera", "-c", required=True,
+                   help="a JSON camera list (viewmat or 3DGS cameras.json) or a COLMAP text model folder")
+    p.add_argument("-o", "--output", required=True, help="folder for the PNGs (created)")
+    p.add_argument("--width", type=int, default=None, help="image width (default: the camera's)")
+    p.add_argument("--height", type=int, default=None, help="image height (default: the camera's)")
+    p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
+    p.add_argument("--background", default="0,0,0", help="r,g,b in [0, 1] (default 0,0,0)")
+    p.add_argument("--capacity", type=int, default=None, help="(tile, Gaussian) pairs to plan for (grows as needed)")
+    p.add_argument("--depth", action="store_true", help="also write NNNN_depth.png")
+    p.add_argument("--alpha", action="store_true", help="also write NNNN_alpha.png")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
+    p.set_defaults(fn=cmd_splat_render)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

@@ -67,3 +67,9 @@ class UnsupportedPrecisionError(ConfigError):
 
 class ModelLoadError(RlxError):
     """A model folder or file is missing, malformed, or describes an unsupported model."""
+
+
+class CapacityError(RlxError):
+    """A run needs more room than a capacity-bounded buffer was compiled
+    with (e.g. a splat frame's (tile, Gaussian) pairs past the renderer's
+    capacity with automatic re-planning off); the message gives both numbers."""

@@ -17,3 +17,5 @@
 #include "fp8.h"
 #include "topk.h"
 #include "penalty.h"
+#include "sort.h"
+#include "splat.h"

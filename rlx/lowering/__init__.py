@@ -20,6 +20,8 @@ from rlx.lowering import (  # noqa: F401  (each registers its family's lowerings
     reduce,
     rope,
     softmax,
+    sort,
+    splat,
     state,
     topk,
 )

@@ -21,6 +21,8 @@ from rlx.reference import (  # noqa: F401  (each registers its family's referenc
     reduce,
     rope,
     softmax,
+    sort,
+    splat,
     topk,
 )
 from rlx.reference.core import REFERENCE, erf, erfc, register_reference, run_reference

@@ -29,6 +29,8 @@ from rlx.ir.ops import (
                         reduce,
                         rope,
                         softmax,
+                        sort,
+                        splat,
                         state,
                         topk,
 )
@@ -37,6 +39,6 @@ from rlx.ir.ops.rope import ROPE_LAYOUTS, rope_inv_freq
 
 FAMILIES = {module.__name__.rsplit(".", 1)[1]: module.OPS for module in (
     leaves, elementwise, reduce, softmax, norm, linear, glu, movement, cast, rope, attention, quant, state, fft, fp8,
-    topk, penalty)}
+    topk, penalty, sort, splat)}
 
 __all__ = ["ACTIVATIONS", "FAMILIES", "ROPE_LAYOUTS", "rope_inv_freq"]

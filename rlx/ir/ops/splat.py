@@ -1,0 +1,135 @@
+"""The splat family: the stages of a 3D Gaussian Splatting forward
+renderer (rlx.splat builds the graph; rlx/reference/splat.py states the
+algorithm and its conventions).
+
+splat_project(means [N,3], scales [N,3], quats [N,4], opacities [N],
+  sh [N,K,3] (the scene: all f32 or all f16), camera f32 [20]; width,
+  height) -> f32 [N, 16]: one record per
+  Gaussian (u, v, depth, conic a b c, opacity, r g b, radius, tiles
+  touched, tile rectangle xmin ymin xmax ymax); culled rows are zero.
+  camera: the world-to-camera 4x4 row-major, then fx, fy, cx, cy.
+splat_offsets(records [N,16]) -> i32 [N+1]: exclusive prefix sum of the
+  tiles touched; the last element is the number of (tile, Gaussian) pairs
+  (saturating at 2^31 - 1).
+splat_bin(records, offsets; capacity, width, height) -> i32 [capacity, 3]:
+  (tile, depth key, Gaussian) rows; pairs past capacity are dropped (the
+  caller compares offsets[N] with capacity); rows past the total are
+  unspecified.
+splat_ranges(sorted pairs [capacity,3], count i32 [1]; width, height) ->
+  i32 [tiles, 2]: each tile's [start, end) in the sorted pairs.
+splat_raster(records, sorted pairs, ranges; width, height, background) ->
+  f32 (or dtype="f16") [height, width, 5]: r, g, b, depth, alpha.
+"""
+
+from __future__ import annotations
+
+from rlx.errors import DTypeError, GraphError, ShapeError
+from rlx.ir.op import OpDef, TensorType
+from rlx.ir.ops.common import _MISSING, _attrs, _int, _number, _reg
+
+RECORD = 16
+TILE = 16
+SH_COUNTS = (1, 4, 9, 16)
+
+
+def _size(op: str, attrs: dict) -> tuple[int, int]:
+    w = attrs["width"] = _int(op, "width", attrs["width"])
+    h = attrs["height"] = _int(op, "height", attrs["height"])
+    if not (1 <= w <= 16384 and 1 <= h <= 16384):
+        raise ShapeError(f"{op}: width and height must be in [1, 16384], got {w} x {h}")
+    return w, h
+
+
+def tiles_of(width: int, height: int) -> int:
+    return -(-width // TILE) * -(-height // TILE)
+
+
+def _records(op: str, t: TensorType) -> int:
+    if t.dtype.name != "f32" or t.rank != 2 or t.shape[1] != RECORD:
+        raise ShapeError(f"{op}: records must be f32[N, {RECORD}], got {t}")
+    return t.shape[0]
+
+
+def _pairs(op: str, t: TensorType) -> int:
+    if t.dtype.name != "i32" or t.rank != 2 or t.shape[1] != 3:
+        raise ShapeError(f"{op}: pairs must be i32[capacity, 3], got {t}")
+    return t.shape[0]
+
+
+def _infer_project(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("splat_project", attrs, {"width": _MISSING, "height": _MISSING})
+    _size("splat_project", attrs)
+    means, scales, quats, opac, sh, cam = types
+    for name, t in zip(("means", "scales", "quats", "opacities", "sh", "camera"), types, strict=True):
+        want_dtype = "f32" if name == "camera" else means.dtype.name
+        if t.dtype.name != want_dtype or want_dtype not in ("f32", "f16"):
+            raise DTypeError(f"splat_project: {name} must be {want_dtype} (the scene all f32 or all f16, "
+                             f"the camera f32), got {t}")
+    n = means.shape[0] if means.rank == 2 else 0
+    want = {"means": (means, (n, 3)), "scales": (scales, (n, 3)), "quats": (quats, (n, 4)),
+            "opacities": (opac, (n,)), "camera": (cam, (20,))}
+    for name, (t, shape) in want.items():
+        if n < 1 or tuple(t.shape) != shape:
+            raise ShapeError(f"splat_project: {name} must be {list(shape)} (N >= 1), got {t}")
+    if sh.rank != 3 or sh.shape[0] != n or sh.shape[2] != 3 or sh.shape[1] not in SH_COUNTS:
+        raise ShapeError(f"splat_project: sh must be [{n}, K, 3] with K in {SH_COUNTS}, got {sh}")
+    return TensorType((n, RECORD), "f32")
+
+
+def _infer_offsets(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("splat_offsets", attrs, {})
+    n = _records("splat_offsets", types[0])
+    return TensorType((n + 1,), "i32")
+
+
+def _infer_bin(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("splat_bin", attrs, {"capacity": _MISSING, "width": _MISSING, "height": _MISSING})
+    _size("splat_bin", attrs)
+    n = _records("splat_bin", types[0])
+    if types[1].dtype.name != "i32" or tuple(types[1].shape) != (n + 1,):
+        raise ShapeError(f"splat_bin: offsets must be i32[{n + 1}], got {types[1]}")
+    cap = attrs["capacity"] = _int("splat_bin", "capacity", attrs["capacity"])
+    if not 1 <= cap <= (1 << 28):
+        raise ShapeError(f"splat_bin: capacity must be in [1, 2^28], got {cap}")
+    return TensorType((cap, 3), "i32")
+
+
+def _infer_ranges(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("splat_ranges", attrs, {"width": _MISSING, "height": _MISSING})
+    w, h = _size("splat_ranges", attrs)
+    _pairs("splat_ranges", types[0])
+    if types[1].dtype.name != "i32" or tuple(types[1].shape) != (1,):
+        raise ShapeError(f"splat_ranges: count must be i32[1], got {types[1]}")
+    return TensorType((tiles_of(w, h), 2), "i32")
+
+
+def _infer_raster(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("splat_raster", attrs, {"width": _MISSING, "height": _MISSING, "background": (0.0, 0.0, 0.0),
+                                   "dtype": "f32"})
+    w, h = _size("splat_raster", attrs)
+    _records("splat_raster", types[0])
+    _pairs("splat_raster", types[1])
+    if types[2].dtype.name != "i32" or tuple(types[2].shape) != (tiles_of(w, h), 2):
+        raise ShapeError(f"splat_raster: ranges must be i32[{tiles_of(w, h)}, 2], got {types[2]}")
+    bg = attrs["background"]
+    if not isinstance(bg, (tuple, list)) or len(bg) != 3:
+        raise GraphError(f"splat_raster: background must be 3 numbers (r, g, b), got {bg!r}")
+    attrs["background"] = tuple(_number("splat_raster", "background", v) for v in bg)
+    if attrs["dtype"] not in ("f32", "f16"):
+        raise DTypeError(f"splat_raster: dtype must be 'f32' or 'f16', got {attrs['dtype']!r}")
+    return TensorType((h, w, 5), attrs["dtype"])
+
+
+OPS: tuple[OpDef, ...] = (
+    _reg("splat_project", 6, _infer_project,
+         "3DGS projection: per-Gaussian screen mean, depth, conic, opacity, SH colour, radius and tile rectangle.",
+         precision="fixed"),
+    _reg("splat_offsets", 1, _infer_offsets,
+         "Exclusive prefix sum of the tiles each projected Gaussian touches (last: the total).", precision="fixed"),
+    _reg("splat_bin", 2, _infer_bin,
+         "(tile, depth key, Gaussian) pairs of every projected Gaussian, up to a capacity.", precision="fixed"),
+    _reg("splat_ranges", 2, _infer_ranges, "Each tile's [start, end) in tile-sorted pairs.", precision="fixed"),
+    _reg("splat_raster", 3, _infer_raster,
+         "Front-to-back alpha compositing of each tile's depth-sorted Gaussians: r, g, b, depth, alpha.",
+         precision="fixed"),
+)

@@ -1,0 +1,82 @@
+"""Lowering of the splat family (shaders/splat.h): one dispatch per op.
+
+splat_project and splat_bin are range loops over the Gaussians (one
+thread each), splat_offsets one group (a prefix sum), splat_ranges a range
+loop over the tiles, splat_raster one group per 16x16 tile (256 threads
+on GPUs, one pixel each; the CPU's one-thread group walks its 256)."""
+
+from __future__ import annotations
+
+import struct
+
+from rlx.ir.graph import Node
+from rlx.ir.ops.splat import TILE, tiles_of
+from rlx.lowering.core import Lowering, Work, float_suffix, lowers
+from rlx.runtime.views import View
+
+MAX_THREADS = 1024   # RLX_SPLAT_MAX_THREADS
+
+
+def _grid(width: int, height: int) -> tuple[int, int]:
+    return -(-width // TILE), -(-height // TILE)
+
+
+@lowers("splat_project", reads={i: "start" for i in range(6)}, kernels=("splat_project",))
+def _project(lw: Lowering, node: Node) -> View:
+    ins = [lw.dense(x, at_start=True) for x in node.inputs]
+    out = lw.new_value(node)
+    n, k = node.inputs[0].shape[0], node.inputs[4].shape[1]
+    w, h = node.attrs["width"], node.attrs["height"]
+    gx, gy = _grid(w, h)
+    params = struct.pack("<8I", n, k, w, h, gx, gy, 0, 0)
+    lw.dispatch(repr(node), f"splat_project_{float_suffix(node, ins[0].dtype)}", [*((v, "r") for v in ins),
+                (out, "w")], params, lw.target.elementwise_grid(n * 64, scalar=True), Work("elementwise"))
+    return out
+
+
+@lowers("splat_offsets", reads={0: "start"}, kernels=("splat_offsets_rec",))
+def _offsets(lw: Lowering, node: Node) -> View:
+    rec = lw.dense(node.inputs[0], at_start=True)
+    out = lw.new_value(node)
+    threads = 1 if lw.target.one_thread_groups else min(MAX_THREADS, lw.target.max_threads_per_group)
+    lw.dispatch(repr(node), "splat_offsets_rec", [(rec, "r"), (out, "w")],
+                struct.pack("<4I", rec.shape[0], 0, 0, 0), ((1, 1, 1), (threads, 1, 1)), Work("copy"))
+    return out
+
+
+@lowers("splat_bin", reads={0: "start", 1: "start"}, kernels=("splat_bin_rec",))
+def _bin(lw: Lowering, node: Node) -> View:
+    rec = lw.dense(node.inputs[0], at_start=True)
+    offs = lw.dense(node.inputs[1], at_start=True)
+    out = lw.new_value(node)
+    n = rec.shape[0]
+    gx, _ = _grid(node.attrs["width"], node.attrs["height"])
+    lw.dispatch(repr(node), "splat_bin_rec", [(rec, "r"), (offs, "r"), (out, "w")],
+                struct.pack("<4I", n, node.attrs["capacity"], gx, 0),
+                lw.target.elementwise_grid(n * 16, scalar=True), Work("copy"))
+    return out
+
+
+@lowers("splat_ranges", reads={0: "start"}, kernels=("splat_ranges_u32",))
+def _ranges(lw: Lowering, node: Node) -> View:
+    pairs = lw.dense(node.inputs[0], at_start=True)
+    count = lw.dense(node.inputs[1])
+    out = lw.new_value(node)
+    tiles = tiles_of(node.attrs["width"], node.attrs["height"])
+    lw.dispatch(repr(node), "splat_ranges_u32", [(pairs, "r"), (count, "r"), (out, "w")],
+                struct.pack("<4I", pairs.shape[0], count.offset, tiles, 0),
+                lw.target.elementwise_grid(tiles * 64, scalar=True), Work("copy"))
+    return out
+
+
+@lowers("splat_raster", reads={0: "start", 1: "start", 2: "start"}, kernels=("splat_raster",))
+def _raster(lw: Lowering, node: Node) -> View:
+    rec, pairs, ranges = (lw.dense(x, at_start=True) for x in node.inputs)
+    out = lw.new_value(node)
+    w, h = node.attrs["width"], node.attrs["height"]
+    gx, gy = _grid(w, h)
+    threads = 1 if lw.target.one_thread_groups else min(TILE * TILE, lw.target.max_threads_per_group)
+    params = struct.pack("<4I4f", w, h, gx, 0, *node.attrs["background"], 0.0)
+    lw.dispatch(repr(node), f"splat_raster_{float_suffix(node, node.dtype)}", [(rec, "r"), (pairs, "r"),
+                (ranges, "r"), (out, "w")], params, ((gx * gy, 1, 1), (threads, 1, 1)), Work("elementwise"))
+    return out

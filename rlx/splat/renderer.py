@@ -1,0 +1,174 @@
+"""The splat renderer: one graph per (scene size, image size, capacity),
+compiled once; ``render`` runs it per camera.
+
+The graph (rlx/ir/ops/splat.py, rlx/ir/ops/sort.py):
+    records = splat_project(means, scales, quats, opacities, sh, camera)
+    offsets = splat_offsets(records)              # [N + 1], offsets[N]: pairs this frame
+    pairs   = splat_bin(records, offsets)         # [capacity, 3]: tile, depth key, index
+    sorted  = sort_by_key(pairs, offsets[N:])     # by tile then depth, on the device
+    ranges  = splat_ranges(sorted, offsets[N:])
+    image   = splat_raster(records, sorted, ranges)
+The scene is the executable's resident params; the camera is its one
+input. The number of pairs is computed on the device and returned with the
+image: when a frame needs more than the capacity, the renderer re-plans
+(compiles again with room for twice the pairs) and renders the frame again,
+or raises ``rlx.CapacityError`` when ``auto_grow=False``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlx.api import compile as rlx_compile
+from rlx.errors import CapacityError, InputError
+from rlx.ir import Graph
+from rlx.ir.ops.splat import TILE, tiles_of
+from rlx.splat.scene import Camera, Scene
+
+MIN_CAPACITY = 1 << 16
+
+
+@dataclass
+class Frame:
+    rgb: np.ndarray      # [H, W, 3]
+    depth: np.ndarray    # [H, W]: sum of depth * weight (not normalized by alpha)
+    alpha: np.ndarray    # [H, W]: 1 - final transmittance
+    pairs: int           # (tile, Gaussian) pairs this frame binned
+
+
+def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
+                background: Sequence[float] = (0.0, 0.0, 0.0), dtype: str = "f32", image_dtype: str = "f32"):
+    """The renderer's graph: params means, scales, quats, opacities, sh (of
+    ``dtype``: f32, or f16 to halve a large scene's memory; computed in f32);
+    input camera f32 [20]; outputs image [H, W, 5] (``image_dtype``) and
+    pairs i32 [1]."""
+    g = Graph()
+    means = g.param("means", (n, 3), dtype)
+    scales = g.param("scales", (n, 3), dtype)
+    quats = g.param("quats", (n, 4), dtype)
+    opac = g.param("opacities", (n,), dtype)
+    sh = g.param("sh", (n, sh_k, 3), dtype)
+    cam = g.input("camera", (20,), "f32")
+    rec = g.op("splat_project", [means, scales, quats, opac, sh, cam], width=width, height=height)
+    offs = g.op("splat_offsets", [rec])
+    total = g.narrow(offs, 0, n, 1)
+    pairs = g.op("splat_bin", [rec, offs], capacity=capacity, width=width, height=height)
+    tile_bits = max(1, (tiles_of(width, height) - 1).bit_length())
+    srt = g.op("sort_by_key", [pairs, total], keys=2, bits=tile_bits)
+    ranges = g.op("splat_ranges", [srt, total], width=width, height=height)
+    img = g.op("splat_raster", [rec, srt, ranges], width=width, height=height,
+               background=tuple(float(v) for v in background), dtype=image_dtype)
+    g.set_outputs(image=img, pairs=total)
+    return g
+
+
+class Renderer:
+    """Renders ``scene`` at width x height on ``device`` ("cpu", "cuda",
+    "metal"; default as rlx.compile). ``capacity``: room for (tile,
+    Gaussian) pairs (default max(2^16, 8 N)); ``auto_grow``: re-plan when a
+    frame needs more (else CapacityError); ``scene_dtype``: "f32" or "f16"
+    (the scene held in half precision on the device, computed in f32)."""
+
+    def __init__(self, scene: Scene, width: int, height: int, device: str | None = None, *,
+                 background: Sequence[float] = (0.0, 0.0, 0.0), capacity: int | None = None,
+                 auto_grow: bool = True, scene_dtype: str = "f32") -> None:
+        if not isinstance(scene, Scene):
+            raise InputError(f"Renderer: scene must be an rlx.splat.Scene, got {type(scene).__name__}")
+        for what, v in (("width", width), ("height", height)):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 16384:
+                raise InputError(f"Renderer: {what} must be an int in [1, 16384], got {v!r}")
+        bg = tuple(background)
+        if len(bg) != 3 or not all(np.isfinite(float(c)) for c in bg):
+            raise InputError(f"Renderer: background must be 3 finite numbers, got {background!r}")
+        self.scene, self.width, self.height, self.device = scene, int(width), int(height), device
+        self.background = tuple(float(c) for c in bg)
+        self.capacity = int(capacity) if capacity is not None else max(MIN_CAPACITY, 8 * scene.count)
+        if self.capacity < 1:
+            raise InputError(f"Renderer: capacity must be >= 1, got {capacity!r}")
+        self.auto_grow = bool(auto_grow)
+        if scene_dtype not in ("f32", "f16"):
+            raise InputError(f"Renderer: scene_dtype must be 'f32' or 'f16', got {scene_dtype!r}")
+        self.scene_dtype = scene_dtype
+        self.replans = 0
+        self._compile()
+
+    @property
+    def tiles(self) -> tuple[int, int]:
+        return -(-self.width // TILE), -(-self.height // TILE)
+
+    def _compile(self) -> None:
+        s = self.scene
+        g = build_graph(s.count, s.sh.shape[1], self.width, self.height, self.capacity, self.background,
+                        dtype=self.scene_dtype)
+        np_dtype = np.float16 if self.scene_dtype == "f16" else np.float32
+        self.exe = rlx_compile(g, device=self.device, params={
+            name: getattr(s, name).astype(np_dtype) for name in ("means", "scales", "quats", "opacities", "sh")})
+
+    @staticmethod
+    def camera_input(camera: Camera | np.ndarray) -> np.ndarray:
+        if isinstance(camera, Camera):
+            return camera.packed()
+        cam = np.asarray(camera, dtype=np.float32)
+        if cam.shape != (20,) or not np.isfinite(cam).all():
+            raise InputError(f"render: camera must be an rlx.splat.Camera or a finite f32 [20] "
+                             f"(viewmat row-major, fx, fy, cx, cy), got shape {cam.shape}")
+        return cam
+
+    def render(self, camera: Camera | np.ndarray) -> Frame:
+        """One frame: one run of the compiled schedule (two, plus a compile,
+        when the frame outgrew the capacity and auto_grow is on)."""
+        cam = self.camera_input(camera)
+        out = self.exe.run(camera=cam)
+        pairs = int(out["pairs"][0])
+        if pairs > self.capacity:
+            if not self.auto_grow:
+                raise CapacityError(f"splat frame needs {pairs} (tile, Gaussian) pairs, the renderer was "
+                                    f"compiled for {self.capacity} (pass a larger capacity or auto_grow=True)")
+            self.capacity = max(2 * self.capacity, int(pairs * 1.25) + 1)
+            self.replans += 1
+            self._compile()
+            out = self.exe.run(camera=cam)
+            pairs = int(out["pairs"][0])
+        img = out["image"]
+        return Frame(rgb=img[..., :3], depth=img[..., 3], alpha=img[..., 4], pairs=pairs)
+
+    def profile(self, camera: Camera | np.ndarray, repeats: int = 5) -> dict:
+        """Where a frame's time goes: the whole run (median of ``repeats``),
+        and each stage's thunks run one at a time, in schedule order, over
+        the frame's own buffers (Program.run_one), summed per op."""
+        cam = self.camera_input(camera)
+        self.render(cam)   # warm, and re-plan first if needed
+        frame = []
+        for _ in range(repeats):
+            s = time.perf_counter()
+            self.exe.run(camera=cam)
+            frame.append(time.perf_counter() - s)
+        program = self.exe.program
+        per: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            acc: dict[str, float] = {}
+            for i, t in enumerate(self.exe.thunks):
+                s = time.perf_counter()
+                program.run_one(i)
+                acc[_stage(t.label, t.kernel)] = acc.get(_stage(t.label, t.kernel), 0.0) + time.perf_counter() - s
+            for k, v in acc.items():
+                per.setdefault(k, []).append(v)
+        return {"frame_ms": 1e3 * statistics.median(frame),
+                "stages_ms": {k: 1e3 * statistics.median(v) for k, v in per.items()},
+                "pairs": int(self.exe.run(camera=cam)["pairs"][0]), "capacity": self.capacity,
+                "thunks": len(self.exe.thunks)}
+
+
+def _stage(label: str, kernel: str | None) -> str:
+    k = kernel or "gemm"
+    for op in ("splat_project", "splat_offsets", "splat_bin", "splat_ranges", "splat_raster"):
+        if k.startswith(op):
+            return op
+    if k.startswith("sort_"):
+        return "sort_by_key"
+    return k

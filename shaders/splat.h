@@ -1,0 +1,408 @@
+// The splat family (rlx/ir/ops/splat.py): a 3D Gaussian Splatting forward
+// renderer as five kernels; the device radix sort between splat_bin and
+// splat_ranges is shaders/sort.h. rlx/reference/splat.py states the
+// algorithm and its conventions in float64, in this order of operations.
+//
+// - splat_project: one thread per Gaussian: camera-space mean (z <= 0.2
+//   culled), 3D covariance R S S^T R^T, EWA projection with the Jacobian
+//   (x/z, y/z clamped to 1.3x the half field of view) plus the 0.3-pixel
+//   dilation, conic, 3-sigma radius, tile rectangle, sigmoid opacity, SH
+//   colour; the tiles of the rectangle it can reach with alpha >= 1/255
+//   (rlx_splat_tile_hit); a 16-float record, zeros when culled.
+// - splat_offsets: one group, the exclusive prefix sum of tiles touched.
+// - splat_bin: one thread per Gaussian writes its (tile, depth bits, index)
+//   pairs (the tiles rlx_splat_tile_hit accepts, as counted) at its offset,
+//   dropping those at or past the capacity.
+// - splat_ranges: one thread per tile, two binary searches in the sorted pairs.
+// - splat_raster: one group per 16x16 tile; batches of the tile's Gaussians
+//   are staged in group memory, each pixel composites them front to back
+//   (Gaussian-major over the tile's pixels: vector lanes on the CPU).
+#define RLX_SPLAT_TILE 16u
+#define RLX_SPLAT_PIXELS 256u
+#define RLX_SPLAT_REC 16u
+#define RLX_SPLAT_BATCH 128u
+#define RLX_SPLAT_MAX_THREADS 1024u
+
+struct SplatProjectParams {
+    uint n, sh_k, width, height;     // Gaussians, SH coefficients per channel (1, 4, 9, 16), image size
+    uint gx, gy, pad0, pad1;         // tile grid
+};
+
+RLX_INLINE float rlx_splat_floor(float x) {
+    x = x < -1.0e9f ? -1.0e9f : (x > 1.0e9f ? 1.0e9f : x);
+    const float t = (float)(int)x;
+    return t > x ? t - 1.0f : t;
+}
+
+RLX_INLINE float rlx_splat_ceil(float x) {
+    x = x < -1.0e9f ? -1.0e9f : (x > 1.0e9f ? 1.0e9f : x);
+    const float t = (float)(int)x;
+    return t < x ? t + 1.0f : t;
+}
+
+RLX_INLINE float rlx_splat_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+
+// Whether a projected Gaussian can reach alpha >= 1/255 at any pixel centre
+// of the tile whose first pixel is (x0, y0): the smallest value of the
+// quadratic form q = a dx^2 + 2 b dx dy + c dy^2 (dx, dy: mean - point)
+// over the rectangle of the tile's pixel centres (0 when the mean is
+// inside, else on an edge, where the 1D minimum is the stationary point
+// clamped to the edge), and opacity * exp(-q / 2) against 1/255 with 1%
+// of margin. The rectangle holds every pixel centre, so a tile this
+// rejects has no pixel the raster would blend (rounding is far inside
+// the margin); the 3-sigma rectangle keeps about a third more tiles.
+RLX_INLINE float rlx_splat_edge_q(float a, float b, float c, float d, float lo, float hi) {
+    // min over e in [lo, hi] of a d^2 + 2 b d e + c e^2 (c > 0).
+    const float e = rlx_splat_clamp(-b * d / c, lo, hi);
+    return a * d * d + 2.0f * b * d * e + c * e * e;
+}
+
+RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float a, float b, float c, float op, float x0, float y0) {
+    const float dx_lo = u - (x0 + 15.5f), dx_hi = u - (x0 + 0.5f);   // dx over the tile: [dx_lo, dx_hi]
+    const float dy_lo = v - (y0 + 15.5f), dy_hi = v - (y0 + 0.5f);
+    float q = 0.0f;
+    if (!(dx_lo <= 0.0f && dx_hi >= 0.0f && dy_lo <= 0.0f && dy_hi >= 0.0f)) {
+        const float q0 = rlx_splat_edge_q(a, b, c, dx_lo, dy_lo, dy_hi);
+        const float q1 = rlx_splat_edge_q(a, b, c, dx_hi, dy_lo, dy_hi);
+        const float q2 = rlx_splat_edge_q(c, b, a, dy_lo, dx_lo, dx_hi);
+        const float q3 = rlx_splat_edge_q(c, b, a, dy_hi, dx_lo, dx_hi);
+        q = rlx_fmin(rlx_fmin(q0, q1), rlx_fmin(q2, q3));
+        q = q > 0.0f ? q : 0.0f;
+    }
+    return op * rlx_exp(-0.5f * q) >= 0.99f / 255.0f;
+}
+
+template <typename T>
+RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DEVICE const T *, scales, 1),
+                         RLX_BUF(RLX_DEVICE const T *, quats, 2), RLX_BUF(RLX_DEVICE const T *, opac, 3),
+                         RLX_BUF(RLX_DEVICE const T *, sh, 4), RLX_BUF(RLX_DEVICE const float *, cam, 5),
+                         RLX_BUF(RLX_DEVICE float *, out, 6), RLX_PARAMS(SplatProjectParams, p, 7) RLX_IDS) {
+    const float w00 = cam[0], w01 = cam[1], w02 = cam[2], w03 = cam[3];
+    const float w10 = cam[4], w11 = cam[5], w12 = cam[6], w13 = cam[7];
+    const float w20 = cam[8], w21 = cam[9], w22 = cam[10], w23 = cam[11];
+    const float fx = cam[16], fy = cam[17], cx = cam[18], cy = cam[19];
+    // Camera centre: -R^T t.
+    const float px = -(w00 * w03 + w10 * w13 + w20 * w23);
+    const float py = -(w01 * w03 + w11 * w13 + w21 * w23);
+    const float pz = -(w02 * w03 + w12 * w13 + w22 * w23);
+    const float limx = 1.3f * 0.5f * (float)p->width / fx, limy = 1.3f * 0.5f * (float)p->height / fy;
+    const uint k = p->sh_k;
+    RLX_FOR_RANGE(i, p->n) {
+        RLX_DEVICE float *o = out + i * RLX_SPLAT_REC;
+        for (uint c = 0u; c < RLX_SPLAT_REC; ++c) o[c] = 0.0f;
+        const float mx = rlx_to_float(means[3u * i]), my = rlx_to_float(means[3u * i + 1u]);
+        const float mz = rlx_to_float(means[3u * i + 2u]);
+        const float tx = w00 * mx + w01 * my + w02 * mz + w03;
+        const float ty = w10 * mx + w11 * my + w12 * mz + w13;
+        const float tz = w20 * mx + w21 * my + w22 * mz + w23;
+        if (!(tz > 0.2f)) continue;   // near plane (and NaN)
+        // Rotation from the normalized quaternion (w, x, y, z).
+        float qw = rlx_to_float(quats[4u * i]), qx = rlx_to_float(quats[4u * i + 1u]);
+        float qy = rlx_to_float(quats[4u * i + 2u]), qz = rlx_to_float(quats[4u * i + 3u]);
+        const float qn = rlx_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+        if (!(qn > 0.0f)) continue;
+        qw /= qn; qx /= qn; qy /= qn; qz /= qn;
+        const float r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz);
+        const float r02 = 2.0f * (qx * qz + qw * qy), r10 = 2.0f * (qx * qy + qw * qz);
+        const float r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
+        const float r20 = 2.0f * (qx * qz - qw * qy), r21 = 2.0f * (qy * qz + qw * qx);
+        const float r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
+        const float s0 = rlx_exp(rlx_to_float(scales[3u * i])), s1 = rlx_exp(rlx_to_float(scales[3u * i + 1u]));
+        const float s2 = rlx_exp(rlx_to_float(scales[3u * i + 2u]));
+        // M = R S; Sigma = M M^T (symmetric: six entries).
+        const float m00 = r00 * s0, m01 = r01 * s1, m02 = r02 * s2;
+        const float m10 = r10 * s0, m11 = r11 * s1, m12 = r12 * s2;
+        const float m20 = r20 * s0, m21 = r21 * s1, m22 = r22 * s2;
+        const float c00 = m00 * m00 + m01 * m01 + m02 * m02, c01 = m00 * m10 + m01 * m11 + m02 * m12;
+        const float c02 = m00 * m20 + m01 * m21 + m02 * m22, c11 = m10 * m10 + m11 * m11 + m12 * m12;
+        const float c12 = m10 * m20 + m11 * m21 + m12 * m22, c22 = m20 * m20 + m21 * m21 + m22 * m22;
+        // EWA: J (2x3) at the clamped x / z, y / z; T = J W (W: the viewmat's rotation).
+        const float txc = rlx_splat_clamp(tx / tz, -limx, limx) * tz;
+        const float tyc = rlx_splat_clamp(ty / tz, -limy, limy) * tz;
+        const float j00 = fx / tz, j02 = -fx * txc / (tz * tz), j11 = fy / tz, j12 = -fy * tyc / (tz * tz);
+        const float t00 = j00 * w00 + j02 * w20, t01 = j00 * w01 + j02 * w21, t02 = j00 * w02 + j02 * w22;
+        const float t10 = j11 * w10 + j12 * w20, t11 = j11 * w11 + j12 * w21, t12 = j11 * w12 + j12 * w22;
+        // cov2d = T Sigma T^T.
+        const float u0 = t00 * c00 + t01 * c01 + t02 * c02, u1 = t00 * c01 + t01 * c11 + t02 * c12;
+        const float u2 = t00 * c02 + t01 * c12 + t02 * c22;
+        const float v0 = t10 * c00 + t11 * c01 + t12 * c02, v1 = t10 * c01 + t11 * c11 + t12 * c12;
+        const float v2 = t10 * c02 + t11 * c12 + t12 * c22;
+        const float a = u0 * t00 + u1 * t01 + u2 * t02 + 0.3f;
+        const float b = u0 * t10 + u1 * t11 + u2 * t12;
+        const float c = v0 * t10 + v1 * t11 + v2 * t12 + 0.3f;
+        const float det = a * c - b * b;
+        if (!(det > 0.0f)) continue;
+        const float mid = 0.5f * (a + c);
+        const float disc = mid * mid - det;
+        const float lam = mid + rlx_sqrt(disc > 0.1f ? disc : 0.1f);
+        const float radius = rlx_splat_ceil(3.0f * rlx_sqrt(lam));
+        const float u = fx * tx / tz + cx, v = fy * ty / tz + cy;
+        const float gx = (float)p->gx, gy = (float)p->gy;
+        const float xmin = rlx_splat_clamp(rlx_splat_floor((u - radius) / 16.0f), 0.0f, gx);
+        const float xmax = rlx_splat_clamp(rlx_splat_floor((u + radius) / 16.0f) + 1.0f, 0.0f, gx);
+        const float ymin = rlx_splat_clamp(rlx_splat_floor((v - radius) / 16.0f), 0.0f, gy);
+        const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
+        const float opacity = rlx_sigmoid(rlx_to_float(opac[i]));
+        if (!(opacity > 0.0f)) continue;   // NaN too
+        const float ca = c / det, cb = -b / det, cc = a / det;
+        uint hits = 0u;
+        for (float ty = ymin; ty < ymax; ty += 1.0f)
+            for (float tx = xmin; tx < xmax; tx += 1.0f)
+                hits += rlx_splat_tile_hit(u, v, ca, cb, cc, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
+        if (hits == 0u) continue;
+        const float tiles = (float)hits;
+        // View-dependent colour: SH at the unit direction from the camera centre.
+        float dx = mx - px, dy = my - py, dz = mz - pz;
+        const float dn = rlx_sqrt(dx * dx + dy * dy + dz * dz);
+        dx /= dn; dy /= dn; dz /= dn;
+        RLX_DEVICE const T *shi = sh + (uint64_t)i * k * 3u;
+        float rgb[3];
+        for (uint ch = 0u; ch < 3u; ++ch) {
+            float res = 0.28209479177387814f * rlx_to_float(shi[ch]);
+            if (k > 1u) {
+                res = res - 0.4886025119029199f * dy * rlx_to_float(shi[3u + ch])
+                    + 0.4886025119029199f * dz * rlx_to_float(shi[6u + ch])
+                    - 0.4886025119029199f * dx * rlx_to_float(shi[9u + ch]);
+                if (k > 4u) {
+                    const float xx = dx * dx, yy = dy * dy, zz = dz * dz, xy = dx * dy, yz = dy * dz, xz = dx * dz;
+                    res = res + 1.0925484305920792f * xy * rlx_to_float(shi[12u + ch])
+                        + -1.0925484305920792f * yz * rlx_to_float(shi[15u + ch])
+                        + 0.31539156525252005f * (2.0f * zz - xx - yy) * rlx_to_float(shi[18u + ch])
+                        + -1.0925484305920792f * xz * rlx_to_float(shi[21u + ch])
+                        + 0.5462742152960396f * (xx - yy) * rlx_to_float(shi[24u + ch]);
+                    if (k > 9u) {
+                        res = res + -0.5900435899266435f * dy * (3.0f * xx - yy) * rlx_to_float(shi[27u + ch])
+                            + 2.890611442640554f * xy * dz * rlx_to_float(shi[30u + ch])
+                            + -0.4570457994644658f * dy * (4.0f * zz - xx - yy) * rlx_to_float(shi[33u + ch])
+                            + 0.3731763325901154f * dz * (2.0f * zz - 3.0f * xx - 3.0f * yy)
+                                  * rlx_to_float(shi[36u + ch])
+                            + -0.4570457994644658f * dx * (4.0f * zz - xx - yy) * rlx_to_float(shi[39u + ch])
+                            + 1.445305721320277f * dz * (xx - yy) * rlx_to_float(shi[42u + ch])
+                            + -0.5900435899266435f * dx * (xx - 3.0f * yy) * rlx_to_float(shi[45u + ch]);
+                    }
+                }
+            }
+            res += 0.5f;
+            rgb[ch] = res > 0.0f ? res : 0.0f;
+        }
+        o[0] = u;
+        o[1] = v;
+        o[2] = tz;
+        o[3] = ca;
+        o[4] = cb;
+        o[5] = cc;
+        o[6] = opacity;
+        o[7] = rgb[0];
+        o[8] = rgb[1];
+        o[9] = rgb[2];
+        o[10] = radius;
+        o[11] = tiles;
+        o[12] = xmin;
+        o[13] = ymin;
+        o[14] = xmax;
+        o[15] = ymax;
+    }
+}
+RLX_INSTANTIATE(splat_project, float, splat_project_f32)
+RLX_INSTANTIATE(splat_project, half, splat_project_f16)
+
+struct SplatScanParams {
+    uint n, pad0, pad1, pad2;
+};
+
+// One group: offsets[i] = sum of tiles of records < i, offsets[n] = the
+// total, saturating at 2^31 - 1 (the caller sees a total past its capacity).
+template <typename T>
+RLX_KERNEL splat_offsets(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE int *, offsets, 1),
+                         RLX_PARAMS(SplatScanParams, p, 2) RLX_IDS) {
+    RLX_SHARED(uint64_t, part, RLX_SPLAT_MAX_THREADS);
+    const uint n = p->n;
+    const uint g = rlx_group_size.x < RLX_SPLAT_MAX_THREADS ? rlx_group_size.x : RLX_SPLAT_MAX_THREADS;
+    const uint t = rlx_local_id.x;
+    const uint seg = (n + g - 1u) / g;
+    const uint lo = t < g ? (t * seg < n ? t * seg : n) : n;
+    const uint hi = lo + seg < n ? lo + seg : n;
+    uint64_t s = 0u;
+    for (uint i = lo; i < hi; ++i) s += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
+    if (t < g) part[t] = s;
+    rlx_barrier();
+    if (t == 0u) {
+        uint64_t run = 0u;
+        for (uint j = 0u; j < g; ++j) {
+            const uint64_t v = part[j];
+            part[j] = run;
+            run += v;
+        }
+        offsets[n] = (int)(run < 0x7FFFFFFFu ? run : 0x7FFFFFFFu);
+    }
+    rlx_barrier();
+    uint64_t run = t < g ? part[t] : 0u;
+    for (uint i = lo; i < hi; ++i) {
+        offsets[i] = (int)(run < 0x7FFFFFFFu ? run : 0x7FFFFFFFu);
+        run += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
+    }
+}
+RLX_INSTANTIATE(splat_offsets, float, splat_offsets_rec)
+
+struct SplatBinParams {
+    uint n, capacity, gx, pad0;
+};
+
+template <typename T>
+RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE const int *, offsets, 1),
+                     RLX_BUF(RLX_DEVICE int *, pairs, 2), RLX_PARAMS(SplatBinParams, p, 3) RLX_IDS) {
+    const uint cap = p->capacity, gx = p->gx;
+    RLX_FOR_RANGE(i, p->n) {
+        RLX_DEVICE const T *r = rec + i * RLX_SPLAT_REC;
+        if (!(rlx_to_float(r[11]) > 0.0f)) continue;
+        const uint key = rlx_float_to_bits(rlx_to_float(r[2]));   // depth > 0.2: bits order as values
+        const uint x0 = (uint)rlx_to_float(r[12]), y0 = (uint)rlx_to_float(r[13]);
+        const uint x1 = (uint)rlx_to_float(r[14]), y1 = (uint)rlx_to_float(r[15]);
+        const float u = rlx_to_float(r[0]), v = rlx_to_float(r[1]), ca = rlx_to_float(r[3]);
+        const float cb = rlx_to_float(r[4]), cc = rlx_to_float(r[5]), op = rlx_to_float(r[6]);
+        uint o = (uint)offsets[i];
+        for (uint y = y0; y < y1; ++y) {
+            for (uint x = x0; x < x1; ++x) {
+                if (o >= cap) break;
+                if (!rlx_splat_tile_hit(u, v, ca, cb, cc, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
+                pairs[3u * (uint64_t)o] = (int)(y * gx + x);
+                pairs[3u * (uint64_t)o + 1u] = (int)key;
+                pairs[3u * (uint64_t)o + 2u] = (int)i;
+                ++o;
+            }
+        }
+    }
+}
+RLX_INSTANTIATE(splat_bin, float, splat_bin_rec)
+
+struct SplatRangesParams {
+    uint capacity, count_offset, tiles, pad0;
+};
+
+// ranges[t] = [first pair of tile t, first pair of a later tile): binary
+// searches over the tile column of the sorted pairs [0, min(count, capacity)).
+template <typename T>
+RLX_KERNEL splat_ranges(RLX_BUF(RLX_DEVICE const T *, pairs, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
+                        RLX_BUF(RLX_DEVICE int *, ranges, 2), RLX_PARAMS(SplatRangesParams, p, 3) RLX_IDS) {
+    const int cnt = count[p->count_offset];
+    const uint m = cnt <= 0 ? 0u : ((uint)cnt < p->capacity ? (uint)cnt : p->capacity);
+    RLX_FOR_RANGE(t, p->tiles) {
+        for (uint side = 0u; side < 2u; ++side) {
+            const uint want = (uint)t + side;   // first pair whose tile >= want
+            uint lo = 0u, hi = m;
+            while (lo < hi) {
+                const uint mid = lo + (hi - lo) / 2u;
+                if ((uint)pairs[3u * (uint64_t)mid] < want) lo = mid + 1u; else hi = mid;
+            }
+            ranges[2u * t + side] = (int)lo;
+        }
+    }
+}
+RLX_INSTANTIATE(splat_ranges, uint, splat_ranges_u32)
+
+struct SplatRasterParams {
+    uint width, height, gx, pad0;
+    float bg_r, bg_g, bg_b, pad1;
+};
+
+// One group per tile. Per-pixel state (transmittance, r, g, b, depth, live)
+// and a batch of the tile's Gaussians live in group memory. The batch is
+// walked Gaussian by Gaussian, and for each, every pixel of the tile takes
+// its step (RLX_FOR_GROUP: a pixel always belongs to the same thread, so
+// no barrier between Gaussians; on the CPU's one-thread groups the pixel
+// loop is branch-free and vectorizes). Each pixel still composites its
+// Gaussians in sorted order, front to back: a skipped Gaussian adds 0
+// exactly. The group stops once no pixel is live (a decision every thread
+// reads from the same flags after a barrier).
+template <typename T>
+RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_DEVICE const int *, pairs, 1),
+                        RLX_BUF(RLX_DEVICE const int *, ranges, 2), RLX_BUF(RLX_DEVICE T *, image, 3),
+                        RLX_PARAMS(SplatRasterParams, p, 4) RLX_IDS) {
+    RLX_SHARED(float, px_x, RLX_SPLAT_PIXELS);      // pixel centres
+    RLX_SHARED(float, px_y, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_t, RLX_SPLAT_PIXELS);      // transmittance
+    RLX_SHARED(float, px_r, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_g, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_b, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_d, RLX_SPLAT_PIXELS);
+    RLX_SHARED(float, px_live, RLX_SPLAT_PIXELS);   // 1: still compositing, 0: done or outside the image
+    RLX_SHARED(float, bt, 10u * RLX_SPLAT_BATCH);   // u, v, a, b, c, opacity, r, g, b, depth
+    const uint tile = rlx_group_id.x, gx = p->gx;
+    const uint tx0 = (tile % gx) * RLX_SPLAT_TILE, ty0 = (tile / gx) * RLX_SPLAT_TILE;
+    const uint start = (uint)ranges[2u * tile], end = (uint)ranges[2u * tile + 1u];
+    RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+        const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
+        px_x[q] = (float)x + 0.5f;
+        px_y[q] = (float)y + 0.5f;
+        px_t[q] = 1.0f;
+        px_r[q] = 0.0f;
+        px_g[q] = 0.0f;
+        px_b[q] = 0.0f;
+        px_d[q] = 0.0f;
+        px_live[q] = (x < p->width && y < p->height) ? 1.0f : 0.0f;
+    }
+    for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
+        const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
+        rlx_barrier();
+        RLX_FOR_GROUP(j, len) {
+            RLX_DEVICE const float *r = rec + (uint64_t)(uint)pairs[3u * (uint64_t)(b0 + j) + 2u] * RLX_SPLAT_REC;
+            bt[10u * j] = r[0];
+            bt[10u * j + 1u] = r[1];
+            bt[10u * j + 2u] = r[3];
+            bt[10u * j + 3u] = r[4];
+            bt[10u * j + 4u] = r[5];
+            bt[10u * j + 5u] = r[6];
+            bt[10u * j + 6u] = r[7];
+            bt[10u * j + 7u] = r[8];
+            bt[10u * j + 8u] = r[9];
+            bt[10u * j + 9u] = r[2];
+        }
+        rlx_barrier();
+        for (uint j = 0u; j < len; ++j) {
+            const float gu = bt[10u * j], gv = bt[10u * j + 1u], ca = bt[10u * j + 2u], cb = bt[10u * j + 3u];
+            const float cc = bt[10u * j + 4u], op = bt[10u * j + 5u], cr = bt[10u * j + 6u];
+            const float cg = bt[10u * j + 7u], cbl = bt[10u * j + 8u], cd = bt[10u * j + 9u];
+            RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+                const float dx = gu - px_x[q], dy = gv - px_y[q];
+                const float power = -0.5f * (ca * dx * dx + cc * dy * dy) - cb * dx * dy;
+                const float e = op * rlx_exp(power);
+                const float alpha = e < 0.99f ? e : 0.99f;
+                const float tr = px_t[q];
+                const float test = tr * (1.0f - alpha);
+                // Masks as 0 / 1 floats (a form GCC vectorizes): use, stop (T would fall below
+                // 1e-4: this Gaussian is not added and the pixel is done), add = use and not stop.
+                const float live = px_live[q];
+                const float use = (power <= 0.0f ? live : 0.0f) * (alpha >= 1.0f / 255.0f ? 1.0f : 0.0f);
+                const float stop = test < 1.0e-4f ? use : 0.0f;
+                const float add = use - stop;
+                const float w = add * alpha * tr;
+                px_r[q] += cr * w;
+                px_g[q] += cg * w;
+                px_b[q] += cbl * w;
+                px_d[q] += cd * w;
+                px_t[q] = add != 0.0f ? test : tr;
+                px_live[q] = live - stop;
+            }
+        }
+        rlx_barrier();
+        float alive = 0.0f;
+        for (uint q = 0u; q < RLX_SPLAT_PIXELS; ++q) alive += px_live[q];
+        if (alive == 0.0f) break;
+    }
+    rlx_barrier();
+    RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+        const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
+        if (x < p->width && y < p->height) {
+            RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * 5u;
+            const float tr = px_t[q];
+            o[0] = rlx_from_float<T>(px_r[q] + tr * p->bg_r);
+            o[1] = rlx_from_float<T>(px_g[q] + tr * p->bg_g);
+            o[2] = rlx_from_float<T>(px_b[q] + tr * p->bg_b);
+            o[3] = rlx_from_float<T>(px_d[q]);
+            o[4] = rlx_from_float<T>(1.0f - tr);
+        }
+    }
+}
+RLX_INSTANTIATE(splat_raster, float, splat_raster_f32)
+RLX_INSTANTIATE(splat_raster, half, splat_raster_f16)

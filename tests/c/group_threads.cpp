@@ -1,0 +1,200 @@
+// The sort and splat kernels (shaders/sort.h, shaders/splat.h) run with G
+// real threads per group on the CPU: the CPU prelude with its one-thread
+// group macros replaced by a pool of G pthreads that share the group's
+// memory (RLX_SHARED becomes a static array: groups run one after another)
+// and meet at a pthread barrier (rlx_barrier). So the GPU branches of these
+// kernels (more than one thread per group: the sort's tile ranking, the
+// one-group scans, the raster's pixel ownership) execute here, with the
+// same barriers a GPU would need; a missing barrier or a shared write by two
+// threads shows up as a wrong result (not reliably: a race may not fire).
+// tests/ops/test_splat_group_threads.py builds this as a shared library and
+// compares with rlx/reference. The host orchestration mirrors
+// rlx/lowering/sort.py and rlx/lowering/splat.py.
+#include <pthread.h>
+#include <stdlib.h>
+#include <vector>
+
+#include "prelude/cpu.h"
+
+#undef rlx_local_id
+#undef rlx_group_size
+#undef RLX_SHARED
+#undef rlx_barrier
+#undef RLX_FOR_GROUP
+#undef RLX_FOR_RANGE
+
+static thread_local uint rlx_gt_local;
+static uint rlx_gt_size = 1;
+static pthread_barrier_t rlx_gt_barrier;
+
+#define rlx_local_id (uint3{rlx_gt_local, 0u, 0u})
+#define rlx_group_size (uint3{rlx_gt_size, 1u, 1u})
+#define RLX_SHARED(type, name, count) static type name[count]
+#define rlx_barrier() pthread_barrier_wait(&rlx_gt_barrier)
+#define RLX_FOR_GROUP(i, n) for (uint i = rlx_gt_local; i < (uint)(n); i += rlx_gt_size)
+#define RLX_FOR_RANGE(i, n)                                                                \
+    for (uint64_t i = (uint64_t)rlx_group_id.x * rlx_gt_size + rlx_gt_local; i < (uint64_t)(n); \
+         i += (uint64_t)rlx_num_groups.x * rlx_gt_size)
+
+#include "sort.h"
+#include "splat.h"
+
+namespace {
+
+struct Launch {
+    uint groups;
+    void (*body)(void *ctx, rlx_ids ids);
+    void *ctx;
+};
+
+struct Worker {
+    uint local;
+    const Launch *launch;
+};
+
+void *worker_main(void *arg) {
+    const Worker *w = static_cast<const Worker *>(arg);
+    rlx_gt_local = w->local;
+    for (uint g = 0; g < w->launch->groups; ++g) {
+        rlx_ids ids{uint3{g, 0u, 0u}, uint3{w->launch->groups, 1u, 1u}, 0u};
+        w->launch->body(w->launch->ctx, ids);
+        pthread_barrier_wait(&rlx_gt_barrier);   // the group's shared memory is reused by the next
+    }
+    return nullptr;
+}
+
+// One dispatch: `groups` groups of `threads` threads, one group at a time.
+void dispatch(uint groups, uint threads, void (*body)(void *, rlx_ids), void *ctx) {
+    Launch launch{groups, body, ctx};
+    rlx_gt_size = threads;
+    pthread_barrier_init(&rlx_gt_barrier, nullptr, threads);
+    std::vector<pthread_t> tids(threads);
+    std::vector<Worker> workers(threads);
+    for (uint t = 0; t < threads; ++t) {
+        workers[t] = Worker{t, &launch};
+        pthread_create(&tids[t], nullptr, worker_main, &workers[t]);
+    }
+    for (uint t = 0; t < threads; ++t) pthread_join(tids[t], nullptr);
+    pthread_barrier_destroy(&rlx_gt_barrier);
+}
+
+struct SortCtx {
+    const uint *src;
+    const int *count;
+    uint *hist;
+    uint *dst;
+    SortParams p;
+};
+
+void hist_body(void *c, rlx_ids ids) {
+    SortCtx *s = static_cast<SortCtx *>(c);
+    sort_histogram<uint>(s->src, s->count, s->hist, &s->p, ids);
+}
+void scan_body(void *c, rlx_ids ids) {
+    SortCtx *s = static_cast<SortCtx *>(c);
+    sort_scan<uint>(s->hist, &s->p, ids);
+}
+void scatter_body(void *c, rlx_ids ids) {
+    SortCtx *s = static_cast<SortCtx *>(c);
+    sort_scatter<uint>(s->src, s->count, s->hist, s->dst, &s->p, ids);
+}
+
+// rlx/lowering/sort.py's passes: least significant digit first.
+void run_sort(const uint *rec, uint n, uint cols, uint keys, uint bits, const int *count, uint blocks, uint threads,
+              uint *out) {
+    std::vector<uint> hist(256u * blocks), a((size_t)n * cols), b((size_t)n * cols);
+    struct Pass { uint word, shift, mask; };
+    std::vector<Pass> passes;
+    for (int word = (int)keys - 1; word >= 0; --word) {
+        const uint width = word == 0 ? bits : 32u;
+        for (uint shift = 0; shift < width; shift += 8u) {
+            const uint w = width - shift < 8u ? width - shift : 8u;
+            passes.push_back(Pass{(uint)word, shift, (1u << w) - 1u});
+        }
+    }
+    const uint *src = rec;
+    for (size_t k = 0; k < passes.size(); ++k) {
+        uint *dst = k + 1 == passes.size() ? out : (k % 2 ? b.data() : a.data());
+        SortCtx c{src, count, hist.data(), dst,
+                  SortParams{n, cols, 0u, 0u, count != nullptr, passes[k].word, passes[k].shift, passes[k].mask,
+                             blocks, 0u, 0u, 0u}};
+        static const int no_count = 0;
+        if (!count) c.count = &no_count;
+        dispatch(blocks, threads, hist_body, &c);
+        dispatch(1, threads, scan_body, &c);
+        dispatch(blocks, threads, scatter_body, &c);
+        src = dst;
+    }
+}
+
+struct RenderCtx {
+    const float *means, *scales, *quats, *opac, *sh, *cam;
+    float *rec;
+    int *offsets, *pairs, *ranges, *count;
+    uint *sorted;
+    float *image;
+    SplatProjectParams pp;
+    SplatScanParams sp;
+    SplatBinParams bp;
+    SplatRangesParams rp;
+    SplatRasterParams xp;
+};
+
+void project_body(void *c, rlx_ids ids) {
+    RenderCtx *r = static_cast<RenderCtx *>(c);
+    splat_project<float>(r->means, r->scales, r->quats, r->opac, r->sh, r->cam, r->rec, &r->pp, ids);
+}
+void offsets_body(void *c, rlx_ids ids) {
+    RenderCtx *r = static_cast<RenderCtx *>(c);
+    splat_offsets<float>(r->rec, r->offsets, &r->sp, ids);
+}
+void bin_body(void *c, rlx_ids ids) {
+    RenderCtx *r = static_cast<RenderCtx *>(c);
+    splat_bin<float>(r->rec, r->offsets, r->pairs, &r->bp, ids);
+}
+void ranges_body(void *c, rlx_ids ids) {
+    RenderCtx *r = static_cast<RenderCtx *>(c);
+    splat_ranges<uint>(r->sorted, r->count, r->ranges, &r->rp, ids);
+}
+void raster_body(void *c, rlx_ids ids) {
+    RenderCtx *r = static_cast<RenderCtx *>(c);
+    splat_raster<float>(r->rec, (const int *)r->sorted, r->ranges, r->image, &r->xp, ids);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Rows [0, min(count, n)) of rec [n, cols] sorted into out (count < 0: n).
+__attribute__((visibility("default"))) void gt_sort(const int *rec, uint n, uint cols, uint keys, uint bits,
+                                                    int count, uint blocks, uint threads, int *out) {
+    const int c = count;
+    run_sort((const uint *)rec, n, cols, keys, bits, count < 0 ? nullptr : &c, blocks, threads, (uint *)out);
+}
+
+// The renderer's six stages at `threads` per group; returns the pairs the
+// frame needed (image [h, w, 5] is valid when that is <= capacity).
+__attribute__((visibility("default"))) int gt_render(const float *means, const float *scales, const float *quats,
+                                                     const float *opac, const float *sh, uint n, uint sh_k,
+                                                     const float *cam, uint w, uint h, uint capacity,
+                                                     uint threads, float *image) {
+    const uint gx = (w + 15u) / 16u, gy = (h + 15u) / 16u, tiles = gx * gy;
+    std::vector<float> rec((size_t)n * 16u);
+    std::vector<int> offsets(n + 1u), pairs((size_t)capacity * 3u), ranges(tiles * 2u);
+    std::vector<uint> sorted((size_t)capacity * 3u);
+    RenderCtx r{means, scales, quats, opac, sh, cam, rec.data(), offsets.data(), pairs.data(), ranges.data(),
+                &offsets[n], sorted.data(), image,
+                SplatProjectParams{n, sh_k, w, h, gx, gy, 0u, 0u}, SplatScanParams{n, 0u, 0u, 0u},
+                SplatBinParams{n, capacity, gx, 0u}, SplatRangesParams{capacity, 0u, tiles, 0u},
+                SplatRasterParams{w, h, gx, 0u, 0.1f, 0.2f, 0.3f, 0.0f}};
+    dispatch(3, threads, project_body, &r);
+    dispatch(1, threads, offsets_body, &r);
+    dispatch(3, threads, bin_body, &r);
+    uint bits = 1;
+    while ((1u << bits) < tiles) ++bits;
+    run_sort((const uint *)pairs.data(), capacity, 3u, 2u, bits, &offsets[n], 2u, threads, sorted.data());
+    dispatch(2, threads, ranges_body, &r);
+    dispatch(tiles, threads, raster_body, &r);
+    return offsets[n];
+}
+}
