@@ -78,6 +78,9 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
                          RLX_BUF(RLX_DEVICE const T *, quats, 2), RLX_BUF(RLX_DEVICE const T *, opac, 3),
                          RLX_BUF(RLX_DEVICE const T *, sh, 4), RLX_BUF(RLX_DEVICE const float *, cam, 5),
                          RLX_BUF(RLX_DEVICE float *, out, 6), RLX_PARAMS(SplatProjectParams, p, 7) RLX_IDS) {
+    // The group index first: on CUDA reading it is the programmatic-launch
+    // wait for the kernel before (prelude/cuda.h); no buffer before it.
+    (void)rlx_group_id;
     const float w00 = cam[0], w01 = cam[1], w02 = cam[2], w03 = cam[3];
     const float w10 = cam[4], w11 = cam[5], w12 = cam[6], w13 = cam[7];
     const float w20 = cam[8], w21 = cam[9], w22 = cam[10], w23 = cam[11];
@@ -285,6 +288,10 @@ struct SplatRangesParams {
 template <typename T>
 RLX_KERNEL splat_ranges(RLX_BUF(RLX_DEVICE const T *, pairs, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
                         RLX_BUF(RLX_DEVICE int *, ranges, 2), RLX_PARAMS(SplatRangesParams, p, 3) RLX_IDS) {
+    // The count was written by earlier kernels of the run: read the group
+    // index first (on CUDA, the programmatic-launch wait; prelude/cuda.h).
+    // Reading count before it gave stale ranges on the H200 at 256 threads.
+    (void)rlx_group_id;
     const int cnt = count[p->count_offset];
     const uint m = cnt <= 0 ? 0u : ((uint)cnt < p->capacity ? (uint)cnt : p->capacity);
     RLX_FOR_RANGE(t, p->tiles) {
