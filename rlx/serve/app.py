@@ -46,18 +46,14 @@ def embed_function(embedder, max_batch: int) -> Callable[[list[str]], tuple[np.n
     return embed
 
 
-def create_app(embedder, config: ServeConfig | None = None, batcher: Batcher | None = None) -> Starlette:
+def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
     """The ASGI app serving ``embedder`` (an ``rlx.models.Embedder``, or
     anything with ``dim``, ``tokenize`` and ``encode``). The batcher thread
     starts and stops with the app's lifespan."""
     config = config or ServeConfig()
-    metrics_box: list[Metrics] = []
-    if batcher is None:
-        batcher = Batcher(embed_function(embedder, config.max_batch), max_batch=config.max_batch,
-                          max_wait_ms=config.max_wait_ms, max_queue=config.max_queue,
-                          on_batch=lambda n, s: metrics_box[0].observe_batch(n, s))
     metrics = Metrics(config.max_batch, queue_depth=lambda: batcher.queue_depth)
-    metrics_box.append(metrics)
+    batcher = Batcher(embed_function(embedder, config.max_batch), max_batch=config.max_batch,
+                      max_wait_ms=config.max_wait_ms, max_queue=config.max_queue, on_batch=metrics.observe_batch)
     created = int(time.time())
     dim = int(embedder.dim)
 

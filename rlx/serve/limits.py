@@ -93,8 +93,10 @@ def parse_embedding_request(body: object, config: ServeConfig, dim: int) -> Embe
     else:
         raise ApiError(f"'input' must be a string or a list of strings, got a {_json_type(raw)}",
                        param="input", code="invalid_type")
-    if len(texts) > config.max_inputs:
-        raise ApiError(f"{len(texts)} inputs in one request; at most {config.max_inputs}", status=413,
+    # A request larger than the whole queue could never be admitted: that is 413, not a retryable 429.
+    most = min(config.max_inputs, config.max_queue)
+    if len(texts) > most:
+        raise ApiError(f"{len(texts)} inputs in one request; at most {most}", status=413,
                        param="input", code="too_many_inputs")
     for i, t in enumerate(texts):
         if not t:
