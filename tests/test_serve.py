@@ -246,3 +246,8 @@ def test_a_client_that_disconnects_does_not_break_the_server(server, embedder):
     np.testing.assert_allclose([d["embedding"] for d in r.json()["data"]],
                                embedder.encode(["after the disconnects", "ok"]), atol=ATOL)
     assert httpx.get(f"{server}/health").json()["status"] == "ok"
+    # Each disconnect is counted as a 499 (when the server noticed it) or a 200 (when it finished first);
+    # never a 500.
+    metrics = httpx.get(f"{server}/metrics").text
+    assert 'status="500"' not in metrics
+    assert 'rlx_serve_requests_total{route="/v1/embeddings",status="499"}' in metrics   # at least the mid-body one

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -64,6 +64,8 @@ def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
                 response = await handler(request)
             except ApiError as e:
                 response = JSONResponse(e.body(), status_code=e.status)
+            except ClientDisconnect:   # gone in the middle of its body: nothing was queued
+                response = Response(status_code=CLIENT_CLOSED)
             except Exception as e:   # noqa: BLE001 - one request's failure must not take the server down
                 response = _error(500, f"internal error: {type(e).__name__}: {e}", "server_error", "internal_error")
             metrics.observe_request(route, response.status_code, time.perf_counter() - t0)
@@ -104,7 +106,7 @@ def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
             {"id": config.model_name, "object": "model", "created": created, "owned_by": "rlx"}]})
 
     async def health(request: Request) -> Response:
-        alive = batcher._thread is not None and batcher._thread.is_alive()
+        alive = batcher.alive
         return JSONResponse({"status": "ok" if alive else "unavailable", "model": config.model_name,
                              "dim": dim, "queue_depth": batcher.queue_depth}, status_code=200 if alive else 503)
 

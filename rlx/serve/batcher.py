@@ -77,6 +77,11 @@ class Batcher:
         """Texts waiting for a batch (not counting the batch being embedded)."""
         return self._queued
 
+    @property
+    def alive(self) -> bool:
+        """Whether the worker thread is running."""
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> Batcher:
         with self._cond:
             if self._thread is None:
