@@ -83,3 +83,26 @@ def test_body_limit():
     with TestClient(_app(FakeEmbedder(), max_body_bytes=64)) as client:
         r = client.post("/v1/embeddings", json={"input": "x" * 100})
         assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+
+
+@pytest.mark.parametrize("flags", [["--max-batch", "0"], ["--max-queue", "-1"], ["--max-wait-ms", "-5"]])
+def test_cli_refuses_bad_limits_before_loading(flags, capsys):
+    from rlx import cli
+
+    assert cli.main(["serve", *flags]) == 2
+    assert "must be" in capsys.readouterr().err
+
+
+def test_model_names_and_limits_validation():
+    from rlx.errors import ConfigError
+    from rlx.serve.limits import ApiError, parse_embedding_request, served_names
+
+    config = ServeConfig(model_name="sentence-transformers/all-MiniLM-L6-v2")
+    assert {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"} <= served_names(config)
+    req = parse_embedding_request({"input": "x", "model": "all-MiniLM-L6-v2"}, config, 4)
+    assert req.texts == ["x"] and req.encoding_format == "float" and req.model == config.model_name
+    with pytest.raises(ApiError) as info:
+        parse_embedding_request({"input": True}, config, 4)
+    assert info.value.status == 400 and info.value.body()["error"]["code"] == "invalid_type"
+    with pytest.raises(ConfigError):
+        ServeConfig(max_inputs=0)
