@@ -6,7 +6,8 @@ process. ``encode`` pads each batch to a (rows, length) bucket, and padded
 rows and columns are masked out, but a different bucket runs a different
 gemm shape (blocking, summation order), so a text embedded alongside others
 can differ from the same text embedded alone in the last float32 bits: the
-tolerance is atol 1e-5 on unit vectors (measured differences are ~1e-7).
+tolerance is atol 1e-5 on unit vectors (measured on the CPU: at most 9.3e-8,
+64 texts of 1 to 120 words alone and in batches of 2 to 64).
 """
 
 from __future__ import annotations
