@@ -416,7 +416,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     config = ServeConfig(model_name=args.model_name or args.model or DEFAULT_MODEL, max_batch=args.max_batch,
                          max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, max_inputs=args.max_inputs,
-                         max_chars=args.max_chars)
+                         max_chars=args.max_chars, max_batch_tokens=args.max_batch_tokens or None)
     t0 = time.perf_counter()
     model = load_embedder(args.model, device=args.device, precision=args.precision, cache_size=args.cache_size)
     # Truncation to the model's length is the documented behaviour (README "Serving"); a warning per
@@ -464,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-wait-ms", type=float, default=5.0,
                    help="how long the oldest queued text waits for a batch to fill (default 5)")
     p.add_argument("--max-queue", type=int, default=1024, help="queued texts before 429 (default 1024)")
+    p.add_argument("--max-batch-tokens", type=int, default=8192,
+                   help="rows x longest text's tokens per encode call (default 8192; 0: no budget)")
     p.add_argument("--max-inputs", type=int, default=2048, help="texts per request (default 2048)")
     p.add_argument("--max-chars", type=int, default=32768, help="characters per text (default 32768)")
     p.add_argument("--cache-size", type=int, default=32,

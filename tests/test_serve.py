@@ -52,7 +52,8 @@ def server():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     cmd = [sys.executable, "-m", "rlx", "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
            "--precision", "f32", "--max-batch", str(MAX_BATCH), "--max-wait-ms", "5", "--max-queue", "512",
-           "--max-inputs", str(MAX_INPUTS), "--max-chars", str(MAX_CHARS)]
+           "--max-inputs", str(MAX_INPUTS), "--max-chars", str(MAX_CHARS),
+           "--max-batch-tokens", "512"]   # binds in the concurrency test: 16 rows of up to ~50 tokens
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120

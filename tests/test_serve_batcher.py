@@ -155,3 +155,46 @@ def test_close_fails_queued_requests():
 def test_bad_settings_are_config_errors(kwargs):
     with pytest.raises(ConfigError):
         Batcher(FakeEmbed(), **kwargs)
+
+
+def test_token_budget_bounds_rows_times_longest():
+    fake = FakeEmbed()
+    priced = []
+
+    def cost(texts):
+        priced.append(threading.current_thread().name)
+        return [len(t) for t in texts]
+
+    b = Batcher(fake, max_batch=4, max_wait_ms=100, max_batch_tokens=12, cost=cost)
+    jobs = [["aaa", "bbb"], ["cccccc", "dd"], ["e" * 20], ["f", "g", "h", "i"]]
+    futures = [b.submit(texts) for texts in jobs]
+    b.start()
+    results = [f.result(timeout=5) for f in futures]
+    b.close()
+    # 3+3: 2x3=6, then "cccccc" would make 3x6=18 > 12 -> new batch; 6,2: 2x6=12; the 20-character text is
+    # over the budget alone and goes alone; then 4 x 1.
+    assert fake.batches == [["aaa", "bbb"], ["cccccc", "dd"], ["e" * 20], ["f", "g", "h", "i"]]
+    for texts, (rows, _) in zip(jobs, results):
+        np.testing.assert_array_equal(rows, _rows(texts))
+    assert set(priced) == {"rlx-serve-batcher"}   # the cost function runs on the worker only
+
+
+def test_a_request_the_cost_function_cannot_price_fails_alone():
+    def cost(texts):
+        if "unpriceable" in texts:
+            raise ValueError("no tokens for you")
+        return [1] * len(texts)
+
+    b = Batcher(FakeEmbed(), max_batch=4, max_wait_ms=0, max_batch_tokens=100, cost=cost).start()
+    try:
+        with pytest.raises(ValueError, match="no tokens"):
+            b.submit(["unpriceable"]).result(timeout=5)
+        rows, _ = b.submit(["fine"]).result(timeout=5)
+        np.testing.assert_array_equal(rows, _rows(["fine"]))
+    finally:
+        b.close()
+
+
+def test_a_token_budget_needs_a_cost_function():
+    with pytest.raises(ConfigError):
+        Batcher(FakeEmbed(), max_batch_tokens=10)

@@ -53,7 +53,9 @@ def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
     config = config or ServeConfig()
     metrics = Metrics(config.max_batch, queue_depth=lambda: batcher.queue_depth)
     batcher = Batcher(embed_function(embedder, config.max_batch), max_batch=config.max_batch,
-                      max_wait_ms=config.max_wait_ms, max_queue=config.max_queue, on_batch=metrics.observe_batch)
+                      max_wait_ms=config.max_wait_ms, max_queue=config.max_queue, on_batch=metrics.observe_batch,
+                      max_batch_tokens=config.max_batch_tokens,
+                      cost=lambda texts: [len(ids) for ids in embedder.tokenize(texts)])
     created = int(time.time())
     dim = int(embedder.dim)
 

@@ -29,7 +29,7 @@ EmbedFn = Callable[[list[str]], tuple[np.ndarray, np.ndarray]]
 class _Job:
     """One request: its texts, where the worker has got to, and its rows."""
 
-    __slots__ = ("texts", "future", "arrived", "taken", "filled", "rows", "tokens", "started")
+    __slots__ = ("texts", "future", "arrived", "taken", "filled", "rows", "tokens", "started", "costs", "cost_error")
 
     def __init__(self, texts: list[str]) -> None:
         self.texts = texts
@@ -40,6 +40,8 @@ class _Job:
         self.rows: np.ndarray | None = None
         self.tokens = np.zeros(len(texts), np.int64)
         self.started = False  # set_running_or_notify_cancel() was called
+        self.costs: list[int] | None = None   # tokens per text, when the batcher has a token budget
+        self.cost_error: Exception | None = None
 
 
 class Batcher:
@@ -48,18 +50,30 @@ class Batcher:
     ``submit(texts)`` returns a ``concurrent.futures.Future`` whose result is
     ``(embeddings, token_counts)`` for exactly those texts, in order. A future
     cancelled while still queued is dropped (its texts are never embedded);
-    ``on_batch(size, seconds)`` is called after every ``embed``.
+    ``on_batch(size, seconds)`` is called after every ``embed``. With
+    ``max_batch_tokens`` and ``cost(texts) -> tokens per text`` (called on the
+    worker thread), a batch also stops before rows x its longest text would
+    pass ``max_batch_tokens``.
     """
 
     def __init__(self, embed: EmbedFn, max_batch: int = 64, max_wait_ms: float = 5.0, max_queue: int = 1024,
                  on_batch: Callable[[int, float], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 max_batch_tokens: int | None = None,
+                 cost: Callable[[list[str]], Sequence[int]] | None = None) -> None:
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ConfigError(f"max_batch must be an integer >= 1, got {max_batch!r}")
         if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
             raise ConfigError(f"max_queue must be an integer >= 1, got {max_queue!r}")
         if not isinstance(max_wait_ms, (int, float)) or max_wait_ms < 0:
             raise ConfigError(f"max_wait_ms must be a number >= 0, got {max_wait_ms!r}")
+        if max_batch_tokens is not None:
+            if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
+                raise ConfigError(f"max_batch_tokens must be an integer >= 1 or None, got {max_batch_tokens!r}")
+            if cost is None:
+                raise ConfigError("max_batch_tokens needs a cost function (tokens per text)")
+        self.max_batch_tokens = max_batch_tokens
+        self._cost = cost if max_batch_tokens is not None else None
         self._embed = embed
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
@@ -124,7 +138,8 @@ class Batcher:
     # ------------------------------------------------------------ worker
 
     def _next_batch(self) -> list[tuple[_Job, int, int]] | None:
-        """Wait for work, then take up to max_batch texts: [(job, start, stop)]. None when closed."""
+        """Wait for work, then take up to max_batch texts (and at most
+        max_batch_tokens padded tokens): [(job, start, stop)]. None when closed."""
         with self._cond:
             while True:
                 self._drop_cancelled()
@@ -139,24 +154,73 @@ class Batcher:
                 if self._queued >= self.max_batch or remaining <= 0:
                     break
                 self._cond.wait(remaining)
+            unpriced = self._unpriced()
+        if unpriced:
+            # Token counts come from the cost function, which may call the embedder's tokenizer: this thread
+            # owns the embedder, and the lock is not held, so submitters never wait for tokenizing.
+            for job in unpriced:
+                try:
+                    costs = [int(c) for c in self._cost(job.texts)]
+                    if len(costs) != len(job.texts):
+                        raise RuntimeError(f"the cost function gave {len(costs)} counts for {len(job.texts)} texts")
+                except Exception as e:   # noqa: BLE001 - fails this request, not the worker
+                    job.cost_error = e
+                    costs = [0] * len(job.texts)
+                job.costs = costs
+        with self._cond:
             parts: list[tuple[_Job, int, int]] = []
             room = self.max_batch
+            rows, longest = 0, 0
             while room and self._jobs:
                 job = self._jobs[0]
+                if self._cost is not None and job.costs is None:   # arrived after the pricing above
+                    break
                 if not job.started:
                     job.started = True
                     if not job.future.set_running_or_notify_cancel():   # cancelled meanwhile
                         self._jobs.popleft()
                         self._queued -= len(job.texts) - job.taken
                         continue
+                if job.cost_error is not None:   # cannot be priced: fail it rather than guess
+                    self._jobs.popleft()
+                    self._queued -= len(job.texts) - job.taken
+                    if not job.future.done():
+                        job.future.set_exception(job.cost_error)
+                    continue
                 n = min(room, len(job.texts) - job.taken)
+                if self._cost is not None:
+                    # The batch is padded to its longest text: rows x longest bounds its work and memory.
+                    # A batch always takes at least one text, however long.
+                    fit = 0
+                    for c in job.costs[job.taken:job.taken + n]:
+                        if rows and (rows + 1) * max(longest, c) > self.max_batch_tokens:
+                            break
+                        rows, longest, fit = rows + 1, max(longest, c), fit + 1
+                    n = fit
+                    if n == 0:
+                        break
                 parts.append((job, job.taken, job.taken + n))
                 job.taken += n
                 room -= n
                 self._queued -= n
                 if job.taken == len(job.texts):
                     self._jobs.popleft()
+                else:
+                    break   # the rest of this request did not fit (room or budget): the batch is full
             return parts
+
+    def _unpriced(self) -> list[_Job]:
+        """The queued jobs the next batch may reach that have no token counts yet."""
+        if self._cost is None:
+            return []
+        out, texts = [], 0
+        for job in self._jobs:
+            if texts >= self.max_batch:
+                break
+            if job.costs is None:
+                out.append(job)
+            texts += len(job.texts) - job.taken
+        return out
 
     def _drop_cancelled(self) -> None:
         # Only jobs not yet started can be cancelled (Future.cancel refuses running ones).

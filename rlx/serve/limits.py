@@ -53,12 +53,17 @@ class ServeConfig:
     max_inputs: int = 2048        # texts per request (OpenAI's limit)
     max_chars: int = 32768        # characters per text
     max_body_bytes: int = 16 << 20
+    max_batch_tokens: int | None = 8192   # rows x longest text's tokens per encode call; None: no budget
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_queue", "max_inputs", "max_chars", "max_body_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.max_batch_tokens is not None and (isinstance(self.max_batch_tokens, bool) or
+                                                  not isinstance(self.max_batch_tokens, int) or
+                                                  self.max_batch_tokens < 1):
+            raise ConfigError(f"max_batch_tokens must be an integer >= 1 or None, got {self.max_batch_tokens!r}")
         if not isinstance(self.max_wait_ms, (int, float)) or self.max_wait_ms < 0:
             raise ConfigError(f"max_wait_ms must be a number >= 0, got {self.max_wait_ms!r}")
         if not self.model_name:
