@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 
 import numpy as np
 
@@ -263,7 +263,10 @@ class Batcher:
                 at += b - a
                 job.filled += b - a
                 if job.filled == len(job.texts):
-                    job.future.set_result((job.rows, job.tokens))
+                    try:
+                        job.future.set_result((job.rows, job.tokens))
+                    except InvalidStateError:   # close() failed it meanwhile (shutdown): nothing to deliver
+                        pass
 
     def _fail(self, parts: list[tuple[_Job, int, int]], error: BaseException) -> None:
         for job, _, _ in parts:
