@@ -1,5 +1,6 @@
 """The `rlx` command: `rlx info [--json]`, `rlx selftest [--device D]`,
-`rlx embed TEXT... [--file F] [-o out.npy]`, `rlx bench bert`, `rlx gguf info FILE`."""
+`rlx embed TEXT... [--file F] [-o out.npy]`, `rlx serve [--model M] [--port P]`, `rlx bench bert`,
+`rlx gguf info FILE`."""
 
 from __future__ import annotations
 
@@ -397,6 +398,38 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
           f"{pairs / max(len(cams), 1):.0f} pairs a frame) -> {out}", file=sys.stderr)
     return 0
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """An OpenAI-compatible embeddings server (rlx.serve) under uvicorn."""
+    import warnings
+
+    from rlx.models import load_embedder
+    from rlx.models.bert import DEFAULT_MODEL
+    from rlx.serve import ServeConfig
+
+    try:
+        import uvicorn
+
+        from rlx.serve.app import create_app
+    except ImportError as e:
+        print(f"rlx serve: error: the server needs the 'serve' extra (pip install 'rlx[serve]'): {e}",
+              file=sys.stderr)
+        return 2
+    config = ServeConfig(model_name=args.model_name or args.model or DEFAULT_MODEL, max_batch=args.max_batch,
+                         max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, max_inputs=args.max_inputs,
+                         max_chars=args.max_chars, max_batch_tokens=args.max_batch_tokens or None)
+    t0 = time.perf_counter()
+    model = load_embedder(args.model, device=args.device, precision=args.precision, cache_size=args.cache_size)
+    # Truncation to the model's length is the documented behaviour (README "Serving"); a warning per
+    # request would only flood the log.
+    warnings.filterwarnings("ignore", message=r".*tokens and were truncated")
+    if args.warmup:
+        model.encode(["warm up"] * args.max_batch, batch_size=args.max_batch)
+        model.encode(["warm up"], batch_size=args.max_batch)
+    print(f"rlx serve: {model!r} loaded in {time.perf_counter() - t0:.1f} s; serving {config.model_name!r} "
+          f"on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    uvicorn.run(create_app(model, config), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
@@ -420,6 +453,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
     p.set_defaults(fn=cmd_embed)
+    p = sub.add_parser("serve", help="OpenAI-compatible embeddings server (POST /v1/embeddings; needs rlx[serve])")
+    p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
+    p.add_argument("--model-name", default=None, help="the id clients use (default: --model)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
+    p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32")
+    p.add_argument("--max-batch", type=int, default=64, help="texts per encode call (default 64)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long the oldest queued text waits for a batch to fill (default 5)")
+    p.add_argument("--max-queue", type=int, default=1024, help="queued texts before 429 (default 1024)")
+    p.add_argument("--max-batch-tokens", type=int, default=8192,
+                   help="rows x longest text's tokens per encode call (default 8192; 0: no budget)")
+    p.add_argument("--max-inputs", type=int, default=2048, help="texts per request (default 2048)")
+    p.add_argument("--max-chars", type=int, default=32768, help="characters per text (default 32768)")
+    p.add_argument("--cache-size", type=int, default=32,
+                   help="compiled (batch, length) buckets kept (default 32: mixed traffic uses many)")
+    p.add_argument("--no-warmup", dest="warmup", action="store_false",
+                   help="skip compiling the smallest and largest batch before listening")
+    p.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
+    p.set_defaults(fn=cmd_serve)
     from rlx.tune.calibrate import add_calibrate_parser
 
     add_calibrate_parser(sub)
