@@ -36,6 +36,19 @@ RLX_INLINE uint rlx_sort_rows(uint n, uint has_count, int count) {
     return c < n ? c : n;
 }
 
+// Rows [begin, end) of block b: the rows to sort (p->n, or the device
+// count) in p->blocks equal chunks; the histogram and the scatter of a pass
+// must split them the same way.
+struct RlxSortRange {
+    uint begin, end;
+};
+RLX_INLINE RlxSortRange rlx_sort_block_rows(RLX_CONSTANT SortParams *p, RLX_DEVICE const int *count, uint b) {
+    const uint m = rlx_sort_rows(p->n, p->has_count, count[p->count_offset]);
+    const uint chunk = (m + p->blocks - 1u) / p->blocks;
+    const uint begin = b * chunk < m ? b * chunk : m;
+    return RlxSortRange{begin, begin + chunk < m ? begin + chunk : m};
+}
+
 template <typename T>
 RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
                           RLX_BUF(RLX_DEVICE uint *, hist, 2), RLX_PARAMS(SortParams, p, 3) RLX_IDS) {
@@ -43,9 +56,8 @@ RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEV
     RLX_SHARED(uint, dig, RLX_SORT_TILE);
     const uint b = rlx_group_id.x, blocks = p->blocks;
     if (b >= blocks) return;
-    const uint m = rlx_sort_rows(p->n, p->has_count, count[p->count_offset]);
-    const uint chunk = (m + blocks - 1u) / blocks;
-    const uint begin = b * chunk < m ? b * chunk : m, end = begin + chunk < m ? begin + chunk : m;
+    const RlxSortRange rows = rlx_sort_block_rows(p, count, b);
+    const uint begin = rows.begin, end = rows.end;
     const uint cols = p->cols, word = p->word, shift = p->shift, mask = p->mask;
     RLX_DEVICE const T *s = src + p->src_offset;
     RLX_FOR_GROUP(d, RLX_SORT_RADIX) h[d] = 0u;
@@ -112,9 +124,8 @@ RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVIC
     RLX_SHARED(uint, dig, RLX_SORT_TILE);
     const uint b = rlx_group_id.x, blocks = p->blocks;
     if (b >= blocks) return;
-    const uint m = rlx_sort_rows(p->n, p->has_count, count[p->count_offset]);
-    const uint chunk = (m + blocks - 1u) / blocks;
-    const uint begin = b * chunk < m ? b * chunk : m, end = begin + chunk < m ? begin + chunk : m;
+    const RlxSortRange rows = rlx_sort_block_rows(p, count, b);
+    const uint begin = rows.begin, end = rows.end;
     const uint cols = p->cols, word = p->word, shift = p->shift, mask = p->mask;
     RLX_DEVICE const T *s = src + p->src_offset;
     RLX_FOR_GROUP(d, RLX_SORT_RADIX) base[d] = hist[d * blocks + b];
