@@ -39,14 +39,11 @@ RLX_INLINE uint rlx_sort_rows(uint n, uint has_count, int count) {
 // Rows [begin, end) of block b: the rows to sort (p->n, or the device
 // count) in p->blocks equal chunks; the histogram and the scatter of a pass
 // must split them the same way.
-struct RlxSortRange {
-    uint begin, end;
-};
-RLX_INLINE RlxSortRange rlx_sort_block_rows(RLX_CONSTANT SortParams *p, RLX_DEVICE const int *count, uint b) {
+RLX_INLINE RlxRange rlx_sort_block_rows(RLX_CONSTANT SortParams *p, RLX_DEVICE const int *count, uint b) {
     const uint m = rlx_sort_rows(p->n, p->has_count, count[p->count_offset]);
     const uint chunk = (m + p->blocks - 1u) / p->blocks;
     const uint begin = b * chunk < m ? b * chunk : m;
-    return RlxSortRange{begin, begin + chunk < m ? begin + chunk : m};
+    return RlxRange{begin, begin + chunk < m ? begin + chunk : m};
 }
 
 template <typename T>
@@ -56,7 +53,7 @@ RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEV
     RLX_SHARED(uint, dig, RLX_SORT_TILE);
     const uint b = rlx_group_id.x, blocks = p->blocks;
     if (b >= blocks) return;
-    const RlxSortRange rows = rlx_sort_block_rows(p, count, b);
+    const RlxRange rows = rlx_sort_block_rows(p, count, b);
     const uint begin = rows.begin, end = rows.end;
     const uint cols = p->cols, word = p->word, shift = p->shift, mask = p->mask;
     RLX_DEVICE const T *s = src + p->src_offset;
@@ -91,21 +88,13 @@ RLX_KERNEL sort_scan(RLX_BUF(RLX_DEVICE T *, hist, 0), RLX_PARAMS(SortParams, p,
     const uint total = RLX_SORT_RADIX * p->blocks;
     const uint g = rlx_group_size.x < RLX_SORT_MAX_THREADS ? rlx_group_size.x : RLX_SORT_MAX_THREADS;
     const uint t = rlx_local_id.x;
-    const uint seg = (total + g - 1u) / g;
-    const uint lo = t < g ? (t * seg < total ? t * seg : total) : total;
-    const uint hi = lo + seg < total ? lo + seg : total;
+    const RlxRange segment = rlx_group_segment(total, t, g);
+    const uint lo = segment.begin, hi = segment.end;
     uint s = 0u;
     for (uint i = lo; i < hi; ++i) s += (uint)hist[i];
     if (t < g) part[t] = s;
     rlx_barrier();
-    if (t == 0u) {
-        uint run = 0u;
-        for (uint j = 0u; j < g; ++j) {
-            const uint v = part[j];
-            part[j] = run;
-            run += v;
-        }
-    }
+    if (t == 0u) rlx_serial_exclusive_scan(part, g);
     rlx_barrier();
     uint run = t < g ? part[t] : 0u;
     for (uint i = lo; i < hi; ++i) {
@@ -124,7 +113,7 @@ RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVIC
     RLX_SHARED(uint, dig, RLX_SORT_TILE);
     const uint b = rlx_group_id.x, blocks = p->blocks;
     if (b >= blocks) return;
-    const RlxSortRange rows = rlx_sort_block_rows(p, count, b);
+    const RlxRange rows = rlx_sort_block_rows(p, count, b);
     const uint begin = rows.begin, end = rows.end;
     const uint cols = p->cols, word = p->word, shift = p->shift, mask = p->mask;
     RLX_DEVICE const T *s = src + p->src_offset;

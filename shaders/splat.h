@@ -223,21 +223,15 @@ RLX_KERNEL splat_offsets(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVI
     const uint n = p->n;
     const uint g = rlx_group_size.x < RLX_SPLAT_MAX_THREADS ? rlx_group_size.x : RLX_SPLAT_MAX_THREADS;
     const uint t = rlx_local_id.x;
-    const uint seg = (n + g - 1u) / g;
-    const uint lo = t < g ? (t * seg < n ? t * seg : n) : n;
-    const uint hi = lo + seg < n ? lo + seg : n;
+    const RlxRange segment = rlx_group_segment(n, t, g);
+    const uint lo = segment.begin, hi = segment.end;
     uint64_t s = 0u;
     for (uint i = lo; i < hi; ++i) s += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
     if (t < g) part[t] = s;
     rlx_barrier();
     if (t == 0u) {
-        uint64_t run = 0u;
-        for (uint j = 0u; j < g; ++j) {
-            const uint64_t v = part[j];
-            part[j] = run;
-            run += v;
-        }
-        offsets[n] = (int)(run < 0x7FFFFFFFu ? run : 0x7FFFFFFFu);
+        const uint64_t total = rlx_serial_exclusive_scan(part, g);
+        offsets[n] = (int)(total < 0x7FFFFFFFu ? total : 0x7FFFFFFFu);
     }
     rlx_barrier();
     uint64_t run = t < g ? part[t] : 0u;

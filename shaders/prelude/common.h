@@ -29,6 +29,31 @@ RLX_INLINE uint rlx_index_div(uint64_t i, uint d) {
     return (i >> 32) == 0u ? (uint)i / d : (uint)(i / d);
 }
 
+// One-group scans (sort_scan, splat_offsets): thread t of the first g
+// threads takes the contiguous elements [begin, end) of n; threads past g
+// take none. Each sums its segment into part[t], then thread 0 turns the
+// totals into their exclusive prefix (rlx_serial_exclusive_scan), then each
+// thread rewrites its segment from part[t].
+struct RlxRange {
+    uint begin, end;
+};
+RLX_INLINE RlxRange rlx_group_segment(uint n, uint t, uint g) {
+    const uint seg = (n + g - 1u) / g;
+    const uint begin = t < g ? (t * seg < n ? t * seg : n) : n;
+    return RlxRange{begin, begin + seg < n ? begin + seg : n};
+}
+// part[0 .. g) becomes its exclusive prefix sum; returns the total.
+template <typename U>
+RLX_INLINE U rlx_serial_exclusive_scan(RLX_GROUP_MEM U *part, uint g) {
+    U run = 0u;
+    for (uint j = 0u; j < g; ++j) {
+        const U v = part[j];
+        part[j] = run;
+        run += v;
+    }
+    return run;
+}
+
 RLX_INLINE float rlx_maximum(float a, float b) { return (a != a || a > b) ? a : b; }
 RLX_INLINE float rlx_minimum(float a, float b) { return (a != a || a < b) ? a : b; }
 

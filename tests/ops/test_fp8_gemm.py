@@ -173,10 +173,7 @@ def test_epilogue_params_layout():
 
 # ---- the shims: FP8 descriptors -------------------------------------------------------------
 def _host_device():
-    status = shim.shim_status().get("host")
-    if status is None or not status["loaded"] or status["reason"] is not None:
-        pytest.skip("host shim not usable here")
-    return shim.open_device("host", 0)
+    return shim.open_device("host", 0)   # the host shim is built everywhere: a failure, not a skip, if not
 
 
 def test_host_refuses_an_fp8_gemm_and_keeps_working():
