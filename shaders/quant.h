@@ -974,6 +974,68 @@ RLX_INLINE const uchar *rlx_q_stage(const uchar *src, uint nbytes, uint *stage, 
     for (uint i = done + lane; i < nbytes; i += lanes) bytes[shift + i] = src[i];
     return bytes + shift;
 }
+
+// The software-pipelined form of the stage for full 32-lane SIMD groups:
+// rlx_q_stage_load issues a pass's global loads into registers (16-byte
+// loads for the aligned interior, a byte a lane for the ends) and
+// rlx_q_stage_store writes them into the stage, keeping src's alignment
+// mod 16. The GEMV loads the next pass between the two while the lanes
+// decode the current one, so a SIMD group always has a pass in flight:
+// with one load, barrier and decode after another (rlx_q_stage), each row
+// of a tall, narrow weight (262144 x 640, the vocabulary projection) cost
+// a full memory latency and the kernel streamed at a third of the copy
+// bandwidth.
+#define RLX_QSTAGE_VECS ((RLX_QGEMV_STAGE_BYTES + 511u) / 512u)   // 16-byte loads a lane holds
+struct RlxQStageRegs {
+    uint4 v[RLX_QSTAGE_VECS];
+    uchar head, tail;
+};
+
+struct RlxQStageSplit {
+    uint shift, head, vecs, tail;   // src mod 16; bytes before the first aligned vector; vectors; bytes after
+};
+
+RLX_INLINE RlxQStageSplit rlx_q_stage_split(const uchar *src, uint nbytes) {
+    RlxQStageSplit s;
+    s.shift = (uint)((unsigned long long)src & 15ull);
+    s.head = s.shift ? (16u - s.shift < nbytes ? 16u - s.shift : nbytes) : 0u;
+    s.vecs = (nbytes - s.head) / 16u;
+    s.tail = nbytes - s.head - 16u * s.vecs;
+    return s;
+}
+
+// Whether a pass of nbytes fits the registers of 32 lanes (the ends take
+// lanes 0..15 and 16..31).
+RLX_INLINE bool rlx_q_stage_pipelined(uint nbytes) { return nbytes + 15u <= 32u * 16u * RLX_QSTAGE_VECS; }
+
+RLX_INLINE void rlx_q_stage_load(const uchar *src, uint nbytes, RlxQStageRegs &r, uint lane) {
+    const RlxQStageSplit s = rlx_q_stage_split(src, nbytes);
+    const uint4 *vec = (const uint4 *)(src + s.head);
+#pragma unroll
+    for (uint u = 0; u < RLX_QSTAGE_VECS; ++u) {
+        const uint i = lane + 32u * u;
+        if (i < s.vecs) r.v[u] = __ldg(vec + i);
+    }
+    r.head = lane < s.head ? src[lane] : (uchar)0;
+    r.tail = lane >= 16u && lane - 16u < s.tail ? src[s.head + 16u * s.vecs + (lane - 16u)] : (uchar)0;
+}
+
+// Returns where src's first byte landed in the stage (16 bytes of slack
+// in front of the pass).
+RLX_INLINE const uchar *rlx_q_stage_store(const uchar *src, uint nbytes, const RlxQStageRegs &r, uint4 *stage,
+                                          uint lane) {
+    const RlxQStageSplit s = rlx_q_stage_split(src, nbytes);
+    uchar *bytes = (uchar *)stage;
+    const uint first = s.head ? 1u : 0u;   // the aligned interior starts at stage[1] after a head
+#pragma unroll
+    for (uint u = 0; u < RLX_QSTAGE_VECS; ++u) {
+        const uint i = lane + 32u * u;
+        if (i < s.vecs) stage[first + i] = r.v[u];
+    }
+    if (lane < s.head) bytes[s.shift + lane] = r.head;
+    if (lane >= 16u && lane - 16u < s.tail) bytes[s.shift + s.head + 16u * s.vecs + (lane - 16u)] = r.tail;
+    return bytes + s.shift;
+}
 #endif
 
 // The end of weight row j for one row of x (xr): the lanes' partial sum
@@ -1004,19 +1066,96 @@ RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m
     }
 }
 
+// A lane's partial sums for the m <= M rows of x (a struct, passed by
+// value: Metal would need an address space on a pointer to them).
+template <uint M>
+struct RlxQAcc {
+    float v[M];
+};
+
+// Chunks [cb, cb + cnt) of a weight row, lane l decoding chunk cb + l from
+// src (where chunk c0 of the row lies), added to acc for the m <= M rows of
+// x in the shared tile. Lanes diverge here only; no barrier inside.
+template <typename Q, typename T, uint M>
+RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint cb, uint cnt, uint lane,
+                                     RLX_GROUP_MEM const T *xt, uint kp, uint m, RlxQAcc<M> acc) {
+    if (lane >= cnt) return acc;
+    const uint c = cb + lane, s = c & 31u;
+    const rlx_q32 v = rlx_q_chunk<Q>(src, c - c0);
+    for (uint r = 0; r < M; ++r) {
+        if (r < m) {
+            RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
+            float sum = 0.0f;
+            for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[e ^ s]) * v.v[e];
+            acc.v[r] += sum;
+        }
+    }
+    return acc;
+}
+
+#ifdef RLX_TARGET_CUDA
+// rlx_q_gemv_whole_x's rows for a full 32-lane SIMD group, software
+// pipelined: the (row, pass) items run in order and each item's loads
+// (rlx_q_stage_load) are issued before the previous item is decoded. The
+// barriers are as in rlx_q_gemv_whole_x (every bound is uniform across the
+// SIMD group), and the registers carry a pass from one item to the next.
+template <typename Q, typename T, uint M>
+RLX_INLINE void rlx_q_gemv_pipelined(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
+                                     RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp,
+                                     uint xs, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
+                                     uint n_work, uint lane, uint pp, uint4 *stage) {
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;
+    uint j = j0 + sid, cb = 0u;
+    if (j >= j1) return;
+    RlxQStageRegs regs;
+    const uchar *src = w + (uint64_t)j * row_bytes;
+    uint nbytes = (pp < chunks ? pp : chunks) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+    rlx_q_stage_load(src, nbytes, regs, lane);
+    RlxQAcc<M> acc;
+    for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
+    for (;;) {
+        const uint cnt = pp < chunks - cb ? pp : chunks - cb;
+        rlx_simd_barrier();   // the previous pass's reads are done
+        const uchar *staged = rlx_q_stage_store(src, nbytes, regs, stage, lane);
+        rlx_simd_barrier();   // the copy is visible to every lane
+        uint nj = j, ncb = cb + pp;
+        if (ncb >= chunks) nj = j + n_work, ncb = 0u;
+        if (nj < j1) {   // the next item's loads fly while this one decodes
+            src = w + (uint64_t)nj * row_bytes + ncb * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            nbytes = (pp < chunks - ncb ? pp : chunks - ncb) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            rlx_q_stage_load(src, nbytes, regs, lane);
+        }
+        acc = rlx_q_pass_dot<Q, T, M>(staged, cb, cb, cnt, lane, xt, kp, m, acc);
+        if (ncb == 0u) {   // row j is complete
+            for (uint r = 0; r < M; ++r) {
+                if (r < m)   // uniform across the SIMD group
+                    rlx_q_gemv_finish<Q, T>(acc.v[r], w + (uint64_t)j * row_bytes, x + (uint64_t)r * xs, tail, k,
+                                            lane, 32u, bias, has_bias, act, y + (uint64_t)r * ys, j);
+                acc.v[r] = 0.0f;
+            }
+        }
+        if (nj >= j1) return;
+        j = nj, cb = ncb;
+    }
+}
+#endif
+
 // The rows j0 + sid, j0 + sid + n_work, ... (< j1) of y = x W^T + bias, for
 // the m <= M rows of x already in the shared tile (rlx_q_stage_x): the
 // SIMD group's lanes split each row's chunks, passes of pp whole blocks.
 // No group barrier inside, so a SIMD group may call it alone. On CUDA the
 // SIMD group first copies each pass's blocks into its own shared staging
-// area with 4-byte loads and the lanes decode from there: decoding straight
-// from global memory reads a block a byte at a time, and with lanes one
-// block apart each such load touches ~9 cache lines, which bounded the
-// kernel (L1 throughput, not DRAM). The staging is the SIMD group's own,
-// bracketed by SIMD barriers (pass bounds are uniform). Metal's decoders
-// take device pointers, so Metal decodes from global memory. M is a
-// compile-time bound on m: M = 1 keeps the kernel's registers low enough
-// for five groups an SM (the decode step's case, gemv1_q).
+// area and the lanes decode from there: decoding straight from global
+// memory reads a block a byte at a time, and with lanes one block apart
+// each such load touches ~9 cache lines, which bounded the kernel (L1
+// throughput, not DRAM). Full SIMD groups take the pipelined form
+// (rlx_q_gemv_pipelined); smaller ones stage with 4-byte loads
+// (rlx_q_stage). The staging is the SIMD group's own, bracketed by SIMD
+// barriers (pass bounds are uniform). Metal's decoders take device
+// pointers, so Metal decodes from global memory. M is a compile-time bound
+// on m: M = 1 keeps the kernel's registers low enough for five groups an
+// SM (the decode step's case, gemv1_q).
 template <typename Q, typename T, uint M>
 RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
                                    RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp,
@@ -1027,19 +1166,28 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     const uint per = lanes < 32u ? lanes : 32u;
 #ifdef RLX_TARGET_CUDA
     const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;   // chunks a block
+    __shared__ uint4 wt[RLX_QGEMV_SIMD_GROUPS * (RLX_QGEMV_STAGE_BYTES / 16u)];
+    uint4 *stage = wt + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    if (lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
+        const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - 16u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+        const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
+        if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
+            rlx_q_gemv_pipelined<Q, T, M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid, n_work,
+                                          lane, pp16, stage);
+            return;
+        }
+    }
     const uint fit = ((RLX_QGEMV_STAGE_BYTES - 4u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
     const uint pp_fit = ((per < fit ? per : fit) / cpb) * cpb;
     const bool staged = pp_fit > 0u;   // not with fewer lanes than a block has chunks
     const uint pp = staged ? pp_fit : per;
-    __shared__ uint wt[RLX_QGEMV_SIMD_GROUPS * (RLX_QGEMV_STAGE_BYTES / 4u)];
-    uint *stage = wt + sid * (RLX_QGEMV_STAGE_BYTES / 4u);
 #else
     const uint pp = per;
 #endif
     for (uint j = j0 + sid; j < j1; j += n_work) {
         RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
-        float acc[M];
-        for (uint r = 0; r < M; ++r) acc[r] = 0.0f;
+        RlxQAcc<M> acc;
+        for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
         for (uint cb = 0; cb < chunks; cb += pp) {
             const uint cnt = pp < chunks - cb ? pp : chunks - cb;
             RLX_DEVICE const uchar *src = wr;   // where chunk c0 + i of the row is read
@@ -1048,27 +1196,16 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
             if (staged) {
                 const uint off = cb * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;   // passes start on a block
                 rlx_simd_barrier();   // the previous pass's reads are done
-                src = rlx_q_stage(wr + off, cnt * 32u / (uint)Q::BLOCK * (uint)Q::BYTES, stage, lane, lanes);
+                src = rlx_q_stage(wr + off, cnt * 32u / (uint)Q::BLOCK * (uint)Q::BYTES, (uint *)stage, lane, lanes);
                 rlx_simd_barrier();   // the copy is visible to every lane
                 c0 = cb;
             }
 #endif
-            if (lane < cnt) {   // lanes diverge here only; no barrier inside
-                const uint c = cb + lane, s = c & 31u;
-                const rlx_q32 v = rlx_q_chunk<Q>(src, c - c0);
-                for (uint r = 0; r < M; ++r) {
-                    if (r < m) {
-                        RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
-                        float sum = 0.0f;
-                        for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[e ^ s]) * v.v[e];
-                        acc[r] += sum;
-                    }
-                }
-            }
+            acc = rlx_q_pass_dot<Q, T, M>(src, c0, cb, cnt, lane, xt, kp, m, acc);
         }
         for (uint r = 0; r < M; ++r)
             if (r < m)   // uniform across the SIMD group
-                rlx_q_gemv_finish<Q, T>(acc[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias, act,
+                rlx_q_gemv_finish<Q, T>(acc.v[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias, act,
                                         y + (uint64_t)r * ys, j);
     }
 }
