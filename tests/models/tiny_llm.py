@@ -22,7 +22,7 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly 
          "turn start end of").split()
 _SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
 _CONTROL, _NORMAL, _UNKNOWN, _BYTE = 3, 1, 2, 6
-HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS, CONTEXT = 64, 128, 2, 1, 32, 2, 512
+HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS, CONTEXT = 64, 128, 2, 1, 32, 2, 4096
 # The layers' outputs outweigh the token's own embedding in the residual: otherwise the tied output
 # scores the input token far above the rest and every generation repeats one token.
 LAYER_GAIN = 2.0
