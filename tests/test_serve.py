@@ -226,3 +226,37 @@ def test_a_client_that_disconnects_does_not_break_the_server(server, embedder):
         time.sleep(0.1)
     assert 'rlx_serve_requests_total{route="/v1/embeddings",status="499"}' in metrics
     assert 'status="500"' not in metrics
+
+
+def test_64_clients_x_50_requests_nothing_lost_or_mixed(server, embedder):
+    """64 concurrent clients x 50 requests of 1 or 2 texts (1 to 40 words) each; every response is
+    checked against encode of its own texts. p50/p99 latency and throughput are printed (pytest -s)."""
+    rng = random.Random(64)
+    pool = sorted({_text(rng, rng.choice((1, 3, 8, 20, 40))) for _ in range(400)})
+    expected = dict(zip(pool, embedder.encode(pool, batch_size=32)))
+    plan = [[rng.sample(pool, rng.randint(1, 2)) for _ in range(50)] for _ in range(64)]
+
+    def run(requests: list[list[str]]) -> list[tuple[float, list[str], np.ndarray]]:
+        out = []
+        with httpx.Client(timeout=120) as c:
+            for texts in requests:
+                t0 = time.perf_counter()
+                r = c.post(f"{server}/v1/embeddings", json={"model": MODEL, "input": texts})
+                seconds = time.perf_counter() - t0
+                assert r.status_code == 200, r.text
+                out.append((seconds, texts, np.array([d["embedding"] for d in r.json()["data"]], np.float32)))
+        return out
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(64) as pool_:
+        answers = [a for client in pool_.map(run, plan) for a in client]
+    wall = time.perf_counter() - t0
+    assert len(answers) == 64 * 50
+    for (_, texts, rows), sent in zip(answers, (texts for client in plan for texts in client)):
+        assert texts is sent
+        np.testing.assert_allclose(rows, np.stack([expected[t] for t in texts]), atol=ATOL)
+    latency = np.array([a[0] for a in answers])
+    n_texts = sum(len(a[1]) for a in answers)
+    print(f"\n64 clients x 50 requests ({n_texts} texts) in {wall:.1f} s: {len(answers) / wall:.0f} requests/s, "
+          f"{n_texts / wall:.0f} texts/s; latency p50 {np.percentile(latency, 50) * 1e3:.0f} ms, "
+          f"p99 {np.percentile(latency, 99) * 1e3:.0f} ms")
