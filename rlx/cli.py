@@ -399,10 +399,9 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
     return 0
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """An OpenAI-compatible embeddings server (rlx.serve) under uvicorn."""
+    """An OpenAI-compatible embeddings and/or text generation server (rlx.serve) under uvicorn."""
     import warnings
 
-    from rlx.models import load_embedder
     from rlx.models.bert import DEFAULT_MODEL
     from rlx.serve import ServeConfig
 
@@ -414,21 +413,50 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"rlx serve: error: the server needs the 'serve' extra (pip install 'rlx[serve]'): {e}",
               file=sys.stderr)
         return 2
+    embed = args.model is not None or args.llm is None   # with --llm alone, no embedding model
     config = ServeConfig(model_name=args.model_name or args.model or DEFAULT_MODEL, max_batch=args.max_batch,
                          max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, max_inputs=args.max_inputs,
-                         max_chars=args.max_chars, max_batch_tokens=args.max_batch_tokens or None)
+                         max_chars=args.max_chars, max_batch_tokens=args.max_batch_tokens or None,
+                         llm_name=args.llm_name or _llm_id(args.llm), max_tokens=args.max_tokens,
+                         max_gen_queue=args.max_gen_queue)
+    served, model, llm = [], None, None
     t0 = time.perf_counter()
-    model = load_embedder(args.model, device=args.device, precision=args.precision, cache_size=args.cache_size)
-    # Truncation to the model's length is the documented behaviour (README "Serving"); a warning per
-    # request would only flood the log.
-    warnings.filterwarnings("ignore", message=r".*tokens and were truncated")
-    if args.warmup:
-        model.encode(["warm up"] * args.max_batch, batch_size=args.max_batch)
-        model.encode(["warm up"], batch_size=args.max_batch)
-    print(f"rlx serve: {model!r} loaded in {time.perf_counter() - t0:.1f} s; serving {config.model_name!r} "
+    if embed:
+        from rlx.models import load_embedder
+
+        model = load_embedder(args.model, device=args.device, precision=args.precision, cache_size=args.cache_size)
+        # Truncation to the model's length is the documented behaviour (README "Serving"); a warning per
+        # request would only flood the log.
+        warnings.filterwarnings("ignore", message=r".*tokens and were truncated")
+        if args.warmup:
+            model.encode(["warm up"] * args.max_batch, batch_size=args.max_batch)
+            model.encode(["warm up"], batch_size=args.max_batch)
+        served.append(f"embeddings {config.model_name!r} ({model!r})")
+    if args.llm is not None:
+        from rlx.models.llm import load_llm
+
+        llm = load_llm(args.llm, device=args.llm_device or args.device, max_context=args.max_context)
+        if args.warmup:   # the first prefill bucket and the decode step, greedy and sampled
+            for temperature in (0.0, 1.0):
+                for _ in llm.generate("warm up", max_tokens=2, temperature=temperature, seed=0):
+                    pass
+        served.append(f"generation {config.llm_name!r} ({llm.path.name}, {llm.config.n_layers} layers, "
+                      f"context {llm.max_context})")
+    print(f"rlx serve: loaded in {time.perf_counter() - t0:.1f} s; serving {'; '.join(served)} "
           f"on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
-    uvicorn.run(create_app(model, config), host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(create_app(model, config, llm), host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _llm_id(llm: str | None) -> str:
+    """The id clients use for --llm: a known name as given, a file's name without .gguf."""
+    if llm is None:
+        return "llm"
+    from pathlib import Path
+
+    from rlx.models.llm import KNOWN_MODELS
+
+    return llm if llm.lower() in KNOWN_MODELS else Path(llm).name.removesuffix(".gguf")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,9 +481,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
     p.set_defaults(fn=cmd_embed)
-    p = sub.add_parser("serve", help="OpenAI-compatible embeddings server (POST /v1/embeddings; needs rlx[serve])")
-    p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
+    p = sub.add_parser("serve", help="OpenAI-compatible server: /v1/embeddings, /v1/completions, "
+                                     "/v1/chat/completions (needs rlx[serve])")
+    p.add_argument("--model", default=None,
+                   help="embedding model folder or name (default: all-MiniLM-L6-v2; none with --llm alone)")
     p.add_argument("--model-name", default=None, help="the id clients use (default: --model)")
+    p.add_argument("--llm", default=None, help="a GGUF LLM to generate with: a .gguf file or a known name "
+                                               "(gemma3-270m); serves /v1/completions and /v1/chat/completions")
+    p.add_argument("--llm-name", default=None, help="the id clients use for --llm (default: its name)")
+    p.add_argument("--llm-device", default=None, help="device of the LLM (default: --device)")
+    p.add_argument("--max-context", type=int, default=2048,
+                   help="LLM KV cache length: prompt and completion tokens together (default 2048)")
+    p.add_argument("--max-tokens", type=int, default=2048,
+                   help="tokens a generation request may ask for, and the default (default 2048)")
+    p.add_argument("--max-gen-queue", type=int, default=64,
+                   help="generation requests waiting for the LLM before 429 (default 64)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
@@ -471,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache-size", type=int, default=32,
                    help="compiled (batch, length) buckets kept (default 32: mixed traffic uses many)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
-                   help="skip compiling the smallest and largest batch before listening")
+                   help="skip compiling the smallest and largest batch (and the LLM's first steps) before listening")
     p.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
     p.set_defaults(fn=cmd_serve)
     from rlx.tune.calibrate import add_calibrate_parser

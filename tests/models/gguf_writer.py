@@ -1,7 +1,8 @@
 """Small GGUF files for the model tests: metadata by Python type (str
 lists as string arrays, float / int lists as FLOAT32 / INT32 arrays, bool,
-int as uint32, float as float32, str) and optional float32 tensors,
-written with gguf's own GGUFWriter."""
+int as uint32, float as float32, str) and optional tensors (numpy arrays
+as they are; ``quantize`` names tensors written in a GGML block format,
+quantized by the gguf package), written with gguf's own GGUFWriter."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 
 
 def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any],
-               tensors: Mapping[str, np.ndarray] | None = None) -> Path:
+               tensors: Mapping[str, np.ndarray] | None = None, quantize: Mapping[str, str] | None = None) -> Path:
     import gguf
 
     w = gguf.GGUFWriter(str(path), arch)
@@ -34,7 +35,12 @@ def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any],
         else:
             w.add_string(key, value)
     for name, array in (tensors or {}).items():
-        w.add_tensor(name, array)
+        qtype = (quantize or {}).get(name)
+        if qtype is None:
+            w.add_tensor(name, array)
+        else:
+            kind = gguf.GGMLQuantizationType[qtype.upper()]
+            w.add_tensor(name, gguf.quants.quantize(array, kind), raw_dtype=kind)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
