@@ -84,19 +84,15 @@ class SiblingReport:
             if missing:
                 raise ParameterError(f"missing value for parameter(s) {missing} (merged into {name!r} by the "
                                      f"{CAPABILITY} pass); pass them as rlx.compile(..., params=...)")
-            parts = []
-            dtype = graph.params[name].dtype
-            for source, shape in zip(merged.sources, merged.shapes):
-                if dtype.quantized:   # raw blocks (or a GGUF tensor): rows concatenate as bytes
-                    from rlx.runtime.executable import IOSpec, coerce_param
+            from rlx.runtime.executable import IOSpec, coerce_param
 
-                    parts.append(coerce_param(IOSpec(source, shape, dtype), params[source]))
-                    continue
-                value = np.asarray(params[source])
-                if value.shape != shape:
-                    raise ParameterError(f"parameter '{source}': shape {value.shape}, expected {shape}")
-                parts.append(value)
-            out[name] = np.concatenate(parts, axis=merged.axis)   # the bind converts it to the param's dtype
+            # Each source as its declared dtype and shape, as a param of its own would
+            # bind: block formats as raw bytes (rows concatenate as bytes), and file
+            # tensors (rlx.gguf's, which np.asarray would wrap as a 0-d object) as arrays.
+            dtype = graph.params[name].dtype
+            parts = [coerce_param(IOSpec(source, shape, dtype), params[source])
+                     for source, shape in zip(merged.sources, merged.shapes)]
+            out[name] = np.concatenate(parts, axis=merged.axis)
         return out
 
     def _sources(self) -> set[str]:
