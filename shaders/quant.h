@@ -1073,15 +1073,13 @@ struct RlxQAcc {
     float v[M];
 };
 
-// Chunks [cb, cb + cnt) of a weight row, lane l decoding chunk cb + l from
-// src (where chunk c0 of the row lies), added to acc for the m <= M rows of
-// x in the shared tile. Lanes diverge here only; no barrier inside.
+// acc plus chunk i of src (a pass's blocks) dotted with chunk c of the m
+// <= M rows of x in the shared tile.
 template <typename Q, typename T, uint M>
-RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint cb, uint cnt, uint lane,
-                                     RLX_GROUP_MEM const T *xt, uint kp, uint m, RlxQAcc<M> acc) {
-    if (lane >= cnt) return acc;
-    const uint c = cb + lane, s = c & 31u;
-    const rlx_q32 v = rlx_q_chunk<Q>(src, c - c0);
+RLX_INLINE RlxQAcc<M> rlx_q_chunk_dot(RLX_DEVICE const uchar *src, uint i, uint c, RLX_GROUP_MEM const T *xt,
+                                      uint kp, uint m, RlxQAcc<M> acc) {
+    const uint s = c & 31u;
+    const rlx_q32 v = rlx_q_chunk<Q>(src, i);
     for (uint r = 0; r < M; ++r) {
         if (r < m) {
             RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
@@ -1093,7 +1091,89 @@ RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint 
     return acc;
 }
 
+// Chunks [cb, cb + cnt) of a weight row, lane l decoding chunk cb + l from
+// src (where chunk c0 of the row lies), added to acc. Lanes diverge here
+// only; no barrier inside.
+template <typename Q, typename T, uint M>
+RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint cb, uint cnt, uint lane,
+                                     RLX_GROUP_MEM const T *xt, uint kp, uint m, RlxQAcc<M> acc) {
+    if (lane >= cnt) return acc;
+    return rlx_q_chunk_dot<Q, T, M>(src, cb + lane - c0, cb + lane, xt, kp, m, acc);
+}
+
 #ifdef RLX_TARGET_CUDA
+// y[r, j] = act(v[r] + bias[j]) for the m <= M rows of x, written by lane 0.
+template <typename T, uint M>
+RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *y, uint ys, uint j,
+                                 RLX_DEVICE const T *bias, uint has_bias, uint act) {
+    if (lane != 0u) return;
+    const float b = has_bias ? rlx_to_float(bias[j]) : 0.0f;
+    for (uint r = 0; r < M; ++r)
+        if (r < m) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v.v[r] + b));
+}
+
+// rlx_q_gemv_whole_x's rows for a full 32-lane SIMD group when k is whole
+// chunks, with the (row, chunk) pairs flattened over the lanes: the SIMD
+// group takes a contiguous range of rows, whose blocks are one contiguous
+// run of bytes, and each pass is the next pp chunks of that run whatever
+// rows they belong to. Rows narrower than the SIMD group (the vocabulary
+// projection's 640 columns are 20 chunks) then keep every lane decoding,
+// where one row a pass left 12 of 32 idle. A row's sum is reduced once,
+// in the pass where it ends: a lane's chunk of a row still open at the
+// end of a pass goes into the lane's own `open` sum, which joins the
+// reduction of that row's last pass. Passes are software pipelined as in
+// rlx_q_gemv_pipelined; every loop bound is uniform across the SIMD group.
+template <typename Q, typename T, uint M>
+RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
+                                RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp, uint ys, uint has_bias,
+                                uint act, uint j0, uint j1, uint sid, uint n_work, uint lane, uint pp,
+                                uint4 *stage) {
+    const uint chunks = k / 32u;
+    const uint per_sg = (j1 - j0 + n_work - 1u) / n_work;   // rows a SIMD group
+    const uint ra = j0 + sid * per_sg;
+    if (ra >= j1 || chunks == 0u) return;
+    const uint rb = per_sg < j1 - ra ? ra + per_sg : j1;
+    const uint total = (rb - ra) * chunks;   // flat chunks of the range (rows a group are few)
+    RLX_DEVICE const uchar *base = w + (uint64_t)ra * ((uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES);
+    RlxQStageRegs regs;
+    const uchar *src = base;
+    uint nbytes = (pp < total ? pp : total) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+    rlx_q_stage_load(src, nbytes, regs, lane);
+    RlxQAcc<M> open;
+    for (uint r = 0; r < M; ++r) open.v[r] = 0.0f;
+    for (uint f0 = 0u;;) {
+        const uint cnt = pp < total - f0 ? pp : total - f0, nf = f0 + cnt;
+        rlx_simd_barrier();   // the previous pass's reads are done
+        const uchar *staged = rlx_q_stage_store(src, nbytes, regs, stage, lane);
+        rlx_simd_barrier();   // the copy is visible to every lane
+        if (nf < total) {   // the next pass's loads fly while this one decodes (passes start on a block)
+            src = base + (uint64_t)nf * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            nbytes = (pp < total - nf ? pp : total - nf) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            rlx_q_stage_load(src, nbytes, regs, lane);
+        }
+        RlxQAcc<M> v;
+        for (uint r = 0; r < M; ++r) v.v[r] = 0.0f;
+        const uint f = f0 + lane, row = f / chunks;   // the lane's chunk (when lane < cnt) and its row
+        if (lane < cnt) v = rlx_q_chunk_dot<Q, T, M>(staged, lane, f - row * chunks, xt, kp, m, v);
+        for (uint rr = f0 / chunks; rr * chunks < nf; ++rr) {
+            const bool mine = lane < cnt && row == rr;
+            if ((rr + 1u) * chunks > nf) {   // open past this pass: keep the lane's part
+                for (uint r = 0; r < M; ++r) open.v[r] += mine ? v.v[r] : 0.0f;
+                break;
+            }
+            RlxQAcc<M> sum;
+            for (uint r = 0; r < M; ++r) {
+                sum.v[r] = 0.0f;
+                if (r < m) sum.v[r] = rlx_simd_sum((mine ? v.v[r] : 0.0f) + open.v[r]);
+                open.v[r] = 0.0f;   // only the pass's first row can have an open part
+            }
+            rlx_q_gemv_store<T, M>(sum, m, lane, y, ys, ra + rr, bias, has_bias, act);
+        }
+        if (nf >= total) return;
+        f0 = nf;
+    }
+}
+
 // rlx_q_gemv_whole_x's rows for a full 32-lane SIMD group, software
 // pipelined: the (row, pass) items run in order and each item's loads
 // (rlx_q_stage_load) are issued before the previous item is decoded. The
@@ -1172,6 +1252,11 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - 16u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
         if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
+            if (tail == k) {
+                rlx_q_gemv_flat<Q, T, M>(w, y, bias, xt, m, k, kp, ys, has_bias, act, j0, j1, sid, n_work, lane,
+                                         pp16, stage);
+                return;
+            }
             rlx_q_gemv_pipelined<Q, T, M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid, n_work,
                                           lane, pp16, stage);
             return;
