@@ -71,6 +71,42 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
 
 
+# The formats with an integer GEMV on ARM64 (csrc/host_quant_arm64.h): their
+# case lists add _hard_xs.
+INTEGER_FORMS = ("q8_0", "q5_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k")
+
+
+def _hard_xs(k: int, block: int, rng) -> list[np.ndarray]:
+    """x that stresses a GEMV which splits x into integers per block, as the
+    x86 VNNI tests (tests/ops/test_quant.py) do: magnitudes over 2^-20..2^15
+    in one block, a spike per block, an all-zero row, values near the f32
+    underflow (inside the integer form's range, with subnormals beside
+    them), the same in f16's range (the harness runs f16 x where x and the
+    products fit), a block maximum under 1e-30 (the f32 form for the whole
+    dispatch), and a NaN in one row and an infinity in another (which reach
+    only their rows)."""
+    def normal(*shape):
+        return rng.standard_normal(shape)
+
+    wide = normal(k) * np.exp2(rng.uniform(-20, 15, k))
+    spiky = normal(k) * 1e-3
+    spiky[::block] = 3e4
+    negative_spikes = normal(k) * 1e-2
+    negative_spikes[block // 2::block] = -2e3
+    near_underflow = normal(k) * 1e-28
+    near_underflow[1::7] = 1e-40   # f32 subnormals
+    f32_rows = np.stack([wide, spiky, np.zeros(k), normal(k), near_underflow, negative_spikes, normal(k) * 1e4,
+                         normal(k) * np.exp2(rng.uniform(-20, 15, k))])
+    f16_wide = normal(k) * np.exp2(rng.uniform(-20, 0, k))
+    f16_spiky = normal(k) * 1e-3
+    f16_spiky[::block] = 30.0
+    f16_rows = np.stack([f16_wide, f16_spiky, np.zeros(k), normal(k) * 1e-7])
+    tiny = np.stack([normal(k) * 1e-36, normal(k)])
+    special = normal(5, k) * 0.5
+    special[1, 5], special[3, k - 2] = np.nan, np.inf
+    return [a.astype(np.float32) for a in (f32_rows, f16_rows, tiny, special)]
+
+
 def _write_quant_cases(path: Path) -> None:
     """The case file of every format (the layout is in the module's docstring)."""
     out = [b"RLXQCAS1", struct.pack("<I", len(FORMATS))]
@@ -81,14 +117,18 @@ def _write_quant_cases(path: Path) -> None:
         k = 101 if elems == 1 else (2 if elems == 256 else 3) * elems
         blocks = random_blocks(fmt, rows, k, rng)
         w = dequantize_reference(fmt, blocks, rows, k)
+        xs = [(rng.standard_normal((m, k)) * 0.5).astype(np.float32) for m in (1, 3)]
+        if fmt in INTEGER_FORMS:
+            xs += _hard_xs(k, elems, rng)
         name = fmt.encode()
         out += [struct.pack("<I", len(name)), name, struct.pack("<III", rows, k, blocks.nbytes), blocks.tobytes(),
-                w.astype("<f4").tobytes(), struct.pack("<I", 2)]
-        for m in (1, 3):
-            x = (rng.standard_normal((m, k)) * 0.5).astype(np.float32)
+                w.astype("<f4").tobytes(), struct.pack("<I", len(xs))]
+        for x in xs:
             x64, w64 = x.astype(np.float64), w.astype(np.float64)
-            out += [struct.pack("<I", m), x.astype("<f4").tobytes(), (x64 @ w64.T).astype("<f8").tobytes(),
-                    (np.abs(x64) @ np.abs(w64).T).astype("<f8").tobytes()]
+            with np.errstate(invalid="ignore"):   # inf * 0: NaN, as the kernels give
+                want, mag = x64 @ w64.T, np.abs(x64) @ np.abs(w64).T
+            out += [struct.pack("<I", len(x)), x.astype("<f4").tobytes(), want.astype("<f8").tobytes(),
+                    mag.astype("<f8").tobytes()]
     path.write_bytes(b"".join(out))
 
 
@@ -112,21 +152,23 @@ class _Builds:
         assert ran.returncode == 0, f"{name}: {ran.stderr[-4000:]}"
         return obj
 
-    def shim(self, name: str, shim_obj: str, kernels_obj: str) -> Path:
-        """librlx_host.so linked from the objects shim_obj and kernels_obj."""
+    def shim(self, name: str, shim_obj: str, kernels_obj: str, levels: tuple[str, str] = ("neon", "neondot")) -> Path:
+        """librlx_host.so linked from the objects shim_obj, kernels_obj and
+        the ARM64 levels' (setup.py's host_isa_sources)."""
         so = self.root / f"{name}.so"
-        linked = _run([self.cxx, "-shared", str(self.object(shim_obj)), str(self.object(kernels_obj)), "-o", str(so),
-                       "-ldl", "-pthread"])
+        objs = [str(self.object(o)) for o in (shim_obj, kernels_obj, *levels)]
+        linked = _run([self.cxx, "-shared", *objs, "-o", str(so), "-ldl", "-pthread"])
         assert linked.returncode == 0, linked.stderr[-4000:]
         return so
 
-    def check(self, so: Path, *args: str) -> subprocess.CompletedProcess:
-        """host_kernels_check on so under qemu-user."""
+    def check(self, so: Path, *args: str, cpu: str = "max") -> subprocess.CompletedProcess:
+        """host_kernels_check on so under qemu-user, emulating `cpu` (max: every
+        extension, dotprod included; cortex-a57: ARMv8.0, no dotprod)."""
         check = self.root / "host_kernels_check"
         if not check.exists():
             linked = _run([self.cxx, str(self.object("check")), "-o", str(check), "-ldl"])
             assert linked.returncode == 0, linked.stderr[-4000:]
-        return _run([self.qemu, "-L", str(SYSROOT), str(check), str(so), *args])
+        return _run([self.qemu, "-cpu", cpu, "-L", str(SYSROOT), str(check), str(so), *args])
 
 
 def _planted(tree: Path, root: Path, header: str, old: str, new: str, within: str = "") -> Path:
@@ -168,6 +210,8 @@ def _start(b: _Builds) -> _Builds:
     # Longest first: the -O3 kernels take most of the time.
     b.compile("kernels", csrc / "host_kernels.cpp", "-O3", [csrc, shaders], so_flags)
     b.compile("shim", csrc / "host/shim.cpp", "-O3", [csrc, shaders], so_flags)
+    for level in ("neon", "neondot"):   # the ARM64 levels' integer quant GEMVs
+        b.compile(level, csrc / f"host_kernels_{level}.cpp", "-O3", [csrc, shaders], so_flags)
     b.compile("check", ROOT / "tests/c/host_kernels_check.cpp", "-O1", [csrc])
     # A GELU that returns x; a NEON small-M kernel whose bf16 widening shifts
     # by 15; a q8_0 decoder whose f16 scale has its lowest bit flipped.
