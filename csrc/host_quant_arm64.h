@@ -288,9 +288,8 @@ template <typename Q, uint M>
 static inline void rows(const XInt8 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
     using C = Codes<Q>;
     constexpr uint SUBS = C::BLOCK / C::SUB;
-    float32x4_t acc[M];
-    float mins[M];
-    for (uint r = 0; r < M; ++r) acc[r] = vdupq_n_f32(0.0f), mins[r] = 0.0f;
+    float acc[M], mins[M];
+    for (uint r = 0; r < M; ++r) acc[r] = 0.0f, mins[r] = 0.0f;
     alignas(16) int8_t buf[C::BLOCK];
     int32_t sc[SUBS];
     for (uint blk = 0; blk < blocks; ++blk) {
@@ -308,15 +307,18 @@ static inline void rows(const XInt8 &c, const uint *xrow, const uchar *wr, uint 
                         t = dot16(t, vld1q_s8(q + C::SUB * s + u), vld1q_s8(xb + p * C::BLOCK + C::SUB * s + u));
                     ip[p] = SUBS > 1u ? vmlaq_n_s32(ip[p], t, sc[s]) : t;
                 }
-            // The pieces weigh 254^-p (Horner, in f32), then the block's factor d * s.
-            float32x4_t f = vcvtq_f32_s32(ip[kPieces - 1u]);
-            for (uint p = kPieces - 1u; p-- > 0u;) f = vfmaq_n_f32(vcvtq_f32_s32(ip[p]), f, 1.0f / kStep);
-            acc[r] = vfmaq_n_f32(acc[r], f, d * c.scale[(size_t)xrow[r] * (c.k / C::BLOCK) + blk]);
+            // Each piece's exact block total (the two levels spread it over
+            // the lanes differently: totals first keeps their results the
+            // same bits), weighted 254^-p (Horner, in f32), times the
+            // block's factor d * s.
+            float f = (float)vaddvq_s32(ip[kPieces - 1u]);
+            for (uint p = kPieces - 1u; p-- > 0u;) f = (float)vaddvq_s32(ip[p]) + f * (1.0f / kStep);
+            acc[r] += f * (d * c.scale[(size_t)xrow[r] * (c.k / C::BLOCK) + blk]);
             if constexpr (C::MINS)
                 mins[r] += C::mins(b, c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + (C::BLOCK / 16u) * blk);
         }
     }
-    for (uint r = 0; r < M; ++r) out[r] = vaddvq_f32(acc[r]) - mins[r];
+    for (uint r = 0; r < M; ++r) out[r] = acc[r] - mins[r];
 }
 
 // Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x

@@ -25,7 +25,15 @@ every field little-endian, no padding:
             f64 want[m * rows]; f64 mag[m * rows] x @ W^T in float64, sum |x||W|
 W has 5 rows (two gemv groups of 4, the second partial) of 3 blocks (2 for
 the 256-element K- and IQ-formats; bf16, whose block is one element, takes
-k = 101: three 32-element chunks and a tail); x has m = 1 and m = 3 rows."""
+k = 101: three 32-element chunks and a tail); x has m = 1 and m = 3 rows,
+and for the formats with an integer GEMV (INTEGER_FORMS) the hard x of
+_hard_xs too. The harness checks each case with f32 x and, where it fits,
+f16 x.
+
+The quant GEMVs run at each ARM64 level (QUANT_LEVELS): neondot (SDOT,
+qemu's -cpu max), neon (widening multiplies; -cpu cortex-a57 has no
+dotprod, so this is also the run-time detection) and baseline (the f32
+form)."""
 
 from __future__ import annotations
 
@@ -191,6 +199,7 @@ def _planted(tree: Path, root: Path, header: str, old: str, new: str, within: st
 _GELU_OLD = "RLX_INLINE float rlx_gelu_erf(float x) {"
 _SMALL_M_OLD = "vshll_n_u16(vld1_u16(&p->bits), 16)"
 _Q8_0_OLD = "rlx_q_f16(b)"   # within struct QFmtQ8_0: its scale d, every use
+_NEON_DOT_OLD = "vmull_high_s8(w, x)"   # the NEON level's products of bytes 8-15 of a piece
 
 
 @pytest.fixture(scope="module")
@@ -223,47 +232,106 @@ def _start(b: _Builds) -> _Builds:
     b.compile("kernels_q8_0", csrc / "host_kernels.cpp", "-O1", [csrc, bad], so_flags)
     bad = _planted(csrc, b.root / "small_m", "host_small_m.h", _SMALL_M_OLD, _SMALL_M_OLD.replace("16)", "15)"))
     b.compile("shim_small_m", bad / "host/shim.cpp", "-O1", [bad, shaders], so_flags)
+    # A NEON integer GEMV that takes bytes 0-7 of every piece twice.
+    bad = _planted(csrc, b.root / "neon_dot", "host_quant_arm64.h", _NEON_DOT_OLD,
+                   "vmull_s8(vget_low_s8(w), vget_low_s8(x))")
+    b.compile("neon_dot", bad / "host_kernels_neon.cpp", "-O1", [bad, shaders], so_flags)
     _write_quant_cases(b.root / "quant_cases.bin")
     return b
 
 
 def test_host_kernels_on_arm64_under_qemu(builds):
     shim = builds.shim("librlx_host", "shim", "kernels")
-    # The NEON level (the default: the hand-written small-M kernel) and the
-    # baseline one (isa=baseline: the portable gemm), each with every check;
-    # the quant kernels are the same code at both levels (NEON is ARM64's
-    # baseline), so they are checked at the default one.
-    for options, level in (("", "[NEON kernels] [NEON small-M]"), ("isa=baseline", "[baseline kernels]")):
+    # The best level under qemu's -cpu max (NEON + dotprod: the hand-written
+    # small-M kernel) and the baseline one (isa=baseline: the portable gemm),
+    # each with every check; the quant GEMVs' levels are
+    # test_quant_kernels_on_arm64_under_qemu's.
+    for options, level in (("", "[NEON + dotprod kernels] [NEON small-M]"), ("isa=baseline", "[baseline kernels]")):
         ran = builds.check(shim, options)
         assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
         assert level in ran.stdout and "[ARM64:" in ran.stdout, ran.stdout
         assert ran.stdout.count("\nok") >= 10, ran.stdout
     ran = builds.check(shim, "isa=avx2")
-    assert ran.returncode != 0 and "levels are baseline, neon" in ran.stderr, ran.stdout + ran.stderr
+    assert ran.returncode != 0 and "levels are baseline, neon, neondot" in ran.stderr, ran.stdout + ran.stderr
+
+
+def _gemv_lines(stdout: str) -> dict[str, tuple[float, str]]:
+    """{"gemv_<fmt>_<dtype> m=<m> case <c>": (worst error in bounds, hash of y)} of a check's ok lines."""
+    out = {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if line.startswith("ok   gemv_"):
+            out[f"{words[1]} {words[2]} case {words[4].rstrip(',')}"] = (float(words[-3]), words[-1])
+    return out
+
+
+# The quant GEMVs' levels under qemu: the CPU model picks the best one (the
+# run-time detection: -cpu max has dotprod, cortex-a57 is ARMv8.0), and
+# isa=baseline gives the f32 form.
+QUANT_LEVELS = {"neondot": ("max", "", "[NEON + dotprod kernels]"), "neon": ("cortex-a57", "", "[NEON kernels]"),
+                "baseline": ("max", "isa=baseline", "[baseline kernels]")}
 
 
 def test_quant_kernels_on_arm64_under_qemu(builds):
-    """Every GGUF block format at the default (NEON) level: dequantize f32
-    and f16 and gather bit for bit against gguf, gemv m = 1 and 3 within
-    1.2e-5 sum|x||w| + 1e-6 of the float64 product."""
-    ran = builds.check(builds.shim("librlx_host", "shim", "kernels"), "", str(builds.root / "quant_cases.bin"))
+    """Every GGUF block format at each ARM64 level (the integer GEMVs of
+    INTEGER_FORMS in SDOT at neondot, in widening multiplies at neon, the f32
+    form at baseline): dequantize f32 and f16 and gather bit for bit against
+    gguf, gemv on f32 and f16 x, m = 1 and 3 and the hard x of _hard_xs,
+    each case on -x then on x in one buffer (a stale converted x fails),
+    within 1.2e-5 sum|x||w| + 1e-6 of the float64 product. The integer
+    forms sum exactly, so the two integer levels must agree bit for bit, and
+    differ from the f32 form: both levels ran their own code."""
+    shim = builds.shim("librlx_host", "shim", "kernels")
+    lines = {}
+    for level, (cpu, options, name) in QUANT_LEVELS.items():
+        ran = builds.check(shim, options, str(builds.root / "quant_cases.bin"), cpu=cpu)
+        assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
+        assert name in ran.stdout and f"quant: {len(FORMATS)} formats" in ran.stdout, ran.stdout
+        for fmt in FORMATS:
+            for line in (f"dequantize_{fmt}_f32 ", f"dequantize_{fmt}_f16 ", f"gather_{fmt}_f32 ",
+                         f"gemv_{fmt}_f32 m=1 ", f"gemv_{fmt}_f32 m=3 ", f"gemv_{fmt}_f16 m=3 "):
+                assert f"\nok   {line}" in ran.stdout, (level, line, ran.stdout)
+        lines[level] = _gemv_lines(ran.stdout)
+    for fmt in INTEGER_FORMS:
+        ours = {key: v for key, v in lines["neondot"].items() if key.startswith(f"gemv_{fmt}_")}
+        # Every case in f32 (m = 1, 3, 8, 4, 2, 5); in f16 where x and the products fit.
+        assert {key for key in ours if "_f32 " in key} == {
+            f"gemv_{fmt}_f32 m={m} case {c}" for c, m in enumerate((1, 3, 8, 4, 2, 5))}, (fmt, sorted(ours))
+        assert {f"gemv_{fmt}_f16 m={m} case {c}" for c, m in ((0, 1), (1, 3), (3, 4))} <= set(ours), sorted(ours)
+        assert {key: v[1] for key, v in ours.items()} == {
+            key: v[1] for key, v in lines["neon"].items() if key.startswith(f"gemv_{fmt}_")}, fmt
+        differ = [key for key, v in ours.items() if "_f32 " in key and v[1] != lines["baseline"][key][1]]
+        assert len(differ) >= 4, (fmt, differ)   # every case the integer form takes (not the f32 fall-backs)
+        worst = max(v[0] for key, v in ours.items() if "_f32 " in key)
+        assert worst <= 0.25, (fmt, ours)   # measured: at most 0.06 of the bound (q3_k's spike on a zero weight)
+
+
+def test_a_wrong_neon_integer_gemv_fails_its_level_only(builds):
+    """A NEON-level integer GEMV that drops half of each piece's products
+    fails every integer format's gemv on x it converts, at the neon level
+    (cortex-a57) only: the SDOT level (-cpu max) keeps its own code."""
+    shim = builds.shim("neon_dot", "shim", "kernels", levels=("neon_dot", "neondot"))
+    cases = str(builds.root / "quant_cases.bin")
+    ran = builds.check(shim, "", cases, cpu="cortex-a57")
+    assert ran.returncode == 1 and "[NEON kernels]" in ran.stdout, ran.stdout + ran.stderr
+    failed = {line.split()[1] for line in ran.stdout.splitlines() if line.startswith("FAIL")}
+    assert failed == {f"gemv_{fmt}_{dtype}" for fmt in INTEGER_FORMS for dtype in ("f32", "f16")}, ran.stdout
+    ran = builds.check(shim, "", cases, cpu="max")
     assert ran.returncode == 0 and "0 failure(s)" in ran.stdout, ran.stdout + ran.stderr
-    assert f"quant: {len(FORMATS)} formats" in ran.stdout, ran.stdout
-    for fmt in FORMATS:
-        for line in (f"dequantize_{fmt}_f32 ", f"dequantize_{fmt}_f16 ", f"gather_{fmt}_f32 ", f"gemv_{fmt}_f32 m=1 ",
-                     f"gemv_{fmt}_f32 m=3 "):
-            assert f"\nok   {line}" in ran.stdout, (line, ran.stdout)
 
 
 def test_a_wrong_quant_decoder_fails_its_format_only(builds):
     """A q8_0 decoder whose f16 scale is one f16 step off fails every q8_0
-    line and only those: the check runs each format's own code."""
-    ran = builds.check(builds.shim("q8_0", "shim", "kernels_q8_0"), "", str(builds.root / "quant_cases.bin"))
+    kernel and only those: the check runs each format's own code (at
+    isa=baseline: the f32 GEMV, which uses the decoder; the integer one has
+    its own, checked above)."""
+    ran = builds.check(builds.shim("q8_0", "shim", "kernels_q8_0"), "isa=baseline",
+                       str(builds.root / "quant_cases.bin"))
     assert ran.returncode == 1, ran.stdout + ran.stderr
     failed = [line for line in ran.stdout.splitlines() if line.startswith("FAIL")]
     assert {line.split()[1] for line in failed} == {"dequantize_q8_0_f32", "dequantize_q8_0_f16", "gather_q8_0_f32",
-                                                    "gemv_q8_0_f32"}, ran.stdout
-    assert len(failed) == 5 and f"{len(failed)} failure(s)" in ran.stdout, ran.stdout
+                                                    "gemv_q8_0_f32", "gemv_q8_0_f16"}, ran.stdout
+    assert f"{len(failed)} failure(s)" in ran.stdout, ran.stdout
     assert "\nok   dequantize_q4_0_f32 " in ran.stdout and "\nok   gemv_iq4_nl_f32 m=3 " in ran.stdout, ran.stdout
 
 

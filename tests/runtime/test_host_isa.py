@@ -21,8 +21,8 @@ from rlx.runtime import shim
 ROOT = Path(__file__).resolve().parents[2]
 # The levels of this architecture, lowest first, and how the device names them.
 if platform.machine() in ("aarch64", "arm64"):
-    LEVEL_NAMES = {"baseline": "[baseline kernels]", "neon": "[NEON kernels]"}
-    SMALL_M_NAMES = {"neon": "[NEON small-M]"}
+    LEVEL_NAMES = {"baseline": "[baseline kernels]", "neon": "[NEON kernels]", "neondot": "[NEON + dotprod kernels]"}
+    SMALL_M_NAMES = {"neon": "[NEON small-M]", "neondot": "[NEON small-M]"}
 else:
     LEVEL_NAMES = {"baseline": "[baseline kernels]", "avx2": "[AVX2 kernels]", "avx2vnni": "[AVX2 + AVX-VNNI kernels]",
                    "avx512": "[AVX-512 kernels]", "avx512vnni": "[AVX-512 VNNI kernels]"}
