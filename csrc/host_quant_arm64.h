@@ -55,8 +55,16 @@ constexpr float kStep = 254.0f;    // p(i + 1) = round(remainder(i) * 254), |.| 
 constexpr float kMinBlockMax = 1e-30f;
 
 // acc plus the 16 products w[i] x[i], summed in fours into its lanes.
-#if defined(RLX_ARM64_DOTPROD)
+#if defined(RLX_ARM64_DOTPROD) && (defined(__ARM_FEATURE_DOTPROD) || !defined(__clang__))
 RLX_A64Q_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) { return vdotq_s32(acc, w, x); }
+#elif defined(RLX_ARM64_DOTPROD)
+// Clang before 16 declares vdotq_s32 only under -march=...+dotprod (not
+// under a target attribute): the instruction itself, which the attribute
+// lets the assembler take.
+RLX_A64Q_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(w), "w"(x));
+    return acc;
+}
 #else
 RLX_A64Q_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
     // |w x| <= 128 * 127 is exact in 16 bits; the pairwise accumulate widens.
