@@ -13,22 +13,33 @@
 // block (d times x's block scale).
 //
 // Precision: SDOT takes 8-bit x; the GEMV's bound (1.2e-5 sum |x||w|, f32
-// accumulation) holds per element, so a block must keep its small elements
+// accumulation) holds per output, so a block must keep its small elements
 // beside a large one. Each block of an x row (the format's block: 32 or
-// 256 elements) is split into five int8 pieces, x = s (p0 + p1 / 254 + ...
-// + p4 / 254^4) with s = amax / 127, p0 = round(x / s) and each next piece
+// 256 elements) is split into int8 pieces, x = s (p0 + p1 / 254 + p2 /
+// 254^2 + ...) with s = amax / 127, p0 = round(x / s) and each next piece
 // the rounded remainder of the previous times 254 (a remainder is at most
-// 1/2, so |p| <= 127). An element keeps its f32 rounding of x / s plus
-// amax * 2^-39. Four pieces (amax * 2^-31) failed the bound by 27x on a
-// block of 1e-3 values with a 3e4 spike on a zero weight (q3_k, the test's
-// hard x); five pass it at 0.06 of the bound. Five dot products a 16-byte
-// piece of weights, then; their integer sums are exact, so the NEON and
-// dotprod forms give bit-identical results (tests/runtime/test_arm64_host.py
-// checks that, and both against float64). The min terms (q2_k, q4_k, q5_k:
-// dmin * m * sum x) use f32 sums of x over each 16 elements. Rows of x with
-// a NaN, an infinity or a block maximum under 1e-30 (where 127 / amax would
+// 1/2, so |p| <= 127). Three pieces leave an element amax * 2^-24, five
+// amax * 2^-39. Three are plenty where every block is narrow (amax at most
+// 16 times the block's mean |x|: the rounding errors, random in sign, then
+// stay under 1e-3 of the bound), so a dispatch takes three unless some
+// block is wider; then five. Four (amax * 2^-31) failed the bound by 27x on
+// a block of 1e-3 values with a 3e4 spike on a zero weight (q3_k, the
+// test's hard x; the x86 VNNI form's 2^-30 fails it too, by 1.6x); five
+// pass it at 0.06 of the bound. The integer sums are exact and reduced to
+// one total a piece and block before any rounding, so the NEON and dotprod
+// forms give the same bits (tests/runtime/test_arm64_host.py checks that,
+// and both against float64). The min terms (q2_k, q4_k, q5_k: dmin * m *
+// sum x) use f32 sums of x over each 16 elements. Rows of x with a NaN, an
+// infinity or a block maximum under 1e-30 (where 127 / amax would
 // overflow) take the f32 form, which propagates them as every other kernel
 // does; so does a failed allocation.
+//
+// Cost (vector instructions per 32 weights of q4_k, counted from the
+// source, not measured: emulation cannot time it, and no ARM64 machine was
+// at hand): the f32 form ~50 to decode plus ~16 a row of x; SDOT ~8 plus
+// ~17 a row (three pieces; ~27 with five); the widening multiplies ~8 plus
+// ~35 a row. So SDOT takes every m (at m = 8 with five pieces it may lose),
+// the plain NEON form only m = 1 (kNeonMaxM), where it is ~43 against ~66.
 //
 // Overflow: a 32-bit lane sums 4 products a 16-element dot (|q x| <= 128 *
 // 127), times the sub-block's scale, over a block: at most q6_k's 16
@@ -49,10 +60,13 @@ namespace rlx_a64q {
 
 #define RLX_A64Q_INLINE static inline __attribute__((always_inline))
 
-constexpr uint kPieces = 5;
+constexpr uint kPieces = 5;        // stored; a dispatch uses kNarrowPieces or all
+constexpr uint kNarrowPieces = 3;  // where every block is narrow (amax <= kNarrowRatio * mean |x|)
+constexpr float kNarrowRatio = 16.0f;
 constexpr float kRange = 127.0f;   // |p0| <= 127
 constexpr float kStep = 254.0f;    // p(i + 1) = round(remainder(i) * 254), |.| <= 127
 constexpr float kMinBlockMax = 1e-30f;
+constexpr uint kNeonMaxM = 1;      // the widening-multiply form's rows of x at most (Cost, above)
 
 // acc plus the 16 products w[i] x[i], summed in fours into its lanes.
 #if defined(RLX_ARM64_DOTPROD) && (defined(__ARM_FEATURE_DOTPROD) || !defined(__clang__))
@@ -73,12 +87,14 @@ RLX_A64Q_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
 }
 #endif
 
-// x rows as kPieces int8 pieces, per block of `group` elements.
+// x rows as kPieces int8 pieces, per block of `group` elements; the GEMV
+// reads the first `pieces` of them.
 struct XInt8 {
     uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
     const void *x = nullptr;
     uint m = 0, k = 0, stride = 0, group = 0;
     bool usable = false;           // false: some block needs the f32 form
+    uint pieces = kPieces;         // kNarrowPieces where every block is narrow
     RlxHeapBuffer<int8_t> q;       // [m][k / group][kPieces][group]
     RlxHeapBuffer<float> scale;    // [m][k / group]: s
     RlxHeapBuffer<float> sum16;    // [m][k / 16]: f32 sums of x (the min terms)
@@ -87,21 +103,26 @@ struct XInt8 {
 RLX_A64Q_INLINE float32x4_t load4(const float *p) { return vld1q_f32(p); }
 RLX_A64Q_INLINE float32x4_t load4(const half *p) { return vcvt_f32_f16(vld1_f16((const float16_t *)p)); }
 
-// One block of one x row (n = group elements at xb, group <= 256) into its
-// pieces; false where it needs the f32 form.
+enum Split { kSpecial, kNarrow, kWide };
+
+// One block of one x row (group elements at xb, group <= 256) into its
+// pieces: kSpecial where it needs the f32 form, kWide where its maximum
+// is over kNarrowRatio times its mean |x| (the dispatch then takes all
+// pieces).
 template <typename T>
-RLX_A64Q_INLINE bool split_block(const T *xb, uint group, int8_t *q, float *scale, float *sums) {
+RLX_A64Q_INLINE Split split_block(const T *xb, uint group, int8_t *q, float *scale, float *sums) {
     float32x4_t v[64];
     uint32x4_t finite = vdupq_n_u32(~0u);
-    float32x4_t amax = vdupq_n_f32(0.0f);
+    float32x4_t amax = vdupq_n_f32(0.0f), asum = vdupq_n_f32(0.0f);
     for (uint i = 0; i < group / 4u; ++i) {
         v[i] = load4(xb + 4u * i);
         const float32x4_t z = vsubq_f32(v[i], v[i]);   // NaN exactly for NaN and +-inf
         finite = vandq_u32(finite, vceqq_f32(z, z));
         amax = vmaxq_f32(amax, vabsq_f32(v[i]));
+        asum = vaddq_f32(asum, vabsq_f32(v[i]));
     }
     const float a = vmaxvq_f32(amax);
-    if (vminvq_u32(finite) == 0u || (a != 0.0f && a < kMinBlockMax)) return false;
+    if (vminvq_u32(finite) == 0u || (a != 0.0f && a < kMinBlockMax)) return kSpecial;
     const float inv = a > 0.0f ? kRange / a : 0.0f;
     *scale = a / kRange;
     for (uint i = 0; i < group / 4u; i += 4u) {   // 16 elements
@@ -119,7 +140,7 @@ RLX_A64Q_INLINE bool split_block(const T *xb, uint group, int8_t *q, float *scal
         }
         sums[i / 4u] = vaddvq_f32(vaddq_f32(vaddq_f32(v[i], v[i + 1u]), vaddq_f32(v[i + 2u], v[i + 3u])));
     }
-    return true;
+    return a * (float)group <= kNarrowRatio * vaddvq_f32(asum) ? kNarrow : kWide;
 }
 
 // Fills c for this dispatch's x (m rows of k, k a multiple of group); false
@@ -136,12 +157,16 @@ static bool prepare(XInt8 &c, const T *x, uint m, uint k, uint stride, uint grou
         !c.sum16.reserve((size_t)m * (k / 16u)))
         return false;   // out of memory: the f32 form, which needs no buffer
     c.usable = true;
+    c.pieces = kNarrowPieces;
     for (uint r = 0; r < m && c.usable; ++r)
-        for (uint b = 0; b < blocks && c.usable; ++b)
-            c.usable = split_block(x + (uint64_t)r * stride + (uint64_t)group * b, group,
-                                   c.q.data() + ((size_t)r * k + (size_t)group * b) * kPieces,
-                                   c.scale.data() + (size_t)r * blocks + b,
-                                   c.sum16.data() + (size_t)r * (k / 16u) + (group / 16u) * b);
+        for (uint b = 0; b < blocks && c.usable; ++b) {
+            const Split split = split_block(x + (uint64_t)r * stride + (uint64_t)group * b, group,
+                                            c.q.data() + ((size_t)r * k + (size_t)group * b) * kPieces,
+                                            c.scale.data() + (size_t)r * blocks + b,
+                                            c.sum16.data() + (size_t)r * (k / 16u) + (group / 16u) * b);
+            c.usable = split != kSpecial;
+            if (split == kWide) c.pieces = kPieces;
+        }
     c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride, c.group = group;
     return c.usable;
 }
@@ -291,8 +316,9 @@ template <bool Q3> struct CodesK23 {
 template <> struct Codes<QFmtQ2_K> : CodesK23<false> {};
 template <> struct Codes<QFmtQ3_K> : CodesK23<true> {};
 
-// The M outputs of one W row (blocks blocks at wr) against x rows xrow[].
-template <typename Q, uint M>
+// The M outputs of one W row (blocks blocks at wr) against x rows xrow[],
+// from the first P pieces of x.
+template <typename Q, uint M, uint P>
 static inline void rows(const XInt8 &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
     using C = Codes<Q>;
     constexpr uint SUBS = C::BLOCK / C::SUB;
@@ -306,10 +332,10 @@ static inline void rows(const XInt8 &c, const uint *xrow, const uchar *wr, uint 
         const int8_t *q = C::codes(b, buf, sc, d);
         for (uint r = 0; r < M; ++r) {
             const int8_t *xb = c.q.data() + ((size_t)xrow[r] * c.k + (size_t)C::BLOCK * blk) * kPieces;
-            int32x4_t ip[kPieces];
-            for (uint p = 0; p < kPieces; ++p) ip[p] = vdupq_n_s32(0);
+            int32x4_t ip[P];
+            for (uint p = 0; p < P; ++p) ip[p] = vdupq_n_s32(0);
             for (uint s = 0; s < SUBS; ++s)
-                for (uint p = 0; p < kPieces; ++p) {
+                for (uint p = 0; p < P; ++p) {
                     int32x4_t t = SUBS > 1u ? vdupq_n_s32(0) : ip[p];
                     for (uint u = 0; u < C::SUB; u += 16u)
                         t = dot16(t, vld1q_s8(q + C::SUB * s + u), vld1q_s8(xb + p * C::BLOCK + C::SUB * s + u));
@@ -319,14 +345,23 @@ static inline void rows(const XInt8 &c, const uint *xrow, const uchar *wr, uint 
             // the lanes differently: totals first keeps their results the
             // same bits), weighted 254^-p (Horner, in f32), times the
             // block's factor d * s.
-            float f = (float)vaddvq_s32(ip[kPieces - 1u]);
-            for (uint p = kPieces - 1u; p-- > 0u;) f = (float)vaddvq_s32(ip[p]) + f * (1.0f / kStep);
+            float f = (float)vaddvq_s32(ip[P - 1u]);
+            for (uint p = P - 1u; p-- > 0u;) f = (float)vaddvq_s32(ip[p]) + f * (1.0f / kStep);
             acc[r] += f * (d * c.scale[(size_t)xrow[r] * (c.k / C::BLOCK) + blk]);
             if constexpr (C::MINS)
                 mins[r] += C::mins(b, c.sum16.data() + (size_t)xrow[r] * (c.k / 16u) + (C::BLOCK / 16u) * blk);
         }
     }
     for (uint r = 0; r < M; ++r) out[r] = acc[r] - mins[r];
+}
+
+// rows<Q, M, P> for the M of m rows of x (1, 2, 4 or 8: rows past m repeat the last).
+template <typename Q, uint P>
+RLX_A64Q_INLINE void rows_m(const XInt8 &c, uint m, const uint *xrow, const uchar *wr, uint blocks, float *out) {
+    if (m <= 1u) rows<Q, 1, P>(c, xrow, wr, blocks, out);
+    else if (m <= 2u) rows<Q, 2, P>(c, xrow, wr, blocks, out);
+    else if (m <= 4u) rows<Q, 4, P>(c, xrow, wr, blocks, out);
+    else rows<Q, 8, P>(c, xrow, wr, blocks, out);
 }
 
 // Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x
@@ -336,6 +371,9 @@ static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGem
                  uint64_t dispatch) {
     static thread_local XInt8 cache;
     const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k, ys = p->y_stride;
+#if !defined(RLX_ARM64_DOTPROD)
+    if (m > kNeonMaxM) return false;   // the f32 form costs fewer instructions there (Cost, above)
+#endif
     if (k % Codes<Q>::BLOCK != 0u || !prepare(cache, x, m, k, p->x_stride, Codes<Q>::BLOCK, dispatch)) return false;
     const uint blocks = k / Codes<Q>::BLOCK;
     const uint64_t row_bytes = (uint64_t)blocks * Codes<Q>::BYTES;
@@ -346,10 +384,8 @@ static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGem
         // As rlx_q_gemv_cpu: the blocks stream once, fetched a few rows ahead.
         for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
         float s[RLX_QGEMV_MAX_M];
-        if (m <= 1u) rows<Q, 1>(cache, xrow, wr, blocks, s);
-        else if (m <= 2u) rows<Q, 2>(cache, xrow, wr, blocks, s);
-        else if (m <= 4u) rows<Q, 4>(cache, xrow, wr, blocks, s);
-        else rows<Q, 8>(cache, xrow, wr, blocks, s);
+        if (cache.pieces == kNarrowPieces) rows_m<Q, kNarrowPieces>(cache, m, xrow, wr, blocks, s);
+        else rows_m<Q, kPieces>(cache, m, xrow, wr, blocks, s);
         const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
         for (uint r = 0; r < m; ++r) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));
     }

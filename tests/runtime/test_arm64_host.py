@@ -91,8 +91,9 @@ def _hard_xs(k: int, block: int, rng) -> list[np.ndarray]:
     underflow (inside the integer form's range, with subnormals beside
     them), the same in f16's range (the harness runs f16 x where x and the
     products fit), a block maximum under 1e-30 (the f32 form for the whole
-    dispatch), and a NaN in one row and an infinity in another (which reach
-    only their rows)."""
+    dispatch), a NaN in one row and an infinity in another (which reach
+    only their rows), and the spiky row alone (m = 1: the only m the NEON
+    level's integer form takes)."""
     def normal(*shape):
         return rng.standard_normal(shape)
 
@@ -112,7 +113,7 @@ def _hard_xs(k: int, block: int, rng) -> list[np.ndarray]:
     tiny = np.stack([normal(k) * 1e-36, normal(k)])
     special = normal(5, k) * 0.5
     special[1, 5], special[3, k - 2] = np.nan, np.inf
-    return [a.astype(np.float32) for a in (f32_rows, f16_rows, tiny, special)]
+    return [a.astype(np.float32) for a in (f32_rows, f16_rows, tiny, special, spiky[None])]
 
 
 def _write_quant_cases(path: Path) -> None:
@@ -274,13 +275,14 @@ QUANT_LEVELS = {"neondot": ("max", "", "[NEON + dotprod kernels]"), "neon": ("co
 
 def test_quant_kernels_on_arm64_under_qemu(builds):
     """Every GGUF block format at each ARM64 level (the integer GEMVs of
-    INTEGER_FORMS in SDOT at neondot, in widening multiplies at neon, the f32
-    form at baseline): dequantize f32 and f16 and gather bit for bit against
-    gguf, gemv on f32 and f16 x, m = 1 and 3 and the hard x of _hard_xs,
-    each case on -x then on x in one buffer (a stale converted x fails),
-    within 1.2e-5 sum|x||w| + 1e-6 of the float64 product. The integer
-    forms sum exactly, so the two integer levels must agree bit for bit, and
-    differ from the f32 form: both levels ran their own code."""
+    INTEGER_FORMS in SDOT at neondot, in widening multiplies at neon for
+    m = 1, the f32 form at baseline and at neon above m = 1): dequantize f32
+    and f16 and gather bit for bit against gguf, gemv on f32 and f16 x, m = 1
+    and 3 and the hard x of _hard_xs, each case on -x then on x in one
+    buffer (a stale converted x fails), within 1.2e-5 sum|x||w| + 1e-6 of
+    the float64 product. The integer forms sum exactly, so the two integer
+    levels must agree bit for bit at m = 1, and differ from the f32 form:
+    both levels ran their own code."""
     shim = builds.shim("librlx_host", "shim", "kernels")
     lines = {}
     for level, (cpu, options, name) in QUANT_LEVELS.items():
@@ -294,22 +296,24 @@ def test_quant_kernels_on_arm64_under_qemu(builds):
         lines[level] = _gemv_lines(ran.stdout)
     for fmt in INTEGER_FORMS:
         ours = {key: v for key, v in lines["neondot"].items() if key.startswith(f"gemv_{fmt}_")}
-        # Every case in f32 (m = 1, 3, 8, 4, 2, 5); in f16 where x and the products fit.
+        # Every case in f32 (m = 1, 3, 8, 4, 2, 5, 1); in f16 where x and the products fit.
         assert {key for key in ours if "_f32 " in key} == {
-            f"gemv_{fmt}_f32 m={m} case {c}" for c, m in enumerate((1, 3, 8, 4, 2, 5))}, (fmt, sorted(ours))
+            f"gemv_{fmt}_f32 m={m} case {c}" for c, m in enumerate((1, 3, 8, 4, 2, 5, 1))}, (fmt, sorted(ours))
         assert {f"gemv_{fmt}_f16 m={m} case {c}" for c, m in ((0, 1), (1, 3), (3, 4))} <= set(ours), sorted(ours)
-        assert {key: v[1] for key, v in ours.items()} == {
-            key: v[1] for key, v in lines["neon"].items() if key.startswith(f"gemv_{fmt}_")}, fmt
-        differ = [key for key, v in ours.items() if "_f32 " in key and v[1] != lines["baseline"][key][1]]
-        assert len(differ) >= 4, (fmt, differ)   # every case the integer form takes (not the f32 fall-backs)
+        m1 = [key for key in ours if " m=1 " in key]
+        assert {key: ours[key][1] for key in m1} == {key: lines["neon"][key][1] for key in m1}, fmt
+        differ = {key for key, v in ours.items() if "_f32 " in key and v[1] != lines["baseline"][key][1]}
+        # Every case the integer form takes (not the f32 fall-backs: cases 4 and 5).
+        assert {f"gemv_{fmt}_f32 m={m} case {c}" for c, m in ((0, 1), (1, 3), (2, 8), (3, 4), (6, 1))} <= differ, fmt
         worst = max(v[0] for key, v in ours.items() if "_f32 " in key)
         assert worst <= 0.25, (fmt, ours)   # measured: at most 0.06 of the bound (q3_k's spike on a zero weight)
 
 
 def test_a_wrong_neon_integer_gemv_fails_its_level_only(builds):
     """A NEON-level integer GEMV that drops half of each piece's products
-    fails every integer format's gemv on x it converts, at the neon level
-    (cortex-a57) only: the SDOT level (-cpu max) keeps its own code."""
+    fails every integer format's gemv (at m = 1, on x it converts), at the
+    neon level (cortex-a57) only: the SDOT level (-cpu max) keeps its own
+    code."""
     shim = builds.shim("neon_dot", "shim", "kernels", levels=("neon_dot", "neondot"))
     cases = str(builds.root / "quant_cases.bin")
     ran = builds.check(shim, "", cases, cpu="cortex-a57")
