@@ -1,6 +1,7 @@
 // The quantized GEMVs that have an integer form on ARM64
 // (csrc/host_quant_arm64.h), in plain ARMv8.0 NEON (widening multiplies:
-// every ARM64 CPU), exported as rlx_k_<name>__neon. The host shim looks a
+// every ARM64 CPU; one row of x, above which they take the f32 form),
+// exported as rlx_k_<name>__neon. The host shim looks a
 // kernel up from the device's level down (csrc/host/device.inc.cpp,
 // pipeline_get), so every other kernel comes from the baseline build (NEON
 // already, ARM64's baseline): this file adds only the integer GEMVs. Empty
