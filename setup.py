@@ -13,6 +13,7 @@ kernel can be compiled at run time against the same prelude.
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import sys
 from pathlib import Path
@@ -76,6 +77,24 @@ def native_flags() -> list[str]:
     return ["-march=native"]
 
 
+def targets_arm64() -> bool:
+    """Whether the build compiles for ARM64 (the machine, or macOS's ARCHFLAGS)."""
+    return platform.machine().lower() in ("aarch64", "arm64") or "arm64" in os.environ.get("ARCHFLAGS", "")
+
+
+def host_isa_sources() -> list[str]:
+    """The host kernels' per-level translation units of the target's
+    architecture (each is empty on the other one, so a universal build may
+    list both): x86-64 AVX2, AVX-VNNI, AVX-512, AVX-512 VNNI; ARM64 the
+    integer quant GEMVs in NEON and in NEON + dotprod."""
+    x86 = ["csrc/host_kernels_avx2.cpp", "csrc/host_kernels_avx2vnni.cpp", "csrc/host_kernels_avx512.cpp",
+           "csrc/host_kernels_avx512vnni.cpp"]
+    arm64 = ["csrc/host_kernels_neon.cpp", "csrc/host_kernels_neondot.cpp"]
+    if not targets_arm64():
+        return x86
+    return arm64 + (x86 if "x86_64" in os.environ.get("ARCHFLAGS", "") else [])
+
+
 sync_package_data()
 
 # Host kernels: reassociation lets GCC vectorize float reductions (sums in
@@ -105,8 +124,7 @@ extensions.append(
         "librlx_host.so" if sys.platform != "darwin" else "librlx_host.dylib",
         # csrc/host/shim.cpp is the shim's one translation unit: it includes csrc/host/*.inc.cpp.
         # The kernels once per instruction set (csrc/host_kernels_<isa>.cpp), chosen at run time.
-        ["csrc/host/shim.cpp", "csrc/host_kernels.cpp", "csrc/host_kernels_avx2.cpp",
-         "csrc/host_kernels_avx2vnni.cpp", "csrc/host_kernels_avx512.cpp", "csrc/host_kernels_avx512vnni.cpp"],
+        ["csrc/host/shim.cpp", "csrc/host_kernels.cpp", *host_isa_sources()],
         include_dirs=["csrc", "shaders"],
         # The built-in kernels come from shaders/: rebuild when any changes.
         depends=sorted(str(p) for p in Path("shaders").rglob("*.h")) + sorted(str(p) for p in Path("csrc").glob("*.h"))

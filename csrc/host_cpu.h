@@ -69,6 +69,20 @@ static inline bool has_avx512_bf16() {
 
 namespace rlx_cpu {
 
+// FEAT_DotProd (SDOT / UDOT): the neondot level's integer GEMVs
+// (csrc/host_kernels_neondot.cpp).
+static inline bool has_arm64_dotprod() {
+#if defined(__APPLE__)
+    int v = 0;
+    size_t size = sizeof v;
+    return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &size, nullptr, 0) == 0 && v;
+#elif defined(__linux__)
+    return (getauxval(AT_HWCAP) & (1ul << 20)) != 0;   // HWCAP_ASIMDDP
+#else
+    return false;
+#endif
+}
+
 // The ARM64 extensions beyond NEON that the quantized and bf16 kernels can
 // use, as " dotprod bf16 i8mm fp16" (Linux: hwcaps; macOS: sysctl's
 // hw.optional.arm.FEAT_*). NEON itself is always there.

@@ -39,6 +39,7 @@
 #include <float.h>
 #include <stdlib.h>
 
+#include "host_heap_buffer.h"
 #include "host_quant_vnni_ops.h"
 
 namespace rlx_vnni {
@@ -47,29 +48,8 @@ constexpr float kHiRange = 16383.0f;   // |hi| <= 2^14 - 1
 constexpr float kLoScale = 32768.0f;   // lo = round((x / s - hi) * 2^15), |lo| <= 2^14
 constexpr float kMinBlockMax = 1e-30f;
 
-// A growing heap array. Not std::vector: this file is compiled under a
-// target pragma, and libstdc++'s always_inline allocator members then fail
-// to inline into the pragma's functions (GCC 13: "target specific option
-// mismatch").
-template <typename T> struct Buffer {
-    T *p = nullptr;
-    size_t n = 0;
-    Buffer() = default;
-    Buffer(const Buffer &) = delete;
-    Buffer &operator=(const Buffer &) = delete;
-    ~Buffer() { free(p); }
-    bool reserve(size_t count) {   // false: out of memory (the old contents are kept)
-        if (count <= n) return true;
-        T *q = (T *)realloc(p, count * sizeof(T));
-        if (!q) return false;
-        p = q, n = count;
-        return true;
-    }
-    T *data() { return p; }
-    const T *data() const { return p; }
-    T &operator[](size_t i) { return p[i]; }
-    const T &operator[](size_t i) const { return p[i]; }
-};
+// A growing heap array (csrc/host_heap_buffer.h).
+template <typename T> using Buffer = RlxHeapBuffer<T>;
 
 // x rows as 16-bit integer pairs, per block of 256 elements.
 struct XInt16 {

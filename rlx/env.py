@@ -39,8 +39,10 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_HOST_ISA", "best the CPU has",
            "The highest instruction set the host device's kernels use: on x86-64 `baseline`, `avx2`, "
            "`avx2vnni`, `avx512` or `avx512vnni` (the VNNI levels: the K-quant decode GEMVs in 16-bit integer "
-           "dot products), on ARM64 "
-           "`baseline` or `neon` (unset: the best the CPU has). A lower level also turns off "
+           "dot products), on ARM64 `baseline`, `neon` or `neondot` (the decode GEMVs of q8_0, q5_0 and the "
+           "K-quants in 8-bit integer dot products: SDOT at `neondot`, where the CPU has the dot-product "
+           "extension; widening multiplies at `neon`, for one row of x; unset: the best the CPU has). A lower "
+           "level also turns off "
            "the hand-written kernels above it (small-M gemm, AVX-512 BF16); for tests and bug reports; read when "
            "the device is opened. The BLAS picks its own kernels (OpenBLAS: `OPENBLAS_CORETYPE`)."),
     EnvVar("RLX_QUANT_NO_GEMV", "",
@@ -111,8 +113,8 @@ def host_bf16() -> bool:
     return _flag("RLX_HOST_BF16", True)
 
 
-# x86-64: the first five; ARM64: baseline, neon.
-HOST_ISAS = ("baseline", "avx2", "avx2vnni", "avx512", "avx512vnni", "neon")
+# x86-64: the first five; ARM64: baseline, neon, neondot.
+HOST_ISAS = ("baseline", "avx2", "avx2vnni", "avx512", "avx512vnni", "neon", "neondot")
 
 
 def host_isa() -> str | None:

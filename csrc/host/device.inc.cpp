@@ -96,7 +96,7 @@ rlx_status parse_options(rlx_device *d, const char *options) {
         } else if (key == "isa") {
             // The levels of this architecture, lowest first (rlx_device::isa).
 #ifdef __aarch64__
-            static const char *const levels[] = {"baseline", "neon"};
+            static const char *const levels[] = {"baseline", "neon", "neondot"};
 #else
             static const char *const levels[] = {"baseline", "avx2", "avx2vnni", "avx512", "avx512vnni"};
 #endif
@@ -105,7 +105,7 @@ rlx_status parse_options(rlx_device *d, const char *options) {
             for (int i = 0; i < n; ++i)
                 if (value == levels[i]) d->isa = i;
             ARG_CHECK(d->isa >= 0, "device_open: isa=%s: this CPU architecture's levels are %s", value.c_str(),
-                      n == 2 ? "baseline, neon" : "baseline, avx2, avx2vnni, avx512, avx512vnni");
+                      n == 3 ? "baseline, neon, neondot" : "baseline, avx2, avx2vnni, avx512, avx512vnni");
         } else {
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
                         "include_dir, bf16, isa)", key.c_str());
@@ -159,8 +159,11 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         static const char *const kSmallMName[] = {"", " [AVX2 small-M]", " [AVX-512 small-M]"};
         const std::string features;
 #elif defined(__aarch64__) && defined(RLX_HAVE_SMALL_M)
-        d->isa = std::min(d->isa, 1);   // NEON is ARM64's baseline: level 1 only adds the hand-written kernels
-        static const char *const kIsaName[] = {"baseline", "NEON"};
+        // NEON is ARM64's baseline: level 1 adds the hand-written kernels and
+        // the integer quant GEMVs (csrc/host_quant_arm64.h), level 2 those
+        // GEMVs in SDOT where the CPU has the dot-product extension.
+        d->isa = std::min(d->isa, rlx_cpu::has_arm64_dotprod() ? 2 : 1);
+        static const char *const kIsaName[] = {"baseline", "NEON", "NEON + dotprod"};
         static const char *const kSmallMName[] = {"", " [NEON small-M]"};
         const std::string features = " [ARM64:" + rlx_cpu::arm64_features() + "]";
 #else
@@ -174,8 +177,12 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         if (d->bf16_kernels && d->isa >= 3) d->bf16_level = rlx_bf16::cpu_level();   // the AVX-512 levels
 #endif
         // The small-M kernel of each level: none at the baseline, AVX2's at
-        // the AVX2 levels (ARM64: NEON's at 1), AVX-512's at the AVX-512 ones.
+        // the AVX2 levels (ARM64: NEON's at 1 and 2), AVX-512's at the AVX-512 ones.
+#if defined(__aarch64__)
+        d->small_m = d->isa >= 1 ? 1 : 0;
+#else
         d->small_m = d->isa >= 3 ? 2 : d->isa >= 1 ? 1 : 0;
+#endif
         // The name says which hand-written kernels run here (rlx info, tests).
         snprintf(in.name, sizeof in.name, "host (CPU: %.80s)%s [%s kernels]%s%s%s", model.c_str(),
                  d->sgemm ? "" : " [no BLAS]", kIsaName[d->isa], kSmallMName[d->small_m],
@@ -354,9 +361,13 @@ rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t flags, 
     const std::string sym = std::string("rlx_k_") + function;
     kernel_fn fn = nullptr;
     // A built-in kernel in the best instruction set this device runs (its
-    // variants exist on x86-64 builds only; the baseline form always does).
-#ifdef RLX_HAVE_X86_TARGETS
+    // variants exist on x86-64 and ARM64 builds only; the baseline form always does).
+#if defined(RLX_HAVE_X86_TARGETS) || defined(__aarch64__)
+#ifdef __aarch64__
+    static const char *const kIsaSuffix[] = {"", "__neon", "__neondot"};
+#else
     static const char *const kIsaSuffix[] = {"", "__avx2", "__avx2vnni", "__avx512", "__avx512vnni"};
+#endif
     for (int isa = lib->builtin ? lib->dev->isa : 0; isa > 0 && !fn; --isa)
         fn = (kernel_fn)dlsym(lib->handle, (sym + kIsaSuffix[isa]).c_str());
 #endif

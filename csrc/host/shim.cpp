@@ -79,7 +79,8 @@ struct rlx_device {
     // build's baseline, 1 the __avx2 variants, 2 __avx2vnni, 3 __avx512,
     // 4 __avx512vnni (the VNNI levels hold only the kernels VNNI speeds up:
     // the rest come from the level below); on ARM64 1 is NEON's hand-written
-    // kernels (the built-in ones are NEON already). The best the CPU has,
+    // kernels and integer quant GEMVs (the built-in ones are NEON already),
+    // 2 those GEMVs in SDOT (__neon, __neondot). The best the CPU has,
     // capped by option isa= (RLX_HOST_ISA).
     int isa = 4;
     rlx_device_info info{};

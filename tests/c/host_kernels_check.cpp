@@ -299,9 +299,7 @@ void check_small_m(rlx_dtype b_dtype) {
 // at most one rounding); dequantize_<fmt>_f16 bit for bit against deq rounded
 // to f16 here (half_t); gather_<fmt>_f32 (rows in a shuffled order, two
 // clamped indices; the element decoders, which dequantize does not use on the
-// CPU) bit for bit; gemv_<fmt>_f32 for each case, 4 rows of W a group, with
-// |got - want| <= 1.2e-5 mag + 1e-6 (f32 accumulation), and the padding of x
-// and y (strides k + 3 and rows + 2) left alone. A zero of either sign
+// CPU) bit for bit; gemv_<fmt>_f32 and _f16 for each case (check_gemv). A zero of either sign
 // matches a zero (the kernels build with -fno-signed-zeros).
 struct CaseReader {
     const std::vector<uint8_t> &data;
@@ -364,6 +362,68 @@ void check_exact(const std::string &what, bool ran, const U *got, const U *want,
     check(ran && bad == 0, what.c_str());
 }
 
+// gemv_<fmt>_<f32|f16> of case c (m rows of x, k wide) against want,
+// within 1.2e-5 mag + 1e-6 (f16 y: plus its rounding, |want| 2^-11), 4 rows
+// of W a group, padded strides (k + 3, rows + 2) whose padding must stay
+// untouched; a NaN or an infinity in want must come out as it is. Run twice
+// on one x buffer, first on -x, then on x written over it: a kernel that
+// kept its converted x from the previous dispatch fails the second. The
+// line ends with the worst error in units of the bound and a hash of y's
+// bits (tests/runtime/test_arm64_host.py compares the levels' hashes).
+template <typename T>
+void check_gemv(const std::string &fmt, uint32_t c, rlx_buffer *bw, uint32_t rows, uint32_t k, uint32_t m,
+                const std::vector<float> &x, const std::vector<double> &want, const std::vector<double> &mag) {
+    const bool f16 = sizeof(T) == 2;
+    const uint32_t xs = k + 3, ys = rows + 2, rpg = 4;
+    std::vector<T> xp((size_t)m * xs, (T)NAN);
+    const float zeros[4] = {0, 0, 0, 0};
+    rlx_buffer *bx = upload(xp.data(), sizeof(T) * xp.size()), *bb = upload(zeros, sizeof zeros);
+    const uint32_t p[8] = {m, rows, k, xs, ys, rpg, 0 /* no bias */, 0 /* no activation */};
+    rlx_buffer *bp = upload(p, sizeof p);
+    const std::string name = "gemv_" + fmt + (f16 ? "_f16" : "_f32");
+    double worst = -1;
+    size_t at = 0;
+    bool ran = true, pad_ok = true;
+    uint64_t hash = 14695981039346656037ull;
+    std::vector<T> y;
+    for (int sign : {-1, 1}) {
+        for (uint32_t r = 0; r < m; ++r)
+            for (uint32_t e = 0; e < k; ++e) xp[(size_t)r * xs + e] = (T)((float)sign * x[(size_t)r * k + e]);
+        api->buffer_write(bx, 0, xp.data(), sizeof(T) * xp.size());
+        // The bindings are x, w, y, bias, params: y is bound third.
+        const std::vector<uint8_t> nan(sizeof(T) * (size_t)m * ys, 0xFF);
+        rlx_buffer *by = upload(nan.data(), nan.size());
+        ran = run(name.c_str(), {bx, bw, by, bb, bp}, (rows + rpg - 1) / rpg) && ran;
+        y = download<T>(by, (size_t)m * ys);
+        api->buffer_free(by);
+        for (uint32_t r = 0; r < m; ++r) {
+            for (uint32_t j = 0; j < rows; ++j) {
+                const size_t i = (size_t)r * rows + j;
+                const double got = (double)(float)y[(size_t)r * ys + j], w = sign * want[i];
+                double ratio;
+                if (std::isnan(w)) ratio = std::isnan(got) ? 0.0 : INFINITY;
+                else if (std::isinf(w)) ratio = got == w ? 0.0 : INFINITY;
+                else ratio = std::fabs(got - w) / (1.2e-5 * mag[i] + 1e-6 + (f16 ? std::fabs(w) / 2048.0 : 0.0));
+                if (!(ratio <= worst)) worst = ratio, at = i;   // a NaN is the worst
+                uint32_t bits = 0;
+                std::memcpy(&bits, &y[(size_t)r * ys + j], sizeof(T));
+                hash = (hash ^ bits) * 1099511628211ull;
+            }
+            for (uint32_t j = rows; j < ys; ++j) pad_ok = pad_ok && std::isnan((float)y[(size_t)r * ys + j]);
+        }
+    }
+    if (!(worst <= 1.0) || !pad_ok)
+        std::printf("  %s m=%u case %u: row %zu, W row %zu: got %.9g, want %.9g (%.3g x the bound)%s\n", name.c_str(),
+                    m, c, at / rows, at % rows, (double)(float)y[(at / rows) * ys + at % rows], want[at], worst,
+                    pad_ok ? "" : "; wrote into y's padding");
+    char what[192];
+    std::snprintf(what, sizeof what,
+                  "%s m=%u (case %u, 4 rows a group, within 1.2e-5 sum|x||w| + 1e-6) worst %.3g hash %016llx",
+                  name.c_str(), m, c, worst, (unsigned long long)hash);
+    check(ran && worst <= 1.0 && pad_ok, what);
+    for (rlx_buffer *b : {bx, bb, bp}) api->buffer_free(b);
+}
+
 bool check_quant_format(CaseReader &in) {
     const uint32_t name_len = in.u32();
     std::string fmt(name_len <= 64 ? name_len : 0, '\0');
@@ -409,46 +469,31 @@ bool check_quant_format(CaseReader &in) {
     check_exact(name + " (clamped indices, bit for bit)", ran, got32.data(), gwant.data(), gwant.size());
     api->buffer_free(bi);
 
-    // gemv against the float64 products, padded strides.
+    // gemv against the float64 products, f32 x (the file's answers) and f16
+    // x (answers from deq and x rounded to f16, here).
     const uint32_t cases = in.u32();
-    const uint32_t xs = k + 3, ys = rows + 2, rpg = 4;
     for (uint32_t c = 0; c < cases && in.ok; ++c) {
         const uint32_t m = in.u32();
         if (!in.ok || m == 0 || m > 8) return false;
         const std::vector<float> x = in.array<float>((size_t)m * k);
         const std::vector<double> want = in.array<double>((size_t)m * rows), mag = in.array<double>((size_t)m * rows);
         if (!in.ok) return false;
-        std::vector<float> xp((size_t)m * xs, NAN);
-        for (uint32_t r = 0; r < m; ++r) std::memcpy(&xp[(size_t)r * xs], &x[(size_t)r * k], 4 * (size_t)k);
-        const float zeros[4] = {0, 0, 0, 0};
-        rlx_buffer *bx = upload(xp.data(), 4 * xp.size()), *bb = upload(zeros, sizeof zeros);
-        const uint32_t p[8] = {m, rows, k, xs, ys, rpg, 0 /* no bias */, 0 /* no activation */};
-        // The bindings are x, w, y, bias, params: y is bound third.
-        const std::vector<uint8_t> nan(4 * (size_t)m * ys, 0xFF);
-        rlx_buffer *by = upload(nan.data(), nan.size()), *bp = upload(p, sizeof p);
-        name = "gemv_" + fmt + "_f32";
-        ran = run(name.c_str(), {bx, bw, by, bb, bp}, (rows + rpg - 1) / rpg);
-        const std::vector<float> y = download<float>(by, (size_t)m * ys);
-        double worst = -1;
-        size_t at = 0;
-        bool pad_ok = true;
-        for (uint32_t r = 0; r < m; ++r) {
-            for (uint32_t j = 0; j < rows; ++j) {
-                const size_t i = (size_t)r * rows + j;
-                const double err = std::fabs((double)y[(size_t)r * ys + j] - want[i]);
-                const double ratio = err / (1.2e-5 * mag[i] + 1e-6);
-                if (!(ratio <= worst)) worst = ratio, at = i;   // a NaN is the worst
-            }
-            for (uint32_t j = rows; j < ys; ++j) pad_ok = pad_ok && std::isnan(y[(size_t)r * ys + j]);
-        }
-        if (!(worst <= 1.0) || !pad_ok)
-            std::printf("  %s m=%u: row %zu, W row %zu: got %.9g, want %.9g (%.3g x the bound)%s\n", name.c_str(), m,
-                        at / rows, at % rows, (double)y[(at / rows) * ys + at % rows], want[at], worst,
-                        pad_ok ? "" : "; wrote into y's padding");
-        char what[96];
-        std::snprintf(what, sizeof what, "%s m=%u (4 rows a group, within 1.2e-5 sum|x||w| + 1e-6)", name.c_str(), m);
-        check(ran && worst <= 1.0 && pad_ok, what);
-        for (rlx_buffer *b : {bx, bb, by, bp}) api->buffer_free(b);
+        check_gemv<float>(fmt, c, bw, rows, k, m, x, want, mag);
+        // f16 x where it holds the case's values and products (no overflow to inf).
+        bool f16_range = true;
+        for (float v : x) f16_range = f16_range && std::fabs(v) <= 1e3f;
+        for (double v : mag) f16_range = f16_range && v <= 3e4;
+        if (!f16_range) continue;
+        std::vector<float> xh(x.size());
+        std::vector<double> want_h((size_t)m * rows, 0.0), mag_h((size_t)m * rows, 0.0);
+        for (size_t i = 0; i < x.size(); ++i) xh[i] = (float)(half_t)x[i];
+        for (uint32_t r = 0; r < m; ++r)
+            for (uint32_t j = 0; j < rows; ++j)
+                for (uint32_t e = 0; e < k; ++e) {
+                    const double a = xh[(size_t)r * k + e], b = deq[(size_t)j * k + e];
+                    want_h[(size_t)r * rows + j] += a * b, mag_h[(size_t)r * rows + j] += std::fabs(a * b);
+                }
+        check_gemv<half_t>(fmt, c, bw, rows, k, m, xh, want_h, mag_h);
     }
     api->buffer_free(bw);
     return in.ok;

@@ -21,18 +21,19 @@ from rlx.runtime import shim
 ROOT = Path(__file__).resolve().parents[2]
 # The levels of this architecture, lowest first, and how the device names them.
 if platform.machine() in ("aarch64", "arm64"):
-    LEVEL_NAMES = {"baseline": "[baseline kernels]", "neon": "[NEON kernels]"}
-    SMALL_M_NAMES = {"neon": "[NEON small-M]"}
+    LEVEL_NAMES = {"baseline": "[baseline kernels]", "neon": "[NEON kernels]", "neondot": "[NEON + dotprod kernels]"}
+    SMALL_M_NAMES = {"neon": "[NEON small-M]", "neondot": "[NEON small-M]"}
 else:
     LEVEL_NAMES = {"baseline": "[baseline kernels]", "avx2": "[AVX2 kernels]", "avx2vnni": "[AVX2 + AVX-VNNI kernels]",
                    "avx512": "[AVX-512 kernels]", "avx512vnni": "[AVX-512 VNNI kernels]"}
     SMALL_M_NAMES = {"avx512vnni": "[AVX-512 small-M]", "avx512": "[AVX-512 small-M]", "avx2vnni": "[AVX2 small-M]",
                      "avx2": "[AVX2 small-M]"}
-# Levels whose kernels differ from the next level up's only in the K-quant
-# GEMVs (the VNNI levels add those alone, csrc/host_quant_vnni.h): forced,
-# only the quant suites need another run. Every other level runs tests/ops.
+# Levels whose kernels differ from the next level up's only in the quant
+# GEMVs (the VNNI levels add those alone, csrc/host_quant_vnni.h; ARM64's
+# neondot, csrc/host_quant_arm64.h): forced, only the quant suites need
+# another run. Every other level runs tests/ops.
 QUANT_SUITES = ["tests/ops/test_quant_kernels.py", "tests/ops/test_quant.py"]
-LEVEL_BELOW_SUITES = {"avx512": QUANT_SUITES, "avx2vnni": QUANT_SUITES}
+LEVEL_BELOW_SUITES = {"avx512": QUANT_SUITES, "avx2vnni": QUANT_SUITES, "neon": QUANT_SUITES}
 
 
 def _best_level() -> str:
@@ -55,7 +56,7 @@ def test_the_device_names_its_level_and_the_env_var_caps_it():
         shim.Device("host", 0, options_override={"isa": other})
 
 
-@pytest.mark.parametrize("level", ["baseline", "avx2", "avx2vnni", "avx512"])
+@pytest.mark.parametrize("level", ["baseline", "avx2", "avx2vnni", "avx512", "neon"])
 def test_kernel_suites_pass_at_a_forced_lower_level(level):
     if level not in LEVEL_NAMES:
         pytest.skip(f"{level} is not a level of {platform.machine()}")
