@@ -438,14 +438,22 @@ class Graph:
 
     def attention(self, q: Node, k: Node, v: Node, mask: Node | None = None, causal: bool = False,
                   scale: float | None = None, softcap: float | None = None, window: int | None = None, *,
-                  name: str | None = None) -> Node:
+                  length: Node | None = None, name: str | None = None) -> Node:
         """Scaled dot-product attention. q [B, Tq, Hq, D], k [B, Tk, Hkv, D],
         v [B, Tk, Hkv, Dv] with Hq a multiple of Hkv (grouped-query);
         mask: additive, broadcast to [B, Hq, Tq, Tk]; causal aligns the last
         query with the last key; scale defaults to 1/sqrt(D); softcap:
         softcap * tanh(s / softcap); window: only the last `window` keys up
-        to each query's position. Returns [B, Tq, Hq, Dv]."""
+        to each query's position; length: i32 [1] run-time data, the keys
+        [0, length) are the active ones (a KV cache's filled rows) and the
+        last query sits at the last of them. Returns [B, Tq, Hq, Dv]."""
+        if mask is not None and not mask.dtype.is_float:   # an integer there would read as the length
+            raise DTypeError(f"attention: mask must be a float tensor, got {mask.dtype.name}")
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
+        if length is not None:
+            if length.dtype.is_float:   # a float operand in that place would read as a mask
+                raise DTypeError(f"attention: length must be i32 [1], got {length.dtype.name}")
+            inputs = (*inputs, length)
         return self.op("attention", inputs, causal=causal, scale=scale, softcap=softcap, window=window, name=name)
 
     # ---- the FFT family (rlx/ir/ops/fft.py): along the last axis, any leading batch ----

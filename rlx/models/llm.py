@@ -123,14 +123,19 @@ class _GraphBuilder:
         ids = g.input("tokens", (t,), "i32")
         positions = g.input("positions", (t,), "i32")
         slot = g.input("slot", (2,), "i32")
-        masks = {}
+        masks, lengths = {}, {}
         for kind in sorted(set(cfg.layer_kinds)):
-            # Decode: which cache rows hold keys. Prefill: causal (and the
-            # window on local layers) as an additive mask, so the CPU and
-            # GPUs take attention's batched-gemm path (the fused kernel,
-            # made for one query row, is several times slower at T >= 8).
-            rows = self.layout.rows[cfg.layer_kinds.index(kind)] if decode else t
-            masks[kind] = g.input(f"mask_{kind}", (1, 1, 1 if decode else t, rows))
+            if decode:
+                # The cache rows that hold keys, [0, length): an i32 on the
+                # device, so the kernels read only those rows (a ring of
+                # `window` rows is full once it wraps: min(pos + 1, window)).
+                lengths[kind] = g.input(f"length_{kind}", (1,), "i32")
+            else:
+                # Causal (and the window on local layers) as an additive
+                # mask, so the CPU and GPUs take attention's batched-gemm
+                # path (the fused kernel, made for one query row, is several
+                # times slower at T >= 8).
+                masks[kind] = g.input(f"mask_{kind}", (1, 1, t, t))
         embd = self.param(g, "token_embd.weight")
         x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
@@ -148,8 +153,8 @@ class _GraphBuilder:
             v_cache = g.set_rows(g.state(f"cache.v.{il}", (rows, nkv, hd)), v, slot)
             if decode:
                 a = g.attention(g.reshape(q, (1, 1, nh, hd)), g.reshape(k_cache, (1, rows, nkv, hd)),
-                                g.reshape(v_cache, (1, rows, nkv, hd)), masks[kind], scale=cfg.attn_scale,
-                                softcap=cfg.attn_softcap)
+                                g.reshape(v_cache, (1, rows, nkv, hd)), scale=cfg.attn_scale,
+                                softcap=cfg.attn_softcap, length=lengths[kind])
             else:
                 a = g.attention(g.reshape(q, (1, t, nh, hd)), g.reshape(k, (1, t, nkv, hd)),
                                 g.reshape(v, (1, t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
@@ -223,7 +228,7 @@ class LLM:
         self._first = None   # the executable the others share weights and cache with
         self._mask_cache: dict[int, dict[str, np.ndarray]] = {}
         kinds = self.config.layer_kinds
-        self._decode_masks = [(f"mask_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
+        self._decode_lengths = [(f"length_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
         self.position = 0    # tokens in the cache
         self.stats = GenerationStats()
         from rlx.tokenizer import Tokenizer
@@ -345,10 +350,8 @@ class LLM:
         ids = self._check_tokens([token])
         exe = self._executable("decode", 1, output)
         feed = {"tokens": ids, "positions": np.array([pos], np.int32), "slot": np.array([pos, 1], np.int32)}
-        for name, rows in self._decode_masks:
-            mask = np.full((1, 1, 1, rows), -np.inf, np.float32)
-            mask[..., : min(pos + 1, rows)] = 0.0
-            feed[name] = mask
+        for name, rows in self._decode_lengths:
+            feed[name] = np.array([min(pos + 1, rows)], np.int32)
         feed.update(self._sampling_feed(output, history, penalty))
         out = exe.run(feed)
         self.position = pos + 1
