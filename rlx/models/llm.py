@@ -68,23 +68,39 @@ def resolve_model(path_or_name: str | os.PathLike[str]) -> Path:
     return out
 
 
+KV_DTYPES = ("f32", "f16")
+
+
 @dataclass(frozen=True)
 class CacheLayout:
-    """Rows of each layer's K and V states."""
+    """Rows of each layer's K and V states and their dtype."""
 
     rows: tuple[int, ...]
     kv_dim: int
-    itemsize: int = 4
+    dtype: str = "f32"
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype == "f16" else 4
 
     @property
     def nbytes(self) -> int:
         return 2 * sum(self.rows) * self.kv_dim * self.itemsize
 
 
-def cache_layout(cfg: LlmConfig, max_context: int) -> CacheLayout:
+def cache_layout(cfg: LlmConfig, max_context: int, dtype: str = "f32") -> CacheLayout:
     rows = tuple(min(cfg.sliding_window, max_context) if kind == "local" else max_context
                  for kind in cfg.layer_kinds)
-    return CacheLayout(rows, cfg.kv_dim)
+    return CacheLayout(rows, cfg.kv_dim, dtype)
+
+
+def default_kv_dtype(device: str) -> str:
+    """f32 on the CPU (the parity tests' tolerances hold with room to spare
+    and a decode step there is bound by the weights, not the cache); f16 on
+    GPUs, where a long context's cache reads are a decode step's largest
+    traffic after the weights and halving them is worth an f16 rounding of
+    K, V and the query (tests/models/test_llm.py bounds that error)."""
+    return "f32" if str(device).split(":")[0] == "cpu" else "f16"
 
 
 def _check_supported(cfg: LlmConfig) -> None:
@@ -112,6 +128,10 @@ class _GraphBuilder:
         if name not in self.weights:
             return x    # a norm the file leaves out is the identity (as in the reference)
         return g.rmsnorm(x, self.param(g, name), eps=self.cfg.rms_eps, add_one=self.cfg.norm_offset == 1.0)
+
+    def to_kv(self, g: Graph, x: Node) -> Node:
+        """x (f32) in the KV cache's dtype."""
+        return x if self.layout.dtype == "f32" else g.cast(x, self.layout.dtype)
 
     def build(self, tokens: int, decode: bool, output: str, history: int = 0) -> Graph:
         """output: "logits", "token" (the argmax) or "topk:<k>" (the
@@ -148,13 +168,17 @@ class _GraphBuilder:
             base, _ = cfg.rope_for_layer(il)
             q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
             k = g.rope(k, positions, base=base, layout=cfg.rope_layout)
-            rows = self.layout.rows[il]
-            k_cache = g.set_rows(g.state(f"cache.k.{il}", (rows, nkv, hd)), k, slot)
-            v_cache = g.set_rows(g.state(f"cache.v.{il}", (rows, nkv, hd)), v, slot)
+            rows, kv = self.layout.rows[il], self.layout.dtype
+            k_cache = g.set_rows(g.state(f"cache.k.{il}", (rows, nkv, hd), kv), self.to_kv(g, k), slot)
+            v_cache = g.set_rows(g.state(f"cache.v.{il}", (rows, nkv, hd), kv), self.to_kv(g, v), slot)
             if decode:
-                a = g.attention(g.reshape(q, (1, 1, nh, hd)), g.reshape(k_cache, (1, rows, nkv, hd)),
+                # Attention in the cache's dtype (f32 math inside the
+                # kernels): the query is cast to it, the output back.
+                a = g.attention(g.reshape(self.to_kv(g, q), (1, 1, nh, hd)), g.reshape(k_cache, (1, rows, nkv, hd)),
                                 g.reshape(v_cache, (1, rows, nkv, hd)), scale=cfg.attn_scale,
                                 softcap=cfg.attn_softcap, length=lengths[kind])
+                if kv != "f32":
+                    a = g.cast(a, "f32")
             else:
                 a = g.attention(g.reshape(q, (1, t, nh, hd)), g.reshape(k, (1, t, nkv, hd)),
                                 g.reshape(v, (1, t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
@@ -208,9 +232,11 @@ class LLM:
     text; ``step`` / ``prefill`` are the executables' single runs."""
 
     def __init__(self, path: str | os.PathLike[str], device: str = "cpu", max_context: int = DEFAULT_MAX_CONTEXT,
-                 config: LlmConfig | None = None):
+                 config: LlmConfig | None = None, kv_dtype: str | None = None):
         """``config`` replaces the one read from the file (tests shrink the
-        sliding window with it; the weights must still fit it)."""
+        sliding window with it; the weights must still fit it). ``kv_dtype``
+        "f32" or "f16" is the KV cache's dtype (None: default_kv_dtype,
+        f32 on the CPU and f16 on GPUs); f16 halves kv_cache_bytes."""
         from rlx import gguf
 
         self.path = resolve_model(path)
@@ -221,7 +247,10 @@ class LLM:
             raise InputError(f"max_context must be a positive int, got {max_context!r}")
         self.max_context = min(max_context, self.config.context_length)
         self.device = device
-        self.layout = cache_layout(self.config, self.max_context)
+        kv_dtype = default_kv_dtype(device) if kv_dtype is None else kv_dtype
+        if kv_dtype not in KV_DTYPES:
+            raise InputError(f"kv_dtype must be one of {', '.join(KV_DTYPES)} (or None), got {kv_dtype!r}")
+        self.layout = cache_layout(self.config, self.max_context, kv_dtype)
         self._weights = dict(self.file.tensors)
         self._builder = _GraphBuilder(self.config, self._weights, self.layout)
         self._exes: dict[tuple[str, int, str], Any] = {}
@@ -500,10 +529,11 @@ def _held_back(text: str, stop: Sequence[str]) -> int:
 
 
 def load_llm(path_or_name: str | os.PathLike[str], device: str = "cpu",
-             max_context: int = DEFAULT_MAX_CONTEXT) -> LLM:
+             max_context: int = DEFAULT_MAX_CONTEXT, kv_dtype: str | None = None) -> LLM:
     """A GGUF model (a path, or a known name such as "gemma3-270m") compiled
-    for ``device``; the KV cache holds ``max_context`` tokens."""
-    return LLM(path_or_name, device=device, max_context=max_context)
+    for ``device``; the KV cache holds ``max_context`` tokens in ``kv_dtype``
+    ("f32" / "f16"; None: f32 on the CPU, f16 on GPUs)."""
+    return LLM(path_or_name, device=device, max_context=max_context, kv_dtype=kv_dtype)
 
 
 def print_stats(stats: GenerationStats, file: Any = None) -> None:
