@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from rlx.ir.ops.topk import MAX_K
 from rlx.reference.llm import LlmConfig
 
 DEFAULT_MAX_CONTEXT = 2048
+# Prefill runs prompts longer than this many tokens in chunks (one bucket each).
+DEFAULT_PREFILL_CHUNK = 512
 # Prefill token-count buckets (compiled on first use); the last is max_context.
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 # Names load_llm resolves to a model package (assembled once into the cache).
@@ -129,14 +131,26 @@ class _GraphBuilder:
             return x    # a norm the file leaves out is the identity (as in the reference)
         return g.rmsnorm(x, self.param(g, name), eps=self.cfg.rms_eps, add_one=self.cfg.norm_offset == 1.0)
 
+    def ffn(self, g: Graph, x: Node, p: str) -> Node:
+        """x plus the layer's normed gated FFN of x."""
+        h = self.norm(g, x, p + "ffn_norm.weight")
+        gate = g.linear(h, self.param(g, p + "ffn_gate.weight"))
+        up = g.linear(h, self.param(g, p + "ffn_up.weight"))
+        f = g.linear(g.glu(gate, up, self.cfg.activation), self.param(g, p + "ffn_down.weight"))
+        return g.add(x, self.norm(g, f, p + "post_ffw_norm.weight"))
+
     def to_kv(self, g: Graph, x: Node) -> Node:
         """x (f32) in the KV cache's dtype."""
         return x if self.layout.dtype == "f32" else g.cast(x, self.layout.dtype)
 
-    def build(self, tokens: int, decode: bool, output: str, history: int = 0) -> Graph:
+    def build(self, tokens: int, decode: bool, output: str, history: int = 0, extend: bool = False) -> Graph:
         """output: "logits", "token" (the argmax) or "topk:<k>" (the
         repetition penalty over an i32 ``history`` input of that many ids
-        and an f32 ``penalty`` input, then the k best values and ids)."""
+        and an f32 ``penalty`` input, then the k best values and ids).
+        extend: a prefill that continues the cache (a later chunk, or a
+        conversation's next turn): its queries attend to the cache's rows
+        as they were before the chunk plus the chunk's own rows, under
+        [tokens, rows + tokens] masks, and the chunk is written after."""
         cfg, t = self.cfg, tokens
         nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         g = Graph()
@@ -155,7 +169,8 @@ class _GraphBuilder:
                 # mask, so the CPU and GPUs take attention's batched-gemm
                 # path (the fused kernel, made for one query row, is several
                 # times slower at T >= 8).
-                masks[kind] = g.input(f"mask_{kind}", (1, 1, t, t))
+                rows = self.layout.rows[cfg.layer_kinds.index(kind)] if extend else 0
+                masks[kind] = g.input(f"mask_{kind}", (1, 1, t, rows + t))
         embd = self.param(g, "token_embd.weight")
         x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
@@ -169,8 +184,28 @@ class _GraphBuilder:
             q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
             k = g.rope(k, positions, base=base, layout=cfg.rope_layout)
             rows, kv = self.layout.rows[il], self.layout.dtype
-            k_cache = g.set_rows(g.state(f"cache.k.{il}", (rows, nkv, hd), kv), self.to_kv(g, k), slot)
-            v_cache = g.set_rows(g.state(f"cache.v.{il}", (rows, nkv, hd), kv), self.to_kv(g, v), slot)
+            k_state = g.state(f"cache.k.{il}", (rows, nkv, hd), kv)
+            v_state = g.state(f"cache.v.{il}", (rows, nkv, hd), kv)
+            if extend:
+                # Keys and values: the cache as it was, then the chunk's own
+                # rows. The chunk is written from the concatenation, so the
+                # write follows this read: on a ring of `window` rows it would
+                # overwrite keys the chunk's earlier queries still see.
+                keys = g.concat([k_state, self.to_kv(g, k)], axis=0)
+                values = g.concat([v_state, self.to_kv(g, v)], axis=0)
+                g.set_rows(k_state, g.narrow(keys, 0, rows, t), slot)
+                g.set_rows(v_state, g.narrow(values, 0, rows, t), slot)
+                a = g.attention(g.reshape(self.to_kv(g, q), (1, t, nh, hd)), g.reshape(keys, (1, rows + t, nkv, hd)),
+                                g.reshape(values, (1, rows + t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
+                                softcap=cfg.attn_softcap)
+                if kv != "f32":
+                    a = g.cast(a, "f32")
+                o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
+                x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
+                x = self.ffn(g, x, p)
+                continue
+            k_cache = g.set_rows(k_state, self.to_kv(g, k), slot)
+            v_cache = g.set_rows(v_state, self.to_kv(g, v), slot)
             if decode:
                 # Attention in the cache's dtype (f32 math inside the
                 # kernels): the query is cast to it, the output back.
@@ -185,11 +220,7 @@ class _GraphBuilder:
                                 softcap=cfg.attn_softcap)
             o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
             x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
-            h = self.norm(g, x, p + "ffn_norm.weight")
-            gate = g.linear(h, self.param(g, p + "ffn_gate.weight"))
-            up = g.linear(h, self.param(g, p + "ffn_up.weight"))
-            f = g.linear(g.glu(gate, up, cfg.activation), self.param(g, p + "ffn_down.weight"))
-            x = g.add(x, self.norm(g, f, p + "post_ffw_norm.weight"))
+            x = self.ffn(g, x, p)
         if not decode:
             x = g.gather(x, g.input("last", (1,), "i32"))   # only the last prompt row needs logits
         h = self.norm(g, x, "output_norm.weight")
@@ -259,6 +290,8 @@ class LLM:
         kinds = self.config.layer_kinds
         self._decode_lengths = [(f"length_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
         self.position = 0    # tokens in the cache
+        self.context: list[int] = []   # their ids (the repetition penalty's history when a context continues)
+        self._unfed: int | None = None   # the token generate() chose last, not yet in the cache
         self.stats = GenerationStats()
         from rlx.tokenizer import Tokenizer
 
@@ -279,7 +312,7 @@ class LLM:
         if exe is None:
             import rlx
 
-            graph = self._builder.build(tokens, kind == "decode", output, self.max_context)
+            graph = self._builder.build(tokens, kind == "decode", output, self.max_context, extend=kind == "extend")
             params = {name: self._weights[name] for name in graph.params}
             exe = rlx.compile(graph, device=self.device, params=params, share_params_with=self._first)
             if self._first is None:
@@ -331,25 +364,58 @@ class LLM:
     def reset(self) -> None:
         """Forget the cached context (the cache rows are masked, not cleared)."""
         self.position = 0
+        self.context = []
+        self._unfed = None
 
     def prefill(self, tokens: Sequence[int], output: str = "logits", history: Sequence[int] | None = None,
-                penalty: float = 1.0) -> Any:
-        """Runs the prompt from position 0; returns the last token's logits
-        [vocab] (output="logits"), the argmax token id ("token"), or
-        ("topk:<k>") the k best (values, ids) after the repetition penalty
-        over ``history`` (at most max_context ids)."""
+                penalty: float = 1.0, *, start: int = 0, chunk: int = DEFAULT_PREFILL_CHUNK,
+                progress: bool | Callable[[int, int], None] | None = None) -> Any:
+        """Runs the tokens from position ``start``: 0 starts a new context,
+        ``self.position`` continues the cached one (a conversation's next
+        turn: the tokens attend to the cache's rows and their own). Returns
+        the last token's logits [vocab] (output="logits"), the argmax token
+        id ("token"), or ("topk:<k>") the k best (values, ids) after the
+        repetition penalty over ``history`` (at most max_context ids).
+        Prompts longer than ``chunk`` tokens run in chunks of that many
+        (each continuing the cache); ``progress`` is called with (tokens
+        done, total) after each chunk, or with None a line on stderr shows
+        it when there is more than one chunk (False: silent)."""
         ids = self._check_tokens(tokens)
         n = len(ids)
-        if n > self.max_context:
-            raise InputError(f"prompt of {n} tokens exceeds max_context={self.max_context}")
+        if start not in (0, self.position):
+            raise InputError(f"prefill starts at 0 (a new context) or at the cached position {self.position}, "
+                             f"got start={start!r}")
+        if start + n > self.max_context:
+            raise InputError(f"{start} cached + {n} prompt tokens exceed max_context={self.max_context}")
+        if not isinstance(chunk, int) or chunk < 1:
+            raise InputError(f"chunk must be a positive int, got {chunk!r}")
+        if start == 0:
+            self.reset()
+        report = _progress_reporter(progress, n, chunk)
+        done, result = 0, None
+        while done < n:
+            part = ids[done: done + chunk]
+            result = self._prefill_chunk(part, output, history, penalty)
+            done += len(part)
+            report(done)
+        return result
+
+    def _prefill_chunk(self, ids: np.ndarray, output: str, history: Sequence[int] | None, penalty: float) -> Any:
+        """One run of a prefill executable over ids at the current position:
+        the plain form on an empty cache, the extending form after."""
+        n, p = len(ids), self.position
         bucket = self._bucket(n)
-        exe = self._executable("prefill", bucket, output)
+        kind = "prefill" if p == 0 else "extend"
+        exe = self._executable(kind, bucket, output)
         padded = np.zeros(bucket, np.int32)
         padded[:n] = ids
-        out = exe.run(tokens=padded, positions=np.arange(bucket, dtype=np.int32),
-                      slot=np.array([0, n], np.int32), last=np.array([n - 1], np.int32),
-                      **self._prefill_masks(bucket), **self._sampling_feed(output, history, penalty))
-        self.position = n
+        masks = self._prefill_masks(bucket) if p == 0 else self._extend_masks(bucket, p)
+        out = exe.run(tokens=padded, positions=np.arange(p, p + bucket, dtype=np.int32),
+                      slot=np.array([p, n], np.int32), last=np.array([n - 1], np.int32),
+                      **masks, **self._sampling_feed(output, history, penalty))
+        self.position = p + n
+        self.context.extend(int(t) for t in ids)
+        self._unfed = None
         return self._result(out, output)
 
     def _prefill_masks(self, t: int) -> dict[str, np.ndarray]:
@@ -368,6 +434,29 @@ class LLM:
             self._mask_cache[t] = masks
         return masks
 
+    def _extend_masks(self, t: int, p: int) -> dict[str, np.ndarray]:
+        """Additive [1, 1, t, rows + t] masks of a chunk of t rows at
+        position p over (the cache's rows before the chunk, the chunk's own
+        rows): a cache row holds position q (a global layer's row q, a
+        ring's row q mod rows for its newest q < p) and counts when q < p
+        (and, on local layers, p + i - q < window); chunk key j when j <= i
+        (and i - j < window)."""
+        i = np.arange(t)[:, None]
+        masks = {}
+        for kind in set(self.config.layer_kinds):
+            rows = self.layout.rows[self.config.layer_kinds.index(kind)]
+            r = np.arange(rows)[None, :]
+            held = (p - 1) - np.mod(p - 1 - r, rows)     # the newest position < p of each row (< 0: none)
+            old = np.broadcast_to(held >= 0, (t, rows))
+            j = np.arange(t)[None, :]
+            own = j <= i
+            if kind == "local":
+                old = old & ((p + i - held) < self.config.sliding_window)
+                own = own & ((i - j) < self.config.sliding_window)
+            ok = np.concatenate([old, own], axis=1)
+            masks[f"mask_{kind}"] = np.where(ok, 0.0, -np.inf).astype(np.float32)[None, None]
+        return masks
+
     def step(self, token: int, output: str = "logits", history: Sequence[int] | None = None,
              penalty: float = 1.0) -> Any:
         """One decode step at the current position: writes the token's K/V
@@ -384,6 +473,8 @@ class LLM:
         feed.update(self._sampling_feed(output, history, penalty))
         out = exe.run(feed)
         self.position = pos + 1
+        self.context.append(int(ids[0]))
+        self._unfed = None
         return self._result(out, output)
 
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
@@ -408,7 +499,9 @@ class LLM:
     # ---- generation -----------------------------------------------------------------
     def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, *, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
-                 seed: int | None = None, stop: Sequence[str] = (), add_bos: bool = True) -> Iterator[str]:
+                 seed: int | None = None, stop: Sequence[str] = (), add_bos: bool = True,
+                 keep_context: bool = False, chunk: int = DEFAULT_PREFILL_CHUNK,
+                 progress: bool | Callable[[int, int], None] | None = None) -> Iterator[str]:
         """Streams the text of up to ``max_tokens`` new tokens. Greedy
         (temperature 0) takes the argmax on the device and copies one id a
         token. With a repetition penalty or a top_k of 1..256 the device
@@ -417,34 +510,45 @@ class LLM:
         top-p and min-p to those and draws (rlx.models.sampling). top_k 0
         or above 256 copies the whole logits row and does all of it on the
         host. Stops at EOS, a stop string (not yielded) or max_tokens;
-        ``self.stats`` has the timings."""
+        ``self.stats`` has the timings. keep_context: the prompt continues
+        the cached context (after the last token chosen, which is fed
+        first; no BOS) instead of starting a new one, so a conversation's
+        next turn costs its own tokens, not the whole conversation's; the
+        penalty's history is then the whole context. Prompts run in
+        ``chunk``-token prefills with ``progress`` as ``prefill`` has it."""
         from rlx.models.sampling import Sampler
 
-        ids = (self.tokenizer.encode(prompt, add_bos=add_bos) if isinstance(prompt, str)
+        cont = keep_context and self.position > 0
+        ids = (self.tokenizer.encode(prompt, add_bos=add_bos and not cont) if isinstance(prompt, str)
                else [int(t) for t in prompt])
+        if cont and self._unfed is not None:
+            ids = [self._unfed, *ids]
         sampler = Sampler(temperature, top_k, top_p, min_p, repetition_penalty, seed)
         k = sampler.device_k(self.config.vocab_size)
         output = "token" if sampler.greedy else f"topk:{k}" if k else "logits"
         if not ids:
             raise InputError("empty prompt")
-        if len(ids) > self.max_context:
-            raise InputError(f"prompt of {len(ids)} tokens exceeds max_context={self.max_context}")
-        budget = min(max_tokens, self.max_context - len(ids))
+        start = self.position if cont else 0
+        if start + len(ids) > self.max_context:
+            raise InputError(f"{start} cached + {len(ids)} prompt tokens exceed max_context={self.max_context}")
+        budget = min(max_tokens, self.max_context - start - len(ids))
         if budget <= 0:
             return
         self.stats = GenerationStats(prompt_tokens=len(ids))
-        self.reset()
-        self._executable("prefill", self._bucket(len(ids)), output)   # compiled outside the timings
+        for i in range(0, len(ids), chunk):   # compiled outside the timings
+            n = min(chunk, len(ids) - i)
+            self._executable("prefill" if start + i == 0 else "extend", self._bucket(n), output)
         self._executable("decode", 1, output)
         t0 = time.perf_counter()
-        # The device's copy of the history: the prompt, then each token as it
-        # is chosen, padded with -1 (no list converted per step).
+        # The device's copy of the history: the context and the prompt, then
+        # each token as it is chosen, padded with -1 (no list converted per step).
+        history = (self.context if cont else []) + list(ids)
         padded = np.full(self.max_context, -1, np.int32)
-        padded[: len(ids)] = ids
-        first = self.prefill(ids, output, padded, sampler.repetition_penalty)
+        padded[: len(history)] = history
+        first = self.prefill(ids, output, padded, sampler.repetition_penalty, start=start, chunk=chunk,
+                             progress=progress)
         self.stats.prefill_s = time.perf_counter() - t0
-        history = list(ids)
-        token = self._choose(sampler, output, first, history)
+        token = self._unfed = self._choose(sampler, output, first, history)
         decoder = self.tokenizer.decode_stream()
         text, emitted = "", 0
         t0 = time.perf_counter()
@@ -468,7 +572,7 @@ class LLM:
             if i + 1 == budget:
                 break
             result = self.step(token, output, padded, sampler.repetition_penalty)
-            token = self._choose(sampler, output, result, history)
+            token = self._unfed = self._choose(sampler, output, result, history)
         self.stats.decode_s = time.perf_counter() - t0
         if _stop_index(text, stop) is None:
             text += decoder.flush()
@@ -483,10 +587,21 @@ class LLM:
             return sampler.pick(result, history)
         return sampler.pick_top(*result)
 
-    def chat(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> Iterator[str]:
+    def chat(self, messages: Sequence[Mapping[str, str]], keep_context: bool = False,
+             **kwargs: Any) -> Iterator[str]:
         """generate() on the conversation ({"role": "user" | "assistant" |
-        "system", "content": ...} dicts) in the model's chat template."""
-        return self.generate(chat_prompt(self.config.architecture, messages), add_bos=True, **kwargs)
+        "system", "content": ...} dicts) in the model's chat template.
+        keep_context: ``messages`` are the conversation's new turns, appended
+        to the cached context (the model's last reply, closed with its end
+        of turn, is already there) instead of rendering the whole
+        conversation again."""
+        prompt = chat_prompt(self.config.architecture, messages)
+        if keep_context and self.position > 0:
+            # The reply's end of turn (the unfed token generate stopped at, or
+            # written here when it stopped early), then the template's newline.
+            closed = self._unfed is not None and self.tokenizer.is_eog(self._unfed)
+            prompt = ("" if closed else "<end_of_turn>") + "\n" + prompt
+        return self.generate(prompt, add_bos=True, keep_context=keep_context, **kwargs)
 
 
 def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str:
@@ -509,6 +624,24 @@ def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str
             content, system = system + content, ""
         out.append(f"<start_of_turn>{'model' if role == 'assistant' else 'user'}\n{content}<end_of_turn>\n")
     return "".join(out) + "<start_of_turn>model\n"
+
+
+def _progress_reporter(progress: bool | Callable[[int, int], None] | None, total: int,
+                       chunk: int) -> Callable[[int], None]:
+    """done -> None: the caller's callback, a stderr line (None, only when
+    the prompt takes more than one chunk) or nothing (False)."""
+    if callable(progress):
+        return lambda done: progress(done, total)
+    if progress is False or (progress is None and total <= chunk):
+        return lambda done: None
+    t0 = time.perf_counter()
+
+    def line(done: int) -> None:
+        rate = done / max(time.perf_counter() - t0, 1e-9)
+        end = "\n" if done >= total else ""
+        print(f"\r[prefill {done}/{total} tokens, {rate:.0f} tok/s]", end=end, file=sys.stderr, flush=True)
+
+    return line
 
 
 def _stop_index(text: str, stop: Sequence[str]) -> int | None:
