@@ -8,14 +8,18 @@ weights (``share_params_with``) and a shared KV cache (``g.state``).
 
 Per layer the KV cache is two states: global layers keep ``max_context``
 rows, sliding-window layers a ring of ``window`` rows (row = position mod
-window), so local layers never read past their window. A step's position,
-cache slot and attention masks are run-time inputs: one compiled decode
-executable (one recorded schedule) serves every token with nothing
+window), so local layers never read past their window; their dtype is
+``kv_dtype`` (f32, or f16 at half the bytes). A step's position, cache
+slot and active lengths (the i32 ``length`` operand of attention: the
+kernels read only the filled rows) are run-time inputs: one compiled
+decode executable (one recorded schedule) serves every token with nothing
 re-encoded. Prefill runs a bucket of T >= prompt tokens from position 0
 (padding after the prompt does not reach earlier rows under the causal
 mask, and set_rows writes only the prompt's rows), attends within the
 prompt's own keys and values under additive causal (and window) masks,
-and writes them into the cache.
+and writes them into the cache. Later chunks of a long prompt, and a
+conversation's next turn, run the extending form: attention over the
+cache's rows as the run found them plus the chunk's own, then the write.
 """
 
 from __future__ import annotations
