@@ -174,7 +174,8 @@ class _GraphBuilder:
                 # path (the fused kernel, made for one query row, is several
                 # times slower at T >= 8).
                 rows = self.layout.rows[cfg.layer_kinds.index(kind)] if extend else 0
-                masks[kind] = g.input(f"mask_{kind}", (1, 1, t, rows + t))
+                # The extending form's attention is in the cache's dtype, its mask too (0 / -inf are exact).
+                masks[kind] = g.input(f"mask_{kind}", (1, 1, t, rows + t), self.layout.dtype if extend else "f32")
         embd = self.param(g, "token_embd.weight")
         x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
@@ -458,7 +459,8 @@ class LLM:
                 old = old & ((p + i - held) < self.config.sliding_window)
                 own = own & ((i - j) < self.config.sliding_window)
             ok = np.concatenate([old, own], axis=1)
-            masks[f"mask_{kind}"] = np.where(ok, 0.0, -np.inf).astype(np.float32)[None, None]
+            dtype = np.float16 if self.layout.dtype == "f16" else np.float32
+            masks[f"mask_{kind}"] = np.where(ok, 0.0, -np.inf).astype(dtype)[None, None]
         return masks
 
     def step(self, token: int, output: str = "logits", history: Sequence[int] | None = None,

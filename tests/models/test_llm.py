@@ -96,7 +96,8 @@ def test_f16_kv_cache_matches_the_float64_oracle(gemma_path, weights):
     rounded to f16 (f32 math in the kernels). Looser bounds than the f32
     cache's: top-1 >= 99% and mean KL <= 2e-3 over the teacher-forced text
     and a shrunk window's ring past its wrap (measured on this file: top-1
-    1.0, KL 7.4e-7; the f32 cache's KL is 3.5e-12)."""
+    1.0, KL 7.4e-7; the f32 cache's KL is 3.5e-12), and for the last row of
+    a chunked prefill."""
     small = dataclasses.replace(weights.config, sliding_window=6)
     model = LLM(gemma_path, max_context=128, config=small, kv_dtype="f16")
     f32_bytes = LLM(gemma_path, max_context=128, config=small, kv_dtype="f32").kv_cache_bytes
@@ -106,8 +107,12 @@ def test_f16_kv_cache_matches_the_float64_oracle(gemma_path, weights):
     ids = model.tokenizer.encode(TEXT)
     ref = copy.copy(weights)
     ref.config = small
-    top1, kl = _agreement(model.logits(ids), reference_logits(ref, ids))
+    want = reference_logits(ref, ids)
+    top1, kl = _agreement(model.logits(ids), want)
     assert top1 >= 0.99 and kl <= 2e-3, (top1, kl)
+    # Chunked prefill over the f16 ring (chunks of 7 wrap the 6-row ring).
+    top1, kl = _agreement(model.prefill(ids, chunk=7)[None], want[-1][None])
+    assert top1 == 1.0 and kl <= 2e-3, kl
 
 
 @pytest.fixture(scope="module")
