@@ -11,6 +11,9 @@
 //   pass 3: threads stride over output features: out[d] = sum_j p_j v[j, d] / sum.
 // A row whose keys are all masked (max = -inf) writes zeros; a NaN score
 // (from q, k or the mask) makes its row NaN, as in PyTorch.
+// With flag 4 an i32 active length L (run-time data: a KV cache's filled
+// rows, read after the group index as every buffer is) replaces Tk in every
+// loop: only keys [0, L) are read, and the last query sits at key L - 1.
 // q, k, v and the mask are read through (b, t, h) / (b, h, q, k) strides with
 // a contiguous feature axis, so head slices of a packed QKV tensor and
 // broadcast masks (stride 0) need no copy. Query head h reads kv head
@@ -18,17 +21,18 @@
 struct AttentionParams {
     uint rows, Tq, Tk, Hq;
     uint group, D, Dv, flags;          // flags: 1 = has mask, 2 = causal
-    uint window, q_offset, k_offset, v_offset;   // window 0 = none
+    uint window, q_offset, k_offset, v_offset;   // window 0 = none; flags 4 = has length
     uint m_offset, o_offset, splits, keys_per_split;   // the split kernels' (below)
     float scale, softcap, pad2, pad3;  // softcap 0 = none
     uint q_sb, q_st, q_sh, k_sb;
     uint k_st, k_sh, v_sb, v_st;
     uint v_sh, m_sb, m_sh, m_sq;
-    uint m_sk, pad4, pad5, pad6;
+    uint m_sk, l_offset, pad5, pad6;
 };
 
 #define RLX_ATT_MASK 1u
 #define RLX_ATT_CAUSAL 2u
+#define RLX_ATT_LENGTH 4u
 #define RLX_ATT_KB 4u       // keys per block in passes 1 and 2
 #define RLX_ATT_CHUNK 8u    // output features per chunk in pass 3
 
@@ -74,9 +78,16 @@ RLX_INLINE rlx_att_f4 rlx_att_dot4(RLX_DEVICE const T *q, RLX_DEVICE const T *k0
     return r;
 }
 
+// The keys a row reads: the active length clamped to [0, Tk], or Tk.
+RLX_INLINE uint rlx_att_active(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const int *length) {
+    if ((p->flags & RLX_ATT_LENGTH) == 0u) return p->Tk;
+    const int n = length[p->l_offset];
+    return n <= 0 ? 0u : ((uint)n < p->Tk ? (uint)n : p->Tk);
+}
+
 // The pointers of one output row (b, query i, head h): its query, the K and
 // V rows of its KV head, its mask row, and where the last query sits among
-// the keys (qpos: for causal and window).
+// the `active` keys (qpos: for causal and window).
 template <typename T>
 struct rlx_att_row {
     RLX_DEVICE const T *q, *k, *v, *mask;
@@ -85,7 +96,8 @@ struct rlx_att_row {
 
 template <typename T>
 RLX_INLINE rlx_att_row<T> rlx_att_row_of(RLX_DEVICE const AttentionParams *p, uint row, RLX_DEVICE const T *q,
-                                         RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask) {
+                                         RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
+                                         uint active) {
     const uint Hq = p->Hq, Tq = p->Tq;
     const uint h = row % Hq, i = (row / Hq) % Tq, b = row / (Hq * Tq);
     const uint kvh = h / p->group;
@@ -94,22 +106,22 @@ RLX_INLINE rlx_att_row<T> rlx_att_row_of(RLX_DEVICE const AttentionParams *p, ui
     r.k = k + p->k_offset + (uint64_t)b * p->k_sb + (uint64_t)kvh * p->k_sh;
     r.v = v + p->v_offset + (uint64_t)b * p->v_sb + (uint64_t)kvh * p->v_sh;
     r.mask = mask + p->m_offset + (uint64_t)b * p->m_sb + (uint64_t)h * p->m_sh + (uint64_t)i * p->m_sq;
-    r.qpos = (int)i + (int)p->Tk - (int)Tq;   // the last query sits at the last key
+    r.qpos = (int)i + (int)active - (int)Tq;   // the last query sits at the last active key
     return r;
 }
 
 template <typename T>
 RLX_KERNEL attention(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                      RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
-                     RLX_BUF(RLX_DEVICE float *, scores, 4), RLX_BUF(RLX_DEVICE T *, out, 5),
-                     RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
+                     RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, scores, 5),
+                     RLX_BUF(RLX_DEVICE T *, out, 6), RLX_PARAMS(AttentionParams, p, 7) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    const uint Tk = p->Tk, D = p->D, Dv = p->Dv;
-    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask);
+    const uint Tk = rlx_att_active(p, length), D = p->D, Dv = p->Dv;   // keys [0, Tk) only
+    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask, Tk);
     RLX_DEVICE const T *qr = at.q, *kb = at.k, *vb = at.v, *mr = at.mask;
-    RLX_DEVICE float *sr = scores + (uint64_t)row * Tk;
+    RLX_DEVICE float *sr = scores + (uint64_t)row * p->Tk;
     RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
     const uint64_t k_st = p->k_st, v_st = p->v_st;
     const bool has_mask = (p->flags & RLX_ATT_MASK) != 0u, causal = (p->flags & RLX_ATT_CAUSAL) != 0u;
@@ -252,14 +264,14 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 template <typename T>
 RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                            RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
-                           RLX_BUF(RLX_DEVICE float *, part, 4), RLX_PARAMS(AttentionParams, p, 5) RLX_IDS) {
+                           RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
+                           RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
     const uint splits = p->splits, chunk = p->keys_per_split;
     const uint gid = rlx_group_id.x;
     const uint row = gid / splits, split = gid % splits;
     if (row >= p->rows) return;
-    const uint Tk = p->Tk, D = p->D, Dv = p->Dv;
-    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask);
+    const uint Tk = rlx_att_active(p, length), D = p->D, Dv = p->Dv;   // keys [0, Tk) only
     const uint64_t k_st = p->k_st, v_st = p->v_st;
     const bool has_mask = (p->flags & RLX_ATT_MASK) != 0u, causal = (p->flags & RLX_ATT_CAUSAL) != 0u;
     const float scale = p->scale, cap = p->softcap;
@@ -268,6 +280,14 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
     const uint n = j0 >= Tk ? 0u : (Tk - j0 < chunk ? Tk - j0 : chunk);
     RLX_DEVICE float *acc_out = part + (uint64_t)gid * Dv;
     RLX_DEVICE float *ml_out = part + (uint64_t)p->rows * splits * Dv + (uint64_t)gid * 2u;
+    if (n == 0u) {   // a chunk past the active length (uniform in the group): an empty split the merge skips
+        if (rlx_local_id.x == 0u) {
+            ml_out[0] = -RLX_INFINITY;
+            ml_out[1] = 0.0f;
+        }
+        return;
+    }
+    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask, Tk);
 
     // Scores: SIMD group w takes keys w, w + n_simd, ...; its lanes (fewer
     // than the width in a partial last SIMD group) split the features.

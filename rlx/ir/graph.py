@@ -107,6 +107,18 @@ def _ref(x: Any) -> str:
     return f"%{x.id}" if isinstance(x, Node) else f"<not a node: {type(x).__name__}>"
 
 
+def _ancestors(nodes: Sequence[Node]) -> set[Node]:
+    """The nodes and everything they read, transitively."""
+    seen: set[Node] = set()
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.inputs)
+    return seen
+
+
 class Graph:
     """A dataflow graph of typed nodes with named inputs, params and outputs."""
 
@@ -118,6 +130,9 @@ class Graph:
         self._states: dict[str, Node] = {}
         # Nodes that write state (set_rows): run even when nothing reads them.
         self._effects: list[Node] = []
+        # Nodes that read a state directly (its value as the run found it),
+        # each of which the state's write, if any, must depend on.
+        self._state_readers: dict[str, list[Node]] = {}
         self._next_id = 0
 
     # ------------------------------------------------------------ building
@@ -149,8 +164,9 @@ class Graph:
             self._check_state_write(inputs)
         elif any(x.op == "state" for x in inputs):
             state = next(x for x in inputs if x.op == "state")
-            raise GraphError(f"{op}: reads state {state.attrs['name']!r} directly; read the value "
-                             "g.set_rows(...) returns (the state after this run's write)")
+            if any(e.inputs[0] is state for e in self._effects):
+                raise GraphError(f"{op}: reads state {state.attrs['name']!r} directly after this graph writes it; "
+                                 "read the value g.set_rows(...) returns (the state after this run's write)")
         attrs = dict(attrs)
         nid = self._next_id
         ty = self._infer(opdef, inputs, attrs, nid, name)
@@ -165,12 +181,17 @@ class Graph:
             self._states[name] = node
         elif op == "set_rows":
             self._effects.append(node)
+        for x in inputs:
+            if x.op == "state" and op != "set_rows":
+                self._state_readers.setdefault(x.attrs["name"], []).append(node)
         return node
 
     def _check_state_write(self, inputs: tuple[Node, ...]) -> None:
         """One write per state and graph, straight into the state node: the
-        write happens in place, so a second writer or a reader of the old
-        version would see a value that depends on the thunk order."""
+        write happens in place, so a second writer would see a value that
+        depends on the thunk order. A node that read the state directly
+        (the old version) must feed the write's values or slot, which orders
+        the read before the write; a later direct read is refused in op()."""
         if not inputs or inputs[0].op != "state":
             what = f"{inputs[0]!r}" if inputs else "nothing"
             raise GraphError(f"set_rows: input 0 must be a state (g.state(...)), got {what}")
@@ -178,6 +199,14 @@ class Graph:
         if any(e.inputs[0] is state for e in self._effects):
             raise GraphError(f"set_rows: state {state.attrs['name']!r} is already written in this graph "
                              "(one set_rows per state and graph)")
+        readers = self._state_readers.get(state.attrs["name"], [])
+        if readers:
+            ancestors = _ancestors(inputs[1:])
+            late = [r for r in readers if r not in ancestors]
+            if late:
+                raise GraphError(f"set_rows: {late[0]!r} reads state {state.attrs['name']!r} directly (the value "
+                                 "before this write) but does not feed the write's values or slot, so it could "
+                                 "run after the write; read the value g.set_rows(...) returns instead")
 
     @staticmethod
     def _infer(opdef: OpDef, inputs: tuple[Node, ...], attrs: dict, nid: int, name: str | None) -> TensorType:
@@ -207,7 +236,9 @@ class Graph:
         """A buffer that lives across runs (a KV cache): zeros at compile
         time, written in place by ``set_rows`` and shared by executables
         compiled with ``share_params_with``. Read it through the value
-        ``set_rows`` returns."""
+        ``set_rows`` returns; a direct read is the state as the run found
+        it, allowed where the graph's write depends on it (a chunk's
+        attention over a ring's old rows, then its write) or no write."""
         return self.op("state", (), name=name, shape=shape, dtype=dtype)
 
     def set_rows(self, state: Node, values: Node, slot: Node) -> Node:
@@ -438,14 +469,22 @@ class Graph:
 
     def attention(self, q: Node, k: Node, v: Node, mask: Node | None = None, causal: bool = False,
                   scale: float | None = None, softcap: float | None = None, window: int | None = None, *,
-                  name: str | None = None) -> Node:
+                  length: Node | None = None, name: str | None = None) -> Node:
         """Scaled dot-product attention. q [B, Tq, Hq, D], k [B, Tk, Hkv, D],
         v [B, Tk, Hkv, Dv] with Hq a multiple of Hkv (grouped-query);
         mask: additive, broadcast to [B, Hq, Tq, Tk]; causal aligns the last
         query with the last key; scale defaults to 1/sqrt(D); softcap:
         softcap * tanh(s / softcap); window: only the last `window` keys up
-        to each query's position. Returns [B, Tq, Hq, Dv]."""
+        to each query's position; length: i32 [1] run-time data, the keys
+        [0, length) are the active ones (a KV cache's filled rows) and the
+        last query sits at the last of them. Returns [B, Tq, Hq, Dv]."""
+        if mask is not None and not mask.dtype.is_float:   # an integer there would read as the length
+            raise DTypeError(f"attention: mask must be a float tensor, got {mask.dtype.name}")
         inputs = (q, k, v) if mask is None else (q, k, v, mask)
+        if length is not None:
+            if length.dtype.is_float:   # a float operand in that place would read as a mask
+                raise DTypeError(f"attention: length must be i32 [1], got {length.dtype.name}")
+            inputs = (*inputs, length)
         return self.op("attention", inputs, causal=causal, scale=scale, softcap=softcap, window=window, name=name)
 
     # ---- the FFT family (rlx/ir/ops/fft.py): along the last axis, any leading batch ----

@@ -1,7 +1,9 @@
 """Lowering of attention (shaders/attention.h) and its params packer: the
 fused kernel, or two batched gemms around a masked softmax for longer
 sequences. Q, K, V are read through strides with a contiguous feature axis;
-the mask through broadcast strides, never copied."""
+the mask through broadcast strides, never copied. An active-length operand
+(i32 run-time data) always takes the kernels, which read it on the device
+and touch only the active keys (the gemm path would scan them all)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import struct
 
 from rlx.ir.dtype import f32
 from rlx.ir.graph import Node
+from rlx.ir.ops.attention import split_length
 from rlx.lowering.core import Lowering, Work, feature_contiguous, float_suffix, lowers
 from rlx.lowering.softmax import masked_softmax_params
 from rlx.runtime import params as P
@@ -21,15 +24,16 @@ def attention_params(node: Node, rows: int, tq: int, tk: int, hq: int, group: in
                      has_mask: bool, causal: bool, window: int, offsets: tuple[int, int, int, int, int],
                      scale: float, softcap: float, q_strides: tuple[int, int, int], k_strides: tuple[int, int, int],
                      v_strides: tuple[int, int, int], m_strides: tuple[int, int, int, int],
-                     splits: int = 0, keys_per_split: int = 0) -> bytes:
+                     splits: int = 0, keys_per_split: int = 0, length_offset: int | None = None) -> bytes:
     """AttentionParams: offsets = (q, k, v, mask, out); q/k/v strides =
     (b, t, h) and mask strides = (b, h, q, k), in elements; splits and
-    keys_per_split for the split-K kernels (0 for the fused one)."""
+    keys_per_split for the split-K kernels (0 for the fused one);
+    length_offset: the i32 active length's element offset (None: no length)."""
     q_off, k_off, v_off, m_off, o_off = offsets
-    flags = (1 if has_mask else 0) | (2 if causal else 0)
+    flags = (1 if has_mask else 0) | (2 if causal else 0) | (4 if length_offset is not None else 0)
     head = P.u32_fields(node, [rows, tq, tk, hq, group, d, dv, flags, window, q_off, k_off, v_off, m_off, o_off,
                                splits, keys_per_split])
-    tail = P.u32_fields(node, [*q_strides, *k_strides, *v_strides, *m_strides, 0, 0, 0])
+    tail = P.u32_fields(node, [*q_strides, *k_strides, *v_strides, *m_strides, length_offset or 0, 0, 0])
     return struct.pack("<16I4f16I", *head, scale, softcap, 0.0, 0.0, *tail)
 
 
@@ -52,17 +56,19 @@ def _attention(lw: Lowering, node: Node) -> View:
     b, tq, hq, d = q.shape
     tk, hkv = k.shape[1], k.shape[2]
     dv = v.shape[3]
-    has_mask = len(node.inputs) == 4
+    float_inputs, length_node = split_length(list(node.inputs))
+    has_mask = len(float_inputs) == 4
     if has_mask:
         mask = lw.view(node.inputs[3]).broadcast_to((b, hq, tq, tk))
         m_strides = tuple(mask.strides)
     else:
         mask, m_strides = q, (0, 0, 0, 0)   # bound but never read
+    length = lw.dense(length_node) if length_node is not None else q   # bound but never read without one
     out = lw.new_value(node)
     rows = b * tq * hq
     if not out.numel:
         return out
-    if _use_gemm_path(lw, node, tq, tk):
+    if length_node is None and _use_gemm_path(lw, node, tq, tk):
         if node.dtype == f32:
             return _attention_gemms(lw, node, q, k, v, mask if has_mask else None, out)
         wide_mask = None
@@ -88,14 +94,14 @@ def _attention(lw: Lowering, node: Node) -> View:
             node, rows, tq, tk, hq, hq // hkv, d, dv, has_mask, attrs["causal"], attrs["window"] or 0,
             (q.offset, k.offset, v.offset, mask.offset, out.offset), float(attrs["scale"]),
             float(attrs["softcap"] or 0.0), tuple(q.strides[:3]), tuple(k.strides[:3]), tuple(v.strides[:3]),
-            m_strides, splits, keys if splits else 0)
+            m_strides, splits, keys if splits else 0, length.offset if length_node is not None else None)
 
     if keys:
         splits = -(-tk // keys)
         part = lw.new_value(node, (rows * splits * (dv + 2),), f32)
         threads = 1 if lw.target.one_thread_groups else min(lw.target.max_threads_per_group, SPLIT_THREADS)
         lw.dispatch(f"{node!r} ({splits} key splits)", f"attention_split_{suffix}",
-                    [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (part, "w")], params(splits),
+                    [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (part, "w")], params(splits),
                     ((rows * splits, 1, 1), (threads, 1, 1)), Work("attention", flops))
         lw.dispatch(f"{node!r} (merge the splits)", f"attention_merge_{suffix}", [(part, "r"), (out, "w")],
                     params(splits), lw.target.row_grid(rows, dv), Work("attention", 3.0 * rows * splits * dv))
@@ -104,7 +110,7 @@ def _attention(lw: Lowering, node: Node) -> View:
     # Groups of at most 256 threads: more only idle in P @ V, and the kernel's
     # registers cap its pipeline below 1024 threads on CUDA (896 on an H200).
     lw.dispatch(repr(node), f"attention_{suffix}",
-                [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (scores, "w"), (out, "w")],
+                [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (scores, "w"), (out, "w")],
                 params(), lw.target.row_grid(rows, min(tk, _MAX_THREADS)), Work("attention", flops))
     return out
 

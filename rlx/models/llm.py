@@ -8,14 +8,18 @@ weights (``share_params_with``) and a shared KV cache (``g.state``).
 
 Per layer the KV cache is two states: global layers keep ``max_context``
 rows, sliding-window layers a ring of ``window`` rows (row = position mod
-window), so local layers never read past their window. A step's position,
-cache slot and attention masks are run-time inputs: one compiled decode
-executable (one recorded schedule) serves every token with nothing
+window), so local layers never read past their window; their dtype is
+``kv_dtype`` (f32, or f16 at half the bytes). A step's position, cache
+slot and active lengths (the i32 ``length`` operand of attention: the
+kernels read only the filled rows) are run-time inputs: one compiled
+decode executable (one recorded schedule) serves every token with nothing
 re-encoded. Prefill runs a bucket of T >= prompt tokens from position 0
 (padding after the prompt does not reach earlier rows under the causal
 mask, and set_rows writes only the prompt's rows), attends within the
 prompt's own keys and values under additive causal (and window) masks,
-and writes them into the cache.
+and writes them into the cache. Later chunks of a long prompt, and a
+conversation's next turn, run the extending form: attention over the
+cache's rows as the run found them plus the chunk's own, then the write.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,8 @@ from rlx.ir.ops.topk import MAX_K
 from rlx.reference.llm import LlmConfig
 
 DEFAULT_MAX_CONTEXT = 2048
+# Prefill runs prompts longer than this many tokens in chunks (one bucket each).
+DEFAULT_PREFILL_CHUNK = 512
 # Prefill token-count buckets (compiled on first use); the last is max_context.
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
 # Names load_llm resolves to a model package (assembled once into the cache).
@@ -68,23 +74,39 @@ def resolve_model(path_or_name: str | os.PathLike[str]) -> Path:
     return out
 
 
+KV_DTYPES = ("f32", "f16")
+
+
 @dataclass(frozen=True)
 class CacheLayout:
-    """Rows of each layer's K and V states."""
+    """Rows of each layer's K and V states and their dtype."""
 
     rows: tuple[int, ...]
     kv_dim: int
-    itemsize: int = 4
+    dtype: str = "f32"
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype == "f16" else 4
 
     @property
     def nbytes(self) -> int:
         return 2 * sum(self.rows) * self.kv_dim * self.itemsize
 
 
-def cache_layout(cfg: LlmConfig, max_context: int) -> CacheLayout:
+def cache_layout(cfg: LlmConfig, max_context: int, dtype: str = "f32") -> CacheLayout:
     rows = tuple(min(cfg.sliding_window, max_context) if kind == "local" else max_context
                  for kind in cfg.layer_kinds)
-    return CacheLayout(rows, cfg.kv_dim)
+    return CacheLayout(rows, cfg.kv_dim, dtype)
+
+
+def default_kv_dtype(device: str) -> str:
+    """f32 on the CPU (the parity tests' tolerances hold with room to spare
+    and a decode step there is bound by the weights, not the cache); f16 on
+    GPUs, where a long context's cache reads are a decode step's largest
+    traffic after the weights and halving them is worth an f16 rounding of
+    K, V and the query (tests/models/test_llm.py bounds that error)."""
+    return "f32" if str(device).split(":")[0] == "cpu" else "f16"
 
 
 def _check_supported(cfg: LlmConfig) -> None:
@@ -113,24 +135,47 @@ class _GraphBuilder:
             return x    # a norm the file leaves out is the identity (as in the reference)
         return g.rmsnorm(x, self.param(g, name), eps=self.cfg.rms_eps, add_one=self.cfg.norm_offset == 1.0)
 
-    def build(self, tokens: int, decode: bool, output: str, history: int = 0) -> Graph:
+    def ffn(self, g: Graph, x: Node, p: str) -> Node:
+        """x plus the layer's normed gated FFN of x."""
+        h = self.norm(g, x, p + "ffn_norm.weight")
+        gate = g.linear(h, self.param(g, p + "ffn_gate.weight"))
+        up = g.linear(h, self.param(g, p + "ffn_up.weight"))
+        f = g.linear(g.glu(gate, up, self.cfg.activation), self.param(g, p + "ffn_down.weight"))
+        return g.add(x, self.norm(g, f, p + "post_ffw_norm.weight"))
+
+    def to_kv(self, g: Graph, x: Node) -> Node:
+        """x (f32) in the KV cache's dtype."""
+        return x if self.layout.dtype == "f32" else g.cast(x, self.layout.dtype)
+
+    def build(self, tokens: int, decode: bool, output: str, history: int = 0, extend: bool = False) -> Graph:
         """output: "logits", "token" (the argmax) or "topk:<k>" (the
         repetition penalty over an i32 ``history`` input of that many ids
-        and an f32 ``penalty`` input, then the k best values and ids)."""
+        and an f32 ``penalty`` input, then the k best values and ids).
+        extend: a prefill that continues the cache (a later chunk, or a
+        conversation's next turn): its queries attend to the cache's rows
+        as they were before the chunk plus the chunk's own rows, under
+        [tokens, rows + tokens] masks, and the chunk is written after."""
         cfg, t = self.cfg, tokens
         nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         g = Graph()
         ids = g.input("tokens", (t,), "i32")
         positions = g.input("positions", (t,), "i32")
         slot = g.input("slot", (2,), "i32")
-        masks = {}
+        masks, lengths = {}, {}
         for kind in sorted(set(cfg.layer_kinds)):
-            # Decode: which cache rows hold keys. Prefill: causal (and the
-            # window on local layers) as an additive mask, so the CPU and
-            # GPUs take attention's batched-gemm path (the fused kernel,
-            # made for one query row, is several times slower at T >= 8).
-            rows = self.layout.rows[cfg.layer_kinds.index(kind)] if decode else t
-            masks[kind] = g.input(f"mask_{kind}", (1, 1, 1 if decode else t, rows))
+            if decode:
+                # The cache rows that hold keys, [0, length): an i32 on the
+                # device, so the kernels read only those rows (a ring of
+                # `window` rows is full once it wraps: min(pos + 1, window)).
+                lengths[kind] = g.input(f"length_{kind}", (1,), "i32")
+            else:
+                # Causal (and the window on local layers) as an additive
+                # mask, so the CPU and GPUs take attention's batched-gemm
+                # path (the fused kernel, made for one query row, is several
+                # times slower at T >= 8).
+                rows = self.layout.rows[cfg.layer_kinds.index(kind)] if extend else 0
+                # The extending form's attention is in the cache's dtype, its mask too (0 / -inf are exact).
+                masks[kind] = g.input(f"mask_{kind}", (1, 1, t, rows + t), self.layout.dtype if extend else "f32")
         embd = self.param(g, "token_embd.weight")
         x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
@@ -143,24 +188,44 @@ class _GraphBuilder:
             base, _ = cfg.rope_for_layer(il)
             q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
             k = g.rope(k, positions, base=base, layout=cfg.rope_layout)
-            rows = self.layout.rows[il]
-            k_cache = g.set_rows(g.state(f"cache.k.{il}", (rows, nkv, hd)), k, slot)
-            v_cache = g.set_rows(g.state(f"cache.v.{il}", (rows, nkv, hd)), v, slot)
-            if decode:
-                a = g.attention(g.reshape(q, (1, 1, nh, hd)), g.reshape(k_cache, (1, rows, nkv, hd)),
-                                g.reshape(v_cache, (1, rows, nkv, hd)), masks[kind], scale=cfg.attn_scale,
+            rows, kv = self.layout.rows[il], self.layout.dtype
+            k_state = g.state(f"cache.k.{il}", (rows, nkv, hd), kv)
+            v_state = g.state(f"cache.v.{il}", (rows, nkv, hd), kv)
+            if extend:
+                # Keys and values: the cache as it was, then the chunk's own
+                # rows. The chunk is written from the concatenation, so the
+                # write follows this read: on a ring of `window` rows it would
+                # overwrite keys the chunk's earlier queries still see.
+                keys = g.concat([k_state, self.to_kv(g, k)], axis=0)
+                values = g.concat([v_state, self.to_kv(g, v)], axis=0)
+                g.set_rows(k_state, g.narrow(keys, 0, rows, t), slot)
+                g.set_rows(v_state, g.narrow(values, 0, rows, t), slot)
+                a = g.attention(g.reshape(self.to_kv(g, q), (1, t, nh, hd)), g.reshape(keys, (1, rows + t, nkv, hd)),
+                                g.reshape(values, (1, rows + t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
                                 softcap=cfg.attn_softcap)
+                if kv != "f32":
+                    a = g.cast(a, "f32")
+                o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
+                x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
+                x = self.ffn(g, x, p)
+                continue
+            k_cache = g.set_rows(k_state, self.to_kv(g, k), slot)
+            v_cache = g.set_rows(v_state, self.to_kv(g, v), slot)
+            if decode:
+                # Attention in the cache's dtype (f32 math inside the
+                # kernels): the query is cast to it, the output back.
+                a = g.attention(g.reshape(self.to_kv(g, q), (1, 1, nh, hd)), g.reshape(k_cache, (1, rows, nkv, hd)),
+                                g.reshape(v_cache, (1, rows, nkv, hd)), scale=cfg.attn_scale,
+                                softcap=cfg.attn_softcap, length=lengths[kind])
+                if kv != "f32":
+                    a = g.cast(a, "f32")
             else:
                 a = g.attention(g.reshape(q, (1, t, nh, hd)), g.reshape(k, (1, t, nkv, hd)),
                                 g.reshape(v, (1, t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
                                 softcap=cfg.attn_softcap)
             o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
             x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
-            h = self.norm(g, x, p + "ffn_norm.weight")
-            gate = g.linear(h, self.param(g, p + "ffn_gate.weight"))
-            up = g.linear(h, self.param(g, p + "ffn_up.weight"))
-            f = g.linear(g.glu(gate, up, cfg.activation), self.param(g, p + "ffn_down.weight"))
-            x = g.add(x, self.norm(g, f, p + "post_ffw_norm.weight"))
+            x = self.ffn(g, x, p)
         if not decode:
             x = g.gather(x, g.input("last", (1,), "i32"))   # only the last prompt row needs logits
         h = self.norm(g, x, "output_norm.weight")
@@ -206,9 +271,11 @@ class LLM:
     text; ``step`` / ``prefill`` are the executables' single runs."""
 
     def __init__(self, path: str | os.PathLike[str], device: str = "cpu", max_context: int = DEFAULT_MAX_CONTEXT,
-                 config: LlmConfig | None = None):
+                 config: LlmConfig | None = None, kv_dtype: str | None = None):
         """``config`` replaces the one read from the file (tests shrink the
-        sliding window with it; the weights must still fit it)."""
+        sliding window with it; the weights must still fit it). ``kv_dtype``
+        "f32" or "f16" is the KV cache's dtype (None: default_kv_dtype,
+        f32 on the CPU and f16 on GPUs); f16 halves kv_cache_bytes."""
         from rlx import gguf
 
         self.path = resolve_model(path)
@@ -219,15 +286,20 @@ class LLM:
             raise InputError(f"max_context must be a positive int, got {max_context!r}")
         self.max_context = min(max_context, self.config.context_length)
         self.device = device
-        self.layout = cache_layout(self.config, self.max_context)
+        kv_dtype = default_kv_dtype(device) if kv_dtype is None else kv_dtype
+        if kv_dtype not in KV_DTYPES:
+            raise InputError(f"kv_dtype must be one of {', '.join(KV_DTYPES)} (or None), got {kv_dtype!r}")
+        self.layout = cache_layout(self.config, self.max_context, kv_dtype)
         self._weights = dict(self.file.tensors)
         self._builder = _GraphBuilder(self.config, self._weights, self.layout)
         self._exes: dict[tuple[str, int, str], Any] = {}
         self._first = None   # the executable the others share weights and cache with
         self._mask_cache: dict[int, dict[str, np.ndarray]] = {}
         kinds = self.config.layer_kinds
-        self._decode_masks = [(f"mask_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
+        self._decode_lengths = [(f"length_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
         self.position = 0    # tokens in the cache
+        self.context: list[int] = []   # their ids (the repetition penalty's history when a context continues)
+        self._unfed: int | None = None   # the token generate() chose last, not yet in the cache
         self.stats = GenerationStats()
         from rlx.tokenizer import Tokenizer
 
@@ -248,7 +320,7 @@ class LLM:
         if exe is None:
             import rlx
 
-            graph = self._builder.build(tokens, kind == "decode", output, self.max_context)
+            graph = self._builder.build(tokens, kind == "decode", output, self.max_context, extend=kind == "extend")
             params = {name: self._weights[name] for name in graph.params}
             exe = rlx.compile(graph, device=self.device, params=params, share_params_with=self._first)
             if self._first is None:
@@ -300,25 +372,58 @@ class LLM:
     def reset(self) -> None:
         """Forget the cached context (the cache rows are masked, not cleared)."""
         self.position = 0
+        self.context = []
+        self._unfed = None
 
     def prefill(self, tokens: Sequence[int], output: str = "logits", history: Sequence[int] | None = None,
-                penalty: float = 1.0) -> Any:
-        """Runs the prompt from position 0; returns the last token's logits
-        [vocab] (output="logits"), the argmax token id ("token"), or
-        ("topk:<k>") the k best (values, ids) after the repetition penalty
-        over ``history`` (at most max_context ids)."""
+                penalty: float = 1.0, *, start: int = 0, chunk: int = DEFAULT_PREFILL_CHUNK,
+                progress: bool | Callable[[int, int], None] | None = None) -> Any:
+        """Runs the tokens from position ``start``: 0 starts a new context,
+        ``self.position`` continues the cached one (a conversation's next
+        turn: the tokens attend to the cache's rows and their own). Returns
+        the last token's logits [vocab] (output="logits"), the argmax token
+        id ("token"), or ("topk:<k>") the k best (values, ids) after the
+        repetition penalty over ``history`` (at most max_context ids).
+        Prompts longer than ``chunk`` tokens run in chunks of that many
+        (each continuing the cache); ``progress`` is called with (tokens
+        done, total) after each chunk, or with None a line on stderr shows
+        it when there is more than one chunk (False: silent)."""
         ids = self._check_tokens(tokens)
         n = len(ids)
-        if n > self.max_context:
-            raise InputError(f"prompt of {n} tokens exceeds max_context={self.max_context}")
+        if start not in (0, self.position):
+            raise InputError(f"prefill starts at 0 (a new context) or at the cached position {self.position}, "
+                             f"got start={start!r}")
+        if start + n > self.max_context:
+            raise InputError(f"{start} cached + {n} prompt tokens exceed max_context={self.max_context}")
+        if not isinstance(chunk, int) or chunk < 1:
+            raise InputError(f"chunk must be a positive int, got {chunk!r}")
+        if start == 0:
+            self.reset()
+        report = _progress_reporter(progress, n, chunk)
+        done, result = 0, None
+        while done < n:
+            part = ids[done: done + chunk]
+            result = self._prefill_chunk(part, output, history, penalty)
+            done += len(part)
+            report(done)
+        return result
+
+    def _prefill_chunk(self, ids: np.ndarray, output: str, history: Sequence[int] | None, penalty: float) -> Any:
+        """One run of a prefill executable over ids at the current position:
+        the plain form on an empty cache, the extending form after."""
+        n, p = len(ids), self.position
         bucket = self._bucket(n)
-        exe = self._executable("prefill", bucket, output)
+        kind = "prefill" if p == 0 else "extend"
+        exe = self._executable(kind, bucket, output)
         padded = np.zeros(bucket, np.int32)
         padded[:n] = ids
-        out = exe.run(tokens=padded, positions=np.arange(bucket, dtype=np.int32),
-                      slot=np.array([0, n], np.int32), last=np.array([n - 1], np.int32),
-                      **self._prefill_masks(bucket), **self._sampling_feed(output, history, penalty))
-        self.position = n
+        masks = self._prefill_masks(bucket) if p == 0 else self._extend_masks(bucket, p)
+        out = exe.run(tokens=padded, positions=np.arange(p, p + bucket, dtype=np.int32),
+                      slot=np.array([p, n], np.int32), last=np.array([n - 1], np.int32),
+                      **masks, **self._sampling_feed(output, history, penalty))
+        self.position = p + n
+        self.context.extend(int(t) for t in ids)
+        self._unfed = None
         return self._result(out, output)
 
     def _prefill_masks(self, t: int) -> dict[str, np.ndarray]:
@@ -337,6 +442,30 @@ class LLM:
             self._mask_cache[t] = masks
         return masks
 
+    def _extend_masks(self, t: int, p: int) -> dict[str, np.ndarray]:
+        """Additive [1, 1, t, rows + t] masks of a chunk of t rows at
+        position p over (the cache's rows before the chunk, the chunk's own
+        rows): a cache row holds position q (a global layer's row q, a
+        ring's row q mod rows for its newest q < p) and counts when q < p
+        (and, on local layers, p + i - q < window); chunk key j when j <= i
+        (and i - j < window)."""
+        i = np.arange(t)[:, None]
+        masks = {}
+        for kind in set(self.config.layer_kinds):
+            rows = self.layout.rows[self.config.layer_kinds.index(kind)]
+            r = np.arange(rows)[None, :]
+            held = (p - 1) - np.mod(p - 1 - r, rows)     # the newest position < p of each row (< 0: none)
+            old = np.broadcast_to(held >= 0, (t, rows))
+            j = np.arange(t)[None, :]
+            own = j <= i
+            if kind == "local":
+                old = old & ((p + i - held) < self.config.sliding_window)
+                own = own & ((i - j) < self.config.sliding_window)
+            ok = np.concatenate([old, own], axis=1)
+            dtype = np.float16 if self.layout.dtype == "f16" else np.float32
+            masks[f"mask_{kind}"] = np.where(ok, 0.0, -np.inf).astype(dtype)[None, None]
+        return masks
+
     def step(self, token: int, output: str = "logits", history: Sequence[int] | None = None,
              penalty: float = 1.0) -> Any:
         """One decode step at the current position: writes the token's K/V
@@ -348,13 +477,13 @@ class LLM:
         ids = self._check_tokens([token])
         exe = self._executable("decode", 1, output)
         feed = {"tokens": ids, "positions": np.array([pos], np.int32), "slot": np.array([pos, 1], np.int32)}
-        for name, rows in self._decode_masks:
-            mask = np.full((1, 1, 1, rows), -np.inf, np.float32)
-            mask[..., : min(pos + 1, rows)] = 0.0
-            feed[name] = mask
+        for name, rows in self._decode_lengths:
+            feed[name] = np.array([min(pos + 1, rows)], np.int32)
         feed.update(self._sampling_feed(output, history, penalty))
         out = exe.run(feed)
         self.position = pos + 1
+        self.context.append(int(ids[0]))
+        self._unfed = None
         return self._result(out, output)
 
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
@@ -379,7 +508,9 @@ class LLM:
     # ---- generation -----------------------------------------------------------------
     def generate(self, prompt: str | Sequence[int], max_tokens: int = 128, *, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
-                 seed: int | None = None, stop: Sequence[str] = (), add_bos: bool = True) -> Iterator[str]:
+                 seed: int | None = None, stop: Sequence[str] = (), add_bos: bool = True,
+                 keep_context: bool = False, chunk: int = DEFAULT_PREFILL_CHUNK,
+                 progress: bool | Callable[[int, int], None] | None = None) -> Iterator[str]:
         """Streams the text of up to ``max_tokens`` new tokens. Greedy
         (temperature 0) takes the argmax on the device and copies one id a
         token. With a repetition penalty or a top_k of 1..256 the device
@@ -388,35 +519,47 @@ class LLM:
         top-p and min-p to those and draws (rlx.models.sampling). top_k 0
         or above 256 copies the whole logits row and does all of it on the
         host. Stops at EOS, a stop string (not yielded) or max_tokens;
-        ``self.stats`` has the timings, the token counts and why it stopped."""
+        ``self.stats`` has the timings, the token counts and why it stopped.
+        keep_context: the prompt continues the cached context (after the
+        last token chosen, which is fed first; no BOS) instead of starting
+        a new one, so a conversation's next turn costs its own tokens, not
+        the whole conversation's; the penalty's history is then the whole
+        context. Prompts run in ``chunk``-token prefills with ``progress``
+        as ``prefill`` has it."""
         from rlx.models.sampling import Sampler
 
-        ids = (self.tokenizer.encode(prompt, add_bos=add_bos) if isinstance(prompt, str)
+        cont = keep_context and self.position > 0
+        ids = (self.tokenizer.encode(prompt, add_bos=add_bos and not cont) if isinstance(prompt, str)
                else [int(t) for t in prompt])
+        if cont and self._unfed is not None:
+            ids = [self._unfed, *ids]
         sampler = Sampler(temperature, top_k, top_p, min_p, repetition_penalty, seed)
         k = sampler.device_k(self.config.vocab_size)
         output = "token" if sampler.greedy else f"topk:{k}" if k else "logits"
         if not ids:
             raise InputError("empty prompt")
-        if len(ids) > self.max_context:
-            raise InputError(f"prompt of {len(ids)} tokens exceeds max_context={self.max_context}")
-        budget = min(max_tokens, self.max_context - len(ids))
+        start = self.position if cont else 0
+        if start + len(ids) > self.max_context:
+            raise InputError(f"{start} cached + {len(ids)} prompt tokens exceed max_context={self.max_context}")
+        budget = min(max_tokens, self.max_context - start - len(ids))
         self.stats = GenerationStats(prompt_tokens=len(ids))
         if budget <= 0:
             self.stats.finish_reason = "length"
             return
-        self.reset()
-        self._executable("prefill", self._bucket(len(ids)), output)   # compiled outside the timings
+        for i in range(0, len(ids), chunk):   # compiled outside the timings
+            n = min(chunk, len(ids) - i)
+            self._executable("prefill" if start + i == 0 else "extend", self._bucket(n), output)
         self._executable("decode", 1, output)
         t0 = time.perf_counter()
-        # The device's copy of the history: the prompt, then each token as it
-        # is chosen, padded with -1 (no list converted per step).
+        # The device's copy of the history: the context and the prompt, then
+        # each token as it is chosen, padded with -1 (no list converted per step).
+        history = (self.context if cont else []) + list(ids)
         padded = np.full(self.max_context, -1, np.int32)
-        padded[: len(ids)] = ids
-        first = self.prefill(ids, output, padded, sampler.repetition_penalty)
+        padded[: len(history)] = history
+        first = self.prefill(ids, output, padded, sampler.repetition_penalty, start=start, chunk=chunk,
+                             progress=progress)
         self.stats.prefill_s = time.perf_counter() - t0
-        history = list(ids)
-        token = self._choose(sampler, output, first, history)
+        token = self._unfed = self._choose(sampler, output, first, history)
         decoder = self.tokenizer.decode_stream()
         text, emitted = "", 0
         t0 = time.perf_counter()
@@ -443,7 +586,7 @@ class LLM:
                 self.stats.finish_reason = "length"
                 break
             result = self.step(token, output, padded, sampler.repetition_penalty)
-            token = self._choose(sampler, output, result, history)
+            token = self._unfed = self._choose(sampler, output, result, history)
         self.stats.decode_s = time.perf_counter() - t0
         if _stop_index(text, stop) is None:
             text += decoder.flush()
@@ -458,10 +601,21 @@ class LLM:
             return sampler.pick(result, history)
         return sampler.pick_top(*result)
 
-    def chat(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> Iterator[str]:
+    def chat(self, messages: Sequence[Mapping[str, str]], keep_context: bool = False,
+             **kwargs: Any) -> Iterator[str]:
         """generate() on the conversation ({"role": "user" | "assistant" |
-        "system", "content": ...} dicts) in the model's chat template."""
-        return self.generate(chat_prompt(self.config.architecture, messages), add_bos=True, **kwargs)
+        "system", "content": ...} dicts) in the model's chat template.
+        keep_context: ``messages`` are the conversation's new turns, appended
+        to the cached context (the model's last reply, closed with its end
+        of turn, is already there) instead of rendering the whole
+        conversation again."""
+        prompt = chat_prompt(self.config.architecture, messages)
+        if keep_context and self.position > 0:
+            # The reply's end of turn (the unfed token generate stopped at, or
+            # written here when it stopped early), then the template's newline.
+            closed = self._unfed is not None and self.tokenizer.is_eog(self._unfed)
+            prompt = ("" if closed else "<end_of_turn>") + "\n" + prompt
+        return self.generate(prompt, add_bos=True, keep_context=keep_context, **kwargs)
 
 
 def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str:
@@ -486,6 +640,24 @@ def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str
     return "".join(out) + "<start_of_turn>model\n"
 
 
+def _progress_reporter(progress: bool | Callable[[int, int], None] | None, total: int,
+                       chunk: int) -> Callable[[int], None]:
+    """done -> None: the caller's callback, a stderr line (None, only when
+    the prompt takes more than one chunk) or nothing (False)."""
+    if callable(progress):
+        return lambda done: progress(done, total)
+    if progress is False or (progress is None and total <= chunk):
+        return lambda done: None
+    t0 = time.perf_counter()
+
+    def line(done: int) -> None:
+        rate = done / max(time.perf_counter() - t0, 1e-9)
+        end = "\n" if done >= total else ""
+        print(f"\r[prefill {done}/{total} tokens, {rate:.0f} tok/s]", end=end, file=sys.stderr, flush=True)
+
+    return line
+
+
 def _stop_index(text: str, stop: Sequence[str]) -> int | None:
     hits = [text.find(s) for s in stop if s and s in text]
     return min(hits) if hits else None
@@ -504,10 +676,11 @@ def _held_back(text: str, stop: Sequence[str]) -> int:
 
 
 def load_llm(path_or_name: str | os.PathLike[str], device: str = "cpu",
-             max_context: int = DEFAULT_MAX_CONTEXT) -> LLM:
+             max_context: int = DEFAULT_MAX_CONTEXT, kv_dtype: str | None = None) -> LLM:
     """A GGUF model (a path, or a known name such as "gemma3-270m") compiled
-    for ``device``; the KV cache holds ``max_context`` tokens."""
-    return LLM(path_or_name, device=device, max_context=max_context)
+    for ``device``; the KV cache holds ``max_context`` tokens in ``kv_dtype``
+    ("f32" / "f16"; None: f32 on the CPU, f16 on GPUs)."""
+    return LLM(path_or_name, device=device, max_context=max_context, kv_dtype=kv_dtype)
 
 
 def print_stats(stats: GenerationStats, file: Any = None) -> None:

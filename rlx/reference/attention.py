@@ -14,9 +14,19 @@ from rlx.reference.core import register_reference
 
 
 def attention(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    length = None
+    if len(xs) > 3 and np.issubdtype(np.asarray(xs[-1]).dtype, np.integer):
+        length, xs = int(np.asarray(xs[-1]).reshape(-1)[0]), xs[:-1]
     q, k, v = (np.asarray(a, dtype=np.float32) for a in xs[:3])
     b, tq, hq, _ = q.shape
     tk, hkv = k.shape[1], k.shape[2]
+    if length is not None:   # attention over the active keys [0, L) alone (the rest are never read)
+        active = min(max(length, 0), tk)
+        k, v = k[:, :active], v[:, :active]
+        if len(xs) == 4:
+            m = np.asarray(xs[3])
+            xs = [*xs[:3], m[..., :active] if m.shape[-1] == tk else m]
+        tk = active
     rep = hq // hkv
     # [B, H, T, D], kv heads repeated so query head h reads kv head h // rep.
     qh = q.transpose(0, 2, 1, 3)

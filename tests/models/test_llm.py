@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+from rlx.errors import InputError
 from rlx.models.llm import LLM
 from rlx.reference.llm import reference_generate, reference_logits
 
@@ -88,6 +89,107 @@ def test_sliding_window_ring_buffer_past_its_wrap(gemma_path, weights):
     rest = [model.step(t) for t in ids[9:20]]
     top1, kl = _agreement(np.stack([first] + rest), want[8:20])
     assert top1 >= 0.995 and kl <= 1e-3, (top1, kl)
+
+
+def test_f16_kv_cache_matches_the_float64_oracle(gemma_path, weights):
+    """kv_dtype="f16": half the cache bytes; K, V and the decode query
+    rounded to f16 (f32 math in the kernels). Looser bounds than the f32
+    cache's: top-1 >= 99% and mean KL <= 2e-3 over the teacher-forced text
+    and a shrunk window's ring past its wrap (measured on this file: top-1
+    1.0, KL 7.4e-7; the f32 cache's KL is 3.5e-12), and for the last row of
+    a chunked prefill."""
+    small = dataclasses.replace(weights.config, sliding_window=6)
+    model = LLM(gemma_path, max_context=128, config=small, kv_dtype="f16")
+    f32_bytes = LLM(gemma_path, max_context=128, config=small, kv_dtype="f32").kv_cache_bytes
+    assert model.kv_cache_bytes * 2 == f32_bytes
+    with pytest.raises(InputError, match="kv_dtype"):
+        LLM(gemma_path, max_context=16, kv_dtype="bf16")
+    ids = model.tokenizer.encode(TEXT)
+    ref = copy.copy(weights)
+    ref.config = small
+    want = reference_logits(ref, ids)
+    top1, kl = _agreement(model.logits(ids), want)
+    assert top1 >= 0.99 and kl <= 2e-3, (top1, kl)
+    # Chunked prefill over the f16 ring (chunks of 7 wrap the 6-row ring).
+    top1, kl = _agreement(model.prefill(ids, chunk=7)[None], want[-1][None])
+    assert top1 == 1.0 and kl <= 2e-3, kl
+
+
+@pytest.fixture(scope="module")
+def small_window(gemma_path, weights):
+    """A window of 6 rows (the file's is 512), so chunks wrap the ring."""
+    return LLM(gemma_path, max_context=64, config=dataclasses.replace(weights.config, sliding_window=6))
+
+
+def _cache(model, rows):
+    """Every layer's K and V rows: the whole ring of local layers, the first
+    ``rows`` of global ones (later rows are stale)."""
+    out = []
+    for il, r in enumerate(model.layout.rows):
+        for kv in "kv":
+            state = model._first.read_state(f"cache.{kv}.{il}")
+            out.append(state if r == model.config.sliding_window else state[:rows])
+    return out
+
+
+@pytest.mark.parametrize("chunk", [4, 6, 7, 16])
+def test_chunked_prefill_equals_the_one_shot_prefill(small_window, chunk):
+    """Chunks smaller than, equal to and larger than the 6-row ring (16:
+    the ring wraps inside a chunk, whose later queries still need the old
+    rows it overwrites): the last logits, every cache row and the next
+    decode step equal the one-shot prefill's to 5e-4 (f32 logits of
+    magnitude ~24; measured <= 6e-5: summation order only)."""
+    model = small_window
+    ids = model.tokenizer.encode(TEXT)[:30]
+    one_shot = model.prefill(ids)
+    cache = _cache(model, 30)
+    step = model.step(ids[0])
+    calls = []
+    chunked = model.prefill(ids, chunk=chunk, progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(min(i + chunk, 30), 30) for i in range(0, 30, chunk)]
+    assert model.position == 30 and model.context == list(ids)
+    np.testing.assert_allclose(chunked, one_shot, atol=5e-4, rtol=0)
+    for got, want in zip(_cache(model, 30), cache):
+        np.testing.assert_allclose(got, want, atol=5e-4, rtol=1e-4)
+    np.testing.assert_allclose(model.step(ids[0]), step, atol=5e-4, rtol=0)
+
+
+def test_prefill_progress_on_stderr_past_one_chunk(small_window, capsys):
+    ids = small_window.tokenizer.encode(TEXT)[:20]
+    small_window.prefill(ids, chunk=16)
+    assert "[prefill 20/20 tokens" in capsys.readouterr().err
+    small_window.prefill(ids[:16], chunk=16)
+    assert "prefill" not in capsys.readouterr().err   # one chunk: silent
+
+
+def test_continuation_equals_the_concatenated_text(llm, weights):
+    """prefill(A), then prefill(B, start=position) (attending to A's cached
+    rows) gives the logits prefill(A + B) gives, to 5e-4; and the oracle's."""
+    ids = llm.tokenizer.encode(TEXT)
+    a, b = ids[:23], ids[23:41]
+    whole = llm.prefill(a + b)
+    llm.prefill(a)
+    got = llm.prefill(b, start=llm.position)
+    assert llm.position == len(a) + len(b)
+    np.testing.assert_allclose(got, whole, atol=5e-4, rtol=0)
+    top1, kl = _agreement(got[None], reference_logits(weights, a + b)[-1][None])
+    assert top1 == 1.0 and kl <= 1e-4, kl
+    with pytest.raises(InputError, match="starts at 0"):
+        llm.prefill(b, start=3)
+
+
+def test_generate_keep_context_continues_the_conversation(llm):
+    """Greedy: a second prompt with keep_context=True yields the text the
+    whole conversation (first prompt, the tokens chosen, second prompt)
+    yields from scratch, with only the second prompt prefilled."""
+    first = llm.tokenizer.encode("The capital of France is")
+    second = llm.tokenizer.encode(" and the capital of Italy is", add_bos=False)
+    "".join(llm.generate(first, max_tokens=5))
+    conversation = llm.context + [llm._unfed] + second
+    continued = "".join(llm.generate(second, max_tokens=6, keep_context=True))
+    assert llm.stats.prompt_tokens == len(second) + 1   # the unfed last token, then the prompt
+    assert continued == "".join(llm.generate(conversation, max_tokens=6))
+    assert llm.context[: len(conversation)] == conversation
 
 
 def test_greedy_generation_matches_the_oracle(llm, weights):

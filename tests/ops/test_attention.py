@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import assert_matches_reference
+from conftest import TOL, assert_matches_reference
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -275,6 +275,88 @@ def _attention_cases(draw):
               softcap=draw(st.one_of(st.none(), st.floats(0.5, 30.0))),
               scale=draw(st.one_of(st.none(), st.floats(0.01, 2.0))))
     return b, tq, tk, hq, hkv, d, dv, mask_shape, kw, draw(st.sampled_from(DTYPES)), draw(st.integers(0, 2**31))
+
+
+# ---------------------------------------------------------------- active length (i32 run-time data)
+
+
+def _length_graph(b, tq, tk, hq, hkv, d, dtype, mask_shape=None, **kw):
+    g = rlx.Graph()
+    q = g.input("q", (b, tq, hq, d), dtype)
+    k = g.input("k", (b, tk, hkv, d), dtype)
+    v = g.input("v", (b, tk, hkv, d), dtype)
+    mask = None if mask_shape is None else g.input("mask", mask_shape, dtype)
+    g.set_outputs(o=g.attention(q, k, v, mask, length=g.input("length", (1,), "i32"), **kw))
+    return g
+
+
+LENGTH_GROUPS = [(4, 4), (8, 2), (6, 1)]   # query heads per KV head: 1, 4 and 6
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("hq, hkv", LENGTH_GROUPS)
+@pytest.mark.parametrize("split", [0, 8, 64])
+@pytest.mark.parametrize("tq, causal", [(1, False), (1, True), (3, True)])
+def test_attention_active_length_one_executable_every_length(rng, monkeypatch, dtype, hq, hkv, split, tq, causal):
+    """One compiled graph (fused kernel, or split-K in chunks of 8 / 64
+    keys) run at lengths 0, 1, in between, Tk and past Tk (clamped) against
+    the reference; the K/V rows past the length hold NaN, which must not
+    reach the output (they are never read), and the query grid is odd."""
+    tk, d = 77, 40
+    if split:
+        _force_split(monkeypatch, split)
+    g = _length_graph(2, tq, tk, hq, hkv, d, dtype, causal=causal, softcap=7.0 if causal else None)
+    exe = rlx.compile(g)
+    want_kernels = [f"attention_split_{dtype}", f"attention_merge_{dtype}"] if split else [f"attention_{dtype}"]
+    assert _kernels(exe) == want_kernels
+    ins = _attention_inputs(rng, 2, tq, tk, hq, hkv, d, dtype=dtype)
+    for n in (0, 1, 2, 9, 64, 65, 76, 77, 500):
+        active = min(n, tk)
+        feed = {name: a.copy() for name, a in ins.items()}
+        feed["k"][:, active:] = np.nan
+        feed["v"][:, active:] = np.nan
+        feed["length"] = np.array([n], np.int32)
+        got = exe.run(feed)["o"]
+        want = rlx.run_reference(g, feed)["o"]
+        tol = TOL[dtype]
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), err_msg=f"length {n}", **tol)
+        assert np.isfinite(got).all(), n
+        if active == 0 or (causal and active < tq):
+            assert not np.any(got[:, : tq - active]), n   # queries with no key: zeros
+        elif active:   # the same as attention over the first `active` keys, without a length
+            short = _attention_graph(2, tq, active, hq, hkv, d, dtype=dtype, causal=causal,
+                                     softcap=7.0 if causal else None)
+            direct = rlx.run_reference(short, {"q": feed["q"], "k": feed["k"][:, :active],
+                                               "v": feed["v"][:, :active]})["o"]
+            np.testing.assert_allclose(got.astype(np.float64), direct.astype(np.float64), **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("split", [0, 5])
+def test_attention_active_length_with_a_mask_and_window(rng, monkeypatch, dtype, split):
+    """A length, an additive mask and a window together: the window counts
+    back from the last active key."""
+    tk = 33
+    if split:
+        _force_split(monkeypatch, split)
+    mask = rng.standard_normal((1, 1, 2, tk)).astype(np.float32)
+    mask[..., 3] = -np.inf
+    g = _length_graph(1, 2, tk, 8, 2, 24, dtype, mask.shape, causal=True, window=6, scale=0.4)
+    exe = rlx.compile(g)
+    ins = _attention_inputs(rng, 1, 2, tk, 8, 2, 24, dtype=dtype, mask=mask)
+    for n in (1, 4, 20, 33):
+        ins["length"] = np.array([n], np.int32)
+        want = rlx.run_reference(g, ins)["o"]
+        np.testing.assert_allclose(exe.run(ins)["o"].astype(np.float64), want.astype(np.float64), **TOL[dtype])
+
+
+def test_attention_length_ir_errors():
+    g = _g()
+    q, k = g.input("q", (1, 1, 2, 8)), g.input("k", (1, 5, 2, 8))
+    with pytest.raises(ShapeError, match="length must be i32"):
+        g.attention(q, k, k, length=g.input("n", (2,), "i32"))
+    with pytest.raises(DTypeError):
+        g.attention(q, k, k, length=g.input("m", (1,), "f32"))
 
 
 def _random_mask(rng, mask_shape):

@@ -81,13 +81,20 @@ def test_state_rules():
     s = g.state("s", (4, 3))
     x = g.input("x", (2, 3))
     slot = g.input("slot", (2,), "i32")
-    with pytest.raises(GraphError, match="read the value"):
-        g.add(s, s)
+    g.add(s, s)   # a direct read of the old value, which the write below does not depend on
+    with pytest.raises(GraphError, match="does not feed the write"):
+        g.set_rows(s, x, slot)
+    g = rlx.Graph()
+    s = g.state("s", (4, 3))
+    x = g.input("x", (2, 3))
+    slot = g.input("slot", (2,), "i32")
     with pytest.raises(GraphError, match="input 0 must be a state"):
         g.set_rows(x, x, slot)
     g.set_rows(s, x, slot)
     with pytest.raises(GraphError, match="already written"):
         g.set_rows(s, x, slot)
+    with pytest.raises(GraphError, match="directly after this graph writes it"):
+        g.add(s, s)
     with pytest.raises(DTypeError, match="values are f16"):
         g.set_rows(g.state("h", (4, 3)), g.input("x16", (2, 3), "f16"), slot)
     with pytest.raises(ShapeError, match="rows of the state"):
@@ -106,3 +113,28 @@ def test_f16_policy_casts_rows_to_the_state_dtype(rng):
     x = rng.standard_normal((2, 4)).astype(np.float32)
     exe.run(x=x, slot=np.array([0, 2], np.int32))
     np.testing.assert_allclose(exe.read_state("cache")[:2], x, rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_read_of_the_old_state_that_feeds_the_write_runs_before_it(rng, dtype):
+    """keys = concat(the ring's old rows, new rows); the new rows are
+    written from that concatenation (a chunk's attention over a ring it is
+    about to overwrite): the output holds the rows the run found, run after
+    run, and the state the rows written."""
+    g = rlx.Graph()
+    s = g.state("ring", (5, 3), dtype)
+    x = g.input("x", (4, 3), dtype)
+    both = g.concat([s, x], axis=0)
+    g.set_rows(s, g.narrow(both, 0, 5, 4), g.input("slot", (2,), "i32"))
+    g.set_outputs(y=g.mul(both, both))
+    exe = rlx.compile(g)
+    ring = np.zeros((5, 3))
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    for start in (0, 4, 7):
+        xv = rng.standard_normal((4, 3)).astype(np_dtype)
+        got = exe.run(x=xv, slot=np.array([start, 4], np.int32))["y"]
+        want = np.concatenate([ring, xv.astype(np.float64)]) ** 2
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3 if dtype == "f16" else 1e-6)
+        for t in range(4):
+            ring[(start + t) % 5] = xv[t]
+        np.testing.assert_array_equal(exe.read_state("ring"), ring.astype(np_dtype))

@@ -1,6 +1,6 @@
 """Scaled dot-product attention.
 
-attention(q, k, v[, mask]): q [B, Tq, Hq, D], k [B, Tk, Hkv, D],
+attention(q, k, v[, mask][, length]): q [B, Tq, Hq, D], k [B, Tk, Hkv, D],
   v [B, Tk, Hkv, Dv], Hq a multiple of Hkv (query head h reads kv head
   h // (Hq // Hkv)). For query i and key j, with qpos = i + Tk - Tq (the last
   query sits at the last key): s = (q . k) * scale; with softcap, s =
@@ -9,6 +9,10 @@ attention(q, k, v[, mask]): q [B, Tq, Hq, D], k [B, Tk, Hkv, D],
   lower bound only: combine with causal for sliding-window decoders).
   p = softmax_j(s); out[i] = sum_j p_j v[j] -> [B, Tq, Hq, Dv]. A query row
   whose keys are all masked (every s = -inf) gives zeros, not NaN.
+  length: an optional i32 [1] operand read at run time (the active length
+  of a KV cache): L = length clamped to [0, Tk]; keys j >= L are masked and
+  the last query sits at the last active key (qpos = i + L - Tq), so one
+  compiled graph serves every length and the kernels read only L keys.
 """
 
 from __future__ import annotations
@@ -20,10 +24,22 @@ from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _attrs, _bool, _float_type, _int, _number, _reg, _same_dtype
 
 
+def split_length(inputs: list) -> tuple[list, object]:
+    """(q, k, v[, mask]) and the length operand (the trailing integer
+    input) or None; works on nodes and on types (both carry a dtype)."""
+    if len(inputs) > 3 and not inputs[-1].dtype.is_float:
+        return list(inputs[:-1]), inputs[-1]
+    return list(inputs), None
+
+
 def _infer_attention(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("attention", attrs, {"causal": False, "scale": None, "softcap": None, "window": None})
+    types, length = split_length(types)
     if len(types) not in (3, 4):
-        raise GraphError(f"attention: expects 3 inputs (q, k, v) or 4 (q, k, v, mask), got {len(types)}")
+        raise GraphError(f"attention: expects 3 inputs (q, k, v), 4 (q, k, v, mask) and an optional i32 "
+                         f"length, got {len(types)} float inputs")
+    if length is not None and (length.dtype.name != "i32" or tuple(length.shape) != (1,)):
+        raise ShapeError(f"attention: length must be i32 [1], got {length.dtype.name} {length.shape!r}")
     names = ["q", "k", "v", "mask"][: len(types)]
     for t, n in zip(types, names):
         _float_type("attention", t, n)
@@ -71,5 +87,5 @@ def _infer_attention(types: list[TensorType], attrs: dict) -> TensorType:
 OPS: tuple[OpDef, ...] = (
     _reg("attention", -1, _infer_attention,
          "Scaled dot-product attention with grouped-query heads, causal / sliding-window / "
-         "additive masks and logit softcap; fully masked rows give zeros."),
+         "additive masks, a run-time i32 active length and logit softcap; fully masked rows give zeros."),
 )

@@ -8,8 +8,10 @@ set_rows(state, values, slot): values [T, ...] (the state's row shape and
   dtype), slot i32 [2] run-time data (start, count). Rows t < min(count, T)
   go to row (start + t) mod R; when count > R only the last R of them are
   written (a ring buffer keeps the newest). Returns the state after the
-  write: readers read that value, never the state node itself (the Graph
-  checks it), so every reader is ordered after the write.
+  write: readers read that value, so every reader is ordered after the
+  write. A node may read the state node itself (the value before the
+  write) only where the write's values or slot depend on that node, which
+  orders it before the write (the Graph checks both).
 """
 
 from __future__ import annotations
