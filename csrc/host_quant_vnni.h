@@ -26,6 +26,17 @@
 // or a block maximum under 1e-30 (where 16383 / amax would overflow) take
 // the f32 form, which propagates them as every other kernel does.
 //
+// Wide blocks: the error bound above is relative to the block's maximum,
+// so a block of small values beside one spike keeps the small values to
+// amax * 2^-30 each, and where the spike's weight is zero the product is
+// the small values' alone: 256 elements' error, up to 256 |w| amax 2^-30,
+// passes the tests' bound 1e-5 sum |x||w| only while the other elements'
+// sum of |x| is at least ~0.024 amax. A dispatch with a block whose
+// sum |x| minus its maximum is under kWideFloor amax (ten times that
+// margin) takes the f32 form. Gaussian-like x has that sum near 70 amax;
+// a one-hot block (exact in integers anyway) and spikes over small values
+// fall back.
+//
 // Overflow: a lane sums 16 products a block (256 elements / 16 lanes; the
 // AVX-VNNI form keeps two 8-lane accumulators for that), each at most
 // 4096 * 16384 = 2^26 (q6_k), so at most 2^30 < 2^31.
@@ -47,6 +58,7 @@ namespace rlx_vnni {
 constexpr float kHiRange = 16383.0f;   // |hi| <= 2^14 - 1
 constexpr float kLoScale = 32768.0f;   // lo = round((x / s - hi) * 2^15), |lo| <= 2^14
 constexpr float kMinBlockMax = 1e-30f;
+constexpr float kWideFloor = 0.25f;   // see "Wide blocks" above
 
 // A growing heap array (csrc/host_heap_buffer.h).
 template <typename T> using Buffer = RlxHeapBuffer<T>;
@@ -89,7 +101,9 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
                 special |= x16_special(v[i]);
             }
             const float a = x16_amax(v, 16u);
-            if (special || (a != 0.0f && a < kMinBlockMax)) {
+            float abs_sum = 0.0f;
+            for (uint i = 0; i < 16u; ++i) abs_sum += x16_abs_sum(v[i]);
+            if (special || (a != 0.0f && (a < kMinBlockMax || abs_sum - a < kWideFloor * a))) {
                 c.usable = false;
                 break;
             }

@@ -67,6 +67,7 @@ RLX_VNNI_INLINE float x16_amax(const X16 *v, unsigned n) {
     return _mm512_reduce_max_ps(m);
 }
 RLX_VNNI_INLINE float x16_sum(X16 v) { return _mm512_reduce_add_ps(v.v); }
+RLX_VNNI_INLINE float x16_abs_sum(X16 v) { return _mm512_reduce_add_ps(_mm512_abs_ps(v.v)); }
 // hi = round(v * inv), lo = round((v * inv - hi) * lo_scale), 16 words each.
 RLX_VNNI_INLINE void x16_split(X16 v, float inv, float lo_scale, int16_t *hi, int16_t *lo) {
     const __m512 t = _mm512_mul_ps(v.v, _mm512_set1_ps(inv));
@@ -132,6 +133,10 @@ RLX_VNNI_INLINE float x16_amax(const X16 *v, unsigned n) {
     return _mm_cvtss_f32(_mm_max_ss(d, _mm_shuffle_ps(d, d, 1)));
 }
 RLX_VNNI_INLINE float x16_sum(X16 v) { return hsum8(_mm256_add_ps(v.a, v.b)); }
+RLX_VNNI_INLINE float x16_abs_sum(X16 v) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return hsum8(_mm256_add_ps(_mm256_andnot_ps(sign, v.a), _mm256_andnot_ps(sign, v.b)));
+}
 RLX_VNNI_INLINE void x16_split(X16 v, float inv, float lo_scale, int16_t *hi, int16_t *lo) {
     const __m256 vi = _mm256_set1_ps(inv), vl = _mm256_set1_ps(lo_scale);
     const __m256 ta = _mm256_mul_ps(v.a, vi), tb = _mm256_mul_ps(v.b, vi);

@@ -84,14 +84,21 @@ class SiblingReport:
             if missing:
                 raise ParameterError(f"missing value for parameter(s) {missing} (merged into {name!r} by the "
                                      f"{CAPABILITY} pass); pass them as rlx.compile(..., params=...)")
-            from rlx.runtime.executable import IOSpec, coerce_param
+            from rlx.runtime.executable import IOSpec, coerce_param, unwrap_file_tensor
 
-            # Each source as its declared dtype and shape, as a param of its own would
-            # bind: block formats as raw bytes (rows concatenate as bytes), and file
-            # tensors (rlx.gguf's, which np.asarray would wrap as a 0-d object) as arrays.
+            parts = []
             dtype = graph.params[name].dtype
-            parts = [coerce_param(IOSpec(source, shape, dtype), params[source])
-                     for source, shape in zip(merged.sources, merged.shapes)]
+            for source, shape in zip(merged.sources, merged.shapes):
+                if dtype.quantized:   # raw blocks (or a GGUF tensor): rows concatenate as bytes
+                    parts.append(coerce_param(IOSpec(source, shape, dtype), params[source]))
+                    continue
+                # Values as given (the bind converts the whole to the param's dtype, with its
+                # scales for FP8); an rlx.gguf tensor as its array (np.asarray would make a
+                # 0-d object of it).
+                value = np.asarray(unwrap_file_tensor(params[source], dtype))
+                if value.shape != shape:
+                    raise ParameterError(f"parameter '{source}': shape {value.shape}, expected {shape}")
+                parts.append(value)
             out[name] = np.concatenate(parts, axis=merged.axis)
         return out
 

@@ -243,6 +243,16 @@ def _quantized_param(spec: IOSpec, value) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(want)
 
 
+def unwrap_file_tensor(value, dtype: DType):
+    """A plain rlx.gguf tensor as a view of the memory map (a GGUF BF16
+    tensor for a bf16 param: its raw bf16 bits); any other value as it is."""
+    if dtype is bf16 and (hasattr(value, "data") and getattr(value, "type", None) == "BF16"):
+        return value.data.view(np.uint16).reshape(value.shape)
+    if getattr(value, "type", None) in ("F32", "F16", "I32", "I64") and hasattr(value, "numpy"):
+        return value.numpy()
+    return value
+
+
 def coerce_param(spec: IOSpec, value) -> np.ndarray:
     """A parameter value as the declared dtype and shape. Floats convert
     between f32 and f16 (weights often ship in the other one) and round to
@@ -250,10 +260,7 @@ def coerce_param(spec: IOSpec, value) -> np.ndarray:
     must match exactly."""
     if spec.dtype.quantized:
         return _quantized_param(spec, value)
-    if spec.dtype is bf16 and (hasattr(value, "data") and getattr(value, "type", None) == "BF16"):
-        value = value.data   # a GGUF BF16 tensor: its raw bytes
-    elif getattr(value, "type", None) in ("F32", "F16", "I32", "I64") and hasattr(value, "numpy"):
-        value = value.numpy()   # a plain rlx.gguf tensor: a view of the memory map
+    value = unwrap_file_tensor(value, spec.dtype)
     if spec.dtype.is_fp8 and isinstance(value, np.ndarray) and value.dtype == np.uint8:
         value = value.view(spec.dtype.numpy)   # FP8 codes as their raw bytes
     if spec.dtype is bf16 and isinstance(value, np.ndarray) and value.dtype in (np.uint8, np.uint16):

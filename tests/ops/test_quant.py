@@ -218,6 +218,29 @@ def test_gemv_of_x_with_a_wide_range_zeros_and_repeated_runs(fmt, dtype, rng, ge
         _check_product(exe.run(x=xv)["y"], xv, w, None, None, dtype)
 
 
+@pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q8_0"])
+@pytest.mark.parametrize("m", [1, 3])
+def test_gemv_of_a_spike_on_zero_weights(fmt, m, rng, gemv_preferred):
+    """Each block of x is small values with one spike 3e7 times larger,
+    placed on the column where the most weight rows are zero (or nearest
+    zero): for those rows the spike adds nothing to the product, so the
+    bound (sum |x||w|) is the small values' alone, and a form that rounds
+    x relative to its block maximum (the VNNI form's integer x) loses them.
+    Such blocks must take a form that keeps them (the f32 one)."""
+    n, k = 41, 512
+    raw, w = _weight(fmt, rng, n, k)
+    g = rlx.Graph()
+    g.set_outputs(y=g.linear(g.input("x", (m, k)), g.param("w", (n, k), quantized(fmt))))
+    exe = rlx.compile(g, params={"w": raw})
+    xv = (rng.standard_normal((m, k)) * 1e-3).astype(np.float32)
+    for b in range(0, k, 256):
+        cols = np.abs(w[:, b:b + 256])
+        zeros = (cols == 0).sum(axis=0)
+        col = b + int(np.argmax(zeros) if zeros.max() else np.argmin(cols.sum(axis=0)))
+        xv[:, col] = 3e4
+    _check_product(exe.run(x=xv)["y"], xv, w, None, None, "f32")
+
+
 @pytest.mark.parametrize("fmt", ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k"])
 def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
     """A NaN or an infinity in one row of x reaches that row's outputs (the
