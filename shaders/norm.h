@@ -115,7 +115,8 @@ RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
 // residual and the norm after it in one kernel, one threadgroup per row.
 // The normed o and the sum are rounded to T before use, as the plain ops
 // store them, so the fused f16 chain gives the unfused values. y holds the
-// sums (rows x cols), then with then_norm the normed sums. Each thread
+// sums (rows x cols), or with then_norm the normed sums and then the sums
+// (the normed first: quantized GEMVs read their x at offset 0). Each thread
 // re-reads only the sums it wrote itself (the same RLX_FOR_GROUP split in
 // both passes), so no barrier is needed between the store and the load.
 struct RmsNormAddParams {
@@ -141,8 +142,8 @@ RLX_KERNEL rmsnorm_add(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE c
     if (row >= rows) return;
     RLX_DEVICE const T *orow = o + o_offset + (uint64_t)row * cols;
     RLX_DEVICE const T *xrow = x + x_offset + (uint64_t)row * cols;
-    RLX_DEVICE T *srow = y + (uint64_t)row * cols;
-    RLX_DEVICE T *hrow = y + (uint64_t)rows * cols + (uint64_t)row * cols;
+    RLX_DEVICE T *hrow = y + (uint64_t)row * cols;
+    RLX_DEVICE T *srow = hrow + (then_norm ? (uint64_t)rows * cols : 0u);
     float ss = 0.0f;
     RLX_FOR_GROUP(i, cols) {
         const float v = rlx_to_float(orow[i]);

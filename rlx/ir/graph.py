@@ -428,7 +428,7 @@ class Graph:
         both = self.op("rmsnorm_add_rmsnorm", (o, x, weight, next_weight), eps=eps, add_one=add_one,
                        next_eps=next_eps, next_add_one=next_add_one, name=name)
         shape = tuple(o.shape)
-        return tuple(self.reshape(self.narrow(both, 0, i, 1), shape) for i in (0, 1))
+        return tuple(self.reshape(self.narrow(both, 0, i, 1), shape) for i in (1, 0))   # packed [normed, sum]
 
     def rmsnorm_rope(self, x: Node, positions: Node, weight: Node, eps: float = 1e-6, add_one: bool = False,
                      base: float = 10000.0, layout: str = "neox", rotary_dim: int | None = None, *,

@@ -83,7 +83,7 @@ def _rmsnorm_add_dispatch(lw: Lowering, node: Node, then_norm: bool) -> View:
     o, x = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     weights = [lw.dense(n, at_start=True) for n in node.inputs[2:]]
     a = node.attrs
-    out = lw.new_value(node)   # rmsnorm_add_rmsnorm: [2, ...], the sums then the normed sums
+    out = lw.new_value(node)   # rmsnorm_add_rmsnorm: [2, ...], the normed sums then the sums
     cols = node.inputs[0].shape[-1]
     rows = o.numel // max(cols, 1)
     if o.numel:

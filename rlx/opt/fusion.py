@@ -9,7 +9,7 @@ has exactly one consumer and is not a graph output:
 - add_rmsnorm:   rmsnorm(add(x, r), w)
 - rmsnorm_add_rmsnorm: rmsnorm(s, w2) with s = add(x, rmsnorm(o, w1)) (sandwich norms: a
                  post-norm residual, then the next block's pre-norm); s may have other
-                 readers: they read the fused op's first output, the norm its second
+                 readers: they read the fused op's sum, the norm's readers its normed sum
 - rmsnorm_add:   add(x, rmsnorm(o, w))                (a post-norm residual alone)
 - rmsnorm_rope:  rope(rmsnorm(q, w), positions)       (per-head query/key norms)
 - glu:           mul(act(gate), up)                   (SwiGLU / GeGLU)

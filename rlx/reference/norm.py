@@ -59,4 +59,4 @@ def _rmsnorm_add(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarr
 def _rmsnorm_add_rmsnorm(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     s = _residual_sum(xs, attrs, out.dtype.numpy)
     h = _rms64(s, np.asarray(xs[3], np.float64), attrs["next_eps"], attrs["next_add_one"], out.dtype.numpy)
-    return np.stack([s, h])
+    return np.stack([h, s])

@@ -3,11 +3,13 @@
 The post-norm residual forms (rlx/opt/fusion.py makes them from a
 sandwich-norm decoder's ``x + rmsnorm(o, w)``, e.g. Gemma's):
 - rmsnorm_add(o, x, w) = x + rmsnorm(o, w)
-- rmsnorm_add_rmsnorm(o, x, w, w_next) -> [2, *x.shape]: [0] the sum
-  s = x + rmsnorm(o, w), [1] rmsnorm(s, w_next) (eps / add_one for the first
+- rmsnorm_add_rmsnorm(o, x, w, w_next) -> [2, *x.shape]: [0] rmsnorm(s,
+  w_next), [1] the sum s = x + rmsnorm(o, w) (eps / add_one for the first
   norm, next_eps / next_add_one for the second). One kernel writes both, so
   the two values are one packed tensor and ``Graph.rmsnorm_add_rmsnorm``
-  hands back the two halves as views (no copy).
+  hands back the two halves as views (no copy). The normed half comes first:
+  it is what the next block's projections read, and the quantized GEMVs take
+  their x at offset 0 (their params carry no offset).
 Both round rmsnorm(o, w) and the sum to x's dtype before using them, as the
 chain of plain ops does, so the fusion does not change an f16 result.
 """
@@ -112,6 +114,6 @@ OPS: tuple[OpDef, ...] = (
     _reg("rmsnorm_add", 3, _infer_rmsnorm_add("rmsnorm_add", False), "x + rmsnorm(o, weight), fused.",
          precision="f32_under_auto"),
     _reg("rmsnorm_add_rmsnorm", 4, _infer_rmsnorm_add("rmsnorm_add_rmsnorm", True),
-         "[s, rmsnorm(s, next_weight)] for s = x + rmsnorm(o, weight), packed on a new leading axis of 2.",
+         "[rmsnorm(s, next_weight), s] for s = x + rmsnorm(o, weight), packed on a new leading axis of 2.",
          precision="f32_under_auto"),
 )
