@@ -109,3 +109,59 @@ RLX_KERNEL add_layernorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE
 }
 RLX_INSTANTIATE(add_layernorm, float, add_layernorm_f32)
 RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
+
+// x + rmsnorm(o, w), and with then_norm also the next block's pre-norm
+// rmsnorm(x + rmsnorm(o, w), w_next): a sandwich-norm decoder's post-norm
+// residual and the norm after it in one kernel, one threadgroup per row.
+// The normed o and the sum are rounded to T before use, as the plain ops
+// store them, so the fused f16 chain gives the unfused values. y holds the
+// sums (rows x cols), or with then_norm the normed sums and then the sums
+// (the normed first: quantized GEMVs read their x at offset 0). Each thread
+// re-reads only the sums it wrote itself (the same RLX_FOR_GROUP split in
+// both passes), so no barrier is needed between the store and the load.
+struct RmsNormAddParams {
+    uint rows, cols;
+    uint o_offset, x_offset;
+    float eps, next_eps;
+    uint add_one, next_add_one;
+    uint then_norm;   // 0: rmsnorm_add (w_next is bound to w, never read)
+    uint pad0, pad1, pad2;
+};
+
+template <typename T>
+RLX_KERNEL rmsnorm_add(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE const T *, x, 1),
+                       RLX_BUF(RLX_DEVICE const T *, weight, 2), RLX_BUF(RLX_DEVICE const T *, next_weight, 3),
+                       RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(RmsNormAddParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    // Params before the first index read (binary.h says why).
+    const uint rows = p->rows, cols = p->cols, then_norm = p->then_norm;
+    const float eps = p->eps, next_eps = p->next_eps;
+    const float one = p->add_one ? 1.0f : 0.0f, next_one = p->next_add_one ? 1.0f : 0.0f;
+    const uint o_offset = p->o_offset, x_offset = p->x_offset;
+    const uint row = rlx_group_id.x;
+    if (row >= rows) return;
+    RLX_DEVICE const T *orow = o + o_offset + (uint64_t)row * cols;
+    RLX_DEVICE const T *xrow = x + x_offset + (uint64_t)row * cols;
+    RLX_DEVICE T *hrow = y + (uint64_t)row * cols;
+    RLX_DEVICE T *srow = hrow + (then_norm ? (uint64_t)rows * cols : 0u);
+    float ss = 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float v = rlx_to_float(orow[i]);
+        ss += v * v;
+    }
+    const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)cols + eps);
+    float ss_sum = 0.0f;
+    RLX_FOR_GROUP(i, cols) {
+        const float n = rlx_to_float(rlx_from_float<T>(rlx_to_float(orow[i]) * inv * (one + rlx_to_float(weight[i]))));
+        const T s = rlx_from_float<T>(rlx_to_float(xrow[i]) + n);
+        srow[i] = s;
+        ss_sum += rlx_to_float(s) * rlx_to_float(s);
+    }
+    if (!then_norm) return;   // uniform over the group: no thread skips a reduction another waits in
+    const float next_inv = rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)cols + next_eps);
+    RLX_FOR_GROUP(i, cols) {
+        hrow[i] = rlx_from_float<T>(rlx_to_float(srow[i]) * next_inv * (next_one + rlx_to_float(next_weight[i])));
+    }
+}
+RLX_INSTANTIATE(rmsnorm_add, float, rmsnorm_add_f32)
+RLX_INSTANTIATE(rmsnorm_add, half, rmsnorm_add_f16)

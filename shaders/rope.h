@@ -83,3 +83,57 @@ RLX_KERNEL rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const in
 }
 RLX_INSTANTIATE(rope, float, rope_f32)
 RLX_INSTANTIATE(rope, half, rope_f16)
+
+// rope(rmsnorm(x, w), positions): the per-head query/key norm over D and
+// RoPE in one kernel, one threadgroup per (b, t, h) row. The sum of squares
+// is reduced over the row first; then each work item (a rotating pair or a
+// pass-through feature, as in rope) normalizes the features it reads, rounds
+// them to T (as the plain rmsnorm stores them) and rotates. Every thread
+// reads x only, so the passes need no barrier beyond the reduction's.
+struct RmsNormRopeParams {
+    uint rows;           // B * T * H
+    uint per_row;        // half + (D - rotary_dim)
+    uint T, H;
+    uint D, half, interleaved, out_offset;
+    uint x_offset, x_sb, x_st, x_sh;
+    uint p_offset, p_sb, p_st, add_one;
+    float eps;
+    uint pad0, pad1, pad2;
+};
+
+template <typename T>
+RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const int *, pos, 1),
+                        RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight, 3),
+                        RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(RmsNormRopeParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint rows = p->rows, per_row = p->per_row, half = p->half, D = p->D;
+    const float one = p->add_one ? 1.0f : 0.0f, eps = p->eps;
+    const uint row = rlx_group_id.x;
+    if (row >= rows) return;
+    const uint h = row % p->H, bt = row / p->H, t = bt % p->T, b = bt / p->T;
+    RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)b * p->x_sb + (uint64_t)t * p->x_st + (uint64_t)h * p->x_sh;
+    RLX_DEVICE T *yr = y + p->out_offset + (uint64_t)row * D;
+    float ss = 0.0f;
+    RLX_FOR_GROUP(i, D) {
+        const float v = rlx_to_float(xr[i]);
+        ss += v * v;
+    }
+    const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)D + eps);
+    const int position = pos[p->p_offset + b * p->p_sb + t * p->p_st];
+    RLX_FOR_GROUP(item, per_row) {
+        if (item >= half) {             // pass-through feature: normed only
+            const uint d = 2u * half + (item - half);
+            yr[d] = rlx_from_float<T>(rlx_to_float(xr[d]) * inv * (one + rlx_to_float(weight[d])));
+            continue;
+        }
+        const rlx_sincos_t sc = rlx_sincos_portable((float)position * inv_freq[item]);
+        const uint i0 = p->interleaved ? 2u * item : item;
+        const uint i1 = p->interleaved ? 2u * item + 1u : item + half;
+        const float a = rlx_to_float(rlx_from_float<T>(rlx_to_float(xr[i0]) * inv * (one + rlx_to_float(weight[i0]))));
+        const float bb = rlx_to_float(rlx_from_float<T>(rlx_to_float(xr[i1]) * inv * (one + rlx_to_float(weight[i1]))));
+        yr[i0] = rlx_from_float<T>(a * sc.c - bb * sc.s);
+        yr[i1] = rlx_from_float<T>(a * sc.s + bb * sc.c);
+    }
+}
+RLX_INSTANTIATE(rmsnorm_rope, float, rmsnorm_rope_f32)
+RLX_INSTANTIATE(rmsnorm_rope, half, rmsnorm_rope_f16)

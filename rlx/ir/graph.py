@@ -445,6 +445,30 @@ class Graph:
                     name: str | None = None) -> Node:
         return self.op("add_rmsnorm", (x, residual, weight), eps=eps, add_one=add_one, name=name)
 
+    def rmsnorm_add(self, o: Node, x: Node, weight: Node, eps: float = 1e-6, add_one: bool = False, *,
+                    name: str | None = None) -> Node:
+        """x + rmsnorm(o, weight): a post-norm residual (Gemma's sandwich norms), fused."""
+        return self.op("rmsnorm_add", (o, x, weight), eps=eps, add_one=add_one, name=name)
+
+    def rmsnorm_add_rmsnorm(self, o: Node, x: Node, weight: Node, next_weight: Node, eps: float = 1e-6,
+                            add_one: bool = False, next_eps: float = 1e-6, next_add_one: bool = False, *,
+                            name: str | None = None) -> tuple[Node, Node]:
+        """(s, rmsnorm(s, next_weight)) for s = x + rmsnorm(o, weight), in one
+        kernel: a post-norm residual and the next block's pre-norm. The two
+        values are the halves of one packed node, returned as views."""
+        both = self.op("rmsnorm_add_rmsnorm", (o, x, weight, next_weight), eps=eps, add_one=add_one,
+                       next_eps=next_eps, next_add_one=next_add_one, name=name)
+        shape = tuple(o.shape)
+        return tuple(self.reshape(self.narrow(both, 0, i, 1), shape) for i in (1, 0))   # packed [normed, sum]
+
+    def rmsnorm_rope(self, x: Node, positions: Node, weight: Node, eps: float = 1e-6, add_one: bool = False,
+                     base: float = 10000.0, layout: str = "neox", rotary_dim: int | None = None, *,
+                     name: str | None = None) -> Node:
+        """rope(rmsnorm(x, weight), positions) in one kernel: the per-head
+        query/key norm over D, then RoPE (see ``rope``)."""
+        return self.op("rmsnorm_rope", (x, positions, weight), eps=eps, add_one=add_one, base=base,
+                       layout=layout, rotary_dim=rotary_dim, name=name)
+
     def linear(self, x: Node, weight: Node, bias: Node | None = None, activation: str | None = None,
                transpose_b: bool = True, *, name: str | None = None) -> Node:
         """activation(x @ W^T + bias) (transpose_b=True: W is [out, in], as

@@ -70,3 +70,37 @@ def _add_layernorm(lw: Lowering, node: Node) -> View:
     x, r = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     w, b = (lw.dense(n, at_start=True) for n in node.inputs[2:])
     return _norm(lw, node, "add_layernorm", x, r, [w, b], node.attrs["eps"])
+
+
+def rmsnorm_add_params(rows: int, cols: int, o_offset: int, x_offset: int, eps: float, add_one: bool,
+                       next_eps: float = 0.0, next_add_one: bool = False, then_norm: bool = False) -> bytes:
+    """RmsNormAddParams (shaders/norm.h)."""
+    return struct.pack("<4I2f3I3I", rows, cols, o_offset, x_offset, eps, next_eps, int(add_one),
+                       int(next_add_one), int(then_norm), 0, 0, 0)
+
+
+def _rmsnorm_add_dispatch(lw: Lowering, node: Node, then_norm: bool) -> View:
+    o, x = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
+    weights = [lw.dense(n, at_start=True) for n in node.inputs[2:]]
+    a = node.attrs
+    out = lw.new_value(node)   # rmsnorm_add_rmsnorm: [2, ...], the normed sums then the sums
+    cols = node.inputs[0].shape[-1]
+    rows = o.numel // max(cols, 1)
+    if o.numel:
+        params = rmsnorm_add_params(rows, cols, o.offset, x.offset, a["eps"], a["add_one"], a.get("next_eps", 0.0),
+                                    a.get("next_add_one", False), then_norm)
+        next_weight = weights[1] if then_norm else weights[0]
+        lw.dispatch(repr(node), f"rmsnorm_add_{float_suffix(node, node.dtype)}",
+                    [(o, "r"), (x, "r"), (weights[0], "r"), (next_weight, "r"), (out, "w")], params,
+                    lw.target.row_grid(rows, cols), Work("norm"))
+    return out
+
+
+@lowers("rmsnorm_add", reads={2: "start"}, kernels=("rmsnorm_add",))
+def _rmsnorm_add(lw: Lowering, node: Node) -> View:
+    return _rmsnorm_add_dispatch(lw, node, then_norm=False)
+
+
+@lowers("rmsnorm_add_rmsnorm", reads={2: "start", 3: "start"}, kernels=("rmsnorm_add",))
+def _rmsnorm_add_rmsnorm(lw: Lowering, node: Node) -> View:
+    return _rmsnorm_add_dispatch(lw, node, then_norm=True)

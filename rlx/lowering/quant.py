@@ -112,6 +112,8 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
     fmt = _fmt(w.dtype)
     if (m <= GEMV_MAX_ROWS and fmt not in env.quant_no_gemv()
             and lw.decider.prefer_quant_gemv(m, n, k, w.dtype, x.dtype.name, epilogue=bias is not None or act != 0)):
+        if x.offset:   # the GEMV's params carry no offset for x: it reads from the binding's start
+            x = lw.dense(node.inputs[0], at_start=True)
         rows, grid = gemv_grid(lw, n, k)
         kernel = "gemv1" if m == 1 and -(-k // 32) * 32 <= GEMV1_MAX_K else "gemv"
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],

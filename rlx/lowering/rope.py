@@ -41,13 +41,9 @@ def _inv_freq_table(lw: Lowering, base: float, rotary_dim: int) -> View:
     return tables[key]
 
 
-@lowers("rope", reads={0: "feature"}, kernels=("rope",))
-def _rope(lw: Lowering, node: Node) -> View:
-    suffix = float_suffix(node, node.dtype)
-    x = feature_contiguous(lw, node.inputs[0])
-    pos = lw.view(node.inputs[1])
-    if pos.dtype != i32:
-        raise UnsupportedOpError(f"{node!r}: rope positions must be i32, got {pos.dtype.name}")
+def _rows_of(x: View, pos: View) -> tuple[int, int, int, int, tuple[int, int, int], tuple[int, int]]:
+    """(B, T, H, D, x's (b, t, h) strides, positions' (b, t) strides); a [T, H,
+    D] x is one batch row, and [T] positions serve every batch row (stride 0)."""
     if len(x.shape) == 3:
         b, (t, h, d) = 1, x.shape
         x_strides = (0, *x.strides[:2])
@@ -55,6 +51,17 @@ def _rope(lw: Lowering, node: Node) -> View:
         b, t, h, d = x.shape
         x_strides = tuple(x.strides[:3])
     p_strides = (0, pos.strides[0]) if len(pos.shape) == 1 else tuple(pos.strides)
+    return b, t, h, d, x_strides, p_strides
+
+
+@lowers("rope", reads={0: "feature"}, kernels=("rope",))
+def _rope(lw: Lowering, node: Node) -> View:
+    suffix = float_suffix(node, node.dtype)
+    x = feature_contiguous(lw, node.inputs[0])
+    pos = lw.view(node.inputs[1])
+    if pos.dtype != i32:
+        raise UnsupportedOpError(f"{node!r}: rope positions must be i32, got {pos.dtype.name}")
+    b, t, h, d, x_strides, p_strides = _rows_of(x, pos)
     rotary_dim = node.attrs["rotary_dim"]
     half = rotary_dim // 2
     out = lw.new_value(node)
@@ -66,4 +73,29 @@ def _rope(lw: Lowering, node: Node) -> View:
                              x.offset, x_strides, pos.offset, p_strides)
         lw.dispatch(repr(node), f"rope_{suffix}", [(x, "r"), (pos, "r"), (table, "r"), (out, "w")],
                     params, lw.target.elementwise_grid(n), Work("unary"))
+    return out
+
+
+@lowers("rmsnorm_rope", reads={0: "feature", 2: "start"}, kernels=("rmsnorm_rope",))
+def _rmsnorm_rope(lw: Lowering, node: Node) -> View:
+    x = feature_contiguous(lw, node.inputs[0])
+    pos = lw.view(node.inputs[1])
+    w = lw.dense(node.inputs[2], at_start=True)
+    if pos.dtype != i32:
+        raise UnsupportedOpError(f"{node!r}: rope positions must be i32, got {pos.dtype.name}")
+    b, t, h, d, x_strides, p_strides = _rows_of(x, pos)
+    rotary_dim = node.attrs["rotary_dim"]
+    half = rotary_dim // 2
+    out = lw.new_value(node)
+    rows = b * t * h
+    if rows and d:
+        table = _inv_freq_table(lw, node.attrs["base"], rotary_dim)
+        params = rope_params(node, rows, half + (d - rotary_dim), t, h, d, half,
+                             node.attrs["layout"] == "interleaved", out.offset, x.offset, x_strides, pos.offset,
+                             p_strides)
+        # RmsNormRopeParams: RopeParams with add_one in its last word, then eps.
+        params = params[:-4] + struct.pack("<I f 3I", int(node.attrs["add_one"]), node.attrs["eps"], 0, 0, 0)
+        lw.dispatch(repr(node), f"rmsnorm_rope_{float_suffix(node, node.dtype)}",
+                    [(x, "r"), (pos, "r"), (table, "r"), (w, "r"), (out, "w")], params,
+                    lw.target.row_grid(rows, d), Work("norm"))
     return out

@@ -7,6 +7,11 @@ has exactly one consumer and is not a graph output:
 - linear:        act(add(matmul(x, W), bias)), add(matmul(x, W), bias), act(matmul(x, W))
 - add_layernorm: layernorm(add(x, r), w, b)          (x and r of the same shape)
 - add_rmsnorm:   rmsnorm(add(x, r), w)
+- rmsnorm_add_rmsnorm: rmsnorm(s, w2) with s = add(x, rmsnorm(o, w1)) (sandwich norms: a
+                 post-norm residual, then the next block's pre-norm); s may have other
+                 readers: they read the fused op's sum, the norm's readers its normed sum
+- rmsnorm_add:   add(x, rmsnorm(o, w))                (a post-norm residual alone)
+- rmsnorm_rope:  rope(rmsnorm(q, w), positions)       (per-head query/key norms)
 - glu:           mul(act(gate), up)                   (SwiGLU / GeGLU)
 - attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
                  heads-first transposes of [B, T, H, D] tensors (mul and add optional; the
@@ -29,7 +34,8 @@ from rlx.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.opt.rewrite import SKIP, rebuild
 
-FUSED_OPS = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention"})
+FUSED_OPS = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention", "rmsnorm_add_rmsnorm",
+                       "rmsnorm_add", "rmsnorm_rope"})
 _ACT_OF = {("gelu", "none"): "gelu", ("gelu", "tanh"): "gelu_tanh", ("silu", None): "silu", ("relu", None): "relu"}
 
 
@@ -52,7 +58,9 @@ def _activation(node: Node) -> str | None:
 class _Matcher:
     def __init__(self, graph: Graph):
         self.uses = Counter()
+        self.position: dict[Node, int] = {}
         for node in graph.topo_order():
+            self.position[node] = len(self.position)
             for x in node.inputs:
                 self.uses[x] += 1
         for node in graph.outputs.values():
@@ -61,6 +69,11 @@ class _Matcher:
     def private(self, node: Node) -> bool:
         """Only the pattern's root reads it: it can be absorbed."""
         return self.uses[node] == 1
+
+    def built_before(self, node: Node, other: Node) -> bool:
+        """The graph rebuild (rlx/opt/rewrite.py) has made ``node`` when it
+        reaches ``other``: inputs and params come first, the rest in order."""
+        return node.op in ("input", "param") or self.position[node] < self.position[other]
 
 
 def _scalar_constant(node: Node) -> float | None:
@@ -80,7 +93,10 @@ def _peel_transposes(node: Node) -> tuple[Node, tuple[int, ...]]:
 
 
 Build = Callable[[Callable[[Node], Node], Graph], Node]
-Match = tuple[str, list[Node], Build]   # fused op, absorbed nodes, builder
+# fused op, absorbed nodes, builder of the root's replacement, and optionally
+# {node: builder}: nodes before the root that the fused op's other outputs
+# replace (their other readers then read that output).
+Match = tuple[str, list[Node], Build] | tuple[str, list[Node], Build, dict[Node, Build]]
 
 
 def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionReport]:
@@ -92,18 +108,26 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
     plan: dict[Node, Build] = {}
     absorbed: set[Node] = set()
     matchers = [(op, fn) for op, fn in (("attention", _match_attention), ("linear", _match_linear),
-                                        ("add_layernorm", _match_add_norm), ("add_rmsnorm", _match_add_norm),
+                                        ("add_layernorm", _match_add_norm),
+                                        # before add_rmsnorm, which would take the sum and leave the inner norm
+                                        ("rmsnorm_add_rmsnorm", _match_rmsnorm_add_rmsnorm),
+                                        ("add_rmsnorm", _match_add_norm), ("rmsnorm_add", _match_rmsnorm_add),
+                                        ("rmsnorm_rope", _match_rmsnorm_rope),
                                         ("glu", _match_glu)) if op in capabilities]
     for node in reversed(order):
-        if node in absorbed:
+        if node in absorbed or node in plan:
             continue
         for op, fn in matchers:
             match = fn(node, m)
-            if match is None or match[0] != op or any(n in absorbed or n in plan for n in match[1]):
+            if match is None or match[0] != op:
                 continue
-            if not _same_type_when_built(node, match[2]):
+            replaced = match[3] if len(match) > 3 else {}
+            if any(n in absorbed or n in plan for n in (*match[1], *replaced)):
+                continue
+            if not all(_same_type_when_built(n, build) for n, build in ((node, match[2]), *replaced.items())):
                 continue
             plan[node] = match[2]
+            plan.update(replaced)
             absorbed.update(match[1])
             report.fused[op] += 1
             break
@@ -178,6 +202,72 @@ def _match_add_norm(node: Node, m: _Matcher) -> Match | None:
     eps, add_one = node.attrs["eps"], node.attrs["add_one"]
     return "add_rmsnorm", [add], lambda mapped, g: g.add_rmsnorm(mapped(x), mapped(r), mapped(w), eps=eps,
                                                                   add_one=add_one)
+
+
+def _private_rmsnorm_operand(add: Node, m: _Matcher) -> tuple[Node, Node] | None:
+    """(x, norm) of ``x + norm`` (either order) where norm is an rmsnorm only
+    the add reads, and x, the norm and the sum share shape and dtype (no
+    broadcast: the fused kernels add row by row)."""
+    if add.op != "add":
+        return None
+    for x, norm in (add.inputs[::-1], add.inputs):
+        if (norm.op == "rmsnorm" and m.private(norm) and x is not norm and tuple(x.shape) == tuple(norm.shape)
+                == tuple(add.shape) and x.dtype == norm.dtype == add.dtype):
+            return x, norm
+    return None
+
+
+def _match_rmsnorm_add(node: Node, m: _Matcher) -> Match | None:
+    split = _private_rmsnorm_operand(node, m)
+    if split is None:
+        return None
+    x, norm = split
+    o, w = norm.inputs
+    eps, add_one = norm.attrs["eps"], norm.attrs["add_one"]
+    return "rmsnorm_add", [norm], lambda mapped, g: g.rmsnorm_add(mapped(o), mapped(x), mapped(w), eps=eps,
+                                                                  add_one=add_one)
+
+
+class _BothOutputs:
+    """Builds one rmsnorm_add_rmsnorm per graph and hands out its two
+    outputs: the sum replaces the add, the normed sum the outer rmsnorm."""
+
+    def __init__(self, x: Node, inner: Node, outer: Node):
+        self.x, self.inner, self.outer = x, inner, outer
+        self.graph: Graph | None = None
+        self.pair: tuple[Node, Node] | None = None
+
+    def outputs(self, mapped, g: Graph) -> tuple[Node, Node]:
+        if self.graph is not g:
+            (o, w), w_next = self.inner.inputs, self.outer.inputs[1]
+            a, b = self.inner.attrs, self.outer.attrs
+            self.graph = g
+            self.pair = g.rmsnorm_add_rmsnorm(mapped(o), mapped(self.x), mapped(w), mapped(w_next), eps=a["eps"],
+                                              add_one=a["add_one"], next_eps=b["eps"], next_add_one=b["add_one"])
+        return self.pair
+
+
+def _match_rmsnorm_add_rmsnorm(node: Node, m: _Matcher) -> Match | None:
+    if node.op != "rmsnorm":
+        return None
+    add, w_next = node.inputs
+    split = _private_rmsnorm_operand(add, m)
+    # The sum is built where the add was, so the next weight must exist by then.
+    if split is None or not m.built_before(w_next, add):
+        return None
+    both = _BothOutputs(split[0], split[1], node)
+    return ("rmsnorm_add_rmsnorm", [split[1]], lambda mapped, g: both.outputs(mapped, g)[1],
+            {add: lambda mapped, g: both.outputs(mapped, g)[0]})
+
+
+def _match_rmsnorm_rope(node: Node, m: _Matcher) -> Match | None:
+    if node.op != "rope" or node.inputs[0].op != "rmsnorm" or not m.private(node.inputs[0]):
+        return None
+    norm, positions = node.inputs
+    (x, w), n, r = norm.inputs, norm.attrs, node.attrs
+    return "rmsnorm_rope", [norm], lambda mapped, g: g.rmsnorm_rope(
+        mapped(x), mapped(positions), mapped(w), eps=n["eps"], add_one=n["add_one"], base=r["base"],
+        layout=r["layout"], rotary_dim=r["rotary_dim"])
 
 
 def _match_glu(node: Node, m: _Matcher) -> Match | None:

@@ -1,4 +1,5 @@
-// The sort and splat kernels (shaders/sort.h, shaders/splat.h) run with G
+// The sort, splat and fused norm kernels (shaders/sort.h, shaders/splat.h,
+// rmsnorm_add of shaders/norm.h, rmsnorm_rope of shaders/rope.h) run with G
 // real threads per group on the CPU: the CPU prelude with its one-thread
 // group macros replaced by a pool of G pthreads that share the group's
 // memory (RLX_SHARED becomes a static array: groups run one after another)
@@ -7,9 +8,12 @@
 // one-group scans, the raster's pixel ownership) execute here, with the
 // same barriers a GPU would need; a missing barrier or a shared write by two
 // threads shows up as a wrong result (not reliably: a race may not fire).
-// tests/ops/test_splat_group_threads.py builds this as a shared library and
-// compares with rlx/reference. The host orchestration mirrors
-// rlx/lowering/sort.py and rlx/lowering/splat.py.
+// tests/ops/test_splat_group_threads.py and test_norm_group_threads.py build
+// this as a shared library and compare with rlx/reference. The host
+// orchestration mirrors rlx/lowering/{sort,splat,norm,rope}.py. The group
+// reductions (rlx_group_sum) become a sum over per-thread partials between
+// two barriers, so a kernel that reduces in only some threads of a group
+// deadlocks here instead of passing.
 #include <pthread.h>
 #include <stdlib.h>
 #include <vector>
@@ -36,8 +40,25 @@ static pthread_barrier_t rlx_gt_barrier;
     for (uint64_t i = (uint64_t)rlx_group_id.x * rlx_gt_size + rlx_gt_local; i < (uint64_t)(n); \
          i += (uint64_t)rlx_num_groups.x * rlx_gt_size)
 
+// Every thread writes its partial, all meet, every thread sums them in
+// thread order, all meet again (so the next reduction cannot overwrite a
+// partial another thread has still to read).
+static float rlx_gt_partials[1024];
+static float rlx_gt_group_sum(float v, float *scratch) {
+    (void)scratch;
+    rlx_gt_partials[rlx_gt_local] = v;
+    pthread_barrier_wait(&rlx_gt_barrier);
+    float s = 0.0f;
+    for (uint t = 0; t < rlx_gt_size; ++t) s += rlx_gt_partials[t];
+    pthread_barrier_wait(&rlx_gt_barrier);
+    return s;
+}
+#define rlx_group_sum rlx_gt_group_sum
+
 #include "sort.h"
 #include "splat.h"
+#include "norm.h"
+#include "rope.h"
 
 namespace {
 
@@ -161,9 +182,51 @@ void raster_body(void *c, rlx_ids ids) {
     splat_raster<float>(r->rec, (const int *)r->sorted, r->ranges, r->image, &r->xp, ids);
 }
 
+struct NormCtx {
+    const float *o, *x, *w, *w_next;
+    const int *pos;
+    const float *inv_freq;
+    float *y;
+    RmsNormAddParams ap;
+    RmsNormRopeParams rp;
+};
+
+void rmsnorm_add_body(void *c, rlx_ids ids) {
+    NormCtx *n = static_cast<NormCtx *>(c);
+    rmsnorm_add<float>(n->o, n->x, n->w, n->w_next, n->y, &n->ap, ids);
+}
+void rmsnorm_rope_body(void *c, rlx_ids ids) {
+    NormCtx *n = static_cast<NormCtx *>(c);
+    rmsnorm_rope<float>(n->x, n->pos, n->inv_freq, n->w, n->y, &n->rp, ids);
+}
+
 }  // namespace
 
 extern "C" {
+
+// rmsnorm_add over dense rows (rlx/lowering/norm.py): y is [rows, cols], or
+// with then_norm [2, rows, cols] (the normed sums, then the sums).
+__attribute__((visibility("default"))) void gt_rmsnorm_add(const float *o, const float *x, const float *w,
+                                                           const float *w_next, uint rows, uint cols, float eps,
+                                                           float next_eps, uint add_one, uint next_add_one,
+                                                           uint then_norm, uint threads, float *y) {
+    NormCtx n{o, x, w, w_next, nullptr, nullptr, y,
+              RmsNormAddParams{rows, cols, 0u, 0u, eps, next_eps, add_one, next_add_one, then_norm, 0u, 0u, 0u},
+              RmsNormRopeParams{}};
+    dispatch(rows, threads, rmsnorm_add_body, &n);
+}
+
+// rmsnorm_rope of a dense x [T, H, D] at positions [T] (rlx/lowering/rope.py).
+__attribute__((visibility("default"))) void gt_rmsnorm_rope(const float *x, const int *pos, const float *inv_freq,
+                                                            const float *w, uint t, uint h, uint d, uint rotary_dim,
+                                                            uint interleaved, float eps, uint add_one, uint threads,
+                                                            float *y) {
+    const uint half = rotary_dim / 2u;
+    NormCtx n{nullptr, x, w, nullptr, pos, inv_freq, y, RmsNormAddParams{},
+              RmsNormRopeParams{t * h, half + (d - rotary_dim), t, h, d, half, interleaved, 0u, 0u, 0u, h * d, d,
+                                0u, 0u, 1u, add_one, eps, 0u, 0u, 0u}};
+    dispatch(t * h, threads, rmsnorm_rope_body, &n);
+}
 
 // Rows [0, min(count, n)) of rec [n, cols] sorted into out (count < 0: n).
 __attribute__((visibility("default"))) void gt_sort(const int *rec, uint n, uint cols, uint keys, uint bits,

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rlx
+from rlx.errors import DTypeError, ShapeError
 
 from .helpers import COLS, DTYPES
 from .helpers import check_nan_semantics as _check
@@ -94,3 +95,65 @@ def test_norms_propagate_nan(rng, cols, dtype):
     want = torch.nn.functional.rms_norm(_t(data), (cols,), _t(w), 1e-6).numpy()
     got = _check(g2, {"x": data, "w": w}, want, dtype, tol=tol)
     assert np.isnan(got[1]).all() and not np.isnan(got[[0, 2]]).any()
+
+
+# ---------------------------------------------------------------- post-norm residuals (sandwich norms)
+
+
+def _post_norm_graph(shape, dtype, add_one, then_norm, fused):
+    """x + rmsnorm(o, w) (then rmsnorm of the sum with w2), as the fused op or
+    as the chain of plain ops it stands for."""
+    g = rlx.Graph()
+    o, x = g.input("o", shape, dtype), g.input("x", shape, dtype)
+    w, w2 = g.param("w", shape[-1:], dtype), g.param("w2", shape[-1:], dtype)
+    if fused and then_norm:
+        s, h = g.rmsnorm_add_rmsnorm(o, x, w, w2, eps=1e-6, add_one=add_one, next_eps=1e-5, next_add_one=not add_one)
+        g.set_outputs(s=s, h=h)
+    elif fused:
+        g.set_outputs(s=g.rmsnorm_add(o, x, w, eps=1e-6, add_one=add_one))
+    else:
+        s = g.add(x, g.rmsnorm(o, w, eps=1e-6, add_one=add_one))
+        g.set_outputs(**({"s": s, "h": g.rmsnorm(s, w2, eps=1e-5, add_one=not add_one)} if then_norm else {"s": s}))
+    return g
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (2, 3, 33), (5, 640), (2, 4097)])
+@pytest.mark.parametrize("add_one", [False, True])
+@pytest.mark.parametrize("then_norm", [False, True])
+def test_rmsnorm_add_fused(rng, shape, dtype, add_one, then_norm):
+    """The fused post-norm residual (and next pre-norm) against the float64
+    reference, and that reference against the plain chain's; one kernel."""
+    g = _post_norm_graph(shape, dtype, add_one, then_norm, fused=True)
+    inputs = {"o": _rand(rng, shape, dtype, scale=3.0), "x": _rand(rng, shape, dtype, offset=1.0)}
+    params = {"w": _rand(rng, shape[-1:], dtype), "w2": _rand(rng, shape[-1:], dtype)}
+    exe, _ = assert_matches_reference(g, inputs, params)
+    assert [t.kernel for t in exe.thunks] == [f"rmsnorm_add_{dtype}"]
+    chain = rlx.run_reference(_post_norm_graph(shape, dtype, add_one, then_norm, fused=False), inputs, params)
+    want = rlx.run_reference(g, inputs, params)
+    for name in chain:
+        np.testing.assert_allclose(want[name].astype(np.float64), chain[name].astype(np.float64), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rmsnorm_add_reads_offset_inputs(rng, dtype):
+    """o and x as narrows of a wider tensor (nonzero element offsets)."""
+    g = rlx.Graph()
+    both = g.input("both", (2, 3, 17), dtype)
+    w, w2 = g.param("w", (17,), dtype), g.param("w2", (17,), dtype)
+    o, x = (g.reshape(g.narrow(both, 0, i, 1), (3, 17)) for i in (1, 0))
+    s, h = g.rmsnorm_add_rmsnorm(o, x, w, w2, add_one=True)
+    g.set_outputs(s=s, h=h)
+    assert_matches_reference(g, {"both": _rand(rng, (2, 3, 17), dtype)},
+                             {"w": _rand(rng, (17,), dtype), "w2": _rand(rng, (17,), dtype)})
+
+
+def test_rmsnorm_add_checks_its_operands():
+    g = rlx.Graph()
+    o, w = g.input("o", (3, 8)), g.param("w", (8,))
+    with pytest.raises(ShapeError, match="x shape"):
+        g.rmsnorm_add(o, g.input("x", (3, 4)), w)
+    with pytest.raises(ShapeError, match="next_weight"):
+        g.rmsnorm_add_rmsnorm(o, g.input("x2", (3, 8)), w, g.param("w2", (7,)))
+    with pytest.raises(DTypeError):
+        g.rmsnorm_add(o, g.input("x3", (3, 8), "f16"), w)

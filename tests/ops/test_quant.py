@@ -82,6 +82,24 @@ def test_linear_with_quantized_weights(fmt, dtype, rows, rng, gemv_preferred):
     _check_product(exe.run(x=xv)["y"], xv, w, bv, "gelu", dtype, rel)
 
 
+@pytest.mark.parametrize("fmt", ["q8_0", "q4_k"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_gemv_reads_x_at_an_offset(fmt, rows, rng, gemv_preferred):
+    """x a narrow of a larger value (a nonzero element offset): the GEMV's
+    params carry no offset, so the lowering hands it x at its binding's start.
+    (A bug until issue 18: the GEMV read the value's first rows instead.)"""
+    n, k = 13, _k_for(fmt)
+    raw, w = _weight(fmt, rng, n, k)
+    g = rlx.Graph()
+    both = g.input("both", (2, rows, k))
+    x = g.reshape(g.narrow(both, 0, 1, 1), (rows, k))
+    g.set_outputs(y=g.linear(x, g.param("w", (n, k), quantized(fmt))))
+    bv = _x(rng, (2, rows, k), "f32")
+    exe = rlx.compile(g, params={"w": raw})
+    assert any((t.kernel or "").startswith("gemv") for t in exe.thunks)
+    _check_product(exe.run(both=bv)["y"], bv[1], w, None, None, "f32")
+
+
 @pytest.mark.parametrize("fmt", ["q4_0", "q8_0", "q4_k", "q6_k", "iq4_xs"])
 def test_matmul_and_the_env_var_that_turns_the_gemv_off(fmt, rng, monkeypatch):
     n, k = 21, _k_for(fmt)

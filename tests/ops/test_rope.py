@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import assert_matches_reference
+from conftest import TOL, assert_matches_reference
 
 import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
@@ -146,3 +146,67 @@ def test_rope_ir_errors():
         g.op("rope", (x, pos), theta=1.0)
     node = g.rope(x, pos)
     assert node.attrs == {"base": 10000.0, "layout": "neox", "rotary_dim": 8}
+
+
+# ---------------------------------------------------------------- rmsnorm + RoPE (per-head q/k norms)
+
+
+def _rmsnorm_rope_graph(x_shape, pos_shape, dtype, fused, add_one, **rope_kw):
+    g = rlx.Graph()
+    x = g.input("x", x_shape, dtype)
+    pos = g.input("pos", pos_shape, "i32")
+    w = g.param("w", x_shape[-1:], dtype)
+    if fused:
+        y = g.rmsnorm_rope(x, pos, w, eps=1e-6, add_one=add_one, **rope_kw)
+    else:
+        y = g.rope(g.rmsnorm(x, w, eps=1e-6, add_one=add_one), pos, **rope_kw)
+    g.set_outputs(y=y)
+    return g
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("x_shape, pos_shape, rotary_dim", [((1, 4, 64), (1,), None), ((3, 5, 2, 6), (3, 5), None),
+                                                            ((7, 3, 34), (7,), 18), ((2, 9, 1, 256), (9,), None),
+                                                            ((1, 1, 1, 2), (1,), None)])
+@pytest.mark.parametrize("add_one", [False, True])
+def test_rmsnorm_rope_fused(rng, dtype, layout, x_shape, pos_shape, rotary_dim, add_one):
+    """The fused norm + RoPE against the float64 reference (odd head dims,
+    partial rotary dims, both position forms, a large base), one kernel,
+    and the reference against the plain chain's."""
+    kw = dict(base=1e6, layout=layout, rotary_dim=rotary_dim)
+    g = _rmsnorm_rope_graph(x_shape, pos_shape, dtype, True, add_one, **kw)
+    ins = {"x": _rand(rng, x_shape, dtype, scale=4.0), "pos": rng.integers(0, 5000, pos_shape).astype(np.int32)}
+    params = {"w": _rand(rng, x_shape[-1:], dtype)}
+    exe, _ = assert_matches_reference(g, ins, params)
+    assert _kernels(exe) == [f"rmsnorm_rope_{dtype}"]
+    chain = rlx.run_reference(_rmsnorm_rope_graph(x_shape, pos_shape, dtype, False, add_one, **kw), ins, params)
+    np.testing.assert_allclose(rlx.run_reference(g, ins, params)["y"].astype(np.float64),
+                               chain["y"].astype(np.float64), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rmsnorm_rope_reads_a_packed_qkv_slice(rng, dtype):
+    """q as a head slice of a packed [T, 3 * H * D] projection: read through
+    strides, no copy."""
+    t, h, d = 5, 3, 16
+    g = rlx.Graph()
+    qkv = g.input("qkv", (t, 3 * h * d), dtype)
+    pos = g.input("pos", (t,), "i32")
+    q = g.reshape(g.narrow(qkv, 1, h * d, h * d), (t, h, d))
+    g.set_outputs(y=g.rmsnorm_rope(q, pos, g.param("w", (d,), dtype), add_one=True))
+    exe, _ = assert_matches_reference(g, {"qkv": _rand(rng, (t, 3 * h * d), dtype),
+                                          "pos": np.arange(t, dtype=np.int32) * 7},
+                                      {"w": _rand(rng, (d,), dtype)})
+    assert _kernels(exe) == [f"rmsnorm_rope_{dtype}"]
+
+
+def test_rmsnorm_rope_checks_its_weight():
+    g = rlx.Graph()
+    x, pos = g.input("x", (2, 3, 8)), g.input("pos", (2,), "i32")
+    with pytest.raises(ShapeError, match="weight shape"):
+        g.rmsnorm_rope(x, pos, g.param("w", (4,)))
+    with pytest.raises(DTypeError):
+        g.rmsnorm_rope(x, pos, g.param("w16", (8,), "f16"))
+    with pytest.raises(GraphError, match="layout"):
+        g.rmsnorm_rope(x, pos, g.param("w8", (8,)), layout="sideways")

@@ -1,4 +1,17 @@
 """Layer and RMS norms over the last axis, and their fused residual forms.
+
+The post-norm residual forms (rlx/opt/fusion.py makes them from a
+sandwich-norm decoder's ``x + rmsnorm(o, w)``, e.g. Gemma's):
+- rmsnorm_add(o, x, w) = x + rmsnorm(o, w)
+- rmsnorm_add_rmsnorm(o, x, w, w_next) -> [2, *x.shape]: [0] rmsnorm(s,
+  w_next), [1] the sum s = x + rmsnorm(o, w) (eps / add_one for the first
+  norm, next_eps / next_add_one for the second). One kernel writes both, so
+  the two values are one packed tensor and ``Graph.rmsnorm_add_rmsnorm``
+  hands back the two halves as views (no copy). The normed half comes first:
+  it is what the next block's projections read, and the quantized GEMVs take
+  their x at offset 0 (their params carry no offset).
+Both round rmsnorm(o, w) and the sum to x's dtype before using them, as the
+chain of plain ops does, so the fusion does not change an f16 result.
 """
 
 from __future__ import annotations
@@ -68,6 +81,27 @@ def _infer_add_layernorm(types: list[TensorType], attrs: dict) -> TensorType:
     return x
 
 
+def _infer_rmsnorm_add(op: str, then_norm: bool):
+    def infer(types: list[TensorType], attrs: dict) -> TensorType:
+        extra = {"next_eps": 1e-6, "next_add_one": False} if then_norm else {}
+        _attrs(op, attrs, {"eps": 1e-6, "add_one": False, **extra})
+        o, x = types[0], types[1]
+        _float_type(op, o, "o")
+        if o.rank == 0:
+            raise ShapeError(f"{op}: o must have rank >= 1, got a scalar")
+        names = ["o", "x", "weight"] + (["next_weight"] if then_norm else [])
+        _same_dtype(op, types, names)
+        if x.shape != o.shape:
+            raise ShapeError(f"{op}: x shape {x.shape!r} must equal o's {o.shape!r}")
+        _check_norm_weights(op, o, [(t, what) for t, what in zip(types[2:], names[2:])])
+        for key in ("eps", "next_eps") if then_norm else ("eps",):
+            attrs[key] = _float(op, key, attrs[key], 0.0)
+        for key in ("add_one", "next_add_one") if then_norm else ("add_one",):
+            attrs[key] = _bool(op, key, attrs[key])
+        return TensorType((2, *o.shape), o.dtype) if then_norm else x
+    return infer
+
+
 OPS: tuple[OpDef, ...] = (
     _reg("layernorm", 3, _infer_layernorm,
          "(x - mean) / sqrt(var + eps) * weight + bias over the last axis.", precision="f32_under_auto"),
@@ -76,5 +110,10 @@ OPS: tuple[OpDef, ...] = (
     _reg("add_rmsnorm", 3, _infer_rmsnorm("add_rmsnorm", True), "rmsnorm(x + residual), fused.",
          precision="f32_under_auto"),
     _reg("add_layernorm", 4, _infer_add_layernorm, "layernorm(x + residual), fused.",
+         precision="f32_under_auto"),
+    _reg("rmsnorm_add", 3, _infer_rmsnorm_add("rmsnorm_add", False), "x + rmsnorm(o, weight), fused.",
+         precision="f32_under_auto"),
+    _reg("rmsnorm_add_rmsnorm", 4, _infer_rmsnorm_add("rmsnorm_add_rmsnorm", True),
+         "[rmsnorm(s, next_weight), s] for s = x + rmsnorm(o, weight), packed on a new leading axis of 2.",
          precision="f32_under_auto"),
 )

@@ -6,6 +6,12 @@ rope(x, positions): x [T, H, D] or [B, T, H, D] float, positions int32 [T]
   (a, b) = (x[i], x[i + rotary_dim/2]) ("neox") or (x[2i], x[2i+1])
   ("interleaved") becomes (a cos - b sin, a sin + b cos). Features at and
   past rotary_dim pass through unchanged.
+
+rmsnorm_rope(x, positions, weight) = rope(rmsnorm(x, weight), positions):
+  the per-head query/key norm (over D) of Gemma 3, Qwen 3 and the like, and
+  RoPE, in one kernel (rlx/opt/fusion.py makes it). Attributes: rope's, and
+  the norm's eps and add_one. The normed value is rounded to x's dtype before
+  it rotates, as the two plain ops do.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import numpy as np
 
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.op import OpDef, TensorType
-from rlx.ir.ops.common import _attrs, _float_type, _int, _number, _reg
+from rlx.ir.ops.common import _attrs, _bool, _float, _float_type, _int, _number, _reg, _same_dtype
 
 ROPE_LAYOUTS = ("neox", "interleaved")
 
@@ -50,8 +56,23 @@ def _infer_rope(types: list[TensorType], attrs: dict) -> TensorType:
     return x
 
 
+def _infer_rmsnorm_rope(types: list[TensorType], attrs: dict) -> TensorType:
+    norm_attrs = {"eps": attrs.pop("eps", 1e-6), "add_one": attrs.pop("add_one", False)}
+    x, pos, w = types
+    out = _infer_rope([x, pos], attrs)
+    _same_dtype("rmsnorm_rope", [x, w], ["x", "weight"])
+    if w.shape != (x.shape[-1],):
+        raise ShapeError(f"rmsnorm_rope: weight shape {w.shape!r} must be ({x.shape[-1]},) to match the last "
+                         f"axis of x {x.shape!r}")
+    attrs["eps"] = _float("rmsnorm_rope", "eps", norm_attrs["eps"], 0.0)
+    attrs["add_one"] = _bool("rmsnorm_rope", "add_one", norm_attrs["add_one"])
+    return out
+
+
 OPS: tuple[OpDef, ...] = (
     _reg("rope", 2, _infer_rope,
          "Rotary position embedding of x [..., T, H, D] at i32 positions [T] or [B, T] "
          "(layout neox or interleaved; the first rotary_dim features rotate)."),
+    _reg("rmsnorm_rope", 3, _infer_rmsnorm_rope,
+         "rope(rmsnorm(x, weight), positions), fused: the norm over D, then RoPE.", precision="f32_under_auto"),
 )
