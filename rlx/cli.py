@@ -226,7 +226,8 @@ def _embed_ray(args: argparse.Namespace) -> int:
     one Parquet part per block, resumable (rlx/integrations/ray.py)."""
     from rlx.integrations.ray import embed_corpus
 
-    wrong = ("--ray needs --input CORPUS and --output DIR" if not (args.ray and args.input and args.output)
+    wrong = ("--input CORPUS goes with --ray (texts alone: arguments or --file)" if not args.ray
+             else "--ray needs --input CORPUS and --output DIR" if not (args.input and args.output)
              else "--ray reads texts from --input only (not from arguments or --file)" if args.texts or args.file
              else None)
     if wrong:

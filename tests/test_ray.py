@@ -245,6 +245,8 @@ def test_cli_errors_before_starting(corpus, tmp_path, capsys):
     assert not out.exists(), "an error before the work started left an output folder"
     assert main(["embed", "--ray", "--input", str(corpus["small"])]) == 2
     assert "--ray needs --input CORPUS and --output DIR" in capsys.readouterr().err
+    assert main(["embed", "--input", str(corpus["small"]), "--output", str(out)]) == 2
+    assert "--input CORPUS goes with --ray" in capsys.readouterr().err
 
 
 def test_jsonl_blocks_and_bad_records(tmp_path):
