@@ -225,6 +225,17 @@ def test_cli_reads_jsonl_with_another_text_column(cluster, corpus, reference, tm
     np.testing.assert_allclose(vectors, reference[:N_JSONL], atol=ATOL, rtol=0)
 
 
+def test_cli_a_bad_record_mid_corpus_names_its_row(cluster, tmp_path, capsys):
+    # Planning parses only the first record; a bad one further on fails the job in its actor, and the
+    # error that reaches the command line is the CorpusError (not Ray's wrapper) with the row's index.
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps({"text": 5 if i == 37 else f"text {i}"}) + "\n" for i in range(50)))
+    assert _cli("--input", path, "--output", tmp_path / "out", "--block-rows", 10, "--actors", 1) == 2
+    err = capsys.readouterr().err
+    assert "rlx: error:" in err and "record 37: 'text' is a int, not a string" in err and "a rerun resumes" in err
+    assert (tmp_path / "out" / "_manifest.json").is_file()
+
+
 # ---------------------------------------------------------------- checks before any work (no Ray needed)
 
 

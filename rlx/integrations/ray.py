@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlx.errors import ConfigError, InputError, MissingDependencyError
+from rlx.errors import ConfigError, InputError, MissingDependencyError, RlxError
 from rlx.integrations.corpus import (
     DEFAULT_BLOCK_ROWS,
     ROW_COLUMN,
@@ -52,6 +52,8 @@ __all__ = ["RlxEmbedder", "actor_options", "embed_corpus", "require_ray", "DEFAU
 # its actor every time fails the job instead of looping.
 DEFAULT_RETRIES = 3
 _BLOCK_COLUMN = "__rlx_block"
+# Ray Data settings for the length of one embed_corpus run (restored after it).
+_CONTEXT = {"enable_progress_bars": False, "print_on_execution_start": False, "raise_original_map_exception": True}
 
 
 def require_ray():
@@ -248,10 +250,13 @@ def embed_corpus(input_path: str | os.PathLike, output_dir: str | os.PathLike, *
     if started:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
     t0 = time.perf_counter()
+    # The blocks-done line is the progress; an actor's error comes back as itself (a CorpusError naming
+    # the row), not as Ray's UserCodeException around a traceback string.
+    ctx = ray.data.DataContext.get_current()
+    saved_ctx = {k: getattr(ctx, k) for k in _CONTEXT}
     try:
-        ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = False   # the blocks-done line below is the progress
-        ctx.print_on_execution_start = False
+        for k, v in _CONTEXT.items():
+            setattr(ctx, k, v)
         descriptors = [{"index": b.index, "start": b.start, "stop": b.stop, "byte_start": b.byte_start,
                         "byte_stop": b.byte_stop} for b in pending]
         ds = ray.data.from_items(descriptors, override_num_blocks=len(descriptors))
@@ -268,21 +273,43 @@ def embed_corpus(input_path: str | os.PathLike, output_dir: str | os.PathLike, *
                 **actor_options(num_cpus=cpus_per_actor, num_gpus=gpus_per_actor, retries=retries))
         expected = {b.index: b for b in pending}
         partial: dict[int, list] = {}
-        for table in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-            _collect(table, expected, partial)
-            for index in [i for i in partial if sum(t.num_rows for t in partial[i]) >= expected[i].rows]:
-                _write_block(folder, expected[index], partial.pop(index), vector_column)
-                summary["embedded"] += 1
-                if progress is not None:
-                    progress(len(done) + summary["embedded"], total)
+        try:
+            for table in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+                _collect(table, expected, partial)
+                for index in [i for i in partial if sum(t.num_rows for t in partial[i]) >= expected[i].rows]:
+                    _write_block(folder, expected[index], partial.pop(index), vector_column)
+                    summary["embedded"] += 1
+                    if progress is not None:
+                        progress(len(done) + summary["embedded"], total)
+        except Exception as e:
+            cause = _rlx_cause(e)
+            if cause is None:
+                raise
+            raise type(cause)(f"{cause} ({summary['embedded']} block(s) finished before the failure are kept; "
+                              f"a rerun resumes)") from None
         if partial or summary["embedded"] != len(pending):
             missing = sorted(set(expected) - folder.done(corpus))
             raise InputError(f"Ray returned no complete result for block(s) {missing[:10]}; rerun to retry them")
     finally:
         summary["seconds"] = time.perf_counter() - t0
+        for k, v in saved_ctx.items():
+            setattr(ctx, k, v)
         if started:
             ray.shutdown()
     return summary
+
+
+def _rlx_cause(exc: BaseException) -> RlxError | None:
+    """The innermost RlxError in ``exc``'s chain of causes: Ray re-raises an
+    actor's exception as a RayTaskError subclass of it whose message is the
+    remote traceback, and keeps the exception itself in ``.cause``."""
+    found, seen = None, set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, RlxError):
+            found = exc
+        seen.add(id(exc))
+        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__
+    return found
 
 
 def _collect(table, expected: dict[int, Block], partial: dict[int, list]) -> None:
