@@ -182,6 +182,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     from rlx.models import load_embedder
 
+    if args.ray or args.input:
+        return _embed_ray(args)
     texts = list(args.texts)
     if args.file:
         texts += _read_lines(args.file)
@@ -216,6 +218,33 @@ def cmd_embed(args: argparse.Namespace) -> int:
         tail = ", ..." if len(vec) > args.show else ""
         print(f"{json.dumps(shown, ensure_ascii=False)}: [{head}{tail}] dim {len(vec)} norm "
               f"{float(np.linalg.norm(vec)):.4f}")
+    return 0
+
+
+def _embed_ray(args: argparse.Namespace) -> int:
+    """`rlx embed --ray --input CORPUS --output DIR`: a corpus on Ray actors,
+    one Parquet part per block, resumable (rlx/integrations/ray.py)."""
+    from rlx.integrations.ray import embed_corpus
+
+    wrong = ("--input CORPUS goes with --ray (texts alone: arguments or --file)" if not args.ray
+             else "--ray needs --input CORPUS and --output DIR" if not (args.input and args.output)
+             else "--ray reads texts from --input only (not from arguments or --file)" if args.texts or args.file
+             else None)
+    if wrong:
+        print(f"rlx embed: error: {wrong}", file=sys.stderr)
+        return 2
+    progress = _Progress(0, "blocks", force=True)
+
+    def log(msg: str) -> None:
+        print(f"rlx embed: {msg}", file=sys.stderr, flush=True)
+
+    summary = embed_corpus(args.input, args.output, text_column=args.text_column, vector_column=args.vector_column,
+                           model=args.model, device=args.device, precision=args.precision, actors=args.actors,
+                           batch_size=args.batch_size, block_rows=args.block_rows, address=args.ray_address,
+                           overwrite=args.overwrite, cpus_per_actor=args.cpus_per_actor,
+                           gpus_per_actor=args.gpus_per_actor, retries=args.retries, progress=progress, log=log)
+    log(f"{summary['embedded']} block(s) embedded in {summary['seconds']:.1f} s, {summary['skipped']} skipped "
+        f"(already done); {summary['rows']} rows in {summary['blocks']} part(s) under {summary['output']}")
     return 0
 
 
@@ -472,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("embed", help="sentence embeddings with a BERT model (default all-MiniLM-L6-v2)")
     p.add_argument("texts", nargs="*", help="texts to embed")
     p.add_argument("--file", "-f", help="a UTF-8 file with one text a line (blank lines skipped)")
-    p.add_argument("-o", "--output", help="write the embeddings to this .npy file instead of printing")
+    p.add_argument("-o", "--output",
+                   help="write the embeddings to this .npy file instead of printing (with --ray: the parts' folder)")
     p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
     p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32",
                    help="f32 (default); f16 (GPUs); bf16 (CPU: linear weights in bf16, see README)")
@@ -480,6 +510,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
+    g = p.add_argument_group("a corpus on Ray (needs rlx[ray]; see README \"Scale-out with Ray\")")
+    g.add_argument("--ray", action="store_true",
+                   help="embed --input on Ray actors into Parquet parts under --output (a folder); resumable")
+    g.add_argument("--input", help="the corpus: a .parquet or .jsonl file with a text column")
+    g.add_argument("--text-column", default="text", help="the corpus column holding the texts (default text)")
+    g.add_argument("--vector-column", default="embedding", help="the output column of vectors (default embedding)")
+    g.add_argument("--actors", type=int, default=1, help="Ray actors, each with its own embedder (default 1)")
+    g.add_argument("--block-rows", type=int, default=4096,
+                   help="rows per block; each block is one output part, the unit a rerun skips (default 4096)")
+    g.add_argument("--cpus-per-actor", type=float, default=1,
+                   help="CPUs Ray reserves per actor; its rlx threads (default 1)")
+    g.add_argument("--gpus-per-actor", type=float, default=None,
+                   help="GPUs Ray reserves per actor (with --device cuda)")
+    g.add_argument("--retries", type=int, default=3,
+                   help="restarts of a dead actor, and reruns of the batches it held (default 3)")
+    g.add_argument("--ray-address", default=None,
+                   help="the Ray cluster to join (auto: the running one; default: start a local one)")
+    g.add_argument("--overwrite", action="store_true",
+                   help="delete the parts of a previous run in --output instead of resuming it")
     p.set_defaults(fn=cmd_embed)
     p = sub.add_parser("serve", help="OpenAI-compatible server: /v1/embeddings, /v1/completions, "
                                      "/v1/chat/completions (needs rlx[serve])")

@@ -73,3 +73,18 @@ class CapacityError(RlxError):
     """A run needs more room than a capacity-bounded buffer was compiled
     with (e.g. a splat frame's (tile, Gaussian) pairs past the renderer's
     capacity with automatic re-planning off); the message gives both numbers."""
+
+
+class MissingDependencyError(RlxError):
+    """An optional part of rlx needs a package that is not installed; the
+    message names the extra to install (e.g. ``pip install 'rlx[ray]'``)."""
+
+
+class CorpusError(InputError):
+    """A corpus file for ``rlx embed --ray`` cannot be used: unreadable, an
+    unknown format, no such text column, or a row whose text is not a string."""
+
+
+class ManifestMismatchError(RlxError):
+    """An output folder holds parts of a different run (another input, model,
+    precision, text column or block size) than the one asked for."""
