@@ -1,0 +1,49 @@
+"""H200 by hand (issue 18): Gemma 3 decode steps on cuda at two context
+lengths, after the active-length attention (keys past the context are not
+read) and the norm fusions. Median of STEPS steps (exe.run wall time, the
+token copied back each step) at position ~128 and ~1900 of a 2048-token
+cache, for each KV cache dtype, and the decode step's thunk count. The
+weights' values change no kernel's time, so the zero-weight stand-in file
+(the real header, zero tensor bytes) serves.
+
+Run: PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_speed.py MODEL.gguf OUT.json [DEVICE]"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+from rlx.models.llm import LLM
+
+STEPS = 60
+
+
+def _steps(llm: LLM, n: int) -> list[float]:
+    token, times = 2, []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        token = int(llm.step(token, output="token"))
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main(model: str, out: str, device: str = "cuda") -> None:
+    rows = []
+    for kv in ("f16", "f32"):
+        llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
+        for prompt in (128, 1900):
+            llm.prefill(list(range(2, 2 + prompt)), output="token")
+            times = _steps(llm, STEPS)
+            ms = 1e3 * statistics.median(times[10:])
+            row = {"kv_dtype": kv, "position": prompt, "step_ms_median": ms, "tok_per_s": 1e3 / ms,
+                   "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    json.dump({"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_speed.py "
+               "MODEL.gguf OUT.json", "model": model, "device": device, "rows": rows}, open(out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
