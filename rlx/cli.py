@@ -604,7 +604,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--max-context", type=int, default=2048, help="KV cache length in tokens (default 2048)")
     p.add_argument("--kv-dtype", choices=("f32", "f16"), default=None,
-                   help="KV cache dtype (default: f32 on the CPU, f16 on GPUs)")
+                   help="KV cache dtype (default f32; f16 halves the cache bytes)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
     p.add_argument("--top-k", type=int, default=0,
                    help="0 (default): no top-k (the logits row is copied to the host each token); "
