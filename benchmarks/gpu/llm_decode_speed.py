@@ -2,7 +2,9 @@
 lengths, after the active-length attention (keys past the context are not
 read) and the norm fusions. Median of STEPS steps (exe.run wall time, the
 token copied back each step) at position ~128 and ~1900 of a 2048-token
-cache, for each KV cache dtype, and the decode step's thunk count. The
+cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
+(SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU), and the decode step's
+thunk count. The
 weights' values change no kernel's time, so the zero-weight stand-in file
 (the real header, zero tensor bytes) serves.
 
@@ -11,10 +13,12 @@ Run: PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_speed.py MODEL.gguf OUT.j
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
 
+from rlx.lowering import attention as attention_lowering
 from rlx.models.llm import LLM
 
 STEPS = 60
@@ -31,13 +35,16 @@ def _steps(llm: LLM, n: int) -> list[float]:
 
 def main(model: str, out: str, device: str = "cuda") -> None:
     rows = []
-    for kv in ("f16", "f32"):
+    combos = [(kv, int(keys)) for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
+              for keys in os.environ.get("SPLIT_KEYS", str(attention_lowering.SPLIT_KEYS_GPU)).split()]
+    for kv, keys in combos:
+        attention_lowering.SPLIT_KEYS_GPU = keys
         llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
             times = _steps(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
-            row = {"kv_dtype": kv, "position": prompt, "step_ms_median": ms, "tok_per_s": 1e3 / ms,
+            row = {"kv_dtype": kv, "split_keys": keys, "position": prompt, "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -122,7 +122,12 @@ def _attention(lw: Lowering, node: Node) -> View:
 # a row has more than one chunk of keys. The CPU runs a group per thread and
 # its groups already cover its few cores at four rows, so it splits only
 # rows that number fewer than its cores, in chunks of SPLIT_KEYS_CPU.
-SPLIT_KEYS_GPU = 64
+# SPLIT_KEYS_GPU: a group's keys are walked by its few SIMD groups one key
+# after another, so short chunks (more groups) win while the merge stays
+# cheap: the Gemma 3 270M decode step on the H200 at 128 / 1900 of 2048
+# keys took 2.58 / 2.69 ms at 64 keys, 1.95 / 2.07 at 32, 1.64 / 1.79 at
+# 16, 1.65 / 1.93 at 8 (benchmarks/README.md, session 7).
+SPLIT_KEYS_GPU = 16
 SPLIT_KEYS_CPU = 128
 SPLIT_THREADS = 128
 SPLIT_MAX_ROWS_PER_UNIT = 2
