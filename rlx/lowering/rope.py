@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 import weakref
+from typing import NamedTuple
 
 from rlx.errors import UnsupportedOpError
 from rlx.ir.dtype import f32, i32
@@ -54,9 +55,30 @@ def _rows_of(x: View, pos: View) -> tuple[int, int, int, int, tuple[int, int, in
     return b, t, h, d, x_strides, p_strides
 
 
-@lowers("rope", reads={0: "feature"}, kernels=("rope",))
-def _rope(lw: Lowering, node: Node) -> View:
-    suffix = float_suffix(node, node.dtype)
+class _RopeRows(NamedTuple):
+    """A rope node's inputs as its kernels see them: x (feature axis
+    contiguous), the positions, its rows (b * t * h) of d features, and
+    the elements a row's threads take (the rotated pairs, then the
+    pass-through features)."""
+
+    x: View
+    pos: View
+    rows: int
+    d: int
+    per_row: int
+    t: int
+    h: int
+    half: int
+    x_strides: tuple[int, int, int]
+    p_strides: tuple[int, int]
+
+    def params(self, node: Node, n: int, out: View) -> bytes:
+        return rope_params(node, n, self.per_row, self.t, self.h, self.d, self.half,
+                           node.attrs["layout"] == "interleaved", out.offset, self.x.offset, self.x_strides,
+                           self.pos.offset, self.p_strides)
+
+
+def _rope_rows(lw: Lowering, node: Node) -> _RopeRows:
     x = feature_contiguous(lw, node.inputs[0])
     pos = lw.view(node.inputs[1])
     if pos.dtype != i32:
@@ -64,38 +86,33 @@ def _rope(lw: Lowering, node: Node) -> View:
     b, t, h, d, x_strides, p_strides = _rows_of(x, pos)
     rotary_dim = node.attrs["rotary_dim"]
     half = rotary_dim // 2
+    return _RopeRows(x, pos, b * t * h, d, half + (d - rotary_dim), t, h, half, x_strides, p_strides)
+
+
+@lowers("rope", reads={0: "feature"}, kernels=("rope",))
+def _rope(lw: Lowering, node: Node) -> View:
+    r = _rope_rows(lw, node)
     out = lw.new_value(node)
-    per_row = half + (d - rotary_dim)
-    n = b * t * h * per_row
+    n = r.rows * r.per_row
     if n:
-        table = _inv_freq_table(lw, node.attrs["base"], rotary_dim)
-        params = rope_params(node, n, per_row, t, h, d, half, node.attrs["layout"] == "interleaved", out.offset,
-                             x.offset, x_strides, pos.offset, p_strides)
-        lw.dispatch(repr(node), f"rope_{suffix}", [(x, "r"), (pos, "r"), (table, "r"), (out, "w")],
-                    params, lw.target.elementwise_grid(n), Work("unary"))
+        table = _inv_freq_table(lw, node.attrs["base"], node.attrs["rotary_dim"])
+        lw.dispatch(repr(node), f"rope_{float_suffix(node, node.dtype)}",
+                    [(r.x, "r"), (r.pos, "r"), (table, "r"), (out, "w")], r.params(node, n, out),
+                    lw.target.elementwise_grid(n), Work("unary"))
     return out
 
 
 @lowers("rmsnorm_rope", reads={0: "feature", 2: "start"}, kernels=("rmsnorm_rope",))
 def _rmsnorm_rope(lw: Lowering, node: Node) -> View:
-    x = feature_contiguous(lw, node.inputs[0])
-    pos = lw.view(node.inputs[1])
+    r = _rope_rows(lw, node)
     w = lw.dense(node.inputs[2], at_start=True)
-    if pos.dtype != i32:
-        raise UnsupportedOpError(f"{node!r}: rope positions must be i32, got {pos.dtype.name}")
-    b, t, h, d, x_strides, p_strides = _rows_of(x, pos)
-    rotary_dim = node.attrs["rotary_dim"]
-    half = rotary_dim // 2
     out = lw.new_value(node)
-    rows = b * t * h
-    if rows and d:
-        table = _inv_freq_table(lw, node.attrs["base"], rotary_dim)
-        params = rope_params(node, rows, half + (d - rotary_dim), t, h, d, half,
-                             node.attrs["layout"] == "interleaved", out.offset, x.offset, x_strides, pos.offset,
-                             p_strides)
+    if r.rows and r.d:
+        table = _inv_freq_table(lw, node.attrs["base"], node.attrs["rotary_dim"])
+        params = r.params(node, r.rows, out)
         # RmsNormRopeParams: RopeParams with add_one in its last word, then eps.
         params = params[:-4] + struct.pack("<I f 3I", int(node.attrs["add_one"]), node.attrs["eps"], 0, 0, 0)
         lw.dispatch(repr(node), f"rmsnorm_rope_{float_suffix(node, node.dtype)}",
-                    [(x, "r"), (pos, "r"), (table, "r"), (w, "r"), (out, "w")], params,
-                    lw.target.row_grid(rows, d), Work("norm"))
+                    [(r.x, "r"), (r.pos, "r"), (table, "r"), (w, "r"), (out, "w")], params,
+                    lw.target.row_grid(r.rows, r.d), Work("norm"))
     return out
