@@ -103,6 +103,17 @@ def num_threads() -> int:
     return n
 
 
+def num_threads_given() -> bool:
+    """Whether RLX_NUM_THREADS is set in this process's environment."""
+    return _raw("RLX_NUM_THREADS") is not None
+
+
+def set_num_threads(threads: int) -> None:
+    """RLX_NUM_THREADS for this process (read when its host device opens):
+    a Ray actor sized to the CPUs Ray gave it."""
+    os.environ["RLX_NUM_THREADS"] = str(int(threads))
+
+
 def with_num_threads(environ: dict[str, str], threads: int) -> dict[str, str]:
     """A copy of ``environ`` for a child process whose host device uses
     ``threads`` workers (benchmarks that run engines in processes of their own)."""

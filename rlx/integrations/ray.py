@@ -84,12 +84,14 @@ def _set_threads(threads: int | None) -> None:
     """RLX_NUM_THREADS for this actor's process: ``threads``, else the CPUs Ray
     reserved for the actor, so actors sharing a machine do not each start one
     thread per core. A value already in the environment wins over Ray's."""
+    from rlx import env
+
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ConfigError(f"threads must be an integer >= 1, got {threads!r}")
-        os.environ["RLX_NUM_THREADS"] = str(threads)
+        env.set_num_threads(threads)
         return
-    if "RLX_NUM_THREADS" in os.environ:
+    if env.num_threads_given():
         return
     try:
         import ray
@@ -97,7 +99,7 @@ def _set_threads(threads: int | None) -> None:
         if ray.is_initialized():
             cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
             if cpus:
-                os.environ["RLX_NUM_THREADS"] = str(max(1, int(cpus)))
+                env.set_num_threads(max(1, int(cpus)))
     except ImportError:
         pass
 
