@@ -279,7 +279,7 @@ class LLM:
         """``config`` replaces the one read from the file (tests shrink the
         sliding window with it; the weights must still fit it). ``kv_dtype``
         "f32" or "f16" is the KV cache's dtype (None: default_kv_dtype,
-        f32 on the CPU and f16 on GPUs); f16 halves kv_cache_bytes."""
+        f32 on every device); f16 halves kv_cache_bytes."""
         from rlx import gguf
 
         self.path = resolve_model(path)
@@ -683,7 +683,7 @@ def load_llm(path_or_name: str | os.PathLike[str], device: str = "cpu",
              max_context: int = DEFAULT_MAX_CONTEXT, kv_dtype: str | None = None) -> LLM:
     """A GGUF model (a path, or a known name such as "gemma3-270m") compiled
     for ``device``; the KV cache holds ``max_context`` tokens in ``kv_dtype``
-    ("f32" / "f16"; None: f32 on the CPU, f16 on GPUs)."""
+    ("f32" / "f16"; None: f32)."""
     return LLM(path_or_name, device=device, max_context=max_context, kv_dtype=kv_dtype)
 
 
