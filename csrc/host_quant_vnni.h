@@ -51,6 +51,7 @@
 #include <stdlib.h>
 
 #include "host_heap_buffer.h"
+#include "host_quant_int_rows.h"
 #include "host_quant_vnni_ops.h"
 
 namespace rlx_vnni {
@@ -317,47 +318,34 @@ template <bool Q3> struct RowsK23 {
 template <> struct Rows<QFmtQ2_K> : RowsK23<false> {};
 template <> struct Rows<QFmtQ3_K> : RowsK23<true> {};
 
+// A weight row's m sums (rlx_qint_rows' Dot), the rows of x in tiles of
+// 1, 2, 4 or 8.
+template <typename Q> struct RowDots {
+    RLX_VNNI_INLINE void run(const XInt16 &c, uint m, const uint *xrow, const uchar *wr, uint blocks,
+                                    float *s) {
+        if (m <= 1u) Rows<Q>::template run<1>(c, xrow, wr, blocks, s);
+        else if (m <= 2u) Rows<Q>::template run<2>(c, xrow, wr, blocks, s);
+        else if (m <= 4u) Rows<Q>::template run<4>(c, xrow, wr, blocks, s);
+        else Rows<Q>::template run<8>(c, xrow, wr, blocks, s);
+    }
+};
+
 // Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x
 // needs the f32 form.
 template <typename Q, typename T>
 static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
                  uint64_t dispatch) {
     static thread_local XInt16 cache;
-    const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k, ys = p->y_stride;
+    const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k;
     if (!prepare(cache, x, m, k, p->x_stride, dispatch)) return false;
     const uint blocks = k / (uint)Q::BLOCK;
-    const uint64_t row_bytes = (uint64_t)blocks * (uint)Q::BYTES;
-    uint xrow[RLX_QGEMV_MAX_M];
-    for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) xrow[r] = r < m ? r : m - 1u;
-    for (uint j = j0; j < j1; ++j) {
-        const uchar *wr = w + (uint64_t)j * row_bytes;
-        // As rlx_q_gemv_cpu: the blocks stream once, fetched a few rows ahead.
-        for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
-        float s[RLX_QGEMV_MAX_M];
-        if (m <= 1u) Rows<Q>::template run<1>(cache, xrow, wr, blocks, s);
-        else if (m <= 2u) Rows<Q>::template run<2>(cache, xrow, wr, blocks, s);
-        else if (m <= 4u) Rows<Q>::template run<4>(cache, xrow, wr, blocks, s);
-        else Rows<Q>::template run<8>(cache, xrow, wr, blocks, s);
-        const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
-        for (uint r = 0; r < m; ++r) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));
-    }
+    rlx_qint_rows<RowDots<Q>>(cache, w, (uint64_t)blocks * (uint)Q::BYTES, blocks, y, bias, p, m, j0, j1);
     return true;
 }
 
 }  // namespace rlx_vnni
 
-// gemv_<fmt> and gemv1_<fmt> of the formats above (on the CPU the two are
-// one computation, as in quant.h).
-template <typename Q, typename T>
-RLX_KERNEL gemv_q_vnni(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
-                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
-    const uint n = p->n, rpg = p->rows_per_group;
-    const uint j0 = rlx_group_id.x * rpg;
-    if (j0 >= n || p->m == 0u) return;
-    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
-    if (!rlx_vnni::gemv<Q, T>(x, w, y, bias, p, j0, j1, rlx_ids_arg.dispatch)) rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
-}
+RLX_QINT_GEMV_KERNEL(gemv_q_vnni, rlx_vnni::gemv)
 
 // The exports, in the including file's instruction set (its
 // RLX_CPU_KERNEL_SUFFIX): gemv_<fmt> and gemv1_<fmt> are one computation on

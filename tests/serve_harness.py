@@ -1,5 +1,6 @@
 """Starting ``python -m rlx serve`` as a real process on 127.0.0.1 for the
-server tests (tests/test_serve.py, tests/test_serve_generation.py)."""
+server tests (tests/test_serve.py, tests/test_serve_generation.py), and
+the check of an OpenAI-style error answer they share."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+import httpx
 import pytest
 
 
@@ -52,3 +54,14 @@ def running_server(flags: Sequence[str], startup_s: float = 120) -> Iterator[str
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def api_error(r: httpx.Response, status: int, code: str | None = None) -> dict:
+    """The response's OpenAI-style error object, after checking its status,
+    its message and type, and (given) its code."""
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert isinstance(err["message"], str) and err["message"] and isinstance(err["type"], str)
+    if code is not None:
+        assert err["code"] == code
+    return err

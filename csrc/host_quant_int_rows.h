@@ -1,0 +1,45 @@
+// What the integer-x decode GEMVs share (host_quant_vnni.h on x86,
+// host_quant_arm64.h on ARM64): the loop over weight rows and the kernel
+// entry. Included by each form inside its translation unit's
+// instruction-set region, after shaders/quant.h (QuantGemvParams,
+// rlx_q_gemv_cpu).
+#ifndef RLX_HOST_QUANT_INT_ROWS_H
+#define RLX_HOST_QUANT_INT_ROWS_H
+
+// Rows [j0, j1) of y = act(x W^T + bias) for the m rows of x: Dot::run
+// gives a weight row's m sums (x row r's integer copy at cache row
+// xrow[r]), the blocks are fetched a few rows ahead as in rlx_q_gemv_cpu
+// (they stream from memory once), bias and activation are applied here.
+template <typename Dot, typename T, typename Cache>
+static inline void rlx_qint_rows(const Cache &cache, const uchar *w, uint64_t row_bytes, uint blocks, T *y,
+                                 const T *bias, const QuantGemvParams *p, uint m, uint j0, uint j1) {
+    uint xrow[RLX_QGEMV_MAX_M];
+    for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) xrow[r] = r < m ? r : m - 1u;
+    for (uint j = j0; j < j1; ++j) {
+        const uchar *wr = w + (uint64_t)j * row_bytes;
+        for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
+        float s[RLX_QGEMV_MAX_M];
+        Dot::run(cache, m, xrow, wr, blocks, s);
+        const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
+        for (uint r = 0; r < m; ++r)
+            y[(uint64_t)r * p->y_stride + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));
+    }
+}
+
+// gemv_<fmt> / gemv1_<fmt> (one computation on the CPU, as in quant.h) as
+// the kernel `name`: the integer form `gemv` (a template <Q, T> returning
+// false where x needs the f32 form, having written nothing), else
+// quant.h's f32 form.
+#define RLX_QINT_GEMV_KERNEL(name, gemv)                                                                         \
+    template <typename Q, typename T>                                                                            \
+    RLX_KERNEL name(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),                \
+                    RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),                       \
+                    RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {                                                 \
+        const uint n = p->n, rpg = p->rows_per_group;                                                            \
+        const uint j0 = rlx_group_id.x * rpg;                                                                    \
+        if (j0 >= n || p->m == 0u) return;                                                                       \
+        const uint j1 = rpg < n - j0 ? j0 + rpg : n;                                                             \
+        if (!gemv<Q, T>(x, w, y, bias, p, j0, j1, rlx_ids_arg.dispatch)) rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1); \
+    }
+
+#endif
