@@ -39,6 +39,8 @@ struct QuantGemvParams {
 };
 
 #define RLX_QGEMV_MAX_M 8
+// gemv1_q's k at most (its shared x tile; rlx/lowering/quant.py's GEMV1_MAX_K).
+#define RLX_QGEMV1_MAX_K 8192u
 // GPU gemv: the SIMD groups of a group that take rows (each with a shared
 // tile of 1024 x elements: 32 KiB of f32 for 8, Metal's threadgroup limit);
 // rlx/lowering/quant.py's GEMV_SIMD_GROUPS mirrors it.
@@ -1004,6 +1006,13 @@ RLX_INLINE RlxQStageSplit rlx_q_stage_split(const uchar *src, uint nbytes) {
     return s;
 }
 
+// The SIMD groups' weight stages, one array a group however many functions
+// use it (a function-scope __shared__ variable is allocated once a block).
+RLX_INLINE uint4 *rlx_q_stage_area() {
+    __shared__ uint4 wt[RLX_QGEMV_SIMD_GROUPS * (RLX_QGEMV_STAGE_BYTES / 16u)];
+    return wt;
+}
+
 // Whether a pass of nbytes fits the registers of 32 lanes (the ends take
 // lanes 0..15 and 16..31).
 RLX_INLINE bool rlx_q_stage_pipelined(uint nbytes) { return nbytes + 15u <= 32u * 16u * RLX_QSTAGE_VECS; }
@@ -1102,6 +1111,20 @@ RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint 
 }
 
 #ifdef RLX_TARGET_CUDA
+// rlx_q_gemv_flat's dot policy for the f32 form: chunk i of the staged pass
+// (a pass starts on a block) against chunk c of the m <= M rows of x in the
+// shared f32 tile.
+template <typename Q, typename T, uint M>
+struct RlxQDotTile {
+    RLX_GROUP_MEM const T *xt;
+    uint kp, m;
+    __device__ __forceinline__ RlxQAcc<M> operator()(const uchar *staged, uint i, uint c, RlxQAcc<M> acc) const {
+        return rlx_q_chunk_dot<Q, T, M>(staged, i, c, xt, kp, m, acc);
+    }
+};
+#endif
+
+#ifdef RLX_TARGET_CUDA
 // y[r, j] = act(v[r] + bias[j]) for the m <= M rows of x, written by lane 0.
 template <typename T, uint M>
 RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *y, uint ys, uint j,
@@ -1123,11 +1146,12 @@ RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *
 // end of a pass goes into the lane's own `open` sum, which joins the
 // reduction of that row's last pass. Passes are software pipelined as in
 // rlx_q_gemv_pipelined; every loop bound is uniform across the SIMD group.
-template <typename Q, typename T, uint M>
-RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
-                                RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp, uint ys, uint has_bias,
-                                uint act, uint j0, uint j1, uint sid, uint n_work, uint lane, uint pp,
-                                uint4 *stage) {
+// dot(staged, i, c, acc) adds chunk i of the staged pass against chunk c
+// of x: the f32 tile (RlxQDotTile) or x's int8 pieces (RlxQDotPieces).
+template <typename Q, typename T, uint M, typename Dot>
+RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias, Dot dot,
+                                uint m, uint k, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
+                                uint n_work, uint lane, uint pp, uint4 *stage) {
     const uint chunks = k / 32u;
     const uint per_sg = (j1 - j0 + n_work - 1u) / n_work;   // rows a SIMD group
     const uint ra = j0 + sid * per_sg;
@@ -1154,7 +1178,7 @@ RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
         RlxQAcc<M> v;
         for (uint r = 0; r < M; ++r) v.v[r] = 0.0f;
         const uint f = f0 + lane, row = f / chunks;   // the lane's chunk (when lane < cnt) and its row
-        if (lane < cnt) v = rlx_q_chunk_dot<Q, T, M>(staged, lane, f - row * chunks, xt, kp, m, v);
+        if (lane < cnt) v = dot(staged, lane, f - row * chunks, v);
         for (uint rr = f0 / chunks; rr * chunks < nf; ++rr) {
             const bool mine = lane < cnt && row == rr;
             if ((rr + 1u) * chunks > nf) {   // open past this pass: keep the lane's part
@@ -1235,8 +1259,10 @@ RLX_INLINE void rlx_q_gemv_pipelined(RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
 // barriers (pass bounds are uniform). Metal's decoders take device
 // pointers, so Metal decodes from global memory. M is a compile-time bound
 // on m: M = 1 keeps the kernel's registers low enough for five groups an
-// SM (the decode step's case, gemv1_q).
-template <typename Q, typename T, uint M>
+// SM (the decode step's case, gemv1_q). PIPELINED = false leaves out the
+// pipelined forms (gemv1_q's fallback beside its integer form, which is
+// rare and would otherwise add the pipelined form's registers).
+template <typename Q, typename T, uint M, bool PIPELINED = true>
 RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
                                    RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp,
                                    uint xs, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
@@ -1246,15 +1272,15 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     const uint per = lanes < 32u ? lanes : 32u;
 #ifdef RLX_TARGET_CUDA
     const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;   // chunks a block
-    __shared__ uint4 wt[RLX_QGEMV_SIMD_GROUPS * (RLX_QGEMV_STAGE_BYTES / 16u)];
-    uint4 *stage = wt + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
-    if (lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
+    uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - 16u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
         if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
             if (tail == k) {
-                rlx_q_gemv_flat<Q, T, M>(w, y, bias, xt, m, k, kp, ys, has_bias, act, j0, j1, sid, n_work, lane,
-                                         pp16, stage);
+                const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
+                rlx_q_gemv_flat<Q, T, M>(w, y, bias, dot, m, k, ys, has_bias, act, j0, j1, sid, n_work, lane, pp16,
+                                         stage);
                 return;
             }
             rlx_q_gemv_pipelined<Q, T, M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid, n_work,
@@ -1407,16 +1433,68 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
 #endif
 }
 
+// The integer form's codes and dot (CUDA; the CPU harness of
+// tests/c/quant_pieces_host.cpp), after quant.h's GPU GEMV helpers.
+#include "quant_pieces.h"
+
+#ifdef RLX_TARGET_CUDA
+// gemv1_q's rows for one row of x in integer dot products (quant_pieces.h),
+// where the format has int8 codes, the group is whole SIMD groups, x's
+// pieces fit the tile and x has no chunk that needs the f32 form. Every
+// thread of the group calls it; the result is uniform across the group,
+// and false leaves the tile to the caller (behind the split's barrier).
+template <typename Q, typename T>
+RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
+                                   RLX_DEVICE const T *bias, uchar *tile, uint k, uint has_bias, uint act, uint j0,
+                                   uint j1, uint nt, uint sid, uint n_work, uint lane) {
+    if (!RlxQInt<Q>::has || (nt & 31u) != 0u || (k & 31u) != 0u) return false;
+    const uint chunks = k / 32u, stored = rlx_qx_stored_pieces(k, RLX_QGEMV1_MAX_K * (uint)sizeof(T));
+    // Passes as rlx_q_gemv_whole_x's pipelined ones, with 4 more bytes of
+    // slack at the stage's end for rlx_qi_words' reads past an unaligned run.
+    const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;
+    const uint fit = ((RLX_QGEMV_STAGE_BYTES - 20u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+    const uint pp = ((32u < fit ? 32u : fit) / cpb) * cpb;
+    if (stored == 0u || pp == 0u || !rlx_q_stage_pipelined(pp * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) return false;
+    const uint flags = rlx_qx_split<T>(x, tile, chunks, stored, rlx_local_id.x, nt);
+    const bool wide = (flags & 2u) != 0u;
+    if ((flags & 1u) != 0u || (wide && stored < RLX_QX_PIECES)) return false;
+    if (sid >= n_work) return true;
+    uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    const uint4 *units = (const uint4 *)tile;
+    const float *scale = (const float *)(tile + stored * chunks * 32u), *sum16 = scale + chunks;
+    if (wide) {
+        const RlxQDotPieces<Q, RLX_QX_PIECES> dot = {units, scale, sum16, chunks};
+        rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, 1u, k, 0u, has_bias, act, j0, j1, sid, n_work, lane, pp, stage);
+    } else {
+        const RlxQDotPieces<Q, RLX_QX_NARROW_PIECES> dot = {units, scale, sum16, chunks};
+        rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, 1u, k, 0u, has_bias, act, j0, j1, sid, n_work, lane, pp, stage);
+    }
+    return true;
+}
+#endif
+
 // The decode step: gemv_q for m = 1 and k <= RLX_QGEMV1_MAX_K (the lowering
 // routes other shapes to gemv_q), in a kernel of its own so that it keeps
 // the registers of one x row (gemv_q's eight rows of accumulators cost it
 // three quarters of its occupancy on CUDA). m > 1 is still computed, one x
 // row at a time.
-#define RLX_QGEMV1_MAX_K 8192u
+// CUDA: registers for three groups of 256 threads an SM (unbounded, the
+// integer form took ~95 a thread: two groups an SM, fewer loads in flight
+// to stream the weights; bounded it spills at most a few words). The
+// lowering launches at most GEMV_THREADS (256) threads a group. Beside the
+// integer form, the f32 fallback leaves out the pipelined staging (rare x
+// only; it would add its registers).
+#ifdef RLX_TARGET_CUDA
+#define RLX_QGEMV1_BOUNDS __launch_bounds__(256, 3)
+#define RLX_QGEMV1_INT(Q) ((bool)RlxQInt<Q>::has)
+#else
+#define RLX_QGEMV1_BOUNDS
+#define RLX_QGEMV1_INT(Q) false
+#endif
 template <typename Q, typename T>
-RLX_KERNEL gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
-                   RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                   RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                                     RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                                     RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
     const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
     const uint j0 = rlx_group_id.x * rpg;
     if (j0 >= n || m == 0u) return;
@@ -1427,17 +1505,27 @@ RLX_KERNEL gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const
 #else
     const uint kp = (k + 31u) & ~31u;
     if (kp > RLX_QGEMV1_MAX_K) return;   // the lowering never sends it (gemv_q takes any k)
+#ifdef RLX_TARGET_CUDA
+    __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u];   // f32 tile or x's int8 pieces
+    T *xt = (T *)xtile;
+#else
     RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K);
+#endif
     const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
     const uint n_simd = (nt + sw - 1u) / sw;
     const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
     const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
     for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
         if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
+#ifdef RLX_TARGET_CUDA
+        if (rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xtile, k,
+                                     p->has_bias, p->act, j0, j1, nt, sid, n_work, lane))
+            continue;   // else x takes the f32 form below
+#endif
         rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, rlx_local_id.x, nt);
         rlx_barrier();
         if (sid < n_work)
-            rlx_q_gemv_whole_x<Q, T, 1>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp, xs, ys,
+            rlx_q_gemv_whole_x<Q, T, 1, !RLX_QGEMV1_INT(Q)>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp, xs, ys,
                                         p->has_bias, p->act, j0, j1, sid, n_work, lane, lanes);
     }
 #endif

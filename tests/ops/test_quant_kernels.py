@@ -144,11 +144,12 @@ def gemv_params(m, n, k, x_stride, y_stride, rows_per_group, has_bias, act) -> b
     return np.array([m, n, k, x_stride, y_stride, rows_per_group, has_bias, act], np.uint32).tobytes()
 
 
-def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng, kernel="gemv"):
-    """Runs one gemv and checks it; returns the worst error relative to its bound."""
+def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng, kernel="gemv", x=None):
+    """Runs one gemv and checks it; returns the worst error relative to its
+    bound. x: the m rows of x ([m, k + 3], padded), else standard normal / 2."""
     npdt = DTYPES[dt]
     x_stride, y_stride = k + 3, n + 2                      # padded rows: the strides are honoured
-    x = (rng.standard_normal((m, x_stride)) * 0.5).astype(npdt)
+    x = (rng.standard_normal((m, x_stride)) * 0.5 if x is None else x).astype(npdt)
     bias = (rng.standard_normal(n) * 0.5).astype(npdt)
     x64, w64 = x[:, :k].astype(np.float64), w.astype(np.float64)
     pre = x64 @ w64.T + (bias.astype(np.float64) if has_bias else 0.0)
@@ -204,6 +205,35 @@ def test_gemv_long_rows(qdev, fmt, dt, threads):
     for m in (1, 3, 8):
         _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, 3, threads, 1, ACT_NONE, rng)
     _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 3, threads, 1, ACT_NONE, rng, "gemv1")
+
+
+INTEGER_X_FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]
+
+
+@pytest.mark.parametrize("threads", [48, 256])
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("fmt", INTEGER_X_FORMATS)
+def test_gemv1_of_x_as_integer_pieces(qdev, fmt, dt, threads):
+    """On CUDA gemv1 multiplies these formats' codes with x split into int8
+    pieces per 32 elements (shaders/quant_pieces.h): three where every chunk
+    is narrow, five where one is wide (a spike beside small values), and
+    the f32 form where the pieces do not fit the shared tile (k = 6400 for
+    wide f32 x, 4096 for wide f16), where x has a chunk under 1e-30, or where
+    the group is not whole SIMD groups (48 threads). Each case is one of
+    those branches there; every device must give the same product."""
+    rng = np.random.default_rng(abs(hash((fmt, dt, threads, "pieces"))) % 2**32)
+    n = 9
+    spike = 3e4 if dt == "f32" else 1.0   # f16: sums of 256 spiky products under its 65504
+    for k in (640 if block_size(fmt)[0] == 32 else 768, 4096, 6400, 8192):
+        w_data = random_blocks(fmt, n, k, rng)
+        w = dequantize_reference(fmt, w_data, n, k)
+        plain = rng.standard_normal((1, k + 3)) * 0.5
+        spiky = rng.standard_normal((1, k + 3)) * 1e-3
+        spiky[0, 5::32] = spike                               # one spike a chunk
+        tiny = plain.copy()
+        tiny[0, 64:96] *= 1e-36 if dt == "f32" else 0.0       # one chunk under 1e-30 (f16: zeros)
+        for x in (plain, spiky, tiny):
+            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 4, threads, 1, ACT_NONE, rng, "gemv1", x)
 
 
 def test_gemv_rows_per_group_past_n_and_many_rows(qdev):

@@ -1,0 +1,332 @@
+// CUDA decode GEMV (gemv1_q, m = 1) in integer dot products: the weights'
+// codes stay int8 and meet x as int8 pieces in DP4A (four byte products a
+// lane a instruction), for the formats whose codes are small integers under
+// per-32 or per-16 scales (RlxQInt below). Included by quant.h; CUDA only
+// (Metal has no byte dot product, and the CPU has its own integer forms in
+// csrc/host_quant_vnni.h and csrc/host_quant_arm64.h).
+//
+// Why: the f32 form (rlx_q_chunk_dot) widens every code to a float (I2F,
+// at an eighth of the FMA rate on sm_90), scales it and reads its x element
+// from shared memory one at a time: ~170 instructions a lane per 32
+// weights, and the vocabulary-sized GEMV was bound by issue at ~40% of the
+// copy bandwidth. Here 32 weights cost 8 word reads and a few bit
+// operations to form their codes, and 8 DP4A per piece of x.
+//
+// Precision: as csrc/host_quant_arm64.h's split, per 32-element chunk of x:
+// x = s (p0 + p1 / 254 + p2 / 254^2 + ...), s = amax / 127, p0 = round(x /
+// s), each next piece the rounded remainder of the previous times 254 (|p|
+// <= 127). Three pieces leave an element amax * 2^-24; a chunk whose
+// maximum is over 16 times its mean |x| (a spike beside small values) makes
+// the whole x take five (amax * 2^-39), because the GEMV's bound is per
+// output (sum |x||w|) and the small values must survive next to the spike.
+// The integer sums are exact (|p q| <= 127 * 128, 32 a chunk); the pieces'
+// sums combine in f32 (Horner in 1/254) and the chunk's float scales apply
+// once. x with a NaN, an infinity or a chunk maximum under 1e-30 (127 /
+// amax would overflow) takes the f32 form, which propagates them as every
+// other kernel does; so does an x too long for the shared tile's pieces.
+//
+// Shared layout of x's pieces (the f32 tile's memory, which this form does
+// not use): 16-byte units [piece][half][chunk] (lanes on consecutive chunks
+// read consecutive units: no bank conflicts), then the chunk scales s
+// (float[chunks]) and f32 sums of x over each 16 elements (float[2 chunks],
+// for the min terms).
+//
+// The codes and the chunk dot (RlxQInt, RlxQDotPieces) also compile on the
+// CPU under RLX_QPIECES_HOST_TEST, with host forms of the four intrinsics:
+// tests/c/quant_pieces_host.cpp runs them against the float64 product in CI.
+#if defined(RLX_TARGET_CUDA) || defined(RLX_QPIECES_HOST_TEST)
+
+#define RLX_QX_PIECES 5u         // stored where the tile holds them
+#define RLX_QX_NARROW_PIECES 3u  // where every chunk is narrow
+#define RLX_QX_NARROW_RATIO 16.0f
+#define RLX_QX_MIN_MAX 1e-30f
+// Member functions of the dot policies (RLX_INLINE is static: for free
+// functions and the traits' static members).
+#ifdef RLX_TARGET_CUDA
+#define RLX_QMEMBER __device__ __forceinline__
+#else
+#define RLX_QMEMBER inline
+#endif
+
+// Pieces of x the tile's bytes can hold for kp elements (0: none fit).
+RLX_INLINE uint rlx_qx_stored_pieces(uint kp, uint tile_bytes) {
+    const uint per_chunk_floats = 12u;   // a scale and two sums a chunk
+    const uint extra = kp / 32u * per_chunk_floats;
+    if (RLX_QX_PIECES * kp + extra <= tile_bytes) return RLX_QX_PIECES;
+    if (RLX_QX_NARROW_PIECES * kp + extra <= tile_bytes) return RLX_QX_NARROW_PIECES;
+    return 0u;
+}
+
+#ifdef RLX_TARGET_CUDA
+// x's row (k = 32 chunks elements) into its pieces in the tile, a SIMD group
+// a chunk, a lane an element. Every thread of the group calls it (full
+// warps: nt % 32 == 0). Returns bit 0: some chunk needs the f32 form; bit
+// 1: some chunk is wide. Both are uniform across the group (it ends in a
+// group barrier, so the pieces are visible on return).
+template <typename T>
+RLX_INLINE uint rlx_qx_split(RLX_DEVICE const T *x, uchar *xq, uint chunks, uint stored, uint tid, uint nt) {
+    const uint lane = tid & 31u, warp = tid >> 5u, warps = nt >> 5u;
+    float *scale = (float *)(xq + stored * chunks * 32u), *sum16 = scale + chunks;
+    int special = 0, wide = 0;
+    for (uint c = warp; c < chunks; c += warps) {   // warp-uniform bounds: full-mask shuffles
+        const float v = rlx_to_float(x[c * 32u + lane]);
+        const bool finite = isfinite(v);
+        float a = finite ? fabsf(v) : 0.0f, amax = a, asum = a, s16 = finite ? v : 0.0f;
+        for (uint off = 16u; off > 0u; off >>= 1u) {
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            asum += __shfl_xor_sync(0xffffffffu, asum, off);
+            if (off < 16u) s16 += __shfl_xor_sync(0xffffffffu, s16, off);   // within each half
+        }
+        if (!__all_sync(0xffffffffu, finite) || (amax != 0.0f && amax < RLX_QX_MIN_MAX)) special = 1;
+        if (amax * 32.0f > RLX_QX_NARROW_RATIO * asum) wide = 1;
+        float t = amax > 0.0f && finite ? v * (127.0f / amax) : 0.0f;
+        for (uint p = 0; p < stored; ++p) {
+            const float r = rintf(t);
+            xq[((2u * p + (lane >> 4u)) * chunks + c) * 16u + (lane & 15u)] = (uchar)(int)r;
+            t = (t - r) * 254.0f;
+        }
+        if (lane == 0u) scale[c] = amax / 127.0f;
+        if ((lane & 15u) == 0u) sum16[2u * c + (lane >> 4u)] = s16;
+    }
+    const uint flags = __syncthreads_or(special) ? 1u : 0u;
+    return flags | (__syncthreads_or(wide) ? 2u : 0u);
+}
+#endif
+
+// ---- reading a block's codes from the stage ---------------------------------------
+// N 32-bit words from p (any alignment) in the stage: aligned words and
+// funnel shifts. Reads up to 3 bytes before p (the stage is 4-aligned, so
+// not before it) and, at an unaligned p, 3 after the N words (the GEMV
+// leaves that slack at the stage's end).
+template <uint N>
+RLX_INLINE void rlx_qi_words(const uchar *p, uint *w) {
+    const uint *a = (const uint *)((unsigned long long)p & ~3ull);
+    const uint sh = ((uint)(unsigned long long)p & 3u) * 8u;
+    uint prev = a[0];
+#pragma unroll
+    for (uint i = 0; i < N; ++i) {
+        const uint next = (sh != 0u || i + 1u < N) ? a[i + 1u] : 0u;
+        w[i] = __funnelshift_r(prev, next, sh);
+        prev = next;
+    }
+}
+
+// Bits 0..3 of t to bit 0 of bytes 0..3 (the four shifted copies of t do
+// not overlap, so the multiply carries nothing between them).
+RLX_INLINE uint rlx_qi_spread4(uint t) { return (t * 0x00204081u) & 0x01010101u; }
+
+// Per format: has; SPLIT16 (the two 16-element halves of a chunk have their
+// own scales); MINS (a term on x's sums). codes(b, s, w): chunk s of the
+// block at b as 8 words of int8 codes in element order; scales(b, s, f0,
+// f1): the multipliers of the halves' integer dots (f0 == f1 without
+// SPLIT16); mins(b, s, x0, x1): the term on the halves' sums of x.
+template <typename Q>
+struct RlxQInt {
+    enum { has = 0, SPLIT16 = 0, MINS = 0 };
+    RLX_INLINE void codes(const uchar *, uint, uint *) {}
+    RLX_INLINE void scales(const uchar *, uint, float &f0, float &f1) { f0 = f1 = 0.0f; }
+    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
+};
+
+// 16 bytes of nibbles (low: elements 0-15, high: 16-31) as 8 words of codes.
+RLX_INLINE void rlx_qi_nibbles16(const uchar *p, uint *w) {
+    uint q[4];
+    rlx_qi_words<4>(p, q);
+    for (uint i = 0; i < 4u; ++i) w[i] = q[i] & 0x0F0F0F0Fu, w[4u + i] = (q[i] >> 4u) & 0x0F0F0F0Fu;
+}
+
+// The fifth bits of q5_0 / q5_1 (bit e of qh: element e) into bit 4 of each code.
+RLX_INLINE void rlx_qi_fifth_bits(uint qh, uint *w) {
+    for (uint i = 0; i < 8u; ++i) w[i] |= rlx_qi_spread4((qh >> (4u * i)) & 15u) << 4u;
+}
+
+template <>
+struct RlxQInt<QFmtQ8_0> {
+    enum { has = 1, SPLIT16 = 0, MINS = 0 };
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) { rlx_qi_words<8>(b + 2, w); }
+    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
+    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
+};
+
+template <>
+struct RlxQInt<QFmtQ4_0> {   // q - 8
+    enum { has = 1, SPLIT16 = 0, MINS = 0 };
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) {
+        rlx_qi_nibbles16(b + 2, w);
+        for (uint i = 0; i < 8u; ++i) w[i] = __vsub4(w[i], 0x08080808u);
+    }
+    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
+    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
+};
+
+template <>
+struct RlxQInt<QFmtQ4_1> {   // d q + m
+    enum { has = 1, SPLIT16 = 0, MINS = 1 };
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) { rlx_qi_nibbles16(b + 4, w); }
+    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
+    RLX_INLINE float mins(const uchar *b, uint, float x0, float x1) { return rlx_q_f16(b + 2) * (x0 + x1); }
+};
+
+template <>
+struct RlxQInt<QFmtQ5_0> {   // q - 16
+    enum { has = 1, SPLIT16 = 0, MINS = 0 };
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) {
+        uint qh;
+        rlx_qi_words<1>(b + 2, &qh);
+        rlx_qi_nibbles16(b + 6, w);
+        rlx_qi_fifth_bits(qh, w);
+        for (uint i = 0; i < 8u; ++i) w[i] = __vsub4(w[i], 0x10101010u);
+    }
+    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
+    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
+};
+
+template <>
+struct RlxQInt<QFmtQ5_1> {   // d q + m
+    enum { has = 1, SPLIT16 = 0, MINS = 1 };
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) {
+        uint qh;
+        rlx_qi_words<1>(b + 4, &qh);
+        rlx_qi_nibbles16(b + 8, w);
+        rlx_qi_fifth_bits(qh, w);
+    }
+    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
+    RLX_INLINE float mins(const uchar *b, uint, float x0, float x1) { return rlx_q_f16(b + 2) * (x0 + x1); }
+};
+
+// K-quants: chunk s of 8 (16-element scales: halves s 2 and s 2 + 1).
+template <>
+struct RlxQInt<QFmtQ2_K> {   // d (sc & 15) q - dmin (sc >> 4), per 16
+    enum { has = 1, SPLIT16 = 1, MINS = 1 };
+    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
+        rlx_qi_words<8>(b + 16u + 32u * (s >> 2u), w);
+        const uint shift = 2u * (s & 3u);
+        for (uint i = 0; i < 8u; ++i) w[i] = (w[i] >> shift) & 0x03030303u;
+    }
+    RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
+        const float d = rlx_q_f16(b + 80);
+        f0 = d * (float)(b[2u * s] & 15u), f1 = d * (float)(b[2u * s + 1u] & 15u);
+    }
+    RLX_INLINE float mins(const uchar *b, uint s, float x0, float x1) {
+        return -rlx_q_f16(b + 82) * ((float)(b[2u * s] >> 4u) * x0 + (float)(b[2u * s + 1u] >> 4u) * x1);
+    }
+};
+
+template <>
+struct RlxQInt<QFmtQ3_K> {   // d sc (q - 4 + 4 h), per 16
+    enum { has = 1, SPLIT16 = 1, MINS = 0 };
+    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
+        uint h[8];
+        rlx_qi_words<8>(b + 32u + 32u * (s >> 2u), w);
+        rlx_qi_words<8>(b, h);
+        const uint shift = 2u * (s & 3u);
+        for (uint i = 0; i < 8u; ++i)
+            w[i] = __vsub4(((w[i] >> shift) & 0x03030303u) | (((h[i] >> s) & 0x01010101u) << 2u), 0x04040404u);
+    }
+    RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
+        const float d = rlx_q_f16(b + 108);
+        f0 = d * (float)rlx_q_q3k_scale(b + 96, 2u * s), f1 = d * (float)rlx_q_q3k_scale(b + 96, 2u * s + 1u);
+    }
+    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
+};
+
+template <>
+struct RlxQInt<QFmtQ4_K> {   // d sc q - dmin m, per 32
+    enum { has = 1, SPLIT16 = 0, MINS = 1 };
+    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
+        rlx_qi_words<8>(b + 16u + 32u * (s >> 1u), w);
+        const uint shift = 4u * (s & 1u);
+        for (uint i = 0; i < 8u; ++i) w[i] = (w[i] >> shift) & 0x0F0F0F0Fu;
+    }
+    RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
+        f0 = f1 = rlx_q_f16(b) * (float)(rlx_q_k_scale_min(b + 4, s) & 255u);
+    }
+    RLX_INLINE float mins(const uchar *b, uint s, float x0, float x1) {
+        return -rlx_q_f16(b + 2) * (float)(rlx_q_k_scale_min(b + 4, s) >> 8u) * (x0 + x1);
+    }
+};
+
+template <>
+struct RlxQInt<QFmtQ5_K> {   // d sc (q + 16 h) - dmin m, per 32
+    enum { has = 1, SPLIT16 = 0, MINS = 1 };
+    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
+        uint h[8];
+        rlx_qi_words<8>(b + 48u + 32u * (s >> 1u), w);
+        rlx_qi_words<8>(b + 16u, h);
+        const uint shift = 4u * (s & 1u);
+        for (uint i = 0; i < 8u; ++i) w[i] = ((w[i] >> shift) & 0x0F0F0F0Fu) | (((h[i] >> s) & 0x01010101u) << 4u);
+    }
+    RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
+        f0 = f1 = rlx_q_f16(b) * (float)(rlx_q_k_scale_min(b + 4, s) & 255u);
+    }
+    RLX_INLINE float mins(const uchar *b, uint s, float x0, float x1) {
+        return -rlx_q_f16(b + 2) * (float)(rlx_q_k_scale_min(b + 4, s) >> 8u) * (x0 + x1);
+    }
+};
+
+template <>
+struct RlxQInt<QFmtQ6_K> {   // d sc (q - 32), per 16
+    enum { has = 1, SPLIT16 = 1, MINS = 0 };
+    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
+        const uint g = s >> 2u, t = s & 3u;
+        uint h[8];
+        rlx_qi_words<8>(b + 64u * g + 32u * (t & 1u), w);
+        rlx_qi_words<8>(b + 128u + 32u * g, h);
+        const uint lshift = 4u * (t >> 1u), hshift = 2u * t;
+        for (uint i = 0; i < 8u; ++i)
+            w[i] = __vsub4(((w[i] >> lshift) & 0x0F0F0F0Fu) | (((h[i] >> hshift) & 0x03030303u) << 4u), 0x20202020u);
+    }
+    RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
+        const float d = rlx_q_f16(b + 208);
+        f0 = d * (float)rlx_q_i8(b[192u + 2u * s]), f1 = d * (float)rlx_q_i8(b[193u + 2u * s]);
+    }
+    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
+};
+
+// ---- the chunk dot ------------------------------------------------------------
+// The integer dot of 4 code words with 4 words of an x piece, added to acc.
+RLX_INLINE int rlx_qi_dot4(const uint *w, uint4 x, int acc) {
+    acc = __dp4a((int)w[0], (int)x.x, acc);
+    acc = __dp4a((int)w[1], (int)x.y, acc);
+    acc = __dp4a((int)w[2], (int)x.z, acc);
+    return __dp4a((int)w[3], (int)x.w, acc);
+}
+
+// The GEMV's dot policy for rlx_q_gemv_flat (m = 1): chunk i of the staged
+// pass against chunk c of x's P pieces.
+template <typename Q, uint P>
+struct RlxQDotPieces {
+    const uint4 *xq;      // the pieces' units
+    const float *scale;   // s per chunk
+    const float *sum16;   // two sums per chunk
+    uint chunks;
+    RLX_QMEMBER RlxQAcc<1> operator()(const uchar *staged, uint i, uint c, RlxQAcc<1> acc) const {
+        const uchar *b = staged + (i * 32u / (uint)Q::BLOCK) * (uint)Q::BYTES;
+        const uint s = (i * 32u % (uint)Q::BLOCK) / 32u;
+        typedef RlxQInt<Q> F;
+        uint w[8];
+        F::codes(b, s, w);
+        float a0 = 0.0f, a1 = 0.0f;   // the halves' dots in units of s, by Horner from the last piece
+        // One piece at a time: unrolled, the pieces' loads were hoisted
+        // and the kernel took ~150 registers (one group an SM).
+#pragma unroll 1
+        for (int p = (int)P - 1; p >= 0; --p) {
+            const int d0 = rlx_qi_dot4(w, xq[(2u * (uint)p) * chunks + c], 0);
+            const int d1 = rlx_qi_dot4(w + 4, xq[(2u * (uint)p + 1u) * chunks + c], F::SPLIT16 ? 0 : d0);
+            if (F::SPLIT16) {
+                a0 = a0 * (1.0f / 254.0f) + (float)d0;
+                a1 = a1 * (1.0f / 254.0f) + (float)d1;
+            } else {
+                a1 = a1 * (1.0f / 254.0f) + (float)d1;
+            }
+        }
+        float f0, f1;
+        F::scales(b, s, f0, f1);
+        float v = scale[c] * (F::SPLIT16 ? f0 * a0 + f1 * a1 : f1 * a1);
+        if (F::MINS) v += F::mins(b, s, sum16[2u * c], sum16[2u * c + 1u]);
+        acc.v[0] += v;
+        return acc;
+    }
+};
+
+#endif

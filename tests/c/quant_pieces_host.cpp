@@ -1,0 +1,74 @@
+// The CUDA decode GEMV's integer chunk dot (shaders/quant_pieces.h:
+// RlxQInt's codes, scales and mins, RlxQDotPieces' piece layout and
+// Horner sums) compiled for the CPU, with host forms of the CUDA
+// intrinsics it uses, so CI checks its bit manipulations against the
+// float64 product (tests/ops/test_quant_pieces_host.py) before a GPU runs
+// it. x's split into pieces comes from the test (numpy), in the layout the
+// kernel's rlx_qx_split writes.
+#include <stdint.h>
+#include <string.h>
+
+#include "prelude/cpu.h"
+
+struct uint4 {
+    uint x, y, z, w;
+};
+template <uint M>
+struct RlxQAcc {   // quant.h's GPU accumulator (the CPU build has none)
+    float v[M];
+};
+
+static inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
+static inline uint __vsub4(uint a, uint b) {
+    uint r = 0;
+    for (int i = 0; i < 4; ++i) r |= (((a >> (8 * i)) - (b >> (8 * i))) & 255u) << (8 * i);
+    return r;
+}
+static inline uint __funnelshift_r(uint lo, uint hi, uint sh) {
+    return (uint)((((uint64_t)hi << 32) | lo) >> (sh & 31u));
+}
+
+#define RLX_QPIECES_HOST_TEST 1
+#include "all.h"
+
+// y[j] = sum over the row's chunks of RlxQDotPieces<Q, P> (each chunk's
+// contribution in f32, added in order), for n rows of w at w (row_bytes
+// apart; any alignment) against x's pieces at xq (chunks units a piece and
+// half), scale[chunks] and sum16[2 chunks].
+template <typename Q, uint P>
+static void dot_rows(const uchar *w, uint n, uint k, const uchar *xq, const float *scale, const float *sum16,
+                     float *y) {
+    const uint chunks = k / 32u;
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    uint4 units[5 * 2 * 256];
+    memcpy(units, xq, (size_t)P * 2u * chunks * 16u);
+    const RlxQDotPieces<Q, P> dot = {units, scale, sum16, chunks};
+    for (uint j = 0; j < n; ++j) {
+        RlxQAcc<1> acc = {{0.0f}};
+        for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);
+        y[j] = acc.v[0];
+    }
+}
+
+#define RLX_QPH_FORMATS(X) \
+    X(QFmtQ4_0, 0) X(QFmtQ4_1, 1) X(QFmtQ5_0, 2) X(QFmtQ5_1, 3) X(QFmtQ8_0, 4) X(QFmtQ2_K, 5) X(QFmtQ3_K, 6) \
+    X(QFmtQ4_K, 7) X(QFmtQ5_K, 8) X(QFmtQ6_K, 9)
+
+// fmt: the index in RLX_QPH_FORMATS; pieces: 3 or 5; k <= 8192. Returns 0,
+// or -1 for an unknown format / piece count.
+extern "C" int qph_dot(int fmt, uint pieces, const uchar *w, uint n, uint k, const uchar *xq, const float *scale,
+                       const float *sum16, float *y) {
+    if (k > 8192u || (pieces != 3u && pieces != 5u)) return -1;
+#define RLX_QPH_CASE(Q, i)                                                   \
+    if (fmt == i) {                                                          \
+        if (pieces == 3u) dot_rows<Q, 3>(w, n, k, xq, scale, sum16, y);      \
+        else dot_rows<Q, 5>(w, n, k, xq, scale, sum16, y);                   \
+        return 0;                                                            \
+    }
+    RLX_QPH_FORMATS(RLX_QPH_CASE)
+#undef RLX_QPH_CASE
+    return -1;
+}

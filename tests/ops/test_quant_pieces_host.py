@@ -1,0 +1,121 @@
+"""The CUDA decode GEMV's integer form (shaders/quant_pieces.h) on the CPU:
+tests/c/quant_pieces_host.cpp compiles its per-format codes, scales, min
+terms and chunk dot (RlxQDotPieces) with host forms of the CUDA intrinsics,
+and runs whole rows against x split into int8 pieces here, in the layout
+the kernel's rlx_qx_split writes (16-byte units [piece][half][chunk], then
+the chunk scales and the f32 sums of each 16 elements).
+
+Checked against the float64 product of gguf's dequantized weights with the
+GEMV's bound (1.2e-5 sum |x||w|): every integer-code format, three and five
+pieces, weights at every byte alignment (the kernel reads them from a
+shared stage that keeps their global alignment), and a planted layout
+error that the check must catch. The split itself and the kernel around the
+dot (staging, reductions, the fallback) run only on a GPU."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .quant_helpers import block_size, dequantize_reference, random_blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]   # the harness's order
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    cxx = shutil.which("g++")
+    assert cxx, "g++ builds rlx's host shim; the quant-pieces harness needs it too"   # a failure, not a skip
+    out = tmp_path_factory.mktemp("qp") / "quant_pieces_host.so"
+    build = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-I{ROOT / 'shaders'}", "-Wall",
+                            "-Werror", "-Wno-unused-function", "-fopenmp-simd",
+                            "-Wno-unknown-pragmas", str(ROOT / "tests/c/quant_pieces_host.cpp"),
+                            "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-4000:]
+    lib = ctypes.CDLL(str(out))
+    p, u, i = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
+    lib.qph_dot.argtypes = [i, u, p, u, u, p, p, p, p]
+    lib.qph_dot.restype = i
+    return lib
+
+
+def split_pieces(x: np.ndarray, pieces: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x (k,) as the kernel's pieces: per 32-element chunk s = amax / 127,
+    p0 = round(x / s), each next piece the rounded remainder times 254.
+    Returns (units [pieces, 2, chunks, 16] int8, scale [chunks], sum16 [2 chunks])."""
+    chunks = x.size // 32
+    xc = x.astype(np.float32).reshape(chunks, 32)
+    amax = np.abs(xc).max(axis=1)
+    t = xc * np.where(amax > 0, np.float32(127.0) / np.where(amax > 0, amax, 1), 0).astype(np.float32)[:, None]
+    units = np.zeros((pieces, 2, chunks, 16), np.int8)
+    for p in range(pieces):
+        r = np.rint(t)
+        units[p] = r.astype(np.int8).reshape(chunks, 2, 16).transpose(1, 0, 2)
+        t = ((t - r) * np.float32(254.0)).astype(np.float32)
+    sum16 = xc.reshape(chunks, 2, 16).sum(axis=2, dtype=np.float32).reshape(-1)
+    return units, (amax / np.float32(127.0)).astype(np.float32), sum16
+
+
+def _run(lib, fmt, pieces, w_data, n, k, x, align=0, units=None):
+    u, scale, sum16 = split_pieces(x, pieces)
+    units = u if units is None else units
+    row = w_data.reshape(n, -1)
+    buf = np.zeros(row.nbytes + 64, np.uint8)   # slack either side: the word reads may pass a run's ends by 3 bytes
+    start = 16 + align
+    buf[start:start + row.nbytes] = row.reshape(-1)
+    y = np.zeros(n, np.float32)
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    rc = lib.qph_dot(FORMATS.index(fmt), pieces, ptr(buf[start:]), n, k, ptr(np.ascontiguousarray(units)),
+                     ptr(scale), ptr(sum16), ptr(y))
+    assert rc == 0
+    return y
+
+
+def _check(y, x, w):
+    want = w.astype(np.float64) @ x.astype(np.float64)
+    bound = 1.2e-5 * (np.abs(w) @ np.abs(x.astype(np.float64))) + 1e-30
+    ratio = float((np.abs(y - want) / bound).max())
+    assert ratio <= 1.0, f"error {ratio:.3g} x the bound"
+
+
+@pytest.mark.parametrize("pieces", [3, 5])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_integer_chunk_dot_matches_float64(lib, rng, fmt, pieces):
+    n = 7
+    for k in (3 * max(block_size(fmt)[0], 32), 1024):
+        w_data = random_blocks(fmt, n, k, rng)
+        w = dequantize_reference(fmt, w_data, n, k)
+        for align in range(4):
+            x = (rng.standard_normal(k) * 0.5).astype(np.float32)
+            _check(_run(lib, fmt, pieces, w_data, n, k, x, align), x, w)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_five_pieces_keep_small_values_beside_a_spike(lib, rng, fmt):
+    """A 3e4 spike a chunk among 1e-3 values: five pieces (the kernel's
+    choice for such x) keep the small values within the bound."""
+    n, k = 7, 768 if block_size(fmt)[0] == 256 else 640
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    x = (rng.standard_normal(k) * 1e-3).astype(np.float32)
+    x[7::32] = 3e4
+    _check(_run(lib, fmt, 5, w_data, n, k, x, 1), x, w)
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q6_k", "q8_0"])
+def test_a_wrong_piece_layout_fails_the_check(lib, rng, fmt):
+    """The check catches x's halves swapped in the pieces' layout."""
+    n, k = 7, 768 if fmt != "q8_0" else 640
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    x = (rng.standard_normal(k) * 0.5).astype(np.float32)
+    units = split_pieces(x, 3)[0][:, ::-1]
+    with pytest.raises(AssertionError):
+        _check(_run(lib, fmt, 3, w_data, n, k, x, 0, units), x, w)
+    _check(_run(lib, fmt, 3, w_data, n, k, x, 0), x, w)
