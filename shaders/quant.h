@@ -1122,6 +1122,11 @@ struct RlxQDotTile {
         return rlx_q_chunk_dot<Q, T, M>(staged, i, c, xt, kp, m, acc);
     }
 };
+// rlx_q_gemv_flat's pre step for the f32 form: none.
+struct RlxQNoPre {
+    template <typename Dot>
+    __device__ __forceinline__ bool operator()(Dot &) const { return true; }
+};
 #endif
 
 #ifdef RLX_TARGET_CUDA
@@ -1148,14 +1153,18 @@ RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *
 // rlx_q_gemv_pipelined; every loop bound is uniform across the SIMD group.
 // dot(staged, i, c, acc) adds chunk i of the staged pass against chunk c
 // of x: the f32 tile (RlxQDotTile) or x's int8 pieces (RlxQDotPieces).
-template <typename Q, typename T, uint M, typename Dot>
-RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias, Dot dot,
-                                uint m, uint k, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
-                                uint n_work, uint lane, uint pp, uint4 *stage) {
+// pre(dot) runs once the first pass's loads are in flight (every SIMD
+// group of the group calls it, those without rows too: the integer form
+// splits x there, behind a group barrier, while the weights arrive) and
+// may refuse; then the function returns false and writes nothing.
+template <typename Q, typename T, uint M, typename Dot, typename Pre>
+RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias, Dot dot,
+                                Pre pre, uint m, uint k, uint ys, uint has_bias, uint act, uint j0, uint j1,
+                                uint sid, uint n_work, uint lane, uint pp, uint4 *stage) {
     const uint chunks = k / 32u;
     const uint per_sg = (j1 - j0 + n_work - 1u) / n_work;   // rows a SIMD group
     const uint ra = j0 + sid * per_sg;
-    if (ra >= j1 || chunks == 0u) return;
+    if (ra >= j1 || chunks == 0u) return pre(dot);
     const uint rb = per_sg < j1 - ra ? ra + per_sg : j1;
     const uint total = (rb - ra) * chunks;   // flat chunks of the range (rows a group are few)
     RLX_DEVICE const uchar *base = w + (uint64_t)ra * ((uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES);
@@ -1163,6 +1172,7 @@ RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
     const uchar *src = base;
     uint nbytes = (pp < total ? pp : total) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
     rlx_q_stage_load(src, nbytes, regs, lane);
+    if (!pre(dot)) return false;
     RlxQAcc<M> open;
     for (uint r = 0; r < M; ++r) open.v[r] = 0.0f;
     for (uint f0 = 0u;;) {
@@ -1193,7 +1203,7 @@ RLX_INLINE void rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
             }
             rlx_q_gemv_store<T, M>(sum, m, lane, y, ys, ra + rr, bias, has_bias, act);
         }
-        if (nf >= total) return;
+        if (nf >= total) return true;
         f0 = nf;
     }
 }
@@ -1279,8 +1289,8 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
         if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
             if (tail == k) {
                 const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
-                rlx_q_gemv_flat<Q, T, M>(w, y, bias, dot, m, k, ys, has_bias, act, j0, j1, sid, n_work, lane, pp16,
-                                         stage);
+                rlx_q_gemv_flat<Q, T, M>(w, y, bias, dot, RlxQNoPre(), m, k, ys, has_bias, act, j0, j1, sid, n_work,
+                                         lane, pp16, stage);
                 return;
             }
             rlx_q_gemv_pipelined<Q, T, M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid, n_work,
@@ -1439,15 +1449,20 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
 
 #ifdef RLX_TARGET_CUDA
 // gemv1_q's rows for one row of x in integer dot products (quant_pieces.h),
-// where the format has int8 codes, the group is whole SIMD groups, x's
+// where the format has int8 codes, the group is whole SIMD groups (at most
+// RLX_QGEMV_SIMD_GROUPS: every one takes rows) with at least
+// RLX_QX_MIN_ROWS rows (the split costs each group a pass over x: with
+// the 8 rows of a decode step's small GEMVs the f32 form is faster), x's
 // pieces fit the tile and x has no chunk that needs the f32 form. Every
 // thread of the group calls it; the result is uniform across the group,
 // and false leaves the tile to the caller (behind the split's barrier).
 template <typename Q, typename T>
 RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
                                    RLX_DEVICE const T *bias, uchar *tile, uint k, uint has_bias, uint act, uint j0,
-                                   uint j1, uint nt, uint sid, uint n_work, uint lane) {
-    if (!RlxQInt<Q>::has || (nt & 31u) != 0u || (k & 31u) != 0u) return false;
+                                   uint j1, uint nt, uint sid, uint lane) {
+    if (!RlxQInt<Q>::has || (nt & 31u) != 0u || nt > 32u * RLX_QGEMV_SIMD_GROUPS || (k & 31u) != 0u ||
+        j1 - j0 < RLX_QX_MIN_ROWS)
+        return false;
     const uint chunks = k / 32u, stored = rlx_qx_stored_pieces(k, RLX_QGEMV1_MAX_K * (uint)sizeof(T));
     // Passes as rlx_q_gemv_whole_x's pipelined ones, with 4 more bytes of
     // slack at the stage's end for rlx_qi_words' reads past an unaligned run.
@@ -1455,21 +1470,12 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
     const uint fit = ((RLX_QGEMV_STAGE_BYTES - 20u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
     const uint pp = ((32u < fit ? 32u : fit) / cpb) * cpb;
     if (stored == 0u || pp == 0u || !rlx_q_stage_pipelined(pp * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) return false;
-    const uint flags = rlx_qx_split<T>(x, tile, chunks, stored, rlx_local_id.x, nt);
-    const bool wide = (flags & 2u) != 0u;
-    if ((flags & 1u) != 0u || (wide && stored < RLX_QX_PIECES)) return false;
-    if (sid >= n_work) return true;
     uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
-    const uint4 *units = (const uint4 *)tile;
-    const float *scale = (const float *)(tile + stored * chunks * 32u), *sum16 = scale + chunks;
-    if (wide) {
-        const RlxQDotPieces<Q, RLX_QX_PIECES> dot = {units, scale, sum16, chunks};
-        rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, 1u, k, 0u, has_bias, act, j0, j1, sid, n_work, lane, pp, stage);
-    } else {
-        const RlxQDotPieces<Q, RLX_QX_NARROW_PIECES> dot = {units, scale, sum16, chunks};
-        rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, 1u, k, 0u, has_bias, act, j0, j1, sid, n_work, lane, pp, stage);
-    }
-    return true;
+    const RlxQDotPieces<Q> dot = {(const uint4 *)tile, (const float *)(tile + stored * chunks * 32u),
+                                  (const float *)(tile + stored * chunks * 32u) + chunks, chunks, 0u};
+    const RlxQSplitPre<T> pre = {x, tile, chunks, stored, nt};
+    return rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, pre, 1u, k, 0u, has_bias, act, j0, j1, sid, nt / 32u, lane, pp,
+                                    stage);
 }
 #endif
 
@@ -1519,7 +1525,7 @@ RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BU
         if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
 #ifdef RLX_TARGET_CUDA
         if (rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xtile, k,
-                                     p->has_bias, p->act, j0, j1, nt, sid, n_work, lane))
+                                     p->has_bias, p->act, j0, j1, nt, sid, lane))
             continue;   // else x takes the f32 form below
 #endif
         rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, rlx_local_id.x, nt);

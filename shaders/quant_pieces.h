@@ -40,6 +40,7 @@
 #define RLX_QX_NARROW_PIECES 3u  // where every chunk is narrow
 #define RLX_QX_NARROW_RATIO 16.0f
 #define RLX_QX_MIN_MAX 1e-30f
+#define RLX_QX_MIN_ROWS 32u      // rows a group at least (rlx_q_gemv1_pieces)
 // Member functions of the dot policies (RLX_INLINE is static: for free
 // functions and the traits' static members).
 #ifdef RLX_TARGET_CUDA
@@ -293,32 +294,28 @@ RLX_INLINE int rlx_qi_dot4(const uint *w, uint4 x, int acc) {
 }
 
 // The GEMV's dot policy for rlx_q_gemv_flat (m = 1): chunk i of the staged
-// pass against chunk c of x's P pieces.
-template <typename Q, uint P>
+// pass against chunk c of x's pieces (the first `pieces` of them).
+template <typename Q>
 struct RlxQDotPieces {
     const uint4 *xq;      // the pieces' units
     const float *scale;   // s per chunk
     const float *sum16;   // two sums per chunk
-    uint chunks;
+    uint chunks, pieces;
     RLX_QMEMBER RlxQAcc<1> operator()(const uchar *staged, uint i, uint c, RlxQAcc<1> acc) const {
+        typedef RlxQInt<Q> F;
         const uchar *b = staged + (i * 32u / (uint)Q::BLOCK) * (uint)Q::BYTES;
         const uint s = (i * 32u % (uint)Q::BLOCK) / 32u;
-        typedef RlxQInt<Q> F;
         uint w[8];
         F::codes(b, s, w);
         float a0 = 0.0f, a1 = 0.0f;   // the halves' dots in units of s, by Horner from the last piece
-        // One piece at a time: unrolled, the pieces' loads were hoisted
-        // and the kernel took ~150 registers (one group an SM).
+        // One piece at a time: unrolled, the pieces' loads were hoisted and
+        // the kernel took ~150 registers (one group an SM).
 #pragma unroll 1
-        for (int p = (int)P - 1; p >= 0; --p) {
-            const int d0 = rlx_qi_dot4(w, xq[(2u * (uint)p) * chunks + c], 0);
-            const int d1 = rlx_qi_dot4(w + 4, xq[(2u * (uint)p + 1u) * chunks + c], F::SPLIT16 ? 0 : d0);
-            if (F::SPLIT16) {
-                a0 = a0 * (1.0f / 254.0f) + (float)d0;
-                a1 = a1 * (1.0f / 254.0f) + (float)d1;
-            } else {
-                a1 = a1 * (1.0f / 254.0f) + (float)d1;
-            }
+        for (uint q = pieces; q-- > 0u;) {
+            const int d0 = rlx_qi_dot4(w, xq[(2u * q) * chunks + c], 0);
+            const int d1 = rlx_qi_dot4(w + 4, xq[(2u * q + 1u) * chunks + c], F::SPLIT16 ? 0 : d0);
+            if (F::SPLIT16) a0 = a0 * (1.0f / 254.0f) + (float)d0;
+            a1 = a1 * (1.0f / 254.0f) + (float)d1;
         }
         float f0, f1;
         F::scales(b, s, f0, f1);
@@ -328,5 +325,25 @@ struct RlxQDotPieces {
         return acc;
     }
 };
+
+#ifdef RLX_TARGET_CUDA
+// rlx_q_gemv_flat's pre step for the integer form: x's row into its pieces
+// (rlx_qx_split), and the piece count into the dot; false where x needs
+// the f32 form (a NaN, an infinity or a tiny chunk; a wide chunk with
+// room for three pieces only).
+template <typename T>
+struct RlxQSplitPre {
+    RLX_DEVICE const T *x;
+    uchar *tile;
+    uint chunks, stored, nt;
+    template <typename Q>
+    RLX_QMEMBER bool operator()(RlxQDotPieces<Q> &dot) const {
+        const uint flags = rlx_qx_split<T>(x, tile, chunks, stored, rlx_local_id.x, nt);
+        const bool wide = (flags & 2u) != 0u;
+        dot.pieces = wide ? RLX_QX_PIECES : RLX_QX_NARROW_PIECES;
+        return (flags & 1u) == 0u && (!wide || stored >= RLX_QX_PIECES);
+    }
+};
+#endif
 
 #endif

@@ -52,8 +52,11 @@ def main(out_path: str | None) -> None:
         from rlx.lowering import quant as quant_lowering
 
         quant_lowering.GEMV_MAX_ROWS_PER_SIMD = rows_per_simd
+    only = int(os.environ.get("ONLY_ROWS", "0"))   # one shape (its row count) of a sweep
     rows = []
     for n, k0 in SHAPES:
+        if only and n != only:
+            continue
         for fmt in FORMATS:
             k = whole_blocks(fmt, k0)
             raw = large_weight(fmt, n, k)

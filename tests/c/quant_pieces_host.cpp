@@ -45,7 +45,7 @@ static void dot_rows(const uchar *w, uint n, uint k, const uchar *xq, const floa
     const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
     uint4 units[5 * 2 * 256];
     memcpy(units, xq, (size_t)P * 2u * chunks * 16u);
-    const RlxQDotPieces<Q, P> dot = {units, scale, sum16, chunks};
+    const RlxQDotPieces<Q> dot = {units, scale, sum16, chunks, P};
     for (uint j = 0; j < n; ++j) {
         RlxQAcc<1> acc = {{0.0f}};
         for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);

@@ -218,11 +218,12 @@ def test_gemv1_of_x_as_integer_pieces(qdev, fmt, dt, threads):
     pieces per 32 elements (shaders/quant_pieces.h): three where every chunk
     is narrow, five where one is wide (a spike beside small values), and
     the f32 form where the pieces do not fit the shared tile (k = 6400 for
-    wide f32 x, 4096 for wide f16), where x has a chunk under 1e-30, or where
-    the group is not whole SIMD groups (48 threads). Each case is one of
-    those branches there; every device must give the same product."""
+    wide f32 x, 4096 for wide f16), where x has a chunk under 1e-30, where
+    the group is not whole SIMD groups (48 threads) or has under 32 rows
+    (the second group of each dispatch here). Each case is one of those
+    branches there; every device must give the same product."""
     rng = np.random.default_rng(abs(hash((fmt, dt, threads, "pieces"))) % 2**32)
-    n = 9
+    n = 45
     spike = 3e4 if dt == "f32" else 1.0   # f16: sums of 256 spiky products under its 65504
     for k in (640 if block_size(fmt)[0] == 32 else 768, 4096, 6400, 8192):
         w_data = random_blocks(fmt, n, k, rng)
@@ -233,7 +234,7 @@ def test_gemv1_of_x_as_integer_pieces(qdev, fmt, dt, threads):
         tiny = plain.copy()
         tiny[0, 64:96] *= 1e-36 if dt == "f32" else 0.0       # one chunk under 1e-30 (f16: zeros)
         for x in (plain, spiky, tiny):
-            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 4, threads, 1, ACT_NONE, rng, "gemv1", x)
+            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 32, threads, 1, ACT_NONE, rng, "gemv1", x)
 
 
 def test_gemv_rows_per_group_past_n_and_many_rows(qdev):
