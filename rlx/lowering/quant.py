@@ -29,10 +29,12 @@ CPU_GEMV_ROWS_PER_GROUP = 16
 GEMV_THREADS = 256
 GEMV_SIMD_GROUPS = 8
 # Each SIMD group takes more rows (up to this many) once the weight has rows
-# for GEMV_MIN_GROUPS groups without: the group's x staging (shaders/quant.h)
-# is then shared by more rows, and each SIMD group keeps two rows' loads in
-# flight.
-GEMV_MAX_ROWS_PER_SIMD = 8
+# for GEMV_MIN_GROUPS groups without: the group's x staging (shaders/quant.h;
+# the integer form's split of x, which groups of >= 32 rows take) is then
+# shared by more rows, and a SIMD group's pipeline runs longer past its
+# start. H200, 262144 x 640/768 (benchmarks/README.md, session 8): 8 rows a
+# SIMD group 119-151 us, 16 107-137, 32 102-133.
+GEMV_MAX_ROWS_PER_SIMD = 32
 GEMV_MIN_GROUPS = 512
 # m = 1 with k (rounded up to 32) at most this takes gemv1_<fmt>, the decode
 # step's kernel (shaders/quant.h RLX_QGEMV1_MAX_K: its x tile); other shapes
