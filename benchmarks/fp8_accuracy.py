@@ -8,7 +8,9 @@ rlx's own f32 ones, for
 - weights-only FP8 with f32 activations at each scale granularity: the
   f32 graph run on weights rounded through e4m3 (``rlx.fp8.quantize_array``
   then ``dequantize_array``), so nothing but the weights' rounding differs;
-- e5m2 per channel, for comparison;
+- e5m2 per channel and symmetric int8 per channel (round to nearest,
+  scale amax / 127), for comparison: the latter is no rlx precision mode,
+  only the other 8-bit rounding a weight could get;
 - per-tensor ablation: one linear weight at a time rounded through e4m3
   (per channel), the rest f32;
 - the share of the weights that must stay out of FP8 to reach cosine
@@ -51,6 +53,9 @@ def linear_weights(model: BertModel) -> list[str]:
 
 
 def rounded(w: np.ndarray, dtype: str, granularity: str, block: tuple[int, int] | None) -> np.ndarray:
+    if dtype == "int8":   # per channel
+        step = np.maximum(np.abs(w).max(axis=-1, keepdims=True), fp8.MIN_SCALE) / 127
+        return (np.clip(np.round(w / step), -127, 127) * step).astype(np.float32)
     codes, scale = fp8.quantize_array(w, dtype, granularity, block)
     return fp8.dequantize_array(codes, scale, block if granularity == "block" else None)
 
@@ -101,6 +106,8 @@ def main() -> None:
         res["weights_only_f32_activations"].append(r)
     res["weights_only_f32_activations"].append(
         row("e5m2 weights channel, f32 act", encode_with(model, sentences, names, "f8e5m2"), peer, own))
+    res["weights_only_f32_activations"].append(
+        row("int8 weights channel, f32 act", encode_with(model, sentences, names, "int8"), peer, own))
     for n in names:
         r = row(f"only {n}", encode_with(model, sentences, [n]), peer, own)
         w = model.weights[n]
@@ -120,6 +127,10 @@ def main() -> None:
         res["keep_out_of_fp8"].append(r)
         if r["min_st"] >= TARGET:
             break
+    import sentence_transformers
+    import torch
+
+    res["versions"] = {"sentence_transformers": sentence_transformers.__version__, "torch": torch.__version__}
     res["seconds"] = round(time.time() - start, 1)
     args.out.write_text(json.dumps(res, indent=1) + "\n")
 
