@@ -18,7 +18,7 @@ rlx's own f32 ones, for
   oracle ordering, chosen on the very sentences it is scored on: the best
   any keep-in-f16 rule could do).
 
-By hand, not in CI (a few minutes on two cores):
+By hand, not in CI (under a minute on two cores):
 
     HF_HUB_OFFLINE=1 python benchmarks/fp8_accuracy.py OUT.json
 """
