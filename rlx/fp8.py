@@ -20,7 +20,7 @@ from rlx.errors import DTypeError, ParameterError
 from rlx.ir.dtype import DType, f32
 from rlx.ir.graph import Graph, Node
 
-__all__ = ["MIN_SCALE", "SCALE_SUFFIX", "expand_params", "fp8_max", "quantize", "quantize_array"]
+__all__ = ["MIN_SCALE", "SCALE_SUFFIX", "dequantize_array", "expand_params", "fp8_max", "quantize", "quantize_array"]
 
 MIN_SCALE = 1e-12
 # The precision pass names the scale of an FP8 weight ``<weight>`` so:
@@ -75,6 +75,27 @@ def quantize_array(values: np.ndarray, dtype: DType | str = "f8e4m3", granularit
     scale = np.maximum(scale, MIN_SCALE).astype(np.float32)
     codes = encode((x / scale_full(scale, x.shape, bsz)).astype(np.float32), dt.numpy, True)
     return codes, scale
+
+
+def dequantize_array(codes: np.ndarray, scale: np.ndarray, block: tuple[int, int] | None = None) -> np.ndarray:
+    """The f32 values that ``quantize_array``'s (codes, scales) stand for:
+    the scale's shape says the granularity ((1,): tensor, the rows: channel),
+    except for block scales, which need ``block=(br, bc)``."""
+    from rlx.reference.fp8 import scaled_values
+
+    codes = np.asarray(codes)
+    if codes.ndim < 1:
+        raise ParameterError("dequantize_array: codes need at least one dimension")
+    rows, cols = max(int(np.prod(codes.shape[:-1])), 1), max(codes.shape[-1], 1)
+    scale = np.asarray(scale, dtype=np.float32)
+    if block is None:
+        if scale.size == 1:
+            block = (rows, cols)
+        elif scale.size == rows:
+            block = (1, cols)
+        else:
+            raise ParameterError(f"dequantize_array: {scale.size} scales for {rows} rows: pass block=(br, bc)")
+    return scaled_values(codes.astype(np.float32), scale, block).astype(np.float32)
 
 
 def quantize(g: Graph, x: Node, dtype: DType | str = "f8e4m3") -> tuple[Node, Node]:

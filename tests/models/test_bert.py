@@ -8,6 +8,7 @@ torch and sentence-transformers, the golden-fixture test does not.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -422,17 +423,9 @@ def test_cli_embed_errors(tmp_path, capsys):
 
 # ---------------------------------------------------------------- the real all-MiniLM-L6-v2
 
-SENTENCES = [
-    "hello world",
-    "rlx runs transformer inference",
-    "A man is eating food.",
-    "The quick brown fox jumps over the lazy dog, again and again and again.",
-    "Short.",
-    "Sentence embeddings map text to vectors so that similar meanings land close together in the space, "
-    "which makes semantic search, clustering and deduplication simple nearest-neighbour problems.",
-    "Ünïcödé, accents and emoji 🙂 are tokenized too",
-    " ".join(["long"] * 60),
-]
+# The held-in sentences MiniLM is checked on against sentence-transformers
+# (also read by benchmarks/fp8_accuracy.py).
+SENTENCES = json.loads((FIXTURES / "minilm_sentences.json").read_text(encoding="utf-8"))
 
 
 @needs_minilm
@@ -470,11 +463,15 @@ def st_model():
 
 
 @needs_st
-# fp8: e4m3 weights with a scale per output channel (3 mantissa bits) under
-# "auto" activations; measured 0.9930 (fp8) and 0.9930 (fp8-dynamic) at the
-# worst sentence on 2026-12-02, short of issue 20's 0.999.
-@pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999), ("bf16", 0.999), ("fp8", 0.99),
-                                             ("fp8-dynamic", 0.99)])
+# fp8: e4m3 weights with a scale per output channel under "auto"
+# activations; measured 0.99296 (fp8) and 0.99302 (fp8-dynamic) at the worst
+# sentence (the 60 x "long" one) on 2026-12-02. Issue 20 asks 0.999, which
+# e4m3 weights do not reach on MiniLM at any scale granularity: the f32 graph
+# on e4m3-rounded weights gives the same 0.9929, and 0.999 needs ~78% of the
+# weights kept out of FP8 (benchmarks/fp8_accuracy.py, README "FP8 ...:
+# accuracy"). The next test pins that the FP8 path adds nothing to it.
+@pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999), ("bf16", 0.999), ("fp8", 0.992),
+                                             ("fp8-dynamic", 0.992)])
 def test_minilm_parity_with_sentence_transformers(st_model, precision, floor):
     want = st_model.encode(SENTENCES, convert_to_numpy=True, batch_size=32)
     model = load_embedder("all-MiniLM-L6-v2", precision=precision)
@@ -482,6 +479,25 @@ def test_minilm_parity_with_sentence_transformers(st_model, precision, floor):
     assert model.compiles == 1
     cos = cosine(got, want)
     assert cos.min() >= floor, cos
+
+
+@needs_minilm
+def test_minilm_fp8_loses_only_the_rounding_of_its_weights():
+    """precision="fp8" (e4m3 codes, f16 activations, the FP8 kernels) gives
+    the embeddings of the f32 graph run on the linear weights rounded
+    through e4m3 per channel on the host (rlx.fp8): everything the FP8 path
+    costs is the weights' rounding. Measured 1 - 1.1e-6 at the worst
+    sentence on 2026-12-02; f16 activations alone cost ~2e-6."""
+    from rlx import fp8
+    from rlx.models.embedder import Embedder
+
+    model = BertModel.load("all-MiniLM-L6-v2")
+    rounded = {name: fp8.dequantize_array(*fp8.quantize_array(w, "f8e4m3", "channel"))
+               if name.startswith("encoder.") and w.ndim == 2 else w for name, w in model.weights.items()}
+    assert sum(w is not model.weights[n] for n, w in rounded.items()) == 6 * model.config.num_hidden_layers
+    want = Embedder(dataclasses.replace(model, weights=rounded, _params_cache={})).encode(SENTENCES)
+    got = load_embedder("all-MiniLM-L6-v2", precision="fp8").encode(SENTENCES)
+    assert cosine(got, want).min() >= 0.99999
 
 
 @needs_st

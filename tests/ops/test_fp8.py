@@ -118,6 +118,26 @@ def test_scaled_dequantize(rng, fmt, granularity, block, dtype):
     np.testing.assert_array_equal(got, want.astype(np.float32).astype(dtype))
 
 
+@pytest.mark.parametrize("granularity, block", GRANULARITIES)
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_dequantize_array_is_the_values_the_codes_stand_for(rng, fmt, granularity, block):
+    w = (rng.standard_normal((37, 53)) * rng.uniform(0.1, 3, (37, 1))).astype(np.float32)
+    codes, scale = fp8.quantize_array(w, fmt, granularity, block)
+    got = fp8.dequantize_array(codes, scale, block)
+    want = scaled_values(codes, scale, (1, 53) if granularity == "channel" else
+                         (37, 53) if granularity == "tensor" else block)
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    # Round to nearest: within half a step of the format's mantissa (3 bits
+    # for e4m3, 2 for e5m2) of the value, wherever the code is normal.
+    half_step = 2.0 ** -(ml_dtypes.finfo(FORMATS[fmt]).nmant + 1)
+    normal = np.abs(codes.astype(np.float32)) >= ml_dtypes.finfo(FORMATS[fmt]).smallest_normal
+    assert normal.mean() > 0.9
+    assert (np.abs(got - w) <= half_step * np.abs(w) * (1 + 1e-5))[normal].all()
+    if granularity == "block":
+        with pytest.raises(rlx.RlxError, match="block"):
+            fp8.dequantize_array(codes, scale)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("granularity, block", GRANULARITIES)
 @pytest.mark.parametrize("m", [1, 3, 8, 37])
