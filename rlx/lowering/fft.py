@@ -153,21 +153,23 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
 
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
-CPU_ROWS = 8           # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS: one per lane of an 8-float vector)
+CPU_ROWS = 16          # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS, shaders/fft_cpu.h: one per vector lane)
+# fft_shared's CPU-only modes (shaders/fft_cpu.h): rfft_post fused into the
+# store, irfft_pre into the load.
+STORE_RFFT, LOAD_IRFFT = 2, 3
 
 
 def shared_grid(target, rows: int, n: int, capacity: int = SHARED_MAX
                 ) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
     """(grid, rows per group) of fft_shared. The CPU runs a group on one
-    thread, CPU_ROWS rows a group (one per vector lane) once there are that
-    many. A GPU group takes as many rows as fill its group memory
+    thread, up to CPU_ROWS rows a group (one per vector lane). A GPU group takes as many rows as fill its group memory
     (``capacity`` points), fewer where that would leave fewer than two groups
     per compute unit, with up to SHARED_THREADS threads: each group's
     memory is sized for SHARED_MAX points whatever n is, so a core holds
     the same number of groups at every n and short rows alone would starve
     it of threads (a row of 256 points has 64 butterflies)."""
-    if target.one_thread_groups:   # eight rows a group, one per vector lane (shaders/fft.h rlx_fft_shared_rows)
-        group_rows = CPU_ROWS if rows >= CPU_ROWS else 1
+    if target.one_thread_groups:   # up to CPU_ROWS rows a group, one per vector lane (shaders/fft_cpu.h)
+        group_rows = min(rows, CPU_ROWS)
         return ((-(-rows // group_rows), 1, 1), (1, 1, 1)), group_rows
     group_rows = max(1, min(capacity // n, rows // (2 * max(target.compute_units, 1))))
     width = max(target.simd_width, 1)
@@ -231,6 +233,9 @@ def _fft(lw: Lowering, node: Node) -> View:
         # Half length: x read as n / 2 complex values, unpacked by rfft_post.
         m = n // 2
         packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m)
+        if _fuses_half(lw, m):   # the CPU unpacks in fft_shared's store
+            _fused_half(lw, node, rows, m, False, packed, dict(store, mode=STORE_RFFT), x, out, n)
+            return out
         z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
         plain = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "count": m}
         _transform(lw, node, rows, m, False, packed, plain, x, z)
@@ -244,18 +249,47 @@ def _fft(lw: Lowering, node: Node) -> View:
         # Half length: the spectrum of x packed in pairs, then its length n / 2 inverse
         # stored as complex pairs straight into the real output (twice the full scale).
         m = n // 2
+        packed_store = {"mode": STORE_COMPLEX, "offset": out.offset, "row": n, "step": 2, "count": m,
+                        "scale": 2.0 * store["scale"]}
+        if _fuses_half(lw, m):   # the CPU builds the half-length spectrum in fft_shared's load
+            half = dict(load, mode=LOAD_IRFFT, len=m)
+            _fused_half(lw, node, rows, m, True, half, packed_store, x, out, n)
+            return out
         z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
         tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
         params = struct.pack("<8I", *P.u32_fields(node, [m, rows, x_offset, x_row, x_step, x_node.shape[-1], 0, 0]))
         lw.dispatch(f"{node!r} (the half-length spectrum)", "irfft_pre_c64", [(x, "r"), (z, "w"), (tw, "r")],
                     params, lw.target.elementwise_grid(rows * m, scalar=True), Work("unary"))
         packed_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "len": m}
-        packed_store = {"mode": STORE_COMPLEX, "offset": out.offset, "row": n, "step": 2, "count": m,
-                        "scale": 2.0 * store["scale"]}
         _transform(lw, node, rows, m, True, packed_load, packed_store, z, out)
         return out
     _transform(lw, node, rows, n, inverse, load, store, x, out)
     return out
+
+
+def _fuses_half(lw: Lowering, m: int) -> bool:
+    """Whether the half-length rfft / irfft of length 2m fuses its unpacking
+    into one fft_shared dispatch: on the CPU, when fft_shared alone covers m."""
+    if not lw.target.one_thread_groups or factor(m) is None:
+        return False
+    passes = transform_passes(m, False)
+    return len(passes) == 1 and passes[0].radix in (0, 1)
+
+
+def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load: dict, store: dict,
+                src: View, dst: View, n: int) -> None:
+    """One fft_shared dispatch of the length-m transform whose store unpacks
+    rfft's bins (STORE_RFFT) or whose load builds irfft's half-length
+    spectrum (LOAD_IRFFT); the length-n twiddles ride in the pre and post
+    bindings, which those modes read instead of multiplying by them."""
+    (p,) = transform_passes(m, inverse)
+    tw = _table(lw, ("twiddles", m), lambda: twiddles(m))
+    half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
+    capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
+    grid, group_rows = shared_grid(lw.target, rows, m, capacity)
+    params = fft_params(node, p, rows, load, store, group_rows, swizzle=False)
+    lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
+                [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, Work("unary"))
 
 
 def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,

@@ -1,0 +1,432 @@
+// fft_shared on the CPU (included by fft.h under RLX_TARGET_CPU only): the
+// host runs a group on one thread, so a group's rows go one per vector lane
+// (RLX_FFT_LANES rows a chunk, up to RLX_FFT_CPU_ROWS a group) and every
+// butterfly is a few vector instructions with no shuffles. What keeps it
+// fast (issue 19's CPU target, benchmarks/README.md "CPU: FFT"):
+// - rows in and out through an 8x8 register transpose of four complex
+//   values of eight rows (complex rows of unit step, the common case),
+//   instead of one scalar load per element and lane, whose lane-by-lane
+//   vector builds stalled on store forwarding;
+// - power-of-two lengths as radix-8 passes (three radix-2 stages in
+//   registers) after at most one radix-2 or radix-4 pass whose twiddles are
+//   all 1: a third fewer sweeps over the rows' buffer than radix 4 (eight
+//   rows of 4096 points are 256 KB, in L2, so each sweep costs bandwidth);
+// - AVX-512 builds 16 lanes a vector, others 8 (a 16-lane vector there is
+//   two registers' worth of work with no gain).
+// The rfft and irfft half-length forms (rfft_post / irfft_pre) fuse into
+// the store and load here: store_mode 2 unpacks the half-length transform
+// into the N / 2 + 1 bins, load_mode 3 builds the half-length spectrum.
+// Only the CPU lowering asks for those modes.
+#define RLX_FFT_CPU_ROWS 16u   // the lowering's rows per CPU group (CPU_ROWS in rlx/lowering/fft.py)
+#define RLX_FFT_STORE_RFFT 2u  // store_mode: Z of length n -> bins 0..n of the length-2n real transform
+#define RLX_FFT_LOAD_IRFFT 3u  // load_mode: bins 0..n of a length-2n spectrum -> Z of length n
+
+#if defined(RLX_CPU_AVX512)
+#define RLX_FFT_LANES 16u
+typedef float rlx_fft_v __attribute__((vector_size(64)));
+#else
+#define RLX_FFT_LANES 8u
+typedef float rlx_fft_v __attribute__((vector_size(32)));
+#endif
+typedef float rlx_fft_v8 __attribute__((vector_size(32)));
+
+// v * w for a vector of complex lanes (re, im) and one complex scalar w.
+RLX_INLINE void rlx_fft_vmul(rlx_fft_v &re, rlx_fft_v &im, rlx_cf w) {
+    const rlx_fft_v r = re * w.re - im * w.im;
+    im = re * w.im + im * w.re;
+    re = r;
+}
+
+// rlx_fft_dft on lane vectors, radix 2, 3, 4 or 5, in place.
+RLX_INLINE void rlx_fft_dft_v(rlx_fft_v *xr, rlx_fft_v *xi, uint radix, uint inverse) {
+    const float sg = inverse ? 1.0f : -1.0f;
+    if (radix == 2u) {
+        const rlx_fft_v ar = xr[0] + xr[1], ai = xi[0] + xi[1];
+        xr[1] = xr[0] - xr[1]; xi[1] = xi[0] - xi[1];
+        xr[0] = ar; xi[0] = ai;
+    } else if (radix == 4u) {
+        const rlx_fft_v ar = xr[0] + xr[2], ai = xi[0] + xi[2], br = xr[0] - xr[2], bi = xi[0] - xi[2];
+        const rlx_fft_v cr = xr[1] + xr[3], ci = xi[1] + xi[3];
+        const rlx_fft_v dr = -sg * (xi[1] - xi[3]), di = sg * (xr[1] - xr[3]);   // i sg (x1 - x3)
+        xr[0] = ar + cr; xi[0] = ai + ci;
+        xr[2] = ar - cr; xi[2] = ai - ci;
+        xr[1] = br + dr; xi[1] = bi + di;
+        xr[3] = br - dr; xi[3] = bi - di;
+    } else if (radix == 3u) {
+        const rlx_fft_v t1r = xr[1] + xr[2], t1i = xi[1] + xi[2], t2r = xr[1] - xr[2], t2i = xi[1] - xi[2];
+        const rlx_fft_v mr = xr[0] - 0.5f * t1r, mi = xi[0] - 0.5f * t1i;
+        const float c = 0.86602540378443865f;
+        const rlx_fft_v rr = -sg * c * t2i, ri = sg * c * t2r;
+        xr[0] = xr[0] + t1r; xi[0] = xi[0] + t1i;
+        xr[1] = mr + rr; xi[1] = mi + ri;
+        xr[2] = mr - rr; xi[2] = mi - ri;
+    } else {
+        const float c1 = 0.30901699437494742f, c2 = -0.80901699437494742f;
+        const float s1 = 0.95105651629515357f, s2 = 0.58778525229247313f;
+        const rlx_fft_v t1r = xr[1] + xr[4], t1i = xi[1] + xi[4], t2r = xr[2] + xr[3], t2i = xi[2] + xi[3];
+        const rlx_fft_v t3r = xr[1] - xr[4], t3i = xi[1] - xi[4], t4r = xr[2] - xr[3], t4i = xi[2] - xi[3];
+        const rlx_fft_v m1r = xr[0] + (t1r * c1 + t2r * c2), m1i = xi[0] + (t1i * c1 + t2i * c2);
+        const rlx_fft_v m2r = xr[0] + (t1r * c2 + t2r * c1), m2i = xi[0] + (t1i * c2 + t2i * c1);
+        const rlx_fft_v u1r = t3r * s1 + t4r * s2, u1i = t3i * s1 + t4i * s2;   // then times i sg
+        const rlx_fft_v u2r = t3r * s2 - t4r * s1, u2i = t3i * s2 - t4i * s1;
+        const rlx_fft_v n1r = -sg * u1i, n1i = sg * u1r, n2r = -sg * u2i, n2i = sg * u2r;
+        xr[0] = xr[0] + (t1r + t2r); xi[0] = xi[0] + (t1i + t2i);
+        xr[1] = m1r + n1r; xi[1] = m1i + n1i;
+        xr[4] = m1r - n1r; xi[4] = m1i - n1i;
+        xr[2] = m2r + n2r; xi[2] = m2i + n2i;
+        xr[3] = m2r - n2r; xi[3] = m2i - n2i;
+    }
+}
+
+// In-place 8x8 transpose: afterwards r[c] lane l holds what r[l] lane c did.
+// Each round interleaves r[i] with r[i + 4], which rotates the six index
+// bits (vector, lane) by one; three rounds swap them.
+RLX_INLINE void rlx_fft_t8(rlx_fft_v8 *r) {
+    for (int s = 0; s < 3; ++s) {
+        rlx_fft_v8 t[8];
+        for (int i = 0; i < 4; ++i) {
+            t[2 * i] = __builtin_shufflevector(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
+            t[2 * i + 1] = __builtin_shufflevector(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
+        }
+        for (int i = 0; i < 8; ++i) r[i] = t[i];
+    }
+}
+
+// Lanes 8h .. 8h + 7 of v, and back.
+RLX_INLINE rlx_fft_v8 rlx_fft_half(rlx_fft_v v, uint h) {
+#if RLX_FFT_LANES == 16u
+    return h ? __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15)
+             : __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7);
+#else
+    (void)h;
+    return v;
+#endif
+}
+RLX_INLINE rlx_fft_v rlx_fft_join(const rlx_fft_v8 *halves) {
+#if RLX_FFT_LANES == 16u
+    return __builtin_shufflevector(halves[0], halves[1], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+    return halves[0];
+#endif
+}
+
+// Elements i .. i + 7 of each of the chunk's rows as lane vectors re8[q],
+// im8[q]; rows are complex pairs of unit step at rowp[l] (rows past the
+// chunk repeat a real one). Eight rows at a time, each row's 64 bytes read
+// back to back: rows of a power-of-two length are a multiple of 4 KB apart,
+// all in one L1 set, and sixteen such lines in flight would overflow its
+// ways (each line then comes in twice).
+RLX_INLINE void rlx_fft_load8(const float *const *rowp, uint i, rlx_fft_v *re8, rlx_fft_v *im8) {
+    rlx_fft_v8 t[RLX_FFT_LANES / 8u][2][8];
+    for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) {
+        for (uint l = 0u; l < 8u; ++l) {
+            memcpy(&t[h][0][l], rowp[8u * h + l] + 2u * i, sizeof(rlx_fft_v8));
+            memcpy(&t[h][1][l], rowp[8u * h + l] + 2u * i + 8u, sizeof(rlx_fft_v8));
+        }
+        rlx_fft_t8(t[h][0]);
+        rlx_fft_t8(t[h][1]);
+    }
+    for (uint q = 0u; q < 8u; ++q) {
+        rlx_fft_v8 hr[RLX_FFT_LANES / 8u], hi[RLX_FFT_LANES / 8u];
+        for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) {
+            hr[h] = t[h][q >> 2u][2u * (q & 3u)];
+            hi[h] = t[h][q >> 2u][2u * (q & 3u) + 1u];
+        }
+        re8[q] = rlx_fft_join(hr);
+        im8[q] = rlx_fft_join(hi);
+    }
+}
+
+// The mirror of rlx_fft_load8: elements k .. k + 7 of the lanes, times
+// scale, to rows rowp[l] for l < nrows.
+RLX_INLINE void rlx_fft_store8(float *const *rowp, uint nrows, uint k, const rlx_fft_v *re8, const rlx_fft_v *im8,
+                               float scale) {
+    for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) {
+        rlx_fft_v8 t[2][8];
+        for (uint q = 0u; q < 8u; ++q) {
+            t[q >> 2u][2u * (q & 3u)] = rlx_fft_half(re8[q], h) * scale;
+            t[q >> 2u][2u * (q & 3u) + 1u] = rlx_fft_half(im8[q], h) * scale;
+        }
+        rlx_fft_t8(t[0]);
+        rlx_fft_t8(t[1]);
+        const uint ln = nrows > 8u * h ? (nrows - 8u * h < 8u ? nrows - 8u * h : 8u) : 0u;
+        for (uint l = 0u; l < ln; ++l) {
+            memcpy(rowp[8u * h + l] + 2u * k, &t[0][l], sizeof(rlx_fft_v8));
+            memcpy(rowp[8u * h + l] + 2u * k + 8u, &t[1][l], sizeof(rlx_fft_v8));
+        }
+    }
+}
+
+// Bit reversal of i < 2^bits.
+RLX_INLINE uint rlx_fft_bitrev(uint i, uint bits) {
+    uint r = 0u;
+    for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
+    return r;
+}
+
+// The chunk's source rows as pointers when they are complex pairs of unit
+// step read whole (load mode 0, no pre-multiply): the fast path.
+RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0, uint nrows,
+                                 const float **rowp) {
+    if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul != 0u || p->src_len != p->n || (p->n & 7u) != 0u)
+        return false;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l)
+        rowp[l] = src + p->src_offset + (uint64_t)(row0 + (l < nrows ? l : 0u)) * p->src_row;
+    return true;
+}
+
+// Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
+// nrows zero or a copy), element i at slot i, or at its bit reversal with
+// `reversed`. load_mode 3 (the CPU's fused irfft_pre) is handled by the caller.
+static inline void rlx_fft_load_lanes(const float *src, const float *pre, const FftParams *p, uint row0,
+                                      uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
+    const uint n = p->n, bits = reversed ? p->span : 0u;
+    const float *rowp[RLX_FFT_LANES];
+    if (rlx_fft_row_ptrs(src, p, row0, nrows, rowp)) {
+        for (uint i = 0u; i < n; i += 8u) {
+            rlx_fft_v r8[8], i8[8];
+            rlx_fft_load8(rowp, i, r8, i8);
+            for (uint q = 0u; q < 8u; ++q) {
+                const uint at = reversed ? rlx_fft_bitrev(i + q, bits) : i + q;
+                re[at] = r8[q];
+                im[at] = i8[q];
+            }
+        }
+        return;
+    }
+    // Any other layout: element by element through the shared load helper,
+    // into a lane-major float image of the vectors (whole vectors are read
+    // only after all lanes are written: no store-forwarding stalls).
+    float *fre = (float *)re, *fim = (float *)im;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+        for (uint i = 0u; i < n; ++i) {
+            const uint at = (reversed ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES + l;
+            const rlx_cf v = l < nrows ? rlx_fft_load(src, pre, p, row0 + l, i) : rlx_cf_make(0.0f, 0.0f);
+            fre[at] = v.re;
+            fim[at] = v.im;
+        }
+    }
+}
+
+// The fused irfft_pre (load_mode 3): bin k < src_avail of row l (bins 0 and
+// n of the length-2n spectrum real, as numpy's irfft takes them).
+RLX_INLINE rlx_cf rlx_fft_half_bin(const float *src, const FftParams *p, uint row, uint k) {
+    if (k >= p->src_avail) return rlx_cf_make(0.0f, 0.0f);
+    const uint64_t at = (uint64_t)p->src_offset + (uint64_t)row * p->src_row + (uint64_t)k * p->src_step;
+    return rlx_cf_make(src[at], (k == 0u || k == p->n) ? 0.0f : src[at + 1u]);
+}
+
+// Z[k] = E[k] + i O[k] of irfft_pre (fft.h) for every lane, from the bins
+// X[0..n] (length-2n spectrum): x holds X (n + 1 slots), z gets Z (n slots,
+// at the bit reversal of k with `reversed`). tw: the length-2n table.
+static inline void rlx_fft_load_irfft(const float *src, const float *tw, const FftParams *p, uint row0,
+                                      uint nrows, bool reversed, rlx_fft_v *xr, rlx_fft_v *xi,
+                                      rlx_fft_v *zr, rlx_fft_v *zi) {
+    const uint n = p->n, bits = reversed ? p->span : 0u;
+    float *fre = (float *)xr, *fim = (float *)xi;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+        for (uint k = 0u; k <= n; ++k) {
+            const rlx_cf v = rlx_fft_half_bin(src, p, row0 + (l < nrows ? l : 0u), k);
+            fre[k * RLX_FFT_LANES + l] = v.re;
+            fim[k * RLX_FFT_LANES + l] = v.im;
+        }
+    }
+    for (uint k = 0u; k < n; ++k) {
+        const rlx_fft_v ar = xr[k], ai = xi[k], br = xr[n - k], bi = -xi[n - k];   // X[k], conj X[n - k]
+        rlx_fft_v er = 0.5f * (ar + br), ei = 0.5f * (ai + bi), orr = 0.5f * (ar - br), oi = 0.5f * (ai - bi);
+        rlx_fft_vmul(orr, oi, rlx_fft_twiddle(tw, k, 1u));
+        const uint at = reversed ? rlx_fft_bitrev(k, bits) : k;
+        zr[at] = er - oi;   // E + i O
+        zi[at] = ei + orr;
+    }
+}
+
+// Lanes out through the store helper's layout: complex pairs of unit step
+// (store mode 0, no post-multiply) through the transpose, store mode 2 as
+// the fused rfft_post, anything else element by element.
+static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float *post, const FftParams *p,
+                                       uint row0, uint nrows, const rlx_fft_v *re, const rlx_fft_v *im) {
+    const uint n = p->n;
+    float *rowp[RLX_FFT_LANES];
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l)
+        rowp[l] = dst + p->dst_offset + (uint64_t)(row0 + (l < nrows ? l : 0u)) * p->dst_row;
+    if (p->store_mode == RLX_FFT_STORE_RFFT) {
+        // X[k] = E[k] + W_2n^k O[k] for k = 0..n from Z = re, im (fft.h's
+        // rfft_post), four bins a transpose; bin n is Z[0]'s E - O.
+        const float s = p->scale;
+        uint k = 0u;
+        for (; k + 8u <= n; k += 8u) {
+            rlx_fft_v r8[8], i8[8];
+            for (uint q = 0u; q < 8u; ++q) {
+                const uint a = k + q, b = a == 0u ? 0u : n - a;
+                const rlx_fft_v ar = re[a], ai = im[a], br = re[b], bi = -im[b];
+                const rlx_fft_v er = 0.5f * (ar + br), ei = 0.5f * (ai + bi);
+                rlx_fft_v orr = 0.5f * (ai - bi), oi = -0.5f * (ar - br);   // -i (Z[a] - conj Z[b]) / 2
+                rlx_fft_vmul(orr, oi, rlx_fft_twiddle(tw, a, 0u));
+                r8[q] = er + orr;
+                i8[q] = ei + oi;
+            }
+            rlx_fft_store8(rowp, nrows, k, r8, i8, s);
+        }
+        for (; k <= n; ++k) {
+            const uint a = k == n ? 0u : k, b = (k == 0u || k == n) ? 0u : n - k;
+            const rlx_fft_v ar = re[a], ai = im[a], br = re[b], bi = -im[b];
+            const rlx_fft_v er = 0.5f * (ar + br), ei = 0.5f * (ai + bi);
+            rlx_fft_v orr = 0.5f * (ai - bi), oi = -0.5f * (ar - br);
+            rlx_fft_vmul(orr, oi, rlx_fft_twiddle(tw, k, 0u));
+            const rlx_fft_v xr = (er + orr) * s, xi = (ei + oi) * s;
+            for (uint l = 0u; l < nrows; ++l) {
+                rowp[l][2u * k] = xr[l];
+                rowp[l][2u * k + 1u] = xi[l];
+            }
+        }
+        return;
+    }
+    if (p->store_mode == 0u && p->dst_step == 2u && p->post_mul == 0u && p->dst_count == n && (n & 7u) == 0u) {
+        for (uint k = 0u; k < n; k += 8u) rlx_fft_store8(rowp, nrows, k, re + k, im + k, p->scale);
+        return;
+    }
+    for (uint k = 0u; k < n; ++k) {
+        const rlx_fft_v vr = re[k], vi = im[k];
+        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
+    }
+}
+
+// Per-thread buffers: RLX_FFT_LANES rows of the largest length are 256 KB
+// an array at 16 lanes, too much for a stack. The irfft load needs n + 1
+// slots for its bins, so one more than the transform's maximum.
+struct rlx_fft_cpu_bufs {
+    rlx_fft_v re[RLX_FFT_SHARED_MAX + 1u], im[RLX_FFT_SHARED_MAX + 1u];
+    rlx_fft_v re2[RLX_FFT_SHARED_MAX + 1u], im2[RLX_FFT_SHARED_MAX + 1u];
+};
+
+// The mixed-radix form (radix == 1) on lane vectors: fft_stage's Stockham
+// passes, ping-pong between two buffers; returns the one holding the result.
+static inline void rlx_fft_mixed_lanes(const FftParams *p, const float *tw, rlx_fft_v *re, rlx_fft_v *im,
+                                       rlx_fft_v *re2, rlx_fft_v *im2, rlx_fft_v **out_re, rlx_fft_v **out_im) {
+    const uint n = p->n, inv = p->inverse;
+    rlx_fft_v *fr = re, *fi = im, *tr = re2, *ti = im2;
+    uint span = 1u;
+    for (uint q = 0u; q < p->passes; ++q) {
+        const uint radix = (p->span >> (3u * q)) & 7u, m = n / radix, tstride = n / (span * radix);
+        for (uint j = 0u; j < m; ++j) {
+            const uint k = j % span;
+            rlx_fft_v xr[5], xi[5];
+            for (uint r = 0u; r < radix; ++r) {
+                xr[r] = fr[j + r * m];
+                xi[r] = fi[j + r * m];
+                if (r > 0u && k > 0u) rlx_fft_vmul(xr[r], xi[r], rlx_fft_twiddle(tw, r * k * tstride, inv));
+            }
+            rlx_fft_dft_v(xr, xi, radix, inv);
+            const uint out0 = (j - k) * radix + k;
+            for (uint r = 0u; r < radix; ++r) {
+                tr[out0 + r * span] = xr[r];
+                ti[out0 + r * span] = xi[r];
+            }
+        }
+        rlx_fft_v *t = fr; fr = tr; tr = t;
+        t = fi; fi = ti; ti = t;
+        span *= radix;
+    }
+    *out_re = fr;
+    *out_im = fi;
+}
+
+// Radix-2 DIT stages s .. s + 2 of a bit-reversed power-of-two row in
+// registers (a radix-8 pass): for each k < h = 2^s the eight values at
+// b0 + t h, with W_M^k = tw[k n / M].
+static inline void rlx_fft_radix8_pass(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint s, uint inv) {
+    const uint h = 1u << s;
+    const float sg = inv ? 1.0f : -1.0f, r2 = 0.70710678118654752f;
+    for (uint b = 0u; b < n; b += 8u * h) {
+        for (uint k = 0u; k < h; ++k) {
+            const rlx_cf w1 = rlx_fft_twiddle(tw, k * (n >> (s + 1u)), inv);
+            const rlx_cf w2 = rlx_fft_twiddle(tw, k * (n >> (s + 2u)), inv);
+            const rlx_cf w3 = rlx_fft_twiddle(tw, k * (n >> (s + 3u)), inv);
+            // W_4h^(k + h) = w2 W_4^1; W_8h^(k + t h) = w3 W_8^t.
+            const rlx_cf w2b = rlx_cf_turn(w2, sg);
+            const rlx_cf w8_1 = rlx_cf_make(r2, sg * r2), w8_3 = rlx_cf_make(-r2, sg * r2);
+            const rlx_cf w3b = rlx_cf_mul(w3, w8_1), w3c = rlx_cf_turn(w3, sg), w3d = rlx_cf_mul(w3, w8_3);
+            rlx_fft_v xr[8], xi[8];
+            for (uint t = 0u; t < 8u; ++t) {
+                xr[t] = re[b + k + t * h];
+                xi[t] = im[b + k + t * h];
+            }
+            for (uint t = 0u; t < 8u; t += 2u) {   // stage s: pairs (t, t + 1)
+                rlx_fft_vmul(xr[t + 1u], xi[t + 1u], w1);
+                const rlx_fft_v ar = xr[t] + xr[t + 1u], ai = xi[t] + xi[t + 1u];
+                xr[t + 1u] = xr[t] - xr[t + 1u]; xi[t + 1u] = xi[t] - xi[t + 1u];
+                xr[t] = ar; xi[t] = ai;
+            }
+            for (uint u = 0u; u < 4u; ++u) {   // stage s + 1: pairs (t, t + 2), t = 0, 1, 4, 5
+                const uint t = (u & 1u) + 4u * (u >> 1u);
+                rlx_fft_vmul(xr[t + 2u], xi[t + 2u], (t & 1u) ? w2b : w2);
+                const rlx_fft_v ar = xr[t] + xr[t + 2u], ai = xi[t] + xi[t + 2u];
+                xr[t + 2u] = xr[t] - xr[t + 2u]; xi[t + 2u] = xi[t] - xi[t + 2u];
+                xr[t] = ar; xi[t] = ai;
+            }
+            const rlx_cf w3t[4] = {w3, w3b, w3c, w3d};
+            for (uint t = 0u; t < 4u; ++t) {   // stage s + 2: pairs (t, t + 4)
+                rlx_fft_vmul(xr[t + 4u], xi[t + 4u], w3t[t]);
+                const rlx_fft_v ar = xr[t] + xr[t + 4u], ai = xi[t] + xi[t + 4u];
+                xr[t + 4u] = xr[t] - xr[t + 4u]; xi[t + 4u] = xi[t] - xi[t + 4u];
+                xr[t] = ar; xi[t] = ai;
+            }
+            for (uint t = 0u; t < 8u; ++t) {
+                re[b + k + t * h] = xr[t];
+                im[b + k + t * h] = xi[t];
+            }
+        }
+    }
+}
+
+// A bit-reversed power-of-two row (n = 2^bits) to natural order in place:
+// stages 0 .. rem - 1 (rem = bits mod 3: twiddles all 1) as one radix-2 or
+// radix-4 pass, then radix-8 passes.
+static inline void rlx_fft_pow2_lanes(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint bits, uint inv) {
+    const uint rem = bits % 3u;
+    if (rem == 1u) {
+        for (uint i = 0u; i < n; i += 2u) {
+            const rlx_fft_v ar = re[i] + re[i + 1u], ai = im[i] + im[i + 1u];
+            re[i + 1u] = re[i] - re[i + 1u]; im[i + 1u] = im[i] - im[i + 1u];
+            re[i] = ar; im[i] = ai;
+        }
+    } else if (rem == 2u) {
+        // Bit-reversed input: the radix-4 DFT of slots i .. i + 3 reads
+        // them as x0, x2, x1, x3.
+        for (uint i = 0u; i < n; i += 4u) {
+            rlx_fft_v xr[4] = {re[i], re[i + 2u], re[i + 1u], re[i + 3u]};
+            rlx_fft_v xi[4] = {im[i], im[i + 2u], im[i + 1u], im[i + 3u]};
+            rlx_fft_dft_v(xr, xi, 4u, inv);
+            for (uint t = 0u; t < 4u; ++t) {
+                re[i + t] = xr[t];
+                im[i + t] = xi[t];
+            }
+        }
+    }
+    for (uint s = rem; s < bits; s += 3u) rlx_fft_radix8_pass(re, im, tw, n, s, inv);
+}
+
+// fft_shared on the CPU for the group's rows row0 .. row0 + nrows - 1,
+// RLX_FFT_LANES at a time.
+static inline void rlx_fft_shared_rows(const float *src, float *dst, const float *tw, const float *pre,
+                                       const float *post, const FftParams *p, uint row0, uint nrows) {
+    alignas(64) static thread_local rlx_fft_cpu_bufs bufs_tls;
+    rlx_fft_cpu_bufs *const b = &bufs_tls;   // the TLS lookup once, not per access
+    const bool pow2 = p->radix == 0u;
+    for (uint c = 0u; c < nrows; c += RLX_FFT_LANES) {
+        const uint rows = nrows - c < RLX_FFT_LANES ? nrows - c : RLX_FFT_LANES;
+        rlx_fft_v *re = b->re, *im = b->im;
+        if (p->load_mode == RLX_FFT_LOAD_IRFFT) {
+            rlx_fft_load_irfft(src, pre, p, row0 + c, rows, pow2, b->re2, b->im2, re, im);
+        } else {
+            rlx_fft_load_lanes(src, pre, p, row0 + c, rows, pow2, re, im);
+        }
+        if (pow2) {
+            rlx_fft_pow2_lanes(re, im, tw, p->n, p->span, p->inverse);
+        } else {
+            rlx_fft_mixed_lanes(p, tw, b->re, b->im, b->re2, b->im2, &re, &im);
+        }
+        rlx_fft_store_lanes(dst, post, post, p, row0 + c, rows, re, im);
+    }
+}
