@@ -58,6 +58,11 @@ struct FftParams {
     uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
     uint passes;     // fft_shared, mixed radix (radix 1): the passes whose radices span holds
     uint pad0;
+    // The CPU's four-step form of long powers of two (fft_cpu.h; 0 elsewhere):
+    // rows come in blocks of *_rpb rows, *_block floats apart, so row r
+    // starts at (r / rpb) * block + (r % rpb) * row; post_mul 2 multiplies
+    // output k of row r by post[k * dst_rpb + r % dst_rpb].
+    uint src_rpb, src_block, dst_rpb, dst_block;
 };
 
 struct rlx_cf { float re, im; };

@@ -164,15 +164,56 @@ RLX_INLINE uint rlx_fft_bitrev(uint i, uint bits) {
     return r;
 }
 
+// First float of row r: rows in blocks of rpb (the four-step's; 0: one block).
+RLX_INLINE uint64_t rlx_fft_row_at(uint offset, uint row, uint rpb, uint block, uint r) {
+    if (rpb == 0u) return (uint64_t)offset + (uint64_t)r * row;
+    return (uint64_t)offset + (uint64_t)(r / rpb) * block + (uint64_t)(r % rpb) * row;
+}
+RLX_INLINE uint64_t rlx_fft_src_at(const FftParams *p, uint r) {
+    return rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, r);
+}
+RLX_INLINE uint64_t rlx_fft_dst_at(const FftParams *p, uint r) {
+    return rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, r);
+}
+
 // The chunk's source rows as pointers when they are complex pairs of unit
 // step read whole (load mode 0, no pre-multiply): the fast path.
 RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0, uint nrows,
                                  const float **rowp) {
     if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul != 0u || p->src_len != p->n || (p->n & 7u) != 0u)
         return false;
-    for (uint l = 0u; l < RLX_FFT_LANES; ++l)
-        rowp[l] = src + p->src_offset + (uint64_t)(row0 + (l < nrows ? l : 0u)) * p->src_row;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
     return true;
+}
+
+// The four-step's columns: the chunk's rows are adjacent complex values
+// (row stride 2 floats) inside one block, so element i of every lane is
+// one run of RLX_FFT_LANES pairs, split into re and im.
+RLX_INLINE void rlx_fft_split(const float *at, rlx_fft_v &re, rlx_fft_v &im) {
+    rlx_fft_v a, b;
+    memcpy(&a, at, sizeof a);
+    memcpy(&b, at + RLX_FFT_LANES, sizeof b);
+#if RLX_FFT_LANES == 16u
+    re = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    im = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#else
+    re = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+    im = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+#endif
+}
+RLX_INLINE void rlx_fft_merge(float *at, rlx_fft_v re, rlx_fft_v im) {
+#if RLX_FFT_LANES == 16u
+    const rlx_fft_v a = __builtin_shufflevector(re, im, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const rlx_fft_v b = __builtin_shufflevector(re, im, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+#else
+    const rlx_fft_v a = __builtin_shufflevector(re, im, 0, 8, 1, 9, 2, 10, 3, 11);
+    const rlx_fft_v b = __builtin_shufflevector(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
+#endif
+    memcpy(at, &a, sizeof a);
+    memcpy(at + RLX_FFT_LANES, &b, sizeof b);
+}
+RLX_INLINE bool rlx_fft_columns(uint row, uint rpb, uint row0, uint nrows) {
+    return row == 2u && rpb != 0u && nrows == RLX_FFT_LANES && row0 % rpb + RLX_FFT_LANES <= rpb;
 }
 
 // Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
@@ -182,6 +223,14 @@ static inline void rlx_fft_load_lanes(const float *src, const float *pre, const 
                                       uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
     const uint n = p->n, bits = reversed ? p->span : 0u;
     const float *rowp[RLX_FFT_LANES];
+    if (p->load_mode == 0u && p->pre_mul == 0u && p->src_len == n && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
+        const float *at = src + rlx_fft_src_at(p, row0);
+        for (uint i = 0u; i < n; ++i) {
+            const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
+            rlx_fft_split(at + (uint64_t)i * p->src_step, re[s], im[s]);
+        }
+        return;
+    }
     if (rlx_fft_row_ptrs(src, p, row0, nrows, rowp)) {
         for (uint i = 0u; i < n; i += 8u) {
             rlx_fft_v r8[8], i8[8];
@@ -197,11 +246,17 @@ static inline void rlx_fft_load_lanes(const float *src, const float *pre, const 
     // Any other layout: element by element through the shared load helper,
     // into a lane-major float image of the vectors (whole vectors are read
     // only after all lanes are written: no store-forwarding stalls).
+    // Each lane's row through a copy of the params that puts it at row 0
+    // (the four-step's blocks included).
     float *fre = (float *)re, *fim = (float *)im;
+    FftParams q = *p;
+    q.src_row = 0u;
+    q.src_rpb = 0u;
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+        q.src_offset = l < nrows ? (uint)rlx_fft_src_at(p, row0 + l) : 0u;
         for (uint i = 0u; i < n; ++i) {
             const uint at = (reversed ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES + l;
-            const rlx_cf v = l < nrows ? rlx_fft_load(src, pre, p, row0 + l, i) : rlx_cf_make(0.0f, 0.0f);
+            const rlx_cf v = l < nrows ? rlx_fft_load(src, pre, &q, 0u, i) : rlx_cf_make(0.0f, 0.0f);
             fre[at] = v.re;
             fim[at] = v.im;
         }
@@ -212,7 +267,7 @@ static inline void rlx_fft_load_lanes(const float *src, const float *pre, const 
 // n of the length-2n spectrum real, as numpy's irfft takes them).
 RLX_INLINE rlx_cf rlx_fft_half_bin(const float *src, const FftParams *p, uint row, uint k) {
     if (k >= p->src_avail) return rlx_cf_make(0.0f, 0.0f);
-    const uint64_t at = (uint64_t)p->src_offset + (uint64_t)row * p->src_row + (uint64_t)k * p->src_step;
+    const uint64_t at = rlx_fft_src_at(p, row) + (uint64_t)k * p->src_step;
     return rlx_cf_make(src[at], (k == 0u || k == p->n) ? 0.0f : src[at + 1u]);
 }
 
@@ -224,11 +279,23 @@ static inline void rlx_fft_load_irfft(const float *src, const float *tw, const F
                                       rlx_fft_v *zr, rlx_fft_v *zi) {
     const uint n = p->n, bits = reversed ? p->span : 0u;
     float *fre = (float *)xr, *fim = (float *)xi;
-    for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-        for (uint k = 0u; k <= n; ++k) {
-            const rlx_cf v = rlx_fft_half_bin(src, p, row0 + (l < nrows ? l : 0u), k);
-            fre[k * RLX_FFT_LANES + l] = v.re;
-            fim[k * RLX_FFT_LANES + l] = v.im;
+    if (p->src_step == 2u && p->src_avail > n && (n & 7u) == 0u) {   // every bin present, complex pairs
+        const float *rowp[RLX_FFT_LANES];
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l)
+            rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+        for (uint k = 0u; k < n; k += 8u) rlx_fft_load8(rowp, k, xr + k, xi + k);
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {   // bin n; bins 0 and n are real
+            fre[n * RLX_FFT_LANES + l] = rowp[l][2u * n];
+            fim[n * RLX_FFT_LANES + l] = 0.0f;
+            fim[l] = 0.0f;
+        }
+    } else {
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+            for (uint k = 0u; k <= n; ++k) {
+                const rlx_cf v = rlx_fft_half_bin(src, p, row0 + (l < nrows ? l : 0u), k);
+                fre[k * RLX_FFT_LANES + l] = v.re;
+                fim[k * RLX_FFT_LANES + l] = v.im;
+            }
         }
     }
     for (uint k = 0u; k < n; ++k) {
@@ -248,8 +315,26 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
                                        uint row0, uint nrows, const rlx_fft_v *re, const rlx_fft_v *im) {
     const uint n = p->n;
     float *rowp[RLX_FFT_LANES];
-    for (uint l = 0u; l < RLX_FFT_LANES; ++l)
-        rowp[l] = dst + p->dst_offset + (uint64_t)(row0 + (l < nrows ? l : 0u)) * p->dst_row;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = dst + rlx_fft_dst_at(p, row0 + (l < nrows ? l : 0u));
+    if (p->store_mode == 0u && p->post_mul != 1u && p->dst_count == n && rlx_fft_columns(p->dst_row, p->dst_rpb, row0, nrows)) {
+        // The four-step's columns, with its twiddles (post_mul 2) for the
+        // first of its two dispatches.
+        float *at = rowp[0];
+        const float s = p->scale, sg = p->inverse ? -1.0f : 1.0f;
+        for (uint k = 0u; k < n; ++k) {
+            rlx_fft_v vr = re[k], vi = im[k];
+            if (p->post_mul == 2u) {
+                rlx_fft_v wr, wi;
+                rlx_fft_split(post + 2u * ((uint64_t)k * p->dst_rpb + row0 % p->dst_rpb), wr, wi);
+                wi *= sg;
+                const rlx_fft_v r = vr * wr - vi * wi;
+                vi = vr * wi + vi * wr;
+                vr = r;
+            }
+            rlx_fft_merge(at + (uint64_t)k * p->dst_step, vr * s, vi * s);
+        }
+        return;
+    }
     if (p->store_mode == RLX_FFT_STORE_RFFT) {
         // X[k] = E[k] + W_2n^k O[k] for k = 0..n from Z = re, im (fft.h's
         // rfft_post), four bins a transpose; bin n is Z[0]'s E - O.
@@ -286,9 +371,14 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         for (uint k = 0u; k < n; k += 8u) rlx_fft_store8(rowp, nrows, k, re + k, im + k, p->scale);
         return;
     }
-    for (uint k = 0u; k < n; ++k) {
-        const rlx_fft_v vr = re[k], vi = im[k];
-        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
+    // Anything else element by element, each lane's row at row 0 of a copy
+    // of the params (post_mul 2 is only asked for with the columns above).
+    FftParams q = *p;
+    q.dst_row = 0u;
+    q.dst_rpb = 0u;
+    for (uint l = 0u; l < nrows; ++l) {
+        q.dst_offset = (uint)rlx_fft_dst_at(p, row0 + l);
+        for (uint k = 0u; k < n; ++k) rlx_fft_store(dst, post, &q, 0u, k, rlx_cf_make(re[k][l], im[k][l]));
     }
 }
 

@@ -147,9 +147,10 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
     fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
               load["len"], load.get("herm_n", 0), load.get("avail", 0), int(load.get("pre") is not None),
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
-              int(store.get("post") is not None)]
-    return struct.pack("<19If4I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
-                       int(swizzle), p.count, 0)
+              store.get("post_mode", int(store.get("post") is not None))]
+    blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0)]
+    return struct.pack("<19If8I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
+                       int(swizzle), p.count, 0, *P.u32_fields(node, blocks))
 
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
@@ -292,10 +293,59 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
                 [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, Work("unary"))
 
 
+def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
+    """(n1, n2), n = n1 n2, when the CPU runs a power of two above
+    SHARED_MAX as two fft_shared dispatches (the four-step): complex rows of
+    unit step in and out, read and written whole, and both factors within
+    fft_shared and multiples of CPU_ROWS (every group of lanes lies in one
+    block of columns)."""
+    if not lw.target.one_thread_groups or n & (n - 1) or n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
+        return None
+    if (load["mode"] != LOAD_COMPLEX or load["step"] != 2 or load.get("pre") is not None or load["len"] != n
+            or store["mode"] != STORE_COMPLEX or store["step"] != 2 or store.get("post") is not None
+            or store["count"] != n):
+        return None
+    n2 = 1 << ((n.bit_length() - 1) // 2)
+    return n // n2, n2
+
+
+def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: bool, load: dict, store: dict,
+               src: View, dst: View) -> None:
+    """A length-n = n1 n2 transform as x[j1 n2 + j2] -> columns: the n2
+    length-n1 transforms over j1 (lanes over adjacent j2), each output k1
+    times exp(-+2 pi i j2 k1 / n) into Y[k1, j2] -> rows: the n1 length-n2
+    transforms of Y's rows (lanes over adjacent k1), output k1 + n1 k2 of
+    the row. Both dispatches read and write vectors of adjacent lanes
+    (shaders/fft_cpu.h), and each row of lanes is short enough for L2,
+    where fft_stage's passes each sweep all rows through memory."""
+    n = n1 * n2
+    y = View.dense(lw.scratch(node, rows * n * c64.itemsize), f32, (rows * n * 2,))
+    cols_load = dict(load, row=2, step=2 * n2, len=n1, rpb=n2, block=load["row"])
+    cols_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2, "step": 2 * n2, "count": n1, "rpb": n2,
+                  "block": 2 * n, "post_mode": 2}
+    rows_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * n2, "step": 2, "len": n2}
+    rows_store = dict(store, row=2, step=2 * n1, count=n2, rpb=n1, block=store["row"])
+    grid_table = _table(lw, ("four_step", n1, n2), lambda: _pairs(np.exp(
+        -2j * np.pi * np.outer(np.arange(n1), np.arange(n2)) / n)))
+    steps = [(Pass(n1, 0, n1.bit_length() - 1, inverse), rows * n2, cols_load, cols_store, src, y),
+             (Pass(n2, 0, n2.bit_length() - 1, inverse), rows * n1, rows_load, rows_store, y, dst)]
+    for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
+        tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
+        grid, group_rows = shared_grid(lw.target, prows, p.n)
+        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=False)
+        lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
+                    [(a, "r"), (b, "w"), (tw, "r"), (tw, "r"), (grid_table if i == 0 else tw, "r")],
+                    params, grid, Work("unary"))
+
+
 def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
                src: View, dst: View) -> None:
     """The passes of a length-n transform of every row, from src (as load
     says) to dst (as store says): fft_shared, Stockham passes, or Bluestein."""
+    split = _four_step_split(lw, n, load, store)
+    if split is not None:
+        _four_step(lw, node, rows, *split, inverse, load, store, src, dst)
+        return
     spectrum: View | None = None
     if factor(n) is not None:
         length, chain = n, [transform_passes(n, inverse)]

@@ -47,8 +47,10 @@ def _assert_close(got, want, x_norm, n, scale, what):
     assert (err <= bound).all(), f"{what}: row {worst} error {err[worst]:.3g} > bound {bound[worst]:.3g}"
 
 
-def _cpu_fuses_half() -> bool:
-    """Whether this device fuses rfft_post / irfft_pre into fft_shared (the CPU's groups of one thread)."""
+def _cpu_form() -> bool:
+    """Whether this device runs fft_shared's CPU form (shaders/fft_cpu.h; groups
+    of one thread): rfft_post / irfft_pre fused into it, long powers of two
+    as its four-step."""
     g = rlx.Graph()
     g.set_outputs(y=g.rfft(g.input("x", (1, 8), "f32")))
     return rlx.compile(g).target.one_thread_groups
@@ -125,7 +127,8 @@ def test_irfft_default_length_is_numpys():
 def test_algorithm_per_length():
     """One group-memory dispatch for powers of two up to 4096 and for other
     2^a 3^b 5^c up to 2048, a Stockham pass per radix for longer ones, and
-    Bluestein (two inner transforms) for the rest."""
+    Bluestein (two inner transforms) for the rest. The CPU runs powers of
+    two above 4096 as two fft_shared dispatches (the four-step)."""
     def kernels(n):
         g = rlx.Graph()
         g.set_outputs(y=g.fft(g.input("x", (2, n), "c64")))
@@ -134,7 +137,8 @@ def test_algorithm_per_length():
     assert kernels(1024) == ["fft_shared_c64"]
     assert kernels(100) == ["fft_shared_c64"]               # mixed radix 4, 5, 5 in group memory
     assert kernels(3000) == ["fft_stage_c64"] * 6           # past half the group memory: 4, 2, 3, 5, 5, 5
-    assert kernels(8192) == ["fft_stage_c64"] * 7           # 4^6 * 2
+    assert kernels(8192) == (["fft_shared_c64"] * 2 if _cpu_form()        # 128 x 64
+                             else ["fft_stage_c64"] * 7)                  # 4^6 * 2
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
     assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
 
@@ -184,14 +188,14 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
         g.set_outputs(y=g.rfft(g.transpose(x, (1, 0)) if strided else x))   # strided: read in place, stride 3
         return kernels_of(rlx.compile(g))
 
-    fused = _cpu_fuses_half()
+    fused = _cpu_form()
     shared_half = ["fft_shared_c64"] if fused else ["fft_shared_c64", "rfft_post_c64"]
     assert kernels(1024) == shared_half                                # 512 in group memory
     assert kernels(400) == shared_half                                 # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["fft_shared_c64"] * 2 + ["rfft_post_c64"]  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     assert kernels(16, strided=True) == ["fft_shared_c64"]
-    for n in (4, 6, 14, 22, 400, 8194):
+    for n in (4, 6, 14, 22, 400, 8194, 16384):   # 16384: the CPU's four-step at 8192
         x = rng.standard_normal((3, n)).astype(np.float32)
         for norm in NORMS:
             g = rlx.Graph()
@@ -214,12 +218,12 @@ def test_irfft_of_even_length_is_a_half_length_transform(rng):
         g.set_outputs(y=g.irfft(g.input("h", (3, n // 2 + 1), "c64"), n))
         return kernels_of(rlx.compile(g))
 
-    shared_half = ["fft_shared_c64"] if _cpu_fuses_half() else ["irfft_pre_c64", "fft_shared_c64"]
+    shared_half = ["fft_shared_c64"] if _cpu_form() else ["irfft_pre_c64", "fft_shared_c64"]
     assert kernels(1024) == shared_half                               # 512 in group memory
     assert kernels(400) == shared_half                                # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["irfft_pre_c64"] + ["fft_shared_c64"] * 2  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
-    for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098)):
+    for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098), (16384, 8193)):
         h = _cdata(rng, (3, bins))
         for norm in NORMS:
             g = rlx.Graph()
