@@ -6,6 +6,10 @@
 //               is read bit-reversed into group memory, then
 //               radix-4 passes (two radix-2 stages fused, half the
 //               barriers) and one radix-2 pass when log2 N is odd, in place.
+//               The CPU runs its own form (fft_cpu.h: rows across vector
+//               lanes, radix-8 passes, rfft/irfft unpacking fused, and a
+//               four-step of two dispatches for powers of two above the
+//               shared limit).
 //   fft_stage   one Stockham pass of radix 2, 3, 4 or 5 over global memory
 //               (out of place, natural order in and out: no bit reversal):
 //               N = 2^a 3^b 5^c, and powers of two above the shared limit,

@@ -3,20 +3,25 @@
 // (RLX_FFT_LANES rows a chunk, up to RLX_FFT_CPU_ROWS a group) and every
 // butterfly is a few vector instructions with no shuffles. What keeps it
 // fast (issue 19's CPU target, benchmarks/README.md "CPU: FFT"):
-// - rows in and out through an 8x8 register transpose of four complex
+// - rows in and out through 8x8 register transposes of eight complex
 //   values of eight rows (complex rows of unit step, the common case),
 //   instead of one scalar load per element and lane, whose lane-by-lane
 //   vector builds stalled on store forwarding;
 // - power-of-two lengths as radix-8 passes (three radix-2 stages in
-//   registers) after at most one radix-2 or radix-4 pass whose twiddles are
-//   all 1: a third fewer sweeps over the rows' buffer than radix 4 (eight
-//   rows of 4096 points are 256 KB, in L2, so each sweep costs bandwidth);
+//   registers) after at most one radix-2 or radix-4 pass: a third fewer
+//   sweeps over the rows' buffer than radix 4 (16 rows of 4096 points are
+//   512 KB, in L2, so each sweep costs bandwidth);
 // - AVX-512 builds 16 lanes a vector, others 8 (a 16-lane vector there is
-//   two registers' worth of work with no gain).
-// The rfft and irfft half-length forms (rfft_post / irfft_pre) fuse into
-// the store and load here: store_mode 2 unpacks the half-length transform
-// into the N / 2 + 1 bins, load_mode 3 builds the half-length spectrum.
-// Only the CPU lowering asks for those modes.
+//   two registers' worth of work with no gain);
+// - the rfft and irfft half-length forms (rfft_post / irfft_pre) fused into
+//   the store and load: store_mode 2 unpacks the half-length transform into
+//   the N / 2 + 1 bins, load_mode 3 builds the half-length spectrum (the
+//   length-2n twiddles ride in the post / pre bindings);
+// - powers of two above the shared limit as a four-step of two dispatches
+//   (rlx/lowering/fft.py _four_step): rows in blocks (src_rpb / dst_rpb),
+//   the column transforms' lanes adjacent complex values, so their loads and
+//   stores are whole vectors, and post_mul 2's per-lane twiddle table.
+// Only the CPU lowering asks for the modes and blocks.
 #define RLX_FFT_CPU_ROWS 16u   // the lowering's rows per CPU group (CPU_ROWS in rlx/lowering/fft.py)
 #define RLX_FFT_STORE_RFFT 2u  // store_mode: Z of length n -> bins 0..n of the length-2n real transform
 #define RLX_FFT_LOAD_IRFFT 3u  // load_mode: bins 0..n of a length-2n spectrum -> Z of length n

@@ -22,6 +22,12 @@ real output. Odd N and strided rfft samples run a full-length complex
 transform. Twiddle, chirp and spectrum tables are computed in float64 and
 rounded to f32 once per compile, as resident constants shared by every
 node of that length.
+
+On the CPU (groups of one thread, shaders/fft_cpu.h) fft_shared also
+unpacks rfft's bins in its store and builds irfft's half spectrum in its
+load (one dispatch where it covers N / 2), and powers of two above
+SHARED_MAX whose rows are plain complex run as a four-step of two
+fft_shared dispatches (_four_step) rather than a Stockham pass per radix.
 """
 
 from __future__ import annotations
