@@ -104,6 +104,49 @@ RLX_INLINE void rlx_fft_t8(rlx_fft_v8 *r) {
     }
 }
 
+// Radix-2 DIT stages s .. s + log2 R - 1 of a bit-reversed power-of-two
+// row on the R values x[t] = slot b0 + k + t h (h = 2^s, k < h), in
+// registers. Stage j pairs t and t + 2^j (bit j of t clear) with the
+// twiddle W_M^(k + (t mod 2^j) h), M = 2^(j+1) h, which is
+// tw[(k + (t mod 2^j) h) n / M]: one exact table entry each.
+template <uint R>
+RLX_INLINE void rlx_fft_pow2_block(rlx_fft_v *xr, rlx_fft_v *xi, const float *tw, uint n, uint s, uint k, uint inv) {
+    const uint h = 1u << s;
+    RLX_FFT_UNROLL for (uint j = 0u, half = 1u; half < R; ++j, half *= 2u) {
+        const uint scale = n >> (s + j + 1u);
+        RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+            if (t & half) continue;
+            const uint u = t & (half - 1u);
+            if (k + u > 0u) rlx_fft_vmul(xr[t + half], xi[t + half], rlx_fft_twiddle(tw, (k + u * h) * scale, inv));
+            const rlx_fft_v ar = xr[t] + xr[t + half], ai = xi[t] + xi[t + half];
+            xr[t + half] = xr[t] - xr[t + half];
+            xi[t + half] = xi[t] - xi[t + half];
+            xr[t] = ar;
+            xi[t] = ai;
+        }
+    }
+}
+
+// One pass of rlx_fft_pow2_block over the row: log2 R stages a sweep.
+template <uint R>
+static inline void rlx_fft_pow2_pass(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint s, uint inv) {
+    const uint h = 1u << s;
+    for (uint b = 0u; b < n; b += R * h) {
+        for (uint k = 0u; k < h; ++k) {
+            rlx_fft_v xr[R], xi[R];
+            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+                xr[t] = re[b + k + t * h];
+                xi[t] = im[b + k + t * h];
+            }
+            rlx_fft_pow2_block<R>(xr, xi, tw, n, s, k, inv);
+            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+                re[b + k + t * h] = xr[t];
+                im[b + k + t * h] = xi[t];
+            }
+        }
+    }
+}
+
 // Bit reversal of i < 2^bits.
 RLX_INLINE uint rlx_fft_bitrev(uint i, uint bits) {
     uint r = 0u;
@@ -128,26 +171,37 @@ RLX_INLINE void rlx_fft_load8x8(const float *const *rowp, uint i, rlx_fft_v8 *re
     }
 }
 
-// Elements 0 .. count - 1 of the chunk's rows (rows past the chunk repeat
-// a real one) into slots re[i], im[i], or at the bit reversal of i (bits > 0).
-// Loads, unlike stores, take both halves of the lanes at once: whole-vector
-// writes to the slots measured faster than two half writes (no line is
-// written twice), and sixteen read streams do not stall as stores do.
+// Elements i .. i + 7 of every lane's row (rows past the chunk repeat a
+// real one) as lane vectors re8[q], im8[q]. Loads, unlike stores (below),
+// take both halves of the lanes at once: whole-vector writes to the slots
+// measured faster than two half writes, and sixteen read streams do not
+// stall as sixteen write streams do.
+RLX_INLINE void rlx_fft_load_block(const float *const *rowp, uint i, rlx_fft_v *re8, rlx_fft_v *im8) {
+    rlx_fft_v8 r8[RLX_FFT_LANES / 8u][8], i8[RLX_FFT_LANES / 8u][8];
+    for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) rlx_fft_load8x8(rowp + 8u * h, i, r8[h], i8[h]);
+    for (uint q = 0u; q < 8u; ++q) {
+#if RLX_FFT_LANES == 16u
+        re8[q] = __builtin_shufflevector(r8[0][q], r8[1][q], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        im8[q] = __builtin_shufflevector(i8[0][q], i8[1][q], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#else
+        re8[q] = r8[0][q];
+        im8[q] = i8[0][q];
+#endif
+    }
+}
+
+// Elements 0 .. count - 1 of the chunk's rows into slots re[i], im[i], or
+// at the bit reversal of i (bits > 0).
 static inline void rlx_fft_load_rows(const float *const *rowp, uint count, uint bits, rlx_fft_v *re,
                                      rlx_fft_v *im) {
     uint i = 0u;
     for (; i + 8u <= count; i += 8u) {
-        rlx_fft_v8 r8[RLX_FFT_LANES / 8u][8], i8[RLX_FFT_LANES / 8u][8];
-        for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) rlx_fft_load8x8(rowp + 8u * h, i, r8[h], i8[h]);
+        rlx_fft_v r8[8], i8[8];
+        rlx_fft_load_block(rowp, i, r8, i8);
         for (uint q = 0u; q < 8u; ++q) {
             const uint at = bits ? rlx_fft_bitrev(i + q, bits) : i + q;
-#if RLX_FFT_LANES == 16u
-            re[at] = __builtin_shufflevector(r8[0][q], r8[1][q], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-            im[at] = __builtin_shufflevector(i8[0][q], i8[1][q], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-#else
-            re[at] = r8[0][q];
-            im[at] = i8[0][q];
-#endif
+            re[at] = r8[q];
+            im[at] = i8[q];
         }
     }
     for (; i < count; ++i) {
@@ -155,6 +209,35 @@ static inline void rlx_fft_load_rows(const float *const *rowp, uint count, uint 
         for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
             re[at][l] = rowp[l][2u * i];
             im[at][l] = rowp[l][2u * i + 1u];
+        }
+    }
+}
+
+// The bit-reversed load of an n = 2^bits row with its first log2 R stages
+// done on the way (saving the sweep over the row they would take): slots
+// r(e) .. r(e) + R - 1 (r: bit reversal, e < n / R) hold the R-point DFT of
+// elements e + j n / R, j < R (rlx_fft_pow2_block on them in bit-reversed
+// order of j). Needs n / R >= 8; tw is the length-n table.
+template <uint R>
+static inline void rlx_fft_load_first(const float *const *rowp, const float *tw, uint n, uint bits, uint inv,
+                                      rlx_fft_v *re, rlx_fft_v *im) {
+    const uint part = n / R, rbits = R == 2u ? 1u : (R == 4u ? 2u : 3u);
+    for (uint i = 0u; i < part; i += 8u) {
+        rlx_fft_v r8[R][8], i8[R][8];
+        RLX_FFT_UNROLL for (uint j = 0u; j < R; ++j) rlx_fft_load_block(rowp, i + j * part, r8[j], i8[j]);
+        for (uint q = 0u; q < 8u; ++q) {
+            rlx_fft_v xr[R], xi[R];
+            RLX_FFT_UNROLL for (uint j = 0u; j < R; ++j) {
+                const uint t = rlx_fft_bitrev(j, rbits);
+                xr[t] = r8[j][q];
+                xi[t] = i8[j][q];
+            }
+            rlx_fft_pow2_block<R>(xr, xi, tw, n, 0u, 0u, inv);
+            const uint at = rlx_fft_bitrev(i + q, bits);
+            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+                re[at + t] = xr[t];
+                im[at + t] = xi[t];
+            }
         }
     }
 }
@@ -249,8 +332,8 @@ RLX_INLINE bool rlx_fft_columns(uint row, uint rpb, uint row0, uint nrows) {
 // Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
 // nrows zero or a copy), element i at slot i, or at its bit reversal with
 // `reversed`. load_mode 3 (the CPU's fused irfft_pre) is handled by the caller.
-static inline void rlx_fft_load_lanes(const float *src, const float *pre, const FftParams *p, uint row0,
-                                      uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
+static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const float *pre, const FftParams *p,
+                                      uint row0, uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
     const uint n = p->n, bits = reversed ? p->span : 0u;
     const float *rowp[RLX_FFT_LANES];
     if (p->load_mode == 0u && p->pre_mul == 0u && p->src_len == n && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
@@ -259,11 +342,20 @@ static inline void rlx_fft_load_lanes(const float *src, const float *pre, const 
             const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
             rlx_fft_split(at + (uint64_t)i * p->src_step, re[s], im[s]);
         }
-        return;
+        return 0u;
     }
     if (rlx_fft_row_ptrs(src, p, row0, nrows, rowp)) {
+        // The stages rlx_fft_pow2_lanes would do first: its radix-2 or
+        // radix-4 pass, or its first radix-8 pass.
+        const uint first = bits % 3u == 0u ? 3u : bits % 3u;
+        if (reversed && (n >> first) >= 8u) {
+            if (first == 1u) rlx_fft_load_first<2u>(rowp, tw, n, bits, p->inverse, re, im);
+            if (first == 2u) rlx_fft_load_first<4u>(rowp, tw, n, bits, p->inverse, re, im);
+            if (first == 3u) rlx_fft_load_first<8u>(rowp, tw, n, bits, p->inverse, re, im);
+            return first;
+        }
         rlx_fft_load_rows(rowp, n, bits, re, im);
-        return;
+        return 0u;
     }
     // Any other layout: element by element through the shared load helper,
     // into a lane-major float image of the vectors (whole vectors are read
@@ -283,6 +375,7 @@ static inline void rlx_fft_load_lanes(const float *src, const float *pre, const 
             fim[at] = v.im;
         }
     }
+    return 0u;
 }
 
 // The fused irfft_pre (load_mode 3): bin k < src_avail of row l (bins 0 and
@@ -443,52 +536,17 @@ static inline void rlx_fft_mixed_lanes(const FftParams *p, const float *tw, rlx_
     *out_im = fi;
 }
 
-// Radix-2 DIT stages s .. s + log2 R - 1 of a bit-reversed power-of-two
-// row in registers (one pass over the row for log2 R stages): for each
-// k < h = 2^s, the R values at b0 + t h. Stage j pairs t and t + 2^j (bit j
-// of t clear) with the twiddle W_M^(k + (t mod 2^j) h), M = 2^(j+1) h,
-// which is tw[(k + (t mod 2^j) h) n / M]: one exact table entry each.
-template <uint R>
-static inline void rlx_fft_pow2_pass(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint s, uint inv) {
-    const uint h = 1u << s;
-    for (uint b = 0u; b < n; b += R * h) {
-        for (uint k = 0u; k < h; ++k) {
-            rlx_fft_v xr[R], xi[R];
-            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
-                xr[t] = re[b + k + t * h];
-                xi[t] = im[b + k + t * h];
-            }
-            RLX_FFT_UNROLL for (uint j = 0u, half = 1u; half < R; ++j, half *= 2u) {
-                const uint scale = n >> (s + j + 1u);
-                RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
-                    if (t & half) continue;
-                    const uint u = t & (half - 1u);
-                    if (s + j > 0u) rlx_fft_vmul(xr[t + half], xi[t + half], rlx_fft_twiddle(tw, (k + u * h) * scale, inv));
-                    const rlx_fft_v ar = xr[t] + xr[t + half], ai = xi[t] + xi[t + half];
-                    xr[t + half] = xr[t] - xr[t + half];
-                    xi[t + half] = xi[t] - xi[t + half];
-                    xr[t] = ar;
-                    xi[t] = ai;
-                }
-            }
-            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
-                re[b + k + t * h] = xr[t];
-                im[b + k + t * h] = xi[t];
-            }
-        }
-    }
-}
-
 // A bit-reversed power-of-two row (n = 2^bits) to natural order in place:
 // radix-8 passes (three stages a sweep over the row of lanes, which lives
 // in L2 from 1024 points: a third fewer sweeps than radix 4; radix 16
 // measured no faster, its 32 vectors spilling), the leftover stages first
-// as one radix-2 or radix-4 pass.
-static inline void rlx_fft_pow2_lanes(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint bits, uint inv) {
-    const uint rem = bits % 3u;
-    if (rem == 1u) rlx_fft_pow2_pass<2u>(re, im, tw, n, 0u, inv);
-    if (rem == 2u) rlx_fft_pow2_pass<4u>(re, im, tw, n, 0u, inv);
-    for (uint s = rem; s < bits; s += 3u) rlx_fft_pow2_pass<8u>(re, im, tw, n, s, inv);
+// as one radix-2 or radix-4 pass (or in the load: rlx_fft_load_first).
+static inline void rlx_fft_pow2_lanes(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint bits, uint inv,
+                                      uint done) {
+    const uint rem = bits % 3u;   // done: the leading stages the load did (0: none)
+    if (rem == 1u && done == 0u) rlx_fft_pow2_pass<2u>(re, im, tw, n, 0u, inv);
+    if (rem == 2u && done == 0u) rlx_fft_pow2_pass<4u>(re, im, tw, n, 0u, inv);
+    for (uint s = done > rem ? done : rem; s < bits; s += 3u) rlx_fft_pow2_pass<8u>(re, im, tw, n, s, inv);
 }
 
 // fft_shared on the CPU for the group's rows row0 .. row0 + nrows - 1,
@@ -501,13 +559,14 @@ static inline void rlx_fft_shared_rows(const float *src, float *dst, const float
     for (uint c = 0u; c < nrows; c += RLX_FFT_LANES) {
         const uint rows = nrows - c < RLX_FFT_LANES ? nrows - c : RLX_FFT_LANES;
         rlx_fft_v *re = b->re, *im = b->im;
+        uint done = 0u;   // leading stages the load did
         if (p->load_mode == RLX_FFT_LOAD_IRFFT) {
             rlx_fft_load_irfft(src, pre, p, row0 + c, rows, pow2, b->re2, b->im2, re, im);
         } else {
-            rlx_fft_load_lanes(src, pre, p, row0 + c, rows, pow2, re, im);
+            done = rlx_fft_load_lanes(src, tw, pre, p, row0 + c, rows, pow2, re, im);
         }
         if (pow2) {
-            rlx_fft_pow2_lanes(re, im, tw, p->n, p->span, p->inverse);
+            rlx_fft_pow2_lanes(re, im, tw, p->n, p->span, p->inverse, done);
         } else {
             rlx_fft_mixed_lanes(p, tw, b->re, b->im, b->re2, b->im2, &re, &im);
         }
