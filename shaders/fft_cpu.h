@@ -360,17 +360,18 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
     // Any other layout: element by element through the shared load helper,
     // into a lane-major float image of the vectors (whole vectors are read
     // only after all lanes are written: no store-forwarding stalls).
-    // Each lane's row through a copy of the params that puts it at row 0
-    // (the four-step's blocks included).
+    // Each lane's row through a copy of the params that reads it at row 0
+    // of a pointer to its first float (the four-step's blocks included).
     float *fre = (float *)re, *fim = (float *)im;
     FftParams q = *p;
+    q.src_offset = 0u;
     q.src_row = 0u;
     q.src_rpb = 0u;
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-        q.src_offset = l < nrows ? (uint)rlx_fft_src_at(p, row0 + l) : 0u;
+        const float *row = src + (l < nrows ? rlx_fft_src_at(p, row0 + l) : 0u);
         for (uint i = 0u; i < n; ++i) {
             const uint at = (reversed ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES + l;
-            const rlx_cf v = l < nrows ? rlx_fft_load(src, pre, &q, 0u, i) : rlx_cf_make(0.0f, 0.0f);
+            const rlx_cf v = l < nrows ? rlx_fft_load(row, pre, &q, 0u, i) : rlx_cf_make(0.0f, 0.0f);
             fre[at] = v.re;
             fim[at] = v.im;
         }
@@ -473,13 +474,15 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         return;
     }
     // Anything else element by element, each lane's row at row 0 of a copy
-    // of the params (post_mul 2 is only asked for with the columns above).
+    // of the params and a pointer to its first float (post_mul 2 is only
+    // asked for with the columns above).
     FftParams q = *p;
+    q.dst_offset = 0u;
     q.dst_row = 0u;
     q.dst_rpb = 0u;
     for (uint l = 0u; l < nrows; ++l) {
-        q.dst_offset = (uint)rlx_fft_dst_at(p, row0 + l);
-        for (uint k = 0u; k < n; ++k) rlx_fft_store(dst, post, &q, 0u, k, rlx_cf_make(re[k][l], im[k][l]));
+        float *row = dst + rlx_fft_dst_at(p, row0 + l);
+        for (uint k = 0u; k < n; ++k) rlx_fft_store(row, post, &q, 0u, k, rlx_cf_make(re[k][l], im[k][l]));
     }
 }
 
