@@ -34,6 +34,18 @@ typedef float rlx_fft_v __attribute__((vector_size(64)));
 typedef float rlx_fft_v __attribute__((vector_size(32)));
 #endif
 typedef float rlx_fft_v8 __attribute__((vector_size(32)));
+// Two-operand shuffles of 8- and 16-float vectors (the result as wide as the
+// operands): clang and GCC 12+ take the indices as arguments; older GCC has
+// only __builtin_shuffle, with an index vector of the operands' width.
+#if defined(__clang__) || !defined(__GNUC__) || __GNUC__ >= 12
+#define RLX_FFT_SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#define RLX_FFT_SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int rlx_fft_i8 __attribute__((vector_size(32)));
+typedef int rlx_fft_i16 __attribute__((vector_size(64)));
+#define RLX_FFT_SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (rlx_fft_i8){__VA_ARGS__})
+#define RLX_FFT_SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (rlx_fft_i16){__VA_ARGS__})
+#endif
 // The butterflies' loops over a pass's R values unrolled, so the values stay
 // in registers (rolled, the pass took twice the time).
 #if defined(__clang__)
@@ -97,8 +109,8 @@ RLX_INLINE void rlx_fft_t8(rlx_fft_v8 *r) {
     for (int s = 0; s < 3; ++s) {
         rlx_fft_v8 t[8];
         for (int i = 0; i < 4; ++i) {
-            t[2 * i] = __builtin_shufflevector(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
-            t[2 * i + 1] = __builtin_shufflevector(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
+            t[2 * i] = RLX_FFT_SHUFFLE8(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
+            t[2 * i + 1] = RLX_FFT_SHUFFLE8(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
         }
         for (int i = 0; i < 8; ++i) r[i] = t[i];
     }
@@ -179,14 +191,11 @@ RLX_INLINE void rlx_fft_load8x8(const float *const *rowp, uint i, rlx_fft_v8 *re
 RLX_INLINE void rlx_fft_load_block(const float *const *rowp, uint i, rlx_fft_v *re8, rlx_fft_v *im8) {
     rlx_fft_v8 r8[RLX_FFT_LANES / 8u][8], i8[RLX_FFT_LANES / 8u][8];
     for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) rlx_fft_load8x8(rowp + 8u * h, i, r8[h], i8[h]);
-    for (uint q = 0u; q < 8u; ++q) {
-#if RLX_FFT_LANES == 16u
-        re8[q] = __builtin_shufflevector(r8[0][q], r8[1][q], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        im8[q] = __builtin_shufflevector(i8[0][q], i8[1][q], 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-#else
-        re8[q] = r8[0][q];
-        im8[q] = i8[0][q];
-#endif
+    for (uint q = 0u; q < 8u; ++q) {   // the halves side by side
+        for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) {
+            memcpy((float *)&re8[q] + 8u * h, &r8[h][q], sizeof(rlx_fft_v8));
+            memcpy((float *)&im8[q] + 8u * h, &i8[h][q], sizeof(rlx_fft_v8));
+        }
     }
 }
 
@@ -307,20 +316,20 @@ RLX_INLINE void rlx_fft_split(const float *at, rlx_fft_v &re, rlx_fft_v &im) {
     memcpy(&a, at, sizeof a);
     memcpy(&b, at + RLX_FFT_LANES, sizeof b);
 #if RLX_FFT_LANES == 16u
-    re = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    im = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    re = RLX_FFT_SHUFFLE16(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    im = RLX_FFT_SHUFFLE16(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 #else
-    re = __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
-    im = __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+    re = RLX_FFT_SHUFFLE8(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+    im = RLX_FFT_SHUFFLE8(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
 #endif
 }
 RLX_INLINE void rlx_fft_merge(float *at, rlx_fft_v re, rlx_fft_v im) {
 #if RLX_FFT_LANES == 16u
-    const rlx_fft_v a = __builtin_shufflevector(re, im, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const rlx_fft_v b = __builtin_shufflevector(re, im, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const rlx_fft_v a = RLX_FFT_SHUFFLE16(re, im, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const rlx_fft_v b = RLX_FFT_SHUFFLE16(re, im, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 #else
-    const rlx_fft_v a = __builtin_shufflevector(re, im, 0, 8, 1, 9, 2, 10, 3, 11);
-    const rlx_fft_v b = __builtin_shufflevector(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
+    const rlx_fft_v a = RLX_FFT_SHUFFLE8(re, im, 0, 8, 1, 9, 2, 10, 3, 11);
+    const rlx_fft_v b = RLX_FFT_SHUFFLE8(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
 #endif
     memcpy(at, &a, sizeof a);
     memcpy(at + RLX_FFT_LANES, &b, sizeof b);
