@@ -6,6 +6,10 @@
 //               is read bit-reversed into group memory, then
 //               radix-4 passes (two radix-2 stages fused, half the
 //               barriers) and one radix-2 pass when log2 N is odd, in place.
+//               The CPU runs its own form (fft_cpu.h: rows across vector
+//               lanes, radix-8 passes, rfft/irfft unpacking fused, and a
+//               four-step of two dispatches for powers of two above the
+//               shared limit).
 //   fft_stage   one Stockham pass of radix 2, 3, 4 or 5 over global memory
 //               (out of place, natural order in and out: no bit reversal):
 //               N = 2^a 3^b 5^c, and powers of two above the shared limit,
@@ -58,6 +62,11 @@ struct FftParams {
     uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
     uint passes;     // fft_shared, mixed radix (radix 1): the passes whose radices span holds
     uint pad0;
+    // The CPU's four-step form of long powers of two (fft_cpu.h; 0 elsewhere):
+    // rows come in blocks of *_rpb rows, *_block floats apart, so row r
+    // starts at (r / rpb) * block + (r % rpb) * row; post_mul 2 multiplies
+    // output k of row r by post[k * dst_rpb + r % dst_rpb].
+    uint src_rpb, src_block, dst_rpb, dst_block;
 };
 
 struct rlx_cf { float re, im; };
@@ -225,174 +234,7 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
 }
 
 #ifdef RLX_TARGET_CPU
-#define RLX_FFT_CPU_ROWS 8u
-typedef float rlx_fft_v8 __attribute__((vector_size(32)));
-
-// v * w for eight complex lanes (re, im) and one complex scalar w.
-RLX_INLINE void rlx_fft_v8_mul(rlx_fft_v8 &re, rlx_fft_v8 &im, rlx_cf w) {
-    const rlx_fft_v8 r = re * w.re - im * w.im;
-    im = re * w.im + im * w.re;
-    re = r;
-}
-
-// rlx_fft_dft for eight rows at once (lanes), radix 2, 3, 4 or 5, in place.
-RLX_INLINE void rlx_fft_dft_v8(rlx_fft_v8 *xr, rlx_fft_v8 *xi, uint radix, uint inverse) {
-    const float sg = inverse ? 1.0f : -1.0f;
-    if (radix == 2u) {
-        const rlx_fft_v8 ar = xr[0] + xr[1], ai = xi[0] + xi[1];
-        xr[1] = xr[0] - xr[1]; xi[1] = xi[0] - xi[1];
-        xr[0] = ar; xi[0] = ai;
-    } else if (radix == 4u) {
-        const rlx_fft_v8 ar = xr[0] + xr[2], ai = xi[0] + xi[2], br = xr[0] - xr[2], bi = xi[0] - xi[2];
-        const rlx_fft_v8 cr = xr[1] + xr[3], ci = xi[1] + xi[3];
-        const rlx_fft_v8 dr = -sg * (xi[1] - xi[3]), di = sg * (xr[1] - xr[3]);   // i sg (x1 - x3)
-        xr[0] = ar + cr; xi[0] = ai + ci;
-        xr[2] = ar - cr; xi[2] = ai - ci;
-        xr[1] = br + dr; xi[1] = bi + di;
-        xr[3] = br - dr; xi[3] = bi - di;
-    } else if (radix == 3u) {
-        const rlx_fft_v8 t1r = xr[1] + xr[2], t1i = xi[1] + xi[2], t2r = xr[1] - xr[2], t2i = xi[1] - xi[2];
-        const rlx_fft_v8 mr = xr[0] - 0.5f * t1r, mi = xi[0] - 0.5f * t1i;
-        const float c = 0.86602540378443865f;
-        const rlx_fft_v8 rr = -sg * c * t2i, ri = sg * c * t2r;
-        xr[0] = xr[0] + t1r; xi[0] = xi[0] + t1i;
-        xr[1] = mr + rr; xi[1] = mi + ri;
-        xr[2] = mr - rr; xi[2] = mi - ri;
-    } else {
-        const float c1 = 0.30901699437494742f, c2 = -0.80901699437494742f;
-        const float s1 = 0.95105651629515357f, s2 = 0.58778525229247313f;
-        const rlx_fft_v8 t1r = xr[1] + xr[4], t1i = xi[1] + xi[4], t2r = xr[2] + xr[3], t2i = xi[2] + xi[3];
-        const rlx_fft_v8 t3r = xr[1] - xr[4], t3i = xi[1] - xi[4], t4r = xr[2] - xr[3], t4i = xi[2] - xi[3];
-        const rlx_fft_v8 m1r = xr[0] + (t1r * c1 + t2r * c2), m1i = xi[0] + (t1i * c1 + t2i * c2);
-        const rlx_fft_v8 m2r = xr[0] + (t1r * c2 + t2r * c1), m2i = xi[0] + (t1i * c2 + t2i * c1);
-        const rlx_fft_v8 u1r = t3r * s1 + t4r * s2, u1i = t3i * s1 + t4i * s2;   // then times i sg
-        const rlx_fft_v8 u2r = t3r * s2 - t4r * s1, u2i = t3i * s2 - t4i * s1;
-        const rlx_fft_v8 n1r = -sg * u1i, n1i = sg * u1r, n2r = -sg * u2i, n2i = sg * u2r;
-        xr[0] = xr[0] + (t1r + t2r); xi[0] = xi[0] + (t1i + t2i);
-        xr[1] = m1r + n1r; xi[1] = m1i + n1i;
-        xr[4] = m1r - n1r; xi[4] = m1i - n1i;
-        xr[2] = m2r + n2r; xi[2] = m2i + n2i;
-        xr[3] = m2r - n2r; xi[3] = m2i - n2i;
-    }
-}
-
-// Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
-// nrows zero), element i at slot i, or at its bit reversal with
-// `reversed`; and the lanes back out through the store helper.
-static inline void rlx_fft_load_lanes(const float *src, const float *pre, const FftParams *p, uint row0,
-                                      uint nrows, bool reversed, rlx_fft_v8 *re, rlx_fft_v8 *im) {
-    const uint n = p->n;
-    for (uint i = 0u, r = 0u; i < n; ++i) {
-        rlx_fft_v8 vr = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, vi = vr;
-        for (uint l = 0u; l < nrows; ++l) {
-            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + l, i);
-            vr[l] = v.re;
-            vi[l] = v.im;
-        }
-        const uint at = reversed ? r : i;
-        re[at] = vr;
-        im[at] = vi;
-        uint bit = n >> 1u;   // r + 1 in reversed bit order (used for powers of two only)
-        while (bit && (r & bit)) { r ^= bit; bit >>= 1u; }
-        r |= bit;
-    }
-}
-
-static inline void rlx_fft_store_lanes(float *dst, const float *post, const FftParams *p, uint row0, uint nrows,
-                                       const rlx_fft_v8 *re, const rlx_fft_v8 *im) {
-    for (uint k = 0u; k < p->n; ++k) {
-        const rlx_fft_v8 vr = re[k], vi = im[k];
-        for (uint l = 0u; l < nrows; ++l) rlx_fft_store(dst, post, p, row0 + l, k, rlx_cf_make(vr[l], vi[l]));
-    }
-}
-
-// The mixed-radix form (radix == 1) for eight rows at once: the
-// generic path's Stockham passes on lane vectors, ping-pong between
-// (re, im) and a second per-thread pair.
-static inline void rlx_fft_mixed_rows(const float *src, float *dst, const float *tw, const float *pre,
-                                      const float *post, const FftParams *p, uint row0, uint nrows,
-                                      rlx_fft_v8 *re, rlx_fft_v8 *im) {
-    alignas(32) static thread_local rlx_fft_v8 re2_tls[RLX_FFT_SHARED_MAX], im2_tls[RLX_FFT_SHARED_MAX];
-    rlx_fft_v8 *const re2 = re2_tls, *const im2 = im2_tls;
-    const uint n = p->n, inv = p->inverse;
-    rlx_fft_load_lanes(src, pre, p, row0, nrows, false, re, im);
-    rlx_fft_v8 *fr = re, *fi = im, *tr = re2, *ti = im2;
-    uint span = 1u;
-    for (uint q = 0u; q < p->passes; ++q) {
-        const uint radix = (p->span >> (3u * q)) & 7u, m = n / radix, tstride = n / (span * radix);
-        for (uint j = 0u; j < m; ++j) {
-            const uint k = j % span;
-            rlx_fft_v8 xr[5], xi[5];
-            for (uint r = 0u; r < radix; ++r) {
-                xr[r] = fr[j + r * m];
-                xi[r] = fi[j + r * m];
-                if (r > 0u && k > 0u) rlx_fft_v8_mul(xr[r], xi[r], rlx_fft_twiddle(tw, r * k * tstride, inv));
-            }
-            rlx_fft_dft_v8(xr, xi, radix, inv);
-            const uint out0 = (j - k) * radix + k;
-            for (uint r = 0u; r < radix; ++r) {
-                tr[out0 + r * span] = xr[r];
-                ti[out0 + r * span] = xi[r];
-            }
-        }
-        rlx_fft_v8 *t = fr; fr = tr; tr = t;
-        t = fi; fi = ti; ti = t;
-        span *= radix;
-    }
-    rlx_fft_store_lanes(dst, post, p, row0, nrows, fr, fi);
-}
-
-// fft_shared on the CPU for up to RLX_FFT_CPU_ROWS rows at once, one row
-// per vector lane: the same bit-reversed load, radix-4 and radix-2 passes
-// and store as the kernel below, with every butterfly eight rows wide (the
-// CPU runs a group on one thread, so a row at a time left its vector units
-// idle: 3.5-5x scipy.fft's time). The rows live in a per-thread buffer:
-// eight rows of the largest length are 256 KB, too much for a stack.
-static inline void rlx_fft_shared_rows(const float *src, float *dst, const float *tw, const float *pre,
-                                       const float *post, const FftParams *p, uint row0, uint nrows) {
-    alignas(32) static thread_local rlx_fft_v8 re_tls[RLX_FFT_SHARED_MAX], im_tls[RLX_FFT_SHARED_MAX];
-    rlx_fft_v8 *const re = re_tls, *const im = im_tls;   // the TLS lookup once, not per access
-    const uint n = p->n, bits = p->span, inv = p->inverse;
-    if (p->radix == 1u) {
-        rlx_fft_mixed_rows(src, dst, tw, pre, post, p, row0, nrows, re, im);
-        return;
-    }
-    rlx_fft_load_lanes(src, pre, p, row0, nrows, true, re, im);
-    uint s = 0u;
-    for (; s + 2u <= bits; s += 2u) {
-        const uint h = 1u << s, sa = n >> (s + 1u), sb = n >> (s + 2u);
-        for (uint j = 0u; j < (n >> 2u); ++j) {
-            const uint k = j & (h - 1u);
-            const uint i0 = ((j >> s) << (s + 2u)) + k, i1 = i0 + h, i2 = i1 + h, i3 = i2 + h;
-            const rlx_cf wa = rlx_fft_twiddle(tw, k * sa, inv), wb = rlx_fft_twiddle(tw, k * sb, inv);
-            const rlx_cf wc = rlx_cf_turn(wb, inv ? 1.0f : -1.0f);
-            rlx_fft_v8 t1r = re[i1], t1i = im[i1], t3r = re[i3], t3i = im[i3];
-            rlx_fft_v8_mul(t1r, t1i, wa);
-            rlx_fft_v8_mul(t3r, t3i, wa);
-            const rlx_fft_v8 a0r = re[i0] + t1r, a0i = im[i0] + t1i, a1r = re[i0] - t1r, a1i = im[i0] - t1i;
-            rlx_fft_v8 a2r = re[i2] + t3r, a2i = im[i2] + t3i, a3r = re[i2] - t3r, a3i = im[i2] - t3i;
-            rlx_fft_v8_mul(a2r, a2i, wb);
-            rlx_fft_v8_mul(a3r, a3i, wc);
-            re[i0] = a0r + a2r; im[i0] = a0i + a2i;
-            re[i2] = a0r - a2r; im[i2] = a0i - a2i;
-            re[i1] = a1r + a3r; im[i1] = a1i + a3i;
-            re[i3] = a1r - a3r; im[i3] = a1i - a3i;
-        }
-    }
-    if (s < bits) {
-        const uint h = 1u << s, sa = n >> (s + 1u);
-        for (uint j = 0u; j < (n >> 1u); ++j) {
-            const uint k = j & (h - 1u);
-            const uint i0 = ((j >> s) << (s + 1u)) + k, i1 = i0 + h;
-            rlx_fft_v8 tr = re[i1], ti = im[i1];
-            rlx_fft_v8_mul(tr, ti, rlx_fft_twiddle(tw, k * sa, inv));
-            const rlx_fft_v8 x0r = re[i0], x0i = im[i0];
-            re[i0] = x0r + tr; im[i0] = x0i + ti;
-            re[i1] = x0r - tr; im[i1] = x0i - ti;
-        }
-    }
-    rlx_fft_store_lanes(dst, post, p, row0, nrows, re, im);
-}
+#include "fft_cpu.h"
 #endif
 
 template <typename T>
@@ -409,7 +251,7 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
     const uint n = p->n, bits = p->span, inv = p->inverse, swz = p->swizzle;
     const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
 #ifdef RLX_TARGET_CPU
-    if (gr <= RLX_FFT_CPU_ROWS && gr > 1u && !swz) {   // the lowering's CPU grid: rows across vector lanes
+    if (gr <= RLX_FFT_CPU_ROWS && !swz) {   // the lowering's CPU grid: rows across vector lanes (fft_cpu.h)
         (void)sre, (void)sim, (void)n, (void)bits, (void)inv;
         rlx_fft_shared_rows(src, dst, tw, pre, post, p, row0, rows_here);
         return;

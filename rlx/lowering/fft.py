@@ -22,6 +22,12 @@ real output. Odd N and strided rfft samples run a full-length complex
 transform. Twiddle, chirp and spectrum tables are computed in float64 and
 rounded to f32 once per compile, as resident constants shared by every
 node of that length.
+
+On the CPU (groups of one thread, shaders/fft_cpu.h) fft_shared also
+unpacks rfft's bins in its store and builds irfft's half spectrum in its
+load (one dispatch where it covers N / 2), and powers of two above
+SHARED_MAX whose rows are plain complex run as a four-step of two
+fft_shared dispatches (_four_step) rather than a Stockham pass per radix.
 """
 
 from __future__ import annotations
@@ -147,27 +153,30 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
     fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
               load["len"], load.get("herm_n", 0), load.get("avail", 0), int(load.get("pre") is not None),
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
-              int(store.get("post") is not None)]
-    return struct.pack("<19If4I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
-                       int(swizzle), p.count, 0)
+              store.get("post_mode", int(store.get("post") is not None))]
+    blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0)]
+    return struct.pack("<19If8I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
+                       int(swizzle), p.count, 0, *P.u32_fields(node, blocks))
 
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
-CPU_ROWS = 8           # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS: one per lane of an 8-float vector)
+CPU_ROWS = 16          # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS, shaders/fft_cpu.h: one per vector lane)
+# fft_shared's CPU-only modes (shaders/fft_cpu.h): rfft_post fused into the
+# store, irfft_pre into the load.
+STORE_RFFT, LOAD_IRFFT = 2, 3
 
 
 def shared_grid(target, rows: int, n: int, capacity: int = SHARED_MAX
                 ) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
     """(grid, rows per group) of fft_shared. The CPU runs a group on one
-    thread, CPU_ROWS rows a group (one per vector lane) once there are that
-    many. A GPU group takes as many rows as fill its group memory
+    thread, up to CPU_ROWS rows a group (one per vector lane). A GPU group takes as many rows as fill its group memory
     (``capacity`` points), fewer where that would leave fewer than two groups
     per compute unit, with up to SHARED_THREADS threads: each group's
     memory is sized for SHARED_MAX points whatever n is, so a core holds
     the same number of groups at every n and short rows alone would starve
     it of threads (a row of 256 points has 64 butterflies)."""
-    if target.one_thread_groups:   # eight rows a group, one per vector lane (shaders/fft.h rlx_fft_shared_rows)
-        group_rows = CPU_ROWS if rows >= CPU_ROWS else 1
+    if target.one_thread_groups:   # up to CPU_ROWS rows a group, one per vector lane (shaders/fft_cpu.h)
+        group_rows = min(rows, CPU_ROWS)
         return ((-(-rows // group_rows), 1, 1), (1, 1, 1)), group_rows
     group_rows = max(1, min(capacity // n, rows // (2 * max(target.compute_units, 1))))
     width = max(target.simd_width, 1)
@@ -231,6 +240,9 @@ def _fft(lw: Lowering, node: Node) -> View:
         # Half length: x read as n / 2 complex values, unpacked by rfft_post.
         m = n // 2
         packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m)
+        if _fuses_half(lw, m):   # the CPU unpacks in fft_shared's store
+            _fused_half(lw, node, rows, m, False, packed, dict(store, mode=STORE_RFFT), x, out, n)
+            return out
         z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
         plain = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "count": m}
         _transform(lw, node, rows, m, False, packed, plain, x, z)
@@ -244,24 +256,102 @@ def _fft(lw: Lowering, node: Node) -> View:
         # Half length: the spectrum of x packed in pairs, then its length n / 2 inverse
         # stored as complex pairs straight into the real output (twice the full scale).
         m = n // 2
+        packed_store = {"mode": STORE_COMPLEX, "offset": out.offset, "row": n, "step": 2, "count": m,
+                        "scale": 2.0 * store["scale"]}
+        if _fuses_half(lw, m):   # the CPU builds the half-length spectrum in fft_shared's load
+            half = dict(load, mode=LOAD_IRFFT, len=m)
+            _fused_half(lw, node, rows, m, True, half, packed_store, x, out, n)
+            return out
         z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
         tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
         params = struct.pack("<8I", *P.u32_fields(node, [m, rows, x_offset, x_row, x_step, x_node.shape[-1], 0, 0]))
         lw.dispatch(f"{node!r} (the half-length spectrum)", "irfft_pre_c64", [(x, "r"), (z, "w"), (tw, "r")],
                     params, lw.target.elementwise_grid(rows * m, scalar=True), Work("unary"))
         packed_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "len": m}
-        packed_store = {"mode": STORE_COMPLEX, "offset": out.offset, "row": n, "step": 2, "count": m,
-                        "scale": 2.0 * store["scale"]}
         _transform(lw, node, rows, m, True, packed_load, packed_store, z, out)
         return out
     _transform(lw, node, rows, n, inverse, load, store, x, out)
     return out
 
 
+def _fuses_half(lw: Lowering, m: int) -> bool:
+    """Whether the half-length rfft / irfft of length 2m fuses its unpacking
+    into one fft_shared dispatch: on the CPU, when fft_shared alone covers m."""
+    if not lw.target.one_thread_groups or factor(m) is None:
+        return False
+    passes = transform_passes(m, False)
+    return len(passes) == 1 and passes[0].radix in (0, 1)
+
+
+def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load: dict, store: dict,
+                src: View, dst: View, n: int) -> None:
+    """One fft_shared dispatch of the length-m transform whose store unpacks
+    rfft's bins (STORE_RFFT) or whose load builds irfft's half-length
+    spectrum (LOAD_IRFFT); the length-n twiddles ride in the pre and post
+    bindings, which those modes read instead of multiplying by them."""
+    (p,) = transform_passes(m, inverse)
+    tw = _table(lw, ("twiddles", m), lambda: twiddles(m))
+    half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
+    capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
+    grid, group_rows = shared_grid(lw.target, rows, m, capacity)
+    params = fft_params(node, p, rows, load, store, group_rows, swizzle=False)
+    lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
+                [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, Work("unary"))
+
+
+def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
+    """(n1, n2), n = n1 n2, when the CPU runs a power of two above
+    SHARED_MAX as two fft_shared dispatches (the four-step): complex rows of
+    unit step in and out, read and written whole, and both factors within
+    fft_shared and multiples of CPU_ROWS (every group of lanes lies in one
+    block of columns)."""
+    if not lw.target.one_thread_groups or n & (n - 1) or n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
+        return None
+    if (load["mode"] != LOAD_COMPLEX or load["step"] != 2 or load.get("pre") is not None or load["len"] != n
+            or store["mode"] != STORE_COMPLEX or store["step"] != 2 or store.get("post") is not None
+            or store["count"] != n):
+        return None
+    n2 = 1 << ((n.bit_length() - 1) // 2)
+    return n // n2, n2
+
+
+def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: bool, load: dict, store: dict,
+               src: View, dst: View) -> None:
+    """A length-n = n1 n2 transform as x[j1 n2 + j2] -> columns: the n2
+    length-n1 transforms over j1 (lanes over adjacent j2), each output k1
+    times exp(-+2 pi i j2 k1 / n) into Y[k1, j2] -> rows: the n1 length-n2
+    transforms of Y's rows (lanes over adjacent k1), output k1 + n1 k2 of
+    the row. Both dispatches read and write vectors of adjacent lanes
+    (shaders/fft_cpu.h), and each row of lanes is short enough for L2,
+    where fft_stage's passes each sweep all rows through memory."""
+    n = n1 * n2
+    y = View.dense(lw.scratch(node, rows * n * c64.itemsize), f32, (rows * n * 2,))
+    cols_load = dict(load, row=2, step=2 * n2, len=n1, rpb=n2, block=load["row"])
+    cols_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2, "step": 2 * n2, "count": n1, "rpb": n2,
+                  "block": 2 * n, "post_mode": 2}
+    rows_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * n2, "step": 2, "len": n2}
+    rows_store = dict(store, row=2, step=2 * n1, count=n2, rpb=n1, block=store["row"])
+    grid_table = _table(lw, ("four_step", n1, n2), lambda: _pairs(np.exp(
+        -2j * np.pi * np.outer(np.arange(n1), np.arange(n2)) / n)))
+    steps = [(Pass(n1, 0, n1.bit_length() - 1, inverse), rows * n2, cols_load, cols_store, src, y),
+             (Pass(n2, 0, n2.bit_length() - 1, inverse), rows * n1, rows_load, rows_store, y, dst)]
+    for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
+        tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
+        grid, group_rows = shared_grid(lw.target, prows, p.n)
+        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=False)
+        lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
+                    [(a, "r"), (b, "w"), (tw, "r"), (tw, "r"), (grid_table if i == 0 else tw, "r")],
+                    params, grid, Work("unary"))
+
+
 def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
                src: View, dst: View) -> None:
     """The passes of a length-n transform of every row, from src (as load
     says) to dst (as store says): fft_shared, Stockham passes, or Bluestein."""
+    split = _four_step_split(lw, n, load, store)
+    if split is not None:
+        _four_step(lw, node, rows, *split, inverse, load, store, src, dst)
+        return
     spectrum: View | None = None
     if factor(n) is not None:
         length, chain = n, [transform_passes(n, inverse)]

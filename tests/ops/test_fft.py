@@ -47,6 +47,15 @@ def _assert_close(got, want, x_norm, n, scale, what):
     assert (err <= bound).all(), f"{what}: row {worst} error {err[worst]:.3g} > bound {bound[worst]:.3g}"
 
 
+def _cpu_form() -> bool:
+    """Whether this device runs fft_shared's CPU form (shaders/fft_cpu.h; groups
+    of one thread): rfft_post / irfft_pre fused into it, long powers of two
+    as its four-step."""
+    g = rlx.Graph()
+    g.set_outputs(y=g.rfft(g.input("x", (1, 8), "f32")))
+    return rlx.compile(g).target.one_thread_groups
+
+
 def _cdata(rng, shape):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
 
@@ -118,7 +127,8 @@ def test_irfft_default_length_is_numpys():
 def test_algorithm_per_length():
     """One group-memory dispatch for powers of two up to 4096 and for other
     2^a 3^b 5^c up to 2048, a Stockham pass per radix for longer ones, and
-    Bluestein (two inner transforms) for the rest."""
+    Bluestein (two inner transforms) for the rest. The CPU runs powers of
+    two above 4096 as two fft_shared dispatches (the four-step)."""
     def kernels(n):
         g = rlx.Graph()
         g.set_outputs(y=g.fft(g.input("x", (2, n), "c64")))
@@ -127,7 +137,8 @@ def test_algorithm_per_length():
     assert kernels(1024) == ["fft_shared_c64"]
     assert kernels(100) == ["fft_shared_c64"]               # mixed radix 4, 5, 5 in group memory
     assert kernels(3000) == ["fft_stage_c64"] * 6           # past half the group memory: 4, 2, 3, 5, 5, 5
-    assert kernels(8192) == ["fft_stage_c64"] * 7           # 4^6 * 2
+    assert kernels(8192) == (["fft_shared_c64"] * 2 if _cpu_form()        # 128 x 64
+                             else ["fft_stage_c64"] * 7)                  # 4^6 * 2
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
     assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
 
@@ -168,19 +179,23 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
     """rfft of an even N >= 4 with contiguous samples: the N / 2 complex
     transform of the packed signal (any algorithm: here shared, Stockham
     and Bluestein half lengths) and rfft_post; odd N and strided samples
-    take the full-length transform. Numerics against numpy for every norm."""
+    take the full-length transform. On the CPU, fft_shared's store does
+    rfft_post's unpacking where it covers N / 2 alone (one dispatch).
+    Numerics against numpy for every norm."""
     def kernels(n, strided=False):
         g = rlx.Graph()
         x = g.input("x", (n, 3) if strided else (3, n), "f32")
         g.set_outputs(y=g.rfft(g.transpose(x, (1, 0)) if strided else x))   # strided: read in place, stride 3
         return kernels_of(rlx.compile(g))
 
-    assert kernels(1024) == ["fft_shared_c64", "rfft_post_c64"]      # 512 in group memory
-    assert kernels(400) == ["fft_shared_c64", "rfft_post_c64"]        # 200 = 4 * 2 * 5 * 5 in group memory
+    fused = _cpu_form()
+    shared_half = ["fft_shared_c64"] if fused else ["fft_shared_c64", "rfft_post_c64"]
+    assert kernels(1024) == shared_half                                # 512 in group memory
+    assert kernels(400) == shared_half                                 # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["fft_shared_c64"] * 2 + ["rfft_post_c64"]  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     assert kernels(16, strided=True) == ["fft_shared_c64"]
-    for n in (4, 6, 14, 22, 400, 8194):
+    for n in (4, 6, 14, 22, 400, 8194, 16384):   # 16384: the CPU's four-step at 8192
         x = rng.standard_normal((3, n)).astype(np.float32)
         for norm in NORMS:
             g = rlx.Graph()
@@ -196,17 +211,19 @@ def test_irfft_of_even_length_is_a_half_length_transform(rng):
     the output packed in pairs, then one inverse of that length (any
     algorithm) writes the real output; odd N take the full-length inverse.
     Numerics against numpy for every norm, for spectra shorter and longer
-    than N / 2 + 1 bins (zeros / ignored)."""
+    than N / 2 + 1 bins (zeros / ignored). On the CPU, fft_shared's load
+    does irfft_pre's work where it covers N / 2 alone (one dispatch)."""
     def kernels(n):
         g = rlx.Graph()
         g.set_outputs(y=g.irfft(g.input("h", (3, n // 2 + 1), "c64"), n))
         return kernels_of(rlx.compile(g))
 
-    assert kernels(1024) == ["irfft_pre_c64", "fft_shared_c64"]       # 512 in group memory
-    assert kernels(400) == ["irfft_pre_c64", "fft_shared_c64"]        # 200 = 4 * 2 * 5 * 5 in group memory
+    shared_half = ["fft_shared_c64"] if _cpu_form() else ["irfft_pre_c64", "fft_shared_c64"]
+    assert kernels(1024) == shared_half                               # 512 in group memory
+    assert kernels(400) == shared_half                                # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["irfft_pre_c64"] + ["fft_shared_c64"] * 2  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
-    for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098)):
+    for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098), (16384, 8193)):
         h = _cdata(rng, (3, bins))
         for norm in NORMS:
             g = rlx.Graph()

@@ -1,0 +1,587 @@
+// fft_shared on the CPU (included by fft.h under RLX_TARGET_CPU only): the
+// host runs a group on one thread, so a group's rows go one per vector lane
+// (RLX_FFT_LANES rows a chunk, up to RLX_FFT_CPU_ROWS a group) and every
+// butterfly is a few vector instructions with no shuffles. What keeps it
+// fast (issue 19's CPU target, benchmarks/README.md "CPU: FFT"):
+// - rows in and out through 8x8 register transposes of eight complex
+//   values of eight rows (complex rows of unit step, the common case),
+//   instead of one scalar load per element and lane, whose lane-by-lane
+//   vector builds stalled on store forwarding;
+// - power-of-two lengths as radix-8 passes (three radix-2 stages in
+//   registers) after at most one radix-2 or radix-4 pass: a third fewer
+//   sweeps over the rows' buffer than radix 4 (16 rows of 4096 points are
+//   512 KB, in L2, so each sweep costs bandwidth);
+// - AVX-512 builds 16 lanes a vector, others 8 (a 16-lane vector there is
+//   two registers' worth of work with no gain);
+// - the rfft and irfft half-length forms (rfft_post / irfft_pre) fused into
+//   the store and load: store_mode 2 unpacks the half-length transform into
+//   the N / 2 + 1 bins, load_mode 3 builds the half-length spectrum (the
+//   length-2n twiddles ride in the post / pre bindings);
+// - powers of two above the shared limit as a four-step of two dispatches
+//   (rlx/lowering/fft.py _four_step): rows in blocks (src_rpb / dst_rpb),
+//   the column transforms' lanes adjacent complex values, so their loads and
+//   stores are whole vectors, and post_mul 2's per-lane twiddle table.
+// Only the CPU lowering asks for the modes and blocks.
+#define RLX_FFT_CPU_ROWS 16u   // the lowering's rows per CPU group (CPU_ROWS in rlx/lowering/fft.py)
+#define RLX_FFT_STORE_RFFT 2u  // store_mode: Z of length n -> bins 0..n of the length-2n real transform
+#define RLX_FFT_LOAD_IRFFT 3u  // load_mode: bins 0..n of a length-2n spectrum -> Z of length n
+
+#if defined(RLX_CPU_AVX512)
+#define RLX_FFT_LANES 16u
+typedef float rlx_fft_v __attribute__((vector_size(64)));
+#else
+#define RLX_FFT_LANES 8u
+typedef float rlx_fft_v __attribute__((vector_size(32)));
+#endif
+typedef float rlx_fft_v8 __attribute__((vector_size(32)));
+// Two-operand shuffles of 8- and 16-float vectors (the result as wide as the
+// operands): clang and GCC 12+ take the indices as arguments; older GCC has
+// only __builtin_shuffle, with an index vector of the operands' width.
+#if defined(__clang__) || !defined(__GNUC__) || __GNUC__ >= 12
+#define RLX_FFT_SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#define RLX_FFT_SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int rlx_fft_i8 __attribute__((vector_size(32)));
+typedef int rlx_fft_i16 __attribute__((vector_size(64)));
+#define RLX_FFT_SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (rlx_fft_i8){__VA_ARGS__})
+#define RLX_FFT_SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (rlx_fft_i16){__VA_ARGS__})
+#endif
+// The butterflies' loops over a pass's R values unrolled, so the values stay
+// in registers (rolled, the pass took twice the time).
+#if defined(__clang__)
+#define RLX_FFT_UNROLL _Pragma("unroll")
+#else
+#define RLX_FFT_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+// v * w for a vector of complex lanes (re, im) and one complex scalar w.
+RLX_INLINE void rlx_fft_vmul(rlx_fft_v &re, rlx_fft_v &im, rlx_cf w) {
+    const rlx_fft_v r = re * w.re - im * w.im;
+    im = re * w.im + im * w.re;
+    re = r;
+}
+
+// rlx_fft_dft on lane vectors, radix 2, 3, 4 or 5, in place.
+RLX_INLINE void rlx_fft_dft_v(rlx_fft_v *xr, rlx_fft_v *xi, uint radix, uint inverse) {
+    const float sg = inverse ? 1.0f : -1.0f;
+    if (radix == 2u) {
+        const rlx_fft_v ar = xr[0] + xr[1], ai = xi[0] + xi[1];
+        xr[1] = xr[0] - xr[1]; xi[1] = xi[0] - xi[1];
+        xr[0] = ar; xi[0] = ai;
+    } else if (radix == 4u) {
+        const rlx_fft_v ar = xr[0] + xr[2], ai = xi[0] + xi[2], br = xr[0] - xr[2], bi = xi[0] - xi[2];
+        const rlx_fft_v cr = xr[1] + xr[3], ci = xi[1] + xi[3];
+        const rlx_fft_v dr = -sg * (xi[1] - xi[3]), di = sg * (xr[1] - xr[3]);   // i sg (x1 - x3)
+        xr[0] = ar + cr; xi[0] = ai + ci;
+        xr[2] = ar - cr; xi[2] = ai - ci;
+        xr[1] = br + dr; xi[1] = bi + di;
+        xr[3] = br - dr; xi[3] = bi - di;
+    } else if (radix == 3u) {
+        const rlx_fft_v t1r = xr[1] + xr[2], t1i = xi[1] + xi[2], t2r = xr[1] - xr[2], t2i = xi[1] - xi[2];
+        const rlx_fft_v mr = xr[0] - 0.5f * t1r, mi = xi[0] - 0.5f * t1i;
+        const float c = 0.86602540378443865f;
+        const rlx_fft_v rr = -sg * c * t2i, ri = sg * c * t2r;
+        xr[0] = xr[0] + t1r; xi[0] = xi[0] + t1i;
+        xr[1] = mr + rr; xi[1] = mi + ri;
+        xr[2] = mr - rr; xi[2] = mi - ri;
+    } else {
+        const float c1 = 0.30901699437494742f, c2 = -0.80901699437494742f;
+        const float s1 = 0.95105651629515357f, s2 = 0.58778525229247313f;
+        const rlx_fft_v t1r = xr[1] + xr[4], t1i = xi[1] + xi[4], t2r = xr[2] + xr[3], t2i = xi[2] + xi[3];
+        const rlx_fft_v t3r = xr[1] - xr[4], t3i = xi[1] - xi[4], t4r = xr[2] - xr[3], t4i = xi[2] - xi[3];
+        const rlx_fft_v m1r = xr[0] + (t1r * c1 + t2r * c2), m1i = xi[0] + (t1i * c1 + t2i * c2);
+        const rlx_fft_v m2r = xr[0] + (t1r * c2 + t2r * c1), m2i = xi[0] + (t1i * c2 + t2i * c1);
+        const rlx_fft_v u1r = t3r * s1 + t4r * s2, u1i = t3i * s1 + t4i * s2;   // then times i sg
+        const rlx_fft_v u2r = t3r * s2 - t4r * s1, u2i = t3i * s2 - t4i * s1;
+        const rlx_fft_v n1r = -sg * u1i, n1i = sg * u1r, n2r = -sg * u2i, n2i = sg * u2r;
+        xr[0] = xr[0] + (t1r + t2r); xi[0] = xi[0] + (t1i + t2i);
+        xr[1] = m1r + n1r; xi[1] = m1i + n1i;
+        xr[4] = m1r - n1r; xi[4] = m1i - n1i;
+        xr[2] = m2r + n2r; xi[2] = m2i + n2i;
+        xr[3] = m2r - n2r; xi[3] = m2i - n2i;
+    }
+}
+
+// In-place 8x8 transpose: afterwards r[c] lane l holds what r[l] lane c did.
+// Each round interleaves r[i] with r[i + 4], which rotates the six index
+// bits (vector, lane) by one; three rounds swap them.
+RLX_INLINE void rlx_fft_t8(rlx_fft_v8 *r) {
+    for (int s = 0; s < 3; ++s) {
+        rlx_fft_v8 t[8];
+        for (int i = 0; i < 4; ++i) {
+            t[2 * i] = RLX_FFT_SHUFFLE8(r[i], r[i + 4], 0, 8, 1, 9, 2, 10, 3, 11);
+            t[2 * i + 1] = RLX_FFT_SHUFFLE8(r[i], r[i + 4], 4, 12, 5, 13, 6, 14, 7, 15);
+        }
+        for (int i = 0; i < 8; ++i) r[i] = t[i];
+    }
+}
+
+// Radix-2 DIT stages s .. s + log2 R - 1 of a bit-reversed power-of-two
+// row on the R values x[t] = slot b0 + k + t h (h = 2^s, k < h), in
+// registers. Stage j pairs t and t + 2^j (bit j of t clear) with the
+// twiddle W_M^(k + (t mod 2^j) h), M = 2^(j+1) h, which is
+// tw[(k + (t mod 2^j) h) n / M]: one exact table entry each.
+template <uint R>
+RLX_INLINE void rlx_fft_pow2_block(rlx_fft_v *xr, rlx_fft_v *xi, const float *tw, uint n, uint s, uint k, uint inv) {
+    const uint h = 1u << s;
+    RLX_FFT_UNROLL for (uint j = 0u, half = 1u; half < R; ++j, half *= 2u) {
+        const uint scale = n >> (s + j + 1u);
+        RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+            if (t & half) continue;
+            const uint u = t & (half - 1u);
+            if (k + u > 0u) rlx_fft_vmul(xr[t + half], xi[t + half], rlx_fft_twiddle(tw, (k + u * h) * scale, inv));
+            const rlx_fft_v ar = xr[t] + xr[t + half], ai = xi[t] + xi[t + half];
+            xr[t + half] = xr[t] - xr[t + half];
+            xi[t + half] = xi[t] - xi[t + half];
+            xr[t] = ar;
+            xi[t] = ai;
+        }
+    }
+}
+
+// One pass of rlx_fft_pow2_block over the row: log2 R stages a sweep.
+template <uint R>
+static inline void rlx_fft_pow2_pass(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint s, uint inv) {
+    const uint h = 1u << s;
+    for (uint b = 0u; b < n; b += R * h) {
+        for (uint k = 0u; k < h; ++k) {
+            rlx_fft_v xr[R], xi[R];
+            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+                xr[t] = re[b + k + t * h];
+                xi[t] = im[b + k + t * h];
+            }
+            rlx_fft_pow2_block<R>(xr, xi, tw, n, s, k, inv);
+            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+                re[b + k + t * h] = xr[t];
+                im[b + k + t * h] = xi[t];
+            }
+        }
+    }
+}
+
+// Bit reversal of i < 2^bits.
+RLX_INLINE uint rlx_fft_bitrev(uint i, uint bits) {
+    uint r = 0u;
+    for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
+    return r;
+}
+
+// Rows in and out through the transpose: elements i .. i + 7 of eight rows
+// (rowp[0..7], complex pairs of unit step) are 16 loads of 32 bytes and
+// two transposes away from eight-lane vectors of re and im.
+RLX_INLINE void rlx_fft_load8x8(const float *const *rowp, uint i, rlx_fft_v8 *re8, rlx_fft_v8 *im8) {
+    rlx_fft_v8 t[2][8];
+    for (uint l = 0u; l < 8u; ++l) {
+        memcpy(&t[0][l], rowp[l] + 2u * i, sizeof(rlx_fft_v8));
+        memcpy(&t[1][l], rowp[l] + 2u * i + 8u, sizeof(rlx_fft_v8));
+    }
+    rlx_fft_t8(t[0]);
+    rlx_fft_t8(t[1]);
+    for (uint q = 0u; q < 8u; ++q) {
+        re8[q] = t[q >> 2u][2u * (q & 3u)];
+        im8[q] = t[q >> 2u][2u * (q & 3u) + 1u];
+    }
+}
+
+// Elements i .. i + 7 of every lane's row (rows past the chunk repeat a
+// real one) as lane vectors re8[q], im8[q]. Loads, unlike stores (below),
+// take both halves of the lanes at once: whole-vector writes to the slots
+// measured faster than two half writes, and sixteen read streams do not
+// stall as sixteen write streams do.
+RLX_INLINE void rlx_fft_load_block(const float *const *rowp, uint i, rlx_fft_v *re8, rlx_fft_v *im8) {
+    rlx_fft_v8 r8[RLX_FFT_LANES / 8u][8], i8[RLX_FFT_LANES / 8u][8];
+    for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) rlx_fft_load8x8(rowp + 8u * h, i, r8[h], i8[h]);
+    for (uint q = 0u; q < 8u; ++q) {   // the halves side by side
+        for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) {
+            memcpy((float *)&re8[q] + 8u * h, &r8[h][q], sizeof(rlx_fft_v8));
+            memcpy((float *)&im8[q] + 8u * h, &i8[h][q], sizeof(rlx_fft_v8));
+        }
+    }
+}
+
+// Elements 0 .. count - 1 of the chunk's rows into slots re[i], im[i], or
+// at the bit reversal of i (bits > 0).
+static inline void rlx_fft_load_rows(const float *const *rowp, uint count, uint bits, rlx_fft_v *re,
+                                     rlx_fft_v *im) {
+    uint i = 0u;
+    for (; i + 8u <= count; i += 8u) {
+        rlx_fft_v r8[8], i8[8];
+        rlx_fft_load_block(rowp, i, r8, i8);
+        for (uint q = 0u; q < 8u; ++q) {
+            const uint at = bits ? rlx_fft_bitrev(i + q, bits) : i + q;
+            re[at] = r8[q];
+            im[at] = i8[q];
+        }
+    }
+    for (; i < count; ++i) {
+        const uint at = bits ? rlx_fft_bitrev(i, bits) : i;
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+            re[at][l] = rowp[l][2u * i];
+            im[at][l] = rowp[l][2u * i + 1u];
+        }
+    }
+}
+
+// The bit-reversed load of an n = 2^bits row with its first log2 R stages
+// done on the way (saving the sweep over the row they would take): slots
+// r(e) .. r(e) + R - 1 (r: bit reversal, e < n / R) hold the R-point DFT of
+// elements e + j n / R, j < R (rlx_fft_pow2_block on them in bit-reversed
+// order of j). Needs n / R >= 8; tw is the length-n table.
+template <uint R>
+static inline void rlx_fft_load_first(const float *const *rowp, const float *tw, uint n, uint bits, uint inv,
+                                      rlx_fft_v *re, rlx_fft_v *im) {
+    const uint part = n / R, rbits = R == 2u ? 1u : (R == 4u ? 2u : 3u);
+    for (uint i = 0u; i < part; i += 8u) {
+        rlx_fft_v r8[R][8], i8[R][8];
+        RLX_FFT_UNROLL for (uint j = 0u; j < R; ++j) rlx_fft_load_block(rowp, i + j * part, r8[j], i8[j]);
+        for (uint q = 0u; q < 8u; ++q) {
+            rlx_fft_v xr[R], xi[R];
+            RLX_FFT_UNROLL for (uint j = 0u; j < R; ++j) {
+                const uint t = rlx_fft_bitrev(j, rbits);
+                xr[t] = r8[j][q];
+                xi[t] = i8[j][q];
+            }
+            rlx_fft_pow2_block<R>(xr, xi, tw, n, 0u, 0u, inv);
+            const uint at = rlx_fft_bitrev(i + q, bits);
+            RLX_FFT_UNROLL for (uint t = 0u; t < R; ++t) {
+                re[at + t] = xr[t];
+                im[at + t] = xi[t];
+            }
+        }
+    }
+}
+
+// Slots 0 .. count - 1, times scale, to the rows rowp[l] for l < nrows:
+// eight rows at a time, all of their elements before the next eight (a
+// half of each sixteen-lane slot at a time). Rows of a power-of-two length
+// are a multiple of 4 KB apart, all in one L1 set, and sixteen rows' lines
+// written at once overflowed its ways and fill buffers (1.6x the time).
+static inline void rlx_fft_store_rows(float *const *rowp, uint nrows, uint count, const rlx_fft_v *re,
+                                      const rlx_fft_v *im, float scale) {
+    for (uint h = 0u; h < RLX_FFT_LANES / 8u && 8u * h < nrows; ++h) {
+        const uint ln = nrows - 8u * h < 8u ? nrows - 8u * h : 8u;
+        uint k = 0u;
+        for (; k + 8u <= count; k += 8u) {
+            rlx_fft_v8 t[2][8];
+            for (uint q = 0u; q < 8u; ++q) {
+                rlx_fft_v8 vr, vi;
+                memcpy(&vr, (const float *)&re[k + q] + 8u * h, sizeof vr);
+                memcpy(&vi, (const float *)&im[k + q] + 8u * h, sizeof vi);
+                t[q >> 2u][2u * (q & 3u)] = vr * scale;
+                t[q >> 2u][2u * (q & 3u) + 1u] = vi * scale;
+            }
+            rlx_fft_t8(t[0]);
+            rlx_fft_t8(t[1]);
+            for (uint l = 0u; l < ln; ++l) {
+                memcpy(rowp[8u * h + l] + 2u * k, &t[0][l], sizeof(rlx_fft_v8));
+                memcpy(rowp[8u * h + l] + 2u * k + 8u, &t[1][l], sizeof(rlx_fft_v8));
+            }
+        }
+        for (; k < count; ++k) {
+            for (uint l = 0u; l < ln; ++l) {
+                rowp[8u * h + l][2u * k] = re[k][8u * h + l] * scale;
+                rowp[8u * h + l][2u * k + 1u] = im[k][8u * h + l] * scale;
+            }
+        }
+    }
+}
+
+// First float of row r: rows in blocks of rpb (the four-step's; 0: one block).
+RLX_INLINE uint64_t rlx_fft_row_at(uint offset, uint row, uint rpb, uint block, uint r) {
+    if (rpb == 0u) return (uint64_t)offset + (uint64_t)r * row;
+    return (uint64_t)offset + (uint64_t)(r / rpb) * block + (uint64_t)(r % rpb) * row;
+}
+RLX_INLINE uint64_t rlx_fft_src_at(const FftParams *p, uint r) {
+    return rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, r);
+}
+RLX_INLINE uint64_t rlx_fft_dst_at(const FftParams *p, uint r) {
+    return rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, r);
+}
+
+// The chunk's source rows as pointers when they are complex pairs of unit
+// step read whole (load mode 0, no pre-multiply): the fast path.
+RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0, uint nrows,
+                                 const float **rowp) {
+    if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul != 0u || p->src_len != p->n)
+        return false;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+    return true;
+}
+
+// The four-step's columns: the chunk's rows are adjacent complex values
+// (row stride 2 floats) inside one block, so element i of every lane is
+// one run of RLX_FFT_LANES pairs, split into re and im.
+RLX_INLINE void rlx_fft_split(const float *at, rlx_fft_v &re, rlx_fft_v &im) {
+    rlx_fft_v a, b;
+    memcpy(&a, at, sizeof a);
+    memcpy(&b, at + RLX_FFT_LANES, sizeof b);
+#if RLX_FFT_LANES == 16u
+    re = RLX_FFT_SHUFFLE16(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    im = RLX_FFT_SHUFFLE16(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+#else
+    re = RLX_FFT_SHUFFLE8(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+    im = RLX_FFT_SHUFFLE8(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+#endif
+}
+RLX_INLINE void rlx_fft_merge(float *at, rlx_fft_v re, rlx_fft_v im) {
+#if RLX_FFT_LANES == 16u
+    const rlx_fft_v a = RLX_FFT_SHUFFLE16(re, im, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const rlx_fft_v b = RLX_FFT_SHUFFLE16(re, im, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+#else
+    const rlx_fft_v a = RLX_FFT_SHUFFLE8(re, im, 0, 8, 1, 9, 2, 10, 3, 11);
+    const rlx_fft_v b = RLX_FFT_SHUFFLE8(re, im, 4, 12, 5, 13, 6, 14, 7, 15);
+#endif
+    memcpy(at, &a, sizeof a);
+    memcpy(at + RLX_FFT_LANES, &b, sizeof b);
+}
+RLX_INLINE bool rlx_fft_columns(uint row, uint rpb, uint row0, uint nrows) {
+    return row == 2u && rpb != 0u && nrows == RLX_FFT_LANES && row0 % rpb + RLX_FFT_LANES <= rpb;
+}
+
+// Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
+// nrows zero or a copy), element i at slot i, or at its bit reversal with
+// `reversed`. load_mode 3 (the CPU's fused irfft_pre) is handled by the caller.
+static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const float *pre, const FftParams *p,
+                                      uint row0, uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
+    const uint n = p->n, bits = reversed ? p->span : 0u;
+    const float *rowp[RLX_FFT_LANES];
+    if (p->load_mode == 0u && p->pre_mul == 0u && p->src_len == n && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
+        const float *at = src + rlx_fft_src_at(p, row0);
+        for (uint i = 0u; i < n; ++i) {
+            const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
+            rlx_fft_split(at + (uint64_t)i * p->src_step, re[s], im[s]);
+        }
+        return 0u;
+    }
+    if (rlx_fft_row_ptrs(src, p, row0, nrows, rowp)) {
+        // The stages rlx_fft_pow2_lanes would do first: its radix-2 or
+        // radix-4 pass, or its first radix-8 pass.
+        const uint first = bits % 3u == 0u ? 3u : bits % 3u;
+        if (reversed && (n >> first) >= 8u) {
+            if (first == 1u) rlx_fft_load_first<2u>(rowp, tw, n, bits, p->inverse, re, im);
+            if (first == 2u) rlx_fft_load_first<4u>(rowp, tw, n, bits, p->inverse, re, im);
+            if (first == 3u) rlx_fft_load_first<8u>(rowp, tw, n, bits, p->inverse, re, im);
+            return first;
+        }
+        rlx_fft_load_rows(rowp, n, bits, re, im);
+        return 0u;
+    }
+    // Any other layout: element by element through the shared load helper,
+    // into a lane-major float image of the vectors (whole vectors are read
+    // only after all lanes are written: no store-forwarding stalls).
+    // Each lane's row through a copy of the params that reads it at row 0
+    // of a pointer to its first float (the four-step's blocks included).
+    float *fre = (float *)re, *fim = (float *)im;
+    FftParams q = *p;
+    q.src_offset = 0u;
+    q.src_row = 0u;
+    q.src_rpb = 0u;
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+        const float *row = src + (l < nrows ? rlx_fft_src_at(p, row0 + l) : 0u);
+        for (uint i = 0u; i < n; ++i) {
+            const uint at = (reversed ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES + l;
+            const rlx_cf v = l < nrows ? rlx_fft_load(row, pre, &q, 0u, i) : rlx_cf_make(0.0f, 0.0f);
+            fre[at] = v.re;
+            fim[at] = v.im;
+        }
+    }
+    return 0u;
+}
+
+// The fused irfft_pre (load_mode 3): bin k < src_avail of row l (bins 0 and
+// n of the length-2n spectrum real, as numpy's irfft takes them).
+RLX_INLINE rlx_cf rlx_fft_half_bin(const float *src, const FftParams *p, uint row, uint k) {
+    if (k >= p->src_avail) return rlx_cf_make(0.0f, 0.0f);
+    const uint64_t at = rlx_fft_src_at(p, row) + (uint64_t)k * p->src_step;
+    return rlx_cf_make(src[at], (k == 0u || k == p->n) ? 0.0f : src[at + 1u]);
+}
+
+// Z[k] = E[k] + i O[k] of irfft_pre (fft.h) for every lane, from the bins
+// X[0..n] (length-2n spectrum): x holds X (n + 1 slots), z gets Z (n slots,
+// at the bit reversal of k with `reversed`). tw: the length-2n table.
+static inline void rlx_fft_load_irfft(const float *src, const float *tw, const FftParams *p, uint row0,
+                                      uint nrows, bool reversed, rlx_fft_v *xr, rlx_fft_v *xi,
+                                      rlx_fft_v *zr, rlx_fft_v *zi) {
+    const uint n = p->n, bits = reversed ? p->span : 0u;
+    float *fre = (float *)xr, *fim = (float *)xi;
+    if (p->src_step == 2u && p->src_avail > n) {   // every bin present, complex pairs
+        const float *rowp[RLX_FFT_LANES];
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l)
+            rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+        rlx_fft_load_rows(rowp, n + 1u, 0u, xr, xi);
+        xi[0] = rlx_fft_v{};   // bins 0 and n are real
+        xi[n] = xi[0];
+    } else {
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+            for (uint k = 0u; k <= n; ++k) {
+                const rlx_cf v = rlx_fft_half_bin(src, p, row0 + (l < nrows ? l : 0u), k);
+                fre[k * RLX_FFT_LANES + l] = v.re;
+                fim[k * RLX_FFT_LANES + l] = v.im;
+            }
+        }
+    }
+    for (uint k = 0u; k < n; ++k) {
+        const rlx_fft_v ar = xr[k], ai = xi[k], br = xr[n - k], bi = -xi[n - k];   // X[k], conj X[n - k]
+        rlx_fft_v er = 0.5f * (ar + br), ei = 0.5f * (ai + bi), orr = 0.5f * (ar - br), oi = 0.5f * (ai - bi);
+        rlx_fft_vmul(orr, oi, rlx_fft_twiddle(tw, k, 1u));
+        const uint at = reversed ? rlx_fft_bitrev(k, bits) : k;
+        zr[at] = er - oi;   // E + i O
+        zi[at] = ei + orr;
+    }
+}
+
+// Lanes out through the store helper's layout: complex pairs of unit step
+// (store mode 0, no post-multiply) through the transpose, store mode 2 as
+// the fused rfft_post, anything else element by element.
+static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float *post, const FftParams *p,
+                                       uint row0, uint nrows, rlx_fft_v *re, rlx_fft_v *im) {
+    const uint n = p->n;
+    float *rowp[RLX_FFT_LANES];
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = dst + rlx_fft_dst_at(p, row0 + (l < nrows ? l : 0u));
+    if (p->store_mode == 0u && p->post_mul != 1u && p->dst_count == n && rlx_fft_columns(p->dst_row, p->dst_rpb, row0, nrows)) {
+        // The four-step's columns, with its twiddles (post_mul 2) for the
+        // first of its two dispatches.
+        float *at = rowp[0];
+        const float s = p->scale, sg = p->inverse ? -1.0f : 1.0f;
+        for (uint k = 0u; k < n; ++k) {
+            rlx_fft_v vr = re[k], vi = im[k];
+            if (p->post_mul == 2u) {
+                rlx_fft_v wr, wi;
+                rlx_fft_split(post + 2u * ((uint64_t)k * p->dst_rpb + row0 % p->dst_rpb), wr, wi);
+                wi *= sg;
+                const rlx_fft_v r = vr * wr - vi * wi;
+                vi = vr * wi + vi * wr;
+                vr = r;
+            }
+            rlx_fft_merge(at + (uint64_t)k * p->dst_step, vr * s, vi * s);
+        }
+        return;
+    }
+    if (p->store_mode == RLX_FFT_STORE_RFFT) {
+        // X[k] = E[k] + W_2n^k O[k] for k = 0..n from Z = re, im (fft.h's
+        // rfft_post), in place: bins k and n - k both come from Z[k] and
+        // Z[n - k], so each pair is done at once; bin n goes to slot n.
+        for (uint k = 0u; 2u * k <= n; ++k) {
+            const uint a = k, b = k == 0u ? 0u : n - k;
+            const rlx_fft_v ar = re[a], ai = im[a], br = re[b], bi = im[b];
+            for (uint side = 0u; side < 2u; ++side) {
+                // side 0: bin a from (Z[a], Z[b]); side 1: bin n - a from (Z[b], Z[a]).
+                const rlx_fft_v zr = side ? br : ar, zi = side ? bi : ai, yr = side ? ar : br, yi = side ? -ai : -bi;
+                const rlx_fft_v er = 0.5f * (zr + yr), ei = 0.5f * (zi + yi);
+                rlx_fft_v orr = 0.5f * (zi - yi), oi = -0.5f * (zr - yr);   // -i (Z - conj Y) / 2
+                const uint bin = side ? n - a : a;
+                rlx_fft_vmul(orr, oi, rlx_fft_twiddle(tw, bin, 0u));
+                re[bin] = er + orr;
+                im[bin] = ei + oi;
+            }
+        }
+        rlx_fft_store_rows(rowp, nrows, n + 1u, re, im, p->scale);
+        return;
+    }
+    if (p->store_mode == 0u && p->dst_step == 2u && p->post_mul == 0u && p->dst_count == n) {
+        rlx_fft_store_rows(rowp, nrows, n, re, im, p->scale);
+        return;
+    }
+    // Anything else element by element, each lane's row at row 0 of a copy
+    // of the params and a pointer to its first float (post_mul 2 is only
+    // asked for with the columns above).
+    FftParams q = *p;
+    q.dst_offset = 0u;
+    q.dst_row = 0u;
+    q.dst_rpb = 0u;
+    for (uint l = 0u; l < nrows; ++l) {
+        float *row = dst + rlx_fft_dst_at(p, row0 + l);
+        for (uint k = 0u; k < n; ++k) rlx_fft_store(row, post, &q, 0u, k, rlx_cf_make(re[k][l], im[k][l]));
+    }
+}
+
+// Per-thread buffers: RLX_FFT_LANES rows of the largest length are 256 KB
+// an array at 16 lanes, too much for a stack. The irfft load needs n + 1
+// slots for its bins, so one more than the transform's maximum.
+struct rlx_fft_cpu_bufs {
+    rlx_fft_v re[RLX_FFT_SHARED_MAX + 1u], im[RLX_FFT_SHARED_MAX + 1u];
+    rlx_fft_v re2[RLX_FFT_SHARED_MAX + 1u], im2[RLX_FFT_SHARED_MAX + 1u];
+};
+
+// One Stockham pass of radix R (fft_stage's, on lane vectors) from f to t.
+template <uint R>
+static inline void rlx_fft_mixed_pass(const rlx_fft_v *fr, const rlx_fft_v *fi, rlx_fft_v *tr, rlx_fft_v *ti,
+                                      const float *tw, uint n, uint span, uint inv) {
+    const uint m = n / R, tstride = n / (span * R);
+    for (uint j = 0u; j < m; ++j) {
+        const uint k = j % span;
+        rlx_fft_v xr[5] = {}, xi[5] = {};
+        RLX_FFT_UNROLL for (uint r = 0u; r < R; ++r) {
+            xr[r] = fr[j + r * m];
+            xi[r] = fi[j + r * m];
+            if (r > 0u && k > 0u) rlx_fft_vmul(xr[r], xi[r], rlx_fft_twiddle(tw, r * k * tstride, inv));
+        }
+        rlx_fft_dft_v(xr, xi, R, inv);
+        const uint out0 = (j - k) * R + k;
+        RLX_FFT_UNROLL for (uint r = 0u; r < R; ++r) {
+            tr[out0 + r * span] = xr[r];
+            ti[out0 + r * span] = xi[r];
+        }
+    }
+}
+
+// The mixed-radix form (radix == 1) on lane vectors: fft_stage's Stockham
+// passes, ping-pong between two buffers; returns the one holding the result.
+static inline void rlx_fft_mixed_lanes(const FftParams *p, const float *tw, rlx_fft_v *re, rlx_fft_v *im,
+                                       rlx_fft_v *re2, rlx_fft_v *im2, rlx_fft_v **out_re, rlx_fft_v **out_im) {
+    const uint n = p->n, inv = p->inverse;
+    rlx_fft_v *fr = re, *fi = im, *tr = re2, *ti = im2;
+    uint span = 1u;
+    for (uint q = 0u; q < p->passes; ++q) {
+        const uint radix = (p->span >> (3u * q)) & 7u;
+        switch (radix) {   // a template per radix: its values stay in registers
+            case 2u: rlx_fft_mixed_pass<2u>(fr, fi, tr, ti, tw, n, span, inv); break;
+            case 3u: rlx_fft_mixed_pass<3u>(fr, fi, tr, ti, tw, n, span, inv); break;
+            case 4u: rlx_fft_mixed_pass<4u>(fr, fi, tr, ti, tw, n, span, inv); break;
+            default: rlx_fft_mixed_pass<5u>(fr, fi, tr, ti, tw, n, span, inv); break;
+        }
+        rlx_fft_v *t = fr; fr = tr; tr = t;
+        t = fi; fi = ti; ti = t;
+        span *= radix;
+    }
+    *out_re = fr;
+    *out_im = fi;
+}
+
+// A bit-reversed power-of-two row (n = 2^bits) to natural order in place:
+// radix-8 passes (three stages a sweep over the row of lanes, which lives
+// in L2 from 1024 points: a third fewer sweeps than radix 4; radix 16
+// measured no faster, its 32 vectors spilling), the leftover stages first
+// as one radix-2 or radix-4 pass (or in the load: rlx_fft_load_first).
+static inline void rlx_fft_pow2_lanes(rlx_fft_v *re, rlx_fft_v *im, const float *tw, uint n, uint bits, uint inv,
+                                      uint done) {
+    const uint rem = bits % 3u;   // done: the leading stages the load did (0: none)
+    if (rem == 1u && done == 0u) rlx_fft_pow2_pass<2u>(re, im, tw, n, 0u, inv);
+    if (rem == 2u && done == 0u) rlx_fft_pow2_pass<4u>(re, im, tw, n, 0u, inv);
+    for (uint s = done > rem ? done : rem; s < bits; s += 3u) rlx_fft_pow2_pass<8u>(re, im, tw, n, s, inv);
+}
+
+// fft_shared on the CPU for the group's rows row0 .. row0 + nrows - 1,
+// RLX_FFT_LANES at a time.
+static inline void rlx_fft_shared_rows(const float *src, float *dst, const float *tw, const float *pre,
+                                       const float *post, const FftParams *p, uint row0, uint nrows) {
+    alignas(64) static thread_local rlx_fft_cpu_bufs bufs_tls;
+    rlx_fft_cpu_bufs *const b = &bufs_tls;   // the TLS lookup once, not per access
+    const bool pow2 = p->radix == 0u;
+    for (uint c = 0u; c < nrows; c += RLX_FFT_LANES) {
+        const uint rows = nrows - c < RLX_FFT_LANES ? nrows - c : RLX_FFT_LANES;
+        rlx_fft_v *re = b->re, *im = b->im;
+        uint done = 0u;   // leading stages the load did
+        if (p->load_mode == RLX_FFT_LOAD_IRFFT) {
+            rlx_fft_load_irfft(src, pre, p, row0 + c, rows, pow2, b->re2, b->im2, re, im);
+        } else {
+            done = rlx_fft_load_lanes(src, tw, pre, p, row0 + c, rows, pow2, re, im);
+        }
+        if (pow2) {
+            rlx_fft_pow2_lanes(re, im, tw, p->n, p->span, p->inverse, done);
+        } else {
+            rlx_fft_mixed_lanes(p, tw, b->re, b->im, b->re2, b->im2, &re, &im);
+        }
+        rlx_fft_store_lanes(dst, post, post, p, row0 + c, rows, re, im);
+    }
+}
