@@ -1484,57 +1484,88 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // the registers of one x row (gemv_q's eight rows of accumulators cost it
 // three quarters of its occupancy on CUDA). m > 1 is still computed, one x
 // row at a time.
-// CUDA: registers for three groups of 256 threads an SM (unbounded, the
-// integer form took ~95 a thread: two groups an SM, fewer loads in flight
-// to stream the weights; bounded it spills at most a few words). The
-// lowering launches at most GEMV_THREADS (256) threads a group. Beside the
-// integer form, the f32 fallback leaves out the pipelined staging (rare x
-// only; it would add its registers).
+// gemv1i_q<Q, T> is the CUDA integer form of gemv1_q for the formats with
+// int8 codes, which the lowering picks for groups of at least
+// RLX_QX_MIN_ROWS rows (the vocabulary projection); elsewhere, and on every
+// other target, it computes as gemv1_q. A kernel of its own because its
+// registers differ: bounded to three groups of 256 threads an SM
+// (unbounded the integer form took ~95 a thread: two groups an SM, fewer
+// loads in flight; bounded it spills at most a few words), beside an f32
+// fallback without the pipelined staging (rare x only, and groups under
+// RLX_QX_MIN_ROWS rows; the pipelined form's registers spilled ~100
+// bytes). The lowering launches at most GEMV_THREADS (256) threads a group.
+// gemv1_q keeps its unbounded registers (a bound of 256 threads changed
+// the compiler's choices: 114-166 registers where it takes 72-96).
 #ifdef RLX_TARGET_CUDA
-#define RLX_QGEMV1_BOUNDS __launch_bounds__(256, 3)
-#define RLX_QGEMV1_INT(Q) ((bool)RlxQInt<Q>::has)
+#define RLX_QGEMV1I_BOUNDS __launch_bounds__(256, 3)
 #else
-#define RLX_QGEMV1_BOUNDS
-#define RLX_QGEMV1_INT(Q) false
+#define RLX_QGEMV1I_BOUNDS
 #endif
-template <typename Q, typename T>
-RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
-                                     RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                                     RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
-    const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
-    const uint j0 = rlx_group_id.x * rpg;
-    if (j0 >= n || m == 0u) return;
-    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
-#ifdef RLX_TARGET_CPU
-    (void)k, (void)xs, (void)ys;
-    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
-#else
+
+#ifndef RLX_TARGET_CPU
+// The GPU rows of gemv1_q (INTEGER false) and gemv1i_q (true) for group j0..j1:
+// each row of x staged into the group's tile xt (RLX_QGEMV1_MAX_K elements
+// of T; on CUDA 16-byte aligned, the integer form's pieces share it).
+template <typename Q, typename T, bool INTEGER>
+RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
+                                 RLX_DEVICE const T *bias, RLX_GROUP_MEM T *xt, uint m, uint k, uint xs, uint ys,
+                                 uint has_bias, uint act, uint j0, uint j1, uint tid, uint nt, uint sw, uint sid,
+                                 uint lane) {
     const uint kp = (k + 31u) & ~31u;
     if (kp > RLX_QGEMV1_MAX_K) return;   // the lowering never sends it (gemv_q takes any k)
-#ifdef RLX_TARGET_CUDA
-    __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u];   // f32 tile or x's int8 pieces
-    T *xt = (T *)xtile;
-#else
-    RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K);
-#endif
-    const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
     const uint n_simd = (nt + sw - 1u) / sw;
     const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
     const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
     for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
         if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
 #ifdef RLX_TARGET_CUDA
-        if (rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xtile, k,
-                                     p->has_bias, p->act, j0, j1, nt, sid, lane))
+        if (INTEGER && rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xt,
+                                                k, has_bias, act, j0, j1, nt, sid, lane))
             continue;   // else x takes the f32 form below
 #endif
-        rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, rlx_local_id.x, nt);
+        rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
         rlx_barrier();
         if (sid < n_work)
-            rlx_q_gemv_whole_x<Q, T, 1, !RLX_QGEMV1_INT(Q)>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp, xs, ys,
-                                        p->has_bias, p->act, j0, j1, sid, n_work, lane, lanes);
+            rlx_q_gemv_whole_x<Q, T, 1, !INTEGER>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp,
+                                                 xs, ys, has_bias, act, j0, j1, sid, n_work, lane, lanes);
     }
+}
 #endif
+
+#ifdef RLX_TARGET_CUDA
+#define RLX_QGEMV1_TILE(T) __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u]; T *xt = (T *)xtile
+#else
+#define RLX_QGEMV1_TILE(T) RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K)
+#endif
+
+// The body of both kernels: INTEGER as above.
+#ifdef RLX_TARGET_CPU
+#define RLX_QGEMV1_BODY(INTEGER)                                                                  \
+    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
+    if (j0 >= p->n || p->m == 0u) return;                                                         \
+    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, rpg < p->n - j0 ? j0 + rpg : p->n)
+#else
+#define RLX_QGEMV1_BODY(INTEGER)                                                                  \
+    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
+    if (j0 >= p->n || p->m == 0u) return;                                                         \
+    RLX_QGEMV1_TILE(T);                                                                           \
+    rlx_q_gemv1_rows<Q, T, INTEGER>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, \
+                                    p->act, j0, rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x,        \
+                                    rlx_group_size.x, rlx_simd_width, rlx_simd_id, rlx_simd_lane)
+#endif
+
+template <typename Q, typename T>
+RLX_KERNEL gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                   RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                   RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    RLX_QGEMV1_BODY(false);
+}
+
+template <typename Q, typename T>
+RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    RLX_QGEMV1_BODY(true);
 }
 
 // ---- instantiations: dequantize_<fmt>_<t>, gemv_<fmt>_<t>, gather_<fmt>_<t> ----
@@ -1542,80 +1573,100 @@ RLX_INSTANTIATE2(dequantize_q, QFmtQ4_0, float, dequantize_q4_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_0, half, dequantize_q4_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_0, float, gemv_q4_0_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ4_0, float, gemv1_q4_0_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ4_0, float, gemv1i_q4_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_0, half, gemv_q4_0_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ4_0, half, gemv1_q4_0_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ4_0, half, gemv1i_q4_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_0, float, gather_q4_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_0, half, gather_q4_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_1, float, dequantize_q4_1_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_1, half, dequantize_q4_1_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_1, float, gemv_q4_1_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ4_1, float, gemv1_q4_1_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ4_1, float, gemv1i_q4_1_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_1, half, gemv_q4_1_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ4_1, half, gemv1_q4_1_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ4_1, half, gemv1i_q4_1_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_1, float, gather_q4_1_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_1, half, gather_q4_1_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, float, dequantize_q5_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, half, dequantize_q5_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_0, float, gemv_q5_0_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_0, float, gemv1_q5_0_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_0, float, gemv1i_q5_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_0, half, gemv_q5_0_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_0, half, gemv1_q5_0_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_0, half, gemv1i_q5_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_0, float, gather_q5_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_0, half, gather_q5_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_1, float, dequantize_q5_1_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_1, half, dequantize_q5_1_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_1, float, gemv_q5_1_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_1, float, gemv1_q5_1_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_1, float, gemv1i_q5_1_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_1, half, gemv_q5_1_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_1, half, gemv1_q5_1_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_1, half, gemv1i_q5_1_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_1, float, gather_q5_1_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_1, half, gather_q5_1_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ8_0, float, dequantize_q8_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ8_0, half, dequantize_q8_0_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ8_0, float, gemv_q8_0_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ8_0, float, gemv1_q8_0_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ8_0, float, gemv1i_q8_0_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ8_0, half, gemv_q8_0_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ8_0, half, gemv1_q8_0_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ8_0, half, gemv1i_q8_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ8_0, float, gather_q8_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ8_0, half, gather_q8_0_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ2_K, float, dequantize_q2_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ2_K, half, dequantize_q2_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ2_K, float, gemv_q2_k_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ2_K, float, gemv1_q2_k_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ2_K, float, gemv1i_q2_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ2_K, half, gemv_q2_k_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ2_K, half, gemv1_q2_k_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ2_K, half, gemv1i_q2_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ2_K, float, gather_q2_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ2_K, half, gather_q2_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ3_K, float, dequantize_q3_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ3_K, half, dequantize_q3_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ3_K, float, gemv_q3_k_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ3_K, float, gemv1_q3_k_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ3_K, float, gemv1i_q3_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ3_K, half, gemv_q3_k_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ3_K, half, gemv1_q3_k_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ3_K, half, gemv1i_q3_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ3_K, float, gather_q3_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ3_K, half, gather_q3_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_K, float, dequantize_q4_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ4_K, half, dequantize_q4_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_K, float, gemv_q4_k_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ4_K, float, gemv1_q4_k_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ4_K, float, gemv1i_q4_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ4_K, half, gemv_q4_k_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ4_K, half, gemv1_q4_k_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ4_K, half, gemv1i_q4_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_K, float, gather_q4_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_K, half, gather_q4_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_K, float, dequantize_q5_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_K, half, dequantize_q5_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_K, float, gemv_q5_k_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_K, float, gemv1_q5_k_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_K, float, gemv1i_q5_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_K, half, gemv_q5_k_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_K, half, gemv1_q5_k_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_K, half, gemv1i_q5_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_K, float, gather_q5_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_K, half, gather_q5_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ6_K, float, dequantize_q6_k_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ6_K, half, dequantize_q6_k_f16)
 RLX_INSTANTIATE2(gemv_q, QFmtQ6_K, float, gemv_q6_k_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ6_K, float, gemv1_q6_k_f32)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ6_K, float, gemv1i_q6_k_f32)
 RLX_INSTANTIATE2(gemv_q, QFmtQ6_K, half, gemv_q6_k_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ6_K, half, gemv1_q6_k_f16)
+RLX_INSTANTIATE2(gemv1i_q, QFmtQ6_K, half, gemv1i_q6_k_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ6_K, float, gather_q6_k_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ6_K, half, gather_q6_k_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_NL, float, dequantize_iq4_nl_f32)

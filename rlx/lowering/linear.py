@@ -8,7 +8,7 @@ import struct
 
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
-from rlx.lowering.quant import FORMATS, is_block_weight, quantized_linear
+from rlx.lowering.quant import LINEAR_KERNELS, is_block_weight, quantized_linear
 from rlx.runtime.views import View
 
 ACTIVATIONS = {None: 0, "gelu": 1, "gelu_tanh": 2, "silu": 3, "relu": 4}
@@ -26,7 +26,7 @@ def use_row_kernel(lw: Lowering, m: int, n: int, k: int, dtype_name: str = "f32"
                                         transpose_b=transpose_b)
 
 
-@lowers("matmul", kernels=tuple(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize") for fmt in FORMATS))
+@lowers("matmul", kernels=LINEAR_KERNELS)
 def _matmul(lw: Lowering, node: Node) -> View:
     float_suffix(node, node.dtype)
     a = lw.dense(node.inputs[0])
@@ -53,8 +53,7 @@ def _matmul(lw: Lowering, node: Node) -> View:
 
 
 @lowers("linear", reads={1: "start", 2: "start"},
-        kernels=("matmul_rows", "bias_act", *(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize")
-                                              for fmt in FORMATS)))
+        kernels=("matmul_rows", "bias_act", *LINEAR_KERNELS))
 def _linear(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     x = lw.dense(node.inputs[0])

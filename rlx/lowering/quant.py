@@ -40,6 +40,15 @@ GEMV_MIN_GROUPS = 512
 # step's kernel (shaders/quant.h RLX_QGEMV1_MAX_K: its x tile); other shapes
 # take gemv_<fmt>.
 GEMV1_MAX_K = 8192
+# CUDA's integer decode GEMV (gemv1i_<fmt>, shaders/quant_pieces.h): the
+# formats with int8 codes, for groups of at least this many rows (its
+# RLX_QX_MIN_ROWS: the split of x is repaid only over many rows; the small
+# GEMVs of a decode step, 8 rows a group, are faster in gemv1's f32 form).
+GEMV1I_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"})
+GEMV1I_MIN_ROWS = 32
+# Every kernel quantized_linear may dispatch (the lowerings that call it declare them).
+LINEAR_KERNELS = (*(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize") for fmt in FORMATS),
+                  *(f"gemv1i_{fmt}" for fmt in sorted(GEMV1I_FORMATS)))
 # Many rows: the weight is dequantized a tile of rows at a time into scratch
 # of at most this many bytes, and each tile's gemm writes its columns of C,
 # so a vocabulary-sized projection never holds a whole float copy.
@@ -118,6 +127,9 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
             x = lw.dense(node.inputs[0], at_start=True)
         rows, grid = gemv_grid(lw, n, k)
         kernel = "gemv1" if m == 1 and -(-k // 32) * 32 <= GEMV1_MAX_K else "gemv"
+        if (kernel == "gemv1" and lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS
+                and rows >= GEMV1I_MIN_ROWS):
+            kernel = "gemv1i"
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
                     Work("quant_gemv" if m == 1 else "quant_gemv_m8"))   # bound by streaming the blocks

@@ -213,8 +213,8 @@ INTEGER_X_FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4
 @pytest.mark.parametrize("threads", [48, 256])
 @pytest.mark.parametrize("dt", list(DTYPES))
 @pytest.mark.parametrize("fmt", INTEGER_X_FORMATS)
-def test_gemv1_of_x_as_integer_pieces(qdev, fmt, dt, threads):
-    """On CUDA gemv1 multiplies these formats' codes with x split into int8
+def test_gemv1i_of_x_as_integer_pieces(qdev, fmt, dt, threads):
+    """On CUDA gemv1i (gemv1's integer form) multiplies these formats' codes with x split into int8
     pieces per 32 elements (shaders/quant_pieces.h): three where every chunk
     is narrow, five where one is wide (a spike beside small values), and
     the f32 form where the pieces do not fit the shared tile (k = 6400 for
@@ -234,7 +234,7 @@ def test_gemv1_of_x_as_integer_pieces(qdev, fmt, dt, threads):
         tiny = plain.copy()
         tiny[0, 64:96] *= 1e-36 if dt == "f32" else 0.0       # one chunk under 1e-30 (f16: zeros)
         for x in (plain, spiky, tiny):
-            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 32, threads, 1, ACT_NONE, rng, "gemv1", x)
+            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 32, threads, 1, ACT_NONE, rng, "gemv1i", x)
 
 
 def test_gemv_rows_per_group_past_n_and_many_rows(qdev):
