@@ -384,7 +384,10 @@ class LLM:
                 progress: bool | Callable[[int, int], None] | None = None) -> Any:
         """Runs the tokens from position ``start``: 0 starts a new context,
         ``self.position`` continues the cached one (a conversation's next
-        turn: the tokens attend to the cache's rows and their own). Returns
+        turn: the tokens attend to the cache's rows and their own), and an
+        earlier position rewinds to it first (the cached tokens from
+        ``start`` on are dropped: an edited or regenerated turn; see
+        ``rewind``). Returns
         the last token's logits [vocab] (output="logits"), the argmax token
         id ("token"), or ("topk:<k>") the k best (values, ids) after the
         repetition penalty over ``history`` (at most max_context ids).
@@ -394,15 +397,17 @@ class LLM:
         it when there is more than one chunk (False: silent)."""
         ids = self._check_tokens(tokens)
         n = len(ids)
-        if start not in (0, self.position):
-            raise InputError(f"prefill starts at 0 (a new context) or at the cached position {self.position}, "
-                             f"got start={start!r}")
+        if not isinstance(start, int) or not 0 <= start <= self.position:
+            raise InputError(f"prefill starts at 0 (a new context), at the cached position {self.position} or "
+                             f"at an earlier one (a rewind), got start={start!r}")
         if start + n > self.max_context:
             raise InputError(f"{start} cached + {n} prompt tokens exceed max_context={self.max_context}")
         if not isinstance(chunk, int) or chunk < 1:
             raise InputError(f"chunk must be a positive int, got {chunk!r}")
         if start == 0:
             self.reset()
+        elif start < self.position:
+            self.rewind(start, chunk=chunk)
         report = _progress_reporter(progress, n, chunk)
         done, result = 0, None
         while done < n:
@@ -411,6 +416,25 @@ class LLM:
             done += len(part)
             report(done)
         return result
+
+    def rewind(self, position: int, *, chunk: int = DEFAULT_PREFILL_CHUNK) -> None:
+        """Drops the cached tokens from ``position`` on, so the next prefill
+        (start=position) or step continues after context[:position]. Where
+        no sliding-window ring has wrapped (every cached position still has
+        its own row) this only moves the position: the attention masks and
+        lengths hide the later rows, which the next tokens overwrite. Where
+        a ring has wrapped, the rows of positions before ``position`` were
+        overwritten, so the kept tokens are prefilled again (exact, at a
+        prefill's cost)."""
+        if not isinstance(position, int) or not 0 <= position <= self.position:
+            raise InputError(f"rewind goes back to a position in [0, {self.position}], got {position!r}")
+        kept = self.context[:position]
+        if all(rows >= self.position for rows in self.layout.rows):
+            self.position, self.context, self._unfed = position, kept, None
+            return
+        self.reset()
+        if kept:
+            self.prefill(kept, output="token", chunk=chunk, progress=False)
 
     def _prefill_chunk(self, ids: np.ndarray, output: str, history: Sequence[int] | None, penalty: float) -> Any:
         """One run of a prefill executable over ids at the current position:

@@ -175,7 +175,42 @@ def test_continuation_equals_the_concatenated_text(llm, weights):
     top1, kl = _agreement(got[None], reference_logits(weights, a + b)[-1][None])
     assert top1 == 1.0 and kl <= 1e-4, kl
     with pytest.raises(InputError, match="starts at 0"):
-        llm.prefill(b, start=3)
+        llm.prefill(b, start=llm.position + 1)
+    with pytest.raises(InputError, match="starts at 0"):
+        llm.prefill(b, start=-1)
+
+
+def test_rewind_equals_prefilling_the_kept_text(llm):
+    """prefill(A + B), then prefill(C, start=len(A)) (B dropped: no ring
+    has wrapped, so only the position moves) gives prefill(A + C)'s logits,
+    and the next decode step matches too."""
+    ids = llm.tokenizer.encode(TEXT)
+    a, b, c = ids[:15], ids[15:31], ids[31:40]
+    whole = llm.prefill(a + c)
+    step = llm.step(ids[0])
+    llm.prefill(a + b)
+    got = llm.prefill(c, start=len(a))
+    assert llm.position == len(a) + len(c) and llm.context == list(a + c)
+    np.testing.assert_allclose(got, whole, atol=5e-4, rtol=0)
+    np.testing.assert_allclose(llm.step(ids[0]), step, atol=5e-4, rtol=0)
+
+
+def test_rewind_past_a_wrapped_ring_prefills_the_kept_tokens_again(small_window):
+    """With a 6-row ring, A + B (24 tokens) wraps it, so rewinding to
+    len(A) recomputes A's rows: prefill(C, start=len(A)) still equals
+    prefill(A + C); rewinding to 0 empties the context."""
+    model = small_window
+    ids = model.tokenizer.encode(TEXT)
+    a, b, c = ids[:10], ids[10:24], ids[24:31]
+    whole = model.prefill(a + c)
+    model.prefill(a + b)
+    got = model.prefill(c, start=len(a))
+    assert model.position == len(a) + len(c) and model.context == list(a + c)
+    np.testing.assert_allclose(got, whole, atol=5e-4, rtol=0)
+    model.rewind(0)
+    assert model.position == 0 and model.context == []
+    with pytest.raises(InputError, match="rewind"):
+        model.rewind(1)
 
 
 def test_generate_keep_context_continues_the_conversation(llm):
