@@ -1,5 +1,6 @@
-// CUDA decode GEMV (gemv1_q, m = 1) in integer dot products: the weights'
-// codes stay int8 and meet x as int8 pieces in DP4A (four byte products a
+// The CUDA decode GEMV's integer form (gemv1i_q, m = 1; the lowering picks
+// it over gemv1_q for groups of >= 32 rows) in dot products where the
+// weights' codes stay int8 and meet x as int8 pieces in DP4A (four byte products a
 // lane a instruction), for the formats whose codes are small integers under
 // per-32 or per-16 scales (RlxQInt below). Included by quant.h; CUDA only
 // (Metal has no byte dot product, and the CPU has its own integer forms in
