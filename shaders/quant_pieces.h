@@ -142,58 +142,60 @@ RLX_INLINE void rlx_qi_fifth_bits(uint qh, uint *w) {
     for (uint i = 0; i < 8u; ++i) w[i] |= rlx_qi_spread4((qh >> (4u * i)) & 15u) << 4u;
 }
 
-template <>
-struct RlxQInt<QFmtQ8_0> {
+// The codes of a q5_0 / q5_1 block: its u32 of fifth bits at qh, nibbles at qs.
+RLX_INLINE void rlx_qi_five_bit_codes(const uchar *qh, const uchar *qs, uint *w) {
+    uint h;
+    rlx_qi_words<1>(qh, &h);
+    rlx_qi_nibbles16(qs, w);
+    rlx_qi_fifth_bits(h, w);
+}
+
+// Each code's byte minus bias (signed int8 codes from biased unsigned ones).
+RLX_INLINE void rlx_qi_unbias(uint *w, uint bias) {
+    for (uint i = 0; i < 8u; ++i) w[i] = __vsub4(w[i], bias * 0x01010101u);
+}
+
+// The legacy formats' scales: an f16 d at the block's start, one a chunk,
+// and (RlxQIntDM) an f16 m after it whose term is m times the chunk's sum of x.
+struct RlxQIntD {
     enum { has = 1, SPLIT16 = 0, MINS = 0 };
-    RLX_INLINE void codes(const uchar *b, uint, uint *w) { rlx_qi_words<8>(b + 2, w); }
     RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
     RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
 };
+struct RlxQIntDM : RlxQIntD {
+    enum { MINS = 1 };
+    RLX_INLINE float mins(const uchar *b, uint, float x0, float x1) { return rlx_q_f16(b + 2) * (x0 + x1); }
+};
 
 template <>
-struct RlxQInt<QFmtQ4_0> {   // q - 8
-    enum { has = 1, SPLIT16 = 0, MINS = 0 };
+struct RlxQInt<QFmtQ8_0> : RlxQIntD {
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) { rlx_qi_words<8>(b + 2, w); }
+};
+
+template <>
+struct RlxQInt<QFmtQ4_0> : RlxQIntD {   // q - 8
     RLX_INLINE void codes(const uchar *b, uint, uint *w) {
         rlx_qi_nibbles16(b + 2, w);
-        for (uint i = 0; i < 8u; ++i) w[i] = __vsub4(w[i], 0x08080808u);
+        rlx_qi_unbias(w, 8u);
     }
-    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
-    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
 };
 
 template <>
-struct RlxQInt<QFmtQ4_1> {   // d q + m
-    enum { has = 1, SPLIT16 = 0, MINS = 1 };
+struct RlxQInt<QFmtQ4_1> : RlxQIntDM {   // d q + m
     RLX_INLINE void codes(const uchar *b, uint, uint *w) { rlx_qi_nibbles16(b + 4, w); }
-    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
-    RLX_INLINE float mins(const uchar *b, uint, float x0, float x1) { return rlx_q_f16(b + 2) * (x0 + x1); }
 };
 
 template <>
-struct RlxQInt<QFmtQ5_0> {   // q - 16
-    enum { has = 1, SPLIT16 = 0, MINS = 0 };
+struct RlxQInt<QFmtQ5_0> : RlxQIntD {   // q - 16
     RLX_INLINE void codes(const uchar *b, uint, uint *w) {
-        uint qh;
-        rlx_qi_words<1>(b + 2, &qh);
-        rlx_qi_nibbles16(b + 6, w);
-        rlx_qi_fifth_bits(qh, w);
-        for (uint i = 0; i < 8u; ++i) w[i] = __vsub4(w[i], 0x10101010u);
+        rlx_qi_five_bit_codes(b + 2, b + 6, w);
+        rlx_qi_unbias(w, 16u);
     }
-    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
-    RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
 };
 
 template <>
-struct RlxQInt<QFmtQ5_1> {   // d q + m
-    enum { has = 1, SPLIT16 = 0, MINS = 1 };
-    RLX_INLINE void codes(const uchar *b, uint, uint *w) {
-        uint qh;
-        rlx_qi_words<1>(b + 4, &qh);
-        rlx_qi_nibbles16(b + 8, w);
-        rlx_qi_fifth_bits(qh, w);
-    }
-    RLX_INLINE void scales(const uchar *b, uint, float &f0, float &f1) { f0 = f1 = rlx_q_f16(b); }
-    RLX_INLINE float mins(const uchar *b, uint, float x0, float x1) { return rlx_q_f16(b + 2) * (x0 + x1); }
+struct RlxQInt<QFmtQ5_1> : RlxQIntDM {   // d q + m
+    RLX_INLINE void codes(const uchar *b, uint, uint *w) { rlx_qi_five_bit_codes(b + 4, b + 8, w); }
 };
 
 // K-quants: chunk s of 8 (16-element scales: halves s 2 and s 2 + 1).
@@ -232,14 +234,9 @@ struct RlxQInt<QFmtQ3_K> {   // d sc (q - 4 + 4 h), per 16
     RLX_INLINE float mins(const uchar *, uint, float, float) { return 0.0f; }
 };
 
-template <>
-struct RlxQInt<QFmtQ4_K> {   // d sc q - dmin m, per 32
+// q4_k / q5_k: d sc per 32 elements, minus dmin m times the chunk's sum of x.
+struct RlxQIntK45 {
     enum { has = 1, SPLIT16 = 0, MINS = 1 };
-    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
-        rlx_qi_words<8>(b + 16u + 32u * (s >> 1u), w);
-        const uint shift = 4u * (s & 1u);
-        for (uint i = 0; i < 8u; ++i) w[i] = (w[i] >> shift) & 0x0F0F0F0Fu;
-    }
     RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
         f0 = f1 = rlx_q_f16(b) * (float)(rlx_q_k_scale_min(b + 4, s) & 255u);
     }
@@ -249,20 +246,22 @@ struct RlxQInt<QFmtQ4_K> {   // d sc q - dmin m, per 32
 };
 
 template <>
-struct RlxQInt<QFmtQ5_K> {   // d sc (q + 16 h) - dmin m, per 32
-    enum { has = 1, SPLIT16 = 0, MINS = 1 };
+struct RlxQInt<QFmtQ4_K> : RlxQIntK45 {   // d sc q - dmin m
+    RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
+        rlx_qi_words<8>(b + 16u + 32u * (s >> 1u), w);
+        const uint shift = 4u * (s & 1u);
+        for (uint i = 0; i < 8u; ++i) w[i] = (w[i] >> shift) & 0x0F0F0F0Fu;
+    }
+};
+
+template <>
+struct RlxQInt<QFmtQ5_K> : RlxQIntK45 {   // d sc (q + 16 h) - dmin m
     RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
         uint h[8];
         rlx_qi_words<8>(b + 48u + 32u * (s >> 1u), w);
         rlx_qi_words<8>(b + 16u, h);
         const uint shift = 4u * (s & 1u);
         for (uint i = 0; i < 8u; ++i) w[i] = ((w[i] >> shift) & 0x0F0F0F0Fu) | (((h[i] >> s) & 0x01010101u) << 4u);
-    }
-    RLX_INLINE void scales(const uchar *b, uint s, float &f0, float &f1) {
-        f0 = f1 = rlx_q_f16(b) * (float)(rlx_q_k_scale_min(b + 4, s) & 255u);
-    }
-    RLX_INLINE float mins(const uchar *b, uint s, float x0, float x1) {
-        return -rlx_q_f16(b + 2) * (float)(rlx_q_k_scale_min(b + 4, s) >> 8u) * (x0 + x1);
     }
 };
 
