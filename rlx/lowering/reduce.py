@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from math import prod
 
+from rlx.ir.dtype import f32
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime.views import View
@@ -16,7 +17,27 @@ def reduce_params(outer: int, length: int, inner: int, op: int, in_offset: int) 
     return struct.pack("<8I", outer, length, inner, op, in_offset, 0, 0, 0)
 
 
-@lowers("sum", "mean", "max", "argmax", kernels=("reduce", "argmax"))
+# The argmax of fewer rows than the device has cores, each of at least
+# ARGMAX_SPLIT_MIN_LEN elements (a decode step's logits), runs as
+# argmax_chunks + argmax_merge (shaders/reduce.h): one group a row read a
+# 262,144-logit row in 138 us on the H200 (benchmarks/README.md, session
+# 9). GPUs take chunks of ARGMAX_CHUNK_GPU elements; the CPU one chunk per
+# core the rows leave free.
+ARGMAX_SPLIT_MIN_LEN = 16384
+ARGMAX_CHUNK_GPU = 2048
+
+
+def argmax_chunks(lw: Lowering, rows: int, length: int) -> int:
+    """Chunks per row of the split argmax, or 0 for the one-pass kernel."""
+    target = lw.target
+    if rows >= target.compute_units or length < ARGMAX_SPLIT_MIN_LEN:
+        return 0
+    if target.one_thread_groups:
+        return max(target.compute_units // rows, 2)
+    return -(-length // ARGMAX_CHUNK_GPU)
+
+
+@lowers("sum", "mean", "max", "argmax", kernels=("reduce", "argmax", "argmax_chunks", "argmax_merge"))
 def _reduce(lw: Lowering, node: Node) -> View:
     x = lw.dense(node.inputs[0])
     axis = node.attrs["axis"]
@@ -28,6 +49,16 @@ def _reduce(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, x.dtype)
     kernel = f"argmax_{suffix}" if node.op == "argmax" else f"reduce_{suffix}"
     op = 0 if node.op == "argmax" else REDUCE_OPS[node.op]
+    chunks = argmax_chunks(lw, outer * inner, length) if node.op == "argmax" else 0
+    if chunks:
+        chunk_len = -(-length // chunks)
+        params = struct.pack("<8I", outer, length, inner, 0, x.offset, chunks, chunk_len, 0)
+        part = lw.new_value(node, (outer * inner * chunks * 2,), f32)
+        lw.dispatch(f"{node!r} ({chunks} chunks)", f"argmax_chunks_{suffix}", [(x, "r"), (part, "w")], params,
+                    lw.target.row_grid(outer * inner * chunks, chunk_len), Work("softmax"))
+        lw.dispatch(f"{node!r} (merge the chunks)", f"argmax_merge_{suffix}", [(part, "r"), (out, "w")], params,
+                    lw.target.row_grid(outer * inner, chunks), Work("softmax"))
+        return out
     lw.dispatch(repr(node), kernel, [(x, "r"), (out, "w")], reduce_params(outer, length, inner, op, x.offset),
                 lw.target.row_grid(outer * inner, length), Work("softmax"))   # a row pass, like softmax
     return out

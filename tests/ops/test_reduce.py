@@ -72,3 +72,45 @@ def test_max_of_the_fuzzed_row():
     g.set_outputs(m=g.max(x), i=g.argmax(x))
     out = rlx.compile(g).run(x=np.array([1, NAN, 3, -2], np.float32))
     assert np.isnan(out["m"]) and out["i"] == 1
+
+
+# ---------------------------------------------------------------- long rows: the split argmax
+
+
+def _long_rows(rng, length: int, case: str, dtype: str) -> np.ndarray:
+    data = rng.standard_normal((1, length)).astype(np.float32)
+    if case == "last":          # the max in the row's last element (the last, partial chunk)
+        data[0, -1] = 50.0
+    elif case == "tie":         # the same max early and late: the first index wins across chunks
+        data[0, [length // 3, length // 3 + 5000, length - 2]] = 50.0
+    elif case == "nan":         # a NaN after a larger finite value: the first NaN wins
+        data[0, 7] = 60.0
+        data[0, [length // 2 + 3, length - 1]] = np.nan
+    elif case == "ninf":        # every element -inf: index 0
+        data[:] = -np.inf
+    return data.astype(np.float16 if dtype == "f16" else np.float32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("length", [16384, 20001, 262147])
+@pytest.mark.parametrize("case", ["random", "last", "tie", "nan", "ninf"])
+def test_argmax_of_long_rows(rng, length, case, dtype):
+    data = _long_rows(rng, length, case, dtype)
+    g = rlx.Graph()
+    x = g.input("x", data.shape, dtype)
+    g.set_outputs(i=g.argmax(x, axis=-1))
+    exe = rlx.compile(g)
+    got = exe.run(x=data)["i"]
+    np.testing.assert_array_equal(got, rlx.run_reference(g, {"x": data})["i"])
+    np.testing.assert_array_equal(got, torch.argmax(_t(data), dim=-1).numpy())
+    split = any((t.kernel or "").startswith("argmax_chunks") for t in exe.thunks)
+    assert split == (exe.target.compute_units > 1), "a row on a device with several cores takes the split argmax"
+
+
+def test_argmax_of_long_strided_rows(rng):
+    data = rng.standard_normal((30001, 2)).astype(np.float32)
+    data[[5, 29999], 1] = 9.0
+    g = rlx.Graph()
+    x = g.input("x", data.shape)
+    g.set_outputs(i=g.argmax(x, axis=0))
+    np.testing.assert_array_equal(rlx.compile(g).run(x=data)["i"], np.argmax(data, axis=0))
