@@ -408,7 +408,8 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
         if (w, h) not in renderers:
-            renderers[(w, h)] = Renderer(scene, w, h, device=args.device, background=bg, capacity=args.capacity)
+            renderers[(w, h)] = Renderer(scene, w, h, device=args.device, background=bg, capacity=args.capacity,
+                                         max_alpha=args.max_alpha)
         frame = renderers[(w, h)].render(cam)
         pairs += frame.pairs
         stem = f"{i:04d}" + (f"_{Path(cam.name).stem}" if cam.name and cam.name != str(i) else "")
@@ -628,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
     p.add_argument("--background", default="0,0,0", help="r,g,b in [0, 1] (default 0,0,0)")
     p.add_argument("--capacity", type=int, default=None, help="(tile, Gaussian) pairs to plan for (grows as needed)")
+    p.add_argument("--max-alpha", type=float, default=0.99,
+                   help="clamp of each Gaussian's alpha, in (0, 1) (default 0.99 as in 3DGS; gsplat: 0.999)")
     p.add_argument("--depth", action="store_true", help="also write NNNN_depth.png")
     p.add_argument("--alpha", action="store_true", help="also write NNNN_alpha.png")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")

@@ -1,7 +1,8 @@
 // The splat family (rlx/ir/ops/splat.py): a 3D Gaussian Splatting forward
-// renderer as five kernels; the device radix sort between splat_bin and
-// splat_ranges is shaders/sort.h. rlx/reference/splat.py states the
-// algorithm and its conventions in float64, in this order of operations.
+// renderer; the device radix sorts (by depth, then by tile) and the
+// multi-group scan behind splat_offsets are shaders/sort.h.
+// rlx/reference/splat.py states the algorithm and its conventions in
+// float64, in this order of operations.
 //
 // - splat_project: one thread per Gaussian: camera-space mean (z <= 0.2
 //   culled), 3D covariance R S S^T R^T, EWA projection with the Jacobian
@@ -9,10 +10,15 @@
 //   dilation, conic, 3-sigma radius, tile rectangle, sigmoid opacity, SH
 //   colour; the tiles of the rectangle it can reach with alpha >= 1/255
 //   (rlx_splat_tile_hit); a 16-float record, zeros when culled.
-// - splat_offsets: one group, the exclusive prefix sum of tiles touched.
-// - splat_bin: one thread per Gaussian writes its (tile, depth bits, index)
-//   pairs (the tiles rlx_splat_tile_hit accepts, as counted) at its offset,
-//   dropping those at or past the capacity.
+// - splat_depth_keys: one (depth bits, index) row per Gaussian (culled:
+//   key 0xFFFFFFFF, last), for a stable sort by depth: the depth order.
+// - splat_offsets: splat_order_tiles gathers the tiles touched in depth
+//   order, the scan of sort.h turns them into their exclusive prefix sum.
+// - splat_bin: one thread per depth-order position writes its Gaussian's
+//   (tile, index) pairs (the tiles rlx_splat_tile_hit accepts, as counted)
+//   at its offset, dropping those at or past the capacity. The pairs come
+//   out in depth order, so a stable sort by tile alone orders them by
+//   (tile, depth, index).
 // - splat_ranges: one thread per tile, two binary searches in the sorted pairs.
 // - splat_raster: one group per 16x16 tile; batches of the tile's Gaussians
 //   are staged in group memory, each pixel composites them front to back
@@ -214,58 +220,57 @@ struct SplatScanParams {
     uint n, pad0, pad1, pad2;
 };
 
-// One group: offsets[i] = sum of tiles of records < i, offsets[n] = the
-// total, saturating at 2^31 - 1 (the caller sees a total past its capacity).
+// keys[i] = (depth bits, i): positive depths order as their bits; culled
+// Gaussians (no tiles) get 0xFFFFFFFF and emit no pairs wherever they sort.
 template <typename T>
-RLX_KERNEL splat_offsets(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE int *, offsets, 1),
-                         RLX_PARAMS(SplatScanParams, p, 2) RLX_IDS) {
-    RLX_SHARED(uint64_t, part, RLX_SPLAT_MAX_THREADS);
-    const uint n = p->n;
-    const uint g = rlx_group_size.x < RLX_SPLAT_MAX_THREADS ? rlx_group_size.x : RLX_SPLAT_MAX_THREADS;
-    const uint t = rlx_local_id.x;
-    const RlxRange segment = rlx_group_segment(n, t, g);
-    const uint lo = segment.begin, hi = segment.end;
-    uint64_t s = 0u;
-    for (uint i = lo; i < hi; ++i) s += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
-    if (t < g) part[t] = s;
-    rlx_barrier();
-    if (t == 0u) {
-        const uint64_t total = rlx_serial_exclusive_scan(part, g);
-        offsets[n] = (int)(total < 0x7FFFFFFFu ? total : 0x7FFFFFFFu);
-    }
-    rlx_barrier();
-    uint64_t run = t < g ? part[t] : 0u;
-    for (uint i = lo; i < hi; ++i) {
-        offsets[i] = (int)(run < 0x7FFFFFFFu ? run : 0x7FFFFFFFu);
-        run += (uint64_t)rlx_to_float(rec[(uint64_t)i * RLX_SPLAT_REC + 11u]);
+RLX_KERNEL splat_depth_keys(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE int *, keys, 1),
+                            RLX_PARAMS(SplatScanParams, p, 2) RLX_IDS) {
+    RLX_FOR_RANGE(i, p->n) {
+        RLX_DEVICE const T *r = rec + i * RLX_SPLAT_REC;
+        const bool drawn = rlx_to_float(r[11]) > 0.0f;
+        keys[2u * i] = (int)(drawn ? rlx_float_to_bits(rlx_to_float(r[2])) : 0xFFFFFFFFu);
+        keys[2u * i + 1u] = (int)i;
     }
 }
-RLX_INSTANTIATE(splat_offsets, float, splat_offsets_rec)
+RLX_INSTANTIATE(splat_depth_keys, float, splat_depth_keys_rec)
+
+// tiles[k] = tiles touched by the k-th Gaussian in depth order (order: the
+// depth-sorted keys, column 1 the index); the scan that follows makes them
+// offsets.
+template <typename T>
+RLX_KERNEL splat_order_tiles(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE const int *, order, 1),
+                             RLX_BUF(RLX_DEVICE int *, tiles, 2), RLX_PARAMS(SplatScanParams, p, 3) RLX_IDS) {
+    RLX_FOR_RANGE(k, p->n) {
+        const uint64_t i = (uint)order[2u * k + 1u];
+        tiles[k] = (int)rlx_to_float(rec[i * RLX_SPLAT_REC + 11u]);
+    }
+}
+RLX_INSTANTIATE(splat_order_tiles, float, splat_order_tiles_rec)
 
 struct SplatBinParams {
     uint n, capacity, gx, pad0;
 };
 
 template <typename T>
-RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE const int *, offsets, 1),
-                     RLX_BUF(RLX_DEVICE int *, pairs, 2), RLX_PARAMS(SplatBinParams, p, 3) RLX_IDS) {
+RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE const int *, order, 1),
+                     RLX_BUF(RLX_DEVICE const int *, offsets, 2), RLX_BUF(RLX_DEVICE int *, pairs, 3),
+                     RLX_PARAMS(SplatBinParams, p, 4) RLX_IDS) {
     const uint cap = p->capacity, gx = p->gx;
-    RLX_FOR_RANGE(i, p->n) {
-        RLX_DEVICE const T *r = rec + i * RLX_SPLAT_REC;
+    RLX_FOR_RANGE(k, p->n) {
+        const uint i = (uint)order[2u * k + 1u];
+        RLX_DEVICE const T *r = rec + (uint64_t)i * RLX_SPLAT_REC;
         if (!(rlx_to_float(r[11]) > 0.0f)) continue;
-        const uint key = rlx_float_to_bits(rlx_to_float(r[2]));   // depth > 0.2: bits order as values
         const uint x0 = (uint)rlx_to_float(r[12]), y0 = (uint)rlx_to_float(r[13]);
         const uint x1 = (uint)rlx_to_float(r[14]), y1 = (uint)rlx_to_float(r[15]);
         const float u = rlx_to_float(r[0]), v = rlx_to_float(r[1]), ca = rlx_to_float(r[3]);
         const float cb = rlx_to_float(r[4]), cc = rlx_to_float(r[5]), op = rlx_to_float(r[6]);
-        uint o = (uint)offsets[i];
+        uint o = (uint)offsets[k];
         for (uint y = y0; y < y1; ++y) {
             for (uint x = x0; x < x1; ++x) {
                 if (o >= cap) break;
                 if (!rlx_splat_tile_hit(u, v, ca, cb, cc, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
-                pairs[3u * (uint64_t)o] = (int)(y * gx + x);
-                pairs[3u * (uint64_t)o + 1u] = (int)key;
-                pairs[3u * (uint64_t)o + 2u] = (int)i;
+                pairs[2u * (uint64_t)o] = (int)(y * gx + x);
+                pairs[2u * (uint64_t)o + 1u] = (int)i;
                 ++o;
             }
         }
@@ -294,7 +299,7 @@ RLX_KERNEL splat_ranges(RLX_BUF(RLX_DEVICE const T *, pairs, 0), RLX_BUF(RLX_DEV
             uint lo = 0u, hi = m;
             while (lo < hi) {
                 const uint mid = lo + (hi - lo) / 2u;
-                if ((uint)pairs[3u * (uint64_t)mid] < want) lo = mid + 1u; else hi = mid;
+                if ((uint)pairs[2u * (uint64_t)mid] < want) lo = mid + 1u; else hi = mid;
             }
             ranges[2u * t + side] = (int)lo;
         }
@@ -304,7 +309,7 @@ RLX_INSTANTIATE(splat_ranges, uint, splat_ranges_u32)
 
 struct SplatRasterParams {
     uint width, height, gx, pad0;
-    float bg_r, bg_g, bg_b, pad1;
+    float bg_r, bg_g, bg_b, max_alpha;   // max_alpha: the clamp of a Gaussian's alpha (3DGS: 0.99)
 };
 
 // One group per tile. Per-pixel state (transmittance, r, g, b, depth, live)
@@ -330,6 +335,7 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
     RLX_SHARED(float, px_live, RLX_SPLAT_PIXELS);   // 1: still compositing, 0: done or outside the image
     RLX_SHARED(float, bt, 10u * RLX_SPLAT_BATCH);   // u, v, a, b, c, opacity, r, g, b, depth
     const uint tile = rlx_group_id.x, gx = p->gx;
+    const float max_alpha = p->max_alpha;
     const uint tx0 = (tile % gx) * RLX_SPLAT_TILE, ty0 = (tile / gx) * RLX_SPLAT_TILE;
     const uint start = (uint)ranges[2u * tile], end = (uint)ranges[2u * tile + 1u];
     RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
@@ -347,7 +353,7 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
         const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
         rlx_barrier();
         RLX_FOR_GROUP(j, len) {
-            RLX_DEVICE const float *r = rec + (uint64_t)(uint)pairs[3u * (uint64_t)(b0 + j) + 2u] * RLX_SPLAT_REC;
+            RLX_DEVICE const float *r = rec + (uint64_t)(uint)pairs[2u * (uint64_t)(b0 + j) + 1u] * RLX_SPLAT_REC;
             bt[10u * j] = r[0];
             bt[10u * j + 1u] = r[1];
             bt[10u * j + 2u] = r[3];
@@ -368,7 +374,7 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
                 const float dx = gu - px_x[q], dy = gv - px_y[q];
                 const float power = -0.5f * (ca * dx * dx + cc * dy * dy) - cb * dx * dy;
                 const float e = op * rlx_exp(power);
-                const float alpha = e < 0.99f ? e : 0.99f;
+                const float alpha = e < max_alpha ? e : max_alpha;
                 const float tr = px_t[q];
                 const float test = tr * (1.0f - alpha);
                 // Masks as 0 / 1 floats (a form GCC vectorizes): use, stop (T would fall below

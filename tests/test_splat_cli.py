@@ -75,3 +75,21 @@ def test_png_writer_round_trip(tmp_path):
         write_png(tmp_path / "x.png", img)
         got = _read_png(tmp_path / "x.png")
         np.testing.assert_array_equal(got.reshape(img.shape), img)
+
+
+def test_max_alpha_option(tmp_path):
+    """--max-alpha reaches the renderer; a value outside (0, 1) is a one-line error, exit status 2."""
+    scene = random_scene(300, seed=3, degree=0, scale=-1.5)
+    write_ply(tmp_path / "s.ply", scene)
+    cam = Camera.look_at((0, 0, -6), (0, 0, 0), fx=60.0, cx=32.0, cy=24.0, width=64, height=48)
+    doc = [{"name": "0", "viewmat": cam.viewmat.tolist(), "fx": cam.fx, "fy": cam.fy, "cx": cam.cx, "cy": cam.cy,
+            "width": 64, "height": 48}]
+    (tmp_path / "cams.json").write_text(json.dumps(doc))
+    out = _cli(str(tmp_path / "s.ply"), "--camera", str(tmp_path / "cams.json"), "-o", str(tmp_path / "out"),
+               "--max-alpha", "0.999")
+    assert out.returncode == 0, out.stderr
+    frame = Renderer(scene, 64, 48, max_alpha=0.999).render(cam)
+    np.testing.assert_array_equal(_read_png(tmp_path / "out" / "0000.png"), to_uint8(frame.rgb))
+    bad = _cli(str(tmp_path / "s.ply"), "--camera", str(tmp_path / "cams.json"), "-o", str(tmp_path / "out"),
+               "--max-alpha", "1.5")
+    assert bad.returncode == 2 and "max_alpha" in bad.stderr and "Traceback" not in bad.stderr

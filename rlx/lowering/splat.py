@@ -1,9 +1,11 @@
-"""Lowering of the splat family (shaders/splat.h): one dispatch per op.
+"""Lowering of the splat family (shaders/splat.h).
 
-splat_project and splat_bin are range loops over the Gaussians (one
-thread each), splat_offsets one group (a prefix sum), splat_ranges a range
-loop over the tiles, splat_raster one group per 16x16 tile (256 threads
-on GPUs, one pixel each; the CPU's one-thread group walks its 256)."""
+splat_project, splat_depth_keys and splat_bin are range loops over the
+Gaussians (one thread each); splat_offsets a range loop that gathers the
+tiles touched in depth order, then the multi-group scan of
+rlx/lowering/sort.py (emit_scan); splat_ranges a range loop over the
+tiles; splat_raster one group per 16x16 tile (256 threads on GPUs, one
+pixel each; the CPU's one-thread group walks its 256)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,8 @@ import struct
 from rlx.ir.graph import Node
 from rlx.ir.ops.splat import TILE, tiles_of
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
+from rlx.lowering.sort import SCAN_KERNELS, emit_scan
 from rlx.runtime.views import View
-
-MAX_THREADS = 1024   # RLX_SPLAT_MAX_THREADS
 
 
 def _grid(width: int, height: int) -> tuple[int, int]:
@@ -34,24 +35,35 @@ def _project(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("splat_offsets", reads={0: "start"}, kernels=("splat_offsets_rec",))
-def _offsets(lw: Lowering, node: Node) -> View:
+@lowers("splat_depth_keys", reads={0: "start"}, kernels=("splat_depth_keys_rec",))
+def _depth_keys(lw: Lowering, node: Node) -> View:
     rec = lw.dense(node.inputs[0], at_start=True)
     out = lw.new_value(node)
-    threads = 1 if lw.target.one_thread_groups else min(MAX_THREADS, lw.target.max_threads_per_group)
-    lw.dispatch(repr(node), "splat_offsets_rec", [(rec, "r"), (out, "w")],
-                struct.pack("<4I", rec.shape[0], 0, 0, 0), ((1, 1, 1), (threads, 1, 1)), Work("copy"))
+    n = rec.shape[0]
+    lw.dispatch(repr(node), "splat_depth_keys_rec", [(rec, "r"), (out, "w")], struct.pack("<4I", n, 0, 0, 0),
+                lw.target.elementwise_grid(n, scalar=True), Work("copy"))
     return out
 
 
-@lowers("splat_bin", reads={0: "start", 1: "start"}, kernels=("splat_bin_rec",))
-def _bin(lw: Lowering, node: Node) -> View:
+@lowers("splat_offsets", reads={0: "start", 1: "start"}, kernels=("splat_order_tiles_rec", *SCAN_KERNELS))
+def _offsets(lw: Lowering, node: Node) -> View:
     rec = lw.dense(node.inputs[0], at_start=True)
-    offs = lw.dense(node.inputs[1], at_start=True)
+    order = lw.dense(node.inputs[1], at_start=True)
+    out = lw.new_value(node)
+    n = rec.shape[0]
+    lw.dispatch(f"{node!r} tiles in depth order", "splat_order_tiles_rec", [(rec, "r"), (order, "r"), (out, "w")],
+                struct.pack("<4I", n, 0, 0, 0), lw.target.elementwise_grid(n, scalar=True), Work("copy"))
+    emit_scan(lw, node, out, n, out.offset + n, repr(node))
+    return out
+
+
+@lowers("splat_bin", reads={0: "start", 1: "start", 2: "start"}, kernels=("splat_bin_rec",))
+def _bin(lw: Lowering, node: Node) -> View:
+    rec, order, offs = (lw.dense(x, at_start=True) for x in node.inputs)
     out = lw.new_value(node)
     n = rec.shape[0]
     gx, _ = _grid(node.attrs["width"], node.attrs["height"])
-    lw.dispatch(repr(node), "splat_bin_rec", [(rec, "r"), (offs, "r"), (out, "w")],
+    lw.dispatch(repr(node), "splat_bin_rec", [(rec, "r"), (order, "r"), (offs, "r"), (out, "w")],
                 struct.pack("<4I", n, node.attrs["capacity"], gx, 0),
                 lw.target.elementwise_grid(n * 16, scalar=True), Work("copy"))
     return out
@@ -76,7 +88,7 @@ def _raster(lw: Lowering, node: Node) -> View:
     w, h = node.attrs["width"], node.attrs["height"]
     gx, gy = _grid(w, h)
     threads = 1 if lw.target.one_thread_groups else min(TILE * TILE, lw.target.max_threads_per_group)
-    params = struct.pack("<4I4f", w, h, gx, 0, *node.attrs["background"], 0.0)
+    params = struct.pack("<4I4f", w, h, gx, 0, *node.attrs["background"], node.attrs["max_alpha"])
     lw.dispatch(repr(node), f"splat_raster_{float_suffix(node, node.dtype)}", [(rec, "r"), (pairs, "r"),
                 (ranges, "r"), (out, "w")], params, ((gx * gy, 1, 1), (threads, 1, 1)), Work("elementwise"))
     return out

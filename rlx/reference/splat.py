@@ -21,10 +21,16 @@ Conventions (the kernels' too):
   none touched: culled.
 - colour: the SH basis of degree <= 3 at the direction from the camera
   centre to the mean (the 3DGS constants), + 0.5, clamped at 0.
-- raster: per tile, the Gaussians touching it by increasing depth (ties by
-  index); per pixel front to back: power = -0.5 (a dx^2 + c dy^2) - b dx dy
-  with (dx, dy) = mean - pixel centre, skipped when power > 0; alpha =
-  min(0.99, opacity exp(power)), skipped when < 1/255; stop (without that
+- order: the Gaussians sorted stably by depth (its f32 bits; ties keep
+  index order; culled ones last, with no pairs), their tiles' offsets and
+  (tile, index) pairs emitted in that order, then the pairs sorted stably
+  by tile alone: each tile's Gaussians by increasing depth, ties by index
+  (the (tile, depth, index) order of a sort by all three).
+- raster: per tile, the Gaussians touching it in that order; per pixel
+  front to back: power = -0.5 (a dx^2 + c dy^2) - b dx dy with (dx, dy) =
+  mean - pixel centre, skipped when power > 0; alpha = min(max_alpha,
+  opacity exp(power)) (max_alpha 0.99, the 3DGS paper's), skipped when <
+  1/255; stop (without that
   Gaussian) when T (1 - alpha) < 1e-4; out = sum(c alpha T) + T background,
   depth = sum(z alpha T), alpha = 1 - T.
 """
@@ -40,6 +46,8 @@ from rlx.reference.sort import sort_rows
 TILE = 16
 NEAR = 0.2
 RECORD = 16   # floats per projected Gaussian (shaders/splat.h: SPLAT_REC_*)
+MAX_ALPHA = 0.99
+CULLED_KEY = -1   # 0xFFFFFFFF as i32: culled Gaussians sort after every depth
 # Record columns.
 U, V, DEPTH, CA, CB, CC, OPACITY, R, G, B, RADIUS, TILES, XMIN, YMIN, XMAX, YMAX = range(RECORD)
 
@@ -176,33 +184,48 @@ def project(means, scales, quats, opacities, sh, camera, width: int, height: int
     return out
 
 
-def offsets(records: np.ndarray) -> np.ndarray:
-    """Exclusive prefix sum of the tiles touched, [N + 1] (the last: the total)."""
-    counts = np.asarray(records)[:, TILES].astype(np.int64)
-    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-
-
 def depth_bits(depth: np.ndarray) -> np.ndarray:
     """The sort key of a positive depth: its f32 bit pattern (monotonic for positive floats)."""
     return np.asarray(depth, np.float32).view(np.int32).astype(np.int64)
 
 
-def bin_pairs(records: np.ndarray, offs: np.ndarray, capacity: int, width: int) -> np.ndarray:
-    """(tile, depth key, index) rows [capacity, 3] int32, Gaussian by
-    Gaussian in index order, each one's tiles row-major; rows at and past
-    min(total, capacity) are zero."""
+def depth_keys(records: np.ndarray) -> np.ndarray:
+    """(depth key, index) rows [N, 2] int32; culled rows (no tiles) key CULLED_KEY."""
+    records = np.asarray(records)
+    n = records.shape[0]
+    keys = np.where(records[:, TILES] > 0, depth_bits(records[:, DEPTH]), CULLED_KEY)
+    return np.stack([keys, np.arange(n)], -1).astype(np.int32)
+
+
+def depth_order(records: np.ndarray) -> np.ndarray:
+    """depth_keys stably sorted by key (as unsigned): [N, 2] int32, column 1 the depth order."""
+    keys = depth_keys(records)
+    return sort_rows(keys, keys.shape[0], 1)
+
+
+def offsets(records: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Exclusive prefix sum of the tiles touched in depth order (order: depth_order's [N, 2]),
+    [N + 1] (the last: the total)."""
+    counts = np.asarray(records)[np.asarray(order)[:, 1], TILES].astype(np.int64)
+    return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+
+def bin_pairs(records: np.ndarray, order: np.ndarray, offs: np.ndarray, capacity: int, width: int) -> np.ndarray:
+    """(tile, index) rows [capacity, 2] int32, Gaussian by Gaussian in depth
+    order, each one's tiles row-major; rows at and past min(total,
+    capacity) are zero."""
     records = np.asarray(records)
     gx, _ = tile_grid(width, 1)
-    out = np.zeros((capacity, 3), np.int64)
-    keys = depth_bits(records[:, DEPTH])
-    for i in np.flatnonzero(records[:, TILES] > 0):
+    out = np.zeros((capacity, 2), np.int64)
+    for k, i in enumerate(np.asarray(order)[:, 1]):
+        if not records[i, TILES] > 0:
+            continue
         tile = gaussian_tiles(np.asarray(records[i], np.float64), gx)
-        o = int(offs[i])
+        o = int(offs[k])
         end = min(o + tile.size, capacity)
         if end > o:
             out[o:end, 0] = tile[:end - o]
-            out[o:end, 1] = keys[i]
-            out[o:end, 2] = i
+            out[o:end, 1] = i
     return out.astype(np.int32)
 
 
@@ -214,8 +237,8 @@ def tile_ranges(sorted_pairs: np.ndarray, count: int, tiles: int) -> np.ndarray:
 
 
 def raster(records: np.ndarray, sorted_pairs: np.ndarray, ranges: np.ndarray, width: int, height: int,
-           background=(0.0, 0.0, 0.0)) -> np.ndarray:
-    """[height, width, 5]: r, g, b, depth, alpha (float64)."""
+           background=(0.0, 0.0, 0.0), max_alpha: float = MAX_ALPHA) -> np.ndarray:
+    """[height, width, 5]: r, g, b, depth, alpha (float64); sorted_pairs: (tile, index) rows."""
     records = np.asarray(records, np.float64)
     gx, gy = tile_grid(width, height)
     img = np.zeros((gy * TILE, gx * TILE, 5))
@@ -229,13 +252,13 @@ def raster(records: np.ndarray, sorted_pairs: np.ndarray, ranges: np.ndarray, wi
         tr = np.ones(TILE * TILE)
         col = np.zeros((TILE * TILE, 4))
         live = np.ones(TILE * TILE, bool)
-        for idx in sorted_pairs[s:e, 2]:
+        for idx in sorted_pairs[s:e, 1]:
             if not live.any():
                 break
             r = records[idx]
             dx, dy = r[U] - pcx, r[V] - pcy
             power = -0.5 * (r[CA] * dx * dx + r[CC] * dy * dy) - r[CB] * dx * dy
-            alpha = np.minimum(0.99, r[OPACITY] * np.exp(power))
+            alpha = np.minimum(max_alpha, r[OPACITY] * np.exp(power))
             use = live & (power <= 0.0) & (alpha >= 1.0 / 255.0)
             test = tr * (1.0 - alpha)
             stop = use & (test < 1e-4)
@@ -249,18 +272,20 @@ def raster(records: np.ndarray, sorted_pairs: np.ndarray, ranges: np.ndarray, wi
     return img[:height, :width]
 
 
-def render(scene, camera, width: int, height: int, background=(0.0, 0.0, 0.0)) -> np.ndarray:
+def render(scene, camera, width: int, height: int, background=(0.0, 0.0, 0.0),
+           max_alpha: float = MAX_ALPHA) -> np.ndarray:
     """The whole frame in float64: [height, width, 5] (r, g, b, depth, alpha).
     ``camera``: an rlx.splat.Camera or its packed f32 [20] form."""
     cam = camera.packed() if hasattr(camera, "packed") else np.asarray(camera)
     cam = np.asarray(cam, np.float64)
     rec = project(scene.means, scene.scales, scene.quats, scene.opacities, scene.sh, cam, width, height)
-    offs = offsets(rec)
+    order = depth_order(rec)
+    offs = offsets(rec, order)
     total = int(offs[-1])
-    pairs = bin_pairs(rec, offs, total, width)
-    srt = sort_rows(pairs, total, 2)
+    pairs = bin_pairs(rec, order, offs, total, width)
+    srt = sort_rows(pairs, total, 1)
     gx, gy = tile_grid(width, height)
-    return raster(rec, srt, tile_ranges(srt, total, gx * gy), width, height, background)
+    return raster(rec, srt, tile_ranges(srt, total, gx * gy), width, height, background, max_alpha)
 
 
 def psnr(a: np.ndarray, b: np.ndarray, peak: float = 1.0) -> float:
@@ -276,14 +301,19 @@ def _project(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return project(*xs, attrs["width"], attrs["height"]).astype(np.float32)
 
 
+@reference_for("splat_depth_keys")
+def _depth_keys(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return depth_keys(xs[0])
+
+
 @reference_for("splat_offsets")
 def _offsets(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    return np.minimum(offsets(xs[0]), 0x7FFFFFFF).astype(np.int32)
+    return np.minimum(offsets(xs[0], xs[1]), 0x7FFFFFFF).astype(np.int32)
 
 
 @reference_for("splat_bin")
 def _bin(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
-    return bin_pairs(xs[0], xs[1].astype(np.int64), attrs["capacity"], attrs["width"])
+    return bin_pairs(xs[0], xs[1], xs[2].astype(np.int64), attrs["capacity"], attrs["width"])
 
 
 @reference_for("splat_ranges")
@@ -297,4 +327,5 @@ def _ranges(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 @reference_for("splat_raster")
 def _raster(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     rec, pairs, ranges = xs
-    return raster(rec, pairs, ranges, attrs["width"], attrs["height"], attrs["background"]).astype(out.dtype.numpy)
+    return raster(rec, pairs, ranges, attrs["width"], attrs["height"], attrs["background"],
+                  attrs["max_alpha"]).astype(out.dtype.numpy)

@@ -3,11 +3,16 @@ compiled once; ``render`` runs it per camera.
 
 The graph (rlx/ir/ops/splat.py, rlx/ir/ops/sort.py):
     records = splat_project(means, scales, quats, opacities, sh, camera)
-    offsets = splat_offsets(records)              # [N + 1], offsets[N]: pairs this frame
-    pairs   = splat_bin(records, offsets)         # [capacity, 3]: tile, depth key, index
-    sorted  = sort_by_key(pairs, offsets[N:])     # by tile then depth, on the device
+    order   = sort_by_key(splat_depth_keys(records), keys=1)  # [N, 2]: depth key, index; by depth
+    offsets = splat_offsets(records, order)       # [N + 1] in depth order, offsets[N]: pairs this frame
+    pairs   = splat_bin(records, order, offsets)  # [capacity, 2]: tile, index; in depth order
+    sorted  = sort_by_key(pairs, offsets[N:], keys=1, bits=tile bits)  # by tile, stably
     ranges  = splat_ranges(sorted, offsets[N:])
-    image   = splat_raster(records, sorted, ranges)
+    image   = splat_raster(records, sorted, ranges; max_alpha)
+Both sorts are stable, so the pairs end up in (tile, depth, index) order
+while the big sort (N * tiles pairs) only sorts the ~13 tile bits (two
+8-bit passes over two-word rows) and the 32-bit depth keys are sorted once
+per Gaussian.
 The scene is the executable's resident params; the camera is its one
 input. The number of pairs is computed on the device and returned with the
 image: when a frame needs more than the capacity, the renderer re-plans
@@ -17,6 +22,7 @@ or raises ``rlx.CapacityError`` when ``auto_grow=False``.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
 from collections.abc import Sequence
@@ -27,7 +33,7 @@ import numpy as np
 from rlx.api import compile as rlx_compile
 from rlx.errors import CapacityError, InputError
 from rlx.ir import Graph
-from rlx.ir.ops.splat import TILE, tiles_of
+from rlx.ir.ops.splat import MAX_ALPHA, TILE, check_max_alpha, tiles_of
 from rlx.splat.scene import Camera, Scene
 
 MIN_CAPACITY = 1 << 16
@@ -42,11 +48,12 @@ class Frame:
 
 
 def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
-                background: Sequence[float] = (0.0, 0.0, 0.0), dtype: str = "f32", image_dtype: str = "f32"):
+                background: Sequence[float] = (0.0, 0.0, 0.0), dtype: str = "f32", image_dtype: str = "f32",
+                max_alpha: float = MAX_ALPHA) -> Graph:
     """The renderer's graph: params means, scales, quats, opacities, sh (of
     ``dtype``: f32, or f16 to halve a large scene's memory; computed in f32);
     input camera f32 [20]; outputs image [H, W, 5] (``image_dtype``) and
-    pairs i32 [1]."""
+    pairs i32 [1]. ``max_alpha``: the clamp of each Gaussian's alpha."""
     g = Graph()
     means = g.param("means", (n, 3), dtype)
     scales = g.param("scales", (n, 3), dtype)
@@ -55,14 +62,15 @@ def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
     sh = g.param("sh", (n, sh_k, 3), dtype)
     cam = g.input("camera", (20,), "f32")
     rec = g.op("splat_project", [means, scales, quats, opac, sh, cam], width=width, height=height)
-    offs = g.op("splat_offsets", [rec])
+    order = g.op("sort_by_key", [g.op("splat_depth_keys", [rec])], keys=1, bits=32)
+    offs = g.op("splat_offsets", [rec, order])
     total = g.narrow(offs, 0, n, 1)
-    pairs = g.op("splat_bin", [rec, offs], capacity=capacity, width=width, height=height)
+    pairs = g.op("splat_bin", [rec, order, offs], capacity=capacity, width=width, height=height)
     tile_bits = max(1, (tiles_of(width, height) - 1).bit_length())
-    srt = g.op("sort_by_key", [pairs, total], keys=2, bits=tile_bits)
+    srt = g.op("sort_by_key", [pairs, total], keys=1, bits=tile_bits)
     ranges = g.op("splat_ranges", [srt, total], width=width, height=height)
     img = g.op("splat_raster", [rec, srt, ranges], width=width, height=height,
-               background=tuple(float(v) for v in background), dtype=image_dtype)
+               background=tuple(float(v) for v in background), dtype=image_dtype, max_alpha=max_alpha)
     g.set_outputs(image=img, pairs=total)
     return g
 
@@ -72,11 +80,13 @@ class Renderer:
     "metal"; default as rlx.compile). ``capacity``: room for (tile,
     Gaussian) pairs (default max(2^16, 8 N)); ``auto_grow``: re-plan when a
     frame needs more (else CapacityError); ``scene_dtype``: "f32" or "f16"
-    (the scene held in half precision on the device, computed in f32)."""
+    (the scene held in half precision on the device, computed in f32);
+    ``max_alpha``: the clamp of each Gaussian's alpha, in (0, 1) (0.99 as
+    in the 3DGS paper; gsplat uses 0.999)."""
 
     def __init__(self, scene: Scene, width: int, height: int, device: str | None = None, *,
                  background: Sequence[float] = (0.0, 0.0, 0.0), capacity: int | None = None,
-                 auto_grow: bool = True, scene_dtype: str = "f32") -> None:
+                 auto_grow: bool = True, scene_dtype: str = "f32", max_alpha: float = MAX_ALPHA) -> None:
         if not isinstance(scene, Scene):
             raise InputError(f"Renderer: scene must be an rlx.splat.Scene, got {type(scene).__name__}")
         for what, v in (("width", width), ("height", height)):
@@ -94,6 +104,7 @@ class Renderer:
         if scene_dtype not in ("f32", "f16"):
             raise InputError(f"Renderer: scene_dtype must be 'f32' or 'f16', got {scene_dtype!r}")
         self.scene_dtype = scene_dtype
+        self.max_alpha = check_max_alpha("Renderer", max_alpha)
         self.replans = 0
         self._compile()
 
@@ -104,7 +115,7 @@ class Renderer:
     def _compile(self) -> None:
         s = self.scene
         g = build_graph(s.count, s.sh.shape[1], self.width, self.height, self.capacity, self.background,
-                        dtype=self.scene_dtype)
+                        dtype=self.scene_dtype, max_alpha=self.max_alpha)
         np_dtype = np.float16 if self.scene_dtype == "f16" else np.float32
         self.exe = rlx_compile(g, device=self.device, params={
             name: getattr(s, name).astype(np_dtype) for name in ("means", "scales", "quats", "opacities", "sh")})
@@ -165,10 +176,14 @@ class Renderer:
 
 
 def _stage(label: str, kernel: str | None) -> str:
+    """The profile's stage of a thunk: its op; the depth sort (sort_by_key
+    of the keys alone, no count) apart from the sort of the pairs."""
     k = kernel or "gemm"
-    for op in ("splat_project", "splat_offsets", "splat_bin", "splat_ranges", "splat_raster"):
+    if k.startswith("splat_order_tiles") or (k.startswith("scan_") and "splat_offsets" in label):
+        return "splat_offsets"
+    for op in ("splat_project", "splat_depth_keys", "splat_bin", "splat_ranges", "splat_raster"):
         if k.startswith(op):
             return op
-    if k.startswith("sort_"):
-        return "sort_by_key"
+    if k.startswith(("sort_", "scan_")):
+        return "sort_by_key (depth)" if re.search(r"= sort_by_key\(%\d+\)", label) else "sort_by_key"
     return k

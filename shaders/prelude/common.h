@@ -29,11 +29,12 @@ RLX_INLINE uint rlx_index_div(uint64_t i, uint d) {
     return (i >> 32) == 0u ? (uint)i / d : (uint)(i / d);
 }
 
-// One-group scans (sort_scan, splat_offsets): thread t of the first g
-// threads takes the contiguous elements [begin, end) of n; threads past g
-// take none. Each sums its segment into part[t], then thread 0 turns the
-// totals into their exclusive prefix (rlx_serial_exclusive_scan), then each
-// thread rewrites its segment from part[t].
+// Group scans (the scan kernels of shaders/sort.h): thread t of the first
+// g threads takes the contiguous elements [begin, end) of n; threads past
+// g take none. Each sums its segment into part[t], then thread 0 turns the
+// totals into their exclusive prefix (rlx_serial_exclusive_scan, or the
+// saturating form there), then each thread rewrites its segment from
+// part[t]. The scans also cut their elements into groups' chunks with it.
 struct RlxRange {
     uint begin, end;
 };

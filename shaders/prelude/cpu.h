@@ -78,6 +78,11 @@ struct rlx_ids {
 // already the group's result; `scratch` is the caller's shared array.
 RLX_INLINE float rlx_group_sum(float v, float *scratch) { (void)scratch; return v; }
 RLX_INLINE float rlx_group_max(float v, float *scratch) { (void)scratch; return v; }
+// Atomic add to group memory, returning the old value (sort_histogram's
+// digit counts). One thread per group: a plain add. A macro over a named
+// function, so tests/c/group_threads.cpp can swap in a real atomic.
+RLX_INLINE uint rlx_cpu_group_atomic_add(uint *p, uint v) { const uint old = *p; *p = old + v; return old; }
+#define rlx_group_atomic_add rlx_cpu_group_atomic_add
 // SIMD groups: a one-thread group is one SIMD group of one lane.
 #define rlx_simd_lane 0u
 #define rlx_simd_id 0u

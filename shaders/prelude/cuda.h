@@ -86,6 +86,8 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 #define rlx_barrier() __syncthreads()
 
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
+// Atomic add to group (shared) memory, returning the old value.
+RLX_INLINE uint rlx_group_atomic_add(uint *p, uint v) { return atomicAdd(p, v); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

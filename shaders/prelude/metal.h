@@ -39,6 +39,12 @@ using namespace metal;
 #define rlx_barrier() threadgroup_barrier(mem_flags::mem_device | mem_flags::mem_threadgroup)
 
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
+// Atomic add to threadgroup memory, returning the old value: MSL's
+// atomic_fetch_add_explicit on threadgroup atomic_uint (relaxed, the one
+// order MSL offers); the counters are declared uint, so the pointer is cast.
+RLX_INLINE uint rlx_group_atomic_add(threadgroup uint *p, uint v) {
+    return atomic_fetch_add_explicit((threadgroup atomic_uint *)p, v, memory_order_relaxed);
+}
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

@@ -1,11 +1,12 @@
-// The sort, splat and fused norm kernels (shaders/sort.h, shaders/splat.h,
+// The sort, scan, splat and fused norm kernels (shaders/sort.h, shaders/splat.h,
 // rmsnorm_add of shaders/norm.h, rmsnorm_rope of shaders/rope.h) run with G
 // real threads per group on the CPU: the CPU prelude with its one-thread
 // group macros replaced by a pool of G pthreads that share the group's
 // memory (RLX_SHARED becomes a static array: groups run one after another)
 // and meet at a pthread barrier (rlx_barrier). So the GPU branches of these
-// kernels (more than one thread per group: the sort's tile ranking, the
-// one-group scans, the raster's pixel ownership) execute here, with the
+// kernels (more than one thread per group: the sort's tile splits and
+// atomic histogram, the scans' per-thread segments, the raster's pixel
+// ownership) execute here, with the
 // same barriers a GPU would need; a missing barrier or a shared write by two
 // threads shows up as a wrong result (not reliably: a race may not fire).
 // tests/ops/test_splat_group_threads.py and test_norm_group_threads.py build
@@ -13,7 +14,8 @@
 // orchestration mirrors rlx/lowering/{sort,splat,norm,rope}.py. The group
 // reductions (rlx_group_sum) become a sum over per-thread partials between
 // two barriers, so a kernel that reduces in only some threads of a group
-// deadlocks here instead of passing.
+// deadlocks here instead of passing. Group-memory atomic adds
+// (rlx_group_atomic_add) are real atomics here.
 #include <pthread.h>
 #include <stdlib.h>
 #include <vector>
@@ -26,6 +28,7 @@
 #undef rlx_barrier
 #undef RLX_FOR_GROUP
 #undef RLX_FOR_RANGE
+#undef rlx_group_atomic_add
 
 static thread_local uint rlx_gt_local;
 static uint rlx_gt_size = 1;
@@ -35,6 +38,7 @@ static pthread_barrier_t rlx_gt_barrier;
 #define rlx_group_size (uint3{rlx_gt_size, 1u, 1u})
 #define RLX_SHARED(type, name, count) static type name[count]
 #define rlx_barrier() pthread_barrier_wait(&rlx_gt_barrier)
+#define rlx_group_atomic_add(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
 #define RLX_FOR_GROUP(i, n) for (uint i = rlx_gt_local; i < (uint)(n); i += rlx_gt_size)
 #define RLX_FOR_RANGE(i, n)                                                                \
     for (uint64_t i = (uint64_t)rlx_group_id.x * rlx_gt_size + rlx_gt_local; i < (uint64_t)(n); \
@@ -99,6 +103,37 @@ void dispatch(uint groups, uint threads, void (*body)(void *, rlx_ids), void *ct
     pthread_barrier_destroy(&rlx_gt_barrier);
 }
 
+struct ScanCtx {
+    uint *data, *part;
+    ScanParams p;
+};
+
+void scan_reduce_body(void *c, rlx_ids ids) {
+    ScanCtx *s = static_cast<ScanCtx *>(c);
+    scan_reduce<uint>(s->data, s->part, &s->p, ids);
+}
+void scan_partials_body(void *c, rlx_ids ids) {
+    ScanCtx *s = static_cast<ScanCtx *>(c);
+    scan_partials<uint>(s->part, &s->p, ids);
+}
+void scan_down_body(void *c, rlx_ids ids) {
+    ScanCtx *s = static_cast<ScanCtx *>(c);
+    scan_down<uint>(s->data, s->part, &s->p, ids);
+}
+
+// rlx/lowering/sort.py's emit_scan: data[0, n) in place, the total at
+// data[total_at] when total_at >= 0.
+void run_scan(uint *data, uint n, int total_at, uint groups, uint threads) {
+    std::vector<uint> part(groups);
+    ScanCtx c{data, part.data(), ScanParams{n, 0u, groups, total_at < 0 ? 0u : (uint)total_at, total_at >= 0,
+                                            0u, 0u, 0u}};
+    if (groups > 1u) {
+        dispatch(groups, threads, scan_reduce_body, &c);
+        dispatch(1, threads, scan_partials_body, &c);
+    }
+    dispatch(groups, threads, scan_down_body, &c);
+}
+
 struct SortCtx {
     const uint *src;
     const int *count;
@@ -111,18 +146,14 @@ void hist_body(void *c, rlx_ids ids) {
     SortCtx *s = static_cast<SortCtx *>(c);
     sort_histogram<uint>(s->src, s->count, s->hist, &s->p, ids);
 }
-void scan_body(void *c, rlx_ids ids) {
-    SortCtx *s = static_cast<SortCtx *>(c);
-    sort_scan<uint>(s->hist, &s->p, ids);
-}
 void scatter_body(void *c, rlx_ids ids) {
     SortCtx *s = static_cast<SortCtx *>(c);
     sort_scatter<uint>(s->src, s->count, s->hist, s->dst, &s->p, ids);
 }
 
 // rlx/lowering/sort.py's passes: least significant digit first.
-void run_sort(const uint *rec, uint n, uint cols, uint keys, uint bits, const int *count, uint blocks, uint threads,
-              uint *out) {
+void run_sort(const uint *rec, uint n, uint cols, uint keys, uint bits, const int *count, uint blocks,
+              uint scan_groups, uint threads, uint *out) {
     std::vector<uint> hist(256u * blocks), a((size_t)n * cols), b((size_t)n * cols);
     struct Pass { uint word, shift, mask; };
     std::vector<Pass> passes;
@@ -142,7 +173,7 @@ void run_sort(const uint *rec, uint n, uint cols, uint keys, uint bits, const in
         static const int no_count = 0;
         if (!count) c.count = &no_count;
         dispatch(blocks, threads, hist_body, &c);
-        dispatch(1, threads, scan_body, &c);
+        run_scan(hist.data(), 256u * blocks, -1, scan_groups, threads);
         dispatch(blocks, threads, scatter_body, &c);
         src = dst;
     }
@@ -151,7 +182,7 @@ void run_sort(const uint *rec, uint n, uint cols, uint keys, uint bits, const in
 struct RenderCtx {
     const float *means, *scales, *quats, *opac, *sh, *cam;
     float *rec;
-    int *offsets, *pairs, *ranges, *count;
+    int *keys, *order, *offsets, *pairs, *ranges, *count;
     uint *sorted;
     float *image;
     SplatProjectParams pp;
@@ -165,13 +196,17 @@ void project_body(void *c, rlx_ids ids) {
     RenderCtx *r = static_cast<RenderCtx *>(c);
     splat_project<float>(r->means, r->scales, r->quats, r->opac, r->sh, r->cam, r->rec, &r->pp, ids);
 }
-void offsets_body(void *c, rlx_ids ids) {
+void keys_body(void *c, rlx_ids ids) {
     RenderCtx *r = static_cast<RenderCtx *>(c);
-    splat_offsets<float>(r->rec, r->offsets, &r->sp, ids);
+    splat_depth_keys<float>(r->rec, r->keys, &r->sp, ids);
+}
+void order_tiles_body(void *c, rlx_ids ids) {
+    RenderCtx *r = static_cast<RenderCtx *>(c);
+    splat_order_tiles<float>(r->rec, r->order, r->offsets, &r->sp, ids);
 }
 void bin_body(void *c, rlx_ids ids) {
     RenderCtx *r = static_cast<RenderCtx *>(c);
-    splat_bin<float>(r->rec, r->offsets, r->pairs, &r->bp, ids);
+    splat_bin<float>(r->rec, r->order, r->offsets, r->pairs, &r->bp, ids);
 }
 void ranges_body(void *c, rlx_ids ids) {
     RenderCtx *r = static_cast<RenderCtx *>(c);
@@ -230,32 +265,50 @@ __attribute__((visibility("default"))) void gt_rmsnorm_rope(const float *x, cons
 
 // Rows [0, min(count, n)) of rec [n, cols] sorted into out (count < 0: n).
 __attribute__((visibility("default"))) void gt_sort(const int *rec, uint n, uint cols, uint keys, uint bits,
-                                                    int count, uint blocks, uint threads, int *out) {
+                                                    int count, uint blocks, uint scan_groups, uint threads,
+                                                    int *out) {
     const int c = count;
-    run_sort((const uint *)rec, n, cols, keys, bits, count < 0 ? nullptr : &c, blocks, threads, (uint *)out);
+    run_sort((const uint *)rec, n, cols, keys, bits, count < 0 ? nullptr : &c, blocks, scan_groups, threads,
+             (uint *)out);
 }
 
-// The renderer's six stages at `threads` per group; returns the pairs the
-// frame needed (image [h, w, 5] is valid when that is <= capacity).
+// data[0, n) becomes its exclusive prefix sum in place, data[n] the total.
+__attribute__((visibility("default"))) void gt_scan(int *data, uint n, uint groups, uint threads) {
+    run_scan((uint *)data, n, (int)n, groups, threads);
+}
+
+// The renderer's stages (rlx/splat/renderer.py's graph) at `threads` per
+// group, scans over `scan_groups` groups; returns the pairs the frame
+// needed (image [h, w, 5] is valid when that is <= capacity). The records
+// ([n, 16]), order ([n, 2]) and sorted pairs ([capacity, 2]) come back too.
 __attribute__((visibility("default"))) int gt_render(const float *means, const float *scales, const float *quats,
                                                      const float *opac, const float *sh, uint n, uint sh_k,
                                                      const float *cam, uint w, uint h, uint capacity,
-                                                     uint threads, float *image) {
+                                                     float max_alpha, uint scan_groups, uint threads, float *image,
+                                                     float *rec_out, int *order_out, int *pairs_out) {
     const uint gx = (w + 15u) / 16u, gy = (h + 15u) / 16u, tiles = gx * gy;
     std::vector<float> rec((size_t)n * 16u);
-    std::vector<int> offsets(n + 1u), pairs((size_t)capacity * 3u), ranges(tiles * 2u);
-    std::vector<uint> sorted((size_t)capacity * 3u);
-    RenderCtx r{means, scales, quats, opac, sh, cam, rec.data(), offsets.data(), pairs.data(), ranges.data(),
-                &offsets[n], sorted.data(), image,
+    std::vector<int> keys((size_t)n * 2u), order((size_t)n * 2u), offsets(n + 1u), pairs((size_t)capacity * 2u);
+    std::vector<int> ranges(tiles * 2u);
+    std::vector<uint> sorted((size_t)capacity * 2u);
+    RenderCtx r{means, scales, quats, opac, sh, cam, rec.data(), keys.data(), order.data(), offsets.data(),
+                pairs.data(), ranges.data(), &offsets[n], sorted.data(), image,
                 SplatProjectParams{n, sh_k, w, h, gx, gy, 0u, 0u}, SplatScanParams{n, 0u, 0u, 0u},
                 SplatBinParams{n, capacity, gx, 0u}, SplatRangesParams{capacity, 0u, tiles, 0u},
-                SplatRasterParams{w, h, gx, 0u, 0.1f, 0.2f, 0.3f, 0.0f}};
+                SplatRasterParams{w, h, gx, 0u, 0.1f, 0.2f, 0.3f, max_alpha}};
     dispatch(3, threads, project_body, &r);
-    dispatch(1, threads, offsets_body, &r);
+    dispatch(3, threads, keys_body, &r);
+    run_sort((const uint *)keys.data(), n, 2u, 1u, 32u, nullptr, 3u, scan_groups, threads, (uint *)order.data());
+    dispatch(3, threads, order_tiles_body, &r);
+    run_scan((uint *)offsets.data(), n, (int)n, scan_groups, threads);
     dispatch(3, threads, bin_body, &r);
     uint bits = 1;
     while ((1u << bits) < tiles) ++bits;
-    run_sort((const uint *)pairs.data(), capacity, 3u, 2u, bits, &offsets[n], 2u, threads, sorted.data());
+    run_sort((const uint *)pairs.data(), capacity, 2u, 1u, bits, &offsets[n], 2u, scan_groups, threads,
+             sorted.data());
+    for (size_t i = 0; i < rec.size(); ++i) rec_out[i] = rec[i];
+    for (size_t i = 0; i < order.size(); ++i) order_out[i] = order[i];
+    for (size_t i = 0; i < sorted.size(); ++i) pairs_out[i] = (int)sorted[i];
     dispatch(2, threads, ranges_body, &r);
     dispatch(tiles, threads, raster_body, &r);
     return offsets[n];

@@ -81,6 +81,16 @@ def test_any_chunking_sorts_the_same(rng, monkeypatch, blocks):
     np.testing.assert_array_equal(_run(rec, 2400, 1), sort_rows(rec, 2400, 1)[:2400])
 
 
+@pytest.mark.parametrize("groups", [1, 2, 7])
+def test_any_scan_grouping_sorts_the_same(rng, monkeypatch, groups):
+    """The histogram scan over one group (the rescan alone) or several
+    (sums, their scan, rescans): the same rows."""
+    monkeypatch.setattr(lowering_sort, "sort_blocks", lambda target, n: 5)
+    monkeypatch.setattr(lowering_sort, "scan_groups", lambda target, n: groups)
+    rec = rng.integers(-2**31, 2**31, size=(3001, 3), dtype=np.int64).astype(np.int32)
+    np.testing.assert_array_equal(_run(rec, 2999, 2), sort_rows(rec, 2999, 2)[:2999])
+
+
 def test_bad_attrs_are_graph_errors():
     g = rlx.Graph()
     rec = g.input("rec", (4, 2), "i32")

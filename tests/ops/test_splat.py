@@ -22,6 +22,7 @@ import pytest
 
 import rlx
 from rlx.reference import splat as ref
+from rlx.reference.sort import sort_rows
 from rlx.splat import Camera, Renderer, Scene, random_scene
 
 PSNR_MIN = 60.0
@@ -191,3 +192,111 @@ def test_half_precision_scene_and_image():
         img[dt] = rlx.compile(g, params=params).run(camera=cam.packed())["image"]
     assert img["f16"].dtype == np.float16
     np.testing.assert_allclose(img["f16"].astype(np.float32), img["f32"], rtol=2e-3, atol=2e-3)
+
+
+def _triple_order(rec: np.ndarray, width: int) -> np.ndarray:
+    """The sorted (tile, index) pairs of a sort of (tile, depth key, index)
+    triples by all three: the order of the renderer before the depth sort."""
+    gx, _ = ref.tile_grid(width, 1)
+    rows = [(t, int(ref.depth_bits(rec[i, ref.DEPTH])), i) for i in np.flatnonzero(rec[:, ref.TILES] > 0)
+            for t in ref.gaussian_tiles(rec[i], gx)]
+    trip = np.array(sorted(rows), np.int64).reshape(-1, 3)
+    return trip[:, [0, 2]].astype(np.int32)
+
+
+def test_depth_then_tile_sort_is_the_tile_depth_index_order():
+    """A stable sort by depth, pairs emitted in that order, a stable sort by
+    tile: exactly the (tile, depth, index) order; equal depths (duplicated
+    Gaussians) keep index order, culled Gaussians emit no pairs."""
+    w, h = 90, 70
+    scene = random_scene(500, seed=2, degree=1)
+    dup = Scene(*(np.concatenate([getattr(scene, n), getattr(scene, n)[:60]]) for n in
+                  ("means", "scales", "quats", "opacities", "sh")))
+    cam = _camera(w, h, eye=(0.3, 0.2, -4.0)).packed()
+    rec = ref.project(dup.means, dup.scales, dup.quats, dup.opacities, dup.sh, cam, w, h).astype(np.float32)
+    assert (rec[:, ref.TILES] == 0).any() and (rec[:, ref.TILES] > 0).sum() > 100
+    order = ref.depth_order(rec)
+    offs = ref.offsets(rec, order)
+    total = int(offs[-1])
+    pairs = ref.bin_pairs(rec, order, offs, total, w)
+    srt = sort_rows(pairs, total, 1)
+    np.testing.assert_array_equal(srt, _triple_order(rec, w))
+    assert not np.isin(np.flatnonzero(rec[:, ref.TILES] == 0), srt[:, 1]).any()
+
+
+def test_device_stages_equal_the_references_exactly():
+    """On the device: the depth order, offsets and tile-sorted pairs equal
+    the references run on the device's own records (so f32 rounding of the
+    projection cannot hide a difference); the pairs equal the (tile, depth,
+    index) order."""
+    from rlx.ir import Graph
+
+    w, h, n, cap = 83, 57, 700, 30000
+    scene = random_scene(n, seed=12, degree=1)
+    cam = _camera(w, h, eye=(0.4, -0.2, -5.0)).packed()
+    rec = ref.project(scene.means, scene.scales, scene.quats, scene.opacities, scene.sh, cam, w, h)
+    rec = rec.astype(np.float32)
+    g = Graph()
+    r = g.input("records", (n, 16), "f32")
+    order = g.op("sort_by_key", [g.op("splat_depth_keys", [r])], keys=1, bits=32)
+    offs = g.op("splat_offsets", [r, order])
+    total = g.narrow(offs, 0, n, 1)
+    pairs = g.op("splat_bin", [r, order, offs], capacity=cap, width=w, height=h)
+    srt = g.op("sort_by_key", [pairs, total], keys=1, bits=5)
+    g.set_outputs(order=order, offsets=offs, sorted=srt)
+    got = rlx.compile(g).run(records=rec)
+    want_order = ref.depth_order(rec)
+    np.testing.assert_array_equal(got["order"], want_order)
+    want_offs = ref.offsets(rec, want_order)
+    np.testing.assert_array_equal(got["offsets"], want_offs)
+    m = int(want_offs[-1])
+    assert 0 < m <= cap
+    np.testing.assert_array_equal(got["sorted"][:m], _triple_order(rec, w))
+
+
+@pytest.mark.parametrize("groups", [2, 5])
+def test_scans_over_several_groups_render_the_same(monkeypatch, groups):
+    """splat_offsets' and the sorts' scans cut into several groups (the
+    CPU's default is one at these sizes): the same image, bit for bit."""
+    from rlx.lowering import sort as lowering_sort
+
+    w, h = 97, 61
+    scene = random_scene(600, seed=1, degree=1)
+    cam = _camera(w, h, eye=(1.0, -0.5, -5.0))
+    one = Renderer(scene, w, h).render(cam)
+    monkeypatch.setattr(lowering_sort, "scan_groups", lambda target, n: min(groups, n))
+    many = Renderer(scene, w, h).render(cam)
+    assert many.pairs == one.pairs
+    np.testing.assert_array_equal(many.rgb, one.rgb)
+    np.testing.assert_array_equal(many.alpha, one.alpha)
+
+
+def test_max_alpha_matches_the_reference():
+    """max_alpha=0.999 (gsplat's clamp) against the reference at 0.999; it
+    differs from the default 0.99 where opaque Gaussians pile up."""
+    w, h = 64, 48
+    s = random_scene(400, seed=9, degree=0)
+    # Opacity logit 8: sigmoid ~ 0.9997, so the clamp decides each Gaussian's peak alpha.
+    scene = Scene(s.means, s.scales, s.quats, np.full(s.count, 8.0), s.sh)
+    cam = _camera(w, h)
+    r = Renderer(scene, w, h, max_alpha=0.999)
+    frame = r.render(cam)
+    want = ref.render(scene, cam, w, h, max_alpha=0.999)
+    default = ref.render(scene, cam, w, h)
+    got = np.concatenate([frame.rgb, frame.alpha[..., None]], -1)
+    exp = np.concatenate([want[..., :3], want[..., 4:5]], -1)
+    assert ref.psnr(got, exp) >= PSNR_MIN
+    other = np.concatenate([default[..., :3], default[..., 4:5]], -1)
+    assert np.abs(exp - other).max() > 1e-3 and ref.psnr(got, other) < ref.psnr(got, exp) - 10.0
+    assert r.max_alpha == 0.999
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.5, 1.5, float("nan"), "0.9", True, None])
+def test_bad_max_alpha_is_an_input_error(bad):
+    from rlx.splat.renderer import build_graph
+
+    scene = random_scene(10)
+    with pytest.raises(rlx.InputError, match="max_alpha"):
+        Renderer(scene, 16, 16, max_alpha=bad)
+    with pytest.raises(rlx.InputError, match="max_alpha"):
+        build_graph(10, 1, 16, 16, 1000, max_alpha=bad)

@@ -2,15 +2,19 @@
 with real threads: tests/c/group_threads.cpp compiles the kernels behind
 the CPU prelude with its one-thread-group macros replaced by G pthreads per
 group sharing group memory and meeting at barriers (groups one after
-another), and drives the same dispatches as rlx/lowering/{sort,splat}.py.
+another; group-memory atomic adds are real atomics), and drives the same
+dispatches as rlx/lowering/{sort,splat}.py.
 
 The host device always runs one-thread groups (so --rlx-group-size changes
-nothing there); this is where the multi-thread forms (the sort's tile
-ranking and per-digit owners, the one-group scans, the raster's pixel
-ownership and its all-done exit) execute at all before a GPU runs them.
-Checked: the sort exactly against rlx/reference/sort.py, the frame at
-PSNR >= 60 dB against the float64 reference, at G = 1, 3, 32, 64 and 256.
-A race that does not fire in a run is not caught; GPUs stay unverified."""
+nothing there); this is where the multi-thread forms (the sort's atomic
+histogram and tile splits, the scans' per-thread segments over one or many
+groups, the raster's pixel ownership and its all-done exit) execute at all
+before a GPU runs them. Checked: the sort and the scan exactly against
+numpy (odd row counts, all-equal keys, random keys, a count below n, one
+and several scan groups), the renderer's depth order and sorted pairs
+exactly, the frame at PSNR >= 60 dB against the float64 reference, at
+G = 1, 2, 3, 32, 64, 256 and 1024. A race that does not fire in a run is
+not caught; GPUs stay unverified."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from rlx.reference.sort import sort_rows
 from rlx.splat import Camera, random_scene
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUP_SIZES = [1, 3, 32, 64, 256, 1024]   # 1024: the one-group scans on CUDA take that many
+GROUP_SIZES = [1, 2, 3, 32, 64, 256, 1024]   # 1024: the scans' partials group on CUDA takes that many
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +46,12 @@ def lib(tmp_path_factory):
                            capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-4000:]
     lib = ctypes.CDLL(str(out))
-    u, i, p = ctypes.c_uint, ctypes.c_int, ctypes.c_void_p
-    lib.gt_sort.argtypes = [p, u, u, u, u, i, u, u, p]
+    u, i, p, f = ctypes.c_uint, ctypes.c_int, ctypes.c_void_p, ctypes.c_float
+    lib.gt_sort.argtypes = [p, u, u, u, u, i, u, u, u, p]
     lib.gt_sort.restype = None
-    lib.gt_render.argtypes = [p, p, p, p, p, u, u, p, u, u, u, u, p]
+    lib.gt_scan.argtypes = [p, u, u, u]
+    lib.gt_scan.restype = None
+    lib.gt_render.argtypes = [p, p, p, p, p, u, u, p, u, u, u, f, u, u, p, p, p, p]
     lib.gt_render.restype = i
     return lib
 
@@ -55,26 +61,72 @@ def _ptr(a: np.ndarray):
 
 
 @pytest.mark.parametrize("threads", GROUP_SIZES)
-@pytest.mark.parametrize("n,count,blocks,keys", [(1000, 1000, 1, 2), (5000, 4321, 3, 2), (700, 0, 2, 1),
-                                                 (2049, 2049, 5, 1)])
-def test_sort_with_threads(lib, rng, threads, n, count, blocks, keys):
+@pytest.mark.parametrize("n,count,blocks,keys,scan_groups", [(1000, 1000, 1, 2, 1), (5000, 4321, 3, 2, 2),
+                                                             (700, 0, 2, 1, 1), (2049, 2049, 5, 1, 7),
+                                                             (257, 255, 1, 1, 3), (1, 1, 1, 1, 1)])
+def test_sort_with_threads(lib, rng, threads, n, count, blocks, keys, scan_groups):
     rec = rng.integers(-2**31, 2**31, size=(n, 3), dtype=np.int64).astype(np.int32)
     rec[:, 0] = rng.integers(0, 40, n)     # ties on the first word: stability matters
     out = np.zeros_like(rec)
-    lib.gt_sort(_ptr(rec), n, 3, keys, 32, count, blocks, threads, _ptr(out))
+    lib.gt_sort(_ptr(rec), n, 3, keys, 32, count, blocks, scan_groups, threads, _ptr(out))
     np.testing.assert_array_equal(out[:count], sort_rows(rec, count, keys)[:count])
 
 
+@pytest.mark.parametrize("threads", [1, 2, 32, 256])
+@pytest.mark.parametrize("keys_kind", ["equal", "random", "few"])
+@pytest.mark.parametrize("n,bits", [(999, 13), (4097, 8), (3, 5)])
+def test_sort_one_key_of_few_bits(lib, rng, threads, keys_kind, n, bits):
+    """The renderer's tile sort: one key word, `bits` of it, two-word rows;
+    all-equal keys keep the row order."""
+    rec = np.stack([np.zeros(n, np.int64) + 5 if keys_kind == "equal" else
+                    rng.integers(0, 1 << bits, n) if keys_kind == "random" else rng.integers(0, 3, n),
+                    np.arange(n)], -1).astype(np.int32)
+    out = np.zeros_like(rec)
+    lib.gt_sort(_ptr(rec), n, 2, 1, bits, -1, 2, 2, threads, _ptr(out))
+    np.testing.assert_array_equal(out, sort_rows(rec, n, 1))
+
+
 @pytest.mark.parametrize("threads", GROUP_SIZES)
-def test_render_with_threads(lib, threads):
-    w, h = 61, 45
+@pytest.mark.parametrize("n,groups", [(1, 1), (7, 3), (1000, 1), (1000, 4), (100_003, 13), (5, 9)])
+def test_scan_with_threads(lib, rng, threads, n, groups):
+    data = np.zeros(n + 1, np.int32)
+    data[:n] = rng.integers(0, 50, n)
+    want = np.concatenate([[0], np.cumsum(data[:n], dtype=np.int64)])
+    lib.gt_scan(_ptr(data), n, groups, threads)
+    np.testing.assert_array_equal(data, want)
+
+
+@pytest.mark.parametrize("threads", [1, 32])
+def test_scan_saturates(lib, threads):
+    """Counts are i32: prefix sums stop at 2^31 - 1, in every group and past them."""
+    n = 4000
+    data = np.full(n + 1, 1 << 20, np.int32)
+    lib.gt_scan(_ptr(data), n, 5, threads)
+    want = np.minimum(np.arange(n + 1, dtype=np.int64) << 20, 0x7FFFFFFF)
+    np.testing.assert_array_equal(data, want)
+
+
+@pytest.mark.parametrize("threads", GROUP_SIZES)
+@pytest.mark.parametrize("max_alpha", [0.99, 0.999])
+def test_render_with_threads(lib, threads, max_alpha):
+    w, h, cap = 61, 45, 20000
     scene = random_scene(400, seed=4, degree=3)
     cam = Camera.look_at((0.5, -0.3, -5.0), (0, 0, 0), fx=55.0, cx=w / 2, cy=h / 2)
     packed = cam.packed()
     img = np.zeros((h, w, 5), np.float32)
+    rec = np.zeros((scene.count, 16), np.float32)
+    order = np.zeros((scene.count, 2), np.int32)
+    srt = np.zeros((cap, 2), np.int32)
     arrays = [np.ascontiguousarray(getattr(scene, n)) for n in ("means", "scales", "quats", "opacities", "sh")]
-    pairs = lib.gt_render(*(_ptr(a) for a in arrays), scene.count, 16, _ptr(packed), w, h, 20000, threads, _ptr(img))
-    want = ref.render(scene, cam, w, h, (0.1, 0.2, 0.3))
-    assert 400 < pairs <= 20000
+    pairs = lib.gt_render(*(_ptr(a) for a in arrays), scene.count, 16, _ptr(packed), w, h, cap, max_alpha,
+                          3, threads, _ptr(img), _ptr(rec), _ptr(order), _ptr(srt))
+    assert 400 < pairs <= cap
+    # The depth order of the device's own records, exactly; the pairs in (tile, depth, index) order.
+    np.testing.assert_array_equal(order, ref.depth_order(rec))
+    tile, idx = srt[:pairs, 0].astype(np.int64), srt[:pairs, 1]
+    depth = ref.depth_bits(rec[idx, ref.DEPTH])
+    assert np.all(np.lexsort((idx, depth, tile)) == np.arange(pairs))
+    assert np.array_equal(np.bincount(idx, minlength=scene.count), rec[:, ref.TILES].astype(np.int64))
+    want = ref.render(scene, cam, w, h, (0.1, 0.2, 0.3), max_alpha=max_alpha)
     got = np.concatenate([img[..., :3], img[..., 4:]], -1)
     assert ref.psnr(got, np.concatenate([want[..., :3], want[..., 4:]], -1)) >= 60.0

@@ -8,27 +8,38 @@ splat_project(means [N,3], scales [N,3], quats [N,4], opacities [N],
   Gaussian (u, v, depth, conic a b c, opacity, r g b, radius, tiles
   touched, tile rectangle xmin ymin xmax ymax); culled rows are zero.
   camera: the world-to-camera 4x4 row-major, then fx, fy, cx, cy.
-splat_offsets(records [N,16]) -> i32 [N+1]: exclusive prefix sum of the
-  tiles touched; the last element is the number of (tile, Gaussian) pairs
-  (saturating at 2^31 - 1).
-splat_bin(records, offsets; capacity, width, height) -> i32 [capacity, 3]:
-  (tile, depth key, Gaussian) rows; pairs past capacity are dropped (the
-  caller compares offsets[N] with capacity); rows past the total are
-  unspecified.
-splat_ranges(sorted pairs [capacity,3], count i32 [1]; width, height) ->
+splat_depth_keys(records [N,16]) -> i32 [N, 2]: (depth key, index) rows,
+  the depth key the f32 bits of the (positive) depth, 0xFFFFFFFF for a
+  culled Gaussian; sort_by_key(keys=1) of them, a stable sort, is the
+  depth order (ties by index), "order" below.
+splat_offsets(records [N,16], order [N,2]) -> i32 [N+1]: exclusive prefix
+  sum of the tiles touched, Gaussian by Gaussian in depth order; the last
+  element is the number of (tile, Gaussian) pairs (saturating at 2^31 - 1).
+splat_bin(records, order, offsets; capacity, width, height) -> i32
+  [capacity, 2]: (tile, Gaussian) rows in depth order, each Gaussian's
+  tiles row-major; pairs past capacity are dropped (the caller compares
+  offsets[N] with capacity); rows past the total are unspecified. A stable
+  sort by tile alone orders them by (tile, depth, index).
+splat_ranges(sorted pairs [capacity,2], count i32 [1]; width, height) ->
   i32 [tiles, 2]: each tile's [start, end) in the sorted pairs.
-splat_raster(records, sorted pairs, ranges; width, height, background) ->
-  f32 (or dtype="f16") [height, width, 5]: r, g, b, depth, alpha.
+splat_raster(records, sorted pairs, ranges; width, height, background,
+  max_alpha) -> f32 (or dtype="f16") [height, width, 5]: r, g, b, depth,
+  alpha. max_alpha in (0, 1): each Gaussian's alpha is clamped to it (the
+  3DGS paper's 0.99 by default; gsplat uses 0.999).
 """
 
 from __future__ import annotations
 
-from rlx.errors import DTypeError, GraphError, ShapeError
+import numpy as np
+
+from rlx.errors import DTypeError, GraphError, InputError, ShapeError
 from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _MISSING, _attrs, _int, _number, _reg
 
 RECORD = 16
 TILE = 16
+PAIR = 2          # words per (tile, Gaussian) pair
+MAX_ALPHA = 0.99  # the 3DGS paper's clamp of alpha
 SH_COUNTS = (1, 4, 9, 16)
 
 
@@ -51,9 +62,14 @@ def _records(op: str, t: TensorType) -> int:
 
 
 def _pairs(op: str, t: TensorType) -> int:
-    if t.dtype.name != "i32" or t.rank != 2 or t.shape[1] != 3:
-        raise ShapeError(f"{op}: pairs must be i32[capacity, 3], got {t}")
+    if t.dtype.name != "i32" or t.rank != 2 or t.shape[1] != PAIR:
+        raise ShapeError(f"{op}: pairs must be i32[capacity, {PAIR}], got {t}")
     return t.shape[0]
+
+
+def _order(op: str, t: TensorType, n: int) -> None:
+    if t.dtype.name != "i32" or tuple(t.shape) != (n, 2):
+        raise ShapeError(f"{op}: order must be i32[{n}, 2] (depth-sorted splat_depth_keys), got {t}")
 
 
 def _infer_project(types: list[TensorType], attrs: dict) -> TensorType:
@@ -76,9 +92,16 @@ def _infer_project(types: list[TensorType], attrs: dict) -> TensorType:
     return TensorType((n, RECORD), "f32")
 
 
+def _infer_depth_keys(types: list[TensorType], attrs: dict) -> TensorType:
+    _attrs("splat_depth_keys", attrs, {})
+    n = _records("splat_depth_keys", types[0])
+    return TensorType((n, 2), "i32")
+
+
 def _infer_offsets(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("splat_offsets", attrs, {})
     n = _records("splat_offsets", types[0])
+    _order("splat_offsets", types[1], n)
     return TensorType((n + 1,), "i32")
 
 
@@ -86,12 +109,13 @@ def _infer_bin(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("splat_bin", attrs, {"capacity": _MISSING, "width": _MISSING, "height": _MISSING})
     _size("splat_bin", attrs)
     n = _records("splat_bin", types[0])
-    if types[1].dtype.name != "i32" or tuple(types[1].shape) != (n + 1,):
-        raise ShapeError(f"splat_bin: offsets must be i32[{n + 1}], got {types[1]}")
+    _order("splat_bin", types[1], n)
+    if types[2].dtype.name != "i32" or tuple(types[2].shape) != (n + 1,):
+        raise ShapeError(f"splat_bin: offsets must be i32[{n + 1}], got {types[2]}")
     cap = attrs["capacity"] = _int("splat_bin", "capacity", attrs["capacity"])
     if not 1 <= cap <= (1 << 28):
         raise ShapeError(f"splat_bin: capacity must be in [1, 2^28], got {cap}")
-    return TensorType((cap, 3), "i32")
+    return TensorType((cap, PAIR), "i32")
 
 
 def _infer_ranges(types: list[TensorType], attrs: dict) -> TensorType:
@@ -103,9 +127,18 @@ def _infer_ranges(types: list[TensorType], attrs: dict) -> TensorType:
     return TensorType((tiles_of(w, h), 2), "i32")
 
 
+def check_max_alpha(where: str, value: object) -> float:
+    """max_alpha as a float in the open interval (0, 1), else InputError."""
+    real = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
+    if not real or not 0.0 < float(value) < 1.0:   # NaN fails too
+        raise InputError(f"{where}: max_alpha must be a number in (0, 1) (3DGS: 0.99, gsplat: 0.999), "
+                         f"got {value!r}")
+    return float(value)
+
+
 def _infer_raster(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("splat_raster", attrs, {"width": _MISSING, "height": _MISSING, "background": (0.0, 0.0, 0.0),
-                                   "dtype": "f32"})
+                                   "dtype": "f32", "max_alpha": MAX_ALPHA})
     w, h = _size("splat_raster", attrs)
     _records("splat_raster", types[0])
     _pairs("splat_raster", types[1])
@@ -115,6 +148,7 @@ def _infer_raster(types: list[TensorType], attrs: dict) -> TensorType:
     if not isinstance(bg, (tuple, list)) or len(bg) != 3:
         raise GraphError(f"splat_raster: background must be 3 numbers (r, g, b), got {bg!r}")
     attrs["background"] = tuple(_number("splat_raster", "background", v) for v in bg)
+    attrs["max_alpha"] = check_max_alpha("splat_raster", attrs["max_alpha"])
     if attrs["dtype"] not in ("f32", "f16"):
         raise DTypeError(f"splat_raster: dtype must be 'f32' or 'f16', got {attrs['dtype']!r}")
     return TensorType((h, w, 5), attrs["dtype"])
@@ -124,10 +158,13 @@ OPS: tuple[OpDef, ...] = (
     _reg("splat_project", 6, _infer_project,
          "3DGS projection: per-Gaussian screen mean, depth, conic, opacity, SH colour, radius and tile rectangle.",
          precision="fixed"),
-    _reg("splat_offsets", 1, _infer_offsets,
-         "Exclusive prefix sum of the tiles each projected Gaussian touches (last: the total).", precision="fixed"),
-    _reg("splat_bin", 2, _infer_bin,
-         "(tile, depth key, Gaussian) pairs of every projected Gaussian, up to a capacity.", precision="fixed"),
+    _reg("splat_depth_keys", 1, _infer_depth_keys,
+         "(depth key, index) rows of the projected Gaussians, to sort into depth order.", precision="fixed"),
+    _reg("splat_offsets", 2, _infer_offsets,
+         "Exclusive prefix sum of the tiles each projected Gaussian touches, in depth order (last: the total).",
+         precision="fixed"),
+    _reg("splat_bin", 3, _infer_bin,
+         "(tile, Gaussian) pairs of every projected Gaussian in depth order, up to a capacity.", precision="fixed"),
     _reg("splat_ranges", 2, _infer_ranges, "Each tile's [start, end) in tile-sorted pairs.", precision="fixed"),
     _reg("splat_raster", 3, _infer_raster,
          "Front-to-back alpha compositing of each tile's depth-sorted Gaussians: r, g, b, depth, alpha.",
