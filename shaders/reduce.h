@@ -45,17 +45,16 @@ struct RlxArgmax {
     uint first;    // the first index of [begin, end) holding it (or the first NaN)
 };
 
-// The argmax of elements [begin, end) of a row (stride inner; begin < end):
-// every thread of the group gets the result.
-template <typename T>
-RLX_INLINE RlxArgmax rlx_argmax_range(RLX_DEVICE const T *base, uint inner, uint begin, uint end,
-                                      RLX_GROUP_MEM float *scratch) {
+// The argmax of elements [begin, end) of a row (stride inner; begin < end)
+// into r (an RlxArgmax), every thread of the group calling it. A macro, not a
+// function: on Metal the group's ids are the kernel's parameters.
 #ifdef RLX_TARGET_CPU
-    // One thread a row (a 262,144-logit row took 0.37 ms as the loops below:
-    // rlx_maximum's NaN test keeps GCC from vectorizing them). The max and a
-    // NaN count as two vector reductions, then the first index holding the
-    // max, or the first NaN, with an early exit; same rule as below.
-    (void)scratch;
+// One thread a row (a 262,144-logit row took 0.37 ms as the group loops:
+// rlx_maximum's NaN test keeps GCC from vectorizing them). The max and a
+// NaN count as two vector reductions, then the first index holding the
+// max, or the first NaN, with an early exit; same rule as the group form.
+template <typename T>
+RLX_INLINE RlxArgmax rlx_argmax_range_cpu(RLX_DEVICE const T *base, uint inner, uint begin, uint end) {
     float top = -RLX_INFINITY, nans = 0.0f;
     if (inner == 1u) {   // a contiguous row: plain vector loads (a run-time stride makes them gathers)
         RLX_PRAGMA(omp simd reduction(max : top) reduction(+ : nans))
@@ -82,20 +81,29 @@ RLX_INLINE RlxArgmax rlx_argmax_range(RLX_DEVICE const T *base, uint inner, uint
         }
     }
     return RlxArgmax{any_nan ? NAN : top, at};
-#else
-    const uint n = end - begin;
-    float best = -RLX_INFINITY;
-    RLX_FOR_GROUP(i, n) { best = rlx_maximum(best, rlx_to_float(base[(uint64_t)(begin + i) * inner])); }
-    best = rlx_group_max(best, scratch);
-    float first = -(float)end;  // negated so a max-reduction finds the smallest index
-    RLX_FOR_GROUP(i, n) {
-        const float v = rlx_to_float(base[(uint64_t)(begin + i) * inner]);
-        if (v == best || v != v) first = rlx_maximum(first, -(float)(begin + i));
-    }
-    first = rlx_group_max(first, scratch);
-    return RlxArgmax{best, (uint)(-first)};
-#endif
 }
+#define RLX_ARGMAX_RANGE(r, base, inner, begin, end, scratch) \
+    do {                                                      \
+        (void)(scratch);                                      \
+        r = rlx_argmax_range_cpu(base, inner, begin, end);    \
+    } while (0)
+#else
+#define RLX_ARGMAX_RANGE(r, base, inner, begin, end, scratch)                                      \
+    do {                                                                                           \
+        const uint b_ = (begin), n_ = (end) - (begin);                                              \
+        float best_ = -RLX_INFINITY;                                                               \
+        RLX_FOR_GROUP(i_, n_) { best_ = rlx_maximum(best_, rlx_to_float((base)[(uint64_t)(b_ + i_) * (inner)])); } \
+        best_ = rlx_group_max(best_, scratch);                                                     \
+        float first_ = -(float)(b_ + n_);  /* negated: a max-reduction finds the smallest index */  \
+        RLX_FOR_GROUP(i_, n_) {                                                                    \
+            const float v_ = rlx_to_float((base)[(uint64_t)(b_ + i_) * (inner)]);                   \
+            if (v_ == best_ || v_ != v_) first_ = rlx_maximum(first_, -(float)(b_ + i_));          \
+        }                                                                                          \
+        first_ = rlx_group_max(first_, scratch);                                                   \
+        r.best = best_;                                                                            \
+        r.first = (uint)(-first_);                                                                 \
+    } while (0)
+#endif
 
 template <typename T>
 RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *, y, 1),
@@ -103,7 +111,8 @@ RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *,
     RLX_SHARED(float, scratch, 32);
     const uint out = rlx_group_id.x;
     if (out >= p->outer * p->inner) return;
-    const RlxArgmax r = rlx_argmax_range(rlx_reduce_base(x, p, out), p->inner, 0u, p->len, scratch);
+    RlxArgmax r;
+    RLX_ARGMAX_RANGE(r, rlx_reduce_base(x, p, out), p->inner, 0u, p->len, scratch);
     if (rlx_local_id.x == 0) y[out] = (int)r.first;
 }
 RLX_INSTANTIATE(argmax, float, argmax_f32)
@@ -127,7 +136,7 @@ RLX_KERNEL argmax_chunks(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE
     const uint begin = c * chunk_len < p->len ? c * chunk_len : p->len;
     const uint end = p->len - begin < chunk_len ? p->len : begin + chunk_len;
     RlxArgmax r = {-RLX_INFINITY, begin};   // an empty chunk (past the row) loses to every other
-    if (begin < end) r = rlx_argmax_range(rlx_reduce_base(x, p, out), p->inner, begin, end, scratch);
+    if (begin < end) RLX_ARGMAX_RANGE(r, rlx_reduce_base(x, p, out), p->inner, begin, end, scratch);
     if (rlx_local_id.x == 0) {
         part[2u * (uint64_t)rlx_group_id.x] = r.best;
         part[2u * (uint64_t)rlx_group_id.x + 1u] = (float)r.first;
