@@ -409,7 +409,7 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
             return 2
         if (w, h) not in renderers:
             renderers[(w, h)] = Renderer(scene, w, h, device=args.device, background=bg, capacity=args.capacity,
-                                         max_alpha=args.max_alpha)
+                                         max_alpha=args.max_alpha, depth_and_alpha=args.alpha or args.depth)
         frame = renderers[(w, h)].render(cam)
         pairs += frame.pairs
         stem = f"{i:04d}" + (f"_{Path(cam.name).stem}" if cam.name and cam.name != str(i) else "")

@@ -308,7 +308,7 @@ RLX_KERNEL splat_ranges(RLX_BUF(RLX_DEVICE const T *, pairs, 0), RLX_BUF(RLX_DEV
 RLX_INSTANTIATE(splat_ranges, uint, splat_ranges_u32)
 
 struct SplatRasterParams {
-    uint width, height, gx, pad0;
+    uint width, height, gx, channels;     // channels: 5 (r, g, b, depth, alpha) or 3 (r, g, b)
     float bg_r, bg_g, bg_b, max_alpha;   // max_alpha: the clamp of a Gaussian's alpha (3DGS: 0.99)
 };
 
@@ -401,13 +401,15 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
     RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
         const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
         if (x < p->width && y < p->height) {
-            RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * 5u;
+            RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * p->channels;
             const float tr = px_t[q];
             o[0] = rlx_from_float<T>(px_r[q] + tr * p->bg_r);
             o[1] = rlx_from_float<T>(px_g[q] + tr * p->bg_g);
             o[2] = rlx_from_float<T>(px_b[q] + tr * p->bg_b);
-            o[3] = rlx_from_float<T>(px_d[q]);
-            o[4] = rlx_from_float<T>(1.0f - tr);
+            if (p->channels == 5u) {
+                o[3] = rlx_from_float<T>(px_d[q]);
+                o[4] = rlx_from_float<T>(1.0f - tr);
+            }
         }
     }
 }

@@ -88,7 +88,7 @@ def _raster(lw: Lowering, node: Node) -> View:
     w, h = node.attrs["width"], node.attrs["height"]
     gx, gy = _grid(w, h)
     threads = 1 if lw.target.one_thread_groups else min(TILE * TILE, lw.target.max_threads_per_group)
-    params = struct.pack("<4I4f", w, h, gx, 0, *node.attrs["background"], node.attrs["max_alpha"])
+    params = struct.pack("<4I4f", w, h, gx, node.attrs["channels"], *node.attrs["background"], node.attrs["max_alpha"])
     lw.dispatch(repr(node), f"splat_raster_{float_suffix(node, node.dtype)}", [(rec, "r"), (pairs, "r"),
                 (ranges, "r"), (out, "w")], params, ((gx * gy, 1, 1), (threads, 1, 1)), Work("elementwise"))
     return out

@@ -327,5 +327,5 @@ def _ranges(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 @reference_for("splat_raster")
 def _raster(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     rec, pairs, ranges = xs
-    return raster(rec, pairs, ranges, attrs["width"], attrs["height"], attrs["background"],
-                  attrs["max_alpha"]).astype(out.dtype.numpy)
+    img = raster(rec, pairs, ranges, attrs["width"], attrs["height"], attrs["background"], attrs["max_alpha"])
+    return img[..., :attrs["channels"]].astype(out.dtype.numpy)

@@ -41,19 +41,20 @@ MIN_CAPACITY = 1 << 16
 
 @dataclass
 class Frame:
-    rgb: np.ndarray      # [H, W, 3]
-    depth: np.ndarray    # [H, W]: sum of depth * weight (not normalized by alpha)
-    alpha: np.ndarray    # [H, W]: 1 - final transmittance
-    pairs: int           # (tile, Gaussian) pairs this frame binned
+    rgb: np.ndarray             # [H, W, 3]
+    depth: np.ndarray | None    # [H, W]: sum of depth * weight (not normalized by alpha); None: not rendered
+    alpha: np.ndarray | None    # [H, W]: 1 - final transmittance; None: not rendered
+    pairs: int                  # (tile, Gaussian) pairs this frame binned
 
 
 def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
                 background: Sequence[float] = (0.0, 0.0, 0.0), dtype: str = "f32", image_dtype: str = "f32",
-                max_alpha: float = MAX_ALPHA) -> Graph:
+                max_alpha: float = MAX_ALPHA, depth_and_alpha: bool = True) -> Graph:
     """The renderer's graph: params means, scales, quats, opacities, sh (of
     ``dtype``: f32, or f16 to halve a large scene's memory; computed in f32);
-    input camera f32 [20]; outputs image [H, W, 5] (``image_dtype``) and
-    pairs i32 [1]. ``max_alpha``: the clamp of each Gaussian's alpha."""
+    input camera f32 [20]; outputs image [H, W, 5] (r, g, b, depth, alpha;
+    [H, W, 3] without ``depth_and_alpha``; ``image_dtype``) and pairs i32
+    [1]. ``max_alpha``: the clamp of each Gaussian's alpha."""
     g = Graph()
     means = g.param("means", (n, 3), dtype)
     scales = g.param("scales", (n, 3), dtype)
@@ -70,7 +71,8 @@ def build_graph(n: int, sh_k: int, width: int, height: int, capacity: int,
     srt = g.op("sort_by_key", [pairs, total], keys=1, bits=tile_bits)
     ranges = g.op("splat_ranges", [srt, total], width=width, height=height)
     img = g.op("splat_raster", [rec, srt, ranges], width=width, height=height,
-               background=tuple(float(v) for v in background), dtype=image_dtype, max_alpha=max_alpha)
+               background=tuple(float(v) for v in background), dtype=image_dtype, max_alpha=max_alpha,
+               channels=5 if depth_and_alpha else 3)
     g.set_outputs(image=img, pairs=total)
     return g
 
@@ -82,11 +84,15 @@ class Renderer:
     frame needs more (else CapacityError); ``scene_dtype``: "f32" or "f16"
     (the scene held in half precision on the device, computed in f32);
     ``max_alpha``: the clamp of each Gaussian's alpha, in (0, 1) (0.99 as
-    in the 3DGS paper; gsplat uses 0.999)."""
+    in the 3DGS paper; gsplat uses 0.999); ``depth_and_alpha=False``: the
+    frame's RGB only (``Frame.depth`` and ``alpha`` None), three fifths of
+    the image's bytes to copy back: at 1920 x 1080 the five-channel f32
+    image is 41 MB, whose copy to the host took most of an H200 frame."""
 
     def __init__(self, scene: Scene, width: int, height: int, device: str | None = None, *,
                  background: Sequence[float] = (0.0, 0.0, 0.0), capacity: int | None = None,
-                 auto_grow: bool = True, scene_dtype: str = "f32", max_alpha: float = MAX_ALPHA) -> None:
+                 auto_grow: bool = True, scene_dtype: str = "f32", max_alpha: float = MAX_ALPHA,
+                 depth_and_alpha: bool = True) -> None:
         if not isinstance(scene, Scene):
             raise InputError(f"Renderer: scene must be an rlx.splat.Scene, got {type(scene).__name__}")
         for what, v in (("width", width), ("height", height)):
@@ -105,6 +111,9 @@ class Renderer:
             raise InputError(f"Renderer: scene_dtype must be 'f32' or 'f16', got {scene_dtype!r}")
         self.scene_dtype = scene_dtype
         self.max_alpha = check_max_alpha("Renderer", max_alpha)
+        if not isinstance(depth_and_alpha, (bool, np.bool_)):
+            raise InputError(f"Renderer: depth_and_alpha must be True or False, got {depth_and_alpha!r}")
+        self.depth_and_alpha = bool(depth_and_alpha)
         self.replans = 0
         self._compile()
 
@@ -115,7 +124,7 @@ class Renderer:
     def _compile(self) -> None:
         s = self.scene
         g = build_graph(s.count, s.sh.shape[1], self.width, self.height, self.capacity, self.background,
-                        dtype=self.scene_dtype, max_alpha=self.max_alpha)
+                        dtype=self.scene_dtype, max_alpha=self.max_alpha, depth_and_alpha=self.depth_and_alpha)
         np_dtype = np.float16 if self.scene_dtype == "f16" else np.float32
         self.exe = rlx_compile(g, device=self.device, params={
             name: getattr(s, name).astype(np_dtype) for name in ("means", "scales", "quats", "opacities", "sh")})
@@ -146,6 +155,8 @@ class Renderer:
             out = self.exe.run(camera=cam)
             pairs = int(out["pairs"][0])
         img = out["image"]
+        if not self.depth_and_alpha:
+            return Frame(rgb=img, depth=None, alpha=None, pairs=pairs)
         return Frame(rgb=img[..., :3], depth=img[..., 3], alpha=img[..., 4], pairs=pairs)
 
     def profile(self, camera: Camera | np.ndarray, repeats: int = 5) -> dict:

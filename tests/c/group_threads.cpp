@@ -295,7 +295,7 @@ __attribute__((visibility("default"))) int gt_render(const float *means, const f
                 pairs.data(), ranges.data(), &offsets[n], sorted.data(), image,
                 SplatProjectParams{n, sh_k, w, h, gx, gy, 0u, 0u}, SplatScanParams{n, 0u, 0u, 0u},
                 SplatBinParams{n, capacity, gx, 0u}, SplatRangesParams{capacity, 0u, tiles, 0u},
-                SplatRasterParams{w, h, gx, 0u, 0.1f, 0.2f, 0.3f, max_alpha}};
+                SplatRasterParams{w, h, gx, 5u, 0.1f, 0.2f, 0.3f, max_alpha}};
     dispatch(3, threads, project_body, &r);
     dispatch(3, threads, keys_body, &r);
     run_sort((const uint *)keys.data(), n, 2u, 1u, 32u, nullptr, 3u, scan_groups, threads, (uint *)order.data());

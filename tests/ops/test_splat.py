@@ -300,3 +300,41 @@ def test_bad_max_alpha_is_an_input_error(bad):
         Renderer(scene, 16, 16, max_alpha=bad)
     with pytest.raises(rlx.InputError, match="max_alpha"):
         build_graph(10, 1, 16, 16, 1000, max_alpha=bad)
+
+
+@pytest.mark.parametrize("image_dtype", ["f32", "f16"])
+def test_rgb_only_frames_equal_the_rgb_of_full_frames(image_dtype):
+    """depth_and_alpha=False: an [H, W, 3] image, bit for bit the first three
+    channels of the five-channel frame (odd size, a background), and
+    Frame.depth / alpha None."""
+    from rlx.splat.renderer import build_graph
+
+    w, h = 53, 37
+    scene = random_scene(700, seed=4, degree=2)
+    cam = _camera(w, h)
+    full = Renderer(scene, w, h, background=(0.1, 0.2, 0.3)).render(cam)
+    rgb = Renderer(scene, w, h, background=(0.1, 0.2, 0.3), depth_and_alpha=False).render(cam)
+    assert rgb.rgb.shape == (h, w, 3) and rgb.depth is None and rgb.alpha is None
+    np.testing.assert_array_equal(rgb.rgb, full.rgb)
+    assert rgb.pairs == full.pairs
+    g = build_graph(scene.count, scene.sh.shape[1], w, h, 1 << 16, image_dtype=image_dtype, depth_and_alpha=False)
+    params = {k: getattr(scene, k) for k in ("means", "scales", "quats", "opacities", "sh")}
+    got = rlx.compile(g, params=params).run(camera=cam.packed())["image"]
+    want = rlx.run_reference(g, {"camera": cam.packed()}, params=params)["image"]
+    assert got.shape == (h, w, 3) and got.dtype == (np.float16 if image_dtype == "f16" else np.float32)
+    assert ref.psnr(got.astype(np.float64), want.astype(np.float64)) >= (40.0 if image_dtype == "f16" else PSNR_MIN)
+
+
+@pytest.mark.parametrize("bad", [4, 0, True, "3", None])
+def test_bad_channel_counts_are_refused(bad):
+    g = rlx.Graph()
+    rec = g.input("rec", (4, 16))
+    pairs = g.input("pairs", (8, 2), "i32")
+    ranges = g.input("ranges", (1, 2), "i32")
+    with pytest.raises(rlx.RlxError, match="channels"):
+        g.op("splat_raster", [rec, pairs, ranges], width=16, height=16, channels=bad)
+
+
+def test_bad_depth_and_alpha_is_an_input_error():
+    with pytest.raises(rlx.InputError, match="depth_and_alpha"):
+        Renderer(random_scene(10), 16, 16, depth_and_alpha="no")

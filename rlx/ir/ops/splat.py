@@ -23,9 +23,11 @@ splat_bin(records, order, offsets; capacity, width, height) -> i32
 splat_ranges(sorted pairs [capacity,2], count i32 [1]; width, height) ->
   i32 [tiles, 2]: each tile's [start, end) in the sorted pairs.
 splat_raster(records, sorted pairs, ranges; width, height, background,
-  max_alpha) -> f32 (or dtype="f16") [height, width, 5]: r, g, b, depth,
-  alpha. max_alpha in (0, 1): each Gaussian's alpha is clamped to it (the
-  3DGS paper's 0.99 by default; gsplat uses 0.999).
+  max_alpha, channels) -> f32 (or dtype="f16") [height, width, channels]:
+  r, g, b, depth, alpha (channels 5, the default) or r, g, b (channels 3:
+  two fifths fewer bytes to read back when depth and alpha are not
+  wanted). max_alpha in (0, 1): each Gaussian's alpha is clamped to it
+  (the 3DGS paper's 0.99 by default; gsplat uses 0.999).
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ def check_max_alpha(where: str, value: object) -> float:
 
 def _infer_raster(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("splat_raster", attrs, {"width": _MISSING, "height": _MISSING, "background": (0.0, 0.0, 0.0),
-                                   "dtype": "f32", "max_alpha": MAX_ALPHA})
+                                   "dtype": "f32", "max_alpha": MAX_ALPHA, "channels": 5})
     w, h = _size("splat_raster", attrs)
     _records("splat_raster", types[0])
     _pairs("splat_raster", types[1])
@@ -151,7 +153,10 @@ def _infer_raster(types: list[TensorType], attrs: dict) -> TensorType:
     attrs["max_alpha"] = check_max_alpha("splat_raster", attrs["max_alpha"])
     if attrs["dtype"] not in ("f32", "f16"):
         raise DTypeError(f"splat_raster: dtype must be 'f32' or 'f16', got {attrs['dtype']!r}")
-    return TensorType((h, w, 5), attrs["dtype"])
+    channels = attrs["channels"]
+    if isinstance(channels, bool) or channels not in (3, 5):
+        raise GraphError(f"splat_raster: channels must be 5 (r, g, b, depth, alpha) or 3 (r, g, b), got {channels!r}")
+    return TensorType((h, w, channels), attrs["dtype"])
 
 
 OPS: tuple[OpDef, ...] = (
