@@ -12,8 +12,10 @@ rlx's Renderer takes ``max_alpha``, the comparison runs with 0.999 too.
 
 Timing, median of REPEATS after a warm-up, each side's wall time around one
 frame with the device synchronized: rlx ``Renderer.render`` (camera in, the
-[H, W, 5] f32 image copied to the host); gsplat ``rasterization`` (image left
-on the device; and again with the RGB image copied to the host).
+[H, W, 5] f32 image copied to the host; and, where the Renderer has it,
+``depth_and_alpha=False``: the [H, W, 3] RGB image); gsplat
+``rasterization`` (image left on the device; and again with the RGB image
+copied to the host).
 
 Run: PYTHONPATH=$PWD python3 benchmarks/gpu/splat_vs_gsplat.py OUT.json"""
 
@@ -28,21 +30,11 @@ import traceback
 
 import numpy as np
 import torch
+from splat_cuda import HEIGHT, WIDTH, _camera, _psnr  # benchmarks/gpu/splat_cuda.py (the script's own folder)
 
 from rlx.splat import Camera, Renderer, random_scene
 
-WIDTH, HEIGHT = 1920, 1080
 REPEATS = 10
-
-
-def _camera(width: int, height: int) -> Camera:
-    return Camera.look_at((1.0, -0.5, -6.0), (0.0, 0.0, 0.0), fx=0.9 * width, fy=0.9 * width, cx=width / 2,
-                          cy=height / 2)
-
-
-def _psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(1.0 / mse)
 
 
 def _median_ms(fn) -> float:
@@ -108,6 +100,11 @@ def _compare(n: int, width: int, height: int, timed: bool) -> dict:
             row["rlx_over_gsplat_with_rgb_to_host"] = row["rlx_frame_ms"] / row["gsplat_frame_ms_with_rgb_to_host"]
             prof = r.profile(cam, repeats=5)
             row["rlx_stages_ms"] = prof["stages_ms"]
+            if "depth_and_alpha" in inspect.signature(Renderer).parameters:   # RGB only: gsplat's own output
+                rgb = Renderer(scene, width, height, device="cuda", depth_and_alpha=False)
+                row["rlx_rgb_only_frame_ms"] = _median_ms(lambda rgb=rgb: rgb.render(cam))
+                row["rlx_rgb_only_over_gsplat_with_rgb_to_host"] = (row["rlx_rgb_only_frame_ms"]
+                                                                    / row["gsplat_frame_ms_with_rgb_to_host"])
     return row
 
 
