@@ -32,9 +32,9 @@ RLX_INLINE uint rlx_index_div(uint64_t i, uint d) {
 // Group scans (the scan kernels of shaders/sort.h): thread t of the first
 // g threads takes the contiguous elements [begin, end) of n; threads past
 // g take none. Each sums its segment into part[t], then thread 0 turns the
-// totals into their exclusive prefix (rlx_serial_exclusive_scan, or the
-// saturating form there), then each thread rewrites its segment from
-// part[t]. The scans also cut their elements into groups' chunks with it.
+// totals into their exclusive prefix (rlx_scan_serial there, saturating),
+// then each thread rewrites its segment from part[t]. The scans also cut
+// their elements into groups' chunks with it.
 struct RlxRange {
     uint begin, end;
 };
@@ -42,17 +42,6 @@ RLX_INLINE RlxRange rlx_group_segment(uint n, uint t, uint g) {
     const uint seg = (n + g - 1u) / g;
     const uint begin = t < g ? (t * seg < n ? t * seg : n) : n;
     return RlxRange{begin, begin + seg < n ? begin + seg : n};
-}
-// part[0 .. g) becomes its exclusive prefix sum; returns the total.
-template <typename U>
-RLX_INLINE U rlx_serial_exclusive_scan(RLX_GROUP_MEM U *part, uint g) {
-    U run = 0u;
-    for (uint j = 0u; j < g; ++j) {
-        const U v = part[j];
-        part[j] = run;
-        run += v;
-    }
-    return run;
 }
 
 RLX_INLINE float rlx_maximum(float a, float b) { return (a != a || a > b) ? a : b; }
