@@ -17,23 +17,30 @@ def reduce_params(outer: int, length: int, inner: int, op: int, in_offset: int) 
     return struct.pack("<8I", outer, length, inner, op, in_offset, 0, 0, 0)
 
 
-# The argmax of fewer rows than the device has cores, each of at least
+# The argmax of fewer rows than a GPU has cores, each of at least
 # ARGMAX_SPLIT_MIN_LEN elements (a decode step's logits), runs as
-# argmax_chunks + argmax_merge (shaders/reduce.h): one group a row read a
-# 262,144-logit row in 138 us on the H200 (benchmarks/README.md, session
-# 9). GPUs take chunks of ARGMAX_CHUNK_GPU elements; the CPU one chunk per
-# core the rows leave free.
+# argmax_chunks + argmax_merge (shaders/reduce.h) in chunks of
+# ARGMAX_CHUNK_GPU: one group a row read a 262,144-logit row in 138 us on
+# the H200 (benchmarks/README.md, session 9). Not on the CPU by default,
+# where one thread's vector loop already reads the row at memory speed:
+# split in two it ran slower (exe.run of that row 223-224 us against
+# 206-211 us, Intel Xeon, 2 threads); ARGMAX_SPLIT_CPU turns it on there
+# (one chunk per core the rows leave free, at least two), as the tests do
+# to run the split kernels on the CPU.
 ARGMAX_SPLIT_MIN_LEN = 16384
 ARGMAX_CHUNK_GPU = 2048
+ARGMAX_SPLIT_CPU = False
 
 
 def argmax_chunks(lw: Lowering, rows: int, length: int) -> int:
     """Chunks per row of the split argmax, or 0 for the one-pass kernel."""
     target = lw.target
-    if rows >= target.compute_units or length < ARGMAX_SPLIT_MIN_LEN:
+    if length < ARGMAX_SPLIT_MIN_LEN:
         return 0
     if target.one_thread_groups:
-        return max(target.compute_units // rows, 2)
+        return max(target.compute_units // rows, 2) if ARGMAX_SPLIT_CPU else 0
+    if rows >= target.compute_units:
+        return 0
     return -(-length // ARGMAX_CHUNK_GPU)
 
 

@@ -10,6 +10,7 @@ import torch
 from conftest import TOL, assert_matches_reference
 
 import rlx
+import rlx.lowering.reduce as reduce_lowering
 
 from .helpers import COLS, DTYPES, NAN
 from .helpers import assert_same_nan as _assert_same
@@ -91,10 +92,15 @@ def _long_rows(rng, length: int, case: str, dtype: str) -> np.ndarray:
     return data.astype(np.float16 if dtype == "f16" else np.float32)
 
 
+@pytest.mark.parametrize("split_on_cpu", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("length", [16384, 20001, 262147])
 @pytest.mark.parametrize("case", ["random", "last", "tie", "nan", "ninf"])
-def test_argmax_of_long_rows(rng, length, case, dtype):
+def test_argmax_of_long_rows(rng, monkeypatch, length, case, dtype, split_on_cpu):
+    """A long row: GPUs split it (argmax_chunks + argmax_merge); the CPU
+    takes the one-pass kernel unless ARGMAX_SPLIT_CPU, which runs the split
+    kernels here too."""
+    monkeypatch.setattr(reduce_lowering, "ARGMAX_SPLIT_CPU", split_on_cpu)
     data = _long_rows(rng, length, case, dtype)
     g = rlx.Graph()
     x = g.input("x", data.shape, dtype)
@@ -104,10 +110,12 @@ def test_argmax_of_long_rows(rng, length, case, dtype):
     np.testing.assert_array_equal(got, rlx.run_reference(g, {"x": data})["i"])
     np.testing.assert_array_equal(got, torch.argmax(_t(data), dim=-1).numpy())
     split = any((t.kernel or "").startswith("argmax_chunks") for t in exe.thunks)
-    assert split == (exe.target.compute_units > 1), "a row on a device with several cores takes the split argmax"
+    assert split == (split_on_cpu if exe.target.one_thread_groups else exe.target.compute_units > 1)
 
 
-def test_argmax_of_long_strided_rows(rng):
+@pytest.mark.parametrize("split_on_cpu", [False, True])
+def test_argmax_of_long_strided_rows(rng, monkeypatch, split_on_cpu):
+    monkeypatch.setattr(reduce_lowering, "ARGMAX_SPLIT_CPU", split_on_cpu)
     data = rng.standard_normal((30001, 2)).astype(np.float32)
     data[[5, 29999], 1] = 9.0
     g = rlx.Graph()
