@@ -103,6 +103,23 @@ RLX_INLINE uint rlx_scan_serial(RLX_GROUP_MEM uint *part, uint g) {
     return run;
 }
 
+// Thread t's saturating sum of its segment of d, and the rewrite of that
+// segment into its exclusive prefix from run (the scans' two passes).
+template <typename T>
+RLX_INLINE uint rlx_scan_segment_sum(RLX_DEVICE const T *d, RlxRange seg) {
+    uint s = 0u;
+    for (uint i = seg.begin; i < seg.end; ++i) s = rlx_scan_add(s, (uint)d[i]);
+    return s;
+}
+template <typename T>
+RLX_INLINE void rlx_scan_segment_rewrite(RLX_DEVICE T *d, RlxRange seg, uint run) {
+    for (uint i = seg.begin; i < seg.end; ++i) {
+        const uint v = (uint)d[i];
+        d[i] = (T)run;
+        run = rlx_scan_add(run, v);
+    }
+}
+
 template <typename T>
 RLX_KERNEL scan_reduce(RLX_BUF(RLX_DEVICE const T *, data, 0), RLX_BUF(RLX_DEVICE T *, part, 1),
                        RLX_PARAMS(ScanParams, p, 2) RLX_IDS) {
@@ -113,9 +130,7 @@ RLX_KERNEL scan_reduce(RLX_BUF(RLX_DEVICE const T *, data, 0), RLX_BUF(RLX_DEVIC
     const uint g = rlx_group_size.x < RLX_SORT_MAX_THREADS ? rlx_group_size.x : RLX_SORT_MAX_THREADS;
     const uint t = rlx_local_id.x;
     const RlxRange seg = rlx_group_segment(chunk.end - chunk.begin, t, g);
-    RLX_DEVICE const T *d = data + p->offset + chunk.begin;
-    uint s = 0u;
-    for (uint i = seg.begin; i < seg.end; ++i) s = rlx_scan_add(s, (uint)d[i]);
+    const uint s = rlx_scan_segment_sum(data + p->offset + chunk.begin, seg);
     if (t < g) sums[t] = s;
     rlx_barrier();
     if (t == 0u) part[b] = (T)rlx_scan_serial(sums, g);
@@ -128,18 +143,12 @@ RLX_KERNEL scan_partials(RLX_BUF(RLX_DEVICE T *, part, 0), RLX_PARAMS(ScanParams
     const uint g = rlx_group_size.x < RLX_SORT_MAX_THREADS ? rlx_group_size.x : RLX_SORT_MAX_THREADS;
     const uint t = rlx_local_id.x;
     const RlxRange seg = rlx_group_segment(p->groups, t, g);
-    uint s = 0u;
-    for (uint i = seg.begin; i < seg.end; ++i) s = rlx_scan_add(s, (uint)part[i]);
+    const uint s = rlx_scan_segment_sum(part, seg);
     if (t < g) sums[t] = s;
     rlx_barrier();
     if (t == 0u) rlx_scan_serial(sums, g);
     rlx_barrier();
-    uint run = t < g ? sums[t] : 0u;
-    for (uint i = seg.begin; i < seg.end; ++i) {
-        const uint v = (uint)part[i];
-        part[i] = (T)run;
-        run = rlx_scan_add(run, v);
-    }
+    rlx_scan_segment_rewrite(part, seg, t < g ? sums[t] : 0u);
 }
 RLX_INSTANTIATE(scan_partials, uint, scan_partials_u32)
 
@@ -154,8 +163,7 @@ RLX_KERNEL scan_down(RLX_BUF(RLX_DEVICE T *, data, 0), RLX_BUF(RLX_DEVICE const 
     const uint t = rlx_local_id.x;
     const RlxRange seg = rlx_group_segment(chunk.end - chunk.begin, t, g);
     RLX_DEVICE T *d = data + p->offset + chunk.begin;
-    uint s = 0u;
-    for (uint i = seg.begin; i < seg.end; ++i) s = rlx_scan_add(s, (uint)d[i]);
+    const uint s = rlx_scan_segment_sum(d, seg);
     if (t < g) sums[t] = s;
     rlx_barrier();
     const uint base = p->groups > 1u ? (uint)part[b] : 0u;
@@ -164,12 +172,7 @@ RLX_KERNEL scan_down(RLX_BUF(RLX_DEVICE T *, data, 0), RLX_BUF(RLX_DEVICE const 
         if (p->has_total && b + 1u == p->groups) data[p->total_offset] = (T)total;
     }
     rlx_barrier();
-    uint run = t < g ? rlx_scan_add(base, sums[t]) : 0u;
-    for (uint i = seg.begin; i < seg.end; ++i) {
-        const uint v = (uint)d[i];
-        d[i] = (T)run;
-        run = rlx_scan_add(run, v);
-    }
+    rlx_scan_segment_rewrite(d, seg, t < g ? rlx_scan_add(base, sums[t]) : 0u);
 }
 RLX_INSTANTIATE(scan_down, uint, scan_down_u32)
 

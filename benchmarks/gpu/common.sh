@@ -24,3 +24,11 @@ if [ "${WARM_CACHE:-1}" = 1 ]; then
   python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
     >"$OUT/warm.log" 2>&1; note "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s"
 fi
+
+# gemv_table FILE: quant_gemv_cuda.py's rows, a line each, into the summary.
+gemv_table() {
+  python3 -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+for r in d['rows']: print(r['format'], r['shape'], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'], 1), 'copy', round(r['copy_us'], 1), 'frac', round(r['fraction_of_copy_bandwidth'], 3), 'torch', round(r['torch_bf16_graph_us'], 1), 'ratio', round(r['rlx_over_torch'], 2))
+" "$1" 2>&1 | tee -a "$S"
+}

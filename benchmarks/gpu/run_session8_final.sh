@@ -9,10 +9,7 @@ cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
 timeout 90 $P tests/ops/test_fft.py tests/test_signal.py --rlx-device cuda >"$OUT/fft.log" 2>&1
 note "fft+signal (cuda, gs 0) rc=$? $(tail -1 "$OUT/fft.log")"; grep -E "^FAILED" "$OUT/fft.log" | head -5
 timeout 100 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"
-python3 -c "
-import json; d=json.load(open('$OUT/gemv.json'))
-for r in d['rows']: print(r['format'], r['shape'], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'],1), 'copy', round(r['copy_us'],1), 'frac', round(r['fraction_of_copy_bandwidth'],3), 'torch', round(r['torch_bf16_graph_us'],1), 'ratio', round(r['rlx_over_torch'],2))
-" 2>&1 | tee -a "$S"
+gemv_table "$OUT/gemv.json"
 KV_DTYPES=f32 timeout 100 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" >"$OUT/llm-speed.log" 2>&1
 note "llm decode speed rc=$?"; grep '^{' "$OUT/llm-speed.log" | sort -u | tee -a "$S"
 timeout 40 $P tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda >"$OUT/quant.log" 2>&1

@@ -19,10 +19,7 @@ timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exit
   --rlx-device cuda -k "gemv1i" >"$OUT/memcheck.log" 2>&1
 note "gemv1i memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1) $(tail -1 "$OUT/memcheck.log")"
 timeout 100 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"
-python3 -c "
-import json; d=json.load(open('$OUT/gemv.json'))
-for r in d['rows']: print(r['format'], r['shape'], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'],1), 'copy', round(r['copy_us'],1), 'frac', round(r['fraction_of_copy_bandwidth'],3), 'torch', round(r['torch_bf16_graph_us'],1), 'ratio', round(r['rlx_over_torch'],2))
-" 2>&1 | tee -a "$S"
+gemv_table "$OUT/gemv.json"
 KV_DTYPES=f32 timeout 70 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" >"$OUT/llm-speed.log" 2>&1
 note "llm decode speed rc=$?"; grep '^{' "$OUT/llm-speed.log" | sort -u | tee -a "$S"
 timeout 60 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf "$OUT/llm-trace.json" >"$OUT/llm-trace.log" 2>&1

@@ -16,10 +16,7 @@ for tool in memcheck racecheck; do
   note "gemv1 $tool rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1) $(tail -1 "$OUT/$tool.log")"
 done
 timeout 100 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"
-python3 -c "
-import json; d=json.load(open('$OUT/gemv.json'))
-for r in d['rows']: print(r['format'], r['shape'], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'],1), 'copy', round(r['copy_us'],1), 'frac', round(r['fraction_of_copy_bandwidth'],3), 'torch', round(r['torch_bf16_graph_us'],1), 'ratio', round(r['rlx_over_torch'],2))
-" 2>&1 | tee -a "$S"
+gemv_table "$OUT/gemv.json"
 KV_DTYPES=f32 timeout 60 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" >"$OUT/llm-speed.log" 2>&1
 note "llm decode speed rc=$?"; grep '^{' "$OUT/llm-speed.log" | sort -u | tee -a "$S"
 RLX_CUDA_PDL=0 KV_DTYPES=f32 timeout 60 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed-nopdl.json" \
