@@ -1,5 +1,6 @@
 """Decode GEMV from GGUF blocks on an NVIDIA GPU (issue 17): for Q4_K,
-Q5_0, Q6_K and Q8_0 on a 4096 x 4096 and a 262144 x 640 weight, rlx's
+Q5_0, Q6_K and Q8_0 on a 4096 x 4096 and a 262144 x 640 weight (and the
+Gemma 3 decode step's 1024 x 640 and 640 x 2048 unless SMALL=0), rlx's
 gemv1_<fmt>_f32 thunk alone (device time from the shim's CUDA events,
 Program.run_one), against the device's copy bandwidth (torch copy_ of the
 same bytes, CUDA events) and PyTorch's best at the same product: a bf16
@@ -28,8 +29,9 @@ from rlx.reference.blocks import dequantize_values
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "ops"))
 from quant_helpers import large_weight, whole_blocks  # noqa: E402  (tests/ops/quant_helpers.py)
 
-FORMATS = ["q4_k", "q5_0", "q6_k", "q8_0"]
-SHAPES = [(4096, 4096), (262144, 640)]   # K-quants (blocks of 256): K rounded up to 768
+FORMATS = os.environ.get("FORMATS", "q4_k q5_0 q6_k q8_0").split()   # FORMATS=q4_k: one (a profile)
+SHAPES = [(4096, 4096), (262144, 640), (1024, 640), (640, 2048)]   # the last two: decode-step sizes
+SHAPES = SHAPES if os.environ.get("SMALL", "1") == "1" else SHAPES[:2]
 REPS = 50
 
 
