@@ -1111,17 +1111,31 @@ RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint 
 }
 
 #ifdef RLX_TARGET_CUDA
+template <typename Q>
+struct RlxQInt;   // quant_pieces.h: a format's int8 codes, where it has them
+template <typename Q, typename T, uint M>
+struct RlxQDotCodes;   // quant_pieces.h: the f32 chunk dot from those codes
+
 // rlx_q_gemv_flat's dot policy for the f32 form: chunk i of the staged pass
 // (a pass starts on a block) against chunk c of the m <= M rows of x in the
-// shared f32 tile.
+// shared f32 tile; from the format's codes where it has them (the codes'
+// reads need rlx_qi_words' slack, RLX_QGEMV_CODES_SLACK, at the stage's end).
 template <typename Q, typename T, uint M>
 struct RlxQDotTile {
     RLX_GROUP_MEM const T *xt;
     uint kp, m;
     __device__ __forceinline__ RlxQAcc<M> operator()(const uchar *staged, uint i, uint c, RlxQAcc<M> acc) const {
+        if (RlxQInt<Q>::has) {
+            const RlxQDotCodes<Q, T, M> codes = {xt, kp, m};
+            return codes(staged, i, c, acc);
+        }
         return rlx_q_chunk_dot<Q, T, M>(staged, i, c, xt, kp, m, acc);
     }
 };
+// Bytes the pipelined stage keeps free at its end: the pass's slack in
+// front (up to 15) and rlx_qi_words' reads up to 3 bytes past an unaligned
+// run of codes (RlxQDotTile).
+#define RLX_QGEMV_CODES_SLACK 20u
 // rlx_q_gemv_flat's pre step for the f32 form: none.
 struct RlxQNoPre {
     template <typename Dot>
@@ -1284,7 +1298,7 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;   // chunks a block
     uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
     if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
-        const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - 16u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+        const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
         if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
             if (tail == k) {
@@ -1467,7 +1481,7 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
     // Passes as rlx_q_gemv_whole_x's pipelined ones, with 4 more bytes of
     // slack at the stage's end for rlx_qi_words' reads past an unaligned run.
     const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;
-    const uint fit = ((RLX_QGEMV_STAGE_BYTES - 20u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+    const uint fit = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
     const uint pp = ((32u < fit ? 32u : fit) / cpb) * cpb;
     if (stored == 0u || pp == 0u || !rlx_q_stage_pipelined(pp * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) return false;
     uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);

@@ -326,6 +326,56 @@ struct RlxQDotPieces {
     }
 };
 
+// ---- the f32 chunk dot from the codes ------------------------------------------
+// The f32 form's chunk dot (gemv1_q and gemv_q on CUDA, RlxQDotTile) for
+// the formats with int8 codes: the codes as RlxQInt forms them from word
+// reads of the stage, each made a float by one byte permute and one add,
+// against x's f32 elements in the shared tile. rlx_q_chunk_dot decoded
+// through the format's float decoder instead: a byte load from the stage
+// and an I2F (an eighth of the FMA rate on sm_90) per weight, ~21
+// instructions a weight on an H200 (Nsight Compute), issue-bound at under
+// a tenth of the DRAM bandwidth on a 4096 x 4096 Q4_K weight.
+// Code byte j of w biased by 128 (w ^ 0x80808080) as a float: the byte in
+// the low mantissa bits of 2^23, then 2^23 + 128 taken off (both exact).
+RLX_INLINE float rlx_qi_code_float(uint w, uint j) {
+    return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7540u | j)) - 8388736.0f;
+}
+
+// x's tile as rlx_q_stage_x writes it: rows kp apart, element e of chunk c
+// at c * 32 + (e ^ (c & 31)). Four partial sums (halves, even / odd
+// elements) keep the adds' dependency chains short; the halves' own
+// scales apply once, and the min term on x's sums over each half.
+template <typename Q, typename T, uint M>
+struct RlxQDotCodes {
+    RLX_GROUP_MEM const T *xt;
+    uint kp, m;
+    RLX_QMEMBER RlxQAcc<M> operator()(const uchar *staged, uint i, uint c, RlxQAcc<M> acc) const {
+        typedef RlxQInt<Q> F;
+        const uchar *b = staged + (i * 32u / (uint)Q::BLOCK) * (uint)Q::BYTES;
+        const uint s = (i * 32u % (uint)Q::BLOCK) / 32u, sw = c & 31u;
+        uint w[8];
+        F::codes(b, s, w);
+        for (uint e = 0; e < 8u; ++e) w[e] ^= 0x80808080u;
+        float f0, f1;
+        F::scales(b, s, f0, f1);
+        for (uint r = 0; r < M; ++r) {
+            if (r < m) {
+                RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, xsum[2] = {0.0f, 0.0f};
+                for (uint e = 0; e < 32u; ++e) {
+                    const float xv = rlx_to_float(xc[e ^ sw]);
+                    d[(e >> 4u) * 2u + (e & 1u)] += xv * rlx_qi_code_float(w[e >> 2u], e & 3u);
+                    if (F::MINS) xsum[e >> 4u] += xv;
+                }
+                float v = f0 * (d[0] + d[1]) + f1 * (d[2] + d[3]);
+                if (F::MINS) v += F::mins(b, s, xsum[0], xsum[1]);
+                acc.v[r] += v;
+            }
+        }
+        return acc;
+    }
+};
+
 #ifdef RLX_TARGET_CUDA
 // rlx_q_gemv_flat's pre step for the integer form: x's row into its pieces
 // (rlx_qx_split), and the piece count into the dot; false where x needs

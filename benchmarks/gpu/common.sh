@@ -29,6 +29,6 @@ fi
 gemv_table() {
   python3 -c "
 import json, sys; d = json.load(open(sys.argv[1]))
-for r in d['rows']: print(r['format'], r['shape'], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'], 1), 'copy', round(r['copy_us'], 1), 'frac', round(r['fraction_of_copy_bandwidth'], 3), 'torch', round(r['torch_bf16_graph_us'], 1), 'ratio', round(r['rlx_over_torch'], 2))
+for r in d['rows']: print(r['format'], r['shape'], r.get('kernel', '')[:6], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'], 1), 'copy', round(r['copy_us'], 1), 'frac', round(r['fraction_of_copy_bandwidth'], 3), 'torch', round(r['torch_bf16_graph_us'], 1), 'ratio', round(r['rlx_over_torch'], 2))
 " "$1" 2>&1 | tee -a "$S"
 }

@@ -54,6 +54,10 @@ def main(out_path: str | None) -> None:
         from rlx.lowering import quant as quant_lowering
 
         quant_lowering.GEMV_MAX_ROWS_PER_SIMD = rows_per_simd
+    if os.environ.get("F32_FORM") == "1":   # gemv1_<fmt>'s f32 form where the lowering would take gemv1i
+        from rlx.lowering import quant as quant_lowering
+
+        quant_lowering.GEMV1I_MIN_ROWS = 1 << 30
     only = int(os.environ.get("ONLY_ROWS", "0"))   # one shape (its row count) of a sweep
     rows = []
     for n, k0 in SHAPES:
@@ -89,6 +93,7 @@ def main(out_path: str | None) -> None:
                 captured = torch.nn.functional.linear(tx, tw)   # kept: the graph writes it
             torch_us = _events_ms(graph.replay) * 1e3
             row = {"format": fmt, "shape": [n, k], "weight_bytes": nbytes, "correct": ok, "threads_cap": cap,
+                   "kernel": exe.thunks[index].kernel,
                    "rows_per_group": int(np.frombuffer(exe.thunks[index].params, np.uint32)[5]),
                    "threads": list(exe.thunks[index].threads),
                    "rlx_gemv_us": rlx_us, "copy_us": copy_us, "torch_bf16_graph_us": torch_us,

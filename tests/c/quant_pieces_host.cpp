@@ -1,6 +1,7 @@
 // The CUDA decode GEMV's integer chunk dot (shaders/quant_pieces.h:
 // RlxQInt's codes, scales and mins, RlxQDotPieces' piece layout and
-// Horner sums) compiled for the CPU, with host forms of the CUDA
+// Horner sums) and its f32 chunk dot from the same codes (RlxQDotCodes)
+// compiled for the CPU, with host forms of the CUDA
 // intrinsics it uses, so CI checks its bit manipulations against the
 // float64 product (tests/ops/test_quant_pieces_host.py) before a GPU runs
 // it. x's split into pieces comes from the test (numpy), in the layout the
@@ -29,6 +30,17 @@ static inline uint __vsub4(uint a, uint b) {
 }
 static inline uint __funnelshift_r(uint lo, uint hi, uint sh) {
     return (uint)((((uint64_t)hi << 32) | lo) >> (sh & 31u));
+}
+static inline uint __byte_perm(uint x, uint y, uint s) {   // result byte n = byte (s >> 4 n) & 7 of y:x
+    const uint64_t v = ((uint64_t)y << 32) | x;
+    uint r = 0;
+    for (int n = 0; n < 4; ++n) r |= (uint)((v >> (8u * ((s >> (4 * n)) & 7u))) & 255u) << (8 * n);
+    return r;
+}
+static inline float __int_as_float(int i) {
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
 }
 
 #define RLX_QPIECES_HOST_TEST 1
@@ -67,6 +79,35 @@ extern "C" int qph_dot(int fmt, uint pieces, const uchar *w, uint n, uint k, con
         if (pieces == 3u) dot_rows<Q, 3>(w, n, k, xq, scale, sum16, y);      \
         else dot_rows<Q, 5>(w, n, k, xq, scale, sum16, y);                   \
         return 0;                                                            \
+    }
+    RLX_QPH_FORMATS(RLX_QPH_CASE)
+#undef RLX_QPH_CASE
+    return -1;
+}
+
+// y[j] = sum over the row's chunks of RlxQDotCodes<Q, float, 1> against x
+// (k floats), which goes into the swizzled tile rlx_q_stage_x writes.
+template <typename Q>
+static void dot_rows_f32(const uchar *w, uint n, uint k, const float *x, float *y) {
+    const uint chunks = k / 32u;
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    static float tile[8192];
+    for (uint e = 0; e < k; ++e) tile[(e & ~31u) + ((e & 31u) ^ ((e >> 5u) & 31u))] = x[e];
+    const RlxQDotCodes<Q, float, 1> dot = {tile, k, 1u};
+    for (uint j = 0; j < n; ++j) {
+        RlxQAcc<1> acc = {{0.0f}};
+        for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);
+        y[j] = acc.v[0];
+    }
+}
+
+// fmt: as qph_dot; k <= 8192 and whole chunks. Returns 0, or -1.
+extern "C" int qph_dot_f32(int fmt, const uchar *w, uint n, uint k, const float *x, float *y) {
+    if (k > 8192u || k % 32u != 0u) return -1;
+#define RLX_QPH_CASE(Q, i)                  \
+    if (fmt == i) {                         \
+        dot_rows_f32<Q>(w, n, k, x, y);     \
+        return 0;                           \
     }
     RLX_QPH_FORMATS(RLX_QPH_CASE)
 #undef RLX_QPH_CASE

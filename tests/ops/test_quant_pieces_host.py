@@ -1,6 +1,7 @@
 """The CUDA decode GEMV's integer form (shaders/quant_pieces.h) on the CPU:
 tests/c/quant_pieces_host.cpp compiles its per-format codes, scales, min
-terms and chunk dot (RlxQDotPieces) with host forms of the CUDA intrinsics,
+terms and chunk dots (RlxQDotPieces on x's int8 pieces, RlxQDotCodes on
+x's f32 tile) with host forms of the CUDA intrinsics,
 and runs whole rows against x split into int8 pieces here, in the layout
 the kernel's rlx_qx_split writes (16-byte units [piece][half][chunk], then
 the chunk scales and the f32 sums of each 16 elements).
@@ -42,6 +43,8 @@ def lib(tmp_path_factory):
     p, u, i = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
     lib.qph_dot.argtypes = [i, u, p, u, u, p, p, p, p]
     lib.qph_dot.restype = i
+    lib.qph_dot_f32.argtypes = [i, p, u, u, p, p]
+    lib.qph_dot_f32.restype = i
     return lib
 
 
@@ -119,3 +122,41 @@ def test_a_wrong_piece_layout_fails_the_check(lib, rng, fmt):
     with pytest.raises(AssertionError):
         _check(_run(lib, fmt, 3, w_data, n, k, x, 0, units), x, w)
     _check(_run(lib, fmt, 3, w_data, n, k, x, 0), x, w)
+
+
+def _run_f32(lib, fmt, w_data, n, k, x, align=0):
+    row = w_data.reshape(n, -1)
+    buf = np.zeros(row.nbytes + 64, np.uint8)
+    start = 16 + align
+    buf[start:start + row.nbytes] = row.reshape(-1)
+    y = np.zeros(n, np.float32)
+    ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    assert lib.qph_dot_f32(FORMATS.index(fmt), ptr(buf[start:]), n, k, ptr(np.ascontiguousarray(x)), ptr(y)) == 0
+    return y
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_f32_chunk_dot_from_codes_matches_float64(lib, rng, fmt):
+    """RlxQDotCodes (the f32 form's dot: codes made floats through 2^23's
+    mantissa) on x at several scales, a spike beside small values and every
+    byte alignment of the weights."""
+    n = 9
+    for k in (3 * max(block_size(fmt)[0], 32), 1024):
+        w_data = random_blocks(fmt, n, k, rng)
+        w = dequantize_reference(fmt, w_data, n, k)
+        for align in range(4):
+            x = (rng.standard_normal(k) * 10.0 ** (align - 2)).astype(np.float32)
+            if align == 3:
+                x[5::32] = 3e4
+            _check(_run_f32(lib, fmt, w_data, n, k, x, align), x, w)
+
+
+def test_f32_chunk_dot_check_catches_a_wrong_code(lib, rng):
+    """The check above fails when the codes are off by one byte (x shifted
+    by one element against the weights)."""
+    n, k = 9, 768
+    w_data = random_blocks("q4_k", n, k, rng)
+    w = dequantize_reference("q4_k", w_data, n, k)
+    x = (rng.standard_normal(k) * 0.5).astype(np.float32)
+    with pytest.raises(AssertionError):
+        _check(_run_f32(lib, "q4_k", w_data, n, k, np.roll(x, 1)), x, w)
