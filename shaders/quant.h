@@ -926,6 +926,18 @@ static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const u
 #endif
 
 
+// Where element e of chunk c of an x row sits in the GEMV's shared tile,
+// from the chunk's start: swizzled so that lanes on consecutive chunks
+// reading the same elements hit distinct banks. CUDA swizzles groups of
+// four (e >> 2 ^ c & 7: a lane reads a group in one vector load, and the
+// eight lanes of a 16-byte load's phase take eight distinct groups);
+// elsewhere single elements (e ^ c & 31).
+#ifdef RLX_TARGET_CUDA
+RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return (((e >> 2u) ^ (c & 7u)) << 2u) | (e & 3u); }
+#else
+RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return e ^ (c & 31u); }
+#endif
+
 #ifdef RLX_TARGET_CPU
 // Rows [j0, j1) of y = x W^T + bias for the m (<= RLX_QGEMV_MAX_M) rows of x.
 template <typename Q, typename T>
@@ -1062,18 +1074,30 @@ RLX_INLINE void rlx_q_gemv_finish(float acc, RLX_DEVICE const uchar *wr, RLX_DEV
 }
 
 // x rows [0, m) into the shared tile xt, each at a pitch of kp = k rounded
-// up to 32 (zeros past k), element e of chunk c of row r at
-// r * kp + c * 32 + (e ^ (c & 31)): lanes on consecutive chunks then read
-// distinct banks. Every thread of the group calls it; the caller follows it
-// with a group barrier.
+// up to 32 (zeros past k), element e of chunk c of row r at r * kp + c * 32
+// + rlx_q_xt_at(c, e). Every thread of the group calls it; the caller
+// follows it with a group barrier.
 template <typename T>
 RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m, uint k, uint kp, uint xs,
                               uint tid, uint nt) {
     for (uint i = tid; i < m * kp; i += nt) {
         const uint r = i / kp, e = i - r * kp, c = e >> 5u;
-        xt[r * kp + c * 32u + ((e & 31u) ^ (c & 31u))] = e < k ? x[(uint64_t)r * xs + e] : rlx_from_float<T>(0.0f);
+        xt[r * kp + c * 32u + rlx_q_xt_at(c, e & 31u)] = e < k ? x[(uint64_t)r * xs + e] : rlx_from_float<T>(0.0f);
     }
 }
+
+#ifdef RLX_TARGET_CUDA
+// Elements 4 g .. 4 g + 3 of chunk c from its place in the tile (xc: the
+// chunk's start), in one vector load.
+RLX_INLINE float4 rlx_q_xt_group(const float *xc, uint c, uint g) {
+    return *(const float4 *)(xc + rlx_q_xt_at(c, 4u * g));
+}
+RLX_INLINE float4 rlx_q_xt_group(const half *xc, uint c, uint g) {
+    const uint2 u = *(const uint2 *)(xc + rlx_q_xt_at(c, 4u * g));
+    const float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+#endif
 
 // A lane's partial sums for the m <= M rows of x (a struct, passed by
 // value: Metal would need an address space on a pointer to them).
@@ -1093,7 +1117,14 @@ RLX_INLINE RlxQAcc<M> rlx_q_chunk_dot(RLX_DEVICE const uchar *src, uint i, uint 
         if (r < m) {
             RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
             float sum = 0.0f;
-            for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[e ^ s]) * v.v[e];
+#ifdef RLX_TARGET_CUDA
+            for (uint g = 0; g < 8u; ++g) {
+                const float4 x4 = rlx_q_xt_group(xc, c, g);
+                sum += x4.x * v.v[4u * g] + x4.y * v.v[4u * g + 1u] + x4.z * v.v[4u * g + 2u] + x4.w * v.v[4u * g + 3u];
+            }
+#else
+            for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[rlx_q_xt_at(c, e)]) * v.v[e];
+#endif
             acc.v[r] += sum;
         }
     }
@@ -1400,7 +1431,11 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
     // rest idle (the shared tiles are sized for that many); SIMD groups of
     // more than 32 lanes leave lanes past 32 without chunks. Rows per group
     // need not be a multiple of n_work (the stride loop ends at j1).
+#ifdef RLX_TARGET_CUDA
+    __shared__ __align__(16) T xt[RLX_QGEMV_SIMD_GROUPS * 1024u];   // rlx_q_xt_group's vector loads
+#else
     RLX_SHARED(T, xt, RLX_QGEMV_SIMD_GROUPS * 1024u);
+#endif
     const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
     const uint n_simd = (nt + sw - 1u) / sw;
     const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;

@@ -341,10 +341,29 @@ RLX_INLINE float rlx_qi_code_float(uint w, uint j) {
     return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7540u | j)) - 8388736.0f;
 }
 
+// Elements 4 g .. 4 g + 3 of chunk c of an x row in the tile (xc: the
+// chunk's start): rlx_q_xt_group's vector load on CUDA, else (the host
+// harness) four reads through rlx_q_xt_at.
+template <typename T>
+RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
+#ifdef RLX_TARGET_CUDA
+    return rlx_q_xt_group(xc, c, g);
+#else
+    float4 v;
+    v.x = rlx_to_float(xc[rlx_q_xt_at(c, 4u * g)]), v.y = rlx_to_float(xc[rlx_q_xt_at(c, 4u * g + 1u)]);
+    v.z = rlx_to_float(xc[rlx_q_xt_at(c, 4u * g + 2u)]), v.w = rlx_to_float(xc[rlx_q_xt_at(c, 4u * g + 3u)]);
+    return v;
+#endif
+}
+
 // x's tile as rlx_q_stage_x writes it: rows kp apart, element e of chunk c
-// at c * 32 + (e ^ (c & 31)). Four partial sums (halves, even / odd
-// elements) keep the adds' dependency chains short; the halves' own
-// scales apply once, and the min term on x's sums over each half.
+// at c * 32 + rlx_q_xt_at(c, e) (on CUDA read a group of four at a time).
+// Each weight is formed as the float decoders
+// form it (scale * code + min, one FMA; the min per half from the format's
+// linear min term) before it meets x: folding the scale and the min onto
+// sums of x instead turns an infinite x over a zero code into a NaN where
+// the dequantized product has an infinity. Four partial sums (halves,
+// even / odd elements) keep the adds' dependency chains short.
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {
     RLX_GROUP_MEM const T *xt;
@@ -352,26 +371,27 @@ struct RlxQDotCodes {
     RLX_QMEMBER RlxQAcc<M> operator()(const uchar *staged, uint i, uint c, RlxQAcc<M> acc) const {
         typedef RlxQInt<Q> F;
         const uchar *b = staged + (i * 32u / (uint)Q::BLOCK) * (uint)Q::BYTES;
-        const uint s = (i * 32u % (uint)Q::BLOCK) / 32u, sw = c & 31u;
+        const uint s = (i * 32u % (uint)Q::BLOCK) / 32u;
         uint w[8];
         F::codes(b, s, w);
-        for (uint e = 0; e < 8u; ++e) w[e] ^= 0x80808080u;
-        float f0, f1;
-        F::scales(b, s, f0, f1);
-        for (uint r = 0; r < M; ++r) {
-            if (r < m) {
-                RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f}, xsum[2] = {0.0f, 0.0f};
-                for (uint e = 0; e < 32u; ++e) {
-                    const float xv = rlx_to_float(xc[e ^ sw]);
-                    d[(e >> 4u) * 2u + (e & 1u)] += xv * rlx_qi_code_float(w[e >> 2u], e & 3u);
-                    if (F::MINS) xsum[e >> 4u] += xv;
+        float f[2], mn[2] = {0.0f, 0.0f};
+        F::scales(b, s, f[0], f[1]);
+        if (F::MINS) mn[0] = F::mins(b, s, 1.0f, 0.0f), mn[1] = F::mins(b, s, 0.0f, 1.0f);
+        float d[M][4];
+        for (uint r = 0; r < M; ++r) d[r][0] = d[r][1] = d[r][2] = d[r][3] = 0.0f;
+        for (uint g = 0; g < 8u; ++g) {   // elements 4 g .. 4 g + 3: code word g, half g / 4
+            const uint wg = w[g] ^ 0x80808080u;
+            float wv[4];
+            for (uint t = 0; t < 4u; ++t) wv[t] = fmaf(f[g >> 2u], rlx_qi_code_float(wg, t), mn[g >> 2u]);
+            for (uint r = 0; r < M; ++r) {
+                if (r < m) {
+                    const float4 x4 = rlx_qi_x_group(xt + r * kp + c * 32u, c, g);
+                    d[r][0] += x4.x * wv[0], d[r][1] += x4.y * wv[1], d[r][2] += x4.z * wv[2], d[r][3] += x4.w * wv[3];
                 }
-                float v = f0 * (d[0] + d[1]) + f1 * (d[2] + d[3]);
-                if (F::MINS) v += F::mins(b, s, xsum[0], xsum[1]);
-                acc.v[r] += v;
             }
         }
+        for (uint r = 0; r < M; ++r)
+            if (r < m) acc.v[r] += (d[r][0] + d[r][1]) + (d[r][2] + d[r][3]);
         return acc;
     }
 };

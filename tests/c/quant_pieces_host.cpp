@@ -14,6 +14,9 @@
 struct uint4 {
     uint x, y, z, w;
 };
+struct float4 {
+    float x, y, z, w;
+};
 template <uint M>
 struct RlxQAcc {   // quant.h's GPU accumulator (the CPU build has none)
     float v[M];
@@ -92,7 +95,7 @@ static void dot_rows_f32(const uchar *w, uint n, uint k, const float *x, float *
     const uint chunks = k / 32u;
     const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
     static float tile[8192];
-    for (uint e = 0; e < k; ++e) tile[(e & ~31u) + ((e & 31u) ^ ((e >> 5u) & 31u))] = x[e];
+    for (uint e = 0; e < k; ++e) tile[(e & ~31u) + rlx_q_xt_at(e >> 5u, e & 31u)] = x[e];
     const RlxQDotCodes<Q, float, 1> dot = {tile, k, 1u};
     for (uint j = 0; j < n; ++j) {
         RlxQAcc<1> acc = {{0.0f}};

@@ -160,3 +160,17 @@ def test_f32_chunk_dot_check_catches_a_wrong_code(lib, rng):
     x = (rng.standard_normal(k) * 0.5).astype(np.float32)
     with pytest.raises(AssertionError):
         _check(_run_f32(lib, "q4_k", w_data, n, k, np.roll(x, 1)), x, w)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_f32_chunk_dot_from_codes_keeps_infinities(lib, rng, fmt):
+    """An infinite x element gives +-inf over a non-zero weight and NaN over
+    a zero one, as the dequantized product does (a form that applies the
+    scales and mins to sums of x would make every zero code a NaN)."""
+    n, k = 9, 3 * max(block_size(fmt)[0], 32)
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    x = (rng.standard_normal(k) * 0.5).astype(np.float32)
+    x[5] = np.inf
+    want = np.where(w[:, 5] > 0, np.inf, np.where(w[:, 5] < 0, -np.inf, np.nan)).astype(np.float32)
+    np.testing.assert_array_equal(_run_f32(lib, fmt, w_data, n, k, x), want)
