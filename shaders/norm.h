@@ -119,6 +119,10 @@ RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
 // (the normed first: quantized GEMVs read their x at offset 0). Each thread
 // re-reads only the sums it wrote itself (the same RLX_FOR_GROUP split in
 // both passes), so no barrier is needed between the store and the load.
+// Elements a thread of rmsnorm_add keeps in registers across its reductions
+// (rows of up to this many times the group's threads; longer rows stream).
+#define RLX_NORM_CACHE 4
+
 struct RmsNormAddParams {
     uint rows, cols;
     uint o_offset, x_offset;
@@ -144,6 +148,43 @@ RLX_KERNEL rmsnorm_add(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE c
     RLX_DEVICE const T *xrow = x + x_offset + (uint64_t)row * cols;
     RLX_DEVICE T *hrow = y + (uint64_t)row * cols;
     RLX_DEVICE T *srow = hrow + (then_norm ? (uint64_t)rows * cols : 0u);
+    const uint nt = rlx_group_size.x, tid = rlx_local_id.x;
+    if (cols <= RLX_NORM_CACHE * nt) {   // uniform over the group
+        // Every input a thread needs, read before the first reduction (a
+        // decode step's row is a few elements a thread): read behind the
+        // reductions, o, then x and the weights, then the next weights were
+        // three memory round trips one after another.
+        const uint used = (cols + nt - 1u) / nt;
+        float ov[RLX_NORM_CACHE], xv[RLX_NORM_CACHE], wv[RLX_NORM_CACHE], nv[RLX_NORM_CACHE];
+        float ss = 0.0f;
+        for (uint j = 0; j < RLX_NORM_CACHE; ++j) {
+            if (j >= used) break;
+            const uint i = tid + j * nt;
+            const bool inside = i < cols;
+            ov[j] = inside ? rlx_to_float(orow[i]) : 0.0f, xv[j] = inside ? rlx_to_float(xrow[i]) : 0.0f;
+            wv[j] = inside ? rlx_to_float(weight[i]) : 0.0f, nv[j] = inside && then_norm ? rlx_to_float(next_weight[i]) : 0.0f;
+            ss += ov[j] * ov[j];
+        }
+        const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)cols + eps);
+        float ss_sum = 0.0f;
+        for (uint j = 0; j < RLX_NORM_CACHE; ++j) {
+            if (j >= used) break;
+            const uint i = tid + j * nt;
+            const float n = rlx_to_float(rlx_from_float<T>(ov[j] * inv * (one + wv[j])));
+            const T s = rlx_from_float<T>(xv[j] + n);
+            xv[j] = rlx_to_float(s);   // the sum, as stored
+            if (i < cols) srow[i] = s;
+            ss_sum += xv[j] * xv[j];
+        }
+        if (!then_norm) return;
+        const float next_inv = rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)cols + next_eps);
+        for (uint j = 0; j < RLX_NORM_CACHE; ++j) {
+            if (j >= used) break;
+            const uint i = tid + j * nt;
+            if (i < cols) hrow[i] = rlx_from_float<T>(xv[j] * next_inv * (next_one + nv[j]));
+        }
+        return;
+    }
     float ss = 0.0f;
     RLX_FOR_GROUP(i, cols) {
         const float v = rlx_to_float(orow[i]);

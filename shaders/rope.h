@@ -113,13 +113,15 @@ RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE 
     const uint h = row % p->H, bt = row / p->H, t = bt % p->T, b = bt / p->T;
     RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)b * p->x_sb + (uint64_t)t * p->x_st + (uint64_t)h * p->x_sh;
     RLX_DEVICE T *yr = y + p->out_offset + (uint64_t)row * D;
+    // The position before the reduction: read behind it, it was a memory
+    // round trip after the reduction's, before any rotation could start.
+    const int position = pos[p->p_offset + b * p->p_sb + t * p->p_st];
     float ss = 0.0f;
     RLX_FOR_GROUP(i, D) {
         const float v = rlx_to_float(xr[i]);
         ss += v * v;
     }
     const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)D + eps);
-    const int position = pos[p->p_offset + b * p->p_sb + t * p->p_st];
     RLX_FOR_GROUP(item, per_row) {
         if (item >= half) {             // pass-through feature: normed only
             const uint d = 2u * half + (item - half);
