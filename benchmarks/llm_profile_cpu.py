@@ -39,8 +39,10 @@ def main(model: str, out: str | None = None) -> None:
     kernels = sorted(((k, len(v), sum(v)) for k, v in per_kernel.items()), key=lambda x: -x[2])
     result = {"position": PROMPT + STEPS, "context": CONTEXT, "step_ms_median": 1e3 * statistics.median(times),
               "thunks": len(rows), "summed_device_ms": sum(r["device_ms"] for r in rows),
-              "per_kernel": [{"kernel": k, "count": n, "device_ms": ms} for k, n, ms in kernels]}
-    print(json.dumps({k: v for k, v in result.items() if k != "per_kernel"}))
+              "per_kernel": [{"kernel": k, "count": n, "device_ms": ms} for k, n, ms in kernels],
+              "attention_thunks": [{"label": r["label"], "device_ms": r["device_ms"]} for r in rows
+                                   if r["kernel"].startswith("attention")]}
+    print(json.dumps({k: v for k, v in result.items() if k not in ("per_kernel", "attention_thunks")}))
     for row in result["per_kernel"][:12]:
         print("   ", row)
     if out:
