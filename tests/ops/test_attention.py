@@ -310,9 +310,24 @@ def test_attention_strided_qkv_from_packed_without_copy(rng, dtype, hq, hkv):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_attention_transposed_bhtd_inputs_without_copy(rng, dtype):
+@pytest.mark.parametrize("hq, hkv", [(4, 4), (8, 2), (6, 1)])
+def test_attention_gqa_split_strided_qkv_from_packed_without_copy(rng, monkeypatch, dtype, hq, hkv):
+    """The grouped-query split kernel reads head slices of a packed QKV
+    tensor (query heads q_sh apart inside one row) through their strides."""
+    b, t, d = 2, 11, 32
+    want = _force_form(monkeypatch, "gqa", 4, dtype)
+    g, q, k, v = _packed_qkv_graph(b, t, hq, hkv, d, dtype)
+    g.set_outputs(o=g.attention(q, k, v, causal=True))
+    exe, _ = assert_matches_reference(g, {"qkv": _rand(rng, (b, t, (hq + 2 * hkv) * d), dtype)})
+    assert _kernels(exe) == want     # no copy thunk
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", ["fused", "gqa"])
+def test_attention_transposed_bhtd_inputs_without_copy(rng, monkeypatch, dtype, form):
     """[B, H, T, D] tensors transposed to [B, T, H, D] are read through their strides."""
     b, h, t, d = 2, 3, 5, 16
+    want = _force_form(monkeypatch, form, 2, dtype)
     g = rlx.Graph()
     q, k, v = (g.transpose(g.input(n, (b, h, t, d), dtype), (0, 2, 1, 3)) for n in "qkv")
     mask = g.narrow(g.input("mask", (1, 1, t, 2 * t), dtype), axis=3, start=1, length=t)   # strided mask
@@ -320,7 +335,7 @@ def test_attention_transposed_bhtd_inputs_without_copy(rng, dtype):
     ins = {n: _rand(rng, (b, h, t, d), dtype) for n in "qkv"}
     ins["mask"] = _rand(rng, (1, 1, t, 2 * t), dtype)
     exe, _ = assert_matches_reference(g, ins)
-    assert _kernels(exe) == [f"attention_{dtype}"]
+    assert _kernels(exe) == want
 
 
 def test_attention_strided_feature_axis_falls_back_to_copy(rng):
