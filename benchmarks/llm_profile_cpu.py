@@ -3,6 +3,9 @@ prefill PROMPT tokens into a CONTEXT-token cache, take STEPS decode steps
 (wall time, median), then every thunk of the decode executable alone
 (Program.run_one, median of REPEATS), summed per kernel.
 
+GQA=0 turns the grouped-query split attention off (the fused kernel, one
+group per query head, as before it), for a before/after in one checkout.
+
 Run: RLX_NUM_THREADS=2 PYTHONPATH=$PWD python benchmarks/llm_profile_cpu.py MODEL.gguf [OUT.json]"""
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from rlx.lowering import attention as attention_lowering
 from rlx.models.bench_bert import profile_thunks
 from rlx.models.llm import LLM
 
@@ -21,9 +25,12 @@ PROMPT = int(os.environ.get("PROMPT", "1792"))
 CONTEXT = int(os.environ.get("CONTEXT", "2048"))
 STEPS = int(os.environ.get("STEPS", "16"))
 REPEATS = int(os.environ.get("REPEATS", "10"))
+GQA = os.environ.get("GQA", "1") != "0"
 
 
 def main(model: str, out: str | None = None) -> None:
+    if not GQA:
+        attention_lowering.gqa_split_keys = lambda lw, b, tq, hq, hkv, tk: 0
     llm = LLM(model, device="cpu", max_context=CONTEXT)
     llm.prefill([2 + i % 1000 for i in range(PROMPT)], output="token")
     token, times = 2, []
@@ -37,7 +44,8 @@ def main(model: str, out: str | None = None) -> None:
     for r in rows:
         per_kernel.setdefault(r["kernel"], []).append(r["device_ms"])
     kernels = sorted(((k, len(v), sum(v)) for k, v in per_kernel.items()), key=lambda x: -x[2])
-    result = {"position": PROMPT + STEPS, "context": CONTEXT, "step_ms_median": 1e3 * statistics.median(times),
+    result = {"gqa_split_attention": GQA,
+              "position": PROMPT + STEPS, "context": CONTEXT, "step_ms_median": 1e3 * statistics.median(times),
               "thunks": len(rows), "summed_device_ms": sum(r["device_ms"] for r in rows),
               "per_kernel": [{"kernel": k, "count": n, "device_ms": ms} for k, n, ms in kernels],
               "attention_thunks": [{"label": r["label"], "device_ms": r["device_ms"]} for r in rows
