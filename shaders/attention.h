@@ -449,7 +449,9 @@ RLX_INSTANTIATE(attention_merge, half, attention_merge_f16)
 // sliding-window layer's 512 keys are spread over every split as evenly as
 // a global layer's 1800. It writes attention_split's partials (per query
 // row, same layout), which attention_merge combines; the same semantics.
-// Made for one-thread groups (the CPU); correct for any group size.
+// Made for one-thread groups (the CPU; the lowering picks it there only);
+// written for any group size (barriers, thread-strided loops), but it has
+// not run on a GPU.
 #define RLX_ATT_GQA_HEADS 8u    // query heads a pass takes
 #define RLX_ATT_GQA_WIDTH 32u   // P @ V output features a step (two AVX-512 vectors)
 
