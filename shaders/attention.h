@@ -435,3 +435,212 @@ RLX_INSTANTIATE(attention_split, float, attention_split_f32)
 RLX_INSTANTIATE(attention_split, half, attention_split_f16)
 RLX_INSTANTIATE(attention_merge, float, attention_merge_f32)
 RLX_INSTANTIATE(attention_merge, half, attention_merge_f16)
+
+// ---- grouped-query split-K attention (decoding on the CPU) -----------------
+// The kernels above give a group to one query row, so the query heads that
+// share a KV head (Gemma 3 270M: all 4) each read every K and V row again.
+// attention_split_gqa gives a group to one KV head's `group` query heads
+// (rows kv_row * group + hh, kv_row = (b * Tq + i) * Hkv + kvh) for one chunk
+// of keys (gid = kv_row * splits + split): each K and V row is loaded once
+// and dotted with up to RLX_ATT_GQA_HEADS queries (blocks of 8, 4, 2, 1
+// heads, so a larger group re-reads the chunk from cache, not memory).
+// The chunks cut the keys the row can see, found at run time (the causal /
+// window range inside the active length), into `splits` equal parts: a
+// sliding-window layer's 512 keys are spread over every split as evenly as
+// a global layer's 1800. It writes attention_split's partials (per query
+// row, same layout), which attention_merge combines; the same semantics.
+// Made for one-thread groups (the CPU; the lowering picks it there only);
+// written for any group size (barriers, thread-strided loops), but it has
+// not run on a GPU.
+#define RLX_ATT_GQA_HEADS 8u    // query heads a pass takes
+#define RLX_ATT_GQA_WIDTH 32u   // P @ V output features a step (two AVX-512 vectors)
+
+// The keys [lo, hi) a query at qpos sees among `active` keys: causal ends
+// them at qpos, a window starts them at qpos - window + 1.
+struct rlx_att_range {
+    uint lo, hi;
+};
+
+RLX_INLINE rlx_att_range rlx_att_live(RLX_DEVICE const AttentionParams *p, int qpos, uint active) {
+    int lo = 0, hi = (int)active;
+    if ((p->flags & RLX_ATT_CAUSAL) != 0u && qpos + 1 < hi) hi = qpos + 1;
+    if (p->window > 0u && qpos - (int)p->window + 1 > lo) lo = qpos - (int)p->window + 1;
+    rlx_att_range r;
+    r.lo = (uint)lo;
+    r.hi = hi > lo ? (uint)hi : (uint)lo;
+    return r;
+}
+
+// A kept key's logit: scaled dot, softcap, plus the additive mask.
+RLX_INLINE float rlx_att_logit(float dot, RLX_DEVICE const AttentionParams *p, float mask) {
+    float s = dot * p->scale;
+    if (p->softcap > 0.0f) s = p->softcap * rlx_tanh(s / p->softcap);
+    return (p->flags & RLX_ATT_MASK) != 0u ? s + mask : s;
+}
+
+template <uint NH, uint NK>
+struct rlx_att_gqa_dots {
+    float v[NH][NK];
+};
+
+// NH queries (q_sh apart) dotted with NK keys (k_st apart): each K element
+// is loaded once for all NH queries; NH * NK independent chains.
+template <typename T, uint NH, uint NK>
+RLX_INLINE rlx_att_gqa_dots<NH, NK> rlx_att_gqa_dot(RLX_DEVICE const T *q, uint64_t q_sh, RLX_DEVICE const T *k,
+                                                    uint64_t k_st, uint D) {
+    rlx_att_gqa_dots<NH, NK> r;
+    for (uint h = 0; h < NH; ++h)
+        for (uint u = 0; u < NK; ++u) r.v[h][u] = 0.0f;
+    for (uint d = 0; d < D; ++d) {
+        float kd[NK];
+        for (uint u = 0; u < NK; ++u) kd[u] = rlx_to_float(k[(uint64_t)u * k_st + d]);
+        for (uint h = 0; h < NH; ++h) {
+            const float qd = rlx_to_float(q[(uint64_t)h * q_sh + d]);
+            for (uint u = 0; u < NK; ++u) r.v[h][u] += qd * kd[u];
+        }
+    }
+    return r;
+}
+
+// One pass of NH query heads (h0 ..) over the chunk's n keys from j0:
+// logits into probs (a row of `stride` per head), their max and
+// probabilities exp(s - m), sum l, and the unnormalized P @ V into the
+// partials of each head's query row. Group-wide: it takes the thread ids.
+template <typename T, uint NH>
+RLX_INLINE void rlx_att_gqa_pass(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q, RLX_DEVICE const T *k,
+                                 RLX_DEVICE const T *v, RLX_DEVICE const T *mask, RLX_DEVICE const int *length,
+                                 RLX_DEVICE float *part, RLX_GROUP_MEM float *probs, uint row0, uint split, uint j0,
+                                 uint n, uint tid, uint threads) {
+    const uint Tk = rlx_att_active(p, length), stride = p->keys_per_split, Dv = p->Dv, splits = p->splits;
+    const rlx_att_row<T> at = rlx_att_row_of(p, row0, q, k, v, mask, Tk);   // head h0: K, V and mask rows
+    const uint64_t q_sh = p->q_sh, m_sh = p->m_sh, k_st = p->k_st, v_st = p->v_st;
+    // Logits, NK keys a step (NH * NK accumulators stay in registers).
+    const uint NK = NH >= 8u ? 2u : 4u;
+    const uint blocks = (n + NK - 1u) / NK;
+    for (uint b = tid; b < blocks; b += threads) {
+        const uint jj = b * NK;
+        RLX_DEVICE const T *kr = at.k + (uint64_t)(j0 + jj) * k_st;
+        float dots[NH][4];
+        if (jj + NK <= n) {
+            const rlx_att_gqa_dots<NH, NK> r = rlx_att_gqa_dot<T, NH, NK>(at.q, q_sh, kr, k_st, p->D);
+            for (uint h = 0; h < NH; ++h)
+                for (uint u = 0; u < NK; ++u) dots[h][u] = r.v[h][u];
+        } else {
+            for (uint u = 0; jj + u < n; ++u) {
+                const rlx_att_gqa_dots<NH, 1> r = rlx_att_gqa_dot<T, NH, 1>(at.q, q_sh, kr + (uint64_t)u * k_st, k_st,
+                                                                            p->D);
+                for (uint h = 0; h < NH; ++h) dots[h][u] = r.v[h][0];
+            }
+        }
+        for (uint u = 0; u < NK && jj + u < n; ++u) {
+            const uint64_t j = j0 + jj + u;
+            for (uint h = 0; h < NH; ++h) {
+                const float mv = (p->flags & RLX_ATT_MASK) != 0u ? rlx_to_float(at.mask[h * m_sh + j * p->m_sk]) : 0.0f;
+                probs[h * stride + jj + u] = rlx_att_logit(dots[h][u], p, mv);
+            }
+        }
+    }
+    rlx_barrier();
+    float m[NH], l[NH];
+    for (uint h = 0; h < NH; ++h) {   // every thread, the same order
+        m[h] = -RLX_INFINITY;
+        for (uint jj = 0; jj < n; ++jj) m[h] = rlx_maximum(m[h], probs[h * stride + jj]);   // NaN: the row turns NaN
+    }
+    rlx_barrier();                    // all have read the logits before they turn into probabilities
+    for (uint jj = tid; jj < n; jj += threads) {
+        for (uint h = 0; h < NH; ++h) {
+            const float s = probs[h * stride + jj];
+            probs[h * stride + jj] = m[h] == -RLX_INFINITY ? 0.0f : rlx_exp(s - m[h]);
+        }
+    }
+    rlx_barrier();
+    for (uint h = 0; h < NH; ++h) {
+        l[h] = 0.0f;
+        for (uint jj = 0; jj < n; ++jj) l[h] += probs[h * stride + jj];
+    }
+    // P @ V: each step loads a V row's RLX_ATT_GQA_WIDTH features once for
+    // the NH heads (NH * WIDTH accumulators); p = 0 keys add nothing, by a
+    // select, so a non-finite V there cannot leak in.
+    const uint64_t head_part = (uint64_t)splits * Dv;
+    RLX_DEVICE float *acc_out = part + ((uint64_t)row0 * splits + split) * Dv;
+    const uint W = RLX_ATT_GQA_WIDTH, steps = (Dv + W - 1u) / W;
+    for (uint c = tid; c < steps; c += threads) {
+        const uint d0 = c * W, w = Dv - d0 < W ? Dv - d0 : W;
+        RLX_DEVICE const T *vr = at.v + (uint64_t)j0 * v_st + d0;
+        float acc[NH][RLX_ATT_GQA_WIDTH];
+        for (uint h = 0; h < NH; ++h)
+            for (uint e = 0; e < W; ++e) acc[h][e] = 0.0f;
+        if (w == W) {
+            for (uint jj = 0; jj < n; ++jj, vr += v_st) {
+                float vv[RLX_ATT_GQA_WIDTH];
+                for (uint e = 0; e < W; ++e) vv[e] = rlx_to_float(vr[e]);
+                for (uint h = 0; h < NH; ++h) {
+                    const float pj = probs[h * stride + jj];
+                    for (uint e = 0; e < W; ++e) acc[h][e] += pj != 0.0f ? pj * vv[e] : 0.0f;
+                }
+            }
+        } else {
+            for (uint jj = 0; jj < n; ++jj, vr += v_st) {
+                for (uint h = 0; h < NH; ++h) {
+                    const float pj = probs[h * stride + jj];
+                    if (pj == 0.0f) continue;
+                    for (uint e = 0; e < w; ++e) acc[h][e] += pj * rlx_to_float(vr[e]);
+                }
+            }
+        }
+        for (uint h = 0; h < NH; ++h)
+            for (uint e = 0; e < w; ++e) acc_out[h * head_part + d0 + e] = acc[h][e];
+    }
+    if (tid == 0u) {
+        RLX_DEVICE float *ml = part + (uint64_t)p->rows * splits * Dv + ((uint64_t)row0 * splits + split) * 2u;
+        for (uint h = 0; h < NH; ++h) {
+            ml[h * splits * 2u] = m[h];
+            ml[h * splits * 2u + 1u] = l[h];
+        }
+    }
+    rlx_barrier();                    // the next pass reuses probs
+}
+
+template <typename T>
+RLX_KERNEL attention_split_gqa(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
+                               RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
+                               RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
+                               RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
+    RLX_SHARED(float, probs, RLX_ATT_GQA_HEADS * RLX_ATT_SPLIT_KEYS);
+    const uint splits = p->splits, group = p->group;
+    const uint gid = rlx_group_id.x, kv_row = gid / splits, split = gid % splits;
+    const uint row0 = kv_row * group;   // the query row of the KV head's first query head
+    if (row0 >= p->rows) return;
+    const uint Tk = rlx_att_active(p, length);
+    const rlx_att_range live = rlx_att_live(p, (int)((row0 / p->Hq) % p->Tq) + (int)Tk - (int)p->Tq, Tk);
+    // Equal chunks of the live keys, a multiple of 4 keys, at most
+    // keys_per_split (splits * keys_per_split >= Tk >= the live keys).
+    uint chunk = (live.hi - live.lo + splits - 1u) / splits;
+    chunk = (chunk + 3u) & ~3u;
+    chunk = chunk < p->keys_per_split ? chunk : p->keys_per_split;
+    const uint j0 = live.lo + split * chunk;
+    const uint n = j0 >= live.hi ? 0u : (live.hi - j0 < chunk ? live.hi - j0 : chunk);
+    if (n == 0u) {   // no key here (uniform in the group): empty splits the merge skips
+        RLX_DEVICE float *ml = part + (uint64_t)p->rows * splits * p->Dv + ((uint64_t)row0 * splits + split) * 2u;
+        RLX_FOR_GROUP(h, group) {
+            ml[h * splits * 2u] = -RLX_INFINITY;
+            ml[h * splits * 2u + 1u] = 0.0f;
+        }
+        return;
+    }
+    const uint tid = rlx_local_id.x, threads = rlx_group_size.x;
+    uint h0 = 0;
+    for (; h0 + 8u <= group; h0 += 8u)
+        rlx_att_gqa_pass<T, 8>(p, q, k, v, mask, length, part, probs, row0 + h0, split, j0, n, tid, threads);
+    if (group - h0 >= 4u) {
+        rlx_att_gqa_pass<T, 4>(p, q, k, v, mask, length, part, probs, row0 + h0, split, j0, n, tid, threads);
+        h0 += 4u;
+    }
+    if (group - h0 >= 2u) {
+        rlx_att_gqa_pass<T, 2>(p, q, k, v, mask, length, part, probs, row0 + h0, split, j0, n, tid, threads);
+        h0 += 2u;
+    }
+    if (group - h0 >= 1u) rlx_att_gqa_pass<T, 1>(p, q, k, v, mask, length, part, probs, row0 + h0, split, j0, n, tid, threads);
+}
+RLX_INSTANTIATE(attention_split_gqa, float, attention_split_gqa_f32)
+RLX_INSTANTIATE(attention_split_gqa, half, attention_split_gqa_f16)

@@ -49,7 +49,7 @@ def attention_flops(rows: int, tq: int, tk: int, d: int, dv: int, causal: bool, 
 
 
 @lowers("attention", reads={0: "feature", 1: "feature", 2: "feature"},
-        kernels=("attention", "attention_split", "attention_merge", "softmax_masked"))
+        kernels=("attention", "attention_split", "attention_split_gqa", "attention_merge", "softmax_masked"))
 def _attention(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     q, k, v = (feature_contiguous(lw, n) for n in node.inputs[:3])
@@ -87,7 +87,8 @@ def _attention(lw: Lowering, node: Node) -> View:
         return out
     attrs = node.attrs
     flops = attention_flops(rows, tq, tk, d, dv, attrs["causal"], attrs["window"])
-    keys = split_keys(lw, rows, tk)
+    gqa_keys = gqa_split_keys(lw, b, tq, hq, hkv, tk)
+    keys = gqa_keys or split_keys(lw, rows, tk)
 
     def params(splits: int = 0) -> bytes:
         return attention_params(
@@ -100,9 +101,11 @@ def _attention(lw: Lowering, node: Node) -> View:
         splits = -(-tk // keys)
         part = lw.new_value(node, (rows * splits * (dv + 2),), f32)
         threads = 1 if lw.target.one_thread_groups else min(lw.target.max_threads_per_group, SPLIT_THREADS)
-        lw.dispatch(f"{node!r} ({splits} key splits)", f"attention_split_{suffix}",
-                    [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (part, "w")], params(splits),
-                    ((rows * splits, 1, 1), (threads, 1, 1)), Work("attention", flops))
+        # The GQA form's group takes a KV head's query heads: rows / group of them.
+        kernel, split_rows = ("attention_split_gqa", rows // (hq // hkv)) if gqa_keys else ("attention_split", rows)
+        lw.dispatch(f"{node!r} ({splits} key splits{', query heads together' if gqa_keys else ''})",
+                    f"{kernel}_{suffix}", [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (part, "w")],
+                    params(splits), ((split_rows * splits, 1, 1), (threads, 1, 1)), Work("attention", flops))
         lw.dispatch(f"{node!r} (merge the splits)", f"attention_merge_{suffix}", [(part, "r"), (out, "w")],
                     params(splits), lw.target.row_grid(rows, dv), Work("attention", 3.0 * rows * splits * dv))
         return out
@@ -143,6 +146,32 @@ def split_keys(lw: Lowering, rows: int, tk: int) -> int:
         keys, few_rows = SPLIT_KEYS_GPU, rows < SPLIT_MAX_ROWS_PER_UNIT * target.compute_units
     keys = min(keys, SPLIT_KERNEL_MAX_KEYS)
     return keys if few_rows and tk > keys else 0
+
+
+# Grouped-query split-K on the CPU (attention_split_gqa + attention_merge):
+# in a decode step (at most GQA_SPLIT_MAX_TQ queries) with query heads
+# sharing a KV head, one group takes all the query heads of a KV head for a
+# chunk of keys, so each K and V row is read once for them, not once per
+# head (the fused kernel's group per row). Splits: enough for
+# GQA_SPLIT_GROUPS_PER_CORE groups a core (the kernel cuts the keys a query
+# sees at run time into that many equal chunks), and at least one per
+# SPLIT_KEYS_CPU keys (the kernel's probabilities fit RLX_ATT_SPLIT_KEYS).
+# From GQA_SPLIT_MIN_KEYS keys on: below, the fused kernel's one dispatch
+# wins over two.
+GQA_SPLIT_MAX_TQ = 8
+GQA_SPLIT_GROUPS_PER_CORE = 4
+GQA_SPLIT_MIN_KEYS = 64
+
+
+def gqa_split_keys(lw: Lowering, b: int, tq: int, hq: int, hkv: int, tk: int) -> int:
+    """Keys per split of the grouped-query split kernel, or 0 (not taken)."""
+    target = lw.target
+    if not target.one_thread_groups or hq == hkv or tq > GQA_SPLIT_MAX_TQ or tk < GQA_SPLIT_MIN_KEYS:
+        return 0
+    kv_rows = b * tq * hkv
+    splits = max(-(-tk // min(SPLIT_KEYS_CPU, SPLIT_KERNEL_MAX_KEYS)),
+                 -(-GQA_SPLIT_GROUPS_PER_CORE * target.compute_units // kv_rows))
+    return -(-tk // min(splits, tk))
 
 
 # Sequences of some length run attention as two batched BLAS gemms around

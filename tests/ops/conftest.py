@@ -18,3 +18,4 @@ def fused_attention_kernel(monkeypatch):
     # ... and so does the split-K decode path (GPUs take it for few rows);
     # test_attention.py's split tests turn it on at chosen chunk sizes.
     monkeypatch.setattr(lowering_attention, "split_keys", lambda lw, rows, tk: 0)
+    monkeypatch.setattr(lowering_attention, "gqa_split_keys", lambda lw, b, tq, hq, hkv, tk: 0)

@@ -40,6 +40,7 @@ from .helpers import to_torch as _t
 
 pytestmark = pytest.mark.usefixtures("fused_attention_kernel")   # tests/ops/conftest.py
 _SPLIT_KEYS = lowering_attention.split_keys                       # before that fixture replaces it
+_GQA_SPLIT_KEYS = lowering_attention.gqa_split_keys
 
 
 def _attention_graph(b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask_shape=None, **kw):
@@ -96,6 +97,19 @@ def _force_split(monkeypatch, keys: int) -> None:
     monkeypatch.setattr(lowering_attention, "split_keys", lambda lw, rows, tk: keys if tk > keys else 0)
 
 
+def _force_form(monkeypatch, form: str, keys: int, dtype: str) -> list[str]:
+    """Run attention as `form` ("fused", "split": a group per query row,
+    "gqa": a group per KV head's query heads) in chunks of `keys`, whatever
+    the device and shapes; the kernels that the graph then runs."""
+    if form == "split":
+        _force_split(monkeypatch, keys)
+        return [f"attention_split_{dtype}", f"attention_merge_{dtype}"]
+    if form == "gqa":
+        monkeypatch.setattr(lowering_attention, "gqa_split_keys", lambda lw, b, tq, hq, hkv, tk: keys)
+        return [f"attention_split_gqa_{dtype}", f"attention_merge_{dtype}"]
+    return [f"attention_{dtype}"]
+
+
 def _check_split(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
     _force_split(monkeypatch, keys)
     g = _attention_graph(b, tq, tk, hq, hkv, d, dv, dtype, None if mask is None else mask.shape, **kw)
@@ -131,6 +145,83 @@ def test_attention_split_masks_window_softcap(rng, monkeypatch, dtype):
     everywhere = np.full((1, 1, 1, tk), -np.inf, np.float32)
     out = _check_split(rng, monkeypatch, 8, 1, 1, tk, 2, 2, 16, dtype=dtype, mask=everywhere)
     assert not np.any(out)                 # a row masked everywhere: zeros
+
+
+def _check_gqa(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
+    want = _force_form(monkeypatch, "gqa", keys, dtype)
+    g = _attention_graph(b, tq, tk, hq, hkv, d, dv, dtype, None if mask is None else mask.shape, **kw)
+    exe, got = assert_matches_reference(g, _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask))
+    assert _kernels(exe) == want
+    return got["o"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("group", [1, 2, 3, 4, 7, 8, 12])
+@pytest.mark.parametrize("d, keys, tk", [(256, 128, 513), (256, 64, 130), (37, 5, 7), (40, 8, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_gqa_split_groups(rng, monkeypatch, dtype, group, d, keys, tk, causal):
+    """The grouped-query split kernel: `group` query heads over each of 2
+    KV heads (in passes of 8, 4, 2 and 1 heads: 3, 7 and 12 take several),
+    head dims 256 (Gemma 3) and odd, key counts that leave a partial chunk."""
+    _check_gqa(rng, monkeypatch, keys, 2, 1, tk, 2 * group, 2, d, dtype=dtype, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_gqa_split_masks_window_softcap(rng, monkeypatch, dtype):
+    """A per-head additive mask with whole chunks masked, a window, softcap,
+    Tq > 1 and a value dim that differs (not a multiple of the P @ V step);
+    a row masked everywhere writes zeros."""
+    tk = 77
+    mask = rng.standard_normal((2, 4, 3, tk)).astype(np.float32)
+    mask[0, ..., 20:] = -np.inf
+    mask[1, :, :, :40] = -np.inf
+    mask[1, 2, 1, :] = -np.inf             # one query row sees no key
+    _check_gqa(rng, monkeypatch, 8, 2, 3, tk, 4, 1, 48, dv=40, dtype=dtype, mask=mask, causal=True,
+               window=30, softcap=5.0, scale=0.3)
+    _check_gqa(rng, monkeypatch, 16, 1, 2, tk, 6, 2, 33, dv=65, dtype=dtype, window=9)   # window, no causal
+    everywhere = np.full((1, 1, 1, tk), -np.inf, np.float32)
+    out = _check_gqa(rng, monkeypatch, 8, 1, 1, tk, 4, 2, 16, dtype=dtype, mask=everywhere)
+    assert not np.any(out)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_attention_gqa_split_nan(rng, monkeypatch, dtype):
+    """A NaN in one key's K turns its query heads' rows NaN (as torch), the
+    other KV head's rows stay finite; a NaN V under a -inf mask stays out."""
+    tk = 40
+    _force_form(monkeypatch, "gqa", 16, dtype)
+    mask = np.zeros((1, 1, 1, tk), np.float32)
+    mask[..., 5] = -np.inf
+    g = _attention_graph(1, 1, tk, 4, 2, 16, dtype=dtype, mask_shape=mask.shape)
+    ins = _attention_inputs(rng, 1, 1, tk, 4, 2, 16, dtype=dtype, mask=mask)
+    ins["k"][0, 30, 0, 3] = np.nan
+    ins["v"][0, 5, 1, :] = np.nan
+    got = rlx.compile(g).run(ins)["o"]
+    assert np.isnan(got[0, 0, :2]).all() and np.isfinite(got[0, 0, 2:]).all()
+    ins["v"][0, 5, 1, :] = 0.0             # the reference multiplies its p = 0 by V
+    want = rlx.run_reference(g, ins)["o"]
+    np.testing.assert_allclose(got[0, 0, 2:].astype(np.float64), want[0, 0, 2:].astype(np.float64), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("length, window", [(1800, 512), (1800, None), (300, 512), (7, 512)])
+def test_attention_gqa_split_gemma_decode(rng, monkeypatch, dtype, length, window):
+    """The CPU's own choice for a Gemma 3 270M decode step (4 query heads,
+    1 KV head, head dim 256, a 2048-key cache, causal, local layers' window
+    of 512) takes the grouped-query kernel at every active length."""
+    monkeypatch.setattr(lowering_attention, "gqa_split_keys", _GQA_SPLIT_KEYS)
+    tk = 2048
+    g = _length_graph(1, 1, tk, 4, 1, 256, dtype, causal=True, window=window, scale=1.0 / 16)
+    exe = rlx.compile(g)
+    if exe.target.one_thread_groups:
+        assert _kernels(exe) == [f"attention_split_gqa_{dtype}", f"attention_merge_{dtype}"]
+    ins = _attention_inputs(rng, 1, 1, tk, 4, 1, 256, dtype=dtype)
+    ins["k"][:, length:] = np.nan
+    ins["v"][:, length:] = np.nan
+    ins["length"] = np.array([length], np.int32)
+    got = exe.run(ins)["o"]
+    want = rlx.run_reference(g, ins)["o"]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), **TOL[dtype])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -219,9 +310,24 @@ def test_attention_strided_qkv_from_packed_without_copy(rng, dtype, hq, hkv):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_attention_transposed_bhtd_inputs_without_copy(rng, dtype):
+@pytest.mark.parametrize("hq, hkv", [(4, 4), (8, 2), (6, 1)])
+def test_attention_gqa_split_strided_qkv_from_packed_without_copy(rng, monkeypatch, dtype, hq, hkv):
+    """The grouped-query split kernel reads head slices of a packed QKV
+    tensor (query heads q_sh apart inside one row) through their strides."""
+    b, t, d = 2, 11, 32
+    want = _force_form(monkeypatch, "gqa", 4, dtype)
+    g, q, k, v = _packed_qkv_graph(b, t, hq, hkv, d, dtype)
+    g.set_outputs(o=g.attention(q, k, v, causal=True))
+    exe, _ = assert_matches_reference(g, {"qkv": _rand(rng, (b, t, (hq + 2 * hkv) * d), dtype)})
+    assert _kernels(exe) == want     # no copy thunk
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", ["fused", "gqa"])
+def test_attention_transposed_bhtd_inputs_without_copy(rng, monkeypatch, dtype, form):
     """[B, H, T, D] tensors transposed to [B, T, H, D] are read through their strides."""
     b, h, t, d = 2, 3, 5, 16
+    want = _force_form(monkeypatch, form, 2, dtype)
     g = rlx.Graph()
     q, k, v = (g.transpose(g.input(n, (b, h, t, d), dtype), (0, 2, 1, 3)) for n in "qkv")
     mask = g.narrow(g.input("mask", (1, 1, t, 2 * t), dtype), axis=3, start=1, length=t)   # strided mask
@@ -229,7 +335,7 @@ def test_attention_transposed_bhtd_inputs_without_copy(rng, dtype):
     ins = {n: _rand(rng, (b, h, t, d), dtype) for n in "qkv"}
     ins["mask"] = _rand(rng, (1, 1, t, 2 * t), dtype)
     exe, _ = assert_matches_reference(g, ins)
-    assert _kernels(exe) == [f"attention_{dtype}"]
+    assert _kernels(exe) == want
 
 
 def test_attention_strided_feature_axis_falls_back_to_copy(rng):
@@ -295,19 +401,19 @@ LENGTH_GROUPS = [(4, 4), (8, 2), (6, 1)]   # query heads per KV head: 1, 4 and 6
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hq, hkv", LENGTH_GROUPS)
-@pytest.mark.parametrize("split", [0, 8, 64])
+@pytest.mark.parametrize("form, split", [("fused", 0), ("split", 8), ("split", 64), ("gqa", 8), ("gqa", 64)])
 @pytest.mark.parametrize("tq, causal", [(1, False), (1, True), (3, True)])
-def test_attention_active_length_one_executable_every_length(rng, monkeypatch, dtype, hq, hkv, split, tq, causal):
-    """One compiled graph (fused kernel, or split-K in chunks of 8 / 64
-    keys) run at lengths 0, 1, in between, Tk and past Tk (clamped) against
-    the reference; the K/V rows past the length hold NaN, which must not
-    reach the output (they are never read), and the query grid is odd."""
+def test_attention_active_length_one_executable_every_length(rng, monkeypatch, dtype, hq, hkv, form, split, tq,
+                                                             causal):
+    """One compiled graph (fused kernel, split-K in chunks of 8 / 64 keys,
+    or the grouped-query split kernel) run at lengths 0, 1, in between, Tk
+    and past Tk (clamped) against the reference; the K/V rows past the
+    length hold NaN, which must not reach the output (they are never read),
+    and the query grid is odd."""
     tk, d = 77, 40
-    if split:
-        _force_split(monkeypatch, split)
+    want_kernels = _force_form(monkeypatch, form, split, dtype)
     g = _length_graph(2, tq, tk, hq, hkv, d, dtype, causal=causal, softcap=7.0 if causal else None)
     exe = rlx.compile(g)
-    want_kernels = [f"attention_split_{dtype}", f"attention_merge_{dtype}"] if split else [f"attention_{dtype}"]
     assert _kernels(exe) == want_kernels
     ins = _attention_inputs(rng, 2, tq, tk, hq, hkv, d, dtype=dtype)
     for n in (0, 1, 2, 9, 64, 65, 76, 77, 500):
@@ -332,13 +438,12 @@ def test_attention_active_length_one_executable_every_length(rng, monkeypatch, d
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("split", [0, 5])
-def test_attention_active_length_with_a_mask_and_window(rng, monkeypatch, dtype, split):
+@pytest.mark.parametrize("form, split", [("fused", 0), ("split", 5), ("gqa", 5), ("gqa", 12)])
+def test_attention_active_length_with_a_mask_and_window(rng, monkeypatch, dtype, form, split):
     """A length, an additive mask and a window together: the window counts
     back from the last active key."""
     tk = 33
-    if split:
-        _force_split(monkeypatch, split)
+    _force_form(monkeypatch, form, split, dtype)
     mask = rng.standard_normal((1, 1, 2, tk)).astype(np.float32)
     mask[..., 3] = -np.inf
     g = _length_graph(1, 2, tk, 8, 2, 24, dtype, mask.shape, causal=True, window=6, scale=0.4)
@@ -385,6 +490,16 @@ def test_attention_split_random_shapes(case, keys):
     mask = _random_mask(rng, mask_shape)
     with pytest.MonkeyPatch.context() as mp:
         _check_split(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_attention_cases(), st.integers(1, 6))
+def test_attention_gqa_split_random_shapes(case, keys):
+    b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
+    rng = np.random.default_rng(seed)
+    mask = _random_mask(rng, mask_shape)
+    with pytest.MonkeyPatch.context() as mp:
+        _check_gqa(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
 # ---------------------------------------------------------------- IR errors
@@ -544,3 +659,24 @@ def test_split_keys_policy():
     assert _SPLIT_KEYS(cpu, 4, 512) == 0
     assert max(lowering_attention.SPLIT_KEYS_GPU, lowering_attention.SPLIT_KEYS_CPU) <= \
         lowering_attention.SPLIT_KERNEL_MAX_KEYS
+
+
+def test_gqa_split_keys_policy():
+    """The CPU takes the grouped-query split kernel for decode steps with
+    query heads sharing a KV head and enough keys, in chunks of at most the
+    kernel's 128 keys and enough of them for every core; GPUs never."""
+    from types import SimpleNamespace
+
+    from rlx.runtime.target import Target, host_target
+
+    h200 = SimpleNamespace(target=Target("cuda", 132, 1024, 32, 1 << 40))
+    cpu = SimpleNamespace(target=host_target(2, 1 << 40))
+    assert _GQA_SPLIT_KEYS(h200, 1, 1, 4, 1, 2048) == 0
+    assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 1, 2048) == 128       # Gemma 3 270M: 16 splits
+    assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 1, 200) == 25         # 8 splits: 4 groups a core
+    assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 4, 2048) == 0         # no shared KV head
+    assert _GQA_SPLIT_KEYS(cpu, 1, 512, 4, 1, 2048) == 0       # prefill
+    assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 1, 32) == 0           # few keys: the fused kernel
+    for tk in (64, 100, 129, 1000, 4097):
+        keys = _GQA_SPLIT_KEYS(cpu, 1, 1, 8, 2, tk)
+        assert 0 < keys <= lowering_attention.SPLIT_KERNEL_MAX_KEYS and -(-tk // keys) >= 4
