@@ -1111,7 +1111,6 @@ struct RlxQAcc {
 template <typename Q, typename T, uint M>
 RLX_INLINE RlxQAcc<M> rlx_q_chunk_dot(RLX_DEVICE const uchar *src, uint i, uint c, RLX_GROUP_MEM const T *xt,
                                       uint kp, uint m, RlxQAcc<M> acc) {
-    const uint s = c & 31u;
     const rlx_q32 v = rlx_q_chunk<Q>(src, i);
     for (uint r = 0; r < M; ++r) {
         if (r < m) {
