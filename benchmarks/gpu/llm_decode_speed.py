@@ -3,8 +3,9 @@ lengths, after the active-length attention (keys past the context are not
 read) and the norm fusions. Median of STEPS steps (exe.run wall time, the
 token copied back each step) at position ~128 and ~1900 of a 2048-token
 cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
-(SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU), and the decode step's
-thunk count. The
+(SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU) and keys per split of
+the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken),
+and the decode step's thunk count. The
 weights' values change no kernel's time, so the zero-weight stand-in file
 (the real header, zero tensor bytes) serves.
 
@@ -35,16 +36,19 @@ def _steps(llm: LLM, n: int) -> list[float]:
 
 def main(model: str, out: str, device: str = "cuda") -> None:
     rows = []
-    combos = [(kv, int(keys)) for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
-              for keys in os.environ.get("SPLIT_KEYS", str(attention_lowering.SPLIT_KEYS_GPU)).split()]
-    for kv, keys in combos:
+    combos = [(kv, int(keys), int(gqa)) for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
+              for keys in os.environ.get("SPLIT_KEYS", str(attention_lowering.SPLIT_KEYS_GPU)).split()
+              for gqa in os.environ.get("GQA_GPU_KEYS", str(attention_lowering.GQA_SPLIT_GPU_KEYS)).split()]
+    for kv, keys, gqa in combos:
         attention_lowering.SPLIT_KEYS_GPU = keys
+        attention_lowering.GQA_SPLIT_GPU_KEYS = gqa   # > 0: the grouped-query split kernel on the GPU
         llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
             times = _steps(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
-            row = {"kv_dtype": kv, "split_keys": keys, "position": prompt, "step_ms_median": ms, "tok_per_s": 1e3 / ms,
+            row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "position": prompt,
+                   "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
             rows.append(row)
             print(json.dumps(row), flush=True)

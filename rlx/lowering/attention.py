@@ -161,13 +161,21 @@ def split_keys(lw: Lowering, rows: int, tk: int) -> int:
 GQA_SPLIT_MAX_TQ = 8
 GQA_SPLIT_GROUPS_PER_CORE = 4
 GQA_SPLIT_MIN_KEYS = 64
+# GPUs keep attention_split (a group per query head and chunk of keys)
+# while this is 0; set, it is the keys per split of the grouped-query kernel
+# there. That kernel has run on cuda under its tests only, never timed
+# (benchmarks/gpu/llm_decode_speed.py takes GQA_GPU_KEYS to time it).
+GQA_SPLIT_GPU_KEYS = 0
 
 
 def gqa_split_keys(lw: Lowering, b: int, tq: int, hq: int, hkv: int, tk: int) -> int:
     """Keys per split of the grouped-query split kernel, or 0 (not taken)."""
     target = lw.target
-    if not target.one_thread_groups or hq == hkv or tq > GQA_SPLIT_MAX_TQ or tk < GQA_SPLIT_MIN_KEYS:
+    if hq == hkv or tq > GQA_SPLIT_MAX_TQ or tk < GQA_SPLIT_MIN_KEYS:
         return 0
+    if not target.one_thread_groups:
+        keys = min(GQA_SPLIT_GPU_KEYS, SPLIT_KERNEL_MAX_KEYS)
+        return keys if keys and tk > keys else 0
     kv_rows = b * tq * hkv
     splits = max(-(-tk // min(SPLIT_KEYS_CPU, SPLIT_KERNEL_MAX_KEYS)),
                  -(-GQA_SPLIT_GROUPS_PER_CORE * target.compute_units // kv_rows))

@@ -664,7 +664,8 @@ def test_split_keys_policy():
 def test_gqa_split_keys_policy():
     """The CPU takes the grouped-query split kernel for decode steps with
     query heads sharing a KV head and enough keys, in chunks of at most the
-    kernel's 128 keys and enough of them for every core; GPUs never."""
+    kernel's 128 keys and enough of them for every core; GPUs only where
+    GQA_SPLIT_GPU_KEYS is set, in chunks of that many keys."""
     from types import SimpleNamespace
 
     from rlx.runtime.target import Target, host_target
@@ -672,6 +673,13 @@ def test_gqa_split_keys_policy():
     h200 = SimpleNamespace(target=Target("cuda", 132, 1024, 32, 1 << 40))
     cpu = SimpleNamespace(target=host_target(2, 1 << 40))
     assert _GQA_SPLIT_KEYS(h200, 1, 1, 4, 1, 2048) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lowering_attention, "GQA_SPLIT_GPU_KEYS", 16)
+        assert _GQA_SPLIT_KEYS(h200, 1, 1, 4, 1, 2048) == 16
+        assert _GQA_SPLIT_KEYS(h200, 1, 1, 4, 1, 16) == 0       # one chunk: nothing to split
+        assert _GQA_SPLIT_KEYS(h200, 1, 1, 4, 4, 2048) == 0     # no shared KV head
+        mp.setattr(lowering_attention, "GQA_SPLIT_GPU_KEYS", 1000)
+        assert _GQA_SPLIT_KEYS(h200, 1, 1, 4, 1, 2048) == lowering_attention.SPLIT_KERNEL_MAX_KEYS
     assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 1, 2048) == 128       # Gemma 3 270M: 16 splits
     assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 1, 200) == 25         # 8 splits: 4 groups a core
     assert _GQA_SPLIT_KEYS(cpu, 1, 1, 4, 4, 2048) == 0         # no shared KV head
