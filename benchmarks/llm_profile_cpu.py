@@ -14,11 +14,11 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from rlx.lowering import attention as attention_lowering
-from rlx.models.bench_bert import profile_thunks
+from rlx.models.bench_bert import kernel_totals, profile_thunks
+from rlx.models.bench_llm import decode_step_times
 from rlx.models.llm import LLM
 
 PROMPT = int(os.environ.get("PROMPT", "1792"))
@@ -33,21 +33,12 @@ def main(model: str, out: str | None = None) -> None:
         attention_lowering.gqa_split_keys = lambda lw, b, tq, hq, hkv, tk: 0
     llm = LLM(model, device="cpu", max_context=CONTEXT)
     llm.prefill([2 + i % 1000 for i in range(PROMPT)], output="token")
-    token, times = 2, []
-    for _ in range(STEPS):
-        t0 = time.perf_counter()
-        token = int(llm.step(token, output="token"))
-        times.append(time.perf_counter() - t0)
-    exe = llm._executable("decode", 1, "token")
-    rows = profile_thunks(exe, repeats=REPEATS)
-    per_kernel: dict[str, list[float]] = {}
-    for r in rows:
-        per_kernel.setdefault(r["kernel"], []).append(r["device_ms"])
-    kernels = sorted(((k, len(v), sum(v)) for k, v in per_kernel.items()), key=lambda x: -x[2])
+    times = decode_step_times(llm, STEPS)
+    rows = profile_thunks(llm._executable("decode", 1, "token"), repeats=REPEATS)
     result = {"gqa_split_attention": GQA,
               "position": PROMPT + STEPS, "context": CONTEXT, "step_ms_median": 1e3 * statistics.median(times),
               "thunks": len(rows), "summed_device_ms": sum(r["device_ms"] for r in rows),
-              "per_kernel": [{"kernel": k, "count": n, "device_ms": ms} for k, n, ms in kernels],
+              "per_kernel": kernel_totals(rows),
               "attention_thunks": [{"label": r["label"], "device_ms": r["device_ms"]} for r in rows
                                    if r["kernel"].startswith("attention")]}
     print(json.dumps({k: v for k, v in result.items() if k not in ("per_kernel", "attention_thunks")}))

@@ -110,6 +110,9 @@ RLX_KERNEL add_layernorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE
 RLX_INSTANTIATE(add_layernorm, float, add_layernorm_f32)
 RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
 
+// Elements a thread of rmsnorm_add keeps in registers across its reductions.
+#define RLX_NORM_CACHE 4
+
 // x + rmsnorm(o, w), and with then_norm also the next block's pre-norm
 // rmsnorm(x + rmsnorm(o, w), w_next): a sandwich-norm decoder's post-norm
 // residual and the norm after it in one kernel, one threadgroup per row.
@@ -119,10 +122,8 @@ RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
 // (the normed first: quantized GEMVs read their x at offset 0). Each thread
 // re-reads only the sums it wrote itself (the same RLX_FOR_GROUP split in
 // both passes), so no barrier is needed between the store and the load.
-// Elements a thread of rmsnorm_add keeps in registers across its reductions
-// (rows of up to this many times the group's threads; longer rows stream).
-#define RLX_NORM_CACHE 4
-
+// Rows of up to RLX_NORM_CACHE elements a thread are read once, into
+// registers, before the first reduction; longer rows stream.
 struct RmsNormAddParams {
     uint rows, cols;
     uint o_offset, x_offset;

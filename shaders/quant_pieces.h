@@ -362,8 +362,8 @@ RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
 // form it (scale * code + min, one FMA; the min per half from the format's
 // linear min term) before it meets x: folding the scale and the min onto
 // sums of x instead turns an infinite x over a zero code into a NaN where
-// the dequantized product has an infinity. Four partial sums (halves,
-// even / odd elements) keep the adds' dependency chains short.
+// the dequantized product has an infinity. Four partial sums a row (one per
+// element of a group of four) keep the adds' dependency chains short.
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {
     RLX_GROUP_MEM const T *xt;

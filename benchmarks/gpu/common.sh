@@ -2,10 +2,22 @@
 # run_schedule_check.sh): $OUT, PATH and PYTHONPATH, note() (echo + the
 # summary file $S), the gguf wheel from .gpu_carry/ when it was carried (the
 # device reaches no index), the in-place build, $P (the pytest command) and
-# the kernel cache warm-up (WARM_CACHE=0 skips it).
+# the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
+# gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
+# the script waits on it before it needs gsplat), so it overlaps rlx's build.
+# Then the shared steps below: suite, sanitize, gemv_table, gemv_benches,
+# stand_in_model and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
+if [ "${GSPLAT:-0}" = 1 ]; then
+  export TORCH_EXTENSIONS_DIR=/tmp/tx MAX_JOBS=${MAX_JOBS:-8} TORCH_CUDA_ARCH_LIST=9.0
+  python3 -m pip install -q --no-deps --no-index .gpu_carry/plyfile-*.whl .gpu_carry/gsplat-*.whl \
+    >"$OUT/pip-gsplat.log" 2>&1
+  ( t0=$(date +%s); python3 -c "import gsplat.cuda._backend as b; print('gsplat _C', b._C)" >"$OUT/gsplat-build.log" 2>&1
+    echo "gsplat build rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/gsplat-build.log" ) &
+  GSPLAT_PID=$!
+fi
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
 S="$OUT/summary.txt"; : >"$S"
 note() { echo "$*" | tee -a "$S"; }
@@ -31,4 +43,51 @@ gemv_table() {
 import json, sys; d = json.load(open(sys.argv[1]))
 for r in d['rows']: print(r['format'], r['shape'], r.get('kernel', '')[:6], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'], 1), 'copy', round(r['copy_us'], 1), 'frac', round(r['fraction_of_copy_bandwidth'], 3), 'torch', round(r['torch_bf16_graph_us'], 1), 'ratio', round(r['rlx_over_torch'], 2))
 " "$1" 2>&1 | tee -a "$S"
+}
+
+# suite LABEL LOG PYTEST_ARGS...: a pytest run under 90 s, its last line and
+# first failures into the summary.
+suite() {
+  local label=$1 log=$2; shift 2
+  timeout 90 $P "$@" >"$OUT/$log" 2>&1
+  note "$label rc=$? $(tail -1 "$OUT/$log")"; grep -E "^FAILED" "$OUT/$log" | head -8 | cut -c1-250
+}
+
+# sanitize TOOL LABEL LOG PYTEST_ARGS...: compute-sanitizer (memcheck or
+# racecheck) on a pytest run under 60 s, its summary line into the summary.
+sanitize() {
+  local tool=$1 label=$2 log=$3; shift 3
+  timeout 60 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 $P "$@" >"$OUT/$log" 2>&1
+  note "$label rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$log" | tail -1) $(tail -1 "$OUT/$log")"
+}
+
+# gemv_benches: quant_gemv_cuda.py as the lowering picks the kernels, then
+# with the f32 form everywhere (F32_FORM=1) at the two large shapes.
+gemv_benches() {
+  timeout 60 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"
+  gemv_table "$OUT/gemv.json"
+  SMALL=0 F32_FORM=1 timeout 60 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-f32.json" >"$OUT/gemv-f32.log" 2>&1
+  note "gemv bench, f32 form everywhere rc=$?"; gemv_table "$OUT/gemv-f32.json"
+}
+
+# stand_in_model: /tmp/z.gguf, the Gemma file's real header and zero tensor
+# bytes (no decode kernel's time depends on the weights' values).
+stand_in_model() { cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf; }
+
+# decode_speed_and_trace [POSITIONS]: llm_decode_speed.py (f32 cache) on the
+# stand-in and its in-graph trace with PDL off (true kernel durations), the
+# first POSITIONS positions' top kernels into the summary.
+decode_speed_and_trace() {
+  local positions=${1:-2}
+  KV_DTYPES=f32 timeout 60 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" \
+    >"$OUT/llm-speed.log" 2>&1
+  note "llm decode speed rc=$?"; grep '^{' "$OUT/llm-speed.log" | sort -u | cut -c1-400 | tee -a "$S"
+  RLX_CUDA_PDL=0 timeout 90 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf "$OUT/trace.json" >"$OUT/trace.log" 2>&1
+  note "decode trace (PDL off) rc=$?"
+  python3 -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+for r in d['rows'][:int(sys.argv[2])]:
+  print('pos', r['position'], 'span', round(r['span_us_median'], 1), 'busy', round(r['busy_us_median'], 1), 'kernels', r['kernels_per_step'])
+  for k in r['by_kernel'][:12]: print('  ', k['name'][:40], k['calls_per_step'], round(k['mean_us'], 2), round(k['us_per_step'], 1))
+" "$OUT/trace.json" "$positions" 2>&1 | tee -a "$S"
 }

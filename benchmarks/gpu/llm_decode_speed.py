@@ -17,21 +17,12 @@ import json
 import os
 import statistics
 import sys
-import time
 
 from rlx.lowering import attention as attention_lowering
+from rlx.models.bench_llm import decode_step_times
 from rlx.models.llm import LLM
 
 STEPS = 60
-
-
-def _steps(llm: LLM, n: int) -> list[float]:
-    token, times = 2, []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        token = int(llm.step(token, output="token"))
-        times.append(time.perf_counter() - t0)
-    return times
 
 
 def main(model: str, out: str, device: str = "cuda") -> None:
@@ -45,7 +36,7 @@ def main(model: str, out: str, device: str = "cuda") -> None:
         llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
-            times = _steps(llm, STEPS)
+            times = decode_step_times(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
             row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 from rlx.lowering import attention as attention_lowering
-from rlx.models.bench_bert import profile_thunks
+from rlx.models.bench_bert import kernel_totals, profile_thunks
+from rlx.models.bench_llm import decode_step_times
 from rlx.models.llm import LLM
 
 PROMPT, STEPS = 128, int(__import__("os").environ.get("STEPS", "50"))
@@ -29,23 +29,15 @@ def _profile(model: str, split: bool, device: str) -> dict:
     try:
         llm = LLM(model, device=device, max_context=512)
         llm.prefill(list(range(2, 2 + PROMPT)), output="token")
-        token, times = 2, []
-        for _ in range(STEPS):
-            t0 = time.perf_counter()
-            token = int(llm.step(token, output="token"))
-            times.append(time.perf_counter() - t0)
+        times = decode_step_times(llm, STEPS)
         exe = llm._executable("decode", 1, "token")
     finally:
         attention_lowering.split_keys = saved
     rows = profile_thunks(exe, repeats=10)
-    per_kernel: dict[str, list[float]] = {}
-    for r in rows:
-        per_kernel.setdefault(r["kernel"], []).append(r["device_ms"])
-    kernels = sorted(((k, len(v), sum(v)) for k, v in per_kernel.items()), key=lambda x: -x[2])
     return {"split_k": split, "step_ms_median": 1e3 * statistics.median(times[5:]),
             "step_ms_min": 1e3 * min(times), "thunks": len(rows),
             "summed_device_ms": sum(r["device_ms"] for r in rows),
-            "per_kernel": [{"kernel": k, "count": n, "device_ms": ms} for k, n, ms in kernels]}
+            "per_kernel": kernel_totals(rows)}
 
 
 def main(model: str, out: str, device: str = "cuda") -> None:

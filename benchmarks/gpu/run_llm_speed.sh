@@ -8,7 +8,7 @@
 # with zeros to the file's size. No kernel's time depends on weight values.
 # TOOLS picks the sanitizer tools; BENCH=0 skips llm_cuda.py.
 source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
+stand_in_model
 timeout 200 $P tests/ops/test_attention.py --rlx-device cuda >"$OUT/attention.log" 2>&1
 note "attention tests (cuda) rc=$? $(tail -1 "$OUT/attention.log")"; grep -E "^FAILED|^E " "$OUT/attention.log" | head -10
 for tool in ${TOOLS:-memcheck racecheck synccheck}; do

@@ -5,38 +5,20 @@
 # the GEMV, the GEMV bench (also the f32 form where gemv1i is the default),
 # the decode step's speed and in-graph trace, Nsight Compute on the 4096 x
 # 4096 Q4_K GEMV. Carry .gg/gemma-header.bin and .gpu_carry (the gguf wheel).
-OUT=${OUT:-/tmp/rlx-out}; mkdir -p "$OUT"
 source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
-timeout 90 $P tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda >"$OUT/quant.log" 2>&1
-note "quant kernels+e2e (gs 0) rc=$? $(tail -1 "$OUT/quant.log")"; grep -E "^FAILED" "$OUT/quant.log" | head -8
-timeout 60 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"
-gemv_table "$OUT/gemv.json"
-SMALL=0 F32_FORM=1 timeout 60 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-f32.json" >"$OUT/gemv-f32.log" 2>&1
-note "gemv bench, f32 form everywhere rc=$?"; gemv_table "$OUT/gemv-f32.json"
-KV_DTYPES=f32 timeout 60 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" >"$OUT/llm-speed.log" 2>&1
-note "llm decode speed rc=$?"; grep '^{' "$OUT/llm-speed.log" | sort -u | cut -c1-400 | tee -a "$S"
-RLX_CUDA_PDL=0 timeout 90 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf "$OUT/trace.json" >"$OUT/trace.log" 2>&1
-note "decode trace (PDL off) rc=$?"
-python3 -c "
-import json,sys; d=json.load(open(sys.argv[1]))
-for r in d['rows']:
-  print('pos', r['position'], 'span', round(r['span_us_median'],1), 'busy', round(r['busy_us_median'],1), 'kernels', r['kernels_per_step'])
-  for k in r['by_kernel'][:12]: print('  ', k['name'][:40], k['calls_per_step'], round(k['mean_us'],2), round(k['us_per_step'],1))
-" "$OUT/trace.json" 2>&1 | tee -a "$S"
+stand_in_model
+suite "quant kernels+e2e (gs 0)" quant.log tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda
+gemv_benches
+decode_speed_and_trace
 FORMATS=q4_k SMALL=0 timeout 60 ncu --clock-control none -k regex:gemv --section SpeedOfLight --section WarpStateStats \
   --section InstructionStats --launch-count 2 python3 benchmarks/gpu/quant_gemv_cuda.py >"$OUT/ncu-q4_k.log" 2>&1
 note "ncu q4_k rc=$?"; grep -E "Duration|DRAM Throughput|Executed Instructions  |Warp Cycles Per Issued|gemv" "$OUT/ncu-q4_k.log" \
   | sed 's/  */ /g' | cut -c1-120 | tee -a "$S"
-timeout 60 $P tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size 64 -k "gemv" >"$OUT/quant64.log" 2>&1
-note "quant gemv (gs 64) rc=$? $(tail -1 "$OUT/quant64.log")"; grep -E "^FAILED" "$OUT/quant64.log" | head -5
-timeout 60 $P tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size 32 -k "gemv" >"$OUT/quant32.log" 2>&1
-note "quant gemv (gs 32) rc=$? $(tail -1 "$OUT/quant32.log")"; grep -E "^FAILED" "$OUT/quant32.log" | head -5
-timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $P tests/ops/test_quant_kernels.py \
-  --rlx-device cuda -k "gemv1 and (q4_k or q5_0 or q6_k or q8_0 or q3_k)" >"$OUT/memcheck.log" 2>&1
-note "gemv1 memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1) $(tail -1 "$OUT/memcheck.log")"
-timeout 60 compute-sanitizer --tool racecheck --report-api-errors no --error-exitcode 9 $P tests/ops/test_quant_kernels.py \
-  --rlx-device cuda -k "gemv1 and (q4_k or q5_0)" >"$OUT/racecheck.log" 2>&1
-note "gemv1 racecheck rc=$? $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1) $(tail -1 "$OUT/racecheck.log")"
+for gs in 64 32; do
+  suite "quant gemv (gs $gs)" "quant$gs.log" tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size $gs -k gemv
+done
+sanitize memcheck "gemv1 memcheck" memcheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
+  -k "gemv1 and (q4_k or q5_0 or q6_k or q8_0 or q3_k)"
+sanitize racecheck "gemv1 racecheck" racecheck.log tests/ops/test_quant_kernels.py --rlx-device cuda -k "gemv1 and (q4_k or q5_0)"
 echo "=== summary ==="; cat "$S"
 exit 0

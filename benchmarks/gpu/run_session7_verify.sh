@@ -7,7 +7,7 @@
 # PART=b: compute-sanitizer on the same kernels, and the decode profile.
 # Carry .gpu_carry and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
+stand_in_model
 if [ "${PART:-a}" = a ]; then
   timeout 100 $P tests/ops/test_quant_kernels.py --rlx-device cuda >"$OUT/kernels.log" 2>&1
   note "quant kernels rc=$? $(tail -1 "$OUT/kernels.log")"; grep -E "^FAILED" "$OUT/kernels.log" | head -5

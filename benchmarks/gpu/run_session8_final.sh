@@ -5,7 +5,7 @@
 # the zero-weight stand-in; the quant suites. Carry .gpu_carry and
 # .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
+stand_in_model
 timeout 90 $P tests/ops/test_fft.py tests/test_signal.py --rlx-device cuda >"$OUT/fft.log" 2>&1
 note "fft+signal (cuda, gs 0) rc=$? $(tail -1 "$OUT/fft.log")"; grep -E "^FAILED" "$OUT/fft.log" | head -5
 timeout 100 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"

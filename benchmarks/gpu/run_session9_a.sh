@@ -5,14 +5,8 @@
 # not run on the device), the GEMV bench, the decode step's speed and its
 # in-graph kernel trace, and rlx.splat against gsplat. Carry .gpu_carry and
 # .gg/gemma-header.bin.
-export TORCH_EXTENSIONS_DIR=/tmp/tx MAX_JOBS=12 TORCH_CUDA_ARCH_LIST=9.0
-OUT=${OUT:-/tmp/rlx-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-index .gpu_carry/plyfile-*.whl .gpu_carry/gsplat-*.whl >"$OUT/pip-gsplat.log" 2>&1
-( t0=$(date +%s); python3 -c "import gsplat.cuda._backend as b; print('gsplat _C', b._C)" >"$OUT/gsplat-build.log" 2>&1
-  echo "gsplat build rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/gsplat-build.log" ) &
-GSPLAT_PID=$!
-source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
+MAX_JOBS=12 GSPLAT=1 source "$(dirname "$0")/common.sh"   # gsplat builds in the background meanwhile
+stand_in_model
 timeout 60 $P tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda >"$OUT/quant.log" 2>&1
 note "quant kernels+e2e (gs 0) rc=$? $(tail -1 "$OUT/quant.log")"; grep -E "^FAILED" "$OUT/quant.log" | head -5
 timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $P tests/ops/test_quant_kernels.py \

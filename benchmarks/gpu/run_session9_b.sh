@@ -5,7 +5,7 @@
 # without programmatic dependent launch, and its in-graph kernel trace
 # without it (true kernel durations). Carry .gpu_carry and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
+stand_in_model
 timeout 60 $P tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda >"$OUT/quant.log" 2>&1
 note "quant kernels+e2e (gs 0) rc=$? $(tail -1 "$OUT/quant.log")"; grep -E "^FAILED" "$OUT/quant.log" | head -5
 timeout 40 $P tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size 64 -k gemv >"$OUT/quant64.log" 2>&1

@@ -5,13 +5,8 @@
 # splat sort and scans), the decode step's speed, rlx.splat against gsplat,
 # then racecheck / memcheck and the suites at group size 64. Carry
 # .gpu_carry and .gg/gemma-header.bin.
-export TORCH_EXTENSIONS_DIR=/tmp/tx MAX_JOBS=8 TORCH_CUDA_ARCH_LIST=9.0
-OUT=${OUT:-/tmp/rlx-out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-deps --no-index .gpu_carry/plyfile-*.whl .gpu_carry/gsplat-*.whl >"$OUT/pip-gsplat.log" 2>&1
-( python3 -c "import gsplat.cuda._backend as b; print('gsplat _C', b._C)" >"$OUT/gsplat-build.log" 2>&1 ) &
-GSPLAT_PID=$!
-source "$(dirname "$0")/common.sh"
-cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf
+MAX_JOBS=8 GSPLAT=1 source "$(dirname "$0")/common.sh"   # gsplat builds in the background meanwhile
+stand_in_model
 timeout 90 $P tests/ops/test_reduce.py tests/ops/test_attention.py tests/ops/test_sort.py tests/ops/test_splat.py \
   --rlx-device cuda >"$OUT/suites.log" 2>&1
 note "reduce+attention+sort+splat (cuda, gs 0) rc=$? $(tail -1 "$OUT/suites.log")"; grep -E "^FAILED" "$OUT/suites.log" | head -8

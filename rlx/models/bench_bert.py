@@ -187,6 +187,15 @@ def profile_thunks(exe, repeats: int = 20) -> list[dict]:
     return rows
 
 
+def kernel_totals(rows: list[dict]) -> list[dict]:
+    """profile_thunks' rows summed per kernel, largest first: kernel, count, device_ms."""
+    per_kernel: dict[str, list[float]] = {}
+    for r in rows:
+        per_kernel.setdefault(r["kernel"], []).append(r["device_ms"])
+    totals = sorted(((k, len(v), sum(v)) for k, v in per_kernel.items()), key=lambda x: -x[2])
+    return [{"kernel": k, "count": n, "device_ms": ms} for k, n, ms in totals]
+
+
 def summarize_profile(rows: list[dict], top: int = 12) -> list[tuple[str, int, float]]:
     """(kind, count, total ms) per kernel/label kind, largest first."""
     agg: dict[str, list[float]] = {}

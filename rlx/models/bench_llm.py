@@ -28,6 +28,17 @@ PROMPT_TEXT = ("The history of computing is a story of abstraction layered on ab
                "the machine. ")
 
 
+def decode_step_times(llm: Any, steps: int, token: int = 2) -> list[float]:
+    """Seconds of each of ``steps`` greedy decode steps (the device's argmax
+    fed back), from wherever the LLM's cache stands."""
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        token = int(llm.step(token, output="token"))
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def prompt_ids(tokenizer: Any, n: int) -> list[int]:
     """Exactly n token ids (BOS first) of a repeated English text."""
     ids: list[int] = tokenizer.encode(PROMPT_TEXT * (n // 16 + 2))

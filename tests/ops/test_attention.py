@@ -482,24 +482,16 @@ def test_attention_random_shapes(case):
     _check_attention(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
+@pytest.mark.parametrize("check", [_check_split, _check_gqa], ids=["split", "gqa_split"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_attention_cases(), st.integers(1, 6))
-def test_attention_split_random_shapes(case, keys):
+@given(case=_attention_cases(), keys=st.integers(1, 6))
+def test_attention_split_forms_random_shapes(check, case, keys):
+    """The split-K kernel and the grouped-query split kernel on random shapes."""
     b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
     rng = np.random.default_rng(seed)
     mask = _random_mask(rng, mask_shape)
     with pytest.MonkeyPatch.context() as mp:
-        _check_split(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
-
-
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_attention_cases(), st.integers(1, 6))
-def test_attention_gqa_split_random_shapes(case, keys):
-    b, tq, tk, hq, hkv, d, dv, mask_shape, kw, dtype, seed = case
-    rng = np.random.default_rng(seed)
-    mask = _random_mask(rng, mask_shape)
-    with pytest.MonkeyPatch.context() as mp:
-        _check_gqa(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
+        check(rng, mp, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
 # ---------------------------------------------------------------- IR errors
