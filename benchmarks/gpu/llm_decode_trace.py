@@ -9,7 +9,9 @@ a step, mean microseconds, and its increments: how far each of its calls
 moved the step's last kernel end (with programmatic dependent launch a
 kernel starts while its predecessor runs and waits inside, so durations
 overlap and the increments are what each kernel adds to the step). Run it
-with RLX_CUDA_PDL=0 for durations without that overlap.
+with RLX_CUDA_PDL=0 for durations without that overlap. GQA_GPU_KEYS sets
+rlx.lowering.attention.GQA_SPLIT_GPU_KEYS (the grouped-query split kernel's
+keys per split on the GPU; 0: not taken) for the run.
 
 Run: PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_trace.py MODEL.gguf OUT.json"""
 
@@ -23,6 +25,7 @@ import sys
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from rlx.lowering import attention as attention_lowering
 from rlx.models.llm import LLM
 
 STEPS = 30
@@ -71,6 +74,10 @@ def _summary(steps: list[list[tuple[float, float, str]]]) -> dict:
 def main(model: str, out: str) -> None:
     result = {"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_trace.py "
               "MODEL.gguf OUT.json", "model": model, "pdl": os.environ.get("RLX_CUDA_PDL", "default"), "rows": []}
+    gqa = os.environ.get("GQA_GPU_KEYS")
+    if gqa is not None:
+        attention_lowering.GQA_SPLIT_GPU_KEYS = int(gqa)
+    result["gqa_split_gpu_keys"] = attention_lowering.GQA_SPLIT_GPU_KEYS
     llm = LLM(model, device="cuda", max_context=2048)
     for position in (128, 1900):
         llm.prefill(list(range(2, 2 + position)), output="token")
