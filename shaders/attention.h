@@ -261,6 +261,16 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // Partials: acc at (group * Dv), then (m, l) pairs at rows * splits * Dv.
 #define RLX_ATT_SPLIT_KEYS 128u
 #define RLX_ATT_SPLIT_ILP 4u     // keys a SIMD group (scores) or a thread (P @ V) has in flight
+// Loads issued together before their products: a lane's features of the
+// ILP keys (scores), a thread's V rows (P @ V), a thread's splits (merge).
+// A loop that waited on each step's loads before issuing the next step's
+// paid a memory latency a step: with 16 keys a split that was most of
+// attention_split's ~9.5 us on an H200 at any context (Nsight Compute,
+// session 11: SMs busy a third of the kernel's cycles, warps stalled on
+// global loads), and the merge paid one a pair of splits.
+#define RLX_ATT_SPLIT_DSTEPS 8u
+#define RLX_ATT_SPLIT_VKEYS 16u
+#define RLX_ATT_MERGE_ILP 8u
 // The merge's per-split weights in group memory up to this many splits.
 #define RLX_ATT_MERGE_SPLITS 1024u
 
@@ -311,7 +321,17 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
             kr[u] = at.k + (uint64_t)(live[u] ? j : (int)j0) * k_st;
             dot[u] = 0.0f;
         }
-        for (uint d = lane; d < D; d += lanes) {
+        uint d = lane;
+        for (; d + (RLX_ATT_SPLIT_DSTEPS - 1u) * lanes < D; d += RLX_ATT_SPLIT_DSTEPS * lanes) {
+            float qv[RLX_ATT_SPLIT_DSTEPS], kv[RLX_ATT_SPLIT_DSTEPS][RLX_ATT_SPLIT_ILP];
+            for (uint e = 0; e < RLX_ATT_SPLIT_DSTEPS; ++e) {
+                qv[e] = rlx_to_float(at.q[d + e * lanes]);
+                for (uint u = 0; u < RLX_ATT_SPLIT_ILP; ++u) kv[e][u] = rlx_to_float(kr[u][d + e * lanes]);
+            }
+            for (uint e = 0; e < RLX_ATT_SPLIT_DSTEPS; ++e)   // each key's features in order, as one at a time
+                for (uint u = 0; u < RLX_ATT_SPLIT_ILP; ++u) dot[u] += qv[e] * kv[e][u];
+        }
+        for (; d < D; d += lanes) {
             const float qd = rlx_to_float(at.q[d]);
             for (uint u = 0; u < RLX_ATT_SPLIT_ILP; ++u) dot[u] += qd * rlx_to_float(kr[u][d]);
         }
@@ -347,6 +367,16 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
         if (m != -RLX_INFINITY) {
             RLX_DEVICE const T *vd = at.v + (uint64_t)j0 * v_st + d;
             uint jj = 0;
+            // Chain u % ILP takes key jj + u: the same chains, in the same
+            // order, as the four-key steps below.
+            for (; jj + RLX_ATT_SPLIT_VKEYS <= n; jj += RLX_ATT_SPLIT_VKEYS) {
+                float vv[RLX_ATT_SPLIT_VKEYS];
+                for (uint u = 0; u < RLX_ATT_SPLIT_VKEYS; ++u) vv[u] = rlx_to_float(vd[(uint64_t)(jj + u) * v_st]);
+                for (uint u = 0; u < RLX_ATT_SPLIT_VKEYS; ++u) {
+                    const float pu = probs[jj + u];
+                    a[u % RLX_ATT_SPLIT_ILP] += pu != 0.0f ? pu * vv[u] : 0.0f;
+                }
+            }
             for (; jj + RLX_ATT_SPLIT_ILP <= n; jj += RLX_ATT_SPLIT_ILP) {
                 float vv[RLX_ATT_SPLIT_ILP];
                 for (uint u = 0; u < RLX_ATT_SPLIT_ILP; ++u) vv[u] = rlx_to_float(vd[(uint64_t)(jj + u) * v_st]);
@@ -416,6 +446,17 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
     RLX_FOR_GROUP(d, Dv) {
         float o0 = 0.0f, o1 = 0.0f;
         uint s = 0;
+        if (staged) {   // o0 takes the even splits, o1 the odd ones, in order, as in the pairs below
+            for (; s + RLX_ATT_MERGE_ILP <= used; s += RLX_ATT_MERGE_ILP) {
+                float av[RLX_ATT_MERGE_ILP];
+                for (uint u = 0; u < RLX_ATT_MERGE_ILP; ++u) av[u] = acc[(uint64_t)(s + u) * Dv + d];
+                for (uint u = 0; u < RLX_ATT_MERGE_ILP; u += 2u) {
+                    const float w0 = weight[s + u], w1 = weight[s + u + 1u];
+                    o0 += w0 != 0.0f ? av[u] * w0 : 0.0f;
+                    o1 += w1 != 0.0f ? av[u + 1u] * w1 : 0.0f;
+                }
+            }
+        }
         for (; s + 2u <= used; s += 2u) {
             const float w0 = staged ? weight[s] : (ml[2u * s] != -RLX_INFINITY ? rlx_exp(ml[2u * s] - big) * inv : 0.0f);
             const float w1 = staged ? weight[s + 1u]
