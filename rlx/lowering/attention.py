@@ -163,8 +163,9 @@ GQA_SPLIT_GROUPS_PER_CORE = 4
 GQA_SPLIT_MIN_KEYS = 64
 # GPUs keep attention_split (a group per query head and chunk of keys)
 # while this is 0; set, it is the keys per split of the grouped-query kernel
-# there. That kernel has run on cuda under its tests only, never timed
-# (benchmarks/gpu/llm_decode_speed.py takes GQA_GPU_KEYS to time it).
+# there. Timed on an H200 it is 4-5x slower per call (255 registers, a
+# quarter of the groups): the Gemma 3 decode step took 1.63-2.69 ms at 8-64
+# keys against 1.11-1.20 (benchmarks/README.md, session 11).
 GQA_SPLIT_GPU_KEYS = 0
 
 
