@@ -274,12 +274,44 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // The merge's per-split weights in group memory up to this many splits.
 #define RLX_ATT_MERGE_SPLITS 1024u
 
+#ifdef RLX_TARGET_CUDA
+// attention_split's K and V rows, prefetched into L2 before the PDL wait
+// (prelude/cuda.h): a decode step's cache rows were written steps ago and
+// the weights streamed since have pushed them out of L2, so each dependent
+// read of them (scores, then P @ V) cost a memory latency after the wait.
+// The chunk's rows below the active length, read early as well (an input
+// the host wrote before the run; were it computed by a predecessor, a stale
+// value would only misjudge what to prefetch).
+template <typename T>
+RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
+                                       RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
+                                       RLX_DEVICE const int *length) {
+    rlx_let_next_kernel_launch();
+    const uint splits = p->splits, chunk = p->keys_per_split, gid = rlx_group_id_early.x;
+    if (splits == 0u || gid / splits >= p->rows) return;
+    const uint j0 = (gid % splits) * chunk, active = rlx_att_active(p, length);
+    if (j0 >= active) return;
+    const uint n = active - j0 < chunk ? active - j0 : chunk;
+    const rlx_att_row<T> at = rlx_att_row_of(p, gid / splits, q, k, v, mask, active);
+    const uint lines_k = (p->D * (uint)sizeof(T) + 127u) / 128u, lines_v = (p->Dv * (uint)sizeof(T) + 127u) / 128u;
+    const uint per = lines_k + lines_v;
+    for (uint i = rlx_local_id_early.x; i < n * per; i += blockDim.x) {
+        const uint j = j0 + i / per, l = i % per;
+        rlx_prefetch_l2(l < lines_k ? (const char *)(at.k + (uint64_t)j * p->k_st) + 128u * l
+                                    : (const char *)(at.v + (uint64_t)j * p->v_st) + 128u * (l - lines_k));
+    }
+}
+#endif
+
 template <typename T>
 RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                            RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
                            RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
                            RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
+#ifdef RLX_TARGET_CUDA
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
+#endif
     const uint splits = p->splits, chunk = p->keys_per_split;
     const uint gid = rlx_group_id.x;
     const uint row = gid / splits, split = gid % splits;

@@ -1593,7 +1593,31 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
     if (j0 >= p->n || p->m == 0u) return;                                                         \
     rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, rpg < p->n - j0 ? j0 + rpg : p->n)
 #else
+#ifdef RLX_TARGET_CUDA
+// The first RLX_QGEMV1_PREFETCH_BYTES of the group's weight rows, prefetched
+// into L2 before the PDL wait (prelude/cuda.h): weights are written only
+// when they are loaded, and a decode step's small GEMVs (8 rows a group,
+// a pass a row) otherwise paid their first memory latency after the wait.
+// Capped so that a tall GEMV's groups (256 rows) do not flood L2 ahead of
+// their passes.
+#define RLX_QGEMV1_PREFETCH_BYTES 16384u
+template <typename Q>
+RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
+    rlx_let_next_kernel_launch();
+    const uint rpg = p->rows_per_group, n = p->n, j0 = rlx_group_id_early.x * rpg;
+    if (j0 >= n || p->m == 0u) return;
+    const uint64_t row_bytes = (uint64_t)(p->k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint64_t bytes = (uint64_t)(rpg < n - j0 ? rpg : n - j0) * row_bytes;
+    const uint lines = (uint)(((bytes < RLX_QGEMV1_PREFETCH_BYTES ? bytes : RLX_QGEMV1_PREFETCH_BYTES) + 127u) / 128u);
+    RLX_DEVICE const uchar *base = w + (uint64_t)j0 * row_bytes;
+    for (uint i = rlx_local_id_early.x; i < lines; i += blockDim.x) rlx_prefetch_l2(base + 128u * i);
+}
+#define RLX_QGEMV1_PREFETCH() rlx_q_gemv1_prefetch<Q>(w, p)
+#else
+#define RLX_QGEMV1_PREFETCH() ((void)0)
+#endif
 #define RLX_QGEMV1_BODY(INTEGER)                                                                  \
+    RLX_QGEMV1_PREFETCH();                                                                        \
     const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
     if (j0 >= p->n || p->m == 0u) return;                                                         \
     RLX_QGEMV1_TILE(T);                                                                           \

@@ -66,11 +66,23 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 }
 #define rlx_group_id rlx_after_predecessor(blockIdx)
 #define rlx_local_id rlx_after_predecessor(threadIdx)
+// The indices without the wait, for one use only: rlx_prefetch_l2 of lines
+// the kernel will read, issued before the wait so that their memory latency
+// overlaps the previous kernel's tail. A prefetch returns no data, so a
+// line a predecessor is still writing is harmless (L2 is the point of
+// coherence): at worst a wasted fetch. Addresses stay inside the buffers.
+#define rlx_group_id_early blockIdx
+#define rlx_local_id_early threadIdx
 #else
+#define rlx_group_id_early rlx_group_id
+#define rlx_local_id_early rlx_local_id
 #define rlx_group_id blockIdx
 #define rlx_local_id threadIdx
 #define rlx_let_next_kernel_launch() ((void)0)
 #endif
+static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
 #define RLX_DEVICE
 #define RLX_CONSTANT const
 #define RLX_INLINE static __device__ __forceinline__
