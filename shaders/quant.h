@@ -1201,25 +1201,6 @@ RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *
 // group of the group calls it, those without rows too: the integer form
 // splits x there, behind a group barrier, while the weights arrive) and
 // may refuse; then the function returns false and writes nothing.
-#ifdef RLX_TARGET_CUDA
-// rlx_q_gemv_flat's L2 prefetch of chunks [s, s + pp) of the SIMD group's
-// range (total chunks from base), a 128-byte line a lane: a SIMD group holds
-// one pass in registers, so a tall GEMV (the vocabulary projection: 32 rows
-// a SIMD group) had one pass's bytes in flight and streamed at under half
-// the memory bandwidth. A prefetch returns no data and costs no register;
-// addresses stay inside the range (the last one is its last byte).
-#define RLX_QGEMV_PREFETCH_PASSES 4u
-template <typename Q>
-RLX_INLINE void rlx_q_prefetch_ahead(RLX_DEVICE const uchar *base, uint s, uint pp, uint total, uint lane) {
-    if (s >= total) return;
-    const uint e = pp < total - s ? s + pp : total;
-    const uint64_t from = (uint64_t)s * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
-    const uint64_t to = (uint64_t)e * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
-    const uint64_t at = from + 128u * (uint64_t)lane;
-    if (lane <= (uint)((to - from + 127u) / 128u)) rlx_prefetch_l2(base + (at < to ? at : to - 1u));
-}
-#endif
-
 template <typename Q, typename T, uint M, typename Dot, typename Pre>
 RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias, Dot dot,
                                 Pre pre, uint m, uint k, uint ys, uint has_bias, uint act, uint j0, uint j1,
@@ -1235,9 +1216,6 @@ RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
     const uchar *src = base;
     uint nbytes = (pp < total ? pp : total) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
     rlx_q_stage_load(src, nbytes, regs, lane);
-#ifdef RLX_TARGET_CUDA
-    for (uint a = 2u; a < RLX_QGEMV_PREFETCH_PASSES; ++a) rlx_q_prefetch_ahead<Q>(base, a * pp, pp, total, lane);
-#endif
     if (!pre(dot)) return false;
     RlxQAcc<M> open;
     for (uint r = 0; r < M; ++r) open.v[r] = 0.0f;
@@ -1251,9 +1229,6 @@ RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
             nbytes = (pp < total - nf ? pp : total - nf) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
             rlx_q_stage_load(src, nbytes, regs, lane);
         }
-#ifdef RLX_TARGET_CUDA
-        rlx_q_prefetch_ahead<Q>(base, f0 + RLX_QGEMV_PREFETCH_PASSES * pp, pp, total, lane);
-#endif
         RlxQAcc<M> v;
         for (uint r = 0; r < M; ++r) v.v[r] = 0.0f;
         const uint f = f0 + lane, row = f / chunks;   // the lane's chunk (when lane < cnt) and its row
