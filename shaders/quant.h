@@ -34,8 +34,13 @@ struct QuantParams {
     uint n, pad0, pad1, pad2;
 };
 
+// x_glu: 0, or (gemv1 on GPUs: m = 1, k whole chunks, the f32 form; the
+// lowering sends it nowhere else) x = glu(gate, up) formed as x is staged,
+// with gate and up at those element offsets of x's binding and x_glu the
+// glu's activation code (rlx/lowering/quant.py glu_gemv).
 struct QuantGemvParams {
     uint m, n, k, x_stride, y_stride, rows_per_group, has_bias, act;
+    uint x_glu, gate_offset, up_offset, pad0;
 };
 
 #define RLX_QGEMV_MAX_M 8
@@ -938,6 +943,19 @@ RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return (((e >> 2u) ^ (c & 7u)) << 
 RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return e ^ (c & 31u); }
 #endif
 
+// The GEMV's x tile as rlx_q_stage_x (below) lays it out, for one row of
+// x = act(gate) * up rounded to T (the glu kernel's values: shaders/glu.h),
+// formed as it is staged: gemv1 with QuantGemvParams.x_glu.
+template <typename T>
+RLX_INLINE void rlx_q_stage_x_glu(RLX_DEVICE const T *gate, RLX_DEVICE const T *up, RLX_GROUP_MEM T *xt, uint k,
+                                  uint kp, uint act, uint tid, uint nt) {
+    for (uint e = tid; e < kp; e += nt) {
+        const uint c = e >> 5u;
+        xt[c * 32u + rlx_q_xt_at(c, e & 31u)] =
+            rlx_from_float<T>(e < k ? rlx_activation(act, rlx_to_float(gate[e])) * rlx_to_float(up[e]) : 0.0f);
+    }
+}
+
 #ifdef RLX_TARGET_CPU
 // Rows [j0, j1) of y = x W^T + bias for the m (<= RLX_QGEMV_MAX_M) rows of x.
 template <typename Q, typename T>
@@ -1557,8 +1575,8 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 template <typename Q, typename T, bool INTEGER>
 RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
                                  RLX_DEVICE const T *bias, RLX_GROUP_MEM T *xt, uint m, uint k, uint xs, uint ys,
-                                 uint has_bias, uint act, uint j0, uint j1, uint tid, uint nt, uint sw, uint sid,
-                                 uint lane) {
+                                 uint has_bias, uint act, uint x_glu, uint gate_offset, uint up_offset, uint j0,
+                                 uint j1, uint tid, uint nt, uint sw, uint sid, uint lane) {
     const uint kp = (k + 31u) & ~31u;
     if (kp > RLX_QGEMV1_MAX_K) return;   // the lowering never sends it (gemv_q takes any k)
     const uint n_simd = (nt + sw - 1u) / sw;
@@ -1567,11 +1585,16 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
     for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
         if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
 #ifdef RLX_TARGET_CUDA
-        if (INTEGER && rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xt,
-                                                k, has_bias, act, j0, j1, nt, sid, lane))
+        if (INTEGER && x_glu == 0u &&
+            rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xt, k, has_bias,
+                                     act, j0, j1, nt, sid, lane))
             continue;   // else x takes the f32 form below
 #endif
-        rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
+        // With x_glu, k is whole chunks: the finish's bf16 tail, which reads x itself, is empty.
+        if (x_glu != 0u)
+            rlx_q_stage_x_glu<T>(x + gate_offset, x + up_offset, xt, k, kp, x_glu, tid, nt);
+        else
+            rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
         rlx_barrier();
         if (sid < n_work)
             rlx_q_gemv_whole_x<Q, T, 1, !INTEGER>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp,
@@ -1622,8 +1645,9 @@ RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const
     if (j0 >= p->n || p->m == 0u) return;                                                         \
     RLX_QGEMV1_TILE(T);                                                                           \
     rlx_q_gemv1_rows<Q, T, INTEGER>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, \
-                                    p->act, j0, rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x,        \
-                                    rlx_group_size.x, rlx_simd_width, rlx_simd_id, rlx_simd_lane)
+                                    p->act, p->x_glu, p->gate_offset, p->up_offset, j0,                    \
+                                    rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x, rlx_group_size.x,  \
+                                    rlx_simd_width, rlx_simd_id, rlx_simd_lane)
 #endif
 
 template <typename Q, typename T>

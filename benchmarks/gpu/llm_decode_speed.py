@@ -5,7 +5,9 @@ token copied back each step) at position ~128 and ~1900 of a 2048-token
 cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
 (SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU) and keys per split of
 the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken),
-and the decode step's thunk count. The
+and fusions left out (WITHOUT: ";"-separated sets of target capabilities,
+e.g. WITHOUT=" ;glu_linear" for an A/B of that fusion in one run), and the
+decode step's thunk count. The
 weights' values change no kernel's time, so the zero-weight stand-in file
 (the real header, zero tensor bytes) serves.
 
@@ -13,6 +15,7 @@ Run: PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_speed.py MODEL.gguf OUT.j
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -21,24 +24,35 @@ import sys
 from rlx.lowering import attention as attention_lowering
 from rlx.models.bench_llm import decode_step_times
 from rlx.models.llm import LLM
+from rlx.runtime import devices
 
 STEPS = 60
 
 
 def main(model: str, out: str, device: str = "cuda") -> None:
     rows = []
-    combos = [(kv, int(keys), int(gqa)) for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
+    combos = [(kv, int(keys), int(gqa), tuple(without.split()))
+              for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
               for keys in os.environ.get("SPLIT_KEYS", str(attention_lowering.SPLIT_KEYS_GPU)).split()
-              for gqa in os.environ.get("GQA_GPU_KEYS", str(attention_lowering.GQA_SPLIT_GPU_KEYS)).split()]
-    for kv, keys, gqa in combos:
+              for gqa in os.environ.get("GQA_GPU_KEYS", str(attention_lowering.GQA_SPLIT_GPU_KEYS)).split()
+              for without in os.environ.get("WITHOUT", "").split(";")]
+    real_open = devices.open_device
+    for kv, keys, gqa, without in combos:
         attention_lowering.SPLIT_KEYS_GPU = keys
         attention_lowering.GQA_SPLIT_GPU_KEYS = gqa   # > 0: the grouped-query split kernel on the GPU
+
+        def open_without(name, without=without):
+            dev, target = real_open(name)
+            return dev, dataclasses.replace(target, capabilities=target.capabilities - set(without))
+
+        devices.open_device = open_without
         llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
             times = decode_step_times(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
-            row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "position": prompt,
+            row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
+                   "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
             rows.append(row)

@@ -481,6 +481,13 @@ class Graph:
         """activation(gate) * up: SwiGLU ("silu") or GeGLU ("gelu", "gelu_tanh")."""
         return self.op("glu", (gate, up), activation=activation, name=name)
 
+    def glu_linear(self, gate: Node, up: Node, weight: Node, activation: str = "silu", *,
+                   name: str | None = None) -> Node:
+        """glu(gate, up, activation) @ W^T with W [N, K] (a gated FFN's down
+        projection): on GPUs a decode step's GEMV forms the glu as it reads
+        x, so the glu's own kernel and its round trip through memory go."""
+        return self.op("glu_linear", (gate, up, weight), activation=activation, name=name)
+
     def concat(self, xs: Sequence[Node], axis: int = -1, *, name: str | None = None) -> Node:
         return self.op("concat", tuple(xs), axis=axis, name=name)
 

@@ -55,12 +55,16 @@ def _matmul(lw: Lowering, node: Node) -> View:
 @lowers("linear", reads={1: "start", 2: "start"},
         kernels=("matmul_rows", "bias_act", *LINEAR_KERNELS))
 def _linear(lw: Lowering, node: Node) -> View:
-    suffix = float_suffix(node, node.dtype)
-    x = lw.dense(node.inputs[0])
-    w = lw.dense(node.inputs[1], at_start=True)
     bias = lw.dense(node.inputs[2], at_start=True) if len(node.inputs) == 3 else None
-    trans_b = node.attrs["transpose_b"]
-    act = ACTIVATIONS[node.attrs["activation"]]
+    return linear_of(lw, node, lw.dense(node.inputs[0]), lw.dense(node.inputs[1], at_start=True), bias,
+                     ACTIVATIONS[node.attrs["activation"]], node.attrs["transpose_b"])
+
+
+def linear_of(lw: Lowering, node: Node, x: View, w: View, bias: View | None, act: int, trans_b: bool) -> View:
+    """node's value, act(x @ op(w) + bias), from dense views of its operands
+    (w and bias at their storage's start): linear's lowering, and glu_linear's
+    where its GEMV cannot form the glu itself."""
+    suffix = float_suffix(node, node.dtype)
     k = x.shape[-1]
     n = node.shape[-1]
     m = x.numel // max(k, 1)

@@ -60,8 +60,12 @@ def quant_params(n: int) -> bytes:
 
 
 def gemv_params(m: int, n: int, k: int, x_stride: int, y_stride: int, rows_per_group: int, has_bias: bool,
-                act: int) -> bytes:
-    return struct.pack("<8I", m, n, k, x_stride, y_stride, rows_per_group, int(has_bias), act)
+                act: int, glu: int = 0, gate_offset: int = 0, up_offset: int = 0) -> bytes:
+    """QuantGemvParams (shaders/quant.h); glu: 0, or the activation code of
+    the glu that gemv1 forms from x's gate and up halves (at those element
+    offsets of x's binding) as it stages x."""
+    return struct.pack("<12I", m, n, k, x_stride, y_stride, rows_per_group, int(has_bias), act, glu, gate_offset,
+                       up_offset, 0)
 
 
 def is_block_weight(dtype: DType, x_dtype: DType, target) -> bool:
@@ -126,10 +130,7 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
         if x.offset:   # the GEMV's params carry no offset for x: it reads from the binding's start
             x = lw.dense(node.inputs[0], at_start=True)
         rows, grid = gemv_grid(lw, n, k)
-        kernel = "gemv1" if m == 1 and -(-k // 32) * 32 <= GEMV1_MAX_K else "gemv"
-        if (kernel == "gemv1" and lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS
-                and rows >= GEMV1I_MIN_ROWS):
-            kernel = "gemv1i"
+        kernel = _gemv_kernel(lw, fmt, m, k, rows)
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
                     Work("quant_gemv" if m == 1 else "quant_gemv_m8"))   # bound by streaming the blocks
@@ -147,6 +148,39 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
         c = out if r0 == 0 else View(out.storage, out.dtype, (m, rows), (n, 1), r0)
         lw.gemm(f"{node!r} rows {r0}:{r0 + rows}", x, wide, c, m, rows, k, k, k, n, True)
     return out, True
+
+
+def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int) -> str:
+    """The GEMV kernel's base name for m rows of x and groups of ``rows``
+    weight rows: gemv1 (m = 1, x fits its tile), its CUDA integer form
+    gemv1i (many rows a group), or gemv."""
+    if m != 1 or -(-k // 32) * 32 > GEMV1_MAX_K:
+        return "gemv"
+    if lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS:
+        return "gemv1i"
+    return "gemv1"
+
+
+def glu_gemv(lw: Lowering, node: Node, gate: View, up: View, w: View, act: int) -> View | None:
+    """glu(gate, up) @ w^T in gemv1 alone, the glu formed as x is staged
+    (GPUs: one row of x, k in whole chunks, gate and up in one storage, and
+    the f32 form, which stages x as floats); None where that does not apply
+    (the caller then runs the glu kernel and linear's path)."""
+    k, n = w.shape[1], w.shape[0]
+    m = gate.numel // max(k, 1)
+    fmt = _fmt(w.dtype)
+    if (lw.target.one_thread_groups or not is_block_weight(w.dtype, gate.dtype, lw.target) or m != 1 or k % 32
+            or gate.storage is not up.storage or fmt in env.quant_no_gemv()
+            or not lw.decider.prefer_quant_gemv(1, n, k, w.dtype, gate.dtype.name, epilogue=False)):
+        return None
+    rows, grid = gemv_grid(lw, n, k)
+    if _gemv_kernel(lw, fmt, 1, k, rows) != "gemv1":
+        return None
+    out = lw.new_value(node)
+    lw.dispatch(repr(node), f"gemv1_{fmt}_{float_suffix(node, gate.dtype)}",
+                [(gate, "r"), (w, "r"), (out, "w"), (out, "r")],
+                gemv_params(1, n, k, k, n, rows, False, 0, act, gate.offset, up.offset), grid, Work("quant_gemv"))
+    return out
 
 
 @lowers("dequantize", kernels=tuple(f"dequantize_{f}" for f in FORMATS))

@@ -1,4 +1,4 @@
-"""Empty contractions: a matmul or linear over K = 0 sums nothing.
+"""Empty contractions: a matmul, linear or glu_linear over K = 0 sums nothing.
 
 Its result is zeros (linear: activation(bias) in every row), which BLAS
 libraries and the shims' gemm checks treat unevenly (leading dimension 0 is
@@ -16,11 +16,11 @@ import numpy as np
 from rlx.ir.graph import Graph, Node
 from rlx.opt.rewrite import rebuild
 
-_CONTRACTIONS = ("matmul", "linear")
+_CONTRACTIONS = ("matmul", "linear", "glu_linear")
 
 
 def _contracted_dim(node: Node) -> int:
-    return node.inputs[0].shape[-1] if node.inputs[0].shape else 1
+    return node.inputs[0].shape[-1] if node.inputs[0].shape else 1   # glu_linear: the gate's K
 
 
 def _activation(g: Graph, x: Node, act: str | None) -> Node:
@@ -41,7 +41,7 @@ def expand_empty_contractions(graph: Graph) -> tuple[Graph, int]:
         if node not in empty:
             return None
         zeros = g.constant(np.zeros(node.shape, node.dtype.numpy), dtype=node.dtype)
-        if node.op == "matmul":
+        if node.op in ("matmul", "glu_linear"):
             return zeros
         bias = node.inputs[2] if len(node.inputs) == 3 else None
         body = zeros if bias is None else g.add(zeros, mapped(bias))

@@ -13,6 +13,11 @@ has exactly one consumer and is not a graph output:
 - rmsnorm_add:   add(x, rmsnorm(o, w))                (a post-norm residual alone)
 - rmsnorm_rope:  rope(rmsnorm(q, w), positions)       (per-head query/key norms)
 - glu:           mul(act(gate), up)                   (SwiGLU / GeGLU)
+- glu_linear:    linear(glu(gate, up), W) with W in a block format (GGUF) and no bias or
+                 activation: a gated FFN's down projection, whose decode GEMV forms the glu
+                 as it reads x (the glu may itself be the mul chain above). Only block
+                 formats: a float W stays a linear for the precision passes, which convert
+                 linear weights (block formats they leave alone)
 - attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
                  heads-first transposes of [B, T, H, D] tensors (mul and add optional; the
                  add only where no masked_softmax scale follows it, see _match_attention)
@@ -34,8 +39,8 @@ from rlx.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.opt.rewrite import SKIP, rebuild
 
-FUSED_OPS = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention", "rmsnorm_add_rmsnorm",
-                       "rmsnorm_add", "rmsnorm_rope"})
+FUSED_OPS = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear", "attention",
+                       "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope"})
 _ACT_OF = {("gelu", "none"): "gelu", ("gelu", "tanh"): "gelu_tanh", ("silu", None): "silu", ("relu", None): "relu"}
 
 
@@ -113,6 +118,7 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
                                         ("rmsnorm_add_rmsnorm", _match_rmsnorm_add_rmsnorm),
                                         ("add_rmsnorm", _match_add_norm), ("rmsnorm_add", _match_rmsnorm_add),
                                         ("rmsnorm_rope", _match_rmsnorm_rope),
+                                        ("glu_linear", _match_glu_linear),
                                         ("glu", _match_glu)) if op in capabilities]
     for node in reversed(order):
         if node in absorbed or node in plan:
@@ -151,8 +157,9 @@ def _same_type_when_built(root: Node, build: Build) -> bool:
     stand_ins: dict[Node, Node] = {}
 
     def mapped(n: Node) -> Node:
-        if n not in stand_ins:
-            stand_ins[n] = scratch.input(f"in{len(stand_ins)}", n.shape, n.dtype)
+        if n not in stand_ins:   # a block-format tensor can only be a param
+            make = scratch.param if n.dtype.quantized else scratch.input
+            stand_ins[n] = make(f"in{len(stand_ins)}", n.shape, n.dtype)
         return stand_ins[n]
 
     try:
@@ -280,6 +287,23 @@ def _match_glu(node: Node, m: _Matcher) -> Match | None:
             return "glu", [gate_act], lambda mapped, g, gate=gate, up=up, act=act: g.glu(mapped(gate), mapped(up),
                                                                                            act)
     return None
+
+
+def _match_glu_linear(node: Node, m: _Matcher) -> Match | None:
+    if (node.op != "linear" or len(node.inputs) != 2 or node.attrs["activation"] is not None
+            or not node.attrs["transpose_b"] or not node.inputs[1].dtype.quantized or not m.private(node.inputs[0])):
+        return None
+    x, w = node.inputs
+    if x.op == "glu":
+        (gate, up), act, absorbed = x.inputs, x.attrs["activation"], [x]
+    else:
+        glu = _match_glu(x, m)
+        if glu is None:
+            return None
+        gate_act = glu[1][0]
+        gate, up = gate_act.inputs[0], next(i for i in x.inputs if i is not gate_act)
+        act, absorbed = _activation(gate_act), [x, gate_act]
+    return "glu_linear", absorbed, lambda mapped, g: g.glu_linear(mapped(gate), mapped(up), mapped(w), act)
 
 
 def _match_attention(node: Node, m: _Matcher) -> Match | None:

@@ -32,8 +32,8 @@ class Target:
     params_alignment: int = 16
     # Fused ops this target can lower (rlx/opt/fusion.py emits only these);
     # "linear_siblings": merge sibling projections (rlx/opt/siblings.py).
-    capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "attention",
-                                              "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope",
+    capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear",
+                                              "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope",
                                               "linear_siblings"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).

@@ -116,3 +116,16 @@ extern "C" int qph_dot_f32(int fmt, const uchar *w, uint n, uint k, const float 
 #undef RLX_QPH_CASE
     return -1;
 }
+
+// The decode GEMV's x tile when it forms x = act(gate) * up as it stages it
+// (rlx_q_stage_x_glu, quant.h; gemv1 with QuantGemvParams.x_glu), written by
+// `threads` interleaved "threads" of one group, un-swizzled into x[kp]: the
+// elements past k are the tile's zeros.
+extern "C" int qph_stage_glu(uint act, const float *gate, const float *up, uint k, uint threads, float *x) {
+    const uint kp = (k + 31u) & ~31u;
+    if (kp > 8192u || threads == 0u) return -1;
+    static float tile[8192];
+    for (uint t = 0; t < threads; ++t) rlx_q_stage_x_glu<float>(gate, up, tile, k, kp, act, t, threads);
+    for (uint e = 0; e < kp; ++e) x[e] = tile[(e & ~31u) + rlx_q_xt_at(e >> 5u, e & 31u)];
+    return 0;
+}

@@ -55,3 +55,117 @@ def test_silu_relative_error_glu():
     g.set_outputs(y=g.glu(gate, up, "silu"))
     x = SILU_X.reshape(6, 1000)
     _assert_silu_accurate(rlx.compile(g).run(g=x, u=np.ones_like(x))["y"].ravel(), SILU_X)
+
+
+# ---------------------------------------------------------------- glu_linear
+
+
+def _glu64(gate, up, activation):
+    g, u = gate.astype(np.float64), up.astype(np.float64)
+    if activation == "gelu_tanh":
+        return 0.5 * g * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (g + 0.044715 * g ** 3))) * u
+    assert activation == "silu"
+    return g / (1.0 + np.exp(-g)) * u
+
+
+def _check_glu_product(got, gate, up, w, activation, dtype):
+    """|got - want| <= rel * sum |glu_k w_k| + abs against the float64
+    product (tests/ops/test_quant.py's bound: rel 1e-5 f32, 4e-3 f16)."""
+    x = _glu64(gate, up, activation).reshape(-1, gate.shape[-1])
+    want, scale = x @ w.T, np.abs(x) @ np.abs(w).T
+    rel, floor = (1e-5, 1e-6) if dtype == "f32" else (4e-3, 1e-3)
+    err = np.abs(got.astype(np.float64).reshape(want.shape) - want)
+    assert (err <= rel * (scale + np.abs(want)) + floor).all(), float(err.max())
+
+
+@pytest.mark.parametrize("fmt", ["q4_0", "q5_0", "q8_0", "q4_k", "q6_k", "iq4_nl", "tq2_0", "mxfp4"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("activation", ["silu", "gelu_tanh"])
+def test_glu_linear_of_a_packed_gate_and_up(rng, fmt, dtype, rows, activation):
+    """A gated FFN's down projection, as a decoder writes it: gate and up
+    projected by one merged GEMV (siblings), glu, then a block-format W.
+    Fusion makes one glu_linear; on GPUs its GEMV (one row, k whole chunks)
+    forms the glu itself, so no glu kernel runs; elsewhere the glu kernel
+    and the GEMV. Against the float64 product either way."""
+    from rlx.ir.dtype import quantized
+    from rlx.reference.blocks import dequantize_values
+
+    from .quant_helpers import random_blocks
+
+    hidden, k, n = 64, 2 * quantized(fmt).block if quantized(fmt).block >= 64 else 96, 21
+    g = rlx.Graph()
+    h = g.input("h", (rows, hidden), dtype)
+    gate = g.linear(h, g.param("wg", (k, hidden), dtype))
+    up = g.linear(h, g.param("wu", (k, hidden), dtype))
+    g.set_outputs(y=g.linear(g.glu(gate, up, activation), g.param("wd", (n, k), quantized(fmt))))
+    nd = _np_dtype(dtype)
+    wg, wu = (rng.standard_normal((k, hidden)) * 0.2).astype(nd), (rng.standard_normal((k, hidden)) * 0.2).astype(nd)
+    raw = random_blocks(fmt, n, k, rng)
+    exe = rlx.compile(g, params={"wg": wg, "wu": wu, "wd": raw})
+    assert "glu_linear" in "\n".join(exe.compile_report), exe.compile_report
+    hv = rng.standard_normal((rows, hidden)).astype(nd)
+    kernels = [t.kernel for t in exe.thunks if t.kernel]
+    if exe.target.backend != "host" and rows == 1:
+        assert not any(kn.startswith("glu_") for kn in kernels), kernels   # the GEMV formed the glu
+        assert any(kn.startswith(f"gemv1_{fmt}") for kn in kernels), kernels
+    else:
+        assert any(kn.startswith("glu_") for kn in kernels), kernels
+    gate_v = (hv.astype(np.float32) @ wg.astype(np.float32).T).astype(nd)
+    up_v = (hv.astype(np.float32) @ wu.astype(np.float32).T).astype(nd)
+    w = dequantize_values(quantized(fmt), raw, (n, k)).astype(np.float64)
+    _check_glu_product(exe.run(h=hv)["y"], gate_v, up_v, w, activation, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_glu_linear_of_separate_gate_and_up_and_of_the_mul_chain(rng, dtype):
+    """gate and up in storages of their own (inputs): the GEMV cannot form
+    the glu from one binding, so the glu kernel runs first; and the
+    mul(act(gate), up) chain before linear fuses into glu_linear too."""
+    from rlx.ir.dtype import quantized
+    from rlx.reference.blocks import dequantize_values
+
+    from .quant_helpers import random_blocks
+
+    k, n = 64, 9
+    raw = random_blocks("q8_0", n, k, rng)
+    w = dequantize_values(quantized("q8_0"), raw, (n, k)).astype(np.float64)
+    nd = _np_dtype(dtype)
+    gv, uv = rng.standard_normal((1, k)).astype(nd), rng.standard_normal((1, k)).astype(nd)
+    for chain in (False, True):
+        g = rlx.Graph()
+        gate, up = g.input("g", (1, k), dtype), g.input("u", (1, k), dtype)
+        x = g.mul(g.silu(gate), up) if chain else g.glu(gate, up, "silu")
+        g.set_outputs(y=g.linear(x, g.param("w", (n, k), quantized("q8_0"))))
+        exe = rlx.compile(g, params={"w": raw})
+        assert "glu_linear" in "\n".join(exe.compile_report), exe.compile_report
+        assert any((t.kernel or "").startswith("glu_") for t in exe.thunks)
+        _check_glu_product(exe.run(g=gv, u=uv)["y"], gv, uv, w, "silu", dtype)
+
+
+def test_glu_linear_fuses_block_weights_only():
+    """A float W stays a linear (the precision passes convert linear
+    weights; they leave block formats alone), as does one with a bias."""
+    from rlx.ir.dtype import quantized
+    from rlx.opt.fusion import fuse
+    from rlx.runtime.target import Target
+
+    caps = Target("host", 1, 1, 1, 1 << 30).capabilities
+    for w_dtype, bias in (("f32", False), ("q8_0", True), ("q8_0", False)):
+        g = rlx.Graph()
+        gate, up = g.input("g", (1, 64)), g.input("u", (1, 64))
+        w = g.param("w", (5, 64), quantized(w_dtype) if w_dtype != "f32" else "f32")
+        g.set_outputs(y=g.linear(g.glu(gate, up), w, g.param("b", (5,)) if bias else None))
+        _, report = fuse(g, caps)
+        assert (report.fused["glu_linear"] == 1) == (w_dtype == "q8_0" and not bias), (w_dtype, bias)
+
+
+def test_glu_linear_refuses_a_quantized_gate_and_mismatched_k():
+    from rlx.ir.dtype import quantized
+
+    g = rlx.Graph()
+    gate, up = g.input("g", (1, 64)), g.input("u", (1, 64))
+    with pytest.raises(rlx.ShapeError, match="K=64"):
+        g.glu_linear(gate, up, g.param("w", (5, 96), quantized("q8_0")))
+    with pytest.raises(rlx.DTypeError):
+        g.glu_linear(g.param("q", (1, 64), quantized("q8_0")), up, g.param("w2", (5, 64), quantized("q8_0")))

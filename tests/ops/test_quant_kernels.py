@@ -26,6 +26,7 @@ import math
 import numpy as np
 import pytest
 
+from rlx.lowering.quant import gemv_params
 from rlx.runtime import shim
 from rlx.runtime.shim import CommandBuffer
 
@@ -138,10 +139,6 @@ def _act_ref(act: int, v: np.ndarray) -> np.ndarray:
     if act == ACT_RELU:
         return np.maximum(v, 0.0)
     return v
-
-
-def gemv_params(m, n, k, x_stride, y_stride, rows_per_group, has_bias, act) -> bytes:
-    return np.array([m, n, k, x_stride, y_stride, rows_per_group, has_bias, act], np.uint32).tobytes()
 
 
 def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng, kernel="gemv", x=None):

@@ -174,3 +174,25 @@ def test_f32_chunk_dot_from_codes_keeps_infinities(lib, rng, fmt):
     x[5] = np.inf
     want = np.where(w[:, 5] > 0, np.inf, np.where(w[:, 5] < 0, -np.inf, np.nan)).astype(np.float32)
     np.testing.assert_array_equal(_run_f32(lib, fmt, w_data, n, k, x), want)
+
+
+@pytest.mark.parametrize("act, name", [(1, "gelu"), (2, "gelu_tanh"), (3, "silu")])
+@pytest.mark.parametrize("k", [32, 77, 640, 2048])
+@pytest.mark.parametrize("threads", [1, 3, 256])
+def test_gemv_tile_forms_the_glu_of_x(lib, rng, act, name, k, threads):
+    """gemv1's x tile staged as glu(gate, up) (the fused down projection of
+    rlx/lowering/glu.py on GPUs) equals the glu kernel's values: the
+    reference's f32 glu, to f32 rounding, zeros past k, any thread count."""
+    from rlx.reference import REFERENCE
+
+    lib.qph_stage_glu.argtypes = [ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint,
+                                  ctypes.c_void_p]
+    lib.qph_stage_glu.restype = ctypes.c_int
+    gate = (rng.standard_normal(k) * 3).astype(np.float32)
+    up = rng.standard_normal(k).astype(np.float32)
+    kp = -(-k // 32) * 32
+    x = np.full(kp, np.nan, np.float32)
+    assert lib.qph_stage_glu(act, gate.ctypes.data, up.ctypes.data, k, threads, x.ctypes.data) == 0
+    want = REFERENCE["glu"]([gate, up], {"activation": name}, None)
+    np.testing.assert_allclose(x[:k], want, rtol=2e-6, atol=1e-6)   # atol: gelu tails near 0 (f32 sigmoid)
+    assert (x[k:] == 0).all()

@@ -2,7 +2,7 @@
 where a block-format tensor may appear at all.
 
 A quantized tensor is storage, not something ops compute on: it is accepted
-as the weight of linear / matmul (transpose_b, [N, K] with K in whole
+as the weight of linear / matmul / glu_linear (transpose_b, [N, K] with K in whole
 blocks), the table of a gather, and the input of dequantize. Graph.op checks
 every other use against ``QUANTIZED_OPERANDS`` and refuses it with a
 DTypeError, whatever the op's own inference says (user ops included).
@@ -16,7 +16,7 @@ from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _attrs, _reg
 
 # (op, input position) pairs that may read a block-format tensor.
-QUANTIZED_OPERANDS = frozenset({("linear", 1), ("matmul", 1), ("gather", 0), ("dequantize", 0)})
+QUANTIZED_OPERANDS = frozenset({("linear", 1), ("matmul", 1), ("glu_linear", 2), ("gather", 0), ("dequantize", 0)})
 
 
 def check_quantized_operands(op: str, types: list[TensorType]) -> None:
