@@ -943,16 +943,30 @@ RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return (((e >> 2u) ^ (c & 7u)) << 
 RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return e ^ (c & 31u); }
 #endif
 
+// Elements of x a thread of the GEMV's group loads before it stores any
+// to the tile (rlx_q_stage_x, rlx_q_stage_x_glu): one load, then its store,
+// then the next made each of a thread's elements a memory round trip of
+// its own after the PDL wait (8 of them for k = 2048 on 256 threads).
+#define RLX_QX_BATCH 8u
+
 // The GEMV's x tile as rlx_q_stage_x (below) lays it out, for one row of
 // x = act(gate) * up rounded to T (the glu kernel's values: shaders/glu.h),
 // formed as it is staged: gemv1 with QuantGemvParams.x_glu.
 template <typename T>
 RLX_INLINE void rlx_q_stage_x_glu(RLX_DEVICE const T *gate, RLX_DEVICE const T *up, RLX_GROUP_MEM T *xt, uint k,
                                   uint kp, uint act, uint tid, uint nt) {
-    for (uint e = tid; e < kp; e += nt) {
-        const uint c = e >> 5u;
-        xt[c * 32u + rlx_q_xt_at(c, e & 31u)] =
-            rlx_from_float<T>(e < k ? rlx_activation(act, rlx_to_float(gate[e])) * rlx_to_float(up[e]) : 0.0f);
+    for (uint e0 = tid; e0 < kp; e0 += RLX_QX_BATCH * nt) {
+        float g[RLX_QX_BATCH], u[RLX_QX_BATCH];
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = e0 + b * nt;
+            g[b] = e < k ? rlx_to_float(gate[e]) : 0.0f;
+            u[b] = e < k ? rlx_to_float(up[e]) : 0.0f;
+        }
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = e0 + b * nt, c = e >> 5u;
+            const float v = e < k ? rlx_activation(act, g[b]) * u[b] : 0.0f;
+            if (e < kp) xt[c * 32u + rlx_q_xt_at(c, e & 31u)] = rlx_from_float<T>(v);
+        }
     }
 }
 
@@ -1098,9 +1112,17 @@ RLX_INLINE void rlx_q_gemv_finish(float acc, RLX_DEVICE const uchar *wr, RLX_DEV
 template <typename T>
 RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m, uint k, uint kp, uint xs,
                               uint tid, uint nt) {
-    for (uint i = tid; i < m * kp; i += nt) {
-        const uint r = i / kp, e = i - r * kp, c = e >> 5u;
-        xt[r * kp + c * 32u + rlx_q_xt_at(c, e & 31u)] = e < k ? x[(uint64_t)r * xs + e] : rlx_from_float<T>(0.0f);
+    const uint total = m * kp;
+    for (uint i0 = tid; i0 < total; i0 += RLX_QX_BATCH * nt) {
+        T v[RLX_QX_BATCH];
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint i = i0 + b * nt, r = i / kp, e = i - r * kp;
+            v[b] = i < total && e < k ? x[(uint64_t)r * xs + e] : rlx_from_float<T>(0.0f);
+        }
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint i = i0 + b * nt, r = i / kp, e = i - r * kp, c = e >> 5u;
+            if (i < total) xt[r * kp + c * 32u + rlx_q_xt_at(c, e & 31u)] = v[b];
+        }
     }
 }
 
