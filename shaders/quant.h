@@ -1112,16 +1112,19 @@ RLX_INLINE void rlx_q_gemv_finish(float acc, RLX_DEVICE const uchar *wr, RLX_DEV
 template <typename T>
 RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m, uint k, uint kp, uint xs,
                               uint tid, uint nt) {
-    const uint total = m * kp;
-    for (uint i0 = tid; i0 < total; i0 += RLX_QX_BATCH * nt) {
-        T v[RLX_QX_BATCH];
-        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
-            const uint i = i0 + b * nt, r = i / kp, e = i - r * kp;
-            v[b] = i < total && e < k ? x[(uint64_t)r * xs + e] : rlx_from_float<T>(0.0f);
-        }
-        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
-            const uint i = i0 + b * nt, r = i / kp, e = i - r * kp, c = e >> 5u;
-            if (i < total) xt[r * kp + c * 32u + rlx_q_xt_at(c, e & 31u)] = v[b];
+    for (uint r = 0; r < m; ++r) {
+        RLX_DEVICE const T *xr = x + (uint64_t)r * xs;
+        RLX_GROUP_MEM T *tr = xt + r * kp;
+        for (uint e0 = tid; e0 < kp; e0 += RLX_QX_BATCH * nt) {
+            T v[RLX_QX_BATCH];
+            for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+                const uint e = e0 + b * nt;
+                v[b] = e < k ? xr[e] : rlx_from_float<T>(0.0f);
+            }
+            for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+                const uint e = e0 + b * nt, c = e >> 5u;
+                if (e < kp) tr[c * 32u + rlx_q_xt_at(c, e & 31u)] = v[b];
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200, session 12, second call: the GEMV's x staging issues a thread's
+# H200, session 12, second and third calls: the GEMV's x staging issues a thread's
 # loads of x (up to RLX_QX_BATCH) before its stores to the tile, in
 # rlx_q_stage_x and in glu_linear's rlx_q_stage_x_glu (call a showed the
 # down projections 0.8-2.3 us a call slower once they formed the glu: a
