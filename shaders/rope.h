@@ -90,6 +90,8 @@ RLX_INSTANTIATE(rope, half, rope_f16)
 // pass-through feature, as in rope) normalizes the features it reads, rounds
 // them to T (as the plain rmsnorm stores them) and rotates. Every thread
 // reads x only, so the passes need no barrier beyond the reduction's.
+// Heads h >= weight_b_from take weight_b (a query's and a key's heads in
+// one dispatch; H and weight_b bound to weight when there is none).
 struct RmsNormRopeParams {
     uint rows;           // B * T * H
     uint per_row;        // half + (D - rotary_dim)
@@ -98,13 +100,14 @@ struct RmsNormRopeParams {
     uint x_offset, x_sb, x_st, x_sh;
     uint p_offset, p_sb, p_st, add_one;
     float eps;
-    uint pad0, pad1, pad2;
+    uint weight_b_from, pad1, pad2;
 };
 
 template <typename T>
 RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const int *, pos, 1),
-                        RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight, 3),
-                        RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(RmsNormRopeParams, p, 5) RLX_IDS) {
+                        RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight_a, 3),
+                        RLX_BUF(RLX_DEVICE const T *, weight_b, 4), RLX_BUF(RLX_DEVICE T *, y, 5),
+                        RLX_PARAMS(RmsNormRopeParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     const uint rows = p->rows, per_row = p->per_row, half = p->half, D = p->D;
     const float one = p->add_one ? 1.0f : 0.0f, eps = p->eps;
@@ -113,6 +116,7 @@ RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE 
     const uint h = row % p->H, bt = row / p->H, t = bt % p->T, b = bt / p->T;
     RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)b * p->x_sb + (uint64_t)t * p->x_st + (uint64_t)h * p->x_sh;
     RLX_DEVICE T *yr = y + p->out_offset + (uint64_t)row * D;
+    RLX_DEVICE const T *weight = h < p->weight_b_from ? weight_a : weight_b;
     // The position before the reduction: read behind it, it was a memory
     // round trip after the reduction's, before any rotation could start.
     const int position = pos[p->p_offset + b * p->p_sb + t * p->p_st];

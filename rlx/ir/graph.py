@@ -462,12 +462,17 @@ class Graph:
         return tuple(self.reshape(self.narrow(both, 0, i, 1), shape) for i in (1, 0))   # packed [normed, sum]
 
     def rmsnorm_rope(self, x: Node, positions: Node, weight: Node, eps: float = 1e-6, add_one: bool = False,
-                     base: float = 10000.0, layout: str = "neox", rotary_dim: int | None = None, *,
+                     base: float = 10000.0, layout: str = "neox", rotary_dim: int | None = None,
+                     weight_b: Node | None = None, weight_b_from: int | None = None, *,
                      name: str | None = None) -> Node:
         """rope(rmsnorm(x, weight), positions) in one kernel: the per-head
-        query/key norm over D, then RoPE (see ``rope``)."""
-        return self.op("rmsnorm_rope", (x, positions, weight), eps=eps, add_one=add_one, base=base,
-                       layout=layout, rotary_dim=rotary_dim, name=name)
+        query/key norm over D, then RoPE (see ``rope``). With weight_b, the
+        heads from weight_b_from on are normed by it instead (a query's and
+        a key's heads in one x)."""
+        inputs = (x, positions, weight) if weight_b is None else (x, positions, weight, weight_b)
+        extra = {} if weight_b is None else {"weight_b_from": weight_b_from}
+        return self.op("rmsnorm_rope", inputs, eps=eps, add_one=add_one, base=base, layout=layout,
+                       rotary_dim=rotary_dim, name=name, **extra)
 
     def linear(self, x: Node, weight: Node, bias: Node | None = None, activation: str | None = None,
                transpose_b: bool = True, *, name: str | None = None) -> Node:

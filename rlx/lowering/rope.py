@@ -102,17 +102,19 @@ def _rope(lw: Lowering, node: Node) -> View:
     return out
 
 
-@lowers("rmsnorm_rope", reads={0: "feature", 2: "start"}, kernels=("rmsnorm_rope",))
+@lowers("rmsnorm_rope", reads={0: "feature", 2: "start", 3: "start"}, kernels=("rmsnorm_rope",))
 def _rmsnorm_rope(lw: Lowering, node: Node) -> View:
     r = _rope_rows(lw, node)
     w = lw.dense(node.inputs[2], at_start=True)
+    w_b = lw.dense(node.inputs[3], at_start=True) if len(node.inputs) == 4 else w
     out = lw.new_value(node)
     if r.rows and r.d:
         table = _inv_freq_table(lw, node.attrs["base"], node.attrs["rotary_dim"])
         params = r.params(node, r.rows, out)
-        # RmsNormRopeParams: RopeParams with add_one in its last word, then eps.
-        params = params[:-4] + struct.pack("<I f 3I", int(node.attrs["add_one"]), node.attrs["eps"], 0, 0, 0)
+        # RmsNormRopeParams: RopeParams with add_one in its last word, then eps and weight_b_from.
+        params = params[:-4] + struct.pack("<I f 3I", int(node.attrs["add_one"]), node.attrs["eps"],
+                                           node.attrs["weight_b_from"], 0, 0)
         lw.dispatch(repr(node), f"rmsnorm_rope_{float_suffix(node, node.dtype)}",
-                    [(r.x, "r"), (r.pos, "r"), (table, "r"), (w, "r"), (out, "w")], params,
+                    [(r.x, "r"), (r.pos, "r"), (table, "r"), (w, "r"), (w_b, "r"), (out, "w")], params,
                     lw.target.row_grid(r.rows, r.d), Work("norm"))
     return out

@@ -40,8 +40,12 @@ def rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
 
 def rmsnorm_rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     """rope of the rmsnorm over D, the normed value rounded to x's dtype first
-    (as the two plain ops store it); the norm in float64."""
-    x, pos, w = (np.asarray(xs[0], np.float64), xs[1], np.asarray(xs[2], np.float64))
+    (as the two plain ops store it); the norm in float64; heads from
+    weight_b_from take the second weight where there is one."""
+    x, pos = np.asarray(xs[0], np.float64), xs[1]
+    w = np.broadcast_to(np.asarray(xs[2], np.float64), x.shape[-2:]).copy()   # a weight row per head
+    if len(xs) == 4:
+        w[attrs["weight_b_from"]:] = np.asarray(xs[3], np.float64)
     ms = np.mean(np.square(x), axis=-1, keepdims=True)
     normed = x / np.sqrt(ms + attrs["eps"]) * ((1.0 + w) if attrs["add_one"] else w)
     return rope([normed.astype(out.dtype.numpy), pos], attrs, out)

@@ -29,6 +29,8 @@ from rlx.opt.memory import ALIGNMENT, Lifetime, MemoryPlan, plan_memory
 from rlx.opt.precision import apply_precision
 from rlx.opt.segments import Step, segment
 from rlx.opt.segments import describe as describe_segments
+from rlx.opt.sibling_ropes import CAPABILITY as ROPES_CAPABILITY
+from rlx.opt.sibling_ropes import merge_sibling_ropes
 from rlx.opt.siblings import CAPABILITY, SiblingReport, merge_siblings, shareable
 from rlx.runtime import shim
 from rlx.runtime.custom_kernels import library_for
@@ -111,6 +113,10 @@ def plan_graph(graph: Graph, target: Target, decider: Decider, *, precision: str
     if enabled["fusion"] and enabled["siblings"] and CAPABILITY in target.capabilities:
         graph, siblings = merge_siblings(graph)   # before precision: merged params convert like any other
         report.append(siblings.describe())
+        if ROPES_CAPABILITY in target.capabilities:
+            graph, n_ropes = merge_sibling_ropes(graph)
+            if n_ropes:
+                report.append(f"sibling ropes: {n_ropes} query/key rmsnorm_rope pairs -> one dispatch each")
     if enabled["precision"]:
         graph, precision_report = apply_precision(graph, precision, target.backend)
         report.append(precision_report.describe())

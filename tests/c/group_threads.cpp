@@ -232,7 +232,7 @@ void rmsnorm_add_body(void *c, rlx_ids ids) {
 }
 void rmsnorm_rope_body(void *c, rlx_ids ids) {
     NormCtx *n = static_cast<NormCtx *>(c);
-    rmsnorm_rope<float>(n->x, n->pos, n->inv_freq, n->w, n->y, &n->rp, ids);
+    rmsnorm_rope<float>(n->x, n->pos, n->inv_freq, n->w, n->w_next, n->y, &n->rp, ids);
 }
 
 }  // namespace
@@ -251,15 +251,17 @@ __attribute__((visibility("default"))) void gt_rmsnorm_add(const float *o, const
     dispatch(rows, threads, rmsnorm_add_body, &n);
 }
 
-// rmsnorm_rope of a dense x [T, H, D] at positions [T] (rlx/lowering/rope.py).
+// rmsnorm_rope of a dense x [T, H, D] at positions [T] (rlx/lowering/rope.py),
+// heads from weight_b_from normed by w_b.
 __attribute__((visibility("default"))) void gt_rmsnorm_rope(const float *x, const int *pos, const float *inv_freq,
-                                                            const float *w, uint t, uint h, uint d, uint rotary_dim,
+                                                            const float *w, const float *w_b, uint weight_b_from,
+                                                            uint t, uint h, uint d, uint rotary_dim,
                                                             uint interleaved, float eps, uint add_one, uint threads,
                                                             float *y) {
     const uint half = rotary_dim / 2u;
-    NormCtx n{nullptr, x, w, nullptr, pos, inv_freq, y, RmsNormAddParams{},
+    NormCtx n{nullptr, x, w, w_b, pos, inv_freq, y, RmsNormAddParams{},
               RmsNormRopeParams{t * h, half + (d - rotary_dim), t, h, d, half, interleaved, 0u, 0u, 0u, h * d, d,
-                                0u, 0u, 1u, add_one, eps, 0u, 0u, 0u}};
+                                0u, 0u, 1u, add_one, eps, weight_b_from, 0u, 0u}};
     dispatch(t * h, threads, rmsnorm_rope_body, &n);
 }
 

@@ -30,7 +30,7 @@ def gt(lib):  # noqa: F811
     u, f, p = ctypes.c_uint, ctypes.c_float, ctypes.c_void_p
     lib.gt_rmsnorm_add.argtypes = [p, p, p, p, u, u, f, f, u, u, u, u, p]
     lib.gt_rmsnorm_add.restype = None
-    lib.gt_rmsnorm_rope.argtypes = [p, p, p, p, u, u, u, u, u, f, u, u, p]
+    lib.gt_rmsnorm_rope.argtypes = [p, p, p, p, p, u, u, u, u, u, u, f, u, u, p]
     lib.gt_rmsnorm_rope.restype = None
     return lib
 
@@ -58,13 +58,19 @@ def test_rmsnorm_add_with_threads(gt, rng, threads, rows, cols, then_norm):
 @pytest.mark.parametrize("threads", GROUP_SIZES)
 @pytest.mark.parametrize("t, h, d, rotary_dim", [(1, 4, 64, 64), (3, 2, 6, 6), (2, 3, 34, 18), (2, 1, 256, 256)])
 @pytest.mark.parametrize("layout", ["neox", "interleaved"])
-def test_rmsnorm_rope_with_threads(gt, rng, threads, t, h, d, rotary_dim, layout):
-    x, w = _f32(rng, (t, h, d), 4.0), _f32(rng, (d,))
+@pytest.mark.parametrize("second_weight", [False, True])
+def test_rmsnorm_rope_with_threads(gt, rng, threads, t, h, d, rotary_dim, layout, second_weight):
+    """second_weight: the heads from h // 2 on normed by their own weight
+    (a query's and a key's heads in one dispatch)."""
+    x, w, w_b = _f32(rng, (t, h, d), 4.0), _f32(rng, (d,)), _f32(rng, (d,))
     pos = np.ascontiguousarray(rng.integers(0, 5000, (t,)), dtype=np.int32)
-    attrs = dict(eps=1e-6, add_one=True, base=1e6, layout=layout, rotary_dim=rotary_dim)
+    attrs = dict(eps=1e-6, add_one=True, base=1e6, layout=layout, rotary_dim=rotary_dim,
+                 weight_b_from=h // 2 if second_weight else h)
     table = rope_inv_freq(attrs["base"], rotary_dim)
     y = np.full((t, h, d), np.nan, np.float32)
-    gt.gt_rmsnorm_rope(_ptr(x), _ptr(pos), _ptr(table), _ptr(w), t, h, d, rotary_dim, int(layout == "interleaved"),
-                       attrs["eps"], 1, threads, _ptr(y))
-    want = REFERENCE["rmsnorm_rope"]([x, pos, w], attrs, TensorType((t, h, d), f32))
+    gt.gt_rmsnorm_rope(_ptr(x), _ptr(pos), _ptr(table), _ptr(w), _ptr(w_b if second_weight else w),
+                       attrs["weight_b_from"], t, h, d, rotary_dim, int(layout == "interleaved"), attrs["eps"], 1,
+                       threads, _ptr(y))
+    inputs = [x, pos, w, w_b] if second_weight else [x, pos, w]
+    want = REFERENCE["rmsnorm_rope"](inputs, attrs, TensorType((t, h, d), f32))
     np.testing.assert_allclose(y, want, **TOL)

@@ -201,6 +201,39 @@ def test_rmsnorm_rope_reads_a_packed_qkv_slice(rng, dtype):
     assert _kernels(exe) == [f"rmsnorm_rope_{dtype}"]
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("h, split", [(5, 4), (3, 1), (2, 0), (2, 2), (7, 3)])
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+def test_rmsnorm_rope_with_a_second_weight(rng, dtype, h, split, layout):
+    """Heads from weight_b_from normed by the second weight (a query's and a
+    key's heads in one dispatch), read from a slice of a wider projection,
+    odd head dims and partial rotary dims; the edges 0 (every head takes
+    weight_b) and H (none does)."""
+    t, d = 3, 18
+    g = rlx.Graph()
+    packed = g.input("p", (t, (h + 1) * d), dtype)
+    pos = g.input("pos", (t,), "i32")
+    x = g.reshape(g.narrow(packed, 1, d, h * d), (t, h, d))
+    g.set_outputs(y=g.rmsnorm_rope(x, pos, g.param("wa", (d,), dtype), add_one=True, base=1e6, layout=layout,
+                                   rotary_dim=10, weight_b=g.param("wb", (d,), dtype), weight_b_from=split))
+    exe, _ = assert_matches_reference(g, {"p": _rand(rng, (t, (h + 1) * d), dtype, scale=4.0),
+                                          "pos": rng.integers(0, 5000, (t,)).astype(np.int32)},
+                                      {"wa": _rand(rng, (d,), dtype), "wb": _rand(rng, (d,), dtype)})
+    assert _kernels(exe) == [f"rmsnorm_rope_{dtype}"]
+
+
+def test_rmsnorm_rope_checks_its_second_weight():
+    g = rlx.Graph()
+    x, pos = g.input("x", (2, 3, 8)), g.input("pos", (2,), "i32")
+    w = g.param("w", (8,))
+    with pytest.raises(ShapeError, match="weight_b_from"):
+        g.rmsnorm_rope(x, pos, w, weight_b=g.param("wb", (8,)), weight_b_from=4)
+    with pytest.raises(ShapeError, match="weight_b shape"):
+        g.rmsnorm_rope(x, pos, w, weight_b=g.param("wb4", (4,)), weight_b_from=1)
+    with pytest.raises(GraphError, match="second weight"):
+        g.op("rmsnorm_rope", (x, pos, w), weight_b_from=1)
+
+
 def test_rmsnorm_rope_checks_its_weight():
     g = rlx.Graph()
     x, pos = g.input("x", (2, 3, 8)), g.input("pos", (2,), "i32")

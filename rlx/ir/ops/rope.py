@@ -11,7 +11,10 @@ rmsnorm_rope(x, positions, weight) = rope(rmsnorm(x, weight), positions):
   the per-head query/key norm (over D) of Gemma 3, Qwen 3 and the like, and
   RoPE, in one kernel (rlx/opt/fusion.py makes it). Attributes: rope's, and
   the norm's eps and add_one. The normed value is rounded to x's dtype before
-  it rotates, as the two plain ops do.
+  it rotates, as the two plain ops do. An optional second weight serves the
+  heads from ``weight_b_from`` on (rmsnorm_rope(x, positions, weight,
+  weight_b)): a decoder's query and key heads, adjacent in one projection,
+  normed and rotated by one dispatch (rlx/opt/sibling_ropes.py makes it).
 """
 
 from __future__ import annotations
@@ -57,13 +60,28 @@ def _infer_rope(types: list[TensorType], attrs: dict) -> TensorType:
 
 
 def _infer_rmsnorm_rope(types: list[TensorType], attrs: dict) -> TensorType:
-    norm_attrs = {"eps": attrs.pop("eps", 1e-6), "add_one": attrs.pop("add_one", False)}
-    x, pos, w = types
+    norm_attrs = {k: attrs.pop(k, v) for k, v in (("eps", 1e-6), ("add_one", False), ("weight_b_from", None))}
+    if len(types) not in (3, 4):
+        raise GraphError(f"rmsnorm_rope: takes x, positions, weight and an optional second weight, got "
+                         f"{len(types)} inputs")
+    x, pos, *weights = types
     out = _infer_rope([x, pos], attrs)
-    _same_dtype("rmsnorm_rope", [x, w], ["x", "weight"])
-    if w.shape != (x.shape[-1],):
-        raise ShapeError(f"rmsnorm_rope: weight shape {w.shape!r} must be ({x.shape[-1]},) to match the last "
-                         f"axis of x {x.shape!r}")
+    for name, w in zip(("weight", "weight_b"), weights):
+        _same_dtype("rmsnorm_rope", [x, w], ["x", name])
+        if w.shape != (x.shape[-1],):
+            raise ShapeError(f"rmsnorm_rope: {name} shape {w.shape!r} must be ({x.shape[-1]},) to match the last "
+                             f"axis of x {x.shape!r}")
+    heads = x.shape[-2]
+    split = norm_attrs["weight_b_from"]
+    if len(weights) == 1:
+        if split is not None and split != heads:   # heads: the canonical form (every head takes weight)
+            raise GraphError(f"rmsnorm_rope: weight_b_from={split} needs a second weight")
+        split = heads
+    split = _int("rmsnorm_rope", "weight_b_from", split)
+    if not 0 <= split <= heads:
+        raise ShapeError(f"rmsnorm_rope: weight_b_from must be in [0, {heads}] (the heads of x {x.shape!r}), "
+                         f"got {split}")
+    attrs["weight_b_from"] = split
     attrs["eps"] = _float("rmsnorm_rope", "eps", norm_attrs["eps"], 0.0)
     attrs["add_one"] = _bool("rmsnorm_rope", "add_one", norm_attrs["add_one"])
     return out
@@ -73,6 +91,7 @@ OPS: tuple[OpDef, ...] = (
     _reg("rope", 2, _infer_rope,
          "Rotary position embedding of x [..., T, H, D] at i32 positions [T] or [B, T] "
          "(layout neox or interleaved; the first rotary_dim features rotate)."),
-    _reg("rmsnorm_rope", 3, _infer_rmsnorm_rope,
-         "rope(rmsnorm(x, weight), positions), fused: the norm over D, then RoPE.", precision="f32_under_auto"),
+    _reg("rmsnorm_rope", -1, _infer_rmsnorm_rope,
+         "rope(rmsnorm(x, weight), positions), fused: the norm over D, then RoPE (heads from weight_b_from "
+         "normed by a second weight).", precision="f32_under_auto"),
 )
