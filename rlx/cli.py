@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import sys
 import time
 
@@ -268,8 +269,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _print_profile(args, bench_bert)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+            json.dump({"command": _command_line(), **report}, f, indent=2)
     return 0
+
+
+def _command_line() -> str:
+    """The command that made a results file, as a user would type it."""
+    return " ".join(["rlx", *(shlex.quote(a) for a in sys.argv[1:])])
 
 
 def _print_profile(args: argparse.Namespace, bench_bert) -> None:
@@ -374,7 +380,7 @@ def cmd_bench_llm(args: argparse.Namespace) -> int:
     print(bench_llm.format_report(report))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+            json.dump({"command": _command_line(), **report}, f, indent=2)
     return 0
 
 
