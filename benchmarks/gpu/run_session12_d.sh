@@ -10,7 +10,7 @@ suite_long() {   # suite with a longer limit: LABEL LOG PYTEST_ARGS...
   note "$label rc=$? $(tail -1 "$OUT/$log")"; grep -E "^FAILED" "$OUT/$log" | head -8 | cut -c1-250
 }
 suite_long "tests/ops + tests/opt (cuda, gs 0)" ops.log tests/ops tests/opt tests/runtime/test_pdl_contract.py \
-  --rlx-device cuda -x -q
+  --rlx-device cuda -q
 suite "glu + rope + sibling ropes + gemv (cuda, gs 64)" gs64.log tests/ops/test_glu.py tests/ops/test_rope.py \
   tests/opt/test_sibling_ropes.py tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size 64 \
   -k "gemv or glu or rope or dispatch or adjacent or cache"
