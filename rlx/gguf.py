@@ -353,6 +353,13 @@ class GGUFTensor:
             raise ModelLoadError(f"{self._file.path}: tensor {self.name!r} is {self.type} ({kind}); use dequantize()")
         return self.data.view(dtype).reshape(self.shape)
 
+    def drop_cached_pages(self) -> None:
+        """Drop this tensor's pages of the memory map from resident memory
+        (``GGUFFile.drop_cached_pages``): compile calls it once the tensor
+        is in a device buffer, so loading a model never holds the whole
+        file and its device copy at once."""
+        self._file.drop_cached_pages(self.offset, self.nbytes)
+
     def dequantize(self) -> np.ndarray:
         """A new float32 array of the tensor's shape: ``gguf.quants.dequantize`` for block types and BF16,
         a conversion of ``numpy()`` for the plain types."""
@@ -415,16 +422,22 @@ class GGUFFile:
             raise ModelLoadError(f"{self.path}: the file is closed")
         return self._map[offset:offset + nbytes].view(np.ndarray)
 
-    def drop_cached_pages(self) -> None:
-        """Tells the kernel the mapped pages are not needed now (after the
-        weights were copied to a device): they leave this process's resident
-        memory and are read from the file again if touched. A no-op where
-        madvise is not available."""
+    def drop_cached_pages(self, offset: int = 0, nbytes: int | None = None) -> None:
+        """Tells the kernel the mapped pages of bytes [offset, offset + nbytes)
+        (the whole file by default) are not needed now (after the weights
+        were copied to a device): they leave this process's resident memory
+        and are read from the file again if touched, so dropping a page that
+        a neighbouring tensor shares costs a re-read, never data. A no-op
+        where madvise is not available or the file is closed."""
         import mmap
 
-        base = getattr(self._map, "_mmap", None)
-        if base is not None and hasattr(base, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-            base.madvise(mmap.MADV_DONTNEED)
+        base = getattr(self._map, "_mmap", None) if self._map is not None else None
+        if base is None or not hasattr(base, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        end = len(base) if nbytes is None else min(len(base), offset + nbytes)
+        start = offset - offset % mmap.PAGESIZE   # madvise takes page-aligned starts
+        if end > start:
+            base.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def close(self) -> None:
         """Release the memory map: unmapped now, or, while arrays taken from it (``data``, ``numpy()``) are

@@ -84,7 +84,7 @@ class SiblingReport:
             if missing:
                 raise ParameterError(f"missing value for parameter(s) {missing} (merged into {name!r} by the "
                                      f"{CAPABILITY} pass); pass them as rlx.compile(..., params=...)")
-            from rlx.runtime.executable import IOSpec, coerce_param, unwrap_file_tensor
+            from rlx.runtime.executable import IOSpec, coerce_param, drop_file_pages, unwrap_file_tensor
 
             parts = []
             dtype = graph.params[name].dtype
@@ -100,6 +100,8 @@ class SiblingReport:
                     raise ParameterError(f"parameter '{source}': shape {value.shape}, expected {shape}")
                 parts.append(value)
             out[name] = np.concatenate(parts, axis=merged.axis)
+            for source in merged.sources:   # their bytes are in the merged value now
+                drop_file_pages(params[source])
         return out
 
     def _sources(self) -> set[str]:

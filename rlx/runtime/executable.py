@@ -253,6 +253,14 @@ def unwrap_file_tensor(value, dtype: DType):
     return value
 
 
+def drop_file_pages(value) -> None:
+    """After a param's value was written to its device buffer: a tensor of a
+    memory-mapped file (rlx.gguf) lets its pages go from resident memory."""
+    drop = getattr(value, "drop_cached_pages", None)
+    if callable(drop):
+        drop()
+
+
 def coerce_param(spec: IOSpec, value) -> np.ndarray:
     """A parameter value as the declared dtype and shape. Floats convert
     between f32 and f16 (weights often ship in the other one) and round to

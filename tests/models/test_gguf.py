@@ -194,6 +194,32 @@ def test_close_releases_the_map_and_keeps_taken_views_valid(sample):
     assert mapped() is None                                  # no view kept: unmapped at once
 
 
+def test_dropped_pages_read_back_and_compile_drops_its_params(sample, monkeypatch):
+    """drop_cached_pages over a tensor's range (any offset: the start is
+    rounded down to a page) leaves its bytes readable from the file; a
+    compile that takes GGUF tensors as params drops each one's pages once it
+    is in the device buffer (so a model load never holds the whole file
+    resident beside its device copy); a closed file ignores it."""
+    path, written = sample
+    with rlx.gguf.open(path) as f:
+        for name, t in f.tensors.items():
+            t.drop_cached_pages()
+            assert t.data.tobytes() == np.ascontiguousarray(written[name][1]).tobytes()
+        f.drop_cached_pages(1, 5)
+        f.drop_cached_pages()
+        dropped = []
+        monkeypatch.setattr(rlx.gguf.GGUFTensor, "drop_cached_pages", lambda self: dropped.append(self.name))
+        t = f.tensors["q8_0"]
+        g = rlx.Graph()
+        x = g.input("x", (1, t.shape[-1]))
+        g.set_outputs(y=g.linear(x, g.param("w", t.shape, t.dtype)))
+        exe = rlx.compile(g, params={"w": t})
+        assert dropped == ["q8_0"]
+        xv = np.ones((1, t.shape[-1]), np.float32)
+        np.testing.assert_allclose(exe.run(x=xv)["y"], xv @ t.dequantize().T, rtol=1e-5, atol=1e-5)
+    f.drop_cached_pages()
+
+
 def test_bad_arguments():
     with pytest.raises(ModelLoadError, match="expected a GGUF file path"):
         rlx.gguf.open(3)
