@@ -353,12 +353,14 @@ class GGUFTensor:
             raise ModelLoadError(f"{self._file.path}: tensor {self.name!r} is {self.type} ({kind}); use dequantize()")
         return self.data.view(dtype).reshape(self.shape)
 
-    def drop_cached_pages(self) -> None:
-        """Drop this tensor's pages of the memory map from resident memory
-        (``GGUFFile.drop_cached_pages``): compile calls it once the tensor
-        is in a device buffer, so loading a model never holds the whole
-        file and its device copy at once."""
-        self._file.drop_cached_pages(self.offset, self.nbytes)
+    def drop_cached_pages(self, start: int = 0, nbytes: int | None = None) -> None:
+        """Drop bytes [start, start + nbytes) of this tensor (all of it by
+        default) from resident memory (``GGUFFile.drop_cached_pages``):
+        compile calls it as the tensor goes into a device buffer, so loading
+        a model never holds the file and its device copy at once."""
+        size = self.nbytes - start if nbytes is None else min(nbytes, self.nbytes - start)
+        if size > 0:
+            self._file.drop_cached_pages(self.offset + start, size)
 
     def dequantize(self) -> np.ndarray:
         """A new float32 array of the tensor's shape: ``gguf.quants.dequantize`` for block types and BF16,

@@ -34,7 +34,7 @@ from rlx.opt.sibling_ropes import merge_sibling_ropes
 from rlx.opt.siblings import CAPABILITY, SiblingReport, merge_siblings, shareable
 from rlx.runtime import shim
 from rlx.runtime.custom_kernels import library_for
-from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param, drop_file_pages
+from rlx.runtime.executable import CompileStats, Executable, IOSpec, coerce_param, write_param
 from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 
@@ -319,8 +319,7 @@ def _bind_resident(lw: Lowering, graph: Graph, resident, params: Mapping[str, np
         spec = IOSpec(tensor.name, tuple(node.shape), node.dtype)
         if tensor.name in shared.slots:
             continue   # read from the other executable; a value given here is not used
-        resident.write(tensor.storage.offset, coerce_param(spec, params[tensor.name]))
-        drop_file_pages(params[tensor.name])
+        write_param(resident, tensor.storage.offset, coerce_param(spec, params[tensor.name]), params[tensor.name])
         slots[tensor.name] = (spec, resident, tensor.storage.offset)
     return slots
 

@@ -484,11 +484,12 @@ class Buffer:
         self._range("Buffer.write", offset, view.nbytes)
         if view.nbytes == 0:
             return
-        view = view.cast("B")
-        src = (ctypes.c_char * view.nbytes).from_buffer_copy(view) if view.readonly else \
-            (ctypes.c_char * view.nbytes).from_buffer(view)
+        # The source's own memory, read-only too (a memory-mapped weight):
+        # ctypes' from_buffer refuses read-only buffers, and copying them
+        # first held a second copy of every weight while a model loaded.
+        src = np.frombuffer(view.cast("B"), np.uint8)
         check(self.device.shim, self.device.shim.api.contents.buffer_write(
-            self.address, offset, ctypes.addressof(src), view.nbytes), "Buffer.write")
+            self.address, offset, src.ctypes.data, view.nbytes), "Buffer.write")
 
     def read(self, offset: int, size: int) -> bytes:
         self._range("Buffer.read", offset, size)

@@ -200,6 +200,8 @@ def test_dropped_pages_read_back_and_compile_drops_its_params(sample, monkeypatc
     compile that takes GGUF tensors as params drops each one's pages once it
     is in the device buffer (so a model load never holds the whole file
     resident beside its device copy); a closed file ignores it."""
+    from rlx.runtime import executable
+
     path, written = sample
     with rlx.gguf.open(path) as f:
         for name, t in f.tensors.items():
@@ -208,15 +210,31 @@ def test_dropped_pages_read_back_and_compile_drops_its_params(sample, monkeypatc
         f.drop_cached_pages(1, 5)
         f.drop_cached_pages()
         dropped = []
-        monkeypatch.setattr(rlx.gguf.GGUFTensor, "drop_cached_pages", lambda self: dropped.append(self.name))
+        real_drop = rlx.gguf.GGUFTensor.drop_cached_pages
+
+        def spy(self, start=0, nbytes=None):
+            dropped.append((self.name, start, nbytes))
+            real_drop(self, start, nbytes)
+
+        monkeypatch.setattr(rlx.gguf.GGUFTensor, "drop_cached_pages", spy)
         t = f.tensors["q8_0"]
+        # Pieces of 100 bytes (the default is 16 MiB): the tensor's 340 bytes go in 4, each dropped once written.
+        monkeypatch.setattr(executable, "PARAM_WRITE_CHUNK", 100)
         g = rlx.Graph()
         x = g.input("x", (1, t.shape[-1]))
         g.set_outputs(y=g.linear(x, g.param("w", t.shape, t.dtype)))
         exe = rlx.compile(g, params={"w": t})
-        assert dropped == ["q8_0"]
-        xv = np.ones((1, t.shape[-1]), np.float32)
+        assert dropped == [("q8_0", 0, 100), ("q8_0", 100, 100), ("q8_0", 200, 100), ("q8_0", 300, 40)]
+        xv = np.random.default_rng(3).standard_normal((1, t.shape[-1])).astype(np.float32)
         np.testing.assert_allclose(exe.run(x=xv)["y"], xv @ t.dequantize().T, rtol=1e-5, atol=1e-5)
+        # A converted value (F16 into an f32 param) is not the file's bytes: written whole, then dropped.
+        dropped.clear()
+        h = f.tensors["f16"]
+        g = rlx.Graph()
+        g.set_outputs(y=g.mul(g.param("h", h.shape), g.input("s", (1,))))
+        exe = rlx.compile(g, params={"h": h})
+        assert dropped == [("f16", 0, None)]
+        np.testing.assert_array_equal(exe.run(s=np.ones(1, np.float32))["y"], h.numpy().astype(np.float32))
     f.drop_cached_pages()
 
 
