@@ -1,6 +1,9 @@
 """glu (gate activation times up) against rlx/reference/core.py on the
 device under test: halves of a packed projection read without copies, NaN
-propagation (tests/ops/helpers.py) and the accuracy of its SiLU."""
+propagation (tests/ops/helpers.py) and the accuracy of its SiLU; and
+glu_linear (a gated FFN's down projection over block-format weights)
+against the float64 product of gguf's dequantized weights, fused into the
+GEMV on GPUs and as the glu kernel plus the GEMV elsewhere."""
 
 from __future__ import annotations
 
@@ -10,6 +13,10 @@ import torch
 from conftest import assert_matches_reference
 
 import rlx
+from rlx.ir.dtype import quantized
+from rlx.opt.fusion import fuse
+from rlx.reference.blocks import dequantize_values
+from rlx.runtime.target import Target
 
 from .helpers import COLS, DTYPES, SILU_X
 from .helpers import assert_silu_accurate as _assert_silu_accurate
@@ -17,6 +24,7 @@ from .helpers import check_nan_semantics as _check
 from .helpers import np_dtype as _np_dtype
 from .helpers import rand as _rand
 from .helpers import to_torch as _t
+from .quant_helpers import random_blocks
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -88,11 +96,6 @@ def test_glu_linear_of_a_packed_gate_and_up(rng, fmt, dtype, rows, activation):
     Fusion makes one glu_linear; on GPUs its GEMV (one row, k whole chunks)
     forms the glu itself, so no glu kernel runs; elsewhere the glu kernel
     and the GEMV. Against the float64 product either way."""
-    from rlx.ir.dtype import quantized
-    from rlx.reference.blocks import dequantize_values
-
-    from .quant_helpers import random_blocks
-
     hidden, k, n = 64, 2 * quantized(fmt).block if quantized(fmt).block >= 64 else 96, 21
     g = rlx.Graph()
     h = g.input("h", (rows, hidden), dtype)
@@ -122,11 +125,6 @@ def test_glu_linear_of_separate_gate_and_up_and_of_the_mul_chain(rng, dtype):
     """gate and up in storages of their own (inputs): the GEMV cannot form
     the glu from one binding, so the glu kernel runs first; and the
     mul(act(gate), up) chain before linear fuses into glu_linear too."""
-    from rlx.ir.dtype import quantized
-    from rlx.reference.blocks import dequantize_values
-
-    from .quant_helpers import random_blocks
-
     k, n = 64, 9
     raw = random_blocks("q8_0", n, k, rng)
     w = dequantize_values(quantized("q8_0"), raw, (n, k)).astype(np.float64)
@@ -146,10 +144,6 @@ def test_glu_linear_of_separate_gate_and_up_and_of_the_mul_chain(rng, dtype):
 def test_glu_linear_fuses_block_weights_only():
     """A float W stays a linear (the precision passes convert linear
     weights; they leave block formats alone), as does one with a bias."""
-    from rlx.ir.dtype import quantized
-    from rlx.opt.fusion import fuse
-    from rlx.runtime.target import Target
-
     caps = Target("host", 1, 1, 1, 1 << 30).capabilities
     for w_dtype, bias in (("f32", False), ("q8_0", True), ("q8_0", False)):
         g = rlx.Graph()
@@ -161,8 +155,6 @@ def test_glu_linear_fuses_block_weights_only():
 
 
 def test_glu_linear_refuses_a_quantized_gate_and_mismatched_k():
-    from rlx.ir.dtype import quantized
-
     g = rlx.Graph()
     gate, up = g.input("g", (1, 64)), g.input("u", (1, 64))
     with pytest.raises(rlx.ShapeError, match="K=64"):
