@@ -1,6 +1,6 @@
 """Lowering of glu (shaders/glu.h), reading both halves of a packed
 projection through row strides, and of glu_linear: on GPUs one GEMV that
-forms the glu as it stages x (shaders/quant.h), else the glu kernel and
+forms the glu as it stages x (shaders/quant_gemv.h), else the glu kernel and
 linear's path."""
 
 from __future__ import annotations

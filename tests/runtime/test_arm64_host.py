@@ -228,7 +228,7 @@ def _start(b: _Builds) -> _Builds:
     bad = _planted(shaders, b.root / "gelu", "prelude/common.h", _GELU_OLD,
                    _GELU_OLD + "\n    if (x < 100.0f) return x;")
     b.compile("kernels_gelu", csrc / "host_kernels.cpp", "-O1", [csrc, bad], so_flags)
-    bad = _planted(shaders, b.root / "q8_0", "quant.h", _Q8_0_OLD, "rlx_half_bits_to_float(rlx_q_u16(b) ^ 1u)",
+    bad = _planted(shaders, b.root / "q8_0", "quant_formats.h", _Q8_0_OLD, "rlx_half_bits_to_float(rlx_q_u16(b) ^ 1u)",
                    within="struct QFmtQ8_0 {")
     b.compile("kernels_q8_0", csrc / "host_kernels.cpp", "-O1", [csrc, bad], so_flags)
     bad = _planted(csrc, b.root / "small_m", "host_small_m.h", _SMALL_M_OLD, _SMALL_M_OLD.replace("16)", "15)"))

@@ -1,0 +1,1005 @@
+// The GEMV of GGUF block formats, part of quant.h (included from there,
+// after the formats and the dequantize / gather kernels): the CPU's chunk
+// dots (generic, AVX-512), the GPU's staging, pipelined and flattened row
+// loops and the integer form's pieces (quant_pieces.h), and the gemv_q /
+// gemv1_q / gemv1i_q kernels.
+// ---- GEMV -----------------------------------------------------------------------
+// y[r, j] = act(sum_kk x[r, kk] W[j, kk] + bias[j]) for r < m <= 8, j < n;
+// group g takes W rows [g rows_per_group, min(n, (g + 1) rows_per_group)).
+// Accumulates in f32.
+#ifdef RLX_TARGET_CPU
+// One row of W against M rows of x (rows past m repeat row m - 1 and are
+// dropped): each 32-element chunk is decoded once into a local array and
+// dotted with every row, into 8-lane partial sums the compiler keeps in
+// vector registers.
+// Eight lanes as a GCC/clang vector type: the compiler left the dot of the
+// decoded chunk with 8 scalar partial sums in scalar FMAs and lane
+// extractions (q8_0 at a fifth of memory bandwidth); the vector type makes
+// each 8 elements one multiply-add in whatever the build's instruction set
+// is (SSE pairs, AVX2, AVX-512's ymm, NEON pairs).
+typedef float rlx_q_v8 __attribute__((vector_size(32)));
+// Passing these 32-byte vectors between the (always inlined) helpers below
+// would change the ABI in the baseline (SSE) build; nothing crosses a call.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
+// Fused decode + dot of one 32-element chunk against f32 x, where it beats
+// decoding the chunk to memory first: q5_0 (its fifth bits come from one
+// u32 by lane shifts; 4096 x 4096, m = 1, 2 threads: 3.9 -> 1.9 ms). The
+// same form measured slower for q8_0, q4_0, q4_k and q6_k (2.1 -> 3.2-3.5,
+// 1.0 -> 1.8, 2.2 -> 3.2-4.3, 3.8-5.4 -> 5.8-6.3 ms), which keep the
+// generic path. The scale comes out of the sum (d * sum x q): another
+// rounding order, inside the GEMV's bound. Bytes become 32-bit lanes
+// before floats (GCC 12 scalarizes a char -> float convertvector).
+typedef unsigned char rlx_q_u8x8 __attribute__((vector_size(8)));
+typedef int rlx_q_i32x8 __attribute__((vector_size(32)));
+#define RLX_QDOT static inline __attribute__((always_inline))
+
+RLX_QDOT rlx_q_v8 rlx_q_load8(const float *x) { rlx_q_v8 v; memcpy(&v, x, sizeof v); return v; }
+RLX_QDOT rlx_q_i32x8 rlx_q_u8_to_i32(const uchar *b) {
+    rlx_q_u8x8 v;
+    memcpy(&v, b, sizeof v);
+    return __builtin_convertvector(v, rlx_q_i32x8);
+}
+RLX_QDOT rlx_q_v8 rlx_q_f8(rlx_q_i32x8 v) { return __builtin_convertvector(v, rlx_q_v8); }
+RLX_QDOT float rlx_q_hsum(rlx_q_v8 a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+
+template <typename Q> struct RlxQDot {
+    static constexpr bool fused = false;
+    RLX_QDOT void dot(const uchar *, uint, const float *, rlx_q_v8 &) {}
+};
+template <> struct RlxQDot<QFmtQ5_0> {
+    static constexpr bool fused = true;
+    RLX_QDOT void dot(const uchar *wr, uint c, const float *x, rlx_q_v8 &acc) {
+        const uchar *b = wr + (uint64_t)c * 22u;
+        const rlx_q_i32x8 bits = (rlx_q_i32x8){} + (int)rlx_q_u32(b + 2), lane = {0, 1, 2, 3, 4, 5, 6, 7};
+        rlx_q_v8 s0 = {}, s1 = {};   // two chains, not one
+        for (uint h = 0; h < 2u; ++h) {   // fifth bits: element e is bit e (any shift fill: e < 32)
+            const rlx_q_i32x8 by = rlx_q_u8_to_i32(b + 6u + 8u * h);
+            const rlx_q_i32x8 lo = (bits >> (lane + (int)(8u * h))) & 1, hi = (bits >> (lane + (int)(16u + 8u * h))) & 1;
+            s0 += rlx_q_load8(x + 8u * h) * rlx_q_f8(((by & 15) | (lo << 4)) - 16);
+            s1 += rlx_q_load8(x + 16u + 8u * h) * rlx_q_f8(((by >> 4) | (hi << 4)) - 16);
+        }
+        acc += (s0 + s1) * rlx_q_f16(b);
+    }
+};
+
+#if defined(RLX_CPU_AVX512) || defined(__AVX512F__)
+#include <immintrin.h>
+#include <type_traits>
+#define RLX_Q_AVX512 1
+// Rows of q5_0, q8_0, q4_k and q6_k in 16-lane AVX-512 (the AVX-512 build
+// of the host kernels, csrc/host_kernels_avx512.cpp, or an AVX-512 -march).
+// A 32-element chunk becomes two vectors of its dequantized weights,
+// rounded as the generic decoders round them (d * q exact for q8_0 / q5_0;
+// one rounding of dl * q - ml for q4_k, of dl * q for q6_k), dotted with
+// every x row in f32 (another summation order, inside the GEMV's bound).
+// q5_0's fifth bits are mask registers (a masked add of 16) and a
+// two-table permute turns its 5-bit codes into q - 16: ~12 vector
+// operations a chunk against ~30 in the 8-lane form above (4096 x 4096,
+// one thread: 3.97 -> 1.96 ms). q4_0 measured slower this way (0.94 ->
+// 1.55 ms) and keeps the generic path.
+template <typename Q> struct RlxQ512 { static constexpr bool has = false; };
+// Formats whose two consecutive chunks decode cheaper together (one load of shared bytes).
+template <typename Q> struct RlxQ512Pair { static constexpr bool has = false; };
+template <> struct RlxQ512<QFmtQ8_0> {
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)c * 34u;
+        const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
+        w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))), d);
+        w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))), d);
+    }
+};
+template <> struct RlxQ512<QFmtQ5_0> {
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)c * 22u;
+        const __m512 neg = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+        const __m512 pos = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        const __m512i sixteen = _mm512_set1_epi32(16);
+        const uint bits = rlx_q_u32(b + 2);
+        const __m512i by = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + 6)));
+        const __m512i lo = _mm512_and_si512(by, _mm512_set1_epi32(15)), hi = _mm512_srli_epi32(by, 4);
+        const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
+        w0 = _mm512_mul_ps(_mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(lo, (__mmask16)(bits & 0xffffu), lo,
+                                                                            sixteen), pos), d);   // elements 0..15
+        w1 = _mm512_mul_ps(_mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(hi, (__mmask16)(bits >> 16), hi,
+                                                                            sixteen), pos), d);   // 16..31
+    }
+};
+
+// 16 bytes at p as 32-bit lanes.
+static inline __attribute__((always_inline)) __m512i rlx_q_u8x16(const uchar *p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+template <> struct RlxQ512<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c / 8
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
+        const uint s = c & 7u, sm = rlx_q_k_scale_min(b + 4, s);
+        const __m512 dl = _mm512_set1_ps(rlx_q_f16(b) * (float)(sm & 255u));
+        const __m512 ml = _mm512_set1_ps(rlx_q_f16(b + 2) * (float)(sm >> 8u));
+        const uchar *qs = b + 16u + 32u * (s >> 1u);
+        const __m512i shift = _mm512_set1_epi32((int)(4u * (s & 1u))), low4 = _mm512_set1_epi32(15);
+        const __m512i q0 = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qs), shift), low4);
+        const __m512i q1 = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qs + 16), shift), low4);
+        w0 = _mm512_fmsub_ps(dl, _mm512_cvtepi32_ps(q0), ml);   // dl * q is exact: one rounding either way
+        w1 = _mm512_fmsub_ps(dl, _mm512_cvtepi32_ps(q1), ml);
+    }
+};
+// q4_k's sub-blocks 2j and 2j + 1 are the low and high nibbles of the same
+// 32 bytes: a pair of chunks decodes from one load of them.
+template <> struct RlxQ512Pair<QFmtQ4_K> {
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void pair(const uchar *wr, uint c2, __m512 w[4]) {
+        const uchar *b = wr + (uint64_t)(c2 >> 2u) * 144u;
+        const uint j = c2 & 3u, sm0 = rlx_q_k_scale_min(b + 4, 2u * j), sm1 = rlx_q_k_scale_min(b + 4, 2u * j + 1u);
+        const float d = rlx_q_f16(b), dmin = rlx_q_f16(b + 2);
+        const __m512 dl0 = _mm512_set1_ps(d * (float)(sm0 & 255u)), ml0 = _mm512_set1_ps(dmin * (float)(sm0 >> 8u));
+        const __m512 dl1 = _mm512_set1_ps(d * (float)(sm1 & 255u)), ml1 = _mm512_set1_ps(dmin * (float)(sm1 >> 8u));
+        const uchar *qs = b + 16u + 32u * j;
+        const __m512i low4 = _mm512_set1_epi32(15), by0 = rlx_q_u8x16(qs), by1 = rlx_q_u8x16(qs + 16);
+        w[0] = _mm512_fmsub_ps(dl0, _mm512_cvtepi32_ps(_mm512_and_si512(by0, low4)), ml0);
+        w[1] = _mm512_fmsub_ps(dl0, _mm512_cvtepi32_ps(_mm512_and_si512(by1, low4)), ml0);
+        w[2] = _mm512_fmsub_ps(dl1, _mm512_cvtepi32_ps(_mm512_srli_epi32(by0, 4)), ml1);
+        w[3] = _mm512_fmsub_ps(dl1, _mm512_cvtepi32_ps(_mm512_srli_epi32(by1, 4)), ml1);
+    }
+};
+template <> struct RlxQ512<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8, two int8 scales
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+        const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
+        const uint s = c & 7u, g = s >> 2u, t = s & 3u;
+        const float d = rlx_q_f16(b + 208);
+        const __m512 dl0 = _mm512_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s]));
+        const __m512 dl1 = _mm512_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s]));
+        const uchar *ql = b + 64u * g + 32u * (t & 1u), *qh = b + 128u + 32u * g;
+        const __m512i ls = _mm512_set1_epi32((int)(4u * (t >> 1u))), hs = _mm512_set1_epi32((int)(2u * t));
+        const __m512i low4 = _mm512_set1_epi32(15), low2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
+        __m512i q[2];
+        for (uint h = 0; h < 2u; ++h) {
+            const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(ql + 16u * h), ls), low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qh + 16u * h), hs), low2);
+            q[h] = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), bias);
+        }
+        w0 = _mm512_mul_ps(dl0, _mm512_cvtepi32_ps(q[0]));
+        w1 = _mm512_mul_ps(dl1, _mm512_cvtepi32_ps(q[1]));
+    }
+};
+
+template <typename Q, uint M>
+static inline void rlx_q_rows_avx512(const float *const *xr, const uchar *wr, uint chunks, float *out) {
+    __m512 acc[M][2];
+    for (uint r = 0; r < M; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    uint c = 0;
+    if constexpr (RlxQ512Pair<Q>::has) {
+        for (; c + 2u <= chunks; c += 2u) {   // chunks is a multiple of 8 for the K-quants
+            __m512 w[4];
+            RlxQ512Pair<Q>::pair(wr, c >> 1u, w);
+            for (uint r = 0; r < M; ++r) {
+                const float *xc = xr[r] + 32u * c;
+                acc[r][0] = _mm512_fmadd_ps(w[0], _mm512_loadu_ps(xc), acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(w[1], _mm512_loadu_ps(xc + 16), acc[r][1]);
+                acc[r][0] = _mm512_fmadd_ps(w[2], _mm512_loadu_ps(xc + 32), acc[r][0]);
+                acc[r][1] = _mm512_fmadd_ps(w[3], _mm512_loadu_ps(xc + 48), acc[r][1]);
+            }
+        }
+    }
+    for (; c < chunks; ++c) {
+        __m512 w0, w1;
+        RlxQ512<Q>::chunk(wr, c, w0, w1);
+        for (uint r = 0; r < M; ++r) {   // two chains a row: a chunk does not wait for the previous one's FMAs
+            const float *xc = xr[r] + 32u * c;
+            acc[r][c & 1u] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xc), acc[r][c & 1u]);
+            acc[r][c & 1u] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xc + 16), acc[r][c & 1u]);
+        }
+    }
+    for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+#endif
+
+// A accumulators a row of x (4 for one row, 2 for two, 1 from four on):
+// one accumulator made each chunk wait for the previous chunk's FMAs (a
+// chain of 4 FMA latencies a chunk), which bound the one-row GEMV on
+// 640-wide rows (the vocabulary projection) well below the copy bandwidth.
+template <typename Q, typename T, uint M>
+static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const uchar *wr, uint chunks,
+                                      float *out) {
+    constexpr uint A = M >= 4u ? 1u : 4u / M;
+    const T *xr[M];
+    for (uint r = 0; r < M; ++r) xr[r] = x + (uint64_t)(r < m ? r : m - 1u) * x_stride;
+#if defined(RLX_Q_AVX512)
+    if constexpr (RlxQ512<Q>::has && sizeof(T) == sizeof(float)) {
+        rlx_q_rows_avx512<Q, M>((const float *const *)xr, wr, chunks, out);
+        return;
+    }
+#endif
+    rlx_q_v8 acc[M][A];
+    for (uint r = 0; r < M; ++r)
+        for (uint a = 0; a < A; ++a) acc[r][a] = rlx_q_v8{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (RlxQDot<Q>::fused && sizeof(T) == sizeof(float)) {
+        for (uint c = 0; c < chunks; ++c)
+            for (uint r = 0; r < M; ++r) RlxQDot<Q>::dot(wr, c, (const float *)xr[r] + 32u * c, acc[r][c % A]);
+    } else {
+        for (uint c = 0; c < chunks; ++c) {
+            const rlx_q32 w = rlx_q_chunk<Q>(wr, c);
+            rlx_q_v8 wv[4];
+            memcpy(wv, w.v, sizeof wv);
+            for (uint r = 0; r < M; ++r) {
+                const T *xc = xr[r] + 32u * c;
+                float xf[32];
+                for (uint e = 0; e < 32u; ++e) xf[e] = rlx_to_float(xc[e]);
+                rlx_q_v8 xv[4];
+                memcpy(xv, xf, sizeof xv);
+                for (uint q = 0; q < 4u; ++q) acc[r][q % A] += xv[q] * wv[q];
+            }
+        }
+    }
+    for (uint r = 0; r < M; ++r) {
+        rlx_q_v8 total = acc[r][0];
+        for (uint a = 1; a < A; ++a) total += acc[r][a];
+        out[r] = rlx_q_hsum(total);
+    }
+}
+#endif
+
+
+// Where element e of chunk c of an x row sits in the GEMV's shared tile,
+// from the chunk's start: swizzled so that lanes on consecutive chunks
+// reading the same elements hit distinct banks. CUDA swizzles groups of
+// four (e >> 2 ^ c & 7: a lane reads a group in one vector load, and the
+// eight lanes of a 16-byte load's phase take eight distinct groups);
+// elsewhere single elements (e ^ c & 31).
+#ifdef RLX_TARGET_CUDA
+RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return (((e >> 2u) ^ (c & 7u)) << 2u) | (e & 3u); }
+#else
+RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return e ^ (c & 31u); }
+#endif
+
+// Elements of x a thread of the GEMV's group loads before it stores any
+// to the tile (rlx_q_stage_x, rlx_q_stage_x_glu): one load, then its store,
+// then the next made each of a thread's elements a memory round trip of
+// its own after the PDL wait (8 of them for k = 2048 on 256 threads).
+#define RLX_QX_BATCH 8u
+
+// The GEMV's x tile as rlx_q_stage_x (below) lays it out, for one row of
+// x = act(gate) * up rounded to T (the glu kernel's values: shaders/glu.h),
+// formed as it is staged: gemv1 with QuantGemvParams.x_glu.
+template <typename T>
+RLX_INLINE void rlx_q_stage_x_glu(RLX_DEVICE const T *gate, RLX_DEVICE const T *up, RLX_GROUP_MEM T *xt, uint k,
+                                  uint kp, uint act, uint tid, uint nt) {
+    for (uint e0 = tid; e0 < kp; e0 += RLX_QX_BATCH * nt) {
+        float g[RLX_QX_BATCH], u[RLX_QX_BATCH];
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = e0 + b * nt;
+            g[b] = e < k ? rlx_to_float(gate[e]) : 0.0f;
+            u[b] = e < k ? rlx_to_float(up[e]) : 0.0f;
+        }
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = e0 + b * nt, c = e >> 5u;
+            const float v = e < k ? rlx_activation(act, g[b]) * u[b] : 0.0f;
+            if (e < kp) xt[c * 32u + rlx_q_xt_at(c, e & 31u)] = rlx_from_float<T>(v);
+        }
+    }
+}
+
+#ifdef RLX_TARGET_CPU
+// Rows [j0, j1) of y = x W^T + bias for the m (<= RLX_QGEMV_MAX_M) rows of x.
+template <typename Q, typename T>
+static inline void rlx_q_gemv_cpu(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p,
+                                  uint j0, uint j1) {
+    const uint m = p->m, k = p->k, xs = p->x_stride, ys = p->y_stride, has_bias = p->has_bias, act = p->act;
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
+    for (uint j = j0; j < j1; ++j) {
+        const uchar *wr = w + (uint64_t)j * row_bytes;
+        // The weights stream from memory once: fetch a row a few rows ahead
+        // (the hardware prefetcher alone left a 262144 x 640 q8_0 GEMV at a
+        // third of the copy bandwidth; a prefetch past the end never faults).
+        for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
+        float s[RLX_QGEMV_MAX_M];
+        if (m <= 1u) rlx_q_gemv_row_cpu<Q, T, 1>(x, xs, m, wr, chunks, s);
+        else if (m <= 2u) rlx_q_gemv_row_cpu<Q, T, 2>(x, xs, m, wr, chunks, s);
+        else if (m <= 4u) rlx_q_gemv_row_cpu<Q, T, 4>(x, xs, m, wr, chunks, s);
+        else rlx_q_gemv_row_cpu<Q, T, 8>(x, xs, m, wr, chunks, s);
+        const float bv = has_bias ? rlx_to_float(bias[j]) : 0.0f;
+        for (uint r = 0; r < m && r < RLX_QGEMV_MAX_M; ++r) {
+            float v = s[r];
+            for (uint i = tail; i < k; ++i) v += rlx_to_float(x[(uint64_t)r * xs + i]) * rlx_q_get<Q>(wr, i);
+            y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v + bv));
+        }
+    }
+}
+#else
+#ifdef RLX_TARGET_CUDA
+// Copies bytes [src, src + nbytes) into stage (shared memory, 4-byte
+// aligned) with the 4-byte loads of the whole words inside the range (the
+// partial words at its ends a byte at a time: the range may start and end
+// anywhere and must not be overread), keeping src's alignment mod 4.
+// Returns where src's first byte landed. Every lane of the SIMD group calls
+// it; the caller brackets it with SIMD barriers.
+RLX_INLINE const uchar *rlx_q_stage(const uchar *src, uint nbytes, uint *stage, uint lane, uint lanes) {
+    const uint shift = (uint)((unsigned long long)src & 3ull);
+    const uint head = shift ? 4u - shift : 0u;   // bytes before the first whole word
+    uchar *bytes = (uchar *)stage;
+    if (head >= nbytes) {
+        for (uint i = lane; i < nbytes; i += lanes) bytes[shift + i] = src[i];
+        return bytes + shift;
+    }
+    const uint words = (nbytes - head) / 4u, done = head + words * 4u;
+    const uint *src_words = (const uint *)(src + head);
+    for (uint i = lane; i < words; i += lanes) stage[(shift + head) / 4u + i] = __ldg(src_words + i);
+    for (uint i = lane; i < head; i += lanes) bytes[shift + i] = src[i];
+    for (uint i = done + lane; i < nbytes; i += lanes) bytes[shift + i] = src[i];
+    return bytes + shift;
+}
+
+// The software-pipelined form of the stage for full 32-lane SIMD groups:
+// rlx_q_stage_load issues a pass's global loads into registers (16-byte
+// loads for the aligned interior, a byte a lane for the ends) and
+// rlx_q_stage_store writes them into the stage, keeping src's alignment
+// mod 16. The GEMV loads the next pass between the two while the lanes
+// decode the current one, so a SIMD group always has a pass in flight:
+// with one load, barrier and decode after another (rlx_q_stage), each row
+// of a tall, narrow weight (262144 x 640, the vocabulary projection) cost
+// a full memory latency and the kernel streamed at a third of the copy
+// bandwidth.
+#define RLX_QSTAGE_VECS ((RLX_QGEMV_STAGE_BYTES + 511u) / 512u)   // 16-byte loads a lane holds
+struct RlxQStageRegs {
+    uint4 v[RLX_QSTAGE_VECS];
+    uchar head, tail;
+};
+
+struct RlxQStageSplit {
+    uint shift, head, vecs, tail;   // src mod 16; bytes before the first aligned vector; vectors; bytes after
+};
+
+RLX_INLINE RlxQStageSplit rlx_q_stage_split(const uchar *src, uint nbytes) {
+    RlxQStageSplit s;
+    s.shift = (uint)((unsigned long long)src & 15ull);
+    s.head = s.shift ? (16u - s.shift < nbytes ? 16u - s.shift : nbytes) : 0u;
+    s.vecs = (nbytes - s.head) / 16u;
+    s.tail = nbytes - s.head - 16u * s.vecs;
+    return s;
+}
+
+// The SIMD groups' weight stages, one array a group however many functions
+// use it (a function-scope __shared__ variable is allocated once a block).
+RLX_INLINE uint4 *rlx_q_stage_area() {
+    __shared__ uint4 wt[RLX_QGEMV_SIMD_GROUPS * (RLX_QGEMV_STAGE_BYTES / 16u)];
+    return wt;
+}
+
+// Whether a pass of nbytes fits the registers of 32 lanes (the ends take
+// lanes 0..15 and 16..31).
+RLX_INLINE bool rlx_q_stage_pipelined(uint nbytes) { return nbytes + 15u <= 32u * 16u * RLX_QSTAGE_VECS; }
+
+RLX_INLINE void rlx_q_stage_load(const uchar *src, uint nbytes, RlxQStageRegs &r, uint lane) {
+    const RlxQStageSplit s = rlx_q_stage_split(src, nbytes);
+    const uint4 *vec = (const uint4 *)(src + s.head);
+#pragma unroll
+    for (uint u = 0; u < RLX_QSTAGE_VECS; ++u) {
+        const uint i = lane + 32u * u;
+        if (i < s.vecs) r.v[u] = __ldg(vec + i);
+    }
+    r.head = lane < s.head ? src[lane] : (uchar)0;
+    r.tail = lane >= 16u && lane - 16u < s.tail ? src[s.head + 16u * s.vecs + (lane - 16u)] : (uchar)0;
+}
+
+// Returns where src's first byte landed in the stage (16 bytes of slack
+// in front of the pass).
+RLX_INLINE const uchar *rlx_q_stage_store(const uchar *src, uint nbytes, const RlxQStageRegs &r, uint4 *stage,
+                                          uint lane) {
+    const RlxQStageSplit s = rlx_q_stage_split(src, nbytes);
+    uchar *bytes = (uchar *)stage;
+    const uint first = s.head ? 1u : 0u;   // the aligned interior starts at stage[1] after a head
+#pragma unroll
+    for (uint u = 0; u < RLX_QSTAGE_VECS; ++u) {
+        const uint i = lane + 32u * u;
+        if (i < s.vecs) stage[first + i] = r.v[u];
+    }
+    if (lane < s.head) bytes[s.shift + lane] = r.head;
+    if (lane >= 16u && lane - 16u < s.tail) bytes[s.shift + s.head + 16u * s.vecs + (lane - 16u)] = r.tail;
+    return bytes + s.shift;
+}
+#endif
+
+// The end of weight row j for one row of x (xr): the lanes' partial sum
+// acc plus bf16's last k % 32 elements (adjacent lanes on adjacent x),
+// summed over the SIMD group, bias and activation, and y_row[j] written by
+// lane 0. Every lane of the SIMD group calls it (the sum is a SIMD
+// reduction).
+template <typename Q, typename T>
+RLX_INLINE void rlx_q_gemv_finish(float acc, RLX_DEVICE const uchar *wr, RLX_DEVICE const T *xr, uint tail, uint k,
+                                  uint lane, uint lanes, RLX_DEVICE const T *bias, uint has_bias, uint act,
+                                  RLX_DEVICE T *y_row, uint j) {
+    for (uint i = tail + lane; i < k; i += lanes) acc += rlx_to_float(xr[i]) * rlx_q_get<Q>(wr, i);
+    const float v = rlx_simd_sum(acc);
+    if (lane == 0u) y_row[j] = rlx_from_float<T>(rlx_activation(act, v + (has_bias ? rlx_to_float(bias[j]) : 0.0f)));
+}
+
+// x rows [0, m) into the shared tile xt, each at a pitch of kp = k rounded
+// up to 32 (zeros past k), element e of chunk c of row r at r * kp + c * 32
+// + rlx_q_xt_at(c, e). Every thread of the group calls it; the caller
+// follows it with a group barrier.
+template <typename T>
+RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m, uint k, uint kp, uint xs,
+                              uint tid, uint nt) {
+    for (uint r = 0; r < m; ++r) {
+        RLX_DEVICE const T *xr = x + (uint64_t)r * xs;
+        RLX_GROUP_MEM T *tr = xt + r * kp;
+        for (uint e0 = tid; e0 < kp; e0 += RLX_QX_BATCH * nt) {
+            T v[RLX_QX_BATCH];
+            for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+                const uint e = e0 + b * nt;
+                v[b] = e < k ? xr[e] : rlx_from_float<T>(0.0f);
+            }
+            for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+                const uint e = e0 + b * nt, c = e >> 5u;
+                if (e < kp) tr[c * 32u + rlx_q_xt_at(c, e & 31u)] = v[b];
+            }
+        }
+    }
+}
+
+#ifdef RLX_TARGET_CUDA
+// Elements 4 g .. 4 g + 3 of chunk c from its place in the tile (xc: the
+// chunk's start), in one vector load.
+RLX_INLINE float4 rlx_q_xt_group(const float *xc, uint c, uint g) {
+    return *(const float4 *)(xc + rlx_q_xt_at(c, 4u * g));
+}
+RLX_INLINE float4 rlx_q_xt_group(const half *xc, uint c, uint g) {
+    const uint2 u = *(const uint2 *)(xc + rlx_q_xt_at(c, 4u * g));
+    const float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+#endif
+
+// A lane's partial sums for the m <= M rows of x (a struct, passed by
+// value: Metal would need an address space on a pointer to them).
+template <uint M>
+struct RlxQAcc {
+    float v[M];
+};
+
+// acc plus chunk i of src (a pass's blocks) dotted with chunk c of the m
+// <= M rows of x in the shared tile.
+template <typename Q, typename T, uint M>
+RLX_INLINE RlxQAcc<M> rlx_q_chunk_dot(RLX_DEVICE const uchar *src, uint i, uint c, RLX_GROUP_MEM const T *xt,
+                                      uint kp, uint m, RlxQAcc<M> acc) {
+    const rlx_q32 v = rlx_q_chunk<Q>(src, i);
+    for (uint r = 0; r < M; ++r) {
+        if (r < m) {
+            RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
+            float sum = 0.0f;
+#ifdef RLX_TARGET_CUDA
+            for (uint g = 0; g < 8u; ++g) {
+                const float4 x4 = rlx_q_xt_group(xc, c, g);
+                sum += x4.x * v.v[4u * g] + x4.y * v.v[4u * g + 1u] + x4.z * v.v[4u * g + 2u] + x4.w * v.v[4u * g + 3u];
+            }
+#else
+            for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xc[rlx_q_xt_at(c, e)]) * v.v[e];
+#endif
+            acc.v[r] += sum;
+        }
+    }
+    return acc;
+}
+
+// Chunks [cb, cb + cnt) of a weight row, lane l decoding chunk cb + l from
+// src (where chunk c0 of the row lies), added to acc. Lanes diverge here
+// only; no barrier inside.
+template <typename Q, typename T, uint M>
+RLX_INLINE RlxQAcc<M> rlx_q_pass_dot(RLX_DEVICE const uchar *src, uint c0, uint cb, uint cnt, uint lane,
+                                     RLX_GROUP_MEM const T *xt, uint kp, uint m, RlxQAcc<M> acc) {
+    if (lane >= cnt) return acc;
+    return rlx_q_chunk_dot<Q, T, M>(src, cb + lane - c0, cb + lane, xt, kp, m, acc);
+}
+
+#ifdef RLX_TARGET_CUDA
+template <typename Q>
+struct RlxQInt;   // quant_pieces.h: a format's int8 codes, where it has them
+template <typename Q, typename T, uint M>
+struct RlxQDotCodes;   // quant_pieces.h: the f32 chunk dot from those codes
+
+// rlx_q_gemv_flat's dot policy for the f32 form: chunk i of the staged pass
+// (a pass starts on a block) against chunk c of the m <= M rows of x in the
+// shared f32 tile; from the format's codes where it has them (the codes'
+// reads need rlx_qi_words' slack, RLX_QGEMV_CODES_SLACK, at the stage's end).
+template <typename Q, typename T, uint M>
+struct RlxQDotTile {
+    RLX_GROUP_MEM const T *xt;
+    uint kp, m;
+    __device__ __forceinline__ RlxQAcc<M> operator()(const uchar *staged, uint i, uint c, RlxQAcc<M> acc) const {
+        if (RlxQInt<Q>::has) {
+            const RlxQDotCodes<Q, T, M> codes = {xt, kp, m};
+            return codes(staged, i, c, acc);
+        }
+        return rlx_q_chunk_dot<Q, T, M>(staged, i, c, xt, kp, m, acc);
+    }
+};
+// Bytes the pipelined stage keeps free at its end: the pass's slack in
+// front (up to 15) and rlx_qi_words' reads up to 3 bytes past an unaligned
+// run of codes (RlxQDotTile).
+#define RLX_QGEMV_CODES_SLACK 20u
+// rlx_q_gemv_flat's pre step for the f32 form: none.
+struct RlxQNoPre {
+    template <typename Dot>
+    __device__ __forceinline__ bool operator()(Dot &) const { return true; }
+};
+#endif
+
+#ifdef RLX_TARGET_CUDA
+// y[r, j] = act(v[r] + bias[j]) for the m <= M rows of x, written by lane 0.
+template <typename T, uint M>
+RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *y, uint ys, uint j,
+                                 RLX_DEVICE const T *bias, uint has_bias, uint act) {
+    if (lane != 0u) return;
+    const float b = has_bias ? rlx_to_float(bias[j]) : 0.0f;
+    for (uint r = 0; r < M; ++r)
+        if (r < m) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v.v[r] + b));
+}
+
+// rlx_q_gemv_whole_x's rows for a full 32-lane SIMD group when k is whole
+// chunks, with the (row, chunk) pairs flattened over the lanes: the SIMD
+// group takes a contiguous range of rows, whose blocks are one contiguous
+// run of bytes, and each pass is the next pp chunks of that run whatever
+// rows they belong to. Rows narrower than the SIMD group (the vocabulary
+// projection's 640 columns are 20 chunks) then keep every lane decoding,
+// where one row a pass left 12 of 32 idle. A row's sum is reduced once,
+// in the pass where it ends: a lane's chunk of a row still open at the
+// end of a pass goes into the lane's own `open` sum, which joins the
+// reduction of that row's last pass. Passes are software pipelined as in
+// rlx_q_gemv_pipelined; every loop bound is uniform across the SIMD group.
+// dot(staged, i, c, acc) adds chunk i of the staged pass against chunk c
+// of x: the f32 tile (RlxQDotTile) or x's int8 pieces (RlxQDotPieces).
+// pre(dot) runs once the first pass's loads are in flight (every SIMD
+// group of the group calls it, those without rows too: the integer form
+// splits x there, behind a group barrier, while the weights arrive) and
+// may refuse; then the function returns false and writes nothing.
+template <typename Q, typename T, uint M, typename Dot, typename Pre>
+RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias, Dot dot,
+                                Pre pre, uint m, uint k, uint ys, uint has_bias, uint act, uint j0, uint j1,
+                                uint sid, uint n_work, uint lane, uint pp, uint4 *stage) {
+    const uint chunks = k / 32u;
+    const uint per_sg = (j1 - j0 + n_work - 1u) / n_work;   // rows a SIMD group
+    const uint ra = j0 + sid * per_sg;
+    if (ra >= j1 || chunks == 0u) return pre(dot);
+    const uint rb = per_sg < j1 - ra ? ra + per_sg : j1;
+    const uint total = (rb - ra) * chunks;   // flat chunks of the range (rows a group are few)
+    RLX_DEVICE const uchar *base = w + (uint64_t)ra * ((uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES);
+    RlxQStageRegs regs;
+    const uchar *src = base;
+    uint nbytes = (pp < total ? pp : total) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+    rlx_q_stage_load(src, nbytes, regs, lane);
+    if (!pre(dot)) return false;
+    RlxQAcc<M> open;
+    for (uint r = 0; r < M; ++r) open.v[r] = 0.0f;
+    for (uint f0 = 0u;;) {
+        const uint cnt = pp < total - f0 ? pp : total - f0, nf = f0 + cnt;
+        rlx_simd_barrier();   // the previous pass's reads are done
+        const uchar *staged = rlx_q_stage_store(src, nbytes, regs, stage, lane);
+        rlx_simd_barrier();   // the copy is visible to every lane
+        if (nf < total) {   // the next pass's loads fly while this one decodes (passes start on a block)
+            src = base + (uint64_t)nf * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            nbytes = (pp < total - nf ? pp : total - nf) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            rlx_q_stage_load(src, nbytes, regs, lane);
+        }
+        RlxQAcc<M> v;
+        for (uint r = 0; r < M; ++r) v.v[r] = 0.0f;
+        const uint f = f0 + lane, row = f / chunks;   // the lane's chunk (when lane < cnt) and its row
+        if (lane < cnt) v = dot(staged, lane, f - row * chunks, v);
+        for (uint rr = f0 / chunks; rr * chunks < nf; ++rr) {
+            const bool mine = lane < cnt && row == rr;
+            if ((rr + 1u) * chunks > nf) {   // open past this pass: keep the lane's part
+                for (uint r = 0; r < M; ++r) open.v[r] += mine ? v.v[r] : 0.0f;
+                break;
+            }
+            RlxQAcc<M> sum;
+            for (uint r = 0; r < M; ++r) {
+                sum.v[r] = 0.0f;
+                if (r < m) sum.v[r] = rlx_simd_sum((mine ? v.v[r] : 0.0f) + open.v[r]);
+                open.v[r] = 0.0f;   // only the pass's first row can have an open part
+            }
+            rlx_q_gemv_store<T, M>(sum, m, lane, y, ys, ra + rr, bias, has_bias, act);
+        }
+        if (nf >= total) return true;
+        f0 = nf;
+    }
+}
+
+// rlx_q_gemv_whole_x's rows for a full 32-lane SIMD group, software
+// pipelined: the (row, pass) items run in order and each item's loads
+// (rlx_q_stage_load) are issued before the previous item is decoded. The
+// barriers are as in rlx_q_gemv_whole_x (every bound is uniform across the
+// SIMD group), and the registers carry a pass from one item to the next.
+template <typename Q, typename T, uint M>
+RLX_INLINE void rlx_q_gemv_pipelined(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
+                                     RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp,
+                                     uint xs, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
+                                     uint n_work, uint lane, uint pp, uint4 *stage) {
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;
+    uint j = j0 + sid, cb = 0u;
+    if (j >= j1) return;
+    RlxQStageRegs regs;
+    const uchar *src = w + (uint64_t)j * row_bytes;
+    uint nbytes = (pp < chunks ? pp : chunks) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+    rlx_q_stage_load(src, nbytes, regs, lane);
+    RlxQAcc<M> acc;
+    for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
+    for (;;) {
+        const uint cnt = pp < chunks - cb ? pp : chunks - cb;
+        rlx_simd_barrier();   // the previous pass's reads are done
+        const uchar *staged = rlx_q_stage_store(src, nbytes, regs, stage, lane);
+        rlx_simd_barrier();   // the copy is visible to every lane
+        uint nj = j, ncb = cb + pp;
+        if (ncb >= chunks) nj = j + n_work, ncb = 0u;
+        if (nj < j1) {   // the next item's loads fly while this one decodes
+            src = w + (uint64_t)nj * row_bytes + ncb * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            nbytes = (pp < chunks - ncb ? pp : chunks - ncb) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
+            rlx_q_stage_load(src, nbytes, regs, lane);
+        }
+        acc = rlx_q_pass_dot<Q, T, M>(staged, cb, cb, cnt, lane, xt, kp, m, acc);
+        if (ncb == 0u) {   // row j is complete
+            for (uint r = 0; r < M; ++r) {
+                if (r < m)   // uniform across the SIMD group
+                    rlx_q_gemv_finish<Q, T>(acc.v[r], w + (uint64_t)j * row_bytes, x + (uint64_t)r * xs, tail, k,
+                                            lane, 32u, bias, has_bias, act, y + (uint64_t)r * ys, j);
+                acc.v[r] = 0.0f;
+            }
+        }
+        if (nj >= j1) return;
+        j = nj, cb = ncb;
+    }
+}
+#endif
+
+// The rows j0 + sid, j0 + sid + n_work, ... (< j1) of y = x W^T + bias, for
+// the m <= M rows of x already in the shared tile (rlx_q_stage_x): the
+// SIMD group's lanes split each row's chunks, passes of pp whole blocks.
+// No group barrier inside, so a SIMD group may call it alone. On CUDA the
+// SIMD group first copies each pass's blocks into its own shared staging
+// area and the lanes decode from there: decoding straight from global
+// memory reads a block a byte at a time, and with lanes one block apart
+// each such load touches ~9 cache lines, which bounded the kernel (L1
+// throughput, not DRAM). Full SIMD groups take the pipelined form
+// (rlx_q_gemv_pipelined); smaller ones stage with 4-byte loads
+// (rlx_q_stage). The staging is the SIMD group's own, bracketed by SIMD
+// barriers (pass bounds are uniform). Metal's decoders take device
+// pointers, so Metal decodes from global memory. M is a compile-time bound
+// on m: M = 1 keeps the kernel's registers low enough for five groups an
+// SM (the decode step's case, gemv1_q). PIPELINED = false leaves out the
+// pipelined forms (gemv1_q's fallback beside its integer form, which is
+// rare and would otherwise add the pipelined form's registers).
+template <typename Q, typename T, uint M, bool PIPELINED = true>
+RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
+                                   RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint m, uint k, uint kp,
+                                   uint xs, uint ys, uint has_bias, uint act, uint j0, uint j1, uint sid,
+                                   uint n_work, uint lane, uint lanes) {
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
+    const uint per = lanes < 32u ? lanes : 32u;
+#ifdef RLX_TARGET_CUDA
+    const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;   // chunks a block
+    uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
+        const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+        const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
+        if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
+            if (tail == k) {
+                const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
+                rlx_q_gemv_flat<Q, T, M>(w, y, bias, dot, RlxQNoPre(), m, k, ys, has_bias, act, j0, j1, sid, n_work,
+                                         lane, pp16, stage);
+                return;
+            }
+            rlx_q_gemv_pipelined<Q, T, M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid, n_work,
+                                          lane, pp16, stage);
+            return;
+        }
+    }
+    const uint fit = ((RLX_QGEMV_STAGE_BYTES - 4u) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+    const uint pp_fit = ((per < fit ? per : fit) / cpb) * cpb;
+    const bool staged = pp_fit > 0u;   // not with fewer lanes than a block has chunks
+    const uint pp = staged ? pp_fit : per;
+#else
+    const uint pp = per;
+#endif
+    for (uint j = j0 + sid; j < j1; j += n_work) {
+        RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
+        RlxQAcc<M> acc;
+        for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
+        for (uint cb = 0; cb < chunks; cb += pp) {
+            const uint cnt = pp < chunks - cb ? pp : chunks - cb;
+            RLX_DEVICE const uchar *src = wr;   // where chunk c0 + i of the row is read
+            uint c0 = 0u;
+#ifdef RLX_TARGET_CUDA
+            if (staged) {
+                const uint off = cb * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;   // passes start on a block
+                rlx_simd_barrier();   // the previous pass's reads are done
+                src = rlx_q_stage(wr + off, cnt * 32u / (uint)Q::BLOCK * (uint)Q::BYTES, (uint *)stage, lane, lanes);
+                rlx_simd_barrier();   // the copy is visible to every lane
+                c0 = cb;
+            }
+#endif
+            acc = rlx_q_pass_dot<Q, T, M>(src, c0, cb, cnt, lane, xt, kp, m, acc);
+        }
+        for (uint r = 0; r < M; ++r)
+            if (r < m)   // uniform across the SIMD group
+                rlx_q_gemv_finish<Q, T>(acc.v[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias, act,
+                                        y + (uint64_t)r * ys, j);
+    }
+}
+#endif
+
+// y[r, j] = act(x[r] . W[j] + bias[j]) for r < m <= RLX_QGEMV_MAX_M (any k):
+// decode steps with k past gemv1_q's tile, speculative and batched decoding.
+template <typename Q, typename T>
+RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                  RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                  RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    const uint m = p->m, n = p->n, k = p->k, xs = p->x_stride, ys = p->y_stride, rpg = p->rows_per_group;
+    const uint has_bias = p->has_bias, act = p->act;
+    const uint j0 = rlx_group_id.x * rpg;
+    if (j0 >= n || m == 0u) return;
+    const uint j1 = rpg < n - j0 ? j0 + rpg : n;
+#ifdef RLX_TARGET_CPU
+    (void)has_bias, (void)act, (void)xs, (void)ys, (void)k;
+    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
+#else
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u, tail = chunks * 32u;   // tail < k for bf16 only
+    // One SIMD group per W row: the group's first n_work SIMD groups take
+    // its rows in turn (row j0 + sid, then + n_work, ...), and the lanes of a
+    // SIMD group split the row's 32-element chunks, a pass of up to 32
+    // consecutive chunks at a time (lane l decodes chunk cb + l: the lanes'
+    // block reads are independent and adjacent). x is not read straight from
+    // global memory per lane (lane l's 32 elements lie in their own cache
+    // line, so each load instruction touched 32 lines, which is what bound
+    // the earlier kernel): the SIMD group copies the pass's 32 cnt elements of
+    // x row r into its own tile of shared memory with neighbouring lanes on
+    // neighbouring elements, then each lane reads its chunk from the tile.
+    // The tile is swizzled (element e of chunk c at c * 32 + (e ^ c)) so
+    // both the copy (lanes on one chunk) and the reads (lanes on one
+    // element of different chunks) hit distinct banks, for f32 and f16.
+    //
+    // Why this is race-free without a group barrier: (1) each SIMD group
+    // uses only its own tile (xt[sid * 1024, sid * 1024 + 1024)), and rows
+    // are partitioned between SIMD groups (j = j0 + sid mod n_work), so two
+    // SIMD groups share neither shared memory nor an output; (2) within a
+    // SIMD group, every tile refill is bracketed by rlx_simd_barrier: the
+    // one before it orders the previous pass's (or x row's) reads before the
+    // overwrite, the one after it makes the copy visible before the reads;
+    // all the loops around them (rows j, passes cb, x rows r < m) have
+    // bounds uniform across the SIMD group, so every existing lane reaches
+    // each barrier and each rlx_simd_sum the same number of times (lanes
+    // with no chunk in a pass still take part, with a zero contribution);
+    // (3) y[r, j] is written only by lane 0 of the SIMD group that owns row
+    // j, after the sum. The CUDA forms (prelude/cuda.h) take the mask of the
+    // lanes that exist, so a group smaller than a warp, or a partial last
+    // warp, neither waits for nor reads an absent lane; Metal's simd_sum and
+    // simdgroup_barrier act on the active lanes.
+    //
+    // Small groups: with T < SIMD width threads the group is one partial SIMD
+    // group of T lanes and a pass is T chunks (T = 1: one lane, a chunk a
+    // pass). Groups of more than RLX_QGEMV_SIMD_GROUPS SIMD groups leave the
+    // rest idle (the shared tiles are sized for that many); SIMD groups of
+    // more than 32 lanes leave lanes past 32 without chunks. Rows per group
+    // need not be a multiple of n_work (the stride loop ends at j1).
+#ifdef RLX_TARGET_CUDA
+    __shared__ __align__(16) T xt[RLX_QGEMV_SIMD_GROUPS * 1024u];   // rlx_q_xt_group's vector loads
+#else
+    RLX_SHARED(T, xt, RLX_QGEMV_SIMD_GROUPS * 1024u);
+#endif
+    const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;   // lanes this SIMD group has
+    const uint per = lanes < 32u ? lanes : 32u;                    // chunks a pass
+    // All m rows of x fit the tile: stage x once for the group, behind one
+    // group barrier, and stream the rows with no further copies (the tiled
+    // loop below reads x from L2 once per weight row: for a 262144 x 640
+    // weight four times the weight's own bytes). The condition is uniform
+    // across the group (params only), so every thread reaches the barrier.
+    const uint kp = (k + 31u) & ~31u;
+    if ((uint64_t)m * kp <= (uint64_t)RLX_QGEMV_SIMD_GROUPS * 1024u) {
+        rlx_q_stage_x<T>(x, xt, m, k, kp, xs, rlx_local_id.x, nt);
+        rlx_barrier();
+        if (sid >= n_work) return;   // no barrier follows
+        rlx_q_gemv_whole_x<Q, T, RLX_QGEMV_MAX_M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid,
+                                                   n_work, lane, lanes);
+        return;
+    }
+    if (sid >= n_work) return;   // no group barrier below, so idle SIMD groups may leave
+    const uint tb = sid * 1024u;                                   // this SIMD group's tile
+    for (uint j = j0 + sid; j < j1; j += n_work) {
+        RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
+        float acc[RLX_QGEMV_MAX_M];
+        for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) acc[r] = 0.0f;
+        for (uint cb = 0; cb < chunks; cb += per) {
+            const uint cnt = per < chunks - cb ? per : chunks - cb;   // chunks in this pass
+            const bool mine = lane < cnt;
+            // Lanes without a chunk decode chunk cb again (no divergence, a
+            // cached read) and drop it.
+            const rlx_q32 v = rlx_q_chunk<Q>(wr, mine ? cb + lane : cb);
+            for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) {
+                if (r < m) {
+                    RLX_DEVICE const T *xr = x + (uint64_t)r * xs + 32u * cb;
+                    rlx_simd_barrier();   // the tile's previous reads are done
+                    for (uint e = lane; e < 32u * cnt; e += lanes) {
+                        const uint ci = e >> 5u;
+                        xt[tb + ci * 32u + ((e & 31u) ^ ci)] = xr[e];
+                    }
+                    rlx_simd_barrier();   // the copy is visible to every lane
+                    if (mine) {
+                        float sum = 0.0f;
+                        for (uint e = 0; e < 32u; ++e) sum += rlx_to_float(xt[tb + lane * 32u + (e ^ lane)]) * v.v[e];
+                        acc[r] += sum;
+                    }
+                }
+            }
+        }
+        for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r)
+            if (r < m)   // uniform across the SIMD group
+                rlx_q_gemv_finish<Q, T>(acc[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias, act,
+                                        y + (uint64_t)r * ys, j);
+    }
+#endif
+}
+
+// The integer form's codes and dot (CUDA; the CPU harness of
+// tests/c/quant_pieces_host.cpp), after quant.h's GPU GEMV helpers.
+#include "quant_pieces.h"
+
+#ifdef RLX_TARGET_CUDA
+// gemv1_q's rows for one row of x in integer dot products (quant_pieces.h),
+// where the format has int8 codes, the group is whole SIMD groups (at most
+// RLX_QGEMV_SIMD_GROUPS: every one takes rows) with at least
+// RLX_QX_MIN_ROWS rows (the split costs each group a pass over x: with
+// the 8 rows of a decode step's small GEMVs the f32 form is faster), x's
+// pieces fit the tile and x has no chunk that needs the f32 form. Every
+// thread of the group calls it; the result is uniform across the group,
+// and false leaves the tile to the caller (behind the split's barrier).
+template <typename Q, typename T>
+RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
+                                   RLX_DEVICE const T *bias, uchar *tile, uint k, uint has_bias, uint act, uint j0,
+                                   uint j1, uint nt, uint sid, uint lane) {
+    if (!RlxQInt<Q>::has || (nt & 31u) != 0u || nt > 32u * RLX_QGEMV_SIMD_GROUPS || (k & 31u) != 0u ||
+        j1 - j0 < RLX_QX_MIN_ROWS)
+        return false;
+    const uint chunks = k / 32u, stored = rlx_qx_stored_pieces(k, RLX_QGEMV1_MAX_K * (uint)sizeof(T));
+    // Passes as rlx_q_gemv_whole_x's pipelined ones, with 4 more bytes of
+    // slack at the stage's end for rlx_qi_words' reads past an unaligned run.
+    const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;
+    const uint fit = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+    const uint pp = ((32u < fit ? 32u : fit) / cpb) * cpb;
+    if (stored == 0u || pp == 0u || !rlx_q_stage_pipelined(pp * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) return false;
+    uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    const RlxQDotPieces<Q> dot = {(const uint4 *)tile, (const float *)(tile + stored * chunks * 32u),
+                                  (const float *)(tile + stored * chunks * 32u) + chunks, chunks, 0u};
+    const RlxQSplitPre<T> pre = {x, tile, chunks, stored, nt};
+    return rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, pre, 1u, k, 0u, has_bias, act, j0, j1, sid, nt / 32u, lane, pp,
+                                    stage);
+}
+#endif
+
+// The decode step: gemv_q for m = 1 and k <= RLX_QGEMV1_MAX_K (the lowering
+// routes other shapes to gemv_q), in a kernel of its own so that it keeps
+// the registers of one x row (gemv_q's eight rows of accumulators cost it
+// three quarters of its occupancy on CUDA). m > 1 is still computed, one x
+// row at a time.
+// gemv1i_q<Q, T> is the CUDA integer form of gemv1_q for the formats with
+// int8 codes, which the lowering picks for groups of at least
+// RLX_QX_MIN_ROWS rows (the vocabulary projection); elsewhere, and on every
+// other target, it computes as gemv1_q. A kernel of its own because its
+// registers differ: bounded to three groups of 256 threads an SM
+// (unbounded the integer form took ~95 a thread: two groups an SM, fewer
+// loads in flight; bounded it spills at most a few words), beside an f32
+// fallback without the pipelined staging (rare x only, and groups under
+// RLX_QX_MIN_ROWS rows; the pipelined form's registers spilled ~100
+// bytes). The lowering launches at most GEMV_THREADS (256) threads a group.
+// gemv1_q keeps its unbounded registers (a bound of 256 threads changed
+// the compiler's choices: 114-166 registers where it takes 72-96).
+#ifdef RLX_TARGET_CUDA
+#define RLX_QGEMV1I_BOUNDS __launch_bounds__(256, 3)
+#else
+#define RLX_QGEMV1I_BOUNDS
+#endif
+
+#ifndef RLX_TARGET_CPU
+// The GPU rows of gemv1_q (INTEGER false) and gemv1i_q (true) for group j0..j1:
+// each row of x staged into the group's tile xt (RLX_QGEMV1_MAX_K elements
+// of T; on CUDA 16-byte aligned, the integer form's pieces share it).
+template <typename Q, typename T, bool INTEGER>
+RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
+                                 RLX_DEVICE const T *bias, RLX_GROUP_MEM T *xt, uint m, uint k, uint xs, uint ys,
+                                 uint has_bias, uint act, uint x_glu, uint gate_offset, uint up_offset, uint j0,
+                                 uint j1, uint tid, uint nt, uint sw, uint sid, uint lane) {
+    const uint kp = (k + 31u) & ~31u;
+    if (kp > RLX_QGEMV1_MAX_K) return;   // the lowering never sends it (gemv_q takes any k)
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
+    for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
+        if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
+#ifdef RLX_TARGET_CUDA
+        if (INTEGER && x_glu == 0u &&
+            rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xt, k, has_bias,
+                                     act, j0, j1, nt, sid, lane))
+            continue;   // else x takes the f32 form below
+#endif
+        // With x_glu, k is whole chunks: the finish's bf16 tail, which reads x itself, is empty.
+        if (x_glu != 0u)
+            rlx_q_stage_x_glu<T>(x + gate_offset, x + up_offset, xt, k, kp, x_glu, tid, nt);
+        else
+            rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
+        rlx_barrier();
+        if (sid < n_work)
+            rlx_q_gemv_whole_x<Q, T, 1, !INTEGER>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp,
+                                                 xs, ys, has_bias, act, j0, j1, sid, n_work, lane, lanes);
+    }
+}
+#endif
+
+#ifdef RLX_TARGET_CUDA
+#define RLX_QGEMV1_TILE(T) __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u]; T *xt = (T *)xtile
+#else
+#define RLX_QGEMV1_TILE(T) RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K)
+#endif
+
+// The body of both kernels: INTEGER as above.
+#ifdef RLX_TARGET_CPU
+#define RLX_QGEMV1_BODY(INTEGER)                                                                  \
+    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
+    if (j0 >= p->n || p->m == 0u) return;                                                         \
+    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, rpg < p->n - j0 ? j0 + rpg : p->n)
+#else
+#ifdef RLX_TARGET_CUDA
+// The first RLX_QGEMV1_PREFETCH_BYTES of the group's weight rows, prefetched
+// into L2 before the PDL wait (prelude/cuda.h): weights are written only
+// when they are loaded, and a decode step's small GEMVs (8 rows a group,
+// a pass a row) otherwise paid their first memory latency after the wait.
+// Capped so that a tall GEMV's groups (256 rows) do not flood L2 ahead of
+// their passes.
+#define RLX_QGEMV1_PREFETCH_BYTES 16384u
+template <typename Q>
+RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
+    rlx_let_next_kernel_launch();
+    const uint rpg = p->rows_per_group, n = p->n, j0 = rlx_group_id_early.x * rpg;
+    if (j0 >= n || p->m == 0u) return;
+    const uint64_t row_bytes = (uint64_t)(p->k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint64_t bytes = (uint64_t)(rpg < n - j0 ? rpg : n - j0) * row_bytes;
+    const uint lines = (uint)(((bytes < RLX_QGEMV1_PREFETCH_BYTES ? bytes : RLX_QGEMV1_PREFETCH_BYTES) + 127u) / 128u);
+    RLX_DEVICE const uchar *base = w + (uint64_t)j0 * row_bytes;
+    for (uint i = rlx_local_id_early.x; i < lines; i += blockDim.x) rlx_prefetch_l2(base + 128u * i);
+}
+#define RLX_QGEMV1_PREFETCH() rlx_q_gemv1_prefetch<Q>(w, p)
+#else
+#define RLX_QGEMV1_PREFETCH() ((void)0)
+#endif
+#define RLX_QGEMV1_BODY(INTEGER)                                                                  \
+    RLX_QGEMV1_PREFETCH();                                                                        \
+    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
+    if (j0 >= p->n || p->m == 0u) return;                                                         \
+    RLX_QGEMV1_TILE(T);                                                                           \
+    rlx_q_gemv1_rows<Q, T, INTEGER>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, \
+                                    p->act, p->x_glu, p->gate_offset, p->up_offset, j0,                    \
+                                    rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x, rlx_group_size.x,  \
+                                    rlx_simd_width, rlx_simd_id, rlx_simd_lane)
+#endif
+
+template <typename Q, typename T>
+RLX_KERNEL gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                   RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                   RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    RLX_QGEMV1_BODY(false);
+}
+
+template <typename Q, typename T>
+RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    RLX_QGEMV1_BODY(true);
+}
