@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: suite, sanitize, gemv_table, gemv_benches,
+# Then the shared steps below: suite, sanitize, gemv_table, gemv_benches, pdl_off_trace,
 # stand_in_model and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -74,6 +74,21 @@ gemv_benches() {
 # bytes (no decode kernel's time depends on the weights' values).
 stand_in_model() { cp .gg/gemma-header.bin /tmp/z.gguf && truncate -s 253113024 /tmp/z.gguf; }
 
+# pdl_off_trace POSITIONS TOP: llm_decode_trace.py on the stand-in with
+# PDL off (true kernel durations), the first POSITIONS positions' TOP
+# kernels (calls a step, mean us a call, us a step) into the summary.
+pdl_off_trace() {
+  RLX_CUDA_PDL=0 timeout 90 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf "$OUT/trace.json" >"$OUT/trace.log" 2>&1
+  note "decode trace (PDL off) rc=$?"
+  python3 -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+for r in d['rows'][:int(sys.argv[2])]:
+  print('pos', r['position'], 'span', round(r['span_us_median'], 1), 'busy', round(r['busy_us_median'], 1), 'kernels', r['kernels_per_step'])
+  for k in r['by_kernel'][:int(sys.argv[3])]:
+    print('  ', k['name'][:40], round(k['calls_per_step'], 1), round(k['mean_us'], 2), round(k['us_per_step'], 1))
+" "$OUT/trace.json" "$1" "$2" 2>&1 | tee -a "$S"
+}
+
 # decode_speed_and_trace [POSITIONS]: llm_decode_speed.py (f32 cache) on the
 # stand-in and its in-graph trace with PDL off (true kernel durations), the
 # first POSITIONS positions' top kernels into the summary.
@@ -82,12 +97,6 @@ decode_speed_and_trace() {
   KV_DTYPES=f32 timeout 60 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" \
     >"$OUT/llm-speed.log" 2>&1
   note "llm decode speed rc=$?"; grep '^{' "$OUT/llm-speed.log" | sort -u | cut -c1-400 | tee -a "$S"
-  RLX_CUDA_PDL=0 timeout 90 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf "$OUT/trace.json" >"$OUT/trace.log" 2>&1
-  note "decode trace (PDL off) rc=$?"
-  python3 -c "
-import json, sys; d = json.load(open(sys.argv[1]))
-for r in d['rows'][:int(sys.argv[2])]:
-  print('pos', r['position'], 'span', round(r['span_us_median'], 1), 'busy', round(r['busy_us_median'], 1), 'kernels', r['kernels_per_step'])
-  for k in r['by_kernel'][:12]: print('  ', k['name'][:40], k['calls_per_step'], round(k['mean_us'], 2), round(k['us_per_step'], 1))
-" "$OUT/trace.json" "$positions" 2>&1 | tee -a "$S"
+  pdl_off_trace "$positions" 12
 }
+

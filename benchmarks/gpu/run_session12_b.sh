@@ -18,14 +18,7 @@ sanitize memcheck "gemv1 + glu_linear memcheck" memcheck.log tests/ops/test_quan
 KV_DTYPES=f32 WITHOUT=" ;glu_linear" timeout 120 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf \
   "$OUT/llm-speed.json" >"$OUT/llm-speed.log" 2>&1
 note "decode speed, with and without glu_linear rc=$?"; grep '^{' "$OUT/llm-speed.log" | cut -c1-260 | tee -a "$S"
-RLX_CUDA_PDL=0 timeout 90 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf "$OUT/trace.json" >"$OUT/trace.log" 2>&1
-note "decode trace (PDL off) rc=$?"
-python3 -c "
-import json, sys; d = json.load(open(sys.argv[1]))
-for r in d['rows'][:1]:
-  print('pos', r['position'], 'span', round(r['span_us_median'], 1), 'busy', round(r['busy_us_median'], 1), 'kernels', r['kernels_per_step'])
-  for k in r['by_kernel'][:11]: print('  ', k['name'][:40], k['calls_per_step'], round(k['mean_us'], 2), round(k['us_per_step'], 1))
-" "$OUT/trace.json" 2>&1 | tee -a "$S"
+pdl_off_trace 1 11
 timeout 60 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1; note "gemv bench rc=$?"
 gemv_table "$OUT/gemv.json"
 echo "=== summary ==="; cat "$S"
