@@ -302,6 +302,19 @@ typedef struct rlx_shim_api {
      * once anyway: a shim may run the work on the calling thread (the host
      * shim does, so no executor thread has to wake up for it). */
     rlx_status (*cmd_commit_wait)(rlx_cmdbuf *cb, double *device_seconds);
+
+    /* --- the caller's memory as a buffer (appended: check struct_size) ---
+     * For shims whose buffers are plain host memory (host); the others
+     * return RLX_ERR_UNSUPPORTED from both. buffer_wrap makes a buffer over [ptr, ptr + size), memory the
+     * caller owns (buffer_free then frees only the handle); buffer_rebind
+     * points it at other memory of the same size. Commands, ICB entries and
+     * schedules read a wrapped buffer's address when they execute (direct
+     * commands: when encoded), so one rebind before a command buffer is begun
+     * retargets every use of it; never rebind while work that uses the buffer
+     * is in flight. Lets a run read its inputs and write its outputs in the
+     * caller's arrays instead of copying them through the arena. */
+    rlx_status (*buffer_wrap)(rlx_device *dev, void *ptr, uint64_t size, rlx_buffer **out);
+    rlx_status (*buffer_rebind)(rlx_buffer *buf, void *ptr);
 } rlx_shim_api;
 
 /* 1 when the table `api` fills entry `field` (entries appended after a

@@ -16,6 +16,18 @@
         rlx_status s = cmd_commit(cb);                                                             \
         return s != RLX_OK ? s : cmd_wait(cb, device_seconds);                                     \
     }                                                                                              \
+    /* A GPU's buffers are device memory, not the caller's: no wrapping. */                      \
+    static rlx_status buffer_wrap(rlx_device *dev, void *ptr, uint64_t size, rlx_buffer **out) {  \
+        (void)dev, (void)ptr, (void)size;                                                          \
+        if (out) *out = NULL;                                                                      \
+        return fail(RLX_ERR_UNSUPPORTED, "buffer_wrap: %s buffers are not the caller's memory",    \
+                    backend_name);                                                                 \
+    }                                                                                              \
+    static rlx_status buffer_rebind(rlx_buffer *buf, void *ptr) {                                  \
+        (void)buf, (void)ptr;                                                                      \
+        return fail(RLX_ERR_UNSUPPORTED, "buffer_rebind: %s buffers are not the caller's memory",  \
+                    backend_name);                                                                 \
+    }                                                                                              \
     static const rlx_shim_api kApi = {                                                             \
         RLX_SHIM_ABI_VERSION, (uint32_t)sizeof(rlx_shim_api), backend_name,                        \
         last_error, unavailable_reason,                                                            \
@@ -29,6 +41,7 @@
         queue_create, queue_free, cmd_begin_on,                                                    \
         schedule_create, cmd_execute_schedule, schedule_free,                                      \
         cmd_commit_wait,                                                                           \
+        buffer_wrap, buffer_rebind,                                                                \
     };                                                                                             \
     __attribute__((visibility("default"))) const rlx_shim_api *rlx_shim_get_api(uint32_t abi_version) { \
         if (abi_version != RLX_SHIM_ABI_VERSION) {                                                 \

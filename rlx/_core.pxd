@@ -108,6 +108,8 @@ cdef extern from "rlx_shim.h" nogil:
         int (*cmd_execute_schedule)(rlx_cmdbuf *cb, rlx_schedule *sched) noexcept nogil
         void (*schedule_free)(rlx_schedule *sched) noexcept nogil
         int (*cmd_commit_wait)(rlx_cmdbuf *cb, double *device_seconds) noexcept nogil
+        int (*buffer_wrap)(rlx_device *dev, void *ptr, uint64_t size, rlx_buffer **out) noexcept nogil
+        int (*buffer_rebind)(rlx_buffer *buf, void *ptr) noexcept nogil
 
 
 cdef extern from "rlx_thunk.h" nogil:
@@ -140,10 +142,15 @@ cdef extern from "<pthread.h>" nogil:
         pass
 
 
-# A transfer between user memory and the arena.
+# A transfer between user memory and the arena. bound: a wrapped buffer
+# (buffer_wrap) that the kernels read / write this value through; a run
+# points it at the caller's array instead of copying (where the array
+# allows), then back at the value's arena bytes. NULL: always copied.
 ctypedef struct rlx_io:
     uint64_t offset
     uint64_t size
+    rlx_buffer *bound
+    uint32_t in_place      # this run reads / writes the caller's array (set and cleared under the lock)
 
 
 # One step of a replayed run: a schedule the shim made once from the
@@ -178,6 +185,7 @@ cdef class Program:
     cdef char *arena_host          # NULL when the arena is not host-visible
     cdef bint staged               # copies travel in the command buffer (cmd_upload / cmd_download)
     cdef bint commit_wait          # the shim commits and waits in one call (cmd_commit_wait)
+    cdef bint bind_io              # runs bind inputs / outputs that have a bound buffer in place
     cdef rlx_thunk *thunks
     cdef uint32_t n_thunks
     cdef rlx_io *inputs
@@ -204,6 +212,8 @@ cdef class Program:
     cdef object keepalive
 
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil
+    cdef void _bind_io(self, const void *const *inputs, void *const *outputs) noexcept nogil
+    cdef void _unbind_io(self) noexcept nogil
     cdef _record(self, segments)
     cdef _add_schedule(self, uint32_t start, uint32_t count)
     cdef int _encode_range(self, rlx_cmdbuf *cb, uint32_t start, uint32_t end) noexcept nogil

@@ -47,6 +47,7 @@ _STATUS_ERRORS = {
 
 cdef enum:
     MAX_IO = 256
+    IO_ALIGN = 16                    # an array read / written in place starts on this many bytes
     MAX_BUFFERS = 16                 # entries of one binding table
     RLX_ERR_UNSUPPORTED_STATUS = 6   # rlx_status RLX_ERR_UNSUPPORTED
 
@@ -345,14 +346,21 @@ cdef inline int _record_thunk(const rlx_shim_api *api, rlx_icb *icb, uint32_t in
                                    t.threads, barrier)
 
 
-def _io(what, pairs):
+def _io(what, pairs, bindable=False):
+    """(offset, integer) per entry; with bindable, an entry may add a third
+    item, the binding name of the wrapped buffer it is read / written
+    through (None: none), and the result has three items per entry."""
     if len(pairs) > MAX_IO:
         raise _errors.ScheduleError(f"at most {MAX_IO} {what}, got {len(pairs)}")
     out = []
     for i, pair in enumerate(pairs):
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise _errors.ScheduleError(f"{what} {i} must be an (arena offset, integer) pair, got {pair!r}")
-        out.append((_integer(f"{what} {i} offset", pair[0]), _integer(f"{what} {i} size", pair[1])))
+        if not isinstance(pair, (tuple, list)) or not (len(pair) == 2 or bindable and len(pair) == 3):
+            raise _errors.ScheduleError(f"{what} {i} must be an (arena offset, integer) pair"
+                                        f"{' or (offset, size, binding name)' if bindable else ''}, got {pair!r}")
+        entry = (_integer(f"{what} {i} offset", pair[0]), _integer(f"{what} {i} size", pair[1]))
+        if bindable:
+            entry += (pair[2] if len(pair) == 3 else None,)
+        out.append(entry)
     return out
 
 
@@ -362,7 +370,11 @@ cdef class Program:
     table: the ThunkTable (copied; bindings resolved here, once).
     buffers: shim buffer address per binding name of table.bindings (every
       name, "arena" among them).
-    inputs / outputs: (arena offset, bytes) per transfer.
+    inputs / outputs: (arena offset, bytes) per transfer, or (arena offset,
+      bytes, binding name): the name of a wrapped buffer (shim buffer_wrap,
+      over those arena bytes) through which the thunks read that input or
+      write that output; a run then points it at the caller's array instead
+      of copying (bind_io), and back at the arena bytes afterwards.
     patches: (arena offset, dynamic symbol index) for run-time int32 params.
     replay: record the dispatches into an indirect command buffer once and
       replay it per run (segments: the plan of rlx/opt/segments.py, as
@@ -383,7 +395,7 @@ cdef class Program:
                                         f"there); the table binds {', '.join(table.bindings.names)}")
         for i, address in enumerate(table.bindings.resolve(buffers)):
             bufs[i] = <rlx_buffer *><uintptr_t>address
-        inputs, outputs = _io("inputs", inputs), _io("outputs", outputs)
+        inputs, outputs = _io("inputs", inputs, True), _io("outputs", outputs, True)
         patches = _io("patches", patches)
         self.api = <const rlx_shim_api *>api
         self.device = <rlx_device *>device
@@ -422,16 +434,29 @@ cdef class Program:
                 t.gemm.c = bufs[t.gemm_binding[2]]
                 t.gemm.bias = NULL if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[3]]
 
+        can_rebind = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.buffer_rebind != NULL
+                      and self.arena_host != NULL)
+        self.bind_io = True
         self.n_inputs = len(inputs)
         self.inputs = <rlx_io *>calloc(max(1, self.n_inputs), sizeof(rlx_io))
-        for i, (off, size) in enumerate(inputs):
-            self.inputs[i].offset = off
-            self.inputs[i].size = size
         self.n_outputs = len(outputs)
         self.outputs = <rlx_io *>calloc(max(1, self.n_outputs), sizeof(rlx_io))
-        for i, (off, size) in enumerate(outputs):
-            self.outputs[i].offset = off
-            self.outputs[i].size = size
+        if self.inputs == NULL or self.outputs == NULL:
+            raise MemoryError()
+        for what, entries, ios in (("input", inputs, <uintptr_t>self.inputs),
+                                   ("output", outputs, <uintptr_t>self.outputs)):
+            for i, (off, size, name) in enumerate(entries):
+                (<rlx_io *>ios)[i].offset = off
+                (<rlx_io *>ios)[i].size = size
+                if name is None:
+                    continue
+                if name not in table.bindings:
+                    raise _errors.ScheduleError(f"{what} {i} is bound through {name!r}, which is not a binding of "
+                                                f"the table ({', '.join(table.bindings.names)})")
+                if not can_rebind:
+                    raise _errors.ScheduleError(f"{what} {i} is bound through {name!r}, but this shim cannot "
+                                                f"rebind buffers (buffer_rebind) or its arena is not host-visible")
+                (<rlx_io *>ios)[i].bound = bufs[table.bindings.index(name)]
         self.n_patches = len(patches)
         self.patches = <rlx_patch *>calloc(max(1, self.n_patches), sizeof(rlx_patch))
         for i, (off, sym) in enumerate(patches):
@@ -593,6 +618,27 @@ cdef class Program:
         pthread_mutex_unlock(&self.lock)
 
     @property
+    def binds_io(self):
+        """True when runs read inputs and write outputs that have a bound
+        buffer in the caller's arrays (no copy), False when every input and
+        output is copied through the arena. Settable: profiling that runs
+        thunks one at a time afterwards (run_one) wants the inputs copied
+        into their arena bytes."""
+        return bool(self.bind_io)
+
+    @binds_io.setter
+    def binds_io(self, bint value):
+        pthread_mutex_lock(&self.lock)
+        self.bind_io = value
+        pthread_mutex_unlock(&self.lock)
+
+    @property
+    def bound_io(self):
+        """(inputs, outputs): the indices that have a bound buffer."""
+        return ([i for i in range(self.n_inputs) if self.inputs[i].bound != NULL],
+                [i for i in range(self.n_outputs) if self.outputs[i].bound != NULL])
+
+    @property
     def last_device_seconds(self):
         """Device time of the latest run, as the shim measured it."""
         return self.device_seconds
@@ -671,7 +717,9 @@ cdef class Program:
 
     def run(self, inputs, outputs):
         """Run once. inputs / outputs: objects with the buffer protocol, dense,
-        in the order and byte sizes the program was built with."""
+        in the order and byte sizes the program was built with. Bound ones
+        (``bound_io``) are read / written in place during the call, so an
+        input must not change until it returns."""
         cdef Py_buffer in_views[MAX_IO]
         cdef Py_buffer out_views[MAX_IO]
         cdef const void *in_ptrs[MAX_IO]
@@ -752,14 +800,58 @@ cdef class Program:
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil:
         cdef int status
         pthread_mutex_lock(&self.lock)
+        self._bind_io(inputs, outputs)
         if self.staged:
             status = self._run_staged(inputs, outputs)
             if status == RLX_ERR_UNSUPPORTED_STATUS:   # the shim prefers direct copies after all
                 self.staged = 0
         if not self.staged:
             status = self._run_direct(inputs, outputs)
+        self._unbind_io()
         pthread_mutex_unlock(&self.lock)
         return status
+
+    cdef void _bind_io(self, const void *const *inputs, void *const *outputs) noexcept nogil:
+        """Points the bound buffers at the caller's arrays where they allow it
+        (IO_ALIGN-aligned; an output must not overlap an input read in place,
+        which its kernels would overwrite while still reading it); every other
+        value is copied as before. The caller holds the lock."""
+        cdef uint32_t i, j
+        cdef rlx_io *io
+        cdef uintptr_t lo, hi
+        cdef bint clash
+        if not self.bind_io:
+            return
+        for i in range(self.n_inputs):
+            io = &self.inputs[i]
+            if (io.bound != NULL and io.size and (<uintptr_t>inputs[i]) % IO_ALIGN == 0 and
+                    self.api.buffer_rebind(io.bound, <void *>inputs[i]) == 0):
+                io.in_place = 1
+        for j in range(self.n_outputs):
+            io = &self.outputs[j]
+            if io.bound == NULL or not io.size or (<uintptr_t>outputs[j]) % IO_ALIGN != 0:
+                continue
+            lo, hi = <uintptr_t>outputs[j], <uintptr_t>outputs[j] + io.size
+            clash = False
+            for i in range(self.n_inputs):
+                if (self.inputs[i].in_place and <uintptr_t>inputs[i] < hi and
+                        lo < <uintptr_t>inputs[i] + self.inputs[i].size):
+                    clash = True
+            if not clash and self.api.buffer_rebind(io.bound, outputs[j]) == 0:
+                io.in_place = 1
+
+    cdef void _unbind_io(self) noexcept nogil:
+        """Bound buffers back on their arena bytes: nothing keeps a pointer
+        into the caller's arrays past the run (run_one, calibration)."""
+        cdef uint32_t i
+        for i in range(self.n_inputs):
+            if self.inputs[i].in_place:
+                self.api.buffer_rebind(self.inputs[i].bound, self.arena_host + self.inputs[i].offset)
+                self.inputs[i].in_place = 0
+        for i in range(self.n_outputs):
+            if self.outputs[i].in_place:
+                self.api.buffer_rebind(self.outputs[i].bound, self.arena_host + self.outputs[i].offset)
+                self.outputs[i].in_place = 0
 
     cdef int _begin(self, rlx_cmdbuf **cb) noexcept nogil:
         if self.queue != NULL:
@@ -783,6 +875,8 @@ cdef class Program:
         if status != 0:
             return self._fail(status, b"beginning a command buffer")
         for i in range(self.n_inputs):
+            if self.inputs[i].in_place:
+                continue
             status = api.cmd_upload(cb, self.arena, self.inputs[i].offset, inputs[i], self.inputs[i].size)
             if status != 0:
                 break
@@ -795,6 +889,8 @@ cdef class Program:
                     break
         if status == 0:
             for i in range(self.n_outputs):
+                if self.outputs[i].in_place:
+                    continue
                 status = api.cmd_download(cb, self.arena, self.outputs[i].offset, outputs[i], self.outputs[i].size)
                 if status != 0:
                     break
@@ -817,6 +913,8 @@ cdef class Program:
         cdef int status = 0
         cdef int32_t value
         for i in range(self.n_inputs):
+            if self.inputs[i].in_place:
+                continue
             if self.arena_host != NULL:
                 memcpy(self.arena_host + self.inputs[i].offset, inputs[i], self.inputs[i].size)
             else:
@@ -840,6 +938,8 @@ cdef class Program:
         if status != 0:
             return status
         for i in range(self.n_outputs):
+            if self.outputs[i].in_place:
+                continue
             if self.arena_host != NULL:
                 memcpy(outputs[i], self.arena_host + self.outputs[i].offset, self.outputs[i].size)
             else:

@@ -50,6 +50,10 @@ VARIABLES: tuple[EnvVar, ...] = (
            "is off: linear/matmul with such weights then dequantize them (a tile of rows at a time) and take "
            "the gemm at every batch size; read at compile time."),
     EnvVar("RLX_REPLAY", "1", "`0` re-encodes every thunk on every run instead of replaying the recorded schedule."),
+    EnvVar("RLX_BIND_IO", "1", "`0` copies every input and output of a CPU run through the arena instead of "
+           "reading the caller's arrays and writing the result arrays in place (inputs and outputs of 4 KiB "
+           "or more, 16-byte aligned, that no kernel writes / that are whole dense values); read at compile "
+           "time."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
            "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
@@ -162,6 +166,10 @@ def arena_no_reuse() -> bool:
 
 def replay() -> bool:
     return _flag("RLX_REPLAY", True)
+
+
+def bind_io() -> bool:
+    return _flag("RLX_BIND_IO", True)
 
 
 def cuda_pdl() -> bool:

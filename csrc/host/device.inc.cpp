@@ -230,8 +230,27 @@ rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
 
 void buffer_free(rlx_buffer *b) {
     if (!b) return;
-    if (b->mapped) munmap(b->ptr, b->mapped); else free(b->ptr);
+    if (b->wrapped) {}   // the caller's memory
+    else if (b->mapped) munmap(b->ptr, b->mapped);
+    else free(b->ptr);
     delete b;
+}
+
+rlx_status buffer_wrap(rlx_device *d, void *ptr, uint64_t size, rlx_buffer **out) {
+    ARG_CHECK(out, "buffer_wrap: out is NULL");
+    *out = nullptr;
+    ARG_CHECK(d, "buffer_wrap: device is NULL");
+    ARG_CHECK(ptr || size == 0, "buffer_wrap: NULL memory for %llu bytes", (unsigned long long)size);
+    *out = new rlx_buffer{d, (uint8_t *)ptr, size, 0, true};
+    return RLX_OK;
+}
+
+rlx_status buffer_rebind(rlx_buffer *b, void *ptr) {
+    ARG_CHECK(b, "buffer_rebind: buffer is NULL");
+    ARG_CHECK(b->wrapped, "buffer_rebind: the buffer was allocated by the shim, not made by buffer_wrap");
+    ARG_CHECK(ptr || b->size == 0, "buffer_rebind: NULL memory for %llu bytes", (unsigned long long)b->size);
+    b->ptr = (uint8_t *)ptr;
+    return RLX_OK;
 }
 
 void *buffer_host_ptr(rlx_buffer *b) { return b ? b->ptr : nullptr; }

@@ -33,6 +33,11 @@ rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline *p, ui
     for (uint32_t i = 0; i < n_bindings; ++i) {
         if (rlx_status s = check_binding(icb->dev, "icb_encode_dispatch", i, buffers[i], offsets[i])) return s;
         e.bufs[i] = buffers[i]->ptr + offsets[i];
+        if (buffers[i]->wrapped) {
+            e.wrapped |= 1u << i;
+            e.buffers[i] = buffers[i];
+            e.offsets[i] = offsets[i];
+        }
     }
     e.fn = p->fn;
     memcpy(e.groups, groups, sizeof e.groups);
@@ -83,7 +88,15 @@ void execute(rlx_cmdbuf *cb) {
                         cb->error = "icb entry " + std::to_string(i) + " was never encoded";
                         break;
                     }
-                    run_dispatch(d, e.fn, e.bufs, e.groups);
+                    if (e.wrapped) {   // a wrapped buffer's memory is the one bound now
+                        void *bufs[RLX_MAX_BINDINGS];
+                        memcpy(bufs, e.bufs, sizeof bufs);
+                        for (uint32_t j = 0; j < RLX_MAX_BINDINGS; ++j)
+                            if (e.wrapped >> j & 1u) bufs[j] = e.buffers[j]->ptr + e.offsets[j];
+                        run_dispatch(d, e.fn, bufs, e.groups);
+                    } else {
+                        run_dispatch(d, e.fn, e.bufs, e.groups);
+                    }
                 }
                 if (st != RLX_OK) break;
             }

@@ -99,11 +99,23 @@ struct rlx_device {
     std::vector<rlx_cmdbuf *> spare;
 };
 
-struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size, mapped; /* mapped: mmap length or 0 */ };
+// mapped: mmap length or 0. wrapped: the caller's memory (buffer_wrap), which
+// buffer_rebind may move between runs, so recorded entries read ptr when they run.
+struct rlx_buffer { rlx_device *dev; uint8_t *ptr; uint64_t size, mapped; bool wrapped = false; };
 struct rlx_library { rlx_device *dev; void *handle; bool builtin = false; };
 struct rlx_pipeline { rlx_library *lib; kernel_fn fn; uint32_t flags; };
 
-struct IcbEntry { kernel_fn fn = nullptr; void *bufs[RLX_MAX_BINDINGS] = {}; uint32_t groups[3] = {}; };
+// bufs: resolved addresses. An entry that binds a wrapped buffer also keeps
+// those bindings (bit i of `wrapped`: buffer and offset of binding i), resolved
+// again when it runs.
+struct IcbEntry {
+    kernel_fn fn = nullptr;
+    void *bufs[RLX_MAX_BINDINGS] = {};
+    uint32_t groups[3] = {};
+    uint32_t wrapped = 0;
+    rlx_buffer *buffers[RLX_MAX_BINDINGS] = {};
+    uint64_t offsets[RLX_MAX_BINDINGS] = {};
+};
 struct rlx_icb { rlx_device *dev; std::vector<IcbEntry> entries; };
 // One executor runs every command buffer in commit order, so a queue only
 // names its device: ordering within it holds, and queues never overlap.
@@ -160,6 +172,7 @@ const rlx_shim_api kApi = {
     GUARD(queue_create), queue_free, GUARD(cmd_begin_on),
     GUARD(schedule_create), GUARD(cmd_execute_schedule), schedule_free,
     GUARD(cmd_commit_wait),
+    GUARD(buffer_wrap), buffer_rebind,
 };
 
 }  // namespace

@@ -39,6 +39,10 @@ from rlx.runtime.target import Target
 from rlx.runtime.views import ARENA, RESIDENT, Storage, View
 
 PASSES = ("fusion", "siblings", "views", "precision", "memory_reuse", "segments")
+MAX_BINDINGS = 16        # rlx/_core.pyx MAX_BUFFERS: entries of one binding table
+# Inputs / outputs below this are copied even where they could be bound:
+# a copy that small costs about what the two rebinds do.
+BIND_MIN_BYTES = 4096
 
 
 class Decider(Protocol):
@@ -174,12 +178,16 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
     state_slots = _bind_states(lw, graph, resident, shared)
 
     bindings = {ARENA: arena, RESIDENT: resident, **shared.buffers}
+    bound = _bound_io(lw, dev, arena, input_storages, outputs, MAX_BINDINGS - len(bindings))
+    bindings.update({name: buf for name, buf in bound.values()})
+    bound_names = {key: name for key, (name, _) in bound.items()}
     libraries = _libraries(dev, lw.thunks)
-    table = pack_thunks(lw.thunks, libraries, Bindings(tuple(bindings)))
+    table = pack_thunks(lw.thunks, libraries, Bindings(tuple(bindings)), bound_names)
     program = Program(
         dev.shim.api_address, dev.address, table, {name: buf.address for name, buf in bindings.items()},
-        [(s.offset, s.nbytes) for s in input_storages],
-        [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize) for _, v in outputs],
+        [(s.offset, s.nbytes, bound_names.get(id(s))) for s in input_storages],
+        [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize, bound_names.get(id(v.storage)))
+         for _, v in outputs],
         replay=use_replay, segments=[seg.as_tuple() for seg in plan_segments] if use_replay else None,
         keepalive=(bindings, libraries),
     )
@@ -259,6 +267,41 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
         if s.slot == ARENA:
             s.offset = plan.offsets[id(s)]
     return plan, used
+
+
+def _bound_io(lw: Lowering, dev, arena, inputs: list[Storage], outputs: list[tuple[str, View]],
+              room: int) -> dict[int, tuple[str, object]]:
+    """The inputs and outputs a run reads / writes in the caller's arrays
+    (RLX_BIND_IO; shims that wrap host memory: the host): id(storage) ->
+    (binding name, a wrapped buffer over the value's arena bytes, where it
+    rests between runs). A value qualifies when it is one IO entry's whole
+    storage (so no other entry copies it through the arena), of at least
+    BIND_MIN_BYTES; an input also when no thunk writes it (the caller's
+    array is read-only to us). The largest go first, ``room`` at most (the
+    binding table's entries left)."""
+    if not env.bind_io() or room <= 0 or arena.host_address is None or not dev.can_wrap:
+        return {}
+    entries: dict[int, list] = {}
+    for s in inputs:
+        entries.setdefault(id(s), []).append(("input", s, s.nbytes))
+    for _, v in outputs:
+        whole = v.byte_offset == 0 and v.numel * v.dtype.itemsize == v.storage.nbytes
+        entries.setdefault(id(v.storage), []).append(("output" if whole else "part", v.storage, v.storage.nbytes))
+    written = {id(st) for t in lw.thunks for st, _, _ in t.writes}
+    written |= {id(t.gemm["c"].storage) for t in lw.thunks if t.gemm}
+    chosen = []
+    for key, uses in entries.items():
+        if len(uses) != 1:
+            continue
+        kind, storage, nbytes = uses[0]
+        if kind == "part" or storage.slot != ARENA or nbytes < BIND_MIN_BYTES or (kind == "input" and key in written):
+            continue
+        chosen.append((nbytes, kind, storage))
+    chosen.sort(key=lambda c: -c[0])
+    bound = {}
+    for i, (nbytes, kind, storage) in enumerate(chosen[:room]):
+        bound[id(storage)] = (f"{kind} {i}", dev.wrap(arena.host_address + storage.offset, nbytes))
+    return bound
 
 
 def _layout_resident(storages: list[Storage]) -> int:
@@ -365,13 +408,18 @@ def _libraries(dev, thunks: list[Thunk]) -> dict:
     return libraries
 
 
-def _binding(b: Binding) -> tuple[str, int]:
-    return (b.storage.slot, b.storage.offset + b.offset)
-
-
-def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings) -> ThunkTable:
+def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings,
+                bound: Mapping[int, str] | None = None) -> ThunkTable:
     """Lowering's thunks as a ThunkTable over ``bindings`` (the names their
-    storages' slots use); ``libraries``: source -> Library (``_libraries``)."""
+    storages' slots use); ``libraries``: source -> Library (``_libraries``);
+    ``bound``: id(storage) -> the binding of its wrapped buffer (_bound_io),
+    for values read / written in the caller's arrays."""
+    bound = bound or {}
+
+    def _binding(b: Binding) -> tuple[str, int]:
+        name = bound.get(id(b.storage))
+        return (name, b.offset) if name is not None else (b.storage.slot, b.storage.offset + b.offset)
+
     table = ThunkTable(bindings)
     for t in thunks:
         if t.kind == DISPATCH:

@@ -5,7 +5,8 @@ buffers to the Cython core, which does the whole run without the GIL."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,6 +149,21 @@ class Executable:
             raise InputError(f"unknown state {name!r}; the graph declares {sorted(self._state_slots)}") from None
 
     # ---- running -------------------------------------------------------------
+    @contextmanager
+    def copying_io(self) -> Iterator[None]:
+        """Inside, runs copy every input and output through the arena, as on
+        a device whose memory is not the caller's. Elsewhere (RLX_BIND_IO,
+        the CPU) a run reads large inputs and writes large outputs in the
+        caller's arrays, so the arena never holds them: profiling that
+        afterwards runs thunks one at a time (Program.run_one) over the
+        last run's inputs makes that run inside this."""
+        before = self.program.binds_io
+        self.program.binds_io = False
+        try:
+            yield
+        finally:
+            self.program.binds_io = before
+
     def run(self, inputs: Mapping[str, np.ndarray] | None = None, **named: np.ndarray) -> dict[str, np.ndarray]:
         if named:
             feed = {} if inputs is None else self._feed(inputs)

@@ -163,6 +163,8 @@ class ShimApi(ctypes.Structure):
         ("cmd_execute_schedule", _fn(_st, _p, _p)),
         ("schedule_free", _fn(None, _p)),
         ("cmd_commit_wait", _fn(_st, _p, ctypes.POINTER(ctypes.c_double))),
+        ("buffer_wrap", _fn(_st, _p, _p, _u64, _pp)),
+        ("buffer_rebind", _fn(_st, _p, _p)),
     ]
 
 
@@ -374,6 +376,7 @@ class Device:
             supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units, gemm_bias=bool(raw.gemm_bias),
             gemm_fp8=bool(raw.gemm_fp8))
         self._builtin: Library | None = None
+        self._can_wrap: bool | None = None
         # What this device made and may still own, freed by close() first
         # (the ABI's rule: nothing may outlive its device), so an object
         # collected after close() frees nothing twice and touches no freed
@@ -403,6 +406,29 @@ class Device:
         handle = ctypes.c_void_p()
         check(self.shim, self.shim.api.contents.buffer_alloc(self.address, size, ctypes.byref(handle)),
               f"alloc({size})")
+        return self.adopt(Buffer(self, handle.value, size))
+
+    @property
+    def can_wrap(self) -> bool:
+        """Whether the shim makes buffers over the caller's memory
+        (buffer_wrap / buffer_rebind: the host shim; the GPU shims answer
+        RLX_ERR_UNSUPPORTED), asked once by wrapping nothing."""
+        if self._can_wrap is None:
+            handle = ctypes.c_void_p()
+            status = self.shim.api.contents.buffer_wrap(self.address, None, 0, ctypes.byref(handle))
+            self._can_wrap = status == 0
+            if status == 0:
+                self.shim.api.contents.buffer_free(handle.value)
+        return self._can_wrap
+
+    def wrap(self, address: int, size: int) -> Buffer:
+        """A buffer over ``size`` bytes at ``address``, memory the caller
+        owns and keeps alive (freeing the buffer leaves it alone)."""
+        if not self.can_wrap:
+            raise DeviceError(f"{self.backend}: the shim cannot wrap the caller's memory")
+        handle = ctypes.c_void_p()
+        check(self.shim, self.shim.api.contents.buffer_wrap(self.address, address, size, ctypes.byref(handle)),
+              f"wrap({size})")
         return self.adopt(Buffer(self, handle.value, size))
 
     def builtin_library(self) -> Library:
@@ -509,6 +535,11 @@ class Buffer:
         raw = (ctypes.c_char * (count * dt.itemsize)).from_address(self.host_address + offset)
         raw._rlx_owner = self  # the array's base keeps the buffer alive
         return np.frombuffer(raw, dtype=dt, count=count)
+
+    def rebind(self, address: int) -> None:
+        """Points a wrapped buffer (Device.wrap) at other memory of its size."""
+        check(self.device.shim, self.device.shim.api.contents.buffer_rebind(self.address, address), "Buffer.rebind")
+        self.host_address = address or None
 
     def free(self) -> None:
         if self.address:
