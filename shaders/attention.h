@@ -302,19 +302,15 @@ RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_
 }
 #endif
 
+// One split's partials (group gid = row * splits + split, row < rows):
+// what attention_split does, shared with attention_split_merge.
 template <typename T>
-RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
-                           RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
-                           RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
-                           RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
-    RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
-#ifdef RLX_TARGET_CUDA
-    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
-#endif
+RLX_INLINE void rlx_att_split_part(RLX_DEVICE const T *q, RLX_DEVICE const T *k, RLX_DEVICE const T *v,
+                                   RLX_DEVICE const T *mask, RLX_DEVICE const int *length, RLX_DEVICE float *part,
+                                   RLX_DEVICE const AttentionParams *p, const uint gid,
+                                   RLX_GROUP_MEM float *probs RLX_GROUP_IDS) {
     const uint splits = p->splits, chunk = p->keys_per_split;
-    const uint gid = rlx_group_id.x;
     const uint row = gid / splits, split = gid % splits;
-    if (row >= p->rows) return;
     const uint Tk = rlx_att_active(p, length), D = p->D, Dv = p->Dv;   // keys [0, Tk) only
     const uint64_t k_st = p->k_st, v_st = p->v_st;
     const bool has_mask = (p->flags & RLX_ATT_MASK) != 0u, causal = (p->flags & RLX_ATT_CAUSAL) != 0u;
@@ -431,24 +427,42 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
     }
 }
 
+template <typename T>
+RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
+                           RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
+                           RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
+                           RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
+    RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
+#ifdef RLX_TARGET_CUDA
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
+#endif
+    const uint gid = rlx_group_id.x;
+    if (gid / p->splits >= p->rows) return;
+    rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
+}
+
 // The merge reduces over the splits with the whole group (a thread per
 // split: one thread walking 128 splits per row was 7.6-15 us of a decode
 // step a layer), skips the empty splits past the last one with keys (they
 // wrote no acc), and stages each split's weight e^(m_s - M) / L once.
+// Partials are read through rlx_load_fresh: in attention_split_merge other
+// groups of the same kernel wrote them.
+RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, const float big, const float inv) {
+    const float ms = rlx_load_fresh(ml + 2u * s);
+    return ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
+}
+
 template <typename T>
-RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(RLX_DEVICE T *, out, 1),
-                           RLX_PARAMS(AttentionParams, p, 2) RLX_IDS) {
-    RLX_SHARED(float, scratch, 32);
-    RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
-    const uint row = rlx_group_id.x;
-    if (row >= p->rows) return;
+RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *out,
+                                  RLX_DEVICE const AttentionParams *p, const uint row,
+                                  RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight RLX_GROUP_IDS) {
     const uint splits = p->splits, Dv = p->Dv;
     RLX_DEVICE const float *acc = part + (uint64_t)row * splits * Dv;
     RLX_DEVICE const float *ml = part + (uint64_t)p->rows * splits * Dv + (uint64_t)row * splits * 2u;
     RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
     float big = -RLX_INFINITY, last = -1.0f;
     RLX_FOR_GROUP(s, splits) {
-        const float ms = ml[2u * s];
+        const float ms = rlx_load_fresh(ml + 2u * s);
         big = rlx_maximum(big, ms);
         if (ms != -RLX_INFINITY) last = (float)s;   // NaN counts: its row turns NaN below
     }
@@ -461,17 +475,14 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
     const uint used = (uint)last + 1u;
     float total = 0.0f;
     RLX_FOR_GROUP(s, used) {
-        const float ms = ml[2u * s];
-        if (ms != -RLX_INFINITY) total += ml[2u * s + 1u] * rlx_exp(ms - big);
+        const float ms = rlx_load_fresh(ml + 2u * s);
+        if (ms != -RLX_INFINITY) total += rlx_load_fresh(ml + 2u * s + 1u) * rlx_exp(ms - big);
     }
     total = rlx_group_sum(total, scratch);
     const float inv = 1.0f / total;
     const bool staged = used <= RLX_ATT_MERGE_SPLITS;   // uniform
     if (staged) {
-        RLX_FOR_GROUP(s, used) {
-            const float ms = ml[2u * s];
-            weight[s] = ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
-        }
+        RLX_FOR_GROUP(s, used) { weight[s] = rlx_att_split_weight(ml, s, big, inv); }
         rlx_barrier();
     }
     RLX_FOR_GROUP(d, Dv) {
@@ -480,7 +491,7 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
         if (staged) {   // o0 takes the even splits, o1 the odd ones, in order, as in the pairs below
             for (; s + RLX_ATT_MERGE_ILP <= used; s += RLX_ATT_MERGE_ILP) {
                 float av[RLX_ATT_MERGE_ILP];
-                for (uint u = 0; u < RLX_ATT_MERGE_ILP; ++u) av[u] = acc[(uint64_t)(s + u) * Dv + d];
+                for (uint u = 0; u < RLX_ATT_MERGE_ILP; ++u) av[u] = rlx_load_fresh(acc + (uint64_t)(s + u) * Dv + d);
                 for (uint u = 0; u < RLX_ATT_MERGE_ILP; u += 2u) {
                     const float w0 = weight[s + u], w1 = weight[s + u + 1u];
                     o0 += w0 != 0.0f ? av[u] * w0 : 0.0f;
@@ -489,20 +500,67 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
             }
         }
         for (; s + 2u <= used; s += 2u) {
-            const float w0 = staged ? weight[s] : (ml[2u * s] != -RLX_INFINITY ? rlx_exp(ml[2u * s] - big) * inv : 0.0f);
-            const float w1 = staged ? weight[s + 1u]
-                                    : (ml[2u * s + 2u] != -RLX_INFINITY ? rlx_exp(ml[2u * s + 2u] - big) * inv : 0.0f);
-            const float a0 = acc[(uint64_t)s * Dv + d], a1 = acc[(uint64_t)(s + 1u) * Dv + d];
+            const float w0 = staged ? weight[s] : rlx_att_split_weight(ml, s, big, inv);
+            const float w1 = staged ? weight[s + 1u] : rlx_att_split_weight(ml, s + 1u, big, inv);
+            const float a0 = rlx_load_fresh(acc + (uint64_t)s * Dv + d);
+            const float a1 = rlx_load_fresh(acc + (uint64_t)(s + 1u) * Dv + d);
             o0 += w0 != 0.0f ? a0 * w0 : 0.0f;
             o1 += w1 != 0.0f ? a1 * w1 : 0.0f;
         }
         if (s < used) {
-            const float w0 = staged ? weight[s] : (ml[2u * s] != -RLX_INFINITY ? rlx_exp(ml[2u * s] - big) * inv : 0.0f);
-            if (w0 != 0.0f) o0 += acc[(uint64_t)s * Dv + d] * w0;
+            const float w0 = staged ? weight[s] : rlx_att_split_weight(ml, s, big, inv);
+            if (w0 != 0.0f) o0 += rlx_load_fresh(acc + (uint64_t)s * Dv + d) * w0;
         }
         orow[d] = rlx_from_float<T>(o0 + o1);
     }
 }
+
+template <typename T>
+RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(RLX_DEVICE T *, out, 1),
+                           RLX_PARAMS(AttentionParams, p, 2) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
+    const uint row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
+}
+
+#ifndef RLX_TARGET_METAL
+// Split and merge in one dispatch (a decode step's launch less per
+// attention): every group writes its split's partials, makes them visible
+// device-wide and counts itself in count[row]; the group that counts last
+// merges the row (the other splits' partials are complete by then) and sets
+// the count back to zero for the next run. The counts live in a resident,
+// zero-initialized buffer of `rows` words. Not on Metal: MSL before 3.2
+// documents no device-scope fence to order the partials before the count.
+template <typename T>
+RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
+                                 RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
+                                 RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
+                                 RLX_BUF(RLX_DEVICE T *, out, 6), RLX_BUF(RLX_DEVICE uint *, count, 7),
+                                 RLX_PARAMS(AttentionParams, p, 8) RLX_IDS) {
+    RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
+    RLX_SHARED(float, scratch, 32);
+    RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
+    RLX_SHARED(uint, last, 1);
+#ifdef RLX_TARGET_CUDA
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
+#endif
+    const uint gid = rlx_group_id.x, row = gid / p->splits;
+    if (row >= p->rows) return;
+    rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
+    rlx_device_fence();   // this thread's partials, visible to every group before the count says so
+    rlx_barrier();
+    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add(count + row, 1u) == p->splits - 1u ? 1u : 0u;
+    rlx_barrier();
+    if (last[0] == 0u) return;   // uniform in the group
+    rlx_device_fence();
+    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
+    if (rlx_local_id.x == 0u) count[row] = 0u;   // every split has counted: nobody reads it again this run
+}
+RLX_INSTANTIATE(attention_split_merge, float, attention_split_merge_f32)
+RLX_INSTANTIATE(attention_split_merge, half, attention_split_merge_f16)
+#endif
 RLX_INSTANTIATE(attention_split, float, attention_split_f32)
 RLX_INSTANTIATE(attention_split, half, attention_split_f16)
 RLX_INSTANTIATE(attention_merge, float, attention_merge_f32)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import struct
 
-from rlx.ir.dtype import f32
+import numpy as np
+
+from rlx.ir.dtype import f32, i32
 from rlx.ir.graph import Node
 from rlx.ir.ops.attention import split_length
-from rlx.lowering.core import Lowering, Work, feature_contiguous, float_suffix, lowers
+from rlx.lowering.core import Lowering, ResidentTensor, Work, feature_contiguous, float_suffix, lowers
 from rlx.lowering.softmax import masked_softmax_params
 from rlx.runtime import params as P
-from rlx.runtime.views import View
+from rlx.runtime.views import RESIDENT, View
 
 _MAX_THREADS = 256
 
@@ -49,7 +51,8 @@ def attention_flops(rows: int, tq: int, tk: int, d: int, dv: int, causal: bool, 
 
 
 @lowers("attention", reads={0: "feature", 1: "feature", 2: "feature"},
-        kernels=("attention", "attention_split", "attention_split_gqa", "attention_merge", "softmax_masked"))
+        kernels=("attention", "attention_split", "attention_split_gqa", "attention_merge", "attention_split_merge",
+                 "softmax_masked"))
 def _attention(lw: Lowering, node: Node) -> View:
     suffix = float_suffix(node, node.dtype)
     q, k, v = (feature_contiguous(lw, n) for n in node.inputs[:3])
@@ -103,6 +106,13 @@ def _attention(lw: Lowering, node: Node) -> View:
         threads = 1 if lw.target.one_thread_groups else min(lw.target.max_threads_per_group, SPLIT_THREADS)
         # The GQA form's group takes a KV head's query heads: rows / group of them.
         kernel, split_rows = ("attention_split_gqa", rows // (hq // hkv)) if gqa_keys else ("attention_split", rows)
+        if not gqa_keys and split_merge(lw):
+            lw.dispatch(f"{node!r} ({splits} key splits, the last of a row merges)", f"attention_split_merge_{suffix}",
+                        [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (part, "w"), (out, "w"),
+                         (_split_counts(lw, node, rows), "w")],
+                        params(splits), ((rows * splits, 1, 1), (threads, 1, 1)),
+                        Work("attention", flops + 3.0 * rows * splits * dv))
+            return out
         lw.dispatch(f"{node!r} ({splits} key splits{', query heads together' if gqa_keys else ''})",
                     f"{kernel}_{suffix}", [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (part, "w")],
                     params(splits), ((split_rows * splits, 1, 1), (threads, 1, 1)), Work("attention", flops))
@@ -116,6 +126,30 @@ def _attention(lw: Lowering, node: Node) -> View:
                 [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (scores, "w"), (out, "w")],
                 params(), lw.target.row_grid(rows, min(tk, _MAX_THREADS)), Work("attention", flops))
     return out
+
+
+# attention_split_merge: the split kernel's groups count themselves per row
+# in a resident word and the last one merges the row, so split-K is one
+# dispatch (a decode step's launch less per attention layer). It needs a
+# device-scope fence and atomic; MSL documents a device-scope fence only
+# from 3.2, so Metal keeps the merge kernel. The capability switches it off
+# for A/B runs (benchmarks/gpu/llm_decode_speed.py's WITHOUT).
+SPLIT_MERGE_CAPABILITY = "attention_split_merge"
+
+
+def split_merge(lw: Lowering) -> bool:
+    return SPLIT_MERGE_CAPABILITY in lw.target.capabilities and lw.target.backend != "metal"
+
+
+def _split_counts(lw: Lowering, node: Node, rows: int) -> View:
+    """attention_split_merge's per-row counts: resident words, zero at bind
+    time, that every run leaves at zero again (its merging group resets
+    them), so a replayed schedule needs no clearing step. One set per node."""
+    value = np.zeros(rows, np.int32)
+    name = f"split counts of {node!r}"
+    storage = lw.new_storage(f"constant:{name}", value.nbytes, RESIDENT)
+    lw.resident.append(ResidentTensor(storage, value, name))
+    return View.dense(storage, i32, (rows,))
 
 
 # Split-K for decoding (shaders/attention.h, attention_split / _merge): a

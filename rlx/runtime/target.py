@@ -32,10 +32,12 @@ class Target:
     params_alignment: int = 16
     # Fused ops this target can lower (rlx/opt/fusion.py emits only these);
     # "linear_siblings": merge sibling projections (rlx/opt/siblings.py);
-    # "sibling_ropes": then their query/key norms (rlx/opt/sibling_ropes.py).
+    # "sibling_ropes": then their query/key norms (rlx/opt/sibling_ropes.py);
+    # "attention_split_merge": split-K attention as one dispatch
+    # (rlx/lowering/attention.py; not on Metal).
     capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear",
                                               "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope",
-                                              "linear_siblings", "sibling_ropes"})
+                                              "linear_siblings", "sibling_ropes", "attention_split_merge"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
     gemm_bias: bool = False

@@ -62,6 +62,8 @@ struct rlx_ids {
 #define rlx_local_id (uint3{0u, 0u, 0u})
 #define rlx_group_size (uint3{1u, 1u, 1u})
 #define rlx_let_next_kernel_launch() ((void)0)  /* CUDA PDL only (prelude/cuda.h) */
+#define RLX_GROUP_IDS        /* group ids in helpers: Metal only (prelude/metal.h) */
+#define RLX_GROUP_IDS_ARGS
 #define RLX_DEVICE            /* address-space qualifier of helper pointers */
 #define RLX_CONSTANT const
 #define RLX_INLINE static inline
@@ -83,6 +85,12 @@ RLX_INLINE float rlx_group_max(float v, float *scratch) { (void)scratch; return 
 // function, so tests/c/group_threads.cpp can swap in a real atomic.
 RLX_INLINE uint rlx_cpu_group_atomic_add(uint *p, uint v) { const uint old = *p; *p = old + v; return old; }
 #define rlx_group_atomic_add rlx_cpu_group_atomic_add
+// Device scope: groups run at the same time on the pool's threads, so these
+// are real atomics and fences (attention_split_merge's count of finished
+// groups); a plain load is fresh after the acquire.
+RLX_INLINE uint rlx_device_atomic_add(uint *p, uint v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
+#define rlx_device_fence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+RLX_INLINE float rlx_load_fresh(const float *p) { return *p; }
 // SIMD groups: a one-thread group is one SIMD group of one lane.
 #define rlx_simd_lane 0u
 #define rlx_simd_id 0u

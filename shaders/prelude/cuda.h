@@ -83,6 +83,8 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
+#define RLX_GROUP_IDS        /* group ids in helpers: Metal only (prelude/metal.h) */
+#define RLX_GROUP_IDS_ARGS
 #define RLX_DEVICE
 #define RLX_CONSTANT const
 #define RLX_INLINE static __device__ __forceinline__
@@ -100,6 +102,13 @@ static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
 // Atomic add to group (shared) memory, returning the old value.
 RLX_INLINE uint rlx_group_atomic_add(uint *p, uint v) { return atomicAdd(p, v); }
+// Device scope (attention_split_merge's count of finished groups): the add,
+// a fence ordering this thread's global writes before later ones as every
+// thread of the device sees them, and a load from L2 (the point of
+// coherence) that no stale L1 line of this SM can answer.
+RLX_INLINE uint rlx_device_atomic_add(uint *p, uint v) { return atomicAdd(p, v); }
+#define rlx_device_fence() __threadfence()
+RLX_INLINE float rlx_load_fresh(const float *p) { return __ldcg(p); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

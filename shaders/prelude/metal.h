@@ -21,6 +21,13 @@ using namespace metal;
       uint rlx_simd_lane [[thread_index_in_simdgroup]],                             \
       uint rlx_simd_id [[simdgroup_index_in_threadgroup]],                          \
       uint rlx_simd_width [[threads_per_simdgroup]]
+// A helper that loops over the group, reduces over it or reads SIMD ids
+// declares RLX_GROUP_IDS after its parameters and is called with
+// RLX_GROUP_IDS_ARGS: here those ids are the kernel's parameters (above),
+// elsewhere globals or constants, so both are empty there.
+#define RLX_GROUP_IDS                                                               \
+    , uint3 rlx_local_id, uint3 rlx_group_size, uint rlx_simd_lane, uint rlx_simd_id, uint rlx_simd_width
+#define RLX_GROUP_IDS_ARGS , rlx_local_id, rlx_group_size, rlx_simd_lane, rlx_simd_id, rlx_simd_width
 #define RLX_DEVICE device
 #define RLX_CONSTANT constant
 #define RLX_INLINE static inline
@@ -45,6 +52,11 @@ using namespace metal;
 RLX_INLINE uint rlx_group_atomic_add(threadgroup uint *p, uint v) {
     return atomic_fetch_add_explicit((threadgroup atomic_uint *)p, v, memory_order_relaxed);
 }
+// A plain load: on Metal only attention_merge reads partials this way, and
+// they come from an earlier dispatch (no device-scope counterpart of
+// prelude/cuda.h's fence and atomic here: attention_split_merge is not
+// built for Metal).
+RLX_INLINE float rlx_load_fresh(device const float *p) { return *p; }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

@@ -92,46 +92,66 @@ def test_attention_decode_gqa(rng, tk, dtype, causal):
     _check_attention(rng, 2, 1, tk, 8, 2, 64, dtype=dtype, causal=causal)
 
 
-def _force_split(monkeypatch, keys: int) -> None:
-    """Keys per split of the split-K decode kernels, whatever the device and rows."""
+def _force_split(monkeypatch, keys: int, merged: bool = True) -> None:
+    """Keys per split of the split-K decode kernels, whatever the device and
+    rows; merged: split and merge in one dispatch (attention_split_merge, not
+    on Metal) or the two kernels (Metal's form)."""
     monkeypatch.setattr(lowering_attention, "split_keys", lambda lw, rows, tk: keys if tk > keys else 0)
+    monkeypatch.setattr(lowering_attention, "split_merge", lambda lw: merged and lw.target.backend != "metal")
+
+
+def _split_kernels(dtype: str, merged: bool) -> list[str]:
+    """The split-K kernels a graph runs (the tests run on cpu and cuda, where
+    the one-dispatch form exists)."""
+    return [f"attention_split_merge_{dtype}"] if merged else [f"attention_split_{dtype}", f"attention_merge_{dtype}"]
 
 
 def _force_form(monkeypatch, form: str, keys: int, dtype: str) -> list[str]:
     """Run attention as `form` ("fused", "split": a group per query row,
     "gqa": a group per KV head's query heads) in chunks of `keys`, whatever
     the device and shapes; the kernels that the graph then runs."""
-    if form == "split":
-        _force_split(monkeypatch, keys)
-        return [f"attention_split_{dtype}", f"attention_merge_{dtype}"]
+    if form in ("split", "split2"):   # split2: split and merge as two dispatches
+        _force_split(monkeypatch, keys, merged=form == "split")
+        return _split_kernels(dtype, form == "split")
     if form == "gqa":
         monkeypatch.setattr(lowering_attention, "gqa_split_keys", lambda lw, b, tq, hq, hkv, tk: keys)
         return [f"attention_split_gqa_{dtype}", f"attention_merge_{dtype}"]
     return [f"attention_{dtype}"]
 
 
-def _check_split(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
-    _force_split(monkeypatch, keys)
+def _check_split(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, merged=True,
+                 **kw):
+    _force_split(monkeypatch, keys, merged)
     g = _attention_graph(b, tq, tk, hq, hkv, d, dv, dtype, None if mask is None else mask.shape, **kw)
     exe, got = assert_matches_reference(g, _attention_inputs(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask))
-    want = [f"attention_split_{dtype}", f"attention_merge_{dtype}"] if tk > keys else [f"attention_{dtype}"]
+    want = _split_kernels(dtype, merged) if tk > keys else [f"attention_{dtype}"]
     assert _kernels(exe) == want
+    if merged and tk > keys:   # a second run: the per-row counts are back at zero
+        ins = _attention_inputs(np.random.default_rng(7), b, tq, tk, hq, hkv, d, dv, dtype, mask)
+        want_again = rlx.run_reference(g, ins)["o"].astype(np.float64)
+        np.testing.assert_allclose(exe.run(ins)["o"].astype(np.float64), want_again, **TOL[dtype])
     return got["o"]
+
+
+def _check_split2(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv=None, dtype="f32", mask=None, **kw):
+    return _check_split(rng, monkeypatch, keys, b, tq, tk, hq, hkv, d, dv, dtype, mask, merged=False, **kw)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("keys", [1, 5, 64, 128])
 @pytest.mark.parametrize("tk", [1, 7, 130, 513])
 @pytest.mark.parametrize("causal", [False, True])
-def test_attention_split_decode_gqa(rng, monkeypatch, keys, tk, dtype, causal):
+@pytest.mark.parametrize("merged", [True, False], ids=["one_dispatch", "two_dispatches"])
+def test_attention_split_decode_gqa(rng, monkeypatch, keys, tk, dtype, causal, merged):
     """Split-K decoding: one query per head (8 over 2 kv heads, head dim
     256 as Gemma 3's) against a cache cut into chunks of `keys`, the last
-    chunk partial."""
-    _check_split(rng, monkeypatch, keys, 2, 1, tk, 8, 2, 256, dtype=dtype, causal=causal)
+    chunk partial; split and merge in one dispatch and in two."""
+    _check_split(rng, monkeypatch, keys, 2, 1, tk, 8, 2, 256, dtype=dtype, causal=causal, merged=merged)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_attention_split_masks_window_softcap(rng, monkeypatch, dtype):
+@pytest.mark.parametrize("merged", [True, False], ids=["one_dispatch", "two_dispatches"])
+def test_attention_split_masks_window_softcap(rng, monkeypatch, dtype, merged):
     """A decode mask (keys past the active length at -inf, as rlx.models.llm
     feeds them) with whole chunks masked, a window, softcap, Tq > 1 and a
     value dim that differs: every option the fused kernel takes."""
@@ -141,9 +161,9 @@ def test_attention_split_masks_window_softcap(rng, monkeypatch, dtype):
     mask[1, ..., :40] = -np.inf            # the first chunks of batch 1 hold none
     mask[1, ..., 60] = 0.5
     _check_split(rng, monkeypatch, 8, 2, 3, tk, 4, 1, 48, dv=24, dtype=dtype, mask=mask, causal=True,
-                 window=30, softcap=5.0, scale=0.3)
+                 window=30, softcap=5.0, scale=0.3, merged=merged)
     everywhere = np.full((1, 1, 1, tk), -np.inf, np.float32)
-    out = _check_split(rng, monkeypatch, 8, 1, 1, tk, 2, 2, 16, dtype=dtype, mask=everywhere)
+    out = _check_split(rng, monkeypatch, 8, 1, 1, tk, 2, 2, 16, dtype=dtype, mask=everywhere, merged=merged)
     assert not np.any(out)                 # a row masked everywhere: zeros
 
 
@@ -401,7 +421,8 @@ LENGTH_GROUPS = [(4, 4), (8, 2), (6, 1)]   # query heads per KV head: 1, 4 and 6
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("hq, hkv", LENGTH_GROUPS)
-@pytest.mark.parametrize("form, split", [("fused", 0), ("split", 8), ("split", 64), ("gqa", 8), ("gqa", 64)])
+@pytest.mark.parametrize("form, split", [("fused", 0), ("split", 8), ("split", 64), ("split2", 8), ("gqa", 8),
+                                         ("gqa", 64)])
 @pytest.mark.parametrize("tq, causal", [(1, False), (1, True), (3, True)])
 def test_attention_active_length_one_executable_every_length(rng, monkeypatch, dtype, hq, hkv, form, split, tq,
                                                              causal):
@@ -438,7 +459,7 @@ def test_attention_active_length_one_executable_every_length(rng, monkeypatch, d
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("form, split", [("fused", 0), ("split", 5), ("gqa", 5), ("gqa", 12)])
+@pytest.mark.parametrize("form, split", [("fused", 0), ("split", 5), ("split2", 5), ("gqa", 5), ("gqa", 12)])
 def test_attention_active_length_with_a_mask_and_window(rng, monkeypatch, dtype, form, split):
     """A length, an additive mask and a window together: the window counts
     back from the last active key."""
@@ -482,7 +503,7 @@ def test_attention_random_shapes(case):
     _check_attention(rng, b, tq, tk, hq, hkv, d, dv, dtype, mask, **kw)
 
 
-@pytest.mark.parametrize("check", [_check_split, _check_gqa], ids=["split", "gqa_split"])
+@pytest.mark.parametrize("check", [_check_split, _check_split2, _check_gqa], ids=["split", "split2", "gqa_split"])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=_attention_cases(), keys=st.integers(1, 6))
 def test_attention_split_forms_random_shapes(check, case, keys):
