@@ -4,7 +4,8 @@ read) and the norm fusions. Median of STEPS steps (exe.run wall time, the
 token copied back each step) at position ~128 and ~1900 of a 2048-token
 cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
 (SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU) and keys per split of
-the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken),
+the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken), threads of the
+one-dispatch split-K kernel (SPLIT_MERGE_THREADS),
 and fusions left out (WITHOUT: ";"-separated sets of target capabilities,
 e.g. WITHOUT=" ;glu_linear" for an A/B of that fusion in one run), and the
 decode step's thunk count. The
@@ -31,14 +32,16 @@ STEPS = 60
 
 def main(model: str, out: str, device: str = "cuda") -> None:
     rows = []
-    combos = [(kv, int(keys), int(gqa), tuple(without.split()))
+    combos = [(kv, int(keys), int(gqa), tuple(without.split()), int(threads))
+              for threads in os.environ.get("SPLIT_MERGE_THREADS", str(attention_lowering.SPLIT_MERGE_THREADS)).split()
               for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
               for keys in os.environ.get("SPLIT_KEYS", str(attention_lowering.SPLIT_KEYS_GPU)).split()
               for gqa in os.environ.get("GQA_GPU_KEYS", str(attention_lowering.GQA_SPLIT_GPU_KEYS)).split()
               for without in os.environ.get("WITHOUT", "").split(";")]
     real_open = devices.open_device
-    for kv, keys, gqa, without in combos:
+    for kv, keys, gqa, without, threads in combos:
         attention_lowering.SPLIT_KEYS_GPU = keys
+        attention_lowering.SPLIT_MERGE_THREADS = threads
         attention_lowering.GQA_SPLIT_GPU_KEYS = gqa   # > 0: the grouped-query split kernel on the GPU
 
         def open_without(name, without=without):
@@ -52,6 +55,7 @@ def main(model: str, out: str, device: str = "cuda") -> None:
             times = decode_step_times(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
             row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
+                   "split_merge_threads": threads,
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}

@@ -107,10 +107,12 @@ def _attention(lw: Lowering, node: Node) -> View:
         # The GQA form's group takes a KV head's query heads: rows / group of them.
         kernel, split_rows = ("attention_split_gqa", rows // (hq // hkv)) if gqa_keys else ("attention_split", rows)
         if not gqa_keys and split_merge(lw):
+            merge_threads = 1 if lw.target.one_thread_groups else min(lw.target.max_threads_per_group,
+                                                                       SPLIT_MERGE_THREADS)
             lw.dispatch(f"{node!r} ({splits} key splits, the last of a row merges)", f"attention_split_merge_{suffix}",
                         [(q, "r"), (k, "r"), (v, "r"), (mask, "r"), (length, "r"), (part, "w"), (out, "w"),
                          (_split_counts(lw, node, rows), "w")],
-                        params(splits), ((rows * splits, 1, 1), (threads, 1, 1)),
+                        params(splits), ((rows * splits, 1, 1), (merge_threads, 1, 1)),
                         Work("attention", flops + 3.0 * rows * splits * dv))
             return out
         lw.dispatch(f"{node!r} ({splits} key splits{', query heads together' if gqa_keys else ''})",
@@ -135,6 +137,7 @@ def _attention(lw: Lowering, node: Node) -> View:
 # from 3.2, so Metal keeps the merge kernel. The capability switches it off
 # for A/B runs (benchmarks/gpu/llm_decode_speed.py's WITHOUT).
 SPLIT_MERGE_CAPABILITY = "attention_split_merge"
+SPLIT_MERGE_THREADS = 128   # a group's threads (the merging group's too)
 
 
 def split_merge(lw: Lowering) -> bool:
