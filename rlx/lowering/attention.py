@@ -137,7 +137,12 @@ def _attention(lw: Lowering, node: Node) -> View:
 # from 3.2, so Metal keeps the merge kernel. The capability switches it off
 # for A/B runs (benchmarks/gpu/llm_decode_speed.py's WITHOUT).
 SPLIT_MERGE_CAPABILITY = "attention_split_merge"
-SPLIT_MERGE_THREADS = 128   # a group's threads (the merging group's too)
+# A group's threads, the merging group's too: the H200's decode step
+# (session 13, one run) took 1.062 / 1.104 ms at positions 128 / 1900 with
+# 128, 1.041 / 1.079 with 256, 1.075 / 1.160 with 512, and 1.056-1.060 /
+# 1.086-1.088 as two kernels; at 128 the merging group's threads walk two
+# features' splits each.
+SPLIT_MERGE_THREADS = 256
 
 
 def split_merge(lw: Lowering) -> bool:

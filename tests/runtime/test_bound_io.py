@@ -24,7 +24,7 @@ def _fft_exe(shape=(37, 400)):
     g = rlx.Graph()
     x = g.input("x", shape, "c64")
     g.set_outputs(y=g.fft(x))
-    return rlx.compile(g)
+    return rlx.compile(g, device="cpu")   # the host shim wraps memory; the GPU shims copy (test below)
 
 
 def _signal(shape, seed=0):
@@ -62,7 +62,7 @@ def test_env_switch_and_small_values_copy(monkeypatch):
     n = BIND_MIN_BYTES // 4 - 1   # under the threshold: copied
     a = g.input("a", (n,), "f32")
     g.set_outputs(y=g.relu(a))
-    exe = rlx.compile(g)
+    exe = rlx.compile(g, device="cpu")
     assert exe.program.bound_io == ([], [])
     x = np.linspace(-1, 1, n).astype(np.float32)
     np.testing.assert_array_equal(exe.run(a=x)["y"], np.maximum(x, 0))
@@ -89,7 +89,7 @@ def test_one_storage_behind_several_io_entries_is_copied():
     a = g.input("a", (64, 64), "f32")
     b = g.relu(a)
     g.set_outputs(same=a, flat=g.reshape(a, (4096,)), r1=b, r2=b)
-    exe = rlx.compile(g)
+    exe = rlx.compile(g, device="cpu")
     x = np.random.default_rng(2).standard_normal((64, 64)).astype(np.float32)
     out = exe.run(a=x)
     np.testing.assert_array_equal(out["same"], x)
@@ -105,7 +105,7 @@ def test_matmul_graph_with_bound_inputs_matches_reference():
     a = g.input("a", (33, 129), "f32")
     w = g.input("w", (129, 65), "f32")
     g.set_outputs(y=g.softmax(g.matmul(a, w), axis=-1))
-    exe = rlx.compile(g)
+    exe = rlx.compile(g, device="cpu")
     assert exe.program.bound_io[0], "the inputs are large enough to bind"
     av, wv = rng.standard_normal((33, 129)).astype(np.float32), rng.standard_normal((129, 65)).astype(np.float32)
     logits = av.astype(np.float64) @ wv.astype(np.float64)
@@ -205,7 +205,7 @@ GUARD_PAGE_SCRIPT = textwrap.dedent("""
         g = rlx.Graph()
         outs = build(g)
         g.set_outputs(**outs)
-        exe = rlx.compile(g)
+        exe = rlx.compile(g, device="cpu")
         assert exe.program.bound_io[0], name
         arrays = {}
         for k, (shape, dt) in feeds.items():
@@ -239,3 +239,10 @@ def test_gpu_shims_do_not_wrap(backend):
     except rlx.RlxError as exc:
         pytest.skip(f"{backend}: {exc}")
     assert not dev.can_wrap
+    g = rlx.Graph()
+    x = g.input("x", (64, 256), "f32")
+    g.set_outputs(y=g.relu(x))
+    exe = rlx.compile(g, device=backend)
+    assert exe.program.bound_io == ([], []), "a GPU run copies its inputs and outputs"
+    value = np.linspace(-1, 1, 64 * 256, dtype=np.float32).reshape(64, 256)
+    np.testing.assert_array_equal(exe.run(x=value)["y"], np.maximum(value, 0))
