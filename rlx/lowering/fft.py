@@ -2,7 +2,9 @@
 
 Each transform of length N along the last axis becomes a chain of passes:
 - N a power of two <= SHARED_MAX: one fft_shared dispatch, a group per row
-  (the whole row in group memory);
+  (the whole row in group memory), or 2^a 3^b 5^c up to MIXED_SHARED_MAX
+  in its mixed-radix form, where the cost model prefers that dispatch to
+  the Stockham passes (chosen_passes: few long rows on a GPU);
 - N = 2^a 3^b 5^c otherwise (large powers of two included): one fft_stage
   dispatch per Stockham pass over global memory, radices 4, 2, 3, 5;
 - any other N: Bluestein's chirp-z, a length-L power-of-two transform of
@@ -86,20 +88,36 @@ def factor(n: int) -> list[int] | None:
     return out if n == 1 else None
 
 
-def transform_passes(n: int, inverse: bool) -> list[Pass]:
-    """The passes of one length-n transform whose length fft_stage or fft_shared covers."""
-    if n & (n - 1) == 0 and n <= SHARED_MAX:
+def transform_passes(n: int, inverse: bool, shared: bool = True) -> list[Pass]:
+    """The passes of one length-n transform whose length fft_stage or
+    fft_shared covers: fft_shared's one dispatch where it covers n and
+    ``shared``, else a Stockham pass per radix."""
+    if shared and n & (n - 1) == 0 and n <= SHARED_MAX:
         return [Pass(n, 0, n.bit_length() - 1, inverse)]
     radices = factor(n)
     if radices is None:
         raise ValueError(f"transform_passes: {n} is not 2^a 3^b 5^c")
-    if n <= MIXED_SHARED_MAX and len(radices) <= MIXED_MAX_PASSES:
+    if shared and n <= MIXED_SHARED_MAX and len(radices) <= MIXED_MAX_PASSES:
         return [Pass(n, 1, sum(r << (3 * i) for i, r in enumerate(radices)), inverse, len(radices))]
     passes, span = [], 1
     for r in radices:
         passes.append(Pass(n, r, span, inverse))
         span *= r
     return passes
+
+
+def chosen_passes(lw: Lowering, n: int, rows: int, inverse: bool) -> list[Pass]:
+    """transform_passes, with the cost model choosing between fft_shared's
+    one dispatch and the Stockham passes where both cover n (few long rows
+    leave most of a GPU idle in one group each, where the passes spread
+    every row over the whole device)."""
+    one = transform_passes(n, inverse)
+    if n < 2 or len(one) != 1 or one[0].radix not in (0, 1):   # n = 1 has no Stockham pass
+        return one
+    passes = transform_passes(n, inverse, shared=False)
+    capacity = SHARED_MAX if one[0].radix == 0 else MIXED_SHARED_MAX
+    (groups, _), _ = shared_grid(lw.target, rows, n, capacity)
+    return one if lw.decider.prefer_fft_shared(n, rows, groups[0], len(passes)) else passes
 
 
 def bluestein_length(n: int) -> int:
@@ -274,6 +292,14 @@ def _fft(lw: Lowering, node: Node) -> View:
     return out
 
 
+def fft_work(p: Pass, rows: int) -> Work:
+    """A pass's cost family (rlx/tune): fft_shared counts its flops, an
+    fft_stage pass the bytes it streams (its hazard ranges)."""
+    if p.radix in (0, 1):
+        return Work("fft_shared", 5.0 * p.n * max(1.0, math.log2(max(p.n, 2))) * rows)
+    return Work("fft_stage")
+
+
 def _fuses_half(lw: Lowering, m: int) -> bool:
     """Whether the half-length rfft / irfft of length 2m fuses its unpacking
     into one fft_shared dispatch: on the CPU, when fft_shared alone covers m."""
@@ -296,7 +322,7 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     grid, group_rows = shared_grid(lw.target, rows, m, capacity)
     params = fft_params(node, p, rows, load, store, group_rows, swizzle=False)
     lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
-                [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, Work("unary"))
+                [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, fft_work(p, rows))
 
 
 def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
@@ -341,7 +367,7 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
         params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=False)
         lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
                     [(a, "r"), (b, "w"), (tw, "r"), (tw, "r"), (grid_table if i == 0 else tw, "r")],
-                    params, grid, Work("unary"))
+                    params, grid, fft_work(p, prows))
 
 
 def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
@@ -354,7 +380,7 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
         return
     spectrum: View | None = None
     if factor(n) is not None:
-        length, chain = n, [transform_passes(n, inverse)]
+        length, chain = n, [chosen_passes(lw, n, rows, inverse)]
     else:
         length = bluestein_length(n)
         w = _table(lw, ("chirp", n, int(inverse)), lambda: _pairs(chirp(n, inverse)))
@@ -362,7 +388,7 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
                           lambda: _pairs(bluestein_spectrum(n, length, inverse)))
         load["pre"] = w
         store["post"] = w
-        chain = [transform_passes(length, False), transform_passes(length, True)]
+        chain = [chosen_passes(lw, length, rows, False), chosen_passes(lw, length, rows, True)]
     tw = _table(lw, ("twiddles", length), lambda: twiddles(length))
 
     # Ping-pong scratch for the passes between the first and the last (the
@@ -389,10 +415,9 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
                 kernel, group_rows = "fft_stage_c64", 1
                 grid = lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True)
             params = fft_params(node, p, rows, p_load, p_store, group_rows, swizzle=swizzled(lw.target))
-            # Work("unary"): each pass streams its rows once, bandwidth-bound like a unary op.
             lw.dispatch(f"{node!r} pass {step + 1}/{total}", kernel,
                         [(src_view, "r"), (dst_view, "w"), (tw, "r"), (pre, "r"), (post, "r")],
-                        params, grid, Work("unary"))
+                        params, grid, fft_work(p, rows))
             src_view, step = dst_view, step + 1
 
 

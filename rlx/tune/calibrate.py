@@ -750,6 +750,10 @@ def _family_graph(sizes: _Sizes) -> Any:
         "quant_gemv": g.linear(g.input("x1", (1, h)), g.param("wq1", (4 * h, h), "q8_0")),
         "quant_gemv_m8": g.linear(g.input("x8", (8, h)), g.param("wq8", (4 * h, h), "q8_0")),
         "dequantize": g.dequantize(g.param("wqd", (4 * h, h), "q8_0")),
+        # The FFT's two paths: rows of 1024 in group memory (fft_shared), and
+        # 3 * 4096 points, which only Stockham passes cover (fft_stage).
+        "fft_shared": g.fft(g.input("zf", (256, 1024), "c64")),
+        "fft_stage": g.fft(g.input("zs", (8, 3 * 4096), "c64")),
     }
     g.set_outputs(**outs)
     return g

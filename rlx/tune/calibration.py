@@ -31,7 +31,9 @@ What is measured (PROBE_SET 4):
   for attention); see ``rlx.tune.work.FAMILY_UNITS``. ``quant_gemv`` /
   ``quant_gemv_m8``: the fused GEMV from Q8_0 blocks for one and for eight
   rows of x (bytes: the weight's blocks, x and y); ``dequantize``: Q8_0
-  blocks to f32 (bytes read + written). Each kernel variant the
+  blocks to f32 (bytes read + written); ``fft_shared``: the one-dispatch
+  transform of rows in group memory (flops, 5 N log2 N a row);
+  ``fft_stage``: one Stockham pass over global memory (bytes). Each kernel variant the
   lowering picks by shape is its own family (``attention``: one query row
   per group); a family the device's lowering never emits keeps its default.
 
@@ -63,7 +65,7 @@ from rlx import env
 from rlx.tune.work import FAMILY_UNITS
 
 # Bump when a probe changes what it measures: old cache files then miss.
-PROBE_SET = 5   # 5: the quantized GEMV (m = 1 and m = 8) and dequantize families
+PROBE_SET = 6   # 6: the FFT families (fft_shared, fft_stage); 5: the quantized GEMV and dequantize
 
 SCHEMA = 1
 
@@ -74,7 +76,7 @@ GEMM_CLASSES = ("f32_small_m", "f32_large_m", "f16_small_m", "f16_large_m")
 SMALL_M = 8          # gemms with M <= SMALL_M use the small-M throughput
 
 FAMILIES = ("elementwise", "unary", "copy", "epilogue", "epilogue_act", "softmax", "softmax_masked", "norm",
-            "attention", "quant_gemv", "quant_gemv_m8", "dequantize")
+            "attention", "quant_gemv", "quant_gemv_m8", "dequantize", "fft_shared", "fft_stage")
 
 
 def _rlx_version() -> str:
@@ -208,7 +210,9 @@ DEFAULTS: dict[str, Calibration] = {
         row_kernel_flops={"f32": 1e9, "f16": 1e9, "f32_tb": 4e9, "f16_tb": 4e9}, row_pass_rows=16,
         family_rates={"elementwise": 15e9, "unary": 15e9, "copy": 1e9, "epilogue": 40e9, "epilogue_act": 8e9,
                       "softmax": 8e9, "softmax_masked": 3e9, "norm": 40e9, "attention": 12e9,
-                      "quant_gemv": 12e9, "quant_gemv_m8": 4e9, "dequantize": 3e10}),
+                      "quant_gemv": 12e9, "quant_gemv_m8": 4e9, "dequantize": 3e10,
+                      # fft_cpu.h at N = 1024 x 256 on a 2-core AVX-512 Xeon (benchmarks/README, "CPU: FFT")
+                      "fft_shared": 6e10, "fft_stage": 1e10}),
     # A datacenter NVIDIA GPU (H100/H200 class) over PCIe, cuBLAS, CUDA graphs:
     # an H200's replayed (in-graph) measurements, rounded (rlx calibrate,
     # PROBE_SET 3; benchmarks/results/cost_accuracy-cuda.json).
@@ -229,7 +233,9 @@ DEFAULTS: dict[str, Calibration] = {
             ("_tb:m1", [[1.5e5, 9.5e10], [5.9e5, 2.8e11], [1e6, 6e11], [1.7e7, 4e11]]))},
         family_rates={"elementwise": 2.7e12, "unary": 1.8e12, "copy": 1.8e12, "epilogue": 1.5e12,
                       "epilogue_act": 4.2e12, "softmax": 2.4e12, "softmax_masked": 2.1e12, "norm": 2.4e12,
-                      "attention": 8.4e11, "quant_gemv": 5e11, "quant_gemv_m8": 1.5e11, "dequantize": 1e12}),
+                      "attention": 8.4e11, "quant_gemv": 5e11, "quant_gemv_m8": 1.5e11, "dequantize": 1e12,
+                      # ~2^18 points of N = 1024 in ~10 us (benchmarks/README, "H200: FFT")
+                      "fft_shared": 1.2e12, "fft_stage": 1.5e12}),
     # An Apple-silicon GPU (M-series Pro class): unified memory, MPS gemm.
     "metal": Calibration(
         backend="metal", unified_memory=True, parallel_units=16, sync_s=8e-5, dispatch_s=1.5e-6,
@@ -238,7 +244,8 @@ DEFAULTS: dict[str, Calibration] = {
         row_kernel_flops={"f32": 8e10, "f16": 1e11, "f32_tb": 8e10, "f16_tb": 1e11},
         family_rates={"elementwise": 1e11, "unary": 8e10, "copy": 1e11, "epilogue": 1e11, "epilogue_act": 8e10,
                       "softmax": 6e10, "softmax_masked": 5e10, "norm": 6e10, "attention": 1e12,
-                      "quant_gemv": 8e10, "quant_gemv_m8": 2e10, "dequantize": 5e10}),
+                      "quant_gemv": 8e10, "quant_gemv_m8": 2e10, "dequantize": 5e10,
+                      "fft_shared": 1e11, "fft_stage": 8e10}),
 }
 
 

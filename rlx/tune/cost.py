@@ -24,6 +24,11 @@ lowering choices, from a device's calibration (rlx/tune/calibration.py).
 - ``prefer_quant_gemv``: for a block-format weight and m <= 8 rows of x,
   the fused GEMV versus dequantize + gemm (+ epilogue), from the calibrated
   quant_gemv (m = 1, m = 8) and dequantize rates and the gemm curves.
+- ``prefer_fft_shared``: for a transform length that fft_shared covers in
+  one dispatch (a power of two up to 4096, 2^a 3^b 5^c up to 2048), that
+  dispatch (5 N log2 N flops a row at the calibrated fft_shared rate,
+  scaled by the share of the device its groups fill) versus one Stockham
+  pass per radix (each reads and writes every row, at the fft_stage rate).
 - ``prefer_fp8_gemm``: for an FP8 x FP8 scaled_linear on a target whose
   gemm takes FP8 (cuda), the FP8 gemm + scale epilogue versus dequantizing
   x and the weight and the f16/f32 gemm (+ epilogue).
@@ -342,6 +347,37 @@ class CostModel:
                 self._decisions[key] = (
                     f"FP8 x FP8 linear {m}x{n}x{k} -> {dtype_name}: {'FP8 gemm' if choice else 'kernel path'} "
                     f"(FP8 gemm + epilogue {fp8 * 1e6:.2f} us vs dequantize + gemm {other * 1e6:.2f} us)")
+        return choice
+
+    def fft_shared_seconds(self, n: int, rows: int, groups: int) -> float:
+        """fft_shared over ``rows`` rows of length n in ``groups`` groups:
+        its flops at the calibrated rate, which assumes the device full, so
+        scaled by the share of the compute units the groups occupy."""
+        flops = 5.0 * n * max(1.0, math.log2(max(n, 2))) * rows
+        overhead = self.calibration.dispatch_s if groups == 1 else self.calibration.dispatch_parallel_s
+        return overhead + flops / self._family_rate("fft_shared") / self._occupancy(groups)
+
+    def fft_stage_seconds(self, n: int, rows: int, passes: int) -> float:
+        """``passes`` Stockham passes (fft_stage), each reading and writing
+        every row once (c64) over a grid of a thread per butterfly."""
+        nbytes = 2.0 * rows * n * 8
+        groups = max(1, rows * n // 1024)
+        return passes * (self.calibration.dispatch_parallel_s
+                         + nbytes / self._family_rate("fft_stage") / self._occupancy(groups))
+
+    def prefer_fft_shared(self, n: int, rows: int, groups: int, stage_passes: int) -> bool:
+        """True when one fft_shared dispatch (``groups`` groups) is predicted
+        faster than ``stage_passes`` fft_stage passes for ``rows`` rows of
+        length n; ties go to the one dispatch."""
+        shared = self.fft_shared_seconds(n, rows, groups)
+        stage = self.fft_stage_seconds(n, rows, stage_passes)
+        choice = shared <= stage
+        key = ("fft", n, rows, groups, stage_passes)
+        with self._lock:
+            if key not in self._decisions:
+                self._decisions[key] = (
+                    f"fft {rows} x {n}: {'fft_shared' if choice else f'{stage_passes} fft_stage passes'} "
+                    f"(one dispatch {shared * 1e6:.2f} us vs passes {stage * 1e6:.2f} us)")
         return choice
 
     def note(self, key: tuple, line: str) -> None:

@@ -15,6 +15,7 @@ FAMILY_UNITS: dict[str, str] = {
     "elementwise": "B", "unary": "B", "copy": "B", "epilogue": "B", "epilogue_act": "B", "softmax": "B",
     "softmax_masked": "B", "norm": "B", "quant_gemv": "B", "quant_gemv_m8": "B", "dequantize": "B",
     "attention": "flop", "matmul_rows": "flop", "gemm": "flop",
+    "fft_shared": "flop", "fft_stage": "B",
 }
 
 def family_of(thunk: Any) -> str:

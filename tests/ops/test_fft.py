@@ -21,6 +21,7 @@ import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.dtype import c64
 from rlx.reference import run_reference
+from rlx.tune.cost import CostModel, decision_model
 
 from .helpers import kernels_of
 
@@ -124,11 +125,14 @@ def test_irfft_default_length_is_numpys():
     assert tuple(g.irfft(g.input("h", (2, 5), "c64")).shape) == (2, 8)
 
 
-def test_algorithm_per_length():
+def test_algorithm_per_length(monkeypatch):
     """One group-memory dispatch for powers of two up to 4096 and for other
-    2^a 3^b 5^c up to 2048, a Stockham pass per radix for longer ones, and
-    Bluestein (two inner transforms) for the rest. The CPU runs powers of
-    two above 4096 as two fft_shared dispatches (the four-step)."""
+    2^a 3^b 5^c up to 2048 (where the cost model prefers it: pinned here), a
+    Stockham pass per radix for longer ones, and Bluestein (two inner
+    transforms) for the rest. The CPU runs powers of two above 4096 as two
+    fft_shared dispatches (the four-step)."""
+    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
+
     def kernels(n):
         g = rlx.Graph()
         g.set_outputs(y=g.fft(g.input("x", (2, n), "c64")))
@@ -141,6 +145,40 @@ def test_algorithm_per_length():
                              else ["fft_stage_c64"] * 7)                  # 4^6 * 2
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
     assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
+
+
+@pytest.mark.parametrize("n", [8, 256, 1024, 4096, 6, 100, 400, 1000, 2025])
+@pytest.mark.parametrize("batch", [1, 37])
+def test_stockham_passes_where_the_cost_model_prefers_them(n, batch, monkeypatch, rng):
+    """Lengths fft_shared covers in one dispatch, taken as a Stockham pass
+    per radix when the cost model says so (few long rows on a GPU): every
+    op still matches numpy, and the complex transforms run no fft_shared."""
+    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: False)
+    x = _cdata(rng, (batch, n))
+    xr = rng.standard_normal((batch, n)).astype(np.float32)
+    for op, arg in (("fft", x), ("ifft", x), ("rfft", xr), ("irfft", np.fft.rfft(xr).astype(np.complex64))):
+        g = rlx.Graph()
+        g.set_outputs(y=getattr(g, op)(g.input("x", arg.shape, "c64" if arg.dtype == np.complex64 else "f32"),
+                                       **({"n": n} if op == "irfft" else {})))
+        exe = rlx.compile(g)
+        if op in ("fft", "ifft") and n > 1:
+            assert "fft_shared_c64" not in kernels_of(exe) and "fft_stage_c64" in kernels_of(exe), op
+        wide = arg.astype(np.complex128 if arg.dtype == np.complex64 else np.float64)
+        want = getattr(np.fft, op)(wide, **({"n": n} if op == "irfft" else {}))
+        norms = np.linalg.norm(wide.reshape(batch, -1), axis=-1)
+        _assert_close(exe.run(x=arg)["y"], want, norms, n, 1.0 if op in ("fft", "rfft") else 1 / n, f"{op} {n}")
+
+
+def test_cost_model_prefers_stockham_passes_for_few_long_rows_on_gpus():
+    """The documented defaults: the CPU keeps fft_shared (a group per row is
+    a core's work); an H200-class GPU takes the passes for one row of 4096
+    points (one group would leave 131 of 132 units idle), fft_shared for
+    many rows."""
+    host, cuda = decision_model("host"), decision_model("cuda")
+    assert host.prefer_fft_shared(4096, 1, 1, 6) and host.prefer_fft_shared(1024, 256, 16, 5)
+    assert not cuda.prefer_fft_shared(4096, 1, 1, 6)
+    assert cuda.prefer_fft_shared(1024, 256, 128, 5)
+    assert any("fft 1 x 4096: 6 fft_stage passes" in line for line in cuda.describe_decisions())
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 32, 256, 2048, 4096, 6, 100, 1000, 2025])
