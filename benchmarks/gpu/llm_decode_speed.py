@@ -5,7 +5,8 @@ token copied back each step) at position ~128 and ~1900 of a 2048-token
 cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
 (SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU) and keys per split of
 the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken), threads of the
-one-dispatch split-K kernel (SPLIT_MERGE_THREADS),
+one-dispatch split-K kernel (SPLIT_MERGE_THREADS), a cap on the threads of
+row kernels over few rows (ROW_THREADS, 0: the lowering's),
 and fusions left out (WITHOUT: ";"-separated sets of target capabilities,
 e.g. WITHOUT=" ;glu_linear" for an A/B of that fusion in one run), and the
 decode step's thunk count. The
@@ -26,22 +27,38 @@ from rlx.lowering import attention as attention_lowering
 from rlx.models.bench_llm import decode_step_times
 from rlx.models.llm import LLM
 from rlx.runtime import devices
+from rlx.runtime.target import Target
 
 STEPS = 60
+_ROW_GRID = Target.row_grid
+
+
+def _capped_row_grid(cap: int):
+    """Target.row_grid with at most ``cap`` threads a group while rows are
+    few (0: as the lowering picks): a group of one SIMD group reduces by
+    shuffles alone, without the cross-warp barriers."""
+    def row_grid(self, rows, cols, stacked=False):
+        grid, threads = _ROW_GRID(self, rows, cols, stacked)
+        if cap and not self.one_thread_groups and rows < 4 * self.compute_units and threads[0] > cap:
+            threads = (cap, threads[1], threads[2])
+        return grid, threads
+    return row_grid
 
 
 def main(model: str, out: str, device: str = "cuda") -> None:
     rows = []
-    combos = [(kv, int(keys), int(gqa), tuple(without.split()), int(threads))
+    combos = [(kv, int(keys), int(gqa), tuple(without.split()), int(threads), int(row_cap))
+              for row_cap in os.environ.get("ROW_THREADS", "0").split()
               for threads in os.environ.get("SPLIT_MERGE_THREADS", str(attention_lowering.SPLIT_MERGE_THREADS)).split()
               for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
               for keys in os.environ.get("SPLIT_KEYS", str(attention_lowering.SPLIT_KEYS_GPU)).split()
               for gqa in os.environ.get("GQA_GPU_KEYS", str(attention_lowering.GQA_SPLIT_GPU_KEYS)).split()
               for without in os.environ.get("WITHOUT", "").split(";")]
     real_open = devices.open_device
-    for kv, keys, gqa, without, threads in combos:
+    for kv, keys, gqa, without, threads, row_cap in combos:
         attention_lowering.SPLIT_KEYS_GPU = keys
         attention_lowering.SPLIT_MERGE_THREADS = threads
+        Target.row_grid = _capped_row_grid(row_cap)
         attention_lowering.GQA_SPLIT_GPU_KEYS = gqa   # > 0: the grouped-query split kernel on the GPU
 
         def open_without(name, without=without):
@@ -55,7 +72,7 @@ def main(model: str, out: str, device: str = "cuda") -> None:
             times = decode_step_times(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
             row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
-                   "split_merge_threads": threads,
+                   "split_merge_threads": threads, "row_threads_cap": row_cap,
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
