@@ -138,3 +138,53 @@ def test_a_read_of_the_old_state_that_feeds_the_write_runs_before_it(rng, dtype)
         for t in range(4):
             ring[(start + t) % 5] = xv[t]
         np.testing.assert_array_equal(exe.read_state("ring"), ring.astype(np_dtype))
+
+
+def _kv_graph(rows: int, t: int, width: int, dtype: str, between: bool) -> rlx.Graph:
+    """A decoder layer's cache writes: K and V rows at one slot, V computed
+    after the K write (as a separate projection is); with ``between``, a
+    reader of the written K cache comes before the V write."""
+    g = rlx.Graph()
+    k = g.input("k", (t, width), dtype)
+    v0 = g.input("v", (t, width), dtype)
+    slot = g.input("slot", (2,), "i32")
+    k_cache = g.set_rows(g.state("cache.k", (rows, width), dtype), k, slot)
+    outs = {}
+    v = g.mul(v0, v0)
+    if between:
+        seen = g.add(k_cache, k_cache)
+        outs["seen"] = seen
+        v = g.add(v, g.narrow(seen, 0, 0, t))
+    v_cache = g.set_rows(g.state("cache.v", (rows, width), dtype), v, slot)
+    outs["kv"] = g.add(k_cache, g.mul(v_cache, v_cache))   # one reader of both, as attention
+    g.set_outputs(**outs)
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("rows, t, width, between", [(7, 1, 5, False), (16, 3, 33, False), (5, 9, 3, False),
+                                                     (8, 1, 16, True)])
+def test_two_writes_at_one_slot_run_as_one_dispatch(dtype, rows, t, width, between, rng):
+    """K and V writes at one slot become one set_rows_pair dispatch where no
+    thunk between them uses the first write's state, values or slot (a
+    reader of the written K cache in between keeps them apart); the
+    states match the reference across runs either way, ring wrap included."""
+    from .helpers import kernels_of
+
+    g = _kv_graph(rows, t, width, dtype, between)
+    exe = rlx.compile(g)
+    kernels = [k for k in kernels_of(exe) if k.startswith("set_rows")]
+    assert kernels == ([f"set_rows_{dtype}"] * 2 if between else [f"set_rows_pair_{dtype}"])
+    ref_state: dict[str, np.ndarray] = {}
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    for start, count in [(0, t), (rows - 1, t), (-2, t), (rows * 3 + 1, max(0, t - 1)), (1, t + 5), (0, -3)]:
+        feed = {"k": rng.standard_normal((t, width)).astype(np_dtype),
+                "v": rng.standard_normal((t, width)).astype(np_dtype), "slot": np.array([start, count], np.int32)}
+        got = exe.run(feed)
+        want = run_reference(g, feed, state=ref_state)
+        for name in want:
+            np.testing.assert_allclose(got[name].astype(np.float64), want[name].astype(np.float64),
+                                       rtol=1e-3 if dtype == "f16" else 1e-6, err_msg=f"{name} at {(start, count)}")
+        for name in ("cache.k", "cache.v"):
+            np.testing.assert_allclose(exe.read_state(name).astype(np.float64), ref_state[name].astype(np.float64),
+                                       rtol=1e-3 if dtype == "f16" else 1e-6)
