@@ -4,7 +4,7 @@ Each transform of length N along the last axis becomes a chain of passes:
 - N a power of two <= SHARED_MAX: one fft_shared dispatch, a group per row
   (the whole row in group memory), or 2^a 3^b 5^c up to MIXED_SHARED_MAX
   in its mixed-radix form, where the cost model prefers that dispatch to
-  the Stockham passes (chosen_passes: few long rows on a GPU);
+  the Stockham passes (chosen_passes, from the calibrated rates);
 - N = 2^a 3^b 5^c otherwise (large powers of two included): one fft_stage
   dispatch per Stockham pass over global memory, radices 4, 2, 3, 5;
 - any other N: Bluestein's chirp-z, a length-L power-of-two transform of
@@ -108,9 +108,9 @@ def transform_passes(n: int, inverse: bool, shared: bool = True) -> list[Pass]:
 
 def chosen_passes(lw: Lowering, n: int, rows: int, inverse: bool) -> list[Pass]:
     """transform_passes, with the cost model choosing between fft_shared's
-    one dispatch and the Stockham passes where both cover n (few long rows
-    leave most of a GPU idle in one group each, where the passes spread
-    every row over the whole device)."""
+    one dispatch and the Stockham passes where both cover n (the passes
+    spread few long rows over a whole GPU, at a global-memory round trip a
+    pass: which wins is the calibration's call)."""
     one = transform_passes(n, inverse)
     if n < 2 or len(one) != 1 or one[0].radix not in (0, 1):   # n = 1 has no Stockham pass
         return one

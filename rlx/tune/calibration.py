@@ -234,8 +234,10 @@ DEFAULTS: dict[str, Calibration] = {
         family_rates={"elementwise": 2.7e12, "unary": 1.8e12, "copy": 1.8e12, "epilogue": 1.5e12,
                       "epilogue_act": 4.2e12, "softmax": 2.4e12, "softmax_masked": 2.1e12, "norm": 2.4e12,
                       "attention": 8.4e11, "quant_gemv": 5e11, "quant_gemv_m8": 1.5e11, "dequantize": 1e12,
-                      # ~2^18 points of N = 1024 in ~10 us (benchmarks/README, "H200: FFT")
-                      "fft_shared": 1.2e12, "fft_stage": 1.5e12}),
+                      # an H200's calibrated FFT rates, rounded (benchmarks/README, "H200
+                      # (2026-12-03, session 14)"): they pick the faster path at all 13 shapes of
+                      # fft_path_choice.py, where 1.2e12 / 1.5e12 sent 4096 to the slower passes
+                      "fft_shared": 2.5e12, "fft_stage": 7.7e11}),
     # An Apple-silicon GPU (M-series Pro class): unified memory, MPS gemm.
     "metal": Calibration(
         backend="metal", unified_memory=True, parallel_units=16, sync_s=8e-5, dispatch_s=1.5e-6,

@@ -12,6 +12,7 @@ with log N, and each output is at most |x|_2 sqrt(N) unscaled.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -21,6 +22,7 @@ import rlx
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.dtype import c64
 from rlx.reference import run_reference
+from rlx.tune.calibration import default_calibration
 from rlx.tune.cost import CostModel, decision_model
 
 from .helpers import kernels_of
@@ -169,16 +171,22 @@ def test_stockham_passes_where_the_cost_model_prefers_them(n, batch, monkeypatch
         _assert_close(exe.run(x=arg)["y"], want, norms, n, 1.0 if op in ("fft", "rfft") else 1 / n, f"{op} {n}")
 
 
-def test_cost_model_prefers_stockham_passes_for_few_long_rows_on_gpus():
-    """The documented defaults: the CPU keeps fft_shared (a group per row is
-    a core's work); an H200-class GPU takes the passes for one row of 4096
-    points (one group would leave 131 of 132 units idle), fft_shared for
-    many rows."""
+def test_cost_model_follows_the_measured_fft_paths():
+    """The documented defaults pick the path measured faster: the CPU keeps
+    fft_shared (a group per row is a core's work); on the H200 fft_shared
+    beat the Stockham passes at every measured shape (session 14's
+    fft_path_choice.py: 1-64 rows of 4096, 1-256 of 1024), and a 2-core CPU's
+    slow group-memory-free passes never win either. A model whose shared
+    rate is tiny takes the passes, and says so in its decisions."""
     host, cuda = decision_model("host"), decision_model("cuda")
     assert host.prefer_fft_shared(4096, 1, 1, 6) and host.prefer_fft_shared(1024, 256, 16, 5)
-    assert not cuda.prefer_fft_shared(4096, 1, 1, 6)
-    assert cuda.prefer_fft_shared(1024, 256, 128, 5)
-    assert any("fft 1 x 4096: 6 fft_stage passes" in line for line in cuda.describe_decisions())
+    for rows, n, passes in ((1, 4096, 6), (4, 4096, 6), (64, 4096, 6), (1, 1024, 5), (256, 1024, 5)):
+        assert cuda.prefer_fft_shared(n, rows, rows, passes), (rows, n)
+    assert any("fft 1 x 4096: fft_shared" in line for line in cuda.describe_decisions())
+    base = default_calibration("cuda")
+    slow_shared = CostModel(dataclasses.replace(base, family_rates={**base.family_rates, "fft_shared": 1e9}))
+    assert not slow_shared.prefer_fft_shared(4096, 1, 1, 6)
+    assert any("fft 1 x 4096: 6 fft_stage passes" in line for line in slow_shared.describe_decisions())
 
 
 @pytest.mark.parametrize("n", [1, 2, 8, 32, 256, 2048, 4096, 6, 100, 1000, 2025])
