@@ -11,6 +11,8 @@ rlx's own f32 ones, for
 - e5m2 per channel and symmetric int8 per channel (round to nearest,
   scale amax / 127), for comparison: the latter is no rlx precision mode,
   only the other 8-bit rounding a weight could get;
+- GPTQ-calibrated e4m3 weights (``rlx.models.fp8_calibration``, the
+  default calibration text) at three dampings, under both FP8 modes;
 - per-tensor ablation: one linear weight at a time rounded through e4m3
   (per channel), the rest f32;
 - the share of the weights that must stay out of FP8 to reach cosine
@@ -36,6 +38,7 @@ import numpy as np
 from rlx import fp8
 from rlx.models import BertModel, load_embedder
 from rlx.models.embedder import Embedder
+from rlx.models.fp8_calibration import calibrate_fp8
 
 SENTENCES_FILE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "minilm_sentences.json"
 GRANULARITIES = [("tensor", None), ("channel", None), ("block", (128, 128)), ("block", (1, 32))]
@@ -96,6 +99,16 @@ def main() -> None:
     for precision in ("f32", "f16", "fp8", "fp8-dynamic"):
         got = load_embedder("all-MiniLM-L6-v2", precision=precision).encode(sentences, batch_size=32)
         res["modes"].append(row(f"precision={precision}", got, peer, own))
+    res["calibrated"] = []   # GPTQ rounding against the default calibration text (rlx.models.fp8_calibration)
+    for damp in (0.03, 0.1, 0.3):
+        t0 = time.time()
+        calibrated = calibrate_fp8(model, damp=damp)
+        seconds = time.time() - t0
+        for precision in ("fp8", "fp8-dynamic"):
+            got = Embedder(calibrated, precision=precision).encode(sentences, batch_size=32)
+            r = row(f"calibrated damp {damp}, precision={precision}", got, peer, own)
+            r["calibration_seconds"] = round(seconds, 1)
+            res["calibrated"].append(r)
     for granularity, block in GRANULARITIES:
         got = encode_with(model, sentences, names, "f8e4m3", granularity, block)
         rel = np.mean([np.linalg.norm(rounded(model.weights[n], "f8e4m3", granularity, block) - model.weights[n])

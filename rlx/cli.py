@@ -249,6 +249,23 @@ def _embed_ray(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate_fp8(args: argparse.Namespace) -> int:
+    """GPTQ-calibrated FP8 weights for a BERT model, saved as an FP8 checkpoint."""
+    from rlx.models import BertModel
+    from rlx.models.fp8_calibration import calibrate_fp8, check_new_folder, save_fp8
+
+    check_new_folder(args.output)   # before the calibration's minute, not after it
+    texts = _read_lines(args.file) if args.file else None
+    t0 = time.perf_counter()
+    model = BertModel.load(args.model)
+    progress = _Progress(model.config.num_hidden_layers, "calibrating layers", force=args.progress)
+    calibrated = calibrate_fp8(model, texts, device=args.device, damp=args.damp, progress=progress)
+    out = save_fp8(calibrated, args.output)
+    print(f"rlx calibrate-fp8: {len(calibrated.fp8_weights)} e4m3 weights in {time.perf_counter() - t0:.1f} s; "
+          f"wrote {out} (use: rlx embed --model {out} --precision fp8)", file=sys.stderr)
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from rlx.models import bench_bert
 
@@ -511,8 +528,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output",
                    help="write the embeddings to this .npy file instead of printing (with --ray: the parts' folder)")
     p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
-    p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32",
-                   help="f32 (default); f16 (GPUs); bf16 (CPU: linear weights in bf16, see README)")
+    p.add_argument("--precision", choices=("f32", "f16", "bf16", "fp8", "fp8-dynamic"), default="f32",
+                   help="f32 (default); f16 (GPUs); bf16 (CPU: linear weights in bf16); fp8 (e4m3 linear "
+                        "weights), fp8-dynamic (and e4m3 activations); see README")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
@@ -537,6 +555,15 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--overwrite", action="store_true",
                    help="delete the parts of a previous run in --output instead of resuming it")
     p.set_defaults(fn=cmd_embed)
+    p = sub.add_parser("calibrate-fp8", help="GPTQ-rounded e4m3 weights for a BERT model, saved as an FP8 "
+                                             "checkpoint folder")
+    p.add_argument("-o", "--output", required=True, help="the new checkpoint folder (must not exist, or be empty)")
+    p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
+    p.add_argument("--file", "-f", help="calibration texts, one a line (default: rlx's 64 built-in sentences)")
+    p.add_argument("--device", default="cpu", help="where the f32 model runs to measure its inputs (default cpu)")
+    p.add_argument("--damp", type=float, default=0.3, help="GPTQ damping, a fraction of H's mean diagonal")
+    p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
+    p.set_defaults(fn=cmd_calibrate_fp8)
     p = sub.add_parser("serve", help="OpenAI-compatible server: /v1/embeddings, /v1/completions, "
                                      "/v1/chat/completions (needs rlx[serve])")
     p.add_argument("--model", default=None,

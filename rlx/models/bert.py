@@ -421,7 +421,7 @@ class BertModel:
         return out
 
     def build_graph(self, batch: int, seq: int, precision: str = "f32", *, pooled: bool = True,
-                    packed_qkv: bool = True, token_type_ids: bool = False) -> Graph:
+                    packed_qkv: bool = True, token_type_ids: bool = False, taps: bool = False) -> Graph:
         """The encoder for one (batch, seq) shape.
 
         Inputs: ``input_ids`` i32 [batch, seq], ``attention_mask`` f32
@@ -430,7 +430,11 @@ class BertModel:
         (otherwise every token has type 0, as for single sentences). Outputs:
         ``embeddings`` f32 [batch, hidden] (pooled, normalized when the model
         says so) or, with ``pooled=False``, ``last_hidden_state`` f32
-        [batch, seq, hidden].
+        [batch, seq, hidden]. ``taps=True`` adds each encoder linear's input
+        [batch, seq, k] as an output named after its weight without
+        ``.weight`` (the query, key and value layers share theirs, named
+        ``encoder.layer.<n>.attention.self``): what FP8 calibration
+        (rlx.models.fp8_calibration) measures.
         """
         if precision not in PRECISIONS:
             raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -471,8 +475,10 @@ class BertModel:
         add_mask = g.reshape(g.scale_shift(mask_c, scale=-neg, shift=neg), (batch, 1, 1, seq))
         scale = 1.0 / math.sqrt(dh)
 
+        tapped: dict[str, Node] = {}
         for n in range(cfg.num_hidden_layers):
             p = f"encoder.layer.{n}."
+            tapped[f"{p}attention.self"] = x
             if packed_qkv:
                 qkv = g.linear(x, param(f"{p}attention.self.qkv.weight"), param(f"{p}attention.self.qkv.bias"))
                 qkv = g.reshape(qkv, (batch, seq, 3 * nh, dh))
@@ -481,22 +487,25 @@ class BertModel:
                 q, k, v = (g.reshape(g.linear(x, param(f"{p}attention.self.{part}.weight"),
                                               param(f"{p}attention.self.{part}.bias")), (batch, seq, nh, dh))
                            for part in ("query", "key", "value"))
-            a = g.attention(q, k, v, add_mask, scale=scale)
-            a = g.linear(g.reshape(a, (batch, seq, h)), param(f"{p}attention.output.dense.weight"),
-                         param(f"{p}attention.output.dense.bias"))
+            a = tapped[f"{p}attention.output.dense"] = g.reshape(g.attention(q, k, v, add_mask, scale=scale),
+                                                                 (batch, seq, h))
+            a = g.linear(a, param(f"{p}attention.output.dense.weight"), param(f"{p}attention.output.dense.bias"))
             x = g.add_layernorm(a, x, param(f"{p}attention.output.LayerNorm.weight"),
                                 param(f"{p}attention.output.LayerNorm.bias"), eps)
+            tapped[f"{p}intermediate.dense"] = x
             f = g.linear(x, param(f"{p}intermediate.dense.weight"), param(f"{p}intermediate.dense.bias"),
                          activation=cfg.activation)
+            tapped[f"{p}output.dense"] = f
             f = g.linear(f, param(f"{p}output.dense.weight"), param(f"{p}output.dense.bias"))
             x = g.add_layernorm(f, x, param(f"{p}output.LayerNorm.weight"), param(f"{p}output.LayerNorm.bias"), eps)
 
         if precision == "f16":
             x = g.cast(x, "f32")
+        extra = tapped if taps else {}
         if not pooled:
-            g.set_outputs(last_hidden_state=x)
+            g.set_outputs({"last_hidden_state": x, **extra})
             return g
-        g.set_outputs(embeddings=_pool(g, x, mask, batch, seq, h, self.pooling))
+        g.set_outputs({"embeddings": _pool(g, x, mask, batch, seq, h, self.pooling), **extra})
         return g
 
 

@@ -513,3 +513,112 @@ def test_minilm_token_ids_match_reference_tokenizer(st_model):
         cut = load_embedder("all-MiniLM-L6-v2").tokenize([long])[0]
     ref_cut = st_model.tokenizer([long], truncation=True, max_length=st_model.max_seq_length)["input_ids"][0]
     assert cut.tolist() == list(ref_cut) and len(cut) == 256
+
+
+def test_calibrated_fp8_weights(tiny):
+    """calibrate_fp8: GPTQ codes for every encoder linear under the round
+    to nearest's per-row scales, a progress call a layer, the input model
+    untouched, and precision="fp8" compiling the calibrated codes."""
+    from rlx import fp8
+    from rlx.models.embedder import Embedder
+    from rlx.models.fp8_calibration import calibrate_fp8
+
+    model = BertModel.load(tiny)
+    layers = TINY["num_hidden_layers"]
+    seen: list[tuple[int, int]] = []
+    cal = calibrate_fp8(model, TEXTS, batch_size=3, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(n + 1, layers) for n in range(layers)]
+    assert len(cal.fp8_weights) == 6 * layers and not model.fp8_weights
+    name = "encoder.layer.1.intermediate.dense.weight"
+    codes, scale = cal.fp8_weights[name]
+    rtn_codes, rtn_scale = fp8.quantize_array(model.weights[name], "f8e4m3", "channel")
+    np.testing.assert_array_equal(scale, rtn_scale)
+    assert (codes.view(np.uint8) != rtn_codes.view(np.uint8)).any()   # the error feedback moved some codes
+    compiled = cal.params("fp8")
+    assert (compiled[name].view(np.uint8) == codes.view(np.uint8)).all()
+    a = load_embedder(tiny).encode(TEXTS)
+    b = Embedder(cal, precision="fp8").encode(TEXTS)
+    assert cosine(a, b).min() > 0.99
+
+
+def test_calibrated_fp8_keeps_shipped_codes_and_checks_its_inputs(tiny):
+    from rlx import fp8
+    from rlx.errors import ParameterError
+    from rlx.models.fp8_calibration import calibrate_fp8
+    from rlx.safetensors import load_safetensors, save_safetensors
+
+    tensors = dict(load_safetensors(tiny / "model.safetensors"))
+    name = next(n for n in tensors if n.endswith("layer.0.output.dense.weight"))
+    tensors[name], scale = fp8.quantize_array(tensors[name], "f8e4m3", "channel")
+    tensors[name + "_scale"] = scale.reshape(-1, 1)
+    save_safetensors(tiny / "model.safetensors", tensors)
+    model = BertModel.load(tiny)
+    (shipped_name, shipped), = model.fp8_weights.items()
+    cal = calibrate_fp8(model, TEXTS)
+    assert cal.fp8_weights[shipped_name] is shipped and len(cal.fp8_weights) == 6 * TINY["num_hidden_layers"]
+    with pytest.raises(InputError, match="no calibration texts"):
+        calibrate_fp8(model, [])
+    with pytest.raises(InputError, match=r"texts\[1\]"):
+        calibrate_fp8(model, ["fine", 3])
+    with pytest.raises(ParameterError, match="batch_size"):
+        calibrate_fp8(model, TEXTS, batch_size=0)
+
+
+@needs_minilm
+def test_minilm_calibrated_fp8_beats_round_to_nearest():
+    """GPTQ-calibrated e4m3 weights (the default calibration text, none of
+    it the test sentences) against rlx's f32 embeddings, beside round to
+    nearest in the same run. Measured on 2026-12-03: worst 0.99486 / mean
+    0.99834 against 0.99296 / 0.99760 (issue 20's 0.999 is still not
+    reached: benchmarks/README.md, "CPU: FP8 accuracy on MiniLM")."""
+    from rlx.models.embedder import Embedder
+    from rlx.models.fp8_calibration import calibrate_fp8
+
+    model = BertModel.load("all-MiniLM-L6-v2")
+    want = Embedder(model).encode(SENTENCES)
+    rtn = cosine(Embedder(model, precision="fp8").encode(SENTENCES), want)
+    got = cosine(Embedder(calibrate_fp8(model), precision="fp8").encode(SENTENCES), want)
+    assert got.min() >= 0.994 and got.mean() >= 0.998, got
+    assert got.min() > rtn.min() and got.mean() > rtn.mean(), (got, rtn)
+
+
+def test_save_fp8_round_trip(tiny, tmp_path):
+    """save_fp8 writes a checkpoint that loads back with the same codes and
+    scales and embeds as the calibrated model does; it never writes into a
+    folder that holds something, and needs FP8 weights."""
+    from rlx.errors import ParameterError
+    from rlx.models.embedder import Embedder
+    from rlx.models.fp8_calibration import calibrate_fp8, save_fp8
+
+    model = BertModel.load(tiny)
+    cal = calibrate_fp8(model, TEXTS)
+    out = save_fp8(cal, tmp_path / "fp8")
+    back = BertModel.load(out)
+    assert set(back.fp8_weights) == set(cal.fp8_weights)
+    for name, (codes, scale) in cal.fp8_weights.items():
+        got_codes, got_scale = back.fp8_weights[name]
+        assert (got_codes.view(np.uint8) == codes.view(np.uint8)).all()
+        np.testing.assert_array_equal(got_scale, scale)
+    np.testing.assert_array_equal(Embedder(back, precision="fp8").encode(TEXTS),
+                                  Embedder(cal, precision="fp8").encode(TEXTS))
+    with pytest.raises(ModelLoadError, match="not an empty folder"):
+        save_fp8(cal, out)
+    with pytest.raises(ParameterError, match="no FP8 weights"):
+        save_fp8(model, tmp_path / "other")
+
+
+def test_cli_calibrate_fp8(tiny, tmp_path, capsys):
+    """rlx calibrate-fp8 writes a checkpoint that rlx embed runs under
+    --precision fp8; an occupied output folder fails before calibrating."""
+    from rlx.cli import main
+
+    texts = tmp_path / "calib.txt"
+    texts.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    out = tmp_path / "fp8"
+    assert main(["calibrate-fp8", "--model", str(tiny), "--file", str(texts), "-o", str(out), "--progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"{6 * TINY['num_hidden_layers']} e4m3 weights" in err and "calibrating layers" in err
+    assert len(BertModel.load(out).fp8_weights) == 6 * TINY["num_hidden_layers"]
+    assert main(["embed", "--model", str(out), "--precision", "fp8", "hello world"]) == 0
+    assert main(["calibrate-fp8", "--model", str(tiny), "-o", str(out)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err
