@@ -281,17 +281,20 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // The chunk's rows below the active length, read early as well (an input
 // the host wrote before the run; were it computed by a predecessor, a stale
 // value would only misjudge what to prefetch).
+// split_major: the group's (row, split) as attention_split_merge numbers
+// them (rlx_att_split_of), else as attention_split does (row-major).
 template <typename T>
 RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
                                        RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
-                                       RLX_DEVICE const int *length) {
+                                       RLX_DEVICE const int *length, const bool split_major) {
     rlx_let_next_kernel_launch();
-    const uint splits = p->splits, chunk = p->keys_per_split, gid = rlx_group_id_early.x;
-    if (splits == 0u || gid / splits >= p->rows) return;
-    const uint j0 = (gid % splits) * chunk, active = rlx_att_active(p, length);
+    const uint splits = p->splits, chunk = p->keys_per_split, g = rlx_group_id_early.x;
+    if (splits == 0u || g / splits >= p->rows) return;
+    const uint row = split_major ? g % p->rows : g / splits, split = split_major ? g / p->rows : g % splits;
+    const uint j0 = split * chunk, active = rlx_att_active(p, length);
     if (j0 >= active) return;
     const uint n = active - j0 < chunk ? active - j0 : chunk;
-    const rlx_att_row<T> at = rlx_att_row_of(p, gid / splits, q, k, v, mask, active);
+    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask, active);
     const uint lines_k = (p->D * (uint)sizeof(T) + 127u) / 128u, lines_v = (p->Dv * (uint)sizeof(T) + 127u) / 128u;
     const uint per = lines_k + lines_v;
     for (uint i = rlx_local_id_early.x; i < n * per; i += blockDim.x) {
@@ -434,7 +437,7 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
                            RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
 #ifdef RLX_TARGET_CUDA
-    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length, false);
 #endif
     const uint gid = rlx_group_id.x;
     if (gid / p->splits >= p->rows) return;
@@ -452,16 +455,17 @@ RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, 
     return ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
 }
 
+// seen: the row's splits to read, [0, seen) (<= p->splits, the stride).
 template <typename T>
 RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *out,
-                                  RLX_DEVICE const AttentionParams *p, const uint row,
+                                  RLX_DEVICE const AttentionParams *p, const uint row, const uint seen,
                                   RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight RLX_GROUP_IDS) {
     const uint splits = p->splits, Dv = p->Dv;
     RLX_DEVICE const float *acc = part + (uint64_t)row * splits * Dv;
     RLX_DEVICE const float *ml = part + (uint64_t)p->rows * splits * Dv + (uint64_t)row * splits * 2u;
     RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
     float big = -RLX_INFINITY, last = -1.0f;
-    RLX_FOR_GROUP(s, splits) {
+    RLX_FOR_GROUP(s, seen) {
         const float ms = rlx_load_fresh(ml + 2u * s);
         big = rlx_maximum(big, ms);
         if (ms != -RLX_INFINITY) last = (float)s;   // NaN counts: its row turns NaN below
@@ -522,7 +526,7 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, p->splits, scratch, weight RLX_GROUP_IDS_ARGS);
 }
 
 #ifndef RLX_TARGET_METAL
@@ -533,6 +537,11 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
 // the count back to zero for the next run. The counts live in a resident,
 // zero-initialized buffer of `rows` words. Not on Metal: MSL before 3.2
 // documents no device-scope fence to order the partials before the count.
+// Only the splits that hold active keys take part (a decode step early in a
+// long cache has few): the others return before any memory access but the
+// length's, and the groups are numbered split-major, so that every row's
+// live splits are the grid's first groups, not behind a wave of idle ones.
+// A row without active keys keeps its first split, which writes the zeros.
 template <typename T>
 RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                                  RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
@@ -544,18 +553,21 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
     RLX_SHARED(uint, last, 1);
 #ifdef RLX_TARGET_CUDA
-    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length, true);
 #endif
-    const uint gid = rlx_group_id.x, row = gid / p->splits;
-    if (row >= p->rows) return;
-    rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
+    const uint rows = p->rows, splits = p->splits, row = rlx_group_id.x % rows, split = rlx_group_id.x / rows;
+    if (split >= splits) return;
+    const uint active = rlx_att_active(p, length), chunk = p->keys_per_split;
+    const uint live = active == 0u ? 1u : (active + chunk - 1u) / chunk;   // <= splits
+    if (split >= live) return;   // uniform in the group: no keys, no partials, no count
+    rlx_att_split_part<T>(q, k, v, mask, length, part, p, row * splits + split, probs RLX_GROUP_IDS_ARGS);
     rlx_device_fence();   // this thread's partials, visible to every group before the count says so
     rlx_barrier();
-    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add(count + row, 1u) == p->splits - 1u ? 1u : 0u;
+    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add(count + row, 1u) == live - 1u ? 1u : 0u;
     rlx_barrier();
     if (last[0] == 0u) return;   // uniform in the group
     rlx_device_fence();
-    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, live, scratch, weight RLX_GROUP_IDS_ARGS);
     if (rlx_local_id.x == 0u) count[row] = 0u;   // every split has counted: nobody reads it again this run
 }
 RLX_INSTANTIATE(attention_split_merge, float, attention_split_merge_f32)

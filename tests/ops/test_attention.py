@@ -428,16 +428,18 @@ def test_attention_active_length_one_executable_every_length(rng, monkeypatch, d
                                                              causal):
     """One compiled graph (fused kernel, split-K in chunks of 8 / 64 keys,
     or the grouped-query split kernel) run at lengths 0, 1, in between, Tk
-    and past Tk (clamped) against the reference; the K/V rows past the
-    length hold NaN, which must not reach the output (they are never read),
-    and the query grid is odd."""
+    and past Tk (clamped) against the reference, then shorter again (the
+    one-dispatch split form counts only the splits holding keys, so its
+    per-row counts must come back to zero whatever the last length); the
+    K/V rows past the length hold NaN, which must not reach the output
+    (they are never read), and the query grid is odd."""
     tk, d = 77, 40
     want_kernels = _force_form(monkeypatch, form, split, dtype)
     g = _length_graph(2, tq, tk, hq, hkv, d, dtype, causal=causal, softcap=7.0 if causal else None)
     exe = rlx.compile(g)
     assert _kernels(exe) == want_kernels
     ins = _attention_inputs(rng, 2, tq, tk, hq, hkv, d, dtype=dtype)
-    for n in (0, 1, 2, 9, 64, 65, 76, 77, 500):
+    for n in (0, 1, 2, 9, 64, 65, 76, 77, 500, 9, 0, 65, 1):
         active = min(n, tk)
         feed = {name: a.copy() for name, a in ins.items()}
         feed["k"][:, active:] = np.nan
