@@ -269,6 +269,14 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // rlx_att_split_prefetch below addresses: 9.7 -> 8.3 us a call).
 #define RLX_ATT_SPLIT_DSTEPS 8u
 #define RLX_ATT_SPLIT_VKEYS 16u
+// A split's V rows loaded before its scores, where each thread holds one
+// feature of the whole chunk (groups of >= Dv threads and chunks of <=
+// RLX_ATT_SPLIT_VKEYS keys: the GPUs' decode steps), so that their latency
+// overlaps the scores' instead of following the softmax. 0 turns it off
+// (an A/B through benchmarks/gpu/llm_decode_speed.py's KERNEL_DEFINES).
+#ifndef RLX_ATT_V_EARLY
+#define RLX_ATT_V_EARLY 1
+#endif
 #define RLX_ATT_MERGE_ILP 8u
 // The merge's per-split weights in group memory up to this many splits.
 #define RLX_ATT_MERGE_SPLITS 1024u
@@ -331,6 +339,13 @@ RLX_INLINE void rlx_att_split_part(RLX_DEVICE const T *q, RLX_DEVICE const T *k,
         return;
     }
     const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask, Tk);
+    const bool v_early = RLX_ATT_V_EARLY != 0 && n <= RLX_ATT_SPLIT_VKEYS && Dv <= rlx_group_size.x;   // uniform
+    float v_pre[RLX_ATT_SPLIT_VKEYS];
+    if (v_early) {
+        const uint d = rlx_local_id.x < Dv ? rlx_local_id.x : 0u;   // threads past Dv load feature 0, unused
+        RLX_DEVICE const T *vd = at.v + (uint64_t)j0 * v_st + d;
+        for (uint u = 0; u < RLX_ATT_SPLIT_VKEYS; ++u) v_pre[u] = u < n ? rlx_to_float(vd[(uint64_t)u * v_st]) : 0.0f;
+    }
 
     // Scores: SIMD group w takes keys w, w + n_simd, ...; its lanes (fewer
     // than the width in a partial last SIMD group) split the features. Four
@@ -394,7 +409,12 @@ RLX_INLINE void rlx_att_split_part(RLX_DEVICE const T *q, RLX_DEVICE const T *k,
     RLX_FOR_GROUP(d, Dv) {
         float a[RLX_ATT_SPLIT_ILP];
         for (uint u = 0; u < RLX_ATT_SPLIT_ILP; ++u) a[u] = 0.0f;
-        if (m != -RLX_INFINITY) {
+        if (m != -RLX_INFINITY && v_early) {   // d is this thread's feature, v_pre its rows
+            for (uint u = 0; u < RLX_ATT_SPLIT_VKEYS; ++u) {
+                const float pu = u < n ? probs[u] : 0.0f;
+                a[u % RLX_ATT_SPLIT_ILP] += pu != 0.0f ? pu * v_pre[u] : 0.0f;
+            }
+        } else if (m != -RLX_INFINITY) {
             RLX_DEVICE const T *vd = at.v + (uint64_t)j0 * v_st + d;
             uint jj = 0;
             // Chain u % ILP takes key jj + u: the same chains, in the same

@@ -6,8 +6,9 @@ cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
 (SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU) and keys per split of
 the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken), threads of the
 one-dispatch split-K kernel (SPLIT_MERGE_THREADS), a cap on the threads of
-row kernels over few rows (ROW_THREADS, 0: the lowering's),
-and fusions left out (WITHOUT: ";"-separated sets of target capabilities,
+row kernels over few rows (ROW_THREADS, 0: the lowering's), defines in
+front of the kernel source (KERNEL_DEFINES, kernel_defines.py), and
+fusions left out (WITHOUT: ";"-separated sets of target capabilities,
 e.g. WITHOUT=" ;glu_linear" for an A/B of that fusion in one run), and the
 decode step's thunk count. The
 weights' values change no kernel's time, so the zero-weight stand-in file
@@ -22,6 +23,8 @@ import json
 import os
 import statistics
 import sys
+
+from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py (the script's own folder)
 
 from rlx.lowering import attention as attention_lowering
 from rlx.models.bench_llm import decode_step_times
@@ -46,6 +49,7 @@ def _capped_row_grid(cap: int):
 
 
 def main(model: str, out: str, device: str = "cuda") -> None:
+    defines = apply_kernel_defines()
     rows = []
     combos = [(kv, int(keys), int(gqa), tuple(without.split()), int(threads), int(row_cap))
               for row_cap in os.environ.get("ROW_THREADS", "0").split()
@@ -72,7 +76,7 @@ def main(model: str, out: str, device: str = "cuda") -> None:
             times = decode_step_times(llm, STEPS)
             ms = 1e3 * statistics.median(times[10:])
             row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
-                   "split_merge_threads": threads, "row_threads_cap": row_cap,
+                   "split_merge_threads": threads, "row_threads_cap": row_cap, "kernel_defines": defines,
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}

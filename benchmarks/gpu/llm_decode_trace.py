@@ -11,7 +11,8 @@ kernel starts while its predecessor runs and waits inside, so durations
 overlap and the increments are what each kernel adds to the step). Run it
 with RLX_CUDA_PDL=0 for durations without that overlap. GQA_GPU_KEYS sets
 rlx.lowering.attention.GQA_SPLIT_GPU_KEYS (the grouped-query split kernel's
-keys per split on the GPU; 0: not taken) for the run.
+keys per split on the GPU; 0: not taken) for the run; KERNEL_DEFINES
+(kernel_defines.py) puts defines in front of the kernel source.
 
 Run: PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_trace.py MODEL.gguf OUT.json"""
 
@@ -23,6 +24,7 @@ import statistics
 import sys
 
 import torch
+from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py (the script's own folder)
 from torch.profiler import ProfilerActivity, profile
 
 from rlx.lowering import attention as attention_lowering
@@ -74,6 +76,7 @@ def _summary(steps: list[list[tuple[float, float, str]]]) -> dict:
 def main(model: str, out: str) -> None:
     result = {"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_trace.py "
               "MODEL.gguf OUT.json", "model": model, "pdl": os.environ.get("RLX_CUDA_PDL", "default"), "rows": []}
+    result["kernel_defines"] = apply_kernel_defines()
     gqa = os.environ.get("GQA_GPU_KEYS")
     if gqa is not None:
         attention_lowering.GQA_SPLIT_GPU_KEYS = int(gqa)

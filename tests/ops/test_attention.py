@@ -150,6 +150,24 @@ def test_attention_split_decode_gqa(rng, monkeypatch, keys, tk, dtype, causal, m
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("keys", [3, 16, 20])
+@pytest.mark.parametrize("merged", [True, False], ids=["one_dispatch", "two_dispatches"])
+def test_attention_split_one_value_feature(rng, monkeypatch, dtype, keys, merged):
+    """A value dim of 1, with masked keys: every target's groups then hold
+    a thread per value feature, so the CPU runs the split's
+    V-rows-before-scores path (RLX_ATT_V_EARLY) that GPUs take in decode
+    steps; chunks of <= 16 keys take it (of 20, only the last, partial one)."""
+    tk = 45
+    mask = np.zeros((1, 1, 1, tk), np.float32)
+    mask[..., 5:9] = -np.inf
+    ins = _attention_inputs(rng, 1, 1, tk, 3, 1, 7, 1, dtype, mask)
+    _force_split(monkeypatch, keys, merged)
+    g = _attention_graph(1, 1, tk, 3, 1, 7, 1, dtype, mask.shape)
+    exe, got = assert_matches_reference(g, ins)
+    assert _kernels(exe) == _split_kernels(dtype, merged) and np.isfinite(got["o"]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("merged", [True, False], ids=["one_dispatch", "two_dispatches"])
 def test_attention_split_masks_window_softcap(rng, monkeypatch, dtype, merged):
     """A decode mask (keys past the active length at -inf, as rlx.models.llm

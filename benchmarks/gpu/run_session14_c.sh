@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# H200, session 14, third call: the split-K attention loads its chunk's V
+# rows before the scores (RLX_ATT_V_EARLY) where a thread holds one feature
+# of the chunk. The attention suite on cuda at group sizes 0 and 32,
+# memcheck and racecheck on decode splits that take it; the FFT and signal
+# suites with the cuda defaults' new FFT rates; the BERT FP8 tests (GPTQ
+# calibration included) on cuda; then the decode step with and without
+# the early V rows (KERNEL_DEFINES="RLX_ATT_V_EARLY=0", the same build) in
+# one run, A-B-A, against the two-kernel form each time; the PDL-off trace
+# of both. Carry .gpu_carry and .gg/gemma-header.bin.
+source "$(dirname "$0")/common.sh"
+stand_in_model
+suite "attention (cuda, gs 0)" att.log tests/ops/test_attention.py --rlx-device cuda
+suite "attention (cuda, gs 32)" att32.log tests/ops/test_attention.py --rlx-device cuda --rlx-group-size 32
+K="(split_decode_gqa and 130) or one_value_feature"
+sanitize memcheck "early V memcheck" memcheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
+sanitize racecheck "early V racecheck" racecheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
+suite "fft + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/test_signal.py --rlx-device cuda
+suite "bert fp8 + calibration (cuda)" bert.log tests/models/test_bert.py --rlx-device cuda -k "fp8 or calibrat"
+speed() {   # speed LABEL FILE [DEFINES]
+  KERNEL_DEFINES="${3:-}" KV_DTYPES=f32 WITHOUT=" ;attention_split_merge" timeout 150 python3 \
+    benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/$2.json" >"$OUT/$2.log" 2>&1
+  note "decode speed $1 rc=$?"
+  grep '^{' "$OUT/$2.log" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l); print('  defines', r['kernel_defines'] or '-', 'without', ','.join(r['without']) or '-', r['position'], round(r['step_ms_median'], 4), round(r['step_ms_min'], 4), r['thunks'])
+" | tee -a "$S"
+}
+speed "early V (A)" speed-a1
+speed "no early V (B)" speed-b RLX_ATT_V_EARLY=0
+speed "early V (A again)" speed-a2
+pdl_off_trace 2 4
+KERNEL_DEFINES=RLX_ATT_V_EARLY=0 RLX_CUDA_PDL=0 timeout 90 python3 benchmarks/gpu/llm_decode_trace.py /tmp/z.gguf \
+  "$OUT/trace-b.json" >"$OUT/trace-b.log" 2>&1
+note "decode trace without early V (PDL off) rc=$?"
+python3 -c "
+import json; d = json.load(open('$OUT/trace-b.json'))
+for r in d['rows']:
+  print('pos', r['position'], 'span', round(r['span_us_median'], 1), 'kernels', r['kernels_per_step'], [(k['name'][:28], round(k['mean_us'], 2)) for k in r['by_kernel'][:2]])
+" | tee -a "$S"
+echo "=== summary ==="; cat "$S"
+exit 0
