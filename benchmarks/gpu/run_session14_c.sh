@@ -3,7 +3,7 @@
 # rows before the scores (RLX_ATT_V_EARLY) where a thread holds one feature
 # of the chunk. The attention suite on cuda at group sizes 0 and 32,
 # memcheck and racecheck on decode splits that take it; the FFT and signal
-# suites with the cuda defaults' new FFT rates; the BERT FP8 tests (GPTQ
+# suites and the path timings with the cuda defaults' new FFT rates; the BERT FP8 tests (GPTQ
 # calibration included) on cuda; then the decode step with and without
 # the early V rows (KERNEL_DEFINES="RLX_ATT_V_EARLY=0", the same build) in
 # one run, A-B-A, against the two-kernel form each time; the PDL-off trace
@@ -16,6 +16,13 @@ K="(split_decode_gqa and 130) or one_value_feature"
 sanitize memcheck "early V memcheck" memcheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
 sanitize racecheck "early V racecheck" racecheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
 suite "fft + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/test_signal.py --rlx-device cuda
+timeout 90 python3 benchmarks/gpu/fft_path_choice.py "$OUT/fft-choice.json" >"$OUT/fft-choice.log" 2>&1
+note "fft path choice rc=$?"
+grep '^{' "$OUT/fft-choice.log" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l); print('  ', r['rows'], r['n'], 'shared', round(r['shared_us'], 2), 'stage', round(r['stage_us'], 2), 'defaults', r['defaults_pick'])
+" | tee -a "$S"
 suite "bert fp8 + calibration (cuda)" bert.log tests/models/test_bert.py --rlx-device cuda -k "fp8 or calibrat"
 speed() {   # speed LABEL FILE [DEFINES]
   KERNEL_DEFINES="${3:-}" KV_DTYPES=f32 WITHOUT=" ;attention_split_merge" timeout 150 python3 \
