@@ -266,17 +266,14 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // On an H200 (session 11) the merge's batched reads cut the decode step at
 // 1900 keys (1.196 -> 1.147 ms); the split kernel's did not make it faster
 // (its time was the cache rows' memory latency after the PDL wait, which
-// rlx_att_split_prefetch below addresses: 9.7 -> 8.3 us a call).
+// rlx_att_split_prefetch below addresses: 9.7 -> 8.3 us a call). Two
+// session-14 forms were measured and not kept (benchmarks/README.md):
+// loading the chunk's V rows before the scores (0.1-0.14 us off a 12-14 us
+// call), and attention_split_merge counting only the splits that hold
+// active keys, numbered split-major (12.3 us a call at position 128
+// against 11.9: the idle groups were not what it waited on).
 #define RLX_ATT_SPLIT_DSTEPS 8u
 #define RLX_ATT_SPLIT_VKEYS 16u
-// A split's V rows loaded before its scores, where each thread holds one
-// feature of the whole chunk (groups of >= Dv threads and chunks of <=
-// RLX_ATT_SPLIT_VKEYS keys: the GPUs' decode steps), so that their latency
-// overlaps the scores' instead of following the softmax. 0 turns it off
-// (an A/B through benchmarks/gpu/llm_decode_speed.py's KERNEL_DEFINES).
-#ifndef RLX_ATT_V_EARLY
-#define RLX_ATT_V_EARLY 1
-#endif
 #define RLX_ATT_MERGE_ILP 8u
 // The merge's per-split weights in group memory up to this many splits.
 #define RLX_ATT_MERGE_SPLITS 1024u
@@ -289,20 +286,17 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // The chunk's rows below the active length, read early as well (an input
 // the host wrote before the run; were it computed by a predecessor, a stale
 // value would only misjudge what to prefetch).
-// split_major: the group's (row, split) as attention_split_merge numbers
-// them (rlx_att_split_of), else as attention_split does (row-major).
 template <typename T>
 RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
                                        RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
-                                       RLX_DEVICE const int *length, const bool split_major) {
+                                       RLX_DEVICE const int *length) {
     rlx_let_next_kernel_launch();
-    const uint splits = p->splits, chunk = p->keys_per_split, g = rlx_group_id_early.x;
-    if (splits == 0u || g / splits >= p->rows) return;
-    const uint row = split_major ? g % p->rows : g / splits, split = split_major ? g / p->rows : g % splits;
-    const uint j0 = split * chunk, active = rlx_att_active(p, length);
+    const uint splits = p->splits, chunk = p->keys_per_split, gid = rlx_group_id_early.x;
+    if (splits == 0u || gid / splits >= p->rows) return;
+    const uint j0 = (gid % splits) * chunk, active = rlx_att_active(p, length);
     if (j0 >= active) return;
     const uint n = active - j0 < chunk ? active - j0 : chunk;
-    const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask, active);
+    const rlx_att_row<T> at = rlx_att_row_of(p, gid / splits, q, k, v, mask, active);
     const uint lines_k = (p->D * (uint)sizeof(T) + 127u) / 128u, lines_v = (p->Dv * (uint)sizeof(T) + 127u) / 128u;
     const uint per = lines_k + lines_v;
     for (uint i = rlx_local_id_early.x; i < n * per; i += blockDim.x) {
@@ -339,13 +333,6 @@ RLX_INLINE void rlx_att_split_part(RLX_DEVICE const T *q, RLX_DEVICE const T *k,
         return;
     }
     const rlx_att_row<T> at = rlx_att_row_of(p, row, q, k, v, mask, Tk);
-    const bool v_early = RLX_ATT_V_EARLY != 0 && n <= RLX_ATT_SPLIT_VKEYS && Dv <= rlx_group_size.x;   // uniform
-    float v_pre[RLX_ATT_SPLIT_VKEYS];
-    if (v_early) {
-        const uint d = rlx_local_id.x < Dv ? rlx_local_id.x : 0u;   // threads past Dv load feature 0, unused
-        RLX_DEVICE const T *vd = at.v + (uint64_t)j0 * v_st + d;
-        for (uint u = 0; u < RLX_ATT_SPLIT_VKEYS; ++u) v_pre[u] = u < n ? rlx_to_float(vd[(uint64_t)u * v_st]) : 0.0f;
-    }
 
     // Scores: SIMD group w takes keys w, w + n_simd, ...; its lanes (fewer
     // than the width in a partial last SIMD group) split the features. Four
@@ -409,12 +396,7 @@ RLX_INLINE void rlx_att_split_part(RLX_DEVICE const T *q, RLX_DEVICE const T *k,
     RLX_FOR_GROUP(d, Dv) {
         float a[RLX_ATT_SPLIT_ILP];
         for (uint u = 0; u < RLX_ATT_SPLIT_ILP; ++u) a[u] = 0.0f;
-        if (m != -RLX_INFINITY && v_early) {   // d is this thread's feature, v_pre its rows
-            for (uint u = 0; u < RLX_ATT_SPLIT_VKEYS; ++u) {
-                const float pu = u < n ? probs[u] : 0.0f;
-                a[u % RLX_ATT_SPLIT_ILP] += pu != 0.0f ? pu * v_pre[u] : 0.0f;
-            }
-        } else if (m != -RLX_INFINITY) {
+        if (m != -RLX_INFINITY) {
             RLX_DEVICE const T *vd = at.v + (uint64_t)j0 * v_st + d;
             uint jj = 0;
             // Chain u % ILP takes key jj + u: the same chains, in the same
@@ -457,7 +439,7 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
                            RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
 #ifdef RLX_TARGET_CUDA
-    rlx_att_split_prefetch<T>(p, q, k, v, mask, length, false);
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
 #endif
     const uint gid = rlx_group_id.x;
     if (gid / p->splits >= p->rows) return;
@@ -475,17 +457,16 @@ RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, 
     return ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
 }
 
-// seen: the row's splits to read, [0, seen) (<= p->splits, the stride).
 template <typename T>
 RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *out,
-                                  RLX_DEVICE const AttentionParams *p, const uint row, const uint seen,
+                                  RLX_DEVICE const AttentionParams *p, const uint row,
                                   RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight RLX_GROUP_IDS) {
     const uint splits = p->splits, Dv = p->Dv;
     RLX_DEVICE const float *acc = part + (uint64_t)row * splits * Dv;
     RLX_DEVICE const float *ml = part + (uint64_t)p->rows * splits * Dv + (uint64_t)row * splits * 2u;
     RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
     float big = -RLX_INFINITY, last = -1.0f;
-    RLX_FOR_GROUP(s, seen) {
+    RLX_FOR_GROUP(s, splits) {
         const float ms = rlx_load_fresh(ml + 2u * s);
         big = rlx_maximum(big, ms);
         if (ms != -RLX_INFINITY) last = (float)s;   // NaN counts: its row turns NaN below
@@ -546,7 +527,7 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    rlx_att_merge_row<T>(part, out, p, row, p->splits, scratch, weight RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
 }
 
 #ifndef RLX_TARGET_METAL
@@ -557,11 +538,6 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
 // the count back to zero for the next run. The counts live in a resident,
 // zero-initialized buffer of `rows` words. Not on Metal: MSL before 3.2
 // documents no device-scope fence to order the partials before the count.
-// Only the splits that hold active keys take part (a decode step early in a
-// long cache has few): the others return before any memory access but the
-// length's, and the groups are numbered split-major, so that every row's
-// live splits are the grid's first groups, not behind a wave of idle ones.
-// A row without active keys keeps its first split, which writes the zeros.
 template <typename T>
 RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                                  RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
@@ -573,21 +549,18 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
     RLX_SHARED(uint, last, 1);
 #ifdef RLX_TARGET_CUDA
-    rlx_att_split_prefetch<T>(p, q, k, v, mask, length, true);
+    rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
 #endif
-    const uint rows = p->rows, splits = p->splits, row = rlx_group_id.x % rows, split = rlx_group_id.x / rows;
-    if (split >= splits) return;
-    const uint active = rlx_att_active(p, length), chunk = p->keys_per_split;
-    const uint live = active == 0u ? 1u : (active + chunk - 1u) / chunk;   // <= splits
-    if (split >= live) return;   // uniform in the group: no keys, no partials, no count
-    rlx_att_split_part<T>(q, k, v, mask, length, part, p, row * splits + split, probs RLX_GROUP_IDS_ARGS);
+    const uint gid = rlx_group_id.x, row = gid / p->splits;
+    if (row >= p->rows) return;
+    rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
     rlx_device_fence();   // this thread's partials, visible to every group before the count says so
     rlx_barrier();
-    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add(count + row, 1u) == live - 1u ? 1u : 0u;
+    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add(count + row, 1u) == p->splits - 1u ? 1u : 0u;
     rlx_barrier();
     if (last[0] == 0u) return;   // uniform in the group
     rlx_device_fence();
-    rlx_att_merge_row<T>(part, out, p, row, live, scratch, weight RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
     if (rlx_local_id.x == 0u) count[row] = 0u;   // every split has counted: nobody reads it again this run
 }
 RLX_INSTANTIATE(attention_split_merge, float, attention_split_merge_f32)

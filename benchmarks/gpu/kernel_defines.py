@@ -1,9 +1,10 @@
 """KERNEL_DEFINES for the H200 scripts: an A/B of a kernel's compile-time
-switch (a ``#ifndef NAME`` default in shaders/, e.g. RLX_ATT_V_EARLY) in one
-call, without a rebuild: ``KERNEL_DEFINES="RLX_ATT_V_EARLY=0"`` puts
-``#define RLX_ATT_V_EARLY 0`` in front of the kernel source this process
-compiles (the shim caches libraries by their source, so each variant is
-compiled once). Benchmark-only: rlx itself has no such switch."""
+switch (a ``#ifndef NAME`` default put in shaders/ for the experiment) in
+one call, without a rebuild: ``KERNEL_DEFINES="NAME=0"`` puts ``#define
+NAME 0`` in front of the kernel source this process compiles (the shim
+caches libraries by their source, so each variant is compiled once).
+Session 14 timed the split-K attention's early V rows this way.
+Benchmark-only: rlx itself has no such switch."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@
 # a run-time length (every length, then shorter again), the decode step at
 # 8, 16 and 32 keys a split against the two-kernel form in the same run,
 # and the PDL-off trace. Carry .gpu_carry and .gg/gemma-header.bin.
+# (The form timed here was reverted afterwards: benchmarks/README.md, session 14.)
 source "$(dirname "$0")/common.sh"
 stand_in_model
 suite "attention (cuda, gs 0)" att.log tests/ops/test_attention.py --rlx-device cuda

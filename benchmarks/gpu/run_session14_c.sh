@@ -8,6 +8,7 @@
 # the early V rows (KERNEL_DEFINES="RLX_ATT_V_EARLY=0", the same build) in
 # one run, A-B-A, against the two-kernel form each time; the PDL-off trace
 # of both. Carry .gpu_carry and .gg/gemma-header.bin.
+# (The early V rows were reverted afterwards, RLX_ATT_V_EARLY with them: benchmarks/README.md, session 14.)
 source "$(dirname "$0")/common.sh"
 stand_in_model
 suite "attention (cuda, gs 0)" att.log tests/ops/test_attention.py --rlx-device cuda

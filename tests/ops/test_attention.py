@@ -153,10 +153,8 @@ def test_attention_split_decode_gqa(rng, monkeypatch, keys, tk, dtype, causal, m
 @pytest.mark.parametrize("keys", [3, 16, 20])
 @pytest.mark.parametrize("merged", [True, False], ids=["one_dispatch", "two_dispatches"])
 def test_attention_split_one_value_feature(rng, monkeypatch, dtype, keys, merged):
-    """A value dim of 1, with masked keys: every target's groups then hold
-    a thread per value feature, so the CPU runs the split's
-    V-rows-before-scores path (RLX_ATT_V_EARLY) that GPUs take in decode
-    steps; chunks of <= 16 keys take it (of 20, only the last, partial one)."""
+    """A value dim of 1 (fewer value features than a GPU group's threads,
+    one a thread on the CPU), masked keys, chunks of 3, 16 and 20 keys."""
     tk = 45
     mask = np.zeros((1, 1, 1, tk), np.float32)
     mask[..., 5:9] = -np.inf
