@@ -257,11 +257,9 @@ class CostModel:
             gemm += self.epilogue_seconds(m, n, dtype_name, activation)
         choice = row < ROW_KERNEL_MARGIN * gemm
         key = ("linear", m, n, k, dtype_name, epilogue, activation, transpose_b)
-        with self._lock:
-            if key not in self._decisions:
-                self._decisions[key] = (
-                    f"linear {m}x{n}x{k} {dtype_name}: {'matmul_rows' if choice else 'gemm'} "
-                    f"(row kernel {row * 1e6:.2f} us vs gemm{' + epilogue' if epilogue else ''} {gemm * 1e6:.2f} us)")
+        self._record_once(key, (
+            f"linear {m}x{n}x{k} {dtype_name}: {'matmul_rows' if choice else 'gemm'} "
+            f"(row kernel {row * 1e6:.2f} us vs gemm{' + epilogue' if epilogue else ''} {gemm * 1e6:.2f} us)"))
         return choice
 
     def quant_gemv_seconds(self, m: int, n: int, k: int, weight_dtype: Any, dtype_name: str = "f32") -> float:
@@ -299,12 +297,10 @@ class CostModel:
         other = self.dequant_gemm_seconds(m, n, k, weight_dtype, dtype_name, epilogue=epilogue)
         choice = gemv <= other
         key = ("quant_linear", m, n, k, weight_dtype.name, dtype_name, epilogue)
-        with self._lock:
-            if key not in self._decisions:
-                self._decisions[key] = (
-                    f"linear {m}x{n}x{k} {weight_dtype.name} weights, {dtype_name}: "
-                    f"{'fused GEMV' if choice else 'dequantize + gemm'} (GEMV {gemv * 1e6:.2f} us vs "
-                    f"dequantize + gemm{' + epilogue' if epilogue else ''} {other * 1e6:.2f} us)")
+        self._record_once(key, (
+            f"linear {m}x{n}x{k} {weight_dtype.name} weights, {dtype_name}: "
+            f"{'fused GEMV' if choice else 'dequantize + gemm'} (GEMV {gemv * 1e6:.2f} us vs "
+            f"dequantize + gemm{' + epilogue' if epilogue else ''} {other * 1e6:.2f} us)"))
         return choice
 
     def fp8_gemm_seconds(self, m: int, n: int, k: int, dtype_name: str = "f32", *, bias: bool = False,
@@ -342,11 +338,9 @@ class CostModel:
         other = self.fp8_kernel_path_seconds(m, n, k, dtype_name, bias=bias, activation=activation)
         choice = fp8 < other
         key = ("fp8_linear", m, n, k, dtype_name, bias, activation)
-        with self._lock:
-            if key not in self._decisions:
-                self._decisions[key] = (
-                    f"FP8 x FP8 linear {m}x{n}x{k} -> {dtype_name}: {'FP8 gemm' if choice else 'kernel path'} "
-                    f"(FP8 gemm + epilogue {fp8 * 1e6:.2f} us vs dequantize + gemm {other * 1e6:.2f} us)")
+        self._record_once(key, (
+            f"FP8 x FP8 linear {m}x{n}x{k} -> {dtype_name}: {'FP8 gemm' if choice else 'kernel path'} "
+            f"(FP8 gemm + epilogue {fp8 * 1e6:.2f} us vs dequantize + gemm {other * 1e6:.2f} us)"))
         return choice
 
     def fft_shared_seconds(self, n: int, rows: int, groups: int) -> float:
@@ -373,16 +367,20 @@ class CostModel:
         stage = self.fft_stage_seconds(n, rows, stage_passes)
         choice = shared <= stage
         key = ("fft", n, rows, groups, stage_passes)
-        with self._lock:
-            if key not in self._decisions:
-                self._decisions[key] = (
-                    f"fft {rows} x {n}: {'fft_shared' if choice else f'{stage_passes} fft_stage passes'} "
-                    f"(one dispatch {shared * 1e6:.2f} us vs passes {stage * 1e6:.2f} us)")
+        self._record_once(key, (
+            f"fft {rows} x {n}: {'fft_shared' if choice else f'{stage_passes} fft_stage passes'} "
+            f"(one dispatch {shared * 1e6:.2f} us vs passes {stage * 1e6:.2f} us)"))
         return choice
 
     def note(self, key: tuple, line: str) -> None:
         with self._lock:
             self._decisions[key] = line
+
+    def _record_once(self, key: tuple, line: str) -> None:
+        """A decision's line for RLX_VERBOSE, the first time it is asked
+        (the same question gets the same answer from the same model)."""
+        with self._lock:
+            self._decisions.setdefault(key, line)
 
     def describe_decisions(self) -> list[str]:
         """What the model decided so far, one line each (RLX_VERBOSE)."""
