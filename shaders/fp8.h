@@ -131,6 +131,38 @@ typedef uchar rlx_f8_b8 __attribute__((vector_size(8)));
 typedef uint rlx_f8_u8 __attribute__((vector_size(32)));
 typedef int rlx_f8_i8 __attribute__((vector_size(32)));
 
+// The x86 builds (F16C) decode through f16, which holds both formats
+// exactly: an e5m2 code is the top byte of its f16, and an e4m3 code's
+// magnitude shifted into f16's exponent and mantissa is its value times
+// 2^-8 (f16's exponent bias is 8 above e4m3's, subnormals included), so
+// the GEMV scales those sums by RLX_F8_F16_UNSCALE once a block. The
+// e4m3 NaN code (S.1111.111) is ORed up to an f16 NaN. One widen, a few
+// 16-bit operations and one vcvtph2ps for eight codes, where the f32 form
+// below took a dozen 32-bit ones; no f32 subnormal is an operand anywhere
+// (each costs a microcode assist on x86): vcvtph2ps widens f16 subnormals
+// to f32 normals.
+#if defined(RLX_CPU_AVX2) || defined(RLX_CPU_AVX512)
+template <uint FMT>
+static inline float rlx_f8_f16_unscale() { return FMT == 0u ? 256.0f : 1.0f; }
+template <uint FMT>
+static inline rlx_q_v8 rlx_f8_decode8(const uchar *c) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)c));
+    __m128i h;
+    if (FMT == 0u) {
+        const __m128i mag = _mm_and_si128(b, _mm_set1_epi16(0x7F));
+        h = _mm_or_si128(_mm_slli_epi16(mag, 7), _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+        h = _mm_or_si128(h, _mm_and_si128(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7F)), _mm_set1_epi16(0x7E00)));
+    } else {
+        h = _mm_slli_epi16(b, 8);
+    }
+    const __m256 f = _mm256_cvtph_ps(h);
+    rlx_q_v8 out;
+    memcpy(&out, &f, sizeof out);
+    return out;
+}
+#else
+template <uint FMT>
+static inline float rlx_f8_f16_unscale() { return 1.0f; }
 // Eight codes to floats in vector arithmetic (no table gather, no f32
 // subnormal operand anywhere: those cost a microcode assist each on x86),
 // exactly rlx_f8_decode: a normal code's bits are its magnitude shifted
@@ -139,17 +171,9 @@ typedef int rlx_f8_i8 __attribute__((vector_size(32)));
 // product), and the NaN / infinity codes are selected in.
 template <uint FMT>
 static inline rlx_q_v8 rlx_f8_decode8(const uchar *c) {
-#if defined(RLX_CPU_AVX2) || defined(RLX_CPU_AVX512)
-    // One vpmovzxbd: GCC builds the generic widening below from eight
-    // scalar byte extractions (half the kernel's time on 4096 x 4096).
-    const __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)c));
-    rlx_f8_u8 b;
-    memcpy(&b, &wide, sizeof b);
-#else
     rlx_f8_b8 raw;
     memcpy(&raw, c, sizeof raw);
     const rlx_f8_u8 b = __builtin_convertvector(raw, rlx_f8_u8);
-#endif
     const rlx_f8_u8 mag = b & 0x7Fu, sign = (b & 0x80u) << 24u;
     const rlx_q_v8 sub = __builtin_convertvector((rlx_f8_i8)mag, rlx_q_v8) * (FMT == 0u ? 0.001953125f : 1.52587890625e-05f);
     rlx_f8_u8 sub_bits;
@@ -170,18 +194,30 @@ static inline rlx_q_v8 rlx_f8_decode8(const uchar *c) {
     memcpy(&out, &bits, sizeof out);
     return out;
 }
+#endif
+
+// Eight elements of x as floats: f32 x in one vector load (GCC built the
+// element loop below from eight scalar loads and inserts, the FP8 GEMV's
+// largest cost after the decode), others element by element.
+template <typename T>
+static inline rlx_q_v8 rlx_f8_x8(const T *p) {
+    float xf[8];
+    for (uint i = 0u; i < 8u; ++i) xf[i] = rlx_to_float(p[i]);
+    rlx_q_v8 xv;
+    memcpy(&xv, xf, sizeof xv);
+    return xv;
+}
+static inline rlx_q_v8 rlx_f8_x8(const float *p) {
+    rlx_q_v8 xv;
+    memcpy(&xv, p, sizeof xv);
+    return xv;
+}
 
 // part[r][a] += x[r][e, e + 8) * w[e, e + 8) for every row r of x.
 template <typename T, uint M, uint FMT, uint A>
 static inline void rlx_f8_step(const T *const *xr, const uchar *wr, uint e, rlx_q_v8 (&part)[M][A], uint a) {
     const rlx_q_v8 wv = rlx_f8_decode8<FMT>(wr + e);
-    for (uint r = 0u; r < M; ++r) {
-        float xf[8];
-        for (uint i = 0u; i < 8u; ++i) xf[i] = rlx_to_float(xr[r][e + i]);
-        rlx_q_v8 xv;
-        memcpy(&xv, xf, sizeof xv);
-        part[r][a] += xv * wv;
-    }
+    for (uint r = 0u; r < M; ++r) part[r][a] += rlx_f8_x8(xr[r] + e) * wv;
 }
 
 // The CPU's rows: eight codes at a time decoded in vectors
@@ -216,7 +252,7 @@ static inline void rlx_f8_gemv_cpu(const T *x, const uchar *w, const float *scal
             for (uint r = 0u; r < M; ++r) {
                 rlx_q_v8 total = part[r][0];
                 for (uint a = 1u; a < A; ++a) total += part[r][a];
-                float v = rlx_q_hsum(total);
+                float v = rlx_q_hsum(total) * rlx_f8_f16_unscale<FMT>();   // exact: a power of two
                 for (uint t = e; t < kend; ++t) v += rlx_to_float(xr[r][t]) * rlx_f8_decode((uint)wr[t], FMT);
                 acc[r] += v * s;
             }
