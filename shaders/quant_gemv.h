@@ -200,6 +200,111 @@ static inline void rlx_q_rows_avx512(const float *const *xr, const uchar *wr, ui
 }
 #endif
 
+#if !defined(RLX_Q_AVX512) && (defined(RLX_CPU_AVX2) || defined(__AVX2__))
+#include <immintrin.h>
+#define RLX_Q_AVX2 1
+// Rows of q8_0, q5_0, q4_k and q6_k in 8-lane AVX2 (the AVX2 and AVX-VNNI
+// builds of the host kernels, or an AVX2 -march): a chunk's 32 weights
+// decoded straight into four registers, as RlxQ512 does in two, with the
+// generic decoders' rounding (d * q exact for q8_0 and q5_0, one rounding of
+// dl * q - ml for q4_k, of dl * q for q6_k). The generic path below decodes a chunk into
+// memory (rlx_q_chunk) in 16-byte stores and reads it back in 32-byte
+// loads, a store-forwarding stall each: at the AVX2 level the three ran at
+// 4-10x the copy's time (benchmarks/README.md, "Quantized GEMV", session 14).
+template <typename Q> struct RlxQ256 { static constexpr bool has = false; };
+// Eight bytes at p as 32-bit lanes, unsigned.
+static inline __attribute__((always_inline)) __m256i rlx_q_u8x8_epi32(const uchar *p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+template <> struct RlxQ256<QFmtQ8_0> {
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
+        const uchar *b = wr + (uint64_t)c * 34u;
+        const __m256 d = _mm256_set1_ps(rlx_q_f16(b));
+        for (uint i = 0; i < 4u; ++i) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2u + 8u * i)));
+            w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+        }
+    }
+};
+template <> struct RlxQ256<QFmtQ5_0> {   // element e: nibble e % 16 (low, then high), fifth bit e of qh
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
+        const uchar *b = wr + (uint64_t)c * 22u;
+        const __m256 d = _mm256_set1_ps(rlx_q_f16(b));
+        const __m256i bits = _mm256_set1_epi32((int)rlx_q_u32(b + 2)), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i low4 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1), sixteen = _mm256_set1_epi32(16);
+        for (uint i = 0; i < 4u; ++i) {
+            const __m256i by = rlx_q_u8x8_epi32(b + 6u + 8u * (i & 1u));
+            const __m256i nib = i < 2u ? _mm256_and_si256(by, low4) : _mm256_srli_epi32(by, 4);
+            const __m256i fifth = _mm256_and_si256(
+                _mm256_srlv_epi32(bits, _mm256_add_epi32(lane, _mm256_set1_epi32((int)(8u * i)))), one);
+            const __m256i q = _mm256_sub_epi32(_mm256_or_si256(nib, _mm256_slli_epi32(fifth, 4)), sixteen);
+            w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+        }
+    }
+};
+template <> struct RlxQ256<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c / 8
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
+        const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
+        const uint s = c & 7u, sm = rlx_q_k_scale_min(b + 4, s);
+        const __m256 dl = _mm256_set1_ps(rlx_q_f16(b) * (float)(sm & 255u));
+        const __m256 ml = _mm256_set1_ps(rlx_q_f16(b + 2) * (float)(sm >> 8u));
+        const uchar *qs = b + 16u + 32u * (s >> 1u);
+        const __m128i shift = _mm_cvtsi32_si128((int)(4u * (s & 1u)));
+        const __m256i low4 = _mm256_set1_epi32(15);
+        for (uint i = 0; i < 4u; ++i) {
+            const __m256i q = _mm256_and_si256(_mm256_srl_epi32(rlx_q_u8x8_epi32(qs + 8u * i), shift), low4);
+            w[i] = _mm256_fmsub_ps(dl, _mm256_cvtepi32_ps(q), ml);   // dl * q is exact: one rounding either way
+        }
+    }
+};
+template <> struct RlxQ256<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8, an int8 scale a 16
+    static constexpr bool has = true;
+    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
+        const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
+        const uint s = c & 7u, g = s >> 2u, t = s & 3u;
+        const float d = rlx_q_f16(b + 208);
+        const __m256 dl[2] = {_mm256_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s])),
+                              _mm256_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s]))};
+        const uchar *ql = b + 64u * g + 32u * (t & 1u), *qh = b + 128u + 32u * g;
+        const __m128i ls = _mm_cvtsi32_si128((int)(4u * (t >> 1u))), hs = _mm_cvtsi32_si128((int)(2u * t));
+        const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+        for (uint i = 0; i < 4u; ++i) {
+            const __m256i lo = _mm256_and_si256(_mm256_srl_epi32(rlx_q_u8x8_epi32(ql + 8u * i), ls), low4);
+            const __m256i hi = _mm256_and_si256(_mm256_srl_epi32(rlx_q_u8x8_epi32(qh + 8u * i), hs), low2);
+            const __m256i q = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), bias);
+            w[i] = _mm256_mul_ps(dl[i >> 1u], _mm256_cvtepi32_ps(q));
+        }
+    }
+};
+
+// A chains a row of x, as rlx_q_gemv_row_cpu's generic path keeps them.
+template <typename Q, uint M>
+static inline void rlx_q_rows_avx2(const float *const *xr, const uchar *wr, uint chunks, float *out) {
+    constexpr uint A = M >= 4u ? 1u : 4u / M;
+    __m256 acc[M][A];
+    for (uint r = 0; r < M; ++r)
+        for (uint a = 0; a < A; ++a) acc[r][a] = _mm256_setzero_ps();
+    for (uint c = 0; c < chunks; ++c) {
+        __m256 w[4];
+        RlxQ256<Q>::chunk(wr, c, w);
+        for (uint r = 0; r < M; ++r) {
+            const float *xc = xr[r] + 32u * c;
+            for (uint i = 0; i < 4u; ++i) acc[r][i % A] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(xc + 8u * i), acc[r][i % A]);
+        }
+    }
+    for (uint r = 0; r < M; ++r) {
+        __m256 t = acc[r][0];
+        for (uint a = 1; a < A; ++a) t = _mm256_add_ps(t, acc[r][a]);
+        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+        const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        out[r] = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+    }
+}
+#endif
+
 // A accumulators a row of x (4 for one row, 2 for two, 1 from four on):
 // one accumulator made each chunk wait for the previous chunk's FMAs (a
 // chain of 4 FMA latencies a chunk), which bound the one-row GEMV on
@@ -213,6 +318,11 @@ static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const u
 #if defined(RLX_Q_AVX512)
     if constexpr (RlxQ512<Q>::has && sizeof(T) == sizeof(float)) {
         rlx_q_rows_avx512<Q, M>((const float *const *)xr, wr, chunks, out);
+        return;
+    }
+#elif defined(RLX_Q_AVX2)
+    if constexpr (RlxQ256<Q>::has && sizeof(T) == sizeof(float)) {
+        rlx_q_rows_avx2<Q, M>((const float *const *)xr, wr, chunks, out);
         return;
     }
 #endif
