@@ -260,6 +260,58 @@ template <> struct RlxQ256<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c 
         }
     }
 };
+// Formats whose chunks decode cheaper two at a time (one load of shared
+// bytes), as RlxQ512Pair: pair p gives chunks first(p) and second(p)
+// (pairs 0 .. chunks / 2 - 1 cover every chunk once).
+template <typename Q> struct RlxQ256Pair { static constexpr bool has = false; };
+template <> struct RlxQ256Pair<QFmtQ4_K> {   // sub-blocks 2j and 2j + 1: the two nibbles of 32 bytes
+    static constexpr bool has = true;
+    static inline uint first(uint p) { return 2u * p; }
+    static inline uint second(uint p) { return 2u * p + 1u; }
+    static inline __attribute__((always_inline)) void pair(const uchar *wr, uint c2, __m256 w[8]) {
+        const uchar *b = wr + (uint64_t)(c2 >> 2u) * 144u;
+        const uint j = c2 & 3u, sm0 = rlx_q_k_scale_min(b + 4, 2u * j), sm1 = rlx_q_k_scale_min(b + 4, 2u * j + 1u);
+        const float d = rlx_q_f16(b), dmin = rlx_q_f16(b + 2);
+        const __m256 dl0 = _mm256_set1_ps(d * (float)(sm0 & 255u)), ml0 = _mm256_set1_ps(dmin * (float)(sm0 >> 8u));
+        const __m256 dl1 = _mm256_set1_ps(d * (float)(sm1 & 255u)), ml1 = _mm256_set1_ps(dmin * (float)(sm1 >> 8u));
+        const uchar *qs = b + 16u + 32u * j;
+        const __m256i low4 = _mm256_set1_epi32(15);
+        for (uint i = 0; i < 4u; ++i) {
+            const __m256i by = rlx_q_u8x8_epi32(qs + 8u * i);
+            w[i] = _mm256_fmsub_ps(dl0, _mm256_cvtepi32_ps(_mm256_and_si256(by, low4)), ml0);
+            w[4u + i] = _mm256_fmsub_ps(dl1, _mm256_cvtepi32_ps(_mm256_srli_epi32(by, 4)), ml1);
+        }
+    }
+};
+// q6_k's chunks t and t + 2 of a 128-element group read the same low-bit
+// bytes (low and high nibbles) and the same high-bit bytes (shifts 2t and
+// 2t + 4): pair p is chunks 4g + t and 4g + t + 2 of its block.
+template <> struct RlxQ256Pair<QFmtQ6_K> {
+    static constexpr bool has = true;
+    static inline uint first(uint p) { return 8u * (p >> 2u) + 4u * ((p >> 1u) & 1u) + (p & 1u); }
+    static inline uint second(uint p) { return first(p) + 2u; }
+    static inline __attribute__((always_inline)) void pair(const uchar *wr, uint p, __m256 w[8]) {
+        const uchar *b = wr + (uint64_t)(p >> 2u) * 210u;
+        const uint g = (p >> 1u) & 1u, t = p & 1u, s0 = 4u * g + t, s1 = s0 + 2u;
+        const float d = rlx_q_f16(b + 208);
+        const __m256 dl[4] = {_mm256_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s0])),
+                              _mm256_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s0])),
+                              _mm256_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s1])),
+                              _mm256_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s1]))};
+        const uchar *ql = b + 64u * g + 32u * t, *qh = b + 128u + 32u * g;
+        const __m128i hs0 = _mm_cvtsi32_si128((int)(2u * t)), hs1 = _mm_cvtsi32_si128((int)(2u * t + 4u));
+        const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+        for (uint i = 0; i < 4u; ++i) {
+            const __m256i lb = rlx_q_u8x8_epi32(ql + 8u * i), hb = rlx_q_u8x8_epi32(qh + 8u * i);
+            const __m256i h0 = _mm256_and_si256(_mm256_srl_epi32(hb, hs0), low2);
+            const __m256i h1 = _mm256_and_si256(_mm256_srl_epi32(hb, hs1), low2);
+            const __m256i q0 = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(lb, low4), _mm256_slli_epi32(h0, 4)), bias);
+            const __m256i q1 = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(lb, 4), _mm256_slli_epi32(h1, 4)), bias);
+            w[i] = _mm256_mul_ps(dl[i >> 1u], _mm256_cvtepi32_ps(q0));
+            w[4u + i] = _mm256_mul_ps(dl[2u + (i >> 1u)], _mm256_cvtepi32_ps(q1));
+        }
+    }
+};
 template <> struct RlxQ256<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8, an int8 scale a 16
     static constexpr bool has = true;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
@@ -287,7 +339,22 @@ static inline void rlx_q_rows_avx2(const float *const *xr, const uchar *wr, uint
     __m256 acc[M][A];
     for (uint r = 0; r < M; ++r)
         for (uint a = 0; a < A; ++a) acc[r][a] = _mm256_setzero_ps();
-    for (uint c = 0; c < chunks; ++c) {
+    uint c = 0;
+    if constexpr (RlxQ256Pair<Q>::has) {
+        for (; c + 2u <= chunks; c += 2u) {   // chunks is a multiple of 8 for the K-quants
+            __m256 w[8];
+            const uint p = c >> 1u, c0 = RlxQ256Pair<Q>::first(p), c1 = RlxQ256Pair<Q>::second(p);
+            RlxQ256Pair<Q>::pair(wr, p, w);
+            for (uint r = 0; r < M; ++r) {
+                const float *x0 = xr[r] + 32u * c0, *x1 = xr[r] + 32u * c1;
+                for (uint i = 0; i < 4u; ++i)
+                    acc[r][i % A] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(x0 + 8u * i), acc[r][i % A]);
+                for (uint i = 0; i < 4u; ++i)
+                    acc[r][i % A] = _mm256_fmadd_ps(w[4u + i], _mm256_loadu_ps(x1 + 8u * i), acc[r][i % A]);
+            }
+        }
+    }
+    for (; c < chunks; ++c) {
         __m256 w[4];
         RlxQ256<Q>::chunk(wr, c, w);
         for (uint r = 0; r < M; ++r) {
