@@ -198,7 +198,8 @@ static inline rlx_q_v8 rlx_f8_decode8(const uchar *c) {
 
 // Eight elements of x as floats: f32 x in one vector load (GCC built the
 // element loop below from eight scalar loads and inserts, the FP8 GEMV's
-// largest cost after the decode), others element by element.
+// largest cost after the decode), f16 x in one load and one conversion on
+// x86, others element by element.
 template <typename T>
 static inline rlx_q_v8 rlx_f8_x8(const T *p) {
     float xf[8];
@@ -212,6 +213,14 @@ static inline rlx_q_v8 rlx_f8_x8(const float *p) {
     memcpy(&xv, p, sizeof xv);
     return xv;
 }
+#if defined(RLX_CPU_AVX2) || defined(RLX_CPU_AVX512)
+static inline rlx_q_v8 rlx_f8_x8(const half *p) {   // f16 x: one load and one vcvtph2ps (F16C)
+    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    rlx_q_v8 xv;
+    memcpy(&xv, &f, sizeof xv);
+    return xv;
+}
+#endif
 
 // part[r][a] += x[r][e, e + 8) * w[e, e + 8) for every row r of x.
 template <typename T, uint M, uint FMT, uint A>
