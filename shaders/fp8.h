@@ -135,7 +135,7 @@ typedef int rlx_f8_i8 __attribute__((vector_size(32)));
 // exactly: an e5m2 code is the top byte of its f16, and an e4m3 code's
 // magnitude shifted into f16's exponent and mantissa is its value times
 // 2^-8 (f16's exponent bias is 8 above e4m3's, subnormals included), so
-// the GEMV scales those sums by RLX_F8_F16_UNSCALE once a block. The
+// the GEMV scales those sums by rlx_f8_f16_unscale once a block. The
 // e4m3 NaN code (S.1111.111) is ORed up to an f16 NaN. One widen, a few
 // 16-bit operations and one vcvtph2ps for eight codes, where the f32 form
 // below took a dozen 32-bit ones; no f32 subnormal is an operand anywhere
@@ -208,11 +208,7 @@ static inline rlx_q_v8 rlx_f8_x8(const T *p) {
     memcpy(&xv, xf, sizeof xv);
     return xv;
 }
-static inline rlx_q_v8 rlx_f8_x8(const float *p) {
-    rlx_q_v8 xv;
-    memcpy(&xv, p, sizeof xv);
-    return xv;
-}
+static inline rlx_q_v8 rlx_f8_x8(const float *p) { return rlx_q_load8(p); }
 #if defined(RLX_CPU_AVX2) || defined(RLX_CPU_AVX512)
 static inline rlx_q_v8 rlx_f8_x8(const half *p) {   // f16 x: one load and one vcvtph2ps (F16C)
     const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));

@@ -65,6 +65,19 @@ template <> struct RlxQDot<QFmtQ5_0> {
     }
 };
 
+// The float factors of K-quant weights, shared by the AVX-512 and AVX2
+// decoders below (the generic decoders' expressions, so the same
+// rounding): q4_k's sub-block s of block b is dl * q - ml; q6_k's scale
+// group g (16 elements, 0..15) of block b is d * sc * q.
+struct RlxQ4kScale {
+    float dl, ml;
+};
+RLX_QDOT RlxQ4kScale rlx_q4k_scale(const uchar *b, uint s) {
+    const uint sm = rlx_q_k_scale_min(b + 4, s);
+    return {rlx_q_f16(b) * (float)(sm & 255u), rlx_q_f16(b + 2) * (float)(sm >> 8u)};
+}
+RLX_QDOT float rlx_q6k_scale(const uchar *b, uint g) { return rlx_q_f16(b + 208) * (float)rlx_q_i8(b[192u + g]); }
+
 #if defined(RLX_CPU_AVX512) || defined(__AVX512F__)
 #include <immintrin.h>
 #include <type_traits>
@@ -118,9 +131,9 @@ template <> struct RlxQ512<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c 
     static constexpr bool has = true;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
-        const uint s = c & 7u, sm = rlx_q_k_scale_min(b + 4, s);
-        const __m512 dl = _mm512_set1_ps(rlx_q_f16(b) * (float)(sm & 255u));
-        const __m512 ml = _mm512_set1_ps(rlx_q_f16(b + 2) * (float)(sm >> 8u));
+        const uint s = c & 7u;
+        const RlxQ4kScale f = rlx_q4k_scale(b, s);
+        const __m512 dl = _mm512_set1_ps(f.dl), ml = _mm512_set1_ps(f.ml);
         const uchar *qs = b + 16u + 32u * (s >> 1u);
         const __m512i shift = _mm512_set1_epi32((int)(4u * (s & 1u))), low4 = _mm512_set1_epi32(15);
         const __m512i q0 = _mm512_and_si512(_mm512_srlv_epi32(rlx_q_u8x16(qs), shift), low4);
@@ -135,10 +148,10 @@ template <> struct RlxQ512Pair<QFmtQ4_K> {
     static constexpr bool has = true;
     static inline __attribute__((always_inline)) void pair(const uchar *wr, uint c2, __m512 w[4]) {
         const uchar *b = wr + (uint64_t)(c2 >> 2u) * 144u;
-        const uint j = c2 & 3u, sm0 = rlx_q_k_scale_min(b + 4, 2u * j), sm1 = rlx_q_k_scale_min(b + 4, 2u * j + 1u);
-        const float d = rlx_q_f16(b), dmin = rlx_q_f16(b + 2);
-        const __m512 dl0 = _mm512_set1_ps(d * (float)(sm0 & 255u)), ml0 = _mm512_set1_ps(dmin * (float)(sm0 >> 8u));
-        const __m512 dl1 = _mm512_set1_ps(d * (float)(sm1 & 255u)), ml1 = _mm512_set1_ps(dmin * (float)(sm1 >> 8u));
+        const uint j = c2 & 3u;
+        const RlxQ4kScale f0 = rlx_q4k_scale(b, 2u * j), f1 = rlx_q4k_scale(b, 2u * j + 1u);
+        const __m512 dl0 = _mm512_set1_ps(f0.dl), ml0 = _mm512_set1_ps(f0.ml);
+        const __m512 dl1 = _mm512_set1_ps(f1.dl), ml1 = _mm512_set1_ps(f1.ml);
         const uchar *qs = b + 16u + 32u * j;
         const __m512i low4 = _mm512_set1_epi32(15), by0 = rlx_q_u8x16(qs), by1 = rlx_q_u8x16(qs + 16);
         w[0] = _mm512_fmsub_ps(dl0, _mm512_cvtepi32_ps(_mm512_and_si512(by0, low4)), ml0);
@@ -152,9 +165,7 @@ template <> struct RlxQ512<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8,
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
         const uint s = c & 7u, g = s >> 2u, t = s & 3u;
-        const float d = rlx_q_f16(b + 208);
-        const __m512 dl0 = _mm512_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s]));
-        const __m512 dl1 = _mm512_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s]));
+        const __m512 dl0 = _mm512_set1_ps(rlx_q6k_scale(b, 2u * s)), dl1 = _mm512_set1_ps(rlx_q6k_scale(b, 2u * s + 1u));
         const uchar *ql = b + 64u * g + 32u * (t & 1u), *qh = b + 128u + 32u * g;
         const __m512i ls = _mm512_set1_epi32((int)(4u * (t >> 1u))), hs = _mm512_set1_epi32((int)(2u * t));
         const __m512i low4 = _mm512_set1_epi32(15), low2 = _mm512_set1_epi32(3), bias = _mm512_set1_epi32(32);
@@ -248,9 +259,9 @@ template <> struct RlxQ256<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c 
     static constexpr bool has = true;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
-        const uint s = c & 7u, sm = rlx_q_k_scale_min(b + 4, s);
-        const __m256 dl = _mm256_set1_ps(rlx_q_f16(b) * (float)(sm & 255u));
-        const __m256 ml = _mm256_set1_ps(rlx_q_f16(b + 2) * (float)(sm >> 8u));
+        const uint s = c & 7u;
+        const RlxQ4kScale f = rlx_q4k_scale(b, s);
+        const __m256 dl = _mm256_set1_ps(f.dl), ml = _mm256_set1_ps(f.ml);
         const uchar *qs = b + 16u + 32u * (s >> 1u);
         const __m128i shift = _mm_cvtsi32_si128((int)(4u * (s & 1u)));
         const __m256i low4 = _mm256_set1_epi32(15);
@@ -270,10 +281,10 @@ template <> struct RlxQ256Pair<QFmtQ4_K> {   // sub-blocks 2j and 2j + 1: the tw
     static inline uint second(uint p) { return 2u * p + 1u; }
     static inline __attribute__((always_inline)) void pair(const uchar *wr, uint c2, __m256 w[8]) {
         const uchar *b = wr + (uint64_t)(c2 >> 2u) * 144u;
-        const uint j = c2 & 3u, sm0 = rlx_q_k_scale_min(b + 4, 2u * j), sm1 = rlx_q_k_scale_min(b + 4, 2u * j + 1u);
-        const float d = rlx_q_f16(b), dmin = rlx_q_f16(b + 2);
-        const __m256 dl0 = _mm256_set1_ps(d * (float)(sm0 & 255u)), ml0 = _mm256_set1_ps(dmin * (float)(sm0 >> 8u));
-        const __m256 dl1 = _mm256_set1_ps(d * (float)(sm1 & 255u)), ml1 = _mm256_set1_ps(dmin * (float)(sm1 >> 8u));
+        const uint j = c2 & 3u;
+        const RlxQ4kScale f0 = rlx_q4k_scale(b, 2u * j), f1 = rlx_q4k_scale(b, 2u * j + 1u);
+        const __m256 dl0 = _mm256_set1_ps(f0.dl), ml0 = _mm256_set1_ps(f0.ml);
+        const __m256 dl1 = _mm256_set1_ps(f1.dl), ml1 = _mm256_set1_ps(f1.ml);
         const uchar *qs = b + 16u + 32u * j;
         const __m256i low4 = _mm256_set1_epi32(15);
         for (uint i = 0; i < 4u; ++i) {
@@ -293,11 +304,8 @@ template <> struct RlxQ256Pair<QFmtQ6_K> {
     static inline __attribute__((always_inline)) void pair(const uchar *wr, uint p, __m256 w[8]) {
         const uchar *b = wr + (uint64_t)(p >> 2u) * 210u;
         const uint g = (p >> 1u) & 1u, t = p & 1u, s0 = 4u * g + t, s1 = s0 + 2u;
-        const float d = rlx_q_f16(b + 208);
-        const __m256 dl[4] = {_mm256_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s0])),
-                              _mm256_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s0])),
-                              _mm256_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s1])),
-                              _mm256_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s1]))};
+        const __m256 dl[4] = {_mm256_set1_ps(rlx_q6k_scale(b, 2u * s0)), _mm256_set1_ps(rlx_q6k_scale(b, 2u * s0 + 1u)),
+                              _mm256_set1_ps(rlx_q6k_scale(b, 2u * s1)), _mm256_set1_ps(rlx_q6k_scale(b, 2u * s1 + 1u))};
         const uchar *ql = b + 64u * g + 32u * t, *qh = b + 128u + 32u * g;
         const __m128i hs0 = _mm_cvtsi32_si128((int)(2u * t)), hs1 = _mm_cvtsi32_si128((int)(2u * t + 4u));
         const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
@@ -317,9 +325,7 @@ template <> struct RlxQ256<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8,
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
         const uint s = c & 7u, g = s >> 2u, t = s & 3u;
-        const float d = rlx_q_f16(b + 208);
-        const __m256 dl[2] = {_mm256_set1_ps(d * (float)rlx_q_i8(b[192u + 2u * s])),
-                              _mm256_set1_ps(d * (float)rlx_q_i8(b[193u + 2u * s]))};
+        const __m256 dl[2] = {_mm256_set1_ps(rlx_q6k_scale(b, 2u * s)), _mm256_set1_ps(rlx_q6k_scale(b, 2u * s + 1u))};
         const uchar *ql = b + 64u * g + 32u * (t & 1u), *qh = b + 128u + 32u * g;
         const __m128i ls = _mm_cvtsi32_si128((int)(4u * (t >> 1u))), hs = _mm_cvtsi32_si128((int)(2u * t));
         const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
@@ -365,9 +371,9 @@ static inline void rlx_q_rows_avx2(const float *const *xr, const uchar *wr, uint
     for (uint r = 0; r < M; ++r) {
         __m256 t = acc[r][0];
         for (uint a = 1; a < A; ++a) t = _mm256_add_ps(t, acc[r][a]);
-        const __m128 h = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-        const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        out[r] = _mm_cvtss_f32(_mm_add_ss(q, _mm_shuffle_ps(q, q, 1)));
+        rlx_q_v8 v;
+        memcpy(&v, &t, sizeof v);
+        out[r] = rlx_q_hsum(v);
     }
 }
 #endif

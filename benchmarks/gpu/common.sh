@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: suite, sanitize, gemv_table, gemv_benches, pdl_off_trace,
+# Then the shared steps below: suite, sanitize, attention_checks, gemv_table, gemv_benches, pdl_off_trace,
 # stand_in_model and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -59,6 +59,17 @@ sanitize() {
   local tool=$1 label=$2 log=$3; shift 3
   timeout 60 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 $P "$@" >"$OUT/$log" 2>&1
   note "$label rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$log" | tail -1) $(tail -1 "$OUT/$log")"
+}
+
+# attention_checks LABEL K TOOL...: the attention suite on cuda at group
+# sizes 0 and 32, then each compute-sanitizer TOOL on its -k K cases.
+attention_checks() {
+  local label=$1 k=$2; shift 2
+  suite "attention (cuda, gs 0)" att.log tests/ops/test_attention.py --rlx-device cuda
+  suite "attention (cuda, gs 32)" att32.log tests/ops/test_attention.py --rlx-device cuda --rlx-group-size 32
+  for tool in "$@"; do
+    sanitize "$tool" "$label $tool" "$tool.log" tests/ops/test_attention.py --rlx-device cuda -k "$k"
+  done
 }
 
 # gemv_benches: quant_gemv_cuda.py as the lowering picks the kernels, then

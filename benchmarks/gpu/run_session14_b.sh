@@ -10,12 +10,8 @@
 # (The form timed here was reverted afterwards: benchmarks/README.md, session 14.)
 source "$(dirname "$0")/common.sh"
 stand_in_model
-suite "attention (cuda, gs 0)" att.log tests/ops/test_attention.py --rlx-device cuda
-suite "attention (cuda, gs 32)" att32.log tests/ops/test_attention.py --rlx-device cuda --rlx-group-size 32
-K="active_length and split and not split2 and not gqa"
-sanitize memcheck "split_merge live splits memcheck" memcheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
-sanitize racecheck "split_merge live splits racecheck" racecheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
-sanitize synccheck "split_merge live splits synccheck" synccheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
+attention_checks "split_merge live splits" "active_length and split and not split2 and not gqa" \
+  memcheck racecheck synccheck
 KV_DTYPES=f32 SPLIT_KEYS="8 16 32" WITHOUT=" ;attention_split_merge" timeout 240 python3 \
   benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed.json" >"$OUT/llm-speed.log" 2>&1
 note "decode speed rc=$?"

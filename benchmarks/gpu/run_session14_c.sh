@@ -11,11 +11,7 @@
 # (The early V rows were reverted afterwards, RLX_ATT_V_EARLY with them: benchmarks/README.md, session 14.)
 source "$(dirname "$0")/common.sh"
 stand_in_model
-suite "attention (cuda, gs 0)" att.log tests/ops/test_attention.py --rlx-device cuda
-suite "attention (cuda, gs 32)" att32.log tests/ops/test_attention.py --rlx-device cuda --rlx-group-size 32
-K="(split_decode_gqa and 130) or one_value_feature"
-sanitize memcheck "early V memcheck" memcheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
-sanitize racecheck "early V racecheck" racecheck.log tests/ops/test_attention.py --rlx-device cuda -k "$K"
+attention_checks "early V" "(split_decode_gqa and 130) or one_value_feature" memcheck racecheck
 suite "fft + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/test_signal.py --rlx-device cuda
 timeout 90 python3 benchmarks/gpu/fft_path_choice.py "$OUT/fft-choice.json" >"$OUT/fft-choice.log" 2>&1
 note "fft path choice rc=$?"
