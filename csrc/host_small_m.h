@@ -1,10 +1,10 @@
 /*
  * Host shim: C[m, n] = alpha * A[m, k] . B[n, k]^T + beta * C for few rows
- * (m <= 16) against row-major weights, the shape of decode steps and short
+ * (m <= kMaxRows, 64) against row-major weights, the shape of decode steps and short
  * sentences. The cost there is streaming B (the weights) from memory once;
  * a BLAS packs B on every call first (read, write a copy, read it again).
  * This kernel reads 4 rows of B straight from memory and applies them to
- * every row of A (A stays in L1), 4 rows of A at a time with up to 16
+ * every row of A (A stays in L1 or L2), 4 rows of A at a time with up to 16
  * vector accumulators. B is f32, f16 or bf16 (both widened in registers).
  * It exists twice, from one body
  * (host_small_m_body.h): AVX-512 (16 lanes, masked tails) and AVX2 + FMA +
@@ -24,7 +24,11 @@
 
 namespace rlx_small_m {
 
-constexpr int64_t kMaxRows = 16;
+// Up to 64 rows: A (64 x k) stays in L2 and the kernel beat OpenBLAS by 10-25%
+// from 17 to 64 rows on a 2-core AVX-512 Xeon (OpenBLAS packs B on every
+// call); from ~128 rows the BLAS's register blocking wins (benchmarks/README,
+// "CPU: small-M gemm range").
+constexpr int64_t kMaxRows = 64;
 // Software prefetch of B, as host_bf16.h's small-M kernel: the same offset
 // kPrefetchRows rows ahead (two 4-row blocks), into L2. The weights stream
 // from L3 or memory on every run; 1 KiB ahead within the rows into L1 left

@@ -48,6 +48,7 @@ from rlx.runtime.views import Storage
 from rlx.tune.calibration import (
     _MEMO,
     _MEMO_LOCK,
+    BUSY_LOAD_PER_CORE,
     DEFAULT_BUDGET_S,
     FAMILIES,
     SMALL_M,
@@ -57,6 +58,7 @@ from rlx.tune.calibration import (
     _stale_reason,
     calibration_path,
     default_calibration,
+    load_per_core,
     write_cache,
 )
 from rlx.tune.cost import decision_model
@@ -329,7 +331,12 @@ def _sizes(backend: str, budget_s: float) -> _Sizes:
         return _Sizes(128, 384, 6, 64,
                       ((9, 16, 16), (16, 64, 64), (128, 128, 64), (128, 256, 96), (128, 384, 96), (128, 384, 384),
                        (128, 1536, 384)),
-                      ((1, 512, 512), (4, 1024, 1024), (8, 2048, 1024)),
+                      # Small-M weights that stay in cache (<= 2 MB in f32), like the row
+                      # kernel's probes: the decision compares both paths on hot operands
+                      # (streaming weights from memory costs both alike, and the run
+                      # model adds it: cold_seconds). Weights of 4-8 MB measured the
+                      # cache's bandwidth and put small-M gemms 3x too slow.
+                      ((1, 512, 512), (4, 512, 512), (8, 1024, 512)),
                       (16 if small_budget else 64) << 20, 1 << 20,
                       ((384, 384), (1024, 512)))
     # GPUs: big enough that launch latency does not hide the throughput.
@@ -382,6 +389,7 @@ def measure(device: Any, *, budget_s: float = DEFAULT_BUDGET_S, progress: bool |
         ("kernel families", 0.35, _probe_families),
     ]
     total = sum(w for _, w, _ in probes)
+    load_before = load_per_core()
     bar = _Progress(total, f"rlx calibrate {device.backend}", progress)
     start = time.perf_counter()
     _STATE.active = True
@@ -399,6 +407,11 @@ def measure(device: Any, *, budget_s: float = DEFAULT_BUDGET_S, progress: bool |
         _STATE.active = False
         bar.close()
     calib.probe_seconds = time.perf_counter() - start
+    calib.load_per_core = max(load_before, load_per_core())
+    if device.backend == "host" and calib.load_per_core >= BUSY_LOAD_PER_CORE:
+        print(f"rlx: the machine was busy while calibrating (load {calib.load_per_core:.1f} per core): the "
+              "cost model may choose slower kernels until it is re-measured, which happens by itself once "
+              "the machine is quiet (or run `rlx calibrate --force` then)", file=sys.stderr, flush=True)
     for line in calib.summary():
         _log(line)
     for line in calib.log:
@@ -664,7 +677,7 @@ def _probe_small_m(calib: Calibration, sizes: _Sizes, budget: float, device: Any
             calib.log.append(f"small-M probes: budget spent, skipped {len(jobs) - i} of {len(jobs)} shapes")
             break
         share = max(left, 0.0) / (len(jobs) - i)
-        exe = _matmul_exe(device, 2 * p, n, k, dtype, tb)
+        exe = _matmul_exe(device, ROW_PASSES_PROBED * p, n, k, dtype, tb)
         gemm = next(t for t in exe.thunks if t.kind == GEMM)
         gemm_pts = []
         for m in (1, p, 2 * p):
@@ -675,12 +688,14 @@ def _probe_small_m(calib: Calibration, sizes: _Sizes, budget: float, device: Any
                 [f, f / max(t - call, 0.2 * t)])
             gemm_pts.append(f"M={m} {t * 1e6:.1f} us")
         rows = []
-        for m in ((1, p) if tb else (p,)):
+        for m in ((1, p, ROW_PASSES_PROBED * p) if tb else (p, ROW_PASSES_PROBED * p)):
             per = _time_row_kernel(calib, exe, gemm, m, n, k, dtype, share * 0.35)
-            key = f"{dtype}{'_tb' if tb else ''}:{'m1' if m == 1 else 'pass'}"
+            if m > p:      # the per-pass time of many passes (A no longer in the first cache level)
+                per /= ROW_PASSES_PROBED
+            key = f"{dtype}{'_tb' if tb else ''}:{'m1' if m == 1 else 'pass' if m == p else 'passes'}"
             calib.row_kernel_curves.setdefault(key, []).append([float(n * k), n * k / per])
             calib.row_kernel_curves[key].sort()
-            rows.append(f"M={m} {per * 1e6:.1f} us")
+            rows.append(f"M={m} {per * 1e6:.1f} us" + (" a pass" if m > p else ""))
             if m == p:      # the variant's peak one-pass throughput, in flops of p rows
                 variant = dtype + ("_tb" if tb else "")
                 rate = 2.0 * p * n * k / per
@@ -690,6 +705,12 @@ def _probe_small_m(calib: Calibration, sizes: _Sizes, budget: float, device: Any
         calib.log.append(f"small-M {dtype} {'[N, K]' if tb else '[K, N]'} weights ({n}, {k}): gemm "
                          + ", ".join(gemm_pts) + "; matmul_rows " + ", ".join(rows) + " (work, replayed)")
 
+
+# matmul_rows is also timed over this many passes: each pass re-reads its
+# rows of A for every output column, so once A outgrows the first cache
+# level a pass costs more than the one-pass probe says (on a 2-core Xeon,
+# 64 passes of a 384 x 384 linear ran at twice 64 one-pass times).
+ROW_PASSES_PROBED = 8
 
 PROBE_PARAMS = "probe params"   # the binding of a hand-built probe's params buffer
 

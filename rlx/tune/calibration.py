@@ -20,11 +20,13 @@ What is measured (PROBE_SET 4):
   over problem size, a few shapes per class, plus the small-M shapes of the
   row-kernel decision) and ``gemm_flops`` (each class's peak): the shim's
   gemm inside a replayed list; ``gemm_call_s`` is its fixed cost there.
-- ``row_kernel_curves["<dtype>[_tb]:pass"|"<dtype>_tb:m1"]``: ``matmul_rows``
-  (the small-M linear kernel) at small-M shape classes, as weight elements
-  per second over the weight size: one pass of ``row_pass_rows`` rows
-  (the kernel streams the weights once per pass), and the mat-vec path of
-  M = 1 with weights [N, K]. ``row_kernel_flops`` keeps one flop/s figure
+- ``row_kernel_curves["<dtype>[_tb]:pass"|"<dtype>[_tb]:passes"|"<dtype>_tb:m1"]``:
+  ``matmul_rows`` (the small-M linear kernel) at small-M shape classes, as
+  weight elements per second over the weight size: one pass of
+  ``row_pass_rows`` rows (the kernel streams the weights once per pass), a
+  pass among several (``passes``: timed over 8 passes, where A no longer
+  sits in the first cache level), and the mat-vec path of M = 1 with
+  weights [N, K]. ``row_kernel_flops`` keeps one flop/s figure
   per variant (summary; the fallback when a curve is missing).
 - ``family_rates[<family>]``: each other kernel family at transformer-layer
   sizes, in the work unit the cost model uses for it (bytes moved, or flops
@@ -41,7 +43,13 @@ Cache: ``<cache_dir>/<backend>-calib-<hardware id>-<key>.json``, where the
 key hashes what else the file depends on (rlx version, PROBE_SET and the
 device configuration: unit count, BLAS library), and stamped with the same;
 any mismatch is a miss and a re-measure, a corrupt file a warning and a
-re-measure, and writes are atomic (temp file + os.replace).
+re-measure, and writes are atomic (temp file + os.replace). A host
+calibration measured while the machine was busy (``load_per_core``: the
+1-minute load average per core, the higher of before and after the
+probes, at least BUSY_LOAD_PER_CORE) is re-measured once the machine is
+quiet (under QUIET_LOAD_PER_CORE): other processes' work inflates the
+probes unevenly, and one such calibration once sent a BERT batch of 32
+through the row kernel at 6x the gemm's time.
 """
 
 from __future__ import annotations
@@ -64,8 +72,25 @@ import numpy as np
 from rlx import env
 from rlx.tune.work import FAMILY_UNITS
 
+# A host whose 1-minute load average per core reaches BUSY while probing
+# shared its cores with other work; its calibration is re-measured when the
+# load falls under QUIET.
+BUSY_LOAD_PER_CORE = 1.0
+QUIET_LOAD_PER_CORE = 0.5
+
+
+def load_per_core() -> float:
+    """The 1-minute load average over the core count (0.0 where the OS has no load average)."""
+    try:
+        return os.getloadavg()[0] / max(1, os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return 0.0
+
+
 # Bump when a probe changes what it measures: old cache files then miss.
-PROBE_SET = 6   # 6: the FFT families (fft_shared, fft_stage); 5: the quantized GEMV and dequantize
+# 7: in-cache small-M gemm probes on the host, matmul_rows over 8 passes, the load
+# 6: the FFT families (fft_shared, fft_stage); 5: the quantized GEMV and dequantize
+PROBE_SET = 7
 
 SCHEMA = 1
 
@@ -101,6 +126,7 @@ class Calibration:
     probe_set: int = PROBE_SET
     created: str = ""
     probe_seconds: float = 0.0
+    load_per_core: float = 0.0       # host: the machine's load while probing (see BUSY_LOAD_PER_CORE)
     sync_s: float = 1e-5             # floor of one Executable.run
     dispatch_s: float = 1e-7         # per replayed one-group dispatch
     dispatch_parallel_s: float = 5e-6   # per replayed dispatch spread over the units
@@ -178,7 +204,9 @@ class Calibration:
         """Human-readable lines (``rlx calibrate``, RLX_VERBOSE)."""
         us = 1e6
         lines = [f"{self.backend} {self.device_name or ''} [{self.hardware_id}] ({self.source}"
-                 + (f", {self.probe_seconds:.1f} s of probes" if self.source == "measured" else "") + ")",
+                 + (f", {self.probe_seconds:.1f} s of probes" if self.source == "measured" else "")
+                 + (f", under a load of {self.load_per_core:.1f} per core" if self.load_per_core >= BUSY_LOAD_PER_CORE
+                    else "") + ")",
                  f"  run floor {self.sync_s * us:.2f} us; per thunk {self.dispatch_s * us:.3f} us (one group), "
                  f"{self.dispatch_parallel_s * us:.2f} us (spread over {self.parallel_units} units); "
                  f"per replay range {self.segment_s * us:.2f} us",
@@ -304,6 +332,10 @@ def _stale_reason(calib: Calibration, device: Any) -> str | None:
             return f"{what} {have!r} != {want!r}"
     if calib.source != "measured":
         return "not measured"
+    if calib.backend == "host" and calib.load_per_core >= BUSY_LOAD_PER_CORE:
+        now = load_per_core()
+        if now < QUIET_LOAD_PER_CORE:
+            return f"measured under a load of {calib.load_per_core:.1f} per core, {now:.1f} now"
     return None
 
 

@@ -138,11 +138,13 @@ class CostModel:
         rows_per_pass = max(1, int(c.row_pass_rows))
         passes = max(1, -(-int(m) // rows_per_pass))
         m1 = c.row_kernel_curves.get(key + ":m1") if matvec else None
-        one_pass = c.row_kernel_curves.get(key + ":pass")
+        # Several passes: the many-pass curve when measured (each pass re-reads A per column).
+        per_pass = (c.row_kernel_curves.get(key + ":passes") if passes > 1 else None) \
+            or c.row_kernel_curves.get(key + ":pass")
         if m1:
             return overhead + weights / _interpolate(m1, weights)
-        if one_pass and not matvec:
-            return overhead + passes * weights / _interpolate(one_pass, weights)
+        if per_pass and not matvec:
+            return overhead + passes * weights / _interpolate(per_pass, weights)
         rate = _rate(c.row_kernel_flops, key, self._defaults.row_kernel_flops)
         rows = 1 if matvec else passes * rows_per_pass
         return overhead + 2.0 * rows * weights / (rate * self._occupancy(groups))

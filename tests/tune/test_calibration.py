@@ -158,6 +158,28 @@ def test_row_kernel_costs_whole_passes_and_the_matvec_path():
     assert model.row_kernel_seconds(2, n, k, transpose_b=True) == pytest.approx(one_pass)
 
 
+def test_row_kernel_costs_later_passes_at_the_many_pass_rate():
+    # Past one pass, each pass re-reads its rows of A for every column (out
+    # of the first cache level): the ":passes" curve prices them when measured.
+    curves = {**_row_curves(1e10, 1e11), "f32_tb:passes": [[1e4, 5e9], [1e8, 5e9]]}
+    model = CostModel(_synthetic(dispatch_s=0.0, dispatch_parallel_s=0.0, row_pass_rows=16,
+                                 row_kernel_curves=curves))
+    n, k = 384, 384
+    assert model.row_kernel_seconds(16, n, k, transpose_b=True) == pytest.approx(n * k / 1e10)
+    assert model.row_kernel_seconds(17, n, k, transpose_b=True) == pytest.approx(2 * n * k / 5e9)
+    assert model.row_kernel_seconds(1024, n, k, transpose_b=True) == pytest.approx(64 * n * k / 5e9)
+    assert model.row_kernel_seconds(1024, n, k) == pytest.approx(64 * n * k / 1e10)   # [K, N]: not measured
+
+
+def test_host_small_m_gemm_probes_keep_their_weights_in_cache():
+    # The row-kernel decision compares hot operands on both sides; a probe
+    # whose weights stream from memory priced small-M gemms 3x too slow.
+    for budget in (0.5, 3.0):
+        sizes = calibrate._sizes("host", budget)
+        assert all(n * k * 4 <= 2 << 20 for _, n, k in sizes.gemm_small_m)
+        assert all(n * k * 4 <= 2 << 20 for n, k in sizes.row_shapes)
+
+
 def _gpu_like(pass_rate: float, matvec_rate: float) -> CostModel:
     # An H200-like calibration: replayed gemms of a few microseconds at small
     # M, a 1.7 us node, a row kernel whose mat-vec path is fast and whose
@@ -419,6 +441,38 @@ def test_version_or_probe_set_change_is_a_miss(fake_measure, monkeypatch):
     monkeypatch.setattr(calibration, "PROBE_SET", calibration.PROBE_SET + 1)
     calibrate.get_calibration(dev)
     assert len(fake_measure) == 2
+
+
+@pytest.mark.parametrize("backend", ["host", "cuda"])
+def test_a_calibration_measured_on_a_busy_host_is_remeasured_once_quiet(fake_measure, monkeypatch, backend):
+    dev = _fake_device(backend=backend)
+    calibrate.get_calibration(dev)
+    path = calibration.calibration_path(dev)
+    busy = Calibration.from_json(path.read_text()).replace(load_per_core=3.0)
+    path.write_text(busy.to_json())
+    assert "under a load of 3.0 per core" in busy.summary()[0]
+    calibration.clear_memo()
+    monkeypatch.setattr(calibration, "load_per_core", lambda: 2.0)      # still busy: keep it
+    assert calibrate.get_calibration(dev) == busy and len(fake_measure) == 1
+    calibration.clear_memo()
+    monkeypatch.setattr(calibration, "load_per_core", lambda: 0.2)      # quiet now
+    calibrate.get_calibration(dev)
+    # Only the host's probes share the cores with the load; a GPU's keep their numbers.
+    assert len(fake_measure) == (2 if backend == "host" else 1)
+
+
+@pytest.mark.parametrize("load, warned", [(1.5, True), (0.3, False)])
+def test_measuring_records_the_load_and_warns_when_busy(monkeypatch, capsys, load, warned):
+    from rlx.runtime import devices
+
+    dev, _ = devices.open_device("cpu")
+    for probe in ("_probe_sync", "_probe_dispatch", "_probe_segments", "_probe_memory", "_probe_transfer",
+                  "_probe_gemm", "_probe_families"):
+        monkeypatch.setattr(calibrate, probe, lambda *a, **k: None)
+    monkeypatch.setattr(calibrate, "load_per_core", lambda: load)
+    calib = calibrate.measure(dev, budget_s=0.1, progress=False)
+    assert calib.load_per_core == load
+    assert ("the machine was busy while calibrating" in capsys.readouterr().err) == warned
 
 
 def test_cache_of_an_older_probe_set_is_a_quiet_miss(fake_measure):
