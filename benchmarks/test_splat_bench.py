@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 import time
 
 import pytest
+from bench_machine import lscpu
 
 N, WIDTH, HEIGHT = 100_000, 1280, 720
 
@@ -59,16 +59,6 @@ def test_splat_stages(renderer):
     assert prof["pairs"] <= prof["capacity"]
 
 
-def _lscpu() -> dict:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    rows = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    rows = {k.strip(): v.strip() for k, v in rows.items()}
-    return {"model": rows.get("Model name"), "cpus": rows.get("CPU(s)"), "flags": rows.get("Flags")}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", required=True)
@@ -88,7 +78,7 @@ def main() -> int:
                    f"{WIDTH}x{HEIGHT}, Renderer.render (one replayed schedule, camera in, image out)",
            "date": time.strftime("%Y-%m-%d"),
            "command": f"python benchmarks/test_splat_bench.py --json {args.json} --repeats {args.repeats}",
-           "machine": {**_lscpu(), "python": platform.python_version(), "rlx_threads": env.num_threads()},
+           "machine": {**lscpu(), "python": platform.python_version(), "rlx_threads": env.num_threads()},
            "compile_s": round(compile_s, 3),
            "frame_ms": {"median": round(frames[len(frames) // 2], 2), "min": round(frames[0], 2),
                         "runs": len(frames)},

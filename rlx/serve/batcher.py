@@ -4,7 +4,10 @@ Requests are queued whole; the worker takes texts from the head of the queue
 (splitting a request across batches when it is larger than what is left of
 ``max_batch``), waits at most ``max_wait_ms`` after the oldest queued
 request arrived for the batch to fill, calls ``embed`` once, and hands each
-request its own rows. A single thread owns the embedder because
+request its own rows. With the default wait of 0 a batch is what queued
+while the previous one ran: under load batches fill by themselves, and a
+lone request never waits (a 5 ms wait halved one-at-a-time throughput on a
+2-core CPU and gained nothing under load: benchmarks/README.md, "Serving"). A single thread owns the embedder because
 ``Embedder`` is not documented as thread-safe, and one larger batch is
 cheaper than several small ones anyway.
 """
@@ -56,7 +59,7 @@ class Batcher:
     pass ``max_batch_tokens``.
     """
 
-    def __init__(self, embed: EmbedFn, max_batch: int = 64, max_wait_ms: float = 5.0, max_queue: int = 1024,
+    def __init__(self, embed: EmbedFn, max_batch: int = 64, max_wait_ms: float = 0.0, max_queue: int = 1024,
                  on_batch: Callable[[int, float], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  max_batch_tokens: int | None = None,
