@@ -9,7 +9,7 @@ beside it (from /proc where it exists).
 
 Run:  python -m pytest benchmarks/test_serve_bench.py -s
       python benchmarks/test_serve_bench.py --json benchmarks/results/cpu-serve-DATE.json
-          (both --max-wait-ms 0, the default, and 5, each serial then concurrent, ROUNDS times)
+          (both --max-wait-ms 5, the default, and 0, each serial then concurrent, ROUNDS times)
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _get(port: int, path: str) -> tuple[int, bytes]:
         conn.close()
 
 
-def _start(max_batch: int = 64, max_wait_ms: float = 0.0, model: str | None = None,
+def _start(max_batch: int = 64, max_wait_ms: float = 5.0, model: str | None = None,
            device: str = "cpu") -> tuple[subprocess.Popen, int]:
     port = _free_port()
     extra = ["--model", model] if model else []
@@ -116,7 +116,7 @@ def _phase(proc: subprocess.Popen, run) -> dict:
             "client_cpu_s": round(time.process_time() - p0, 2)}
 
 
-def measure(max_wait_ms: float = 0.0, model: str | None = None, device: str = "cpu") -> dict:
+def measure(max_wait_ms: float = 5.0, model: str | None = None, device: str = "cpu") -> dict:
     proc, port = _start(max_wait_ms=max_wait_ms, model=model, device=device)
     try:
         reqs = _requests()
@@ -164,7 +164,7 @@ def main() -> int:
     args = ap.parse_args()
     runs = []
     for rnd in range(args.rounds):
-        for wait in (0.0, 5.0):
+        for wait in (5.0, 0.0):
             r = measure(wait, args.model, args.device)
             r["round"] = rnd
             print(_report(r), flush=True)

@@ -584,9 +584,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
     p.add_argument("--precision", choices=("f32", "f16", "bf16"), default="f32")
     p.add_argument("--max-batch", type=int, default=64, help="texts per encode call (default 64)")
-    p.add_argument("--max-wait-ms", type=float, default=0.0,
-                   help="how long the oldest queued text waits for a batch to fill (default 0: a batch is "
-                        "what queued while the previous one ran)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0,
+                   help="how long the oldest queued text waits for a batch to fill while traffic is concurrent "
+                        "(default 5; a lone request never waits)")
     p.add_argument("--max-queue", type=int, default=1024, help="queued texts before 429 (default 1024)")
     p.add_argument("--max-batch-tokens", type=int, default=8192,
                    help="rows x longest text's tokens per encode call (default 8192; 0: no budget)")

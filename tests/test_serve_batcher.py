@@ -55,24 +55,35 @@ def test_max_batch_takes_texts_in_arrival_order_and_splits_requests():
     assert b.queue_depth == 0
 
 
-def test_a_partial_batch_waits_max_wait_then_runs():
+def test_a_lone_request_never_waits_but_concurrent_traffic_waits_max_wait():
     fake = FakeEmbed()
     b = Batcher(fake, max_batch=8, max_wait_ms=300).start()
+    try:
+        for _ in range(2):      # one request at a time: nobody would join its batch, so it runs at once
+            t0 = time.monotonic()
+            rows, _ = b.submit(["a", "bb"]).result(timeout=5)
+            assert time.monotonic() - t0 < 0.2
+            np.testing.assert_array_equal(rows, _rows(["a", "bb"]))
+    finally:
+        b.close()
+    # Two requests in one batch: traffic is concurrent, so the next partial batch waits for others.
+    fake = FakeEmbed()
+    b = Batcher(fake, max_batch=8, max_wait_ms=300)
+    first = [b.submit(["x"]), b.submit(["yy"])]
+    b.start()
+    for f in first:
+        f.result(timeout=5)
     try:
         t0 = time.monotonic()
         rows, _ = b.submit(["a", "bb"]).result(timeout=5)
         waited = time.monotonic() - t0
         assert waited >= 0.29, waited
-        assert fake.batches == [["a", "bb"]]
+        assert fake.batches == [["x", "yy"], ["a", "bb"]]
         np.testing.assert_array_equal(rows, _rows(["a", "bb"]))
-    finally:
-        b.close()
-    fake = FakeEmbed()
-    b = Batcher(fake, max_batch=2, max_wait_ms=10_000).start()   # a full batch goes at once
-    try:
+        # That batch held one request and left none queued: the next runs at once again.
         t0 = time.monotonic()
-        b.submit(["a", "bb"]).result(timeout=5)
-        assert time.monotonic() - t0 < 2.0
+        b.submit(["c"]).result(timeout=5)
+        assert time.monotonic() - t0 < 0.2
     finally:
         b.close()
 

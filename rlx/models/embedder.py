@@ -185,19 +185,27 @@ class Embedder:
         single = isinstance(texts, str)
         items = [texts] if single else _text_list(texts)
         _positive_int("batch_size", batch_size)
-        out = np.zeros((len(items), self.dim), np.float32)
-        if not items:
-            return out
-        ids = self._tokenize(items)
-        order = sorted(range(len(items)), key=lambda i: -len(ids[i]))   # longest first: less padding
+        out = self.encode_ids(self._tokenize(items) if items else [], batch_size, progress)
+        return out[0] if single else out
+
+    def encode_ids(self, ids: Sequence[np.ndarray], batch_size: int = 32,
+                   progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Embeddings [n, hidden] of texts already tokenized by ``tokenize``
+        (a server that counts tokens need not tokenize twice)."""
+        _positive_int("batch_size", batch_size)
+        out = np.zeros((len(ids), self.dim), np.float32)
+        for i, s in enumerate(ids):
+            if not 0 < len(s) <= self.max_length:
+                raise InputError(f"ids[{i}] has {len(s)} tokens; expected 1 to {self.max_length} (from tokenize)")
+        order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))   # longest first: less padding
         done = 0
         for start in range(0, len(order), batch_size):
             rows = order[start:start + batch_size]
             out[rows] = self._run_batch([ids[i] for i in rows], batch_size)
             done += len(rows)
             if progress is not None:
-                progress(done, len(items))
-        return out[0] if single else out
+                progress(done, len(ids))
+        return out
 
     def _run_batch(self, seqs: list[np.ndarray], batch_size: int) -> np.ndarray:
         n = len(seqs)

@@ -44,8 +44,13 @@ def embed_function(embedder, max_batch: int) -> Callable[[list[str]], tuple[np.n
     when they fit ``max_batch``) and each text's token count after
     truncation, for ``usage``."""
 
+    encode_ids = getattr(embedder, "encode_ids", None)
+
     def embed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        counts = np.array([len(ids) for ids in embedder.tokenize(texts)], np.int64)
+        ids = embedder.tokenize(texts)
+        counts = np.array([len(i) for i in ids], np.int64)
+        if encode_ids is not None:   # tokenize once (on an accelerator it costs as much as the run)
+            return encode_ids(ids, batch_size=max_batch), counts
         return embedder.encode(texts, batch_size=max_batch), counts
 
     return embed

@@ -4,10 +4,12 @@ Requests are queued whole; the worker takes texts from the head of the queue
 (splitting a request across batches when it is larger than what is left of
 ``max_batch``), waits at most ``max_wait_ms`` after the oldest queued
 request arrived for the batch to fill, calls ``embed`` once, and hands each
-request its own rows. With the default wait of 0 a batch is what queued
-while the previous one ran: under load batches fill by themselves, and a
-lone request never waits (a 5 ms wait halved one-at-a-time throughput on a
-2-core CPU and gained nothing under load: benchmarks/README.md, "Serving"). A single thread owns the embedder because
+request its own rows. The wait applies only while traffic is concurrent
+(the previous batch held texts of more than one request, or left some
+queued): a lone request runs at once, which a fixed 5 ms wait had made 2.3x
+slower one at a time on a 2-core CPU and 3.3x on an H200, while under load
+the wait let batches fill (32 clients on the H200: 634 against 513 req/s
+without it; benchmarks/README.md, "Serving"). A single thread owns the embedder because
 ``Embedder`` is not documented as thread-safe, and one larger batch is
 cheaper than several small ones anyway.
 """
@@ -59,7 +61,7 @@ class Batcher:
     pass ``max_batch_tokens``.
     """
 
-    def __init__(self, embed: EmbedFn, max_batch: int = 64, max_wait_ms: float = 0.0, max_queue: int = 1024,
+    def __init__(self, embed: EmbedFn, max_batch: int = 64, max_wait_ms: float = 5.0, max_queue: int = 1024,
                  on_batch: Callable[[int, float], None] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  max_batch_tokens: int | None = None,
@@ -88,6 +90,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._concurrent = False   # the last batch held more than one request's texts, or left some queued
 
     @property
     def queue_depth(self) -> int:
@@ -151,8 +154,9 @@ class Batcher:
                 if not self._jobs:
                     self._cond.wait()
                     continue
-                # Wait for the batch to fill, but never past the oldest request's deadline.
-                deadline = self._jobs[0].arrived + self.max_wait
+                # While traffic is concurrent, wait for the batch to fill, but never past the oldest
+                # request's deadline; a lone request runs at once (no one else would join its batch).
+                deadline = self._jobs[0].arrived + (self.max_wait if self._concurrent else 0.0)
                 remaining = deadline - self._clock()
                 if self._queued >= self.max_batch or remaining <= 0:
                     break
@@ -210,6 +214,7 @@ class Batcher:
                     self._jobs.popleft()
                 else:
                     break   # the rest of this request did not fit (room or budget): the batch is full
+            self._concurrent = len({id(job) for job, _, _ in parts}) > 1 or bool(self._jobs)
             return parts
 
     def _unpriced(self) -> list[_Job]:

@@ -48,7 +48,7 @@ class ServeConfig:
 
     model_name: str = "all-MiniLM-L6-v2"
     max_batch: int = 64           # texts per encode call
-    max_wait_ms: float = 0.0      # how long the oldest queued text may wait for others (README "Serving")
+    max_wait_ms: float = 5.0      # how long the oldest queued text may wait for others, under concurrent traffic
     max_queue: int = 1024         # queued texts (all requests) before 429
     max_inputs: int = 2048        # texts per request (OpenAI's limit)
     max_chars: int = 32768        # characters per text

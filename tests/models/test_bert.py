@@ -175,6 +175,18 @@ def test_embedding_does_not_depend_on_padding_or_batch(tiny):
     assert model.encode([]).shape == (0, TINY["hidden_size"])
 
 
+def test_encode_ids_equals_encode_and_refuses_bad_ids(tiny):
+    from rlx.errors import InputError
+
+    model = load_embedder(tiny)
+    ids = model.tokenize(TEXTS)
+    np.testing.assert_array_equal(model.encode_ids(ids, batch_size=3), model.encode(TEXTS, batch_size=3))
+    assert model.encode_ids([]).shape == (0, TINY["hidden_size"])
+    for bad in ([np.zeros(0, np.int32)], [np.zeros(model.max_length + 1, np.int32)]):
+        with pytest.raises(InputError, match="tokens"):
+            model.encode_ids(bad)
+
+
 def test_packed_and_separate_qkv_agree(tiny):
     import rlx
 
