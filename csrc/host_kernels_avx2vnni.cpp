@@ -12,6 +12,7 @@
 #endif
 #define RLX_CPU_KERNEL_SUFFIX __avx2vnni
 #define RLX_CPU_AVX2 1   // quant.h's f32 fallback in its AVX2 form (see host_kernels_avx2.cpp)
+#define RLX_CPU_AVXVNNI 1   // csrc/host_quant_vnni_ops.h: vpdpwssd
 #define RLX_CPU_EXPORT_LISTED_ONLY 1   // the headers' own kernels come from the other builds
 #include "prelude/cpu.h"
 #include "movement.h"   // quant.h uses its GatherParams

@@ -1,7 +1,8 @@
 // The decode GEMV y = x W^T of the K-quants (q2_k, q3_k, q4_k, q5_k, q6_k) on CPUs with AVX-512
 // VNNI or AVX-VNNI (vpdpwssd: products of 16-bit integers summed in pairs
-// into 32-bit lanes, one instruction). Included by
-// csrc/host_kernels_avx512vnni.cpp and csrc/host_kernels_avx2vnni.cpp, after
+// into 32-bit lanes, one instruction), and on plain AVX2 (vpmaddwd + vpaddd,
+// the same sums in two). Included by csrc/host_kernels_avx512vnni.cpp,
+// csrc/host_kernels_avx2vnni.cpp and csrc/host_kernels_avx2.cpp, after
 // shaders/quant.h (its decoders' layouts and rlx_q_gemv_cpu, the fallback);
 // the vector operations are csrc/host_quant_vnni_ops.h's, in the including
 // file's instruction set.

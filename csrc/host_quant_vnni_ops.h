@@ -1,8 +1,9 @@
 // The vector operations of the VNNI K-quant GEMVs (csrc/host_quant_vnni.h),
 // in the instruction set of the translation unit that includes them:
-// AVX-512 VNNI (RLX_CPU_AVX512: 32 words a zmm, vpdpwssd zmm) or AVX-VNNI
-// (AVX2 machines such as Intel's client cores since Alder Lake: two ymm of
-// 16 words, vpdpwssd ymm). The GEMV is written once against these.
+// AVX-512 VNNI (RLX_CPU_AVX512: 32 words a zmm, vpdpwssd zmm), AVX-VNNI
+// (RLX_CPU_AVXVNNI: AVX2 machines such as Intel's client cores since Alder
+// Lake: two ymm of 16 words, vpdpwssd ymm) or plain AVX2 (the same ymm
+// halves, vpmaddwd + vpaddd for vpdpwssd). The GEMV is written once against these.
 //
 //   W     32 16-bit words: a 32-element piece of scaled weight codes
 //   Acc   32-bit integer sums of one piece stream (16 lanes either way)
@@ -78,7 +79,7 @@ RLX_VNNI_INLINE void x16_split(X16 v, float inv, float lo_scale, int16_t *hi, in
     _mm256_storeu_si256((__m256i *)lo, _mm512_cvtepi32_epi16(l));
 }
 #else
-// AVX2 + AVX-VNNI: every 32-word quantity is two ymm halves.
+// AVX2 (with or without AVX-VNNI): every 32-word quantity is two ymm halves.
 struct W { __m256i a, b; };
 struct Acc { __m256i a, b; };   // two accumulators: a lane then sums 16 products a block, as in the zmm form
 struct F { __m256 v; };
@@ -99,10 +100,19 @@ RLX_VNNI_INLINE W w_scale_pair(const int16_t *s, unsigned i) {
 }
 
 RLX_VNNI_INLINE Acc acc_zero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+#if defined(RLX_CPU_AVXVNNI)
 RLX_VNNI_INLINE Acc acc_dot(Acc c, W w, const int16_t *x) {
     return {_mm256_dpwssd_avx_epi32(c.a, w.a, _mm256_loadu_si256((const __m256i *)x)),
             _mm256_dpwssd_avx_epi32(c.b, w.b, _mm256_loadu_si256((const __m256i *)(x + 16)))};
 }
+#else
+// Plain AVX2: vpmaddwd (the pairs' products summed into 32 bits) then an add,
+// vpdpwssd's two halves. Exact: no pair reaches 2^31 (see host_quant_vnni.h, "Overflow").
+RLX_VNNI_INLINE Acc acc_dot(Acc c, W w, const int16_t *x) {
+    return {_mm256_add_epi32(c.a, _mm256_madd_epi16(w.a, _mm256_loadu_si256((const __m256i *)x))),
+            _mm256_add_epi32(c.b, _mm256_madd_epi16(w.b, _mm256_loadu_si256((const __m256i *)(x + 16))))};
+}
+#endif
 
 RLX_VNNI_INLINE F f_zero() { return {_mm256_setzero_ps()}; }
 RLX_VNNI_INLINE F f_add_block(F acc, Acc hi, Acc lo, float f, float f_lo) {
