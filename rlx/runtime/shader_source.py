@@ -16,10 +16,7 @@ from rlx.errors import RlxError
 
 TARGETS = ("cpu", "cuda", "metal")
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
-# RLX_INSTANTIATE, RLX_INSTANTIATE2 and a header's own spelling of one that a
-# CPU build may leave out (RLX_INSTANTIATE2_<WHY>, e.g. shaders/quant.h's
-# RLX_INSTANTIATE2_KQ_GEMV): the GPU targets instantiate every one.
-_INSTANTIATE = re.compile(r"^\s*RLX_INSTANTIATE(2?)(?:_[A-Z0-9_]+)?\(([^)]*)\)", re.M)
+_INSTANTIATE = re.compile(r"^\s*RLX_INSTANTIATE(2?)\(([^)]*)\)", re.M)
 
 
 def shader_dir() -> Path:

@@ -30,6 +30,18 @@ def test_all_kernels_compile_to_ptx(tmp_path, arch):
     assert ptx.count(".entry") == len(instantiations(kernel_source("cuda")))
 
 
+def test_instantiation_lines_use_the_spellings_the_cuda_shim_reads():
+    """The CUDA shim maps host names to NVRTC name expressions by reading
+    `RLX_INSTANTIATE(` / `RLX_INSTANTIATE2(` lines (csrc/cuda/device.inc.c,
+    parse_instantiations): a kernel instantiated through any other spelling
+    compiles but has no name there. Conditional lines go inside #if blocks."""
+    import re
+
+    odd = [line for line in kernel_source("cuda").splitlines()
+           if line.lstrip().startswith("RLX_INSTANTIATE") and not re.match(r"\s*RLX_INSTANTIATE2?\(", line)]
+    assert not odd, odd[:5]
+
+
 def test_every_kernel_instantiates_f32_and_f16():
     names = {host for host, _ in instantiations(kernel_source("cpu"))}
     for host in names:
