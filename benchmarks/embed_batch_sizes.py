@@ -10,12 +10,11 @@ Run:  python benchmarks/embed_batch_sizes.py [--device cpu] [--json OUT]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import time
 
-from bench_machine import lscpu
+from bench_machine import write_results
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches".split()
 
@@ -45,13 +44,9 @@ def main() -> int:
         ms_per_text[bs] = round(best * 1e3 / len(texts), 3)
         print(f"batch_size {bs:2d}: {ms_per_text[bs]:.2f} ms a text")
     if args.json:
-        doc = {"command": f"python benchmarks/embed_batch_sizes.py --device {args.device} --json {args.json}",
-               "date": time.strftime("%Y-%m-%d"), "machine": lscpu(), "device": args.device, "model": args.model,
-               "rlx_num_threads": os.environ.get("RLX_NUM_THREADS"),
-               "ms_per_text_by_batch_size": ms_per_text}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_results(args.json, f"python benchmarks/embed_batch_sizes.py --device {args.device}"
+                      + (f" --model {args.model}" if args.model else "") + f" --json {args.json}",
+                      device=args.device, model=args.model, ms_per_text_by_batch_size=ms_per_text)
     return 0
 
 

@@ -10,11 +10,10 @@ Run:  python benchmarks/host_linear_paths.py [--json OUT]
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
-from bench_machine import lscpu
+from bench_machine import write_results
 
 import rlx
 from rlx.ir.graph import Graph
@@ -62,11 +61,7 @@ def main() -> int:
         out["gemm_us_per_row"][f"{n}x{k}"] = per_row
         print(f"{n} x {k} gemm, us per row:", per_row)
     if args.json:
-        doc = {"command": f"python benchmarks/host_linear_paths.py --json {args.json}",
-               "date": time.strftime("%Y-%m-%d"), "machine": lscpu(), **out}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_results(args.json, f"python benchmarks/host_linear_paths.py --json {args.json}", **out)
     return 0
 
 

@@ -18,7 +18,6 @@ import argparse
 import http.client
 import json
 import os
-import platform
 import random
 import socket
 import subprocess
@@ -27,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from bench_machine import lscpu
+from bench_machine import write_results
 
 CLIENTS = 32
 REQUESTS_PER_CLIENT = 8
@@ -170,18 +169,11 @@ def main() -> int:
             print(_report(r), flush=True)
             runs.append(r)
     if args.json:
-        doc = {"what": f"rlx serve, MiniLM f32 on {args.device}: {CLIENTS * REQUESTS_PER_CLIENT} one-text requests "
-                       f"(4-24 words) one at a time, then from {CLIENTS} concurrent clients (threads, http.client)",
-               "date": time.strftime("%Y-%m-%d"),
-               "command": f"python benchmarks/test_serve_bench.py --json {args.json} --rounds {args.rounds} "
-                          f"--device {args.device}" + (f" --model {args.model}" if args.model else ""),
-               "rlx_num_threads": os.environ.get("RLX_NUM_THREADS"),
-               "machine": {**lscpu(), "python": platform.python_version(),
-                           "load_average_at_end": os.getloadavg()},
-               "runs": runs}
-        with open(args.json, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.write("\n")
+        write_results(args.json, f"python benchmarks/test_serve_bench.py --json {args.json} --rounds {args.rounds} "
+                      f"--device {args.device}" + (f" --model {args.model}" if args.model else ""),
+                      what=f"rlx serve, MiniLM f32 on {args.device}: {CLIENTS * REQUESTS_PER_CLIENT} one-text "
+                           f"requests (4-24 words) one at a time, then from {CLIENTS} concurrent clients "
+                           "(threads, http.client)", runs=runs)
     return 0
 
 
