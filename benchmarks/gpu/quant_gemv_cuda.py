@@ -39,6 +39,26 @@ def _events_ms(fn, reps: int = REPS) -> float:
     return events_ms(fn, reps)
 
 
+def _kernel_durations(exe, dst, src, graph) -> dict:
+    """KERNEL_TRACE=1: the three kernels' own durations as CUPTI records
+    them (torch.profiler): rlx's GEMV inside a replay of its executable with
+    no copies, the copy, and PyTorch's GEMV inside its graph. Event-timed
+    single launches (the columns above) carry each launch's round trip,
+    which at 4096 x 4096 is most of the time."""
+    from fft_breakdown import bare_replay, kernel_table  # benchmarks/gpu/fft_breakdown.py
+
+    bare = bare_replay(exe)
+    rlx_table = kernel_table(lambda: bare.run([], []))
+    copy_table = kernel_table(lambda: dst.copy_(src))
+    torch_table = kernel_table(graph.replay)
+    gemv = sum(us for name, us, _ in rlx_table["by_kernel"] if name.startswith("gemv"))
+    copy = copy_table["kernel_us_per_run"]
+    torch_k = torch_table["kernel_us_per_run"]
+    return {"kernel_rlx_gemv_us": gemv, "kernel_copy_us": copy, "kernel_torch_us": torch_k,
+            "kernel_fraction_of_copy": copy / gemv, "kernel_rlx_over_torch": gemv / torch_k,
+            "kernel_tables": {"rlx": rlx_table, "copy": copy_table, "torch": torch_table}}
+
+
 def main(out_path: str | None) -> None:
     cap = int(os.environ.get("THREADS_CAP", "0"))   # cap threads per group (as tests' --rlx-group-size)
     if cap:
@@ -92,13 +112,14 @@ def main(out_path: str | None) -> None:
             with torch.cuda.graph(graph):
                 captured = torch.nn.functional.linear(tx, tw)   # kept: the graph writes it
             torch_us = _events_ms(graph.replay) * 1e3
+            traced = _kernel_durations(exe, dst, src, graph) if os.environ.get("KERNEL_TRACE") == "1" else {}
             row = {"format": fmt, "shape": [n, k], "weight_bytes": nbytes, "correct": ok, "threads_cap": cap,
                    "kernel": exe.thunks[index].kernel,
                    "rows_per_group": int(np.frombuffer(exe.thunks[index].params, np.uint32)[5]),
                    "threads": list(exe.thunks[index].threads),
                    "rlx_gemv_us": rlx_us, "copy_us": copy_us, "torch_bf16_graph_us": torch_us,
                    "rlx_GBps": nbytes / rlx_us / 1e3, "copy_GBps": nbytes / copy_us / 1e3,
-                   "fraction_of_copy_bandwidth": copy_us / rlx_us, "rlx_over_torch": rlx_us / torch_us}
+                   "fraction_of_copy_bandwidth": copy_us / rlx_us, "rlx_over_torch": rlx_us / torch_us, **traced}
             rows.append(row)
             print(json.dumps(row), flush=True)
             del tw, src, dst, graph, captured

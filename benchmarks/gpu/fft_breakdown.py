@@ -1,0 +1,141 @@
+"""Where the FFT and log-mel graphs spend their GPU time (issue 19), three
+ways in one process: each thunk alone (Program.run_one, CUDA events in the
+shim: each launch's round trip counted, which is what fft_cuda.py sums), the
+whole executable replayed as one CUDA graph with no input or output copies
+(a bare Program over the executable's arena, as a PyTorch graph replay;
+device time from the shim's events), and the kernels' own durations inside
+that replay as CUPTI records them (torch.profiler), next to PyTorch's graph
+of the same computation traced the same way. Writes JSON (argv[1]).
+
+Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/fft_breakdown.py OUT.json"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+
+import numpy as np
+import torch
+from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from fft_cuda import _torch_log_mel  # benchmarks/gpu/fft_cuda.py: the same PyTorch log-mel
+from results import emit  # benchmarks/gpu/results.py
+from rlx._core import Program
+from torch.profiler import ProfilerActivity, profile
+
+import rlx
+from rlx import signal
+
+REPS = 50
+
+
+def bare_replay(exe) -> Program:
+    """The executable's thunks replayed over its own arena, no copies."""
+    return Program(exe.device.shim.api_address, exe.device.address, exe.thunk_table,
+                   {name: buf.address for name, buf in exe.bindings.items()}, [], [], replay=True, keepalive=exe)
+
+
+def replay_ms(bare: Program) -> float:
+    for _ in range(10):
+        bare.run([], [])
+    times = []
+    for _ in range(REPS):
+        bare.run([], [])
+        times.append(bare.last_device_seconds)
+    return statistics.median(times) * 1e3
+
+
+def per_thunk_us(exe) -> list[dict]:
+    rows = []
+    for i, t in enumerate(exe.thunks):
+        exe.program.run_one(i)
+        us = statistics.median(exe.program.run_one(i) for _ in range(REPS)) * 1e6
+        rows.append({"thunk": t.label[:80], "kernel": t.kernel or "gemm", "run_one_us": round(us, 2)})
+    return rows
+
+
+def kernel_table(fn, runs: int = 20) -> dict:
+    """Per-run GPU time of each kernel name while fn runs ``runs`` times."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            fn()
+        torch.cuda.synchronize()
+    table: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            entry = table.setdefault(ev.name[:90], [0.0, 0])
+            entry[0] += ev.device_time_total / runs
+            entry[1] += 1 / runs
+    rows = sorted(((name, round(us, 2), round(n, 2)) for name, (us, n) in table.items()), key=lambda r: -r[1])
+    return {"kernel_us_per_run": round(sum(r[1] for r in rows), 2),
+            "kernels_per_run": round(sum(r[2] for r in rows), 2), "by_kernel": rows[:16]}
+
+
+def graph_of(fn):
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def log_mel_row(batch: int) -> dict:
+    sr, n_fft, hop, n_mels, amin = 16000, 400, 160, 80, 1e-10
+    y = np.random.default_rng(3).standard_normal((batch, sr * 30)).astype(np.float32)
+    g = rlx.Graph()
+    x = g.input("y", y.shape)
+    g.set_outputs(m=signal.log_mel_spectrogram(g, x, sr=sr, n_fft=n_fft, hop_length=hop, n_mels=n_mels, amin=amin))
+    exe = rlx.compile(g, device="cuda")
+    got = exe.run(y=y)["m"]
+    fb = torch.from_numpy(signal.mel_filterbank(sr, n_fft, n_mels=n_mels).astype(np.float32)).cuda()
+    ty = torch.from_numpy(y).cuda()
+    want = _torch_log_mel(ty, fb, n_fft, hop, amin).cpu().numpy()
+    bare = bare_replay(exe)
+    graph = graph_of(lambda: _torch_log_mel(ty, fb, n_fft, hop, amin))
+    row = {"case": f"log_mel batch {batch}", "max_abs_diff_db_vs_torch": float(np.abs(got - want).max()),
+           "thunks": len(exe.thunks), "rlx_replay_ms": replay_ms(bare),
+           "rlx_sum_of_run_one_ms": sum(r["run_one_us"] for r in per_thunk_us(exe)) / 1e3,
+           "per_thunk": per_thunk_us(exe),
+           "torch_eager_ms": events_ms(lambda: _torch_log_mel(ty, fb, n_fft, hop, amin), REPS, warmup=3),
+           "torch_graph_ms": events_ms(graph.replay, REPS, warmup=3),
+           "rlx_kernels": kernel_table(lambda: bare.run([], [])), "torch_graph_kernels": kernel_table(graph.replay)}
+    row["rlx_replay_over_torch_graph"] = row["rlx_replay_ms"] / row["torch_graph_ms"]
+    row["rlx_replay_over_torch_eager"] = row["rlx_replay_ms"] / row["torch_eager_ms"]
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def fft_row(n: int, batch: int) -> dict:
+    x = (np.random.default_rng(n).standard_normal((batch, n))
+         + 1j * np.random.default_rng(n + 1).standard_normal((batch, n))).astype(np.complex64)
+    g = rlx.Graph()
+    g.set_outputs(y=g.fft(g.input("x", x.shape, "c64")))
+    exe = rlx.compile(g, device="cuda")
+    got = exe.run(x=x)["y"]
+    want = np.fft.fft(x.astype(np.complex128))
+    bare = bare_replay(exe)
+    tx = torch.from_numpy(x).cuda()
+    graph = graph_of(lambda: torch.fft.fft(tx))
+    row = {"case": f"fft {n} x {batch}", "rel_err": float(np.abs(got - want).max() / np.abs(want).max()),
+           "rlx_replay_ms": replay_ms(bare), "cufft_graph_ms": events_ms(graph.replay, REPS, warmup=3),
+           "rlx_kernels": kernel_table(lambda: bare.run([], [])), "cufft_graph_kernels": kernel_table(graph.replay)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main(out_path: str | None) -> None:
+    rows = [log_mel_row(b) for b in (1, 16)] + [fft_row(n, (1 << 22) // n) for n in (256, 4096)]
+    emit({"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/fft_breakdown.py OUT",
+          "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, out_path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else None)

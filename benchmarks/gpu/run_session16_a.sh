@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# H200, session 16, first call: where the FFT and log-mel graphs spend their
+# GPU time (per thunk, whole replay, CUPTI kernel durations, next to
+# PyTorch's), the GEMV sweep with CUPTI kernel durations beside the
+# event-timed launches, and Nsight Compute's view of fft_shared at N = 4096
+# when ncu is on the machine. Carry .gpu_carry (gguf wheel).
+source "$(dirname "$0")/common.sh"
+t0=$(date +%s)
+timeout 240 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >"$OUT/fft-breakdown.log" 2>&1
+note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
+python3 - "$OUT/fft-breakdown.json" <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    keys = [k for k in r if k.endswith("_ms") or k.startswith("max_abs") or k == "rel_err" or k.startswith("rlx_replay_over")]
+    print(r["case"], {k: round(r[k], 4) if isinstance(r[k], float) else r[k] for k in keys})
+    for side in ("rlx_kernels", "torch_graph_kernels", "cufft_graph_kernels"):
+        if side in r:
+            t = r[side]; print("  ", side, t["kernel_us_per_run"], "us", t["kernels_per_run"], "kernels:", [(n[:40], us) for n, us, _ in t["by_kernel"][:8]])
+    for p in r.get("per_thunk", []):
+        print("   thunk", p["kernel"], p["run_one_us"], p["thunk"][:60])
+PY
+t0=$(date +%s)
+KERNEL_TRACE=1 timeout 300 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-trace.json" >"$OUT/gemv-trace.log" 2>&1
+note "gemv trace rc=$? in $(( $(date +%s) - t0 )) s"
+python3 - "$OUT/gemv-trace.json" <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print(r["format"], r["shape"], r["correct"], "events: rlx", round(r["rlx_gemv_us"], 1), "copy", round(r["copy_us"], 1), "torch", round(r["torch_bf16_graph_us"], 1),
+          "| kernels: rlx", round(r.get("kernel_rlx_gemv_us", 0), 2), "copy", round(r.get("kernel_copy_us", 0), 2), "torch", round(r.get("kernel_torch_us", 0), 2),
+          "frac", round(r.get("kernel_fraction_of_copy", 0), 3), "ratio", round(r.get("kernel_rlx_over_torch", 0), 3))
+PY
+if command -v ncu >/dev/null; then
+  t0=$(date +%s)
+  timeout 200 ncu --kernel-name regex:fft_shared --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+    --section WarpStateStats --section Occupancy --section LaunchStats --section InstructionStats \
+    python3 -c "
+import numpy as np, rlx
+x = (np.random.default_rng(0).standard_normal((1024, 4096)) * (1 + 1j)).astype(np.complex64)
+g = rlx.Graph(); g.set_outputs(y=g.fft(g.input('x', x.shape, 'c64')))
+exe = rlx.compile(g, device='cuda')
+for _ in range(4): exe.run(x=x)
+" >"$OUT/ncu-fft.log" 2>&1
+  note "ncu fft_shared rc=$? in $(( $(date +%s) - t0 )) s"
+  grep -E "Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles|Executed Ipc|Issue Slots|Block Limit|Shared Memory" "$OUT/ncu-fft.log" | head -40 | tee -a "$S"
+else
+  note "ncu: not on this machine"
+fi
+echo "=== summary"; cat "$S"
