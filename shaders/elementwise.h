@@ -104,3 +104,156 @@ RLX_KERNEL unary(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE T *, y,
 #undef RLX_UNARY_LOOP
 RLX_INSTANTIATE(unary, float, unary_f32)
 RLX_INSTANTIATE(unary, half, unary_f16)
+
+// A chain of elementwise ops fused into one pass (rlx/opt/fusion.py's
+// elementwise chains, op fused_elementwise): up to RLX_EW_MAX_INPUTS inputs
+// read through broadcast strides, up to RLX_EW_MAX_STEPS steps computed in
+// f32 registers, one store. Slot s < n_inputs holds input s, slot n_inputs
+// + t step t's result; the last step is the output. Step t's code word:
+// bits 0-7 the op (0-5 the binary ops of rlx_binary_apply, 16 + the unary
+// kernel's op code), bits 8-15 and 16-23 its operand slots (the second
+// unused by unary ops). Intermediates never reach memory, so a chain costs
+// one read of each input and one write, not one pass per op.
+#define RLX_EW_MAX_INPUTS 4u
+#define RLX_EW_MAX_STEPS 8u
+#define RLX_EW_SLOTS 12u
+#define RLX_EW_UNARY 16u
+
+struct EwChainParams {
+    uint n;          // output elements
+    uint ndim;
+    uint n_inputs, n_steps;
+    uint contiguous; // 1: every input dense in the output's layout (offsets aside)
+    uint pad0, pad1, pad2;
+    uint offsets[RLX_EW_MAX_INPUTS];
+    uint shape[RLX_MAX_DIMS];
+    uint strides[RLX_EW_MAX_INPUTS * RLX_MAX_DIMS];   // input i's strides at [i * RLX_MAX_DIMS]
+    uint steps[RLX_EW_MAX_STEPS];
+    float scale[RLX_EW_MAX_STEPS], shift[RLX_EW_MAX_STEPS];   // scale_shift's constants
+};
+
+// The unary kernel's op codes (rlx/lowering/elementwise.py UNARY_OPS).
+RLX_INLINE float rlx_unary_apply(uint op, float v, float scale, float shift) {
+    switch (op) {
+        case 0u: return rlx_gelu_erf(v);
+        case 1u: return rlx_gelu_tanh(v);
+        case 2u: return rlx_silu(v);
+        case 3u: return rlx_relu(v);
+        case 4u: return rlx_tanh(v);
+        case 5u: return rlx_exp(v);
+        case 6u: return -v;
+        case 7u: return rlx_sqrt(v);
+        case 8u: return rlx_rsqrt(v);
+        case 10u: return rlx_log(v);
+        default: return v * scale + shift;
+    }
+}
+
+// Element e of input j: its flat index under broadcast strides.
+RLX_INLINE uint rlx_ew_index(RLX_CONSTANT EwChainParams *p, uint j, uint e) {
+    if (p->contiguous) return p->offsets[j] + e;
+    uint rest = e, at = p->offsets[j];
+    for (int d = (int)p->ndim - 1; d >= 0; --d) {
+        const uint coord = rest % p->shape[d];
+        rest /= p->shape[d];
+        at += coord * p->strides[j * RLX_MAX_DIMS + (uint)d];
+    }
+    return at;
+}
+
+#ifdef RLX_TARGET_CPU
+// The CPU walks its chunk in blocks of RLX_EW_BLOCK elements, each step a
+// plain loop over the block with its op fixed, so the compiler vectorizes
+// every step (a per-element switch would not vectorize).
+#define RLX_EW_BLOCK 256u
+#define RLX_EW_STEP_LOOP(expr)                                                      \
+    for (uint t = 0; t < len; ++t) {                                                \
+        const float x = a[t], y = b[t];                                             \
+        (void)y;                                                                    \
+        d[t] = (expr);                                                              \
+    }                                                                               \
+    break
+template <typename T>
+RLX_INLINE void rlx_ew_chain_cpu(const T *const *in, T *out, RLX_CONSTANT EwChainParams *p, uint64_t begin,
+                                 uint64_t end) {
+    float slots[RLX_EW_SLOTS][RLX_EW_BLOCK];
+    const uint ni = p->n_inputs, ns = p->n_steps;
+    for (uint64_t b0 = begin; b0 < end; b0 += RLX_EW_BLOCK) {
+        const uint len = (uint)(end - b0 < RLX_EW_BLOCK ? end - b0 : RLX_EW_BLOCK);
+        for (uint j = 0; j < ni; ++j) {
+            float *d = slots[j];
+            if (p->contiguous) {
+                const T *src = in[j] + p->offsets[j] + b0;
+                for (uint t = 0; t < len; ++t) d[t] = rlx_to_float(src[t]);
+            } else {
+                for (uint t = 0; t < len; ++t) d[t] = rlx_to_float(in[j][rlx_ew_index(p, j, (uint)(b0 + t))]);
+            }
+        }
+        for (uint s = 0; s < ns; ++s) {
+            const uint code = p->steps[s], op = code & 255u;
+            const float *a = slots[(code >> 8) & 255u], *b = slots[(code >> 16) & 255u];
+            float *d = slots[ni + s];
+            const float scale = p->scale[s], shift = p->shift[s];
+            switch (op) {
+                case 0u: RLX_EW_STEP_LOOP(x + y);
+                case 1u: RLX_EW_STEP_LOOP(x * y);
+                case 2u: RLX_EW_STEP_LOOP(x - y);
+                case 3u: RLX_EW_STEP_LOOP(x / y);
+                case 4u: RLX_EW_STEP_LOOP(rlx_maximum(x, y));
+                case 5u: RLX_EW_STEP_LOOP(rlx_minimum(x, y));
+                case RLX_EW_UNARY + 0u: RLX_EW_STEP_LOOP(rlx_gelu_erf(x));
+                case RLX_EW_UNARY + 1u: RLX_EW_STEP_LOOP(rlx_gelu_tanh(x));
+                case RLX_EW_UNARY + 2u: RLX_EW_STEP_LOOP(rlx_silu(x));
+                case RLX_EW_UNARY + 3u: RLX_EW_STEP_LOOP(rlx_relu(x));
+                case RLX_EW_UNARY + 4u: RLX_EW_STEP_LOOP(rlx_tanh(x));
+                case RLX_EW_UNARY + 5u: RLX_EW_STEP_LOOP(rlx_exp(x));
+                case RLX_EW_UNARY + 6u: RLX_EW_STEP_LOOP(-x);
+                case RLX_EW_UNARY + 7u: RLX_EW_STEP_LOOP(rlx_sqrt(x));
+                case RLX_EW_UNARY + 8u: RLX_EW_STEP_LOOP(rlx_rsqrt(x));
+                case RLX_EW_UNARY + 10u: RLX_EW_STEP_LOOP(rlx_log(x));
+                default: RLX_EW_STEP_LOOP(x * scale + shift);
+            }
+        }
+        const float *r = slots[ni + ns - 1u];
+        for (uint t = 0; t < len; ++t) out[b0 + t] = rlx_from_float<T>(r[t]);
+    }
+}
+#undef RLX_EW_STEP_LOOP
+#endif
+
+template <typename T>
+RLX_KERNEL ew_chain(RLX_BUF(RLX_DEVICE const T *, in0, 0), RLX_BUF(RLX_DEVICE const T *, in1, 1),
+                    RLX_BUF(RLX_DEVICE const T *, in2, 2), RLX_BUF(RLX_DEVICE const T *, in3, 3),
+                    RLX_BUF(RLX_DEVICE T *, out, 4), RLX_PARAMS(EwChainParams, p, 5) RLX_IDS) {
+    const uint n = p->n, ni = p->n_inputs, ns = p->n_steps;   // params before the first index read (binary)
+#ifdef RLX_TARGET_CPU
+    {
+        const T *in[RLX_EW_MAX_INPUTS] = {in0, in1, in2, in3};
+        const uint64_t groups = (uint64_t)rlx_num_groups.x, chunk = ((uint64_t)n + groups - 1u) / groups;
+        const uint64_t begin = (uint64_t)rlx_group_id.x * chunk;
+        const uint64_t end = begin + chunk < (uint64_t)n ? begin + chunk : (uint64_t)n;
+        if (begin < end) rlx_ew_chain_cpu(in, out, p, begin, end);
+        (void)ni, (void)ns;
+        return;
+    }
+#else
+    rlx_let_next_kernel_launch();  // the loads below wait for the params
+    RLX_FOR_RANGE(i, n) {
+        float slots[RLX_EW_SLOTS];
+        const uint e = (uint)i;
+        slots[0] = rlx_to_float(in0[rlx_ew_index(p, 0u, e)]);
+        if (ni > 1u) slots[1] = rlx_to_float(in1[rlx_ew_index(p, 1u, e)]);
+        if (ni > 2u) slots[2] = rlx_to_float(in2[rlx_ew_index(p, 2u, e)]);
+        if (ni > 3u) slots[3] = rlx_to_float(in3[rlx_ew_index(p, 3u, e)]);
+        for (uint s = 0; s < ns; ++s) {
+            const uint code = p->steps[s], op = code & 255u;
+            const float x = slots[(code >> 8) & 255u], y = slots[(code >> 16) & 255u];
+            slots[ni + s] = op < RLX_EW_UNARY ? rlx_binary_apply(op, x, y)
+                                              : rlx_unary_apply(op - RLX_EW_UNARY, x, p->scale[s], p->shift[s]);
+        }
+        out[i] = rlx_from_float<T>(slots[ni + ns - 1u]);
+    }
+#endif
+}
+RLX_INSTANTIATE(ew_chain, float, ew_chain_f32)
+RLX_INSTANTIATE(ew_chain, half, ew_chain_f16)

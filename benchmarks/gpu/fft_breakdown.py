@@ -87,20 +87,21 @@ def graph_of(fn):
     return graph
 
 
-def log_mel_row(batch: int) -> dict:
+def log_mel_row(batch: int, fusion: bool = True) -> dict:
     sr, n_fft, hop, n_mels, amin = 16000, 400, 160, 80, 1e-10
     y = np.random.default_rng(3).standard_normal((batch, sr * 30)).astype(np.float32)
     g = rlx.Graph()
     x = g.input("y", y.shape)
     g.set_outputs(m=signal.log_mel_spectrogram(g, x, sr=sr, n_fft=n_fft, hop_length=hop, n_mels=n_mels, amin=amin))
-    exe = rlx.compile(g, device="cuda")
+    exe = rlx.compile(g, device="cuda", passes={"fusion": fusion})
     got = exe.run(y=y)["m"]
     fb = torch.from_numpy(signal.mel_filterbank(sr, n_fft, n_mels=n_mels).astype(np.float32)).cuda()
     ty = torch.from_numpy(y).cuda()
     want = _torch_log_mel(ty, fb, n_fft, hop, amin).cpu().numpy()
     bare = bare_replay(exe)
     graph = graph_of(lambda: _torch_log_mel(ty, fb, n_fft, hop, amin))
-    row = {"case": f"log_mel batch {batch}", "max_abs_diff_db_vs_torch": float(np.abs(got - want).max()),
+    case = f"log_mel batch {batch}" + ("" if fusion else " (fusion off)")
+    row = {"case": case, "max_abs_diff_db_vs_torch": float(np.abs(got - want).max()),
            "thunks": len(exe.thunks), "rlx_replay_ms": replay_ms(bare),
            "rlx_sum_of_run_one_ms": sum(r["run_one_us"] for r in per_thunk_us(exe)) / 1e3,
            "per_thunk": per_thunk_us(exe),
@@ -132,7 +133,8 @@ def fft_row(n: int, batch: int) -> dict:
 
 
 def main(out_path: str | None) -> None:
-    rows = [log_mel_row(b) for b in (1, 16)] + [fft_row(n, (1 << 22) // n) for n in (256, 4096)]
+    rows = [log_mel_row(b, fusion) for b in (1, 16) for fusion in (True, False)]
+    rows += [fft_row(n, (1 << 22) // n) for n in (256, 4096)]
     emit({"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/fft_breakdown.py OUT",
           "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, out_path)
 

@@ -66,3 +66,49 @@ def _unary(lw: Lowering, node: Node) -> View:
         lw.dispatch(repr(node), f"unary_{float_suffix(node, node.dtype)}", [(x, "r"), (out, "w")],
                     params, lw.target.elementwise_grid(out.numel), Work("unary"))
     return out
+
+
+CHAIN_INPUTS = 4   # shaders/elementwise.h RLX_EW_MAX_INPUTS (the kernel's input bindings)
+CHAIN_STEPS = 8    # RLX_EW_MAX_STEPS
+CHAIN_UNARY_BASE = 16
+
+
+def chain_step_code(name: str, a: int, b: int) -> int:
+    """A step's code word (shaders/elementwise.h EwChainParams.steps): a
+    unary op reads its operand twice (b = a), so no slot read is undefined."""
+    op = BINARY_OPS[name] if name in BINARY_OPS else CHAIN_UNARY_BASE + UNARY_OPS[name]
+    return op | a << 8 | (a if b < 0 else b) << 16
+
+
+def chain_params(n: int, contiguous: bool, offsets: list[int], shape: tuple[int, ...],
+                 strides: tuple[tuple[int, ...], ...], steps: tuple) -> bytes:
+    codes = [chain_step_code(name, a, b) for name, a, b, _, _ in steps]
+    scales = [float(s[3]) for s in steps]
+    shifts = [float(s[4]) for s in steps]
+    pad = CHAIN_STEPS - len(steps)
+    all_strides = [v for i in range(CHAIN_INPUTS) for v in P.dims(strides[i] if i < len(strides) else ())]
+    return struct.pack(f"<8I{CHAIN_INPUTS}I{P.MAX_DIMS}I{CHAIN_INPUTS * P.MAX_DIMS}I{CHAIN_STEPS}I"
+                       f"{CHAIN_STEPS}f{CHAIN_STEPS}f",
+                       n, len(shape), len(offsets), len(steps), int(contiguous), 0, 0, 0,
+                       *(offsets + [0] * (CHAIN_INPUTS - len(offsets))), *P.dims(shape, 1), *all_strides,
+                       *codes, *[0] * pad, *scales, *[0.0] * pad, *shifts, *[0.0] * pad)
+
+
+@lowers("fused_elementwise", reads={i: "strided" for i in range(CHAIN_INPUTS)}, kernels=("ew_chain",))
+def _fused_elementwise(lw: Lowering, node: Node) -> View:
+    shape = tuple(node.shape)
+    if len(shape) > P.MAX_DIMS:
+        raise UnsupportedOpError(f"{node!r}: more than {P.MAX_DIMS} dimensions")
+    views = [lw.view(x).broadcast_to(shape) for x in node.inputs]
+    out = lw.new_value(node)
+    if out.numel == 0:
+        return out
+    contiguous = all(v.is_dense for v in views)
+    merged, strides = P.merge_dims(shape, tuple(v.strides for v in views))
+    params = chain_params(out.numel, contiguous, [v.offset for v in views], merged, strides, node.attrs["steps"])
+    # Unused input bindings repeat the first input: every binding names a real buffer.
+    bindings = [(v, "r") for v in views] + [(views[0], "r")] * (CHAIN_INPUTS - len(views)) + [(out, "w")]
+    lw.dispatch(repr(node), f"ew_chain_{float_suffix(node, node.dtype)}", bindings, params,
+                lw.target.elementwise_grid(out.numel, scalar=not contiguous or len(node.attrs["steps"]) > 2),
+                Work("elementwise"))
+    return out

@@ -18,6 +18,11 @@ has exactly one consumer and is not a graph output:
                  as it reads x (the glu may itself be the mul chain above). Only block
                  formats: a float W stays a linear for the precision passes, which convert
                  linear weights (block formats they leave alone)
+- fused_elementwise: a tree of elementwise ops (binary and unary, rlx/ir/ops/elementwise.py)
+                 whose inner nodes have one reader each, at most 4 distinct inputs and 8 ops,
+                 all of one dtype: one pass instead of one per op. Planned after every other
+                 pattern, so it only takes what they leave (a glu's or a linear's activation
+                 stays theirs)
 - attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
                  heads-first transposes of [B, T, H, D] tensors (mul and add optional; the
                  add only where no masked_softmax scale follows it, see _match_attention)
@@ -37,9 +42,10 @@ import numpy as np
 
 from rlx.errors import RlxError
 from rlx.ir.graph import Graph, Node
+from rlx.ir.ops.elementwise import CHAIN_BINARY, CHAIN_MAX_INPUTS, CHAIN_MAX_STEPS, CHAIN_UNARY
 from rlx.opt.rewrite import SKIP, rebuild
 
-FUSED_OPS = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear", "attention",
+FUSED_OPS = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear", "attention",
                        "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope"})
 _ACT_OF = {("gelu", "none"): "gelu", ("gelu", "tanh"): "gelu_tanh", ("silu", None): "silu", ("relu", None): "relu"}
 
@@ -137,6 +143,16 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
             absorbed.update(match[1])
             report.fused[op] += 1
             break
+
+    if "fused_elementwise" in capabilities:
+        for node in reversed(order):
+            if node in absorbed or node in plan:
+                continue
+            match = _match_elementwise_chain(node, m, absorbed | set(plan))
+            if match is not None and _same_type_when_built(node, match[2]):
+                plan[node] = match[2]
+                absorbed.update(match[1])
+                report.fused["fused_elementwise"] += 1
 
     def rewrite(node: Node, mapped, g: Graph):
         if node in plan:
@@ -386,3 +402,64 @@ def _scores_and_scalar(node: Node) -> tuple[Node, float] | None:
     if c is None or c == 0.0 or not np.isfinite(c) or tuple(a.shape) != tuple(node.shape):
         return None
     return a, (c if node.op == "mul" else 1.0 / c)
+
+
+_CHAIN_OPS = frozenset(CHAIN_BINARY) | frozenset(CHAIN_UNARY) - {"gelu_tanh"}
+_CHAIN_MAX_RANK = 6   # shaders' RLX_MAX_DIMS
+
+
+def _chain_step_name(node: Node) -> str:
+    return "gelu_tanh" if node.op == "gelu" and node.attrs.get("approximate") == "tanh" else node.op
+
+
+def _match_elementwise_chain(root: Node, m: _Matcher, taken: set[Node]) -> Match | None:
+    """The largest tree of elementwise ops under ``root`` that one
+    fused_elementwise pass computes: grown from the root through inputs
+    that are elementwise, read only by the tree, of the root's dtype and not
+    claimed by another pattern, while the tree keeps within the kernel's
+    inputs and steps. None when fewer than two ops would fuse."""
+    def chainable(n: Node) -> bool:
+        return (n.op in _CHAIN_OPS and n.dtype == root.dtype and n.dtype.is_float
+                and len(n.shape) <= _CHAIN_MAX_RANK)
+
+    if not chainable(root):
+        return None
+    inner: list[Node] = [root]
+
+    def leaves_of(nodes: list[Node]) -> list[Node]:
+        inside, seen, out = set(nodes), set(), []
+        for n in nodes:
+            for x in n.inputs:
+                if x not in inside and x not in seen:
+                    seen.add(x)
+                    out.append(x)
+        return out
+
+    grew = True
+    while grew:
+        grew = False
+        for x in leaves_of(inner):
+            if chainable(x) and m.private(x) and x not in taken and len(inner) < CHAIN_MAX_STEPS:
+                trial = [*inner, x]
+                if len(leaves_of(trial)) <= CHAIN_MAX_INPUTS:
+                    inner, grew = trial, True
+    if len(inner) < 2 or len(leaves_of(inner)) > CHAIN_MAX_INPUTS:
+        return None
+    leaves, members = leaves_of(inner), set(inner)
+    slot: dict[Node, int] = {x: i for i, x in enumerate(leaves)}
+    steps: list[tuple] = []
+
+    def emit(n: Node) -> int:   # post-order: operands before the op
+        if n not in members:
+            return slot[n]
+        operands = [emit(x) for x in n.inputs]
+        name = _chain_step_name(n)
+        scale, shift = float(n.attrs.get("scale", 1.0)), float(n.attrs.get("shift", 0.0))
+        steps.append((name, operands[0], operands[1] if len(operands) > 1 else -1, scale, shift))
+        slot[n] = len(leaves) + len(steps) - 1
+        return slot[n]
+
+    emit(root)
+    frozen = tuple(steps)
+    return ("fused_elementwise", [n for n in inner if n is not root],
+            lambda mapped, g: g.op("fused_elementwise", [mapped(x) for x in leaves], steps=frozen))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rlx.ir import TensorType
-from rlx.reference.core import as_f32, erfc, reference_for, register_reference
+from rlx.reference.core import REFERENCE, as_f32, erfc, reference_for, register_reference
 
 
 @reference_for("add")
@@ -74,3 +74,22 @@ for _name, _fn in {"sub": np.subtract, "div": np.divide, "maximum": np.maximum, 
 @reference_for("scale_shift")
 def _scale_shift(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return as_f32(xs[0]) * np.float32(attrs["scale"]) + np.float32(attrs["shift"])
+
+
+def _chain_step(name: str, a: np.ndarray, b: np.ndarray | None, scale: float, shift: float) -> np.ndarray:
+    if name == "gelu_tanh":
+        return _gelu([a], {"approximate": "tanh"}, None)
+    if name == "scale_shift":
+        return _scale_shift([a], {"scale": scale, "shift": shift}, None)
+    return REFERENCE[name]([a] if b is None else [a, b], {}, None)
+
+
+@reference_for("fused_elementwise")
+def _fused_elementwise(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    """Each step in f32 as its own op's reference, with no rounding to the
+    graph's dtype between steps (the kernel keeps them in f32 registers)."""
+    slots = [as_f32(x) for x in xs]
+    for name, a, b, scale, shift in attrs["steps"]:
+        slots.append(np.asarray(_chain_step(name, slots[a], None if b < 0 else slots[b], scale, shift),
+                                np.float32))
+    return np.broadcast_to(slots[-1], out.shape)

@@ -35,9 +35,10 @@ class Target:
     # "sibling_ropes": then their query/key norms (rlx/opt/sibling_ropes.py);
     # "attention_split_merge": split-K attention as one dispatch
     # (rlx/lowering/attention.py; not on Metal).
-    capabilities: frozenset[str] = frozenset({"linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear",
-                                              "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope",
-                                              "linear_siblings", "sibling_ropes", "attention_split_merge"})
+    capabilities: frozenset[str] = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu",
+                                              "glu_linear", "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add",
+                                              "rmsnorm_rope", "linear_siblings", "sibling_ropes",
+                                              "attention_split_merge"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
     gemm_bias: bool = False

@@ -218,3 +218,138 @@ def test_gelu_relative_error_unary_and_reference():
     g.set_outputs(y=g.gelu(g.input("x", GELU_X.shape)))
     _assert_gelu_accurate(rlx.compile(g).run(x=GELU_X)["y"], GELU_X)
     _assert_gelu_accurate(rlx.run_reference(g, {"x": GELU_X}, {})["y"], GELU_X)
+
+
+# ---------------------------------------------------------------- fused chains (fused_elementwise)
+# rlx/opt/fusion.py turns trees of elementwise ops into one ew_chain pass
+# whose steps compute in f32 registers. The oracle is the same graph built
+# in f32 on the same (dtype-rounded) inputs, rounded to the dtype at the end:
+# what the fused kernel computes. The unfused f16 reference rounds every
+# intermediate to f16, which a chain of several ops moves past TOL.
+
+
+def _chain_check(rng, build, shapes, dtype, passes=1, positive=()):
+    """Compile build(g, *inputs) in dtype, check it runs in ``passes``
+    ew_chain dispatches and matches the f32 graph on the same inputs."""
+    def graph(dt):
+        g = rlx.Graph()
+        ins = [g.input(f"x{i}", s, dt) for i, s in enumerate(shapes)]
+        g.set_outputs(y=build(g, *ins))
+        return g
+
+    feed = {}
+    for i, s in enumerate(shapes):
+        v = _rand(rng, s, dtype)
+        feed[f"x{i}"] = np.abs(v) + v.dtype.type(0.25) if i in positive else v
+    exe = rlx.compile(graph(dtype))   # the suite's device (conftest.py)
+    got = exe.run(feed)["y"]
+    want = rlx.run_reference(graph("f32"), {k: v.astype(np.float32) for k, v in feed.items()})["y"]
+    assert [t.kernel for t in exe.thunks if t.kernel != f"copy_{dtype}_{dtype}"] == [f"ew_chain_{dtype}"] * passes
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(_np_dtype(dtype)).astype(np.float64),
+                               **TOL_CHAIN[dtype])
+    return exe
+
+
+TOL_CHAIN = {"f32": dict(rtol=2e-5, atol=2e-5), "f16": dict(rtol=4e-3, atol=4e-3)}
+CHAIN_SHAPES = [((7,), (7,)), ((3, 5, 33), (5, 1)), ((2, 1, 1023), (4, 1)), ((1,), (17, 3)), ((4097,), (4097,))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", CHAIN_SHAPES)
+def test_chain_of_binary_and_unary_ops_is_one_pass(rng, shapes, dtype):
+    def build(g, a, b):
+        t = g.gelu(g.add(g.mul(a, b), b), approximate="tanh")
+        return g.scale_shift(g.maximum(t, g.neg(b)), scale=0.5, shift=-1.0)
+    _chain_check(rng, build, shapes, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["add", "mul", "sub", "div", "maximum", "minimum", "gelu", "gelu_tanh", "silu", "relu",
+                                "tanh", "exp", "log", "neg", "sqrt", "rsqrt", "scale_shift"])
+def test_every_op_inside_a_chain(rng, op, dtype):
+    """Each op code of the kernel (its CPU block loops and GPU switch), as a
+    chain's middle step over odd shapes."""
+    shapes = [(5, 67), (67,)]
+    positive = (0, 1) if op in ("log", "sqrt", "rsqrt", "div") else ()
+
+    def build(g, a, b):
+        if op in ("add", "mul", "sub", "div", "maximum", "minimum"):
+            mid = getattr(g, op)(a, b)
+        elif op == "gelu_tanh":
+            mid = g.gelu(a, approximate="tanh")
+        elif op == "scale_shift":
+            mid = g.scale_shift(a, scale=-3.0, shift=0.25)
+        else:
+            mid = getattr(g, op)(a)
+        return g.add(g.mul(mid, b), b)
+    _chain_check(rng, build, shapes, dtype, positive=positive)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_chain_reads_strided_views_and_a_value_twice(rng, dtype):
+    """re^2 + im^2 of a transposed and a narrowed view: one pass, and the
+    value both operands of a mul read takes one input slot."""
+    def build(g, a, b):
+        t = g.transpose(a, (1, 0))                  # (9, 6), strided
+        n = g.narrow(b, 1, 2, 6)                     # (9, 6), offset and strided
+        return g.add(g.mul(t, t), g.mul(n, n))
+    exe = _chain_check(rng, build, [(6, 9), (9, 10)], dtype)
+    assert exe.stats.thunks == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_chain_splits_past_four_inputs_and_eight_steps(rng, dtype):
+    def wide(g, *xs):               # six distinct inputs: two passes
+        t = xs[0]
+        for x in xs[1:]:
+            t = g.add(g.mul(t, x), x)
+        return t
+
+    def long(g, a):                 # eleven unary steps: two passes
+        t = a
+        for i in range(11):
+            t = g.scale_shift(g.tanh(t) if i % 2 else t, scale=1.1, shift=0.01 * i)
+        return t
+    _chain_check(rng, wide, [(3, 17)] * 6, dtype, passes=2)
+    _chain_check(rng, long, [(33,)], dtype, passes=2)
+
+
+def test_chain_leaves_values_other_ops_read_and_outputs():
+    """An intermediate read by a second op, or a graph output, is computed
+    once and stays a value: the chain reads it as an input."""
+    g = rlx.Graph()
+    a, b = g.input("a", (4, 9)), g.input("b", (9,))
+    shared = g.exp(g.add(a, b))           # read by two chains
+    out1 = g.mul(shared, b)
+    out2 = g.tanh(g.sub(shared, a))
+    g.set_outputs(shared=shared, y1=out1, y2=out2)
+    rng = np.random.default_rng(3)
+    exe, _ = assert_matches_reference(g, {"a": _rand(rng, (4, 9), "f32"), "b": _rand(rng, (9,), "f32")})
+    chains = [t for t in exe.thunks if t.kernel == "ew_chain_f32"]
+    singles = [t for t in exe.thunks if t.kernel in ("binary_f32", "unary_f32")]
+    assert len(chains) == 2 and len(singles) == 1   # exp(add) and tanh(sub) fuse; mul alone stays binary
+
+
+def test_chain_propagates_nan_and_infinity():
+    g = rlx.Graph()
+    a, b = g.input("a", (6,)), g.input("b", (6,))
+    g.set_outputs(y=g.scale_shift(g.maximum(g.exp(a), b), scale=2.0, shift=1.0))
+    av = np.array([NAN, 0.0, 100.0, -INF, 1.0, 0.0], np.float32)
+    bv = np.array([0.0, NAN, 0.0, 0.0, INF, -INF], np.float32)
+    exe = rlx.compile(g)
+    assert [t.kernel for t in exe.thunks] == ["ew_chain_f32"]
+    np.testing.assert_array_equal(exe.run(a=av, b=bv)["y"], rlx.run_reference(g, {"a": av, "b": bv})["y"])
+
+
+def test_fused_elementwise_op_checks_its_steps():
+    g = rlx.Graph()
+    a = g.input("a", (3,))
+    for steps, match in [((), "steps"), ((("pow", 0, -1, 1.0, 0.0),), "unknown op"),
+                         ((("add", 0, 1, 1.0, 0.0),), "earlier slot"), ((("exp", 0, 0, 1.0, 0.0),), "one operand"),
+                         ((("exp", 0, -1, 1.0, 0.0),) * 9, "steps")]:
+        with pytest.raises(rlx.GraphError, match=match):
+            g.op("fused_elementwise", [a], steps=steps)
+    with pytest.raises(rlx.GraphError, match="1 to 4 inputs"):
+        g.op("fused_elementwise", [a] * 5, steps=(("add", 0, 1, 1.0, 0.0),))
+    y = g.op("fused_elementwise", [a, g.input("b", (2, 1))], steps=(("add", 0, 1, 1.0, 0.0), ("exp", 2, -1, 1, 0)))
+    assert tuple(y.shape) == (2, 3)
