@@ -3,8 +3,12 @@
 # GPU time (per thunk, whole replay, CUPTI kernel durations, next to
 # PyTorch's), the GEMV sweep with CUPTI kernel durations beside the
 # event-timed launches, and Nsight Compute's view of fft_shared at N = 4096
-# when ncu is on the machine. Carry .gpu_carry (gguf wheel).
+# when ncu is on the machine; first the elementwise suite (the new fused
+# chains) on cuda. Carry .gpu_carry (gguf wheel).
 source "$(dirname "$0")/common.sh"
+suite "elementwise + signal (cuda, gs 0)" ew.log tests/ops/test_elementwise.py tests/test_signal.py --rlx-device cuda
+suite "elementwise (cuda, gs 32)" ew32.log tests/ops/test_elementwise.py --rlx-device cuda --rlx-group-size 32
+sanitize memcheck "memcheck chains" memcheck.log tests/ops/test_elementwise.py -k chain --rlx-device cuda
 t0=$(date +%s)
 timeout 240 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >"$OUT/fft-breakdown.log" 2>&1
 note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
