@@ -168,8 +168,8 @@ RLX_INLINE uint rlx_ew_index(RLX_CONSTANT EwChainParams *p, uint j, uint e) {
 #define RLX_EW_BLOCK 256u
 #define RLX_EW_STEP_LOOP(expr)                                                      \
     for (uint t = 0; t < len; ++t) {                                                \
-        const float x = a[t], y = b[t];                                             \
-        (void)y;                                                                    \
+        const float lhs = a[t], rhs = b[t];                                             \
+        (void)rhs;                                                                  \
         d[t] = (expr);                                                              \
     }                                                                               \
     break
@@ -195,23 +195,23 @@ RLX_INLINE void rlx_ew_chain_cpu(const T *const *in, T *out, RLX_CONSTANT EwChai
             float *d = slots[ni + s];
             const float scale = p->scale[s], shift = p->shift[s];
             switch (op) {
-                case 0u: RLX_EW_STEP_LOOP(x + y);
-                case 1u: RLX_EW_STEP_LOOP(x * y);
-                case 2u: RLX_EW_STEP_LOOP(x - y);
-                case 3u: RLX_EW_STEP_LOOP(x / y);
-                case 4u: RLX_EW_STEP_LOOP(rlx_maximum(x, y));
-                case 5u: RLX_EW_STEP_LOOP(rlx_minimum(x, y));
-                case RLX_EW_UNARY + 0u: RLX_EW_STEP_LOOP(rlx_gelu_erf(x));
-                case RLX_EW_UNARY + 1u: RLX_EW_STEP_LOOP(rlx_gelu_tanh(x));
-                case RLX_EW_UNARY + 2u: RLX_EW_STEP_LOOP(rlx_silu(x));
-                case RLX_EW_UNARY + 3u: RLX_EW_STEP_LOOP(rlx_relu(x));
-                case RLX_EW_UNARY + 4u: RLX_EW_STEP_LOOP(rlx_tanh(x));
-                case RLX_EW_UNARY + 5u: RLX_EW_STEP_LOOP(rlx_exp(x));
-                case RLX_EW_UNARY + 6u: RLX_EW_STEP_LOOP(-x);
-                case RLX_EW_UNARY + 7u: RLX_EW_STEP_LOOP(rlx_sqrt(x));
-                case RLX_EW_UNARY + 8u: RLX_EW_STEP_LOOP(rlx_rsqrt(x));
-                case RLX_EW_UNARY + 10u: RLX_EW_STEP_LOOP(rlx_log(x));
-                default: RLX_EW_STEP_LOOP(x * scale + shift);
+                case 0u: RLX_EW_STEP_LOOP(lhs + rhs);
+                case 1u: RLX_EW_STEP_LOOP(lhs * rhs);
+                case 2u: RLX_EW_STEP_LOOP(lhs - rhs);
+                case 3u: RLX_EW_STEP_LOOP(lhs / rhs);
+                case 4u: RLX_EW_STEP_LOOP(rlx_maximum(lhs, rhs));
+                case 5u: RLX_EW_STEP_LOOP(rlx_minimum(lhs, rhs));
+                case RLX_EW_UNARY + 0u: RLX_EW_STEP_LOOP(rlx_gelu_erf(lhs));
+                case RLX_EW_UNARY + 1u: RLX_EW_STEP_LOOP(rlx_gelu_tanh(lhs));
+                case RLX_EW_UNARY + 2u: RLX_EW_STEP_LOOP(rlx_silu(lhs));
+                case RLX_EW_UNARY + 3u: RLX_EW_STEP_LOOP(rlx_relu(lhs));
+                case RLX_EW_UNARY + 4u: RLX_EW_STEP_LOOP(rlx_tanh(lhs));
+                case RLX_EW_UNARY + 5u: RLX_EW_STEP_LOOP(rlx_exp(lhs));
+                case RLX_EW_UNARY + 6u: RLX_EW_STEP_LOOP(-lhs);
+                case RLX_EW_UNARY + 7u: RLX_EW_STEP_LOOP(rlx_sqrt(lhs));
+                case RLX_EW_UNARY + 8u: RLX_EW_STEP_LOOP(rlx_rsqrt(lhs));
+                case RLX_EW_UNARY + 10u: RLX_EW_STEP_LOOP(rlx_log(lhs));
+                default: RLX_EW_STEP_LOOP(lhs * scale + shift);
             }
         }
         const float *r = slots[ni + ns - 1u];

@@ -264,8 +264,7 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
     RLX_FOR_GROUP(e, rows_here << bits) {
         const uint lr = e >> bits, i = e & (n - 1u);
         const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, i);
-        uint r = 0u;
-        for (uint b = 0u; b < bits; ++b) r |= ((i >> b) & 1u) << (bits - 1u - b);
+        const uint r = bits ? rlx_reverse_bits(i) >> (32u - bits) : 0u;
         const uint a = rlx_fft_slot((lr << bits) | r, swz);
         sre[a] = v.re;
         sim[a] = v.im;

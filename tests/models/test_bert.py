@@ -482,8 +482,13 @@ def st_model():
 # on e4m3-rounded weights gives the same 0.9929, and 0.999 needs ~78% of the
 # weights kept out of FP8 (benchmarks/fp8_accuracy.py, README "FP8 ...:
 # accuracy"). The next test pins that the FP8 path adds nothing to it.
+# fp8-dynamic's worst sentence moves with the last bit of its inputs: the
+# embeddings' sum rounded to f16 once (a fused elementwise chain, 2026-12-03)
+# instead of twice took it from 0.99302 to 0.99175 (mean 0.99685 -> 0.99651),
+# where f16 stays at 1.00000 and fp8 at 0.99296 either way: the per-token
+# e4m3 rounding of activations amplifies any change, hence its lower floor.
 @pytest.mark.parametrize("precision,floor", [("f32", 0.99999), ("f16", 0.999), ("bf16", 0.999), ("fp8", 0.992),
-                                             ("fp8-dynamic", 0.992)])
+                                             ("fp8-dynamic", 0.991)])
 def test_minilm_parity_with_sentence_transformers(st_model, precision, floor):
     want = st_model.encode(SENTENCES, convert_to_numpy=True, batch_size=32)
     model = load_embedder("all-MiniLM-L6-v2", precision=precision)
