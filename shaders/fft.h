@@ -233,6 +233,50 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
     }
 }
 
+// M radix-2 stages of fft_shared's in-place DIT (stages s .. s + M - 1,
+// data bit-reversed in group memory) in registers: each butterfly group
+// holds 2^M elements b0 + r h (h = 2^s), so one read and one write of group
+// memory and one barrier (the caller's) serve M stages where radix-2 would
+// take M of each. Stage t pairs r with r + 2^t (bit t of r clear) under
+// the twiddle W_{2H}^(k + (r mod 2^t) h), H = h 2^t, which is tw[(k + (r
+// mod 2^t) h) n / 2H]: 2^M - 1 table reads a group, loaded before the
+// stages. M is a template parameter so the arrays stay in registers.
+template <uint M, typename G>
+RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uint n, uint bits, uint s,
+                                   uint rows_here, uint inv, uint swz, uint tid, uint nt) {
+    const uint R = 1u << M, h = 1u << s;
+    for (uint jg = tid; jg < (rows_here << (bits - M)); jg += nt) {
+        const uint base = (jg >> (bits - M)) << bits, j = jg & ((n >> M) - 1u);
+        const uint k = j & (h - 1u);
+        const uint b0 = ((j >> s) << (s + M)) + k + base;
+        rlx_cf x[1u << M], w[1u << M];
+        for (uint r = 0u; r < R; ++r) {
+            const uint a = rlx_fft_slot(b0 + r * h, swz);
+            x[r] = rlx_cf_make(sre[a], sim[a]);
+        }
+        // w[2^t + q] (q < 2^t): stage t's twiddle for pairs with r mod 2^t = q.
+        for (uint t = 0u; t < M; ++t) {
+            const uint half = 1u << t, stride = n >> (s + t + 1u);
+            for (uint q = 0u; q < half; ++q) w[half + q] = rlx_fft_twiddle(tw, (k + q * h) * stride, inv);
+        }
+        for (uint t = 0u; t < M; ++t) {
+            const uint half = 1u << t;
+            for (uint r = 0u; r < R; ++r) {
+                if (r & half) continue;
+                const rlx_cf b = rlx_cf_mul(w[half + (r & (half - 1u))], x[r + half]);
+                const rlx_cf a = x[r];
+                x[r] = rlx_cf_add(a, b);
+                x[r + half] = rlx_cf_sub(a, b);
+            }
+        }
+        for (uint r = 0u; r < R; ++r) {
+            const uint a = rlx_fft_slot(b0 + r * h, swz);
+            sre[a] = x[r].re;
+            sim[a] = x[r].im;
+        }
+    }
+}
+
 #ifdef RLX_TARGET_CPU
 #include "fft_cpu.h"
 #endif
@@ -270,50 +314,18 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
         sim[a] = v.im;
     }
     rlx_barrier();
+    // Four stages a pass (radix 16), then the 1-3 left (bits mod 4), each
+    // pass ending in a barrier.
+    const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
     uint s = 0u;
-    // Radix-4 passes: stages s (blocks of 2h) and s + 1 (blocks of 4h) of
-    // the radix-2 DIT in registers, h = 2^s. W_M^k is tw[k n / M].
-    for (; s + 2u <= bits; s += 2u) {
-        const uint h = 1u << s, sa = n >> (s + 1u), sb = n >> (s + 2u);
-        RLX_FOR_GROUP(jg, rows_here << (bits - 2u)) {
-            const uint base = (jg >> (bits - 2u)) << bits, j = jg & ((n >> 2u) - 1u);
-            const uint k = j & (h - 1u);
-            const uint b0 = ((j >> s) << (s + 2u)) + k + base;
-            const uint i0 = rlx_fft_slot(b0, swz), i1 = rlx_fft_slot(b0 + h, swz);
-            const uint i2 = rlx_fft_slot(b0 + 2u * h, swz), i3 = rlx_fft_slot(b0 + 3u * h, swz);
-            const rlx_cf wa = rlx_fft_twiddle(tw, k * sa, inv), wb = rlx_fft_twiddle(tw, k * sb, inv);
-            // W_4h^(k+h) = W_4h^k * W_4^1: a quarter turn of wb.
-            const rlx_cf wc = rlx_cf_turn(wb, inv ? 1.0f : -1.0f);
-            const rlx_cf x0 = rlx_cf_make(sre[i0], sim[i0]), x2 = rlx_cf_make(sre[i2], sim[i2]);
-            const rlx_cf t1 = rlx_cf_mul(wa, rlx_cf_make(sre[i1], sim[i1]));
-            const rlx_cf t3 = rlx_cf_mul(wa, rlx_cf_make(sre[i3], sim[i3]));
-            const rlx_cf a0 = rlx_cf_add(x0, t1), a1 = rlx_cf_sub(x0, t1);
-            const rlx_cf a2 = rlx_cf_add(x2, t3), a3 = rlx_cf_sub(x2, t3);
-            const rlx_cf u2 = rlx_cf_mul(wb, a2), u3 = rlx_cf_mul(wc, a3);
-            const rlx_cf y0 = rlx_cf_add(a0, u2), y2 = rlx_cf_sub(a0, u2);
-            const rlx_cf y1 = rlx_cf_add(a1, u3), y3 = rlx_cf_sub(a1, u3);
-            sre[i0] = y0.re; sim[i0] = y0.im;
-            sre[i1] = y1.re; sim[i1] = y1.im;
-            sre[i2] = y2.re; sim[i2] = y2.im;
-            sre[i3] = y3.re; sim[i3] = y3.im;
-        }
+    for (; s + 4u <= bits; s += 4u) {
+        rlx_fft_dit_stages<4u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
         rlx_barrier();
     }
-    if (s < bits) {   // log2 n odd: the last stage alone, blocks of n
-        const uint h = 1u << s, sa = n >> (s + 1u);
-        RLX_FOR_GROUP(jg, rows_here << (bits - 1u)) {
-            const uint base = (jg >> (bits - 1u)) << bits, j = jg & ((n >> 1u) - 1u);
-            const uint k = j & (h - 1u);
-            const uint b0 = ((j >> s) << (s + 1u)) + k + base;
-            const uint i0 = rlx_fft_slot(b0, swz), i1 = rlx_fft_slot(b0 + h, swz);
-            const rlx_cf x0 = rlx_cf_make(sre[i0], sim[i0]);
-            const rlx_cf t = rlx_cf_mul(rlx_fft_twiddle(tw, k * sa, inv), rlx_cf_make(sre[i1], sim[i1]));
-            const rlx_cf y0 = rlx_cf_add(x0, t), y1 = rlx_cf_sub(x0, t);
-            sre[i0] = y0.re; sim[i0] = y0.im;
-            sre[i1] = y1.re; sim[i1] = y1.im;
-        }
-        rlx_barrier();
-    }
+    if (bits - s == 3u) rlx_fft_dit_stages<3u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+    if (bits - s == 2u) rlx_fft_dit_stages<2u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+    if (bits - s == 1u) rlx_fft_dit_stages<1u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+    if (bits > s) rlx_barrier();
     RLX_FOR_GROUP(e, rows_here << bits) {
         const uint a = rlx_fft_slot(e, swz);
         rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));

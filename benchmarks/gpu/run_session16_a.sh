@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# H200, session 16, first call: where the FFT and log-mel graphs spend their
-# GPU time (per thunk, whole replay, CUPTI kernel durations, next to
-# PyTorch's), the GEMV sweep with CUPTI kernel durations beside the
-# event-timed launches, and Nsight Compute's view of fft_shared at N = 4096
-# when ncu is on the machine; first the elementwise suite (the new fused
-# chains) on cuda. Carry .gpu_carry (gguf wheel).
+# H200, session 16, first call: the elementwise suite (the new fused chains)
+# and the FFT suite (fft_shared's radix-16 passes) on cuda, racecheck on
+# fft_shared; then where the FFT and log-mel graphs spend their GPU time
+# (per thunk, whole replay, CUPTI kernel durations, next to PyTorch's),
+# fft_cuda.py's table (as sessions 5-6) and Nsight Compute's view of
+# fft_shared at N = 4096 when ncu is on the machine. Carry .gpu_carry.
 source "$(dirname "$0")/common.sh"
 suite "elementwise + signal (cuda, gs 0)" ew.log tests/ops/test_elementwise.py tests/test_signal.py --rlx-device cuda
 suite "elementwise (cuda, gs 32)" ew32.log tests/ops/test_elementwise.py --rlx-device cuda --rlx-group-size 32
+suite "fft (cuda, gs 0)" fft.log tests/ops/test_fft.py --rlx-device cuda
+suite "fft (cuda, gs 64)" fft64.log tests/ops/test_fft.py --rlx-device cuda --rlx-group-size 64
+sanitize racecheck "racecheck fft_shared" racecheck-fft.log tests/ops/test_fft.py -k "shared or swizzle" --rlx-device cuda
 sanitize memcheck "memcheck chains" memcheck.log tests/ops/test_elementwise.py -k chain --rlx-device cuda
 t0=$(date +%s)
 timeout 240 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >"$OUT/fft-breakdown.log" 2>&1
@@ -24,15 +27,13 @@ for r in json.load(open(sys.argv[1]))["rows"]:
         print("   thunk", p["kernel"], p["run_one_us"], p["thunk"][:60])
 PY
 t0=$(date +%s)
-KERNEL_TRACE=1 timeout 300 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-trace.json" >"$OUT/gemv-trace.log" 2>&1
-note "gemv trace rc=$? in $(( $(date +%s) - t0 )) s"
-python3 - "$OUT/gemv-trace.json" <<'PY' 2>&1 | tee -a "$S"
+timeout 200 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" >"$OUT/fft-cuda.log" 2>&1
+note "fft_cuda rc=$? in $(( $(date +%s) - t0 )) s"
+grep '^{' "$OUT/fft-cuda.log" | python3 -c "
 import json, sys
-for r in json.load(open(sys.argv[1]))["rows"]:
-    print(r["format"], r["shape"], r["correct"], "events: rlx", round(r["rlx_gemv_us"], 1), "copy", round(r["copy_us"], 1), "torch", round(r["torch_bf16_graph_us"], 1),
-          "| kernels: rlx", round(r.get("kernel_rlx_gemv_us", 0), 2), "copy", round(r.get("kernel_copy_us", 0), 2), "torch", round(r.get("kernel_torch_us", 0), 2),
-          "frac", round(r.get("kernel_fraction_of_copy", 0), 3), "ratio", round(r.get("kernel_rlx_over_torch", 0), 3))
-PY
+for line in sys.stdin:
+    r = json.loads(line); print(r.get('op'), r.get('n', r.get('batch')), r.get('correct'), {k: round(v, 4) for k, v in r.items() if k.endswith('_ms') or k.startswith('rlx_over')})
+" 2>&1 | tee -a "$S"
 if command -v ncu >/dev/null; then
   t0=$(date +%s)
   timeout 200 ncu --kernel-name regex:fft_shared --launch-skip 2 --launch-count 1 --section SpeedOfLight \
