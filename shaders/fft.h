@@ -239,8 +239,8 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
 // memory and one barrier (the caller's) serve M stages where radix-2 would
 // take M of each. Stage t pairs r with r + 2^t (bit t of r clear) under
 // the twiddle W_{2H}^(k + (r mod 2^t) h), H = h 2^t, which is tw[(k + (r
-// mod 2^t) h) n / 2H]: 2^M - 1 table reads a group, loaded before the
-// stages. M is a template parameter so the arrays stay in registers.
+// mod 2^t) h) n / 2H]: 2^M - 1 table reads a group. M is a template
+// parameter so the arrays stay in registers.
 template <uint M, typename G>
 RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uint n, uint bits, uint s,
                                    uint rows_here, uint inv, uint swz, uint tid, uint nt) {
@@ -249,21 +249,20 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
         const uint base = (jg >> (bits - M)) << bits, j = jg & ((n >> M) - 1u);
         const uint k = j & (h - 1u);
         const uint b0 = ((j >> s) << (s + M)) + k + base;
-        rlx_cf x[1u << M], w[1u << M];
+        rlx_cf x[1u << M];
         for (uint r = 0u; r < R; ++r) {
             const uint a = rlx_fft_slot(b0 + r * h, swz);
             x[r] = rlx_cf_make(sre[a], sim[a]);
         }
-        // w[2^t + q] (q < 2^t): stage t's twiddle for pairs with r mod 2^t = q.
         for (uint t = 0u; t < M; ++t) {
+            // Stage t's 2^t twiddles, loaded as the stage starts (registers:
+            // at most half the group's elements besides them).
             const uint half = 1u << t, stride = n >> (s + t + 1u);
-            for (uint q = 0u; q < half; ++q) w[half + q] = rlx_fft_twiddle(tw, (k + q * h) * stride, inv);
-        }
-        for (uint t = 0u; t < M; ++t) {
-            const uint half = 1u << t;
+            rlx_cf w[1u << (M - 1u)];
+            for (uint q = 0u; q < half; ++q) w[q] = rlx_fft_twiddle(tw, (k + q * h) * stride, inv);
             for (uint r = 0u; r < R; ++r) {
                 if (r & half) continue;
-                const rlx_cf b = rlx_cf_mul(w[half + (r & (half - 1u))], x[r + half]);
+                const rlx_cf b = rlx_cf_mul(w[r & (half - 1u)], x[r + half]);
                 const rlx_cf a = x[r];
                 x[r] = rlx_cf_add(a, b);
                 x[r + half] = rlx_cf_sub(a, b);
@@ -277,12 +276,28 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
     }
 }
 
+// Radix-2 stages a fft_shared pass (1-4) and, on CUDA, the groups of 256
+// threads an SM its registers must allow (__launch_bounds__): compile-time
+// switches, so that benchmarks/gpu/kernel_defines.py can time the choices
+// against each other in one process (benchmarks/README.md, "H200: FFT").
+#ifndef RLX_FFT_PASS_STAGES
+#define RLX_FFT_PASS_STAGES 4u
+#endif
+#ifndef RLX_FFT_MIN_GROUPS
+#define RLX_FFT_MIN_GROUPS 4
+#endif
+#ifdef RLX_TARGET_CUDA
+#define RLX_FFT_SHARED_BOUNDS __launch_bounds__(256, RLX_FFT_MIN_GROUPS)
+#else
+#define RLX_FFT_SHARED_BOUNDS
+#endif
+
 #ifdef RLX_TARGET_CPU
 #include "fft_cpu.h"
 #endif
 
 template <typename T>
-RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
+RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
                       RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
                       RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
     RLX_SHARED(float, sre, RLX_FFT_SHARED_MAX);
@@ -314,12 +329,15 @@ RLX_KERNEL fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE 
         sim[a] = v.im;
     }
     rlx_barrier();
-    // Four stages a pass (radix 16), then the 1-3 left (bits mod 4), each
-    // pass ending in a barrier.
-    const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
+    // RLX_FFT_PASS_STAGES stages a pass (radix 16 by default), then the
+    // stages left, each pass ending in a barrier.
+    const uint tid = rlx_local_id.x, nt = rlx_group_size.x, L = RLX_FFT_PASS_STAGES;
     uint s = 0u;
-    for (; s + 4u <= bits; s += 4u) {
-        rlx_fft_dit_stages<4u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+    for (; s + L <= bits; s += L) {
+        if (L == 4u) rlx_fft_dit_stages<4u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+        if (L == 3u) rlx_fft_dit_stages<3u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+        if (L == 2u) rlx_fft_dit_stages<2u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
+        if (L == 1u) rlx_fft_dit_stages<1u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
         rlx_barrier();
     }
     if (bits - s == 3u) rlx_fft_dit_stages<3u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);

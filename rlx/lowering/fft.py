@@ -177,7 +177,7 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
                        int(swizzle), p.count, 0, *P.u32_fields(node, blocks))
 
 
-SHARED_THREADS = 256   # fft_shared's threads per GPU group: 4 radix-4 butterflies each at 4096 points
+SHARED_THREADS = 256   # fft_shared's threads per GPU group (its __launch_bounds__ on CUDA, shaders/fft.h)
 CPU_ROWS = 16          # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS, shaders/fft_cpu.h: one per vector lane)
 # fft_shared's CPU-only modes (shaders/fft_cpu.h): rfft_post fused into the
 # store, irfft_pre into the load.
