@@ -108,8 +108,10 @@ RLX_INSTANTIATE(unary, half, unary_f16)
 // A chain of elementwise ops fused into one pass (rlx/opt/fusion.py's
 // elementwise chains, op fused_elementwise): up to RLX_EW_MAX_INPUTS inputs
 // read through broadcast strides, up to RLX_EW_MAX_STEPS steps computed in
-// f32 registers, one store. Slot s < n_inputs holds input s, slot n_inputs
-// + t step t's result; the last step is the output. Step t's code word:
+// f32 registers, one store. Slot j < RLX_EW_MAX_INPUTS holds input j,
+// slot RLX_EW_MAX_INPUTS + t step t's result (the lowering renumbers the
+// IR's compact slots so), so every write goes to a slot known once the
+// step loop is unrolled; the last step is the output. Step t's code word:
 // bits 0-7 the op (0-5 the binary ops of rlx_binary_apply, 16 + the unary
 // kernel's op code), bits 8-15 and 16-23 its operand slots (the second
 // unused by unary ops). Intermediates never reach memory, so a chain costs
@@ -118,6 +120,12 @@ RLX_INSTANTIATE(unary, half, unary_f16)
 #define RLX_EW_MAX_STEPS 8u
 #define RLX_EW_SLOTS 12u
 #define RLX_EW_UNARY 16u
+// Slot i of the register array v (GPUs: constant indices only, so v stays
+// in registers).
+#define RLX_EW_PICK(v, i)                                                                            \
+    ((i) < 4u ? ((i) < 2u ? ((i) == 0u ? v[0] : v[1]) : ((i) == 2u ? v[2] : v[3]))                  \
+              : (i) < 8u ? ((i) < 6u ? ((i) == 4u ? v[4] : v[5]) : ((i) == 6u ? v[6] : v[7]))        \
+                         : ((i) < 10u ? ((i) == 8u ? v[8] : v[9]) : ((i) == 10u ? v[10] : v[11])))
 
 struct EwChainParams {
     uint n;          // output elements
@@ -149,9 +157,11 @@ RLX_INLINE float rlx_unary_apply(uint op, float v, float scale, float shift) {
     }
 }
 
-// Element e of input j: its flat index under broadcast strides.
+// Element e of input j: its flat index under broadcast strides (one
+// dimension, as merged views of real or imaginary parts are: a multiply).
 RLX_INLINE uint rlx_ew_index(RLX_CONSTANT EwChainParams *p, uint j, uint e) {
     if (p->contiguous) return p->offsets[j] + e;
+    if (p->ndim == 1u) return p->offsets[j] + e * p->strides[j * RLX_MAX_DIMS];
     uint rest = e, at = p->offsets[j];
     for (int d = (int)p->ndim - 1; d >= 0; --d) {
         const uint coord = rest % p->shape[d];
@@ -192,7 +202,7 @@ RLX_INLINE void rlx_ew_chain_cpu(const T *const *in, T *out, RLX_CONSTANT EwChai
         for (uint s = 0; s < ns; ++s) {
             const uint code = p->steps[s], op = code & 255u;
             const float *a = slots[(code >> 8) & 255u], *b = slots[(code >> 16) & 255u];
-            float *d = slots[ni + s];
+            float *d = slots[RLX_EW_MAX_INPUTS + s];
             const float scale = p->scale[s], shift = p->shift[s];
             switch (op) {
                 case 0u: RLX_EW_STEP_LOOP(lhs + rhs);
@@ -214,7 +224,7 @@ RLX_INLINE void rlx_ew_chain_cpu(const T *const *in, T *out, RLX_CONSTANT EwChai
                 default: RLX_EW_STEP_LOOP(lhs * scale + shift);
             }
         }
-        const float *r = slots[ni + ns - 1u];
+        const float *r = slots[RLX_EW_MAX_INPUTS + ns - 1u];
         for (uint t = 0; t < len; ++t) out[b0 + t] = rlx_from_float<T>(r[t]);
     }
 }
@@ -239,19 +249,27 @@ RLX_KERNEL ew_chain(RLX_BUF(RLX_DEVICE const T *, in0, 0), RLX_BUF(RLX_DEVICE co
 #else
     rlx_let_next_kernel_launch();  // the loads below wait for the params
     RLX_FOR_RANGE(i, n) {
-        float slots[RLX_EW_SLOTS];
+        // Registers, not a stack array: reads pick their slot through
+        // selects (the program is uniform over the dispatch), and the
+        // unrolled loop writes constant slots.
+        float v[RLX_EW_SLOTS];
         const uint e = (uint)i;
-        slots[0] = rlx_to_float(in0[rlx_ew_index(p, 0u, e)]);
-        if (ni > 1u) slots[1] = rlx_to_float(in1[rlx_ew_index(p, 1u, e)]);
-        if (ni > 2u) slots[2] = rlx_to_float(in2[rlx_ew_index(p, 2u, e)]);
-        if (ni > 3u) slots[3] = rlx_to_float(in3[rlx_ew_index(p, 3u, e)]);
-        for (uint s = 0; s < ns; ++s) {
-            const uint code = p->steps[s], op = code & 255u;
-            const float x = slots[(code >> 8) & 255u], y = slots[(code >> 16) & 255u];
-            slots[ni + s] = op < RLX_EW_UNARY ? rlx_binary_apply(op, x, y)
-                                              : rlx_unary_apply(op - RLX_EW_UNARY, x, p->scale[s], p->shift[s]);
+        v[0] = rlx_to_float(in0[rlx_ew_index(p, 0u, e)]);
+        v[1] = ni > 1u ? rlx_to_float(in1[rlx_ew_index(p, 1u, e)]) : 0.0f;
+        v[2] = ni > 2u ? rlx_to_float(in2[rlx_ew_index(p, 2u, e)]) : 0.0f;
+        v[3] = ni > 3u ? rlx_to_float(in3[rlx_ew_index(p, 3u, e)]) : 0.0f;
+        for (uint s = 4u; s < RLX_EW_SLOTS; ++s) v[s] = 0.0f;
+        RLX_UNROLL
+        for (uint s = 0; s < RLX_EW_MAX_STEPS; ++s) {
+            if (s < ns) {
+                const uint code = p->steps[s], op = code & 255u, ia = (code >> 8) & 255u, ib = (code >> 16) & 255u;
+                const float x = RLX_EW_PICK(v, ia), y = RLX_EW_PICK(v, ib);
+                v[RLX_EW_MAX_INPUTS + s] = op < RLX_EW_UNARY ? rlx_binary_apply(op, x, y)
+                                                             : rlx_unary_apply(op - RLX_EW_UNARY, x, p->scale[s],
+                                                                               p->shift[s]);
+            }
         }
-        out[i] = rlx_from_float<T>(slots[ni + ns - 1u]);
+        out[i] = rlx_from_float<T>(RLX_EW_PICK(v, RLX_EW_MAX_INPUTS + ns - 1u));
     }
 #endif
 }

@@ -208,19 +208,28 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
         const uint from = cur * half, to = (cur ^ 1u) * half;
         for (uint jg = tid; jg < rows_here * m; jg += nt) {
             const uint lr = jg / m, j = jg % m, k = j % span, base = lr * n;
+            // Loops over all five slots, unrolled, with the radix as a
+            // guard: constant indices keep x and y in registers (a loop
+            // bounded by the radix put them on the stack on CUDA).
             rlx_fft5 x;
-            for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
-            for (uint r = 0u; r < radix; ++r) {
-                const uint at = from + base + j + r * m;
-                rlx_cf v = rlx_cf_make(sre[at], sim[at]);
-                if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
-                x.v[r] = v;
+            RLX_UNROLL
+            for (uint r = 0u; r < 5u; ++r) {
+                x.v[r] = rlx_cf_make(0.0f, 0.0f);
+                if (r < radix) {
+                    const uint at = from + base + j + r * m;
+                    rlx_cf v = rlx_cf_make(sre[at], sim[at]);
+                    if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+                    x.v[r] = v;
+                }
             }
             const rlx_fft5 y = rlx_fft_dft(x, radix, inv);
             const uint out0 = to + base + (j - k) * radix + k;
-            for (uint r = 0u; r < radix; ++r) {
-                sre[out0 + r * span] = y.v[r].re;
-                sim[out0 + r * span] = y.v[r].im;
+            RLX_UNROLL
+            for (uint r = 0u; r < 5u; ++r) {
+                if (r < radix) {
+                    sre[out0 + r * span] = y.v[r].re;
+                    sim[out0 + r * span] = y.v[r].im;
+                }
             }
         }
         rlx_barrier();
@@ -364,16 +373,22 @@ RLX_KERNEL fft_stage(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T
     RLX_FOR_RANGE(t, (uint64_t)p->rows * m) {
         const uint row = rlx_index_div(t, m), j = (uint)(t - (uint64_t)row * m);
         const uint k = j % span;
-        rlx_fft5 x;
-        for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
-        for (uint r = 0u; r < radix; ++r) {
-            rlx_cf v = rlx_fft_load(src, pre, p, row, j + r * m);
-            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
-            x.v[r] = v;
+        rlx_fft5 x;   // all five slots, unrolled, the radix a guard (registers: rlx_fft_mixed_group)
+        RLX_UNROLL
+        for (uint r = 0u; r < 5u; ++r) {
+            x.v[r] = rlx_cf_make(0.0f, 0.0f);
+            if (r < radix) {
+                rlx_cf v = rlx_fft_load(src, pre, p, row, j + r * m);
+                if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+                x.v[r] = v;
+            }
         }
         const rlx_fft5 y = rlx_fft_dft(x, radix, inv);
         const uint out0 = (j - k) * radix + k;
-        for (uint q = 0u; q < radix; ++q) rlx_fft_store(dst, post, p, row, out0 + q * span, y.v[q]);
+        RLX_UNROLL
+        for (uint q = 0u; q < 5u; ++q) {
+            if (q < radix) rlx_fft_store(dst, post, p, row, out0 + q * span, y.v[q]);
+        }
     }
 }
 RLX_INSTANTIATE(fft_stage, float, fft_stage_c64)

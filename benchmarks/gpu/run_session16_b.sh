@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# H200, session 16, second call: fft_shared's register bound and stages a
+# H200, session 16, second call: the elementwise suite on cuda (ew_chain's
+# register slots), the log-mel and FFT breakdown again; fft_shared's register bound and stages a
 # pass timed against each other (fft_variants.py, one process a variant,
 # KERNEL_DEFINES), the FFT suite on cuda with the new defaults at two group
 # sizes and racecheck; then the GEMV sweep with CUPTI kernel durations beside
 # the event-timed launches (issue 17). Carry .gpu_carry.
 source "$(dirname "$0")/common.sh"
+suite "elementwise + signal (cuda, gs 0)" ew.log tests/ops/test_elementwise.py tests/test_signal.py --rlx-device cuda
+suite "elementwise (cuda, gs 32)" ew32.log tests/ops/test_elementwise.py --rlx-device cuda --rlx-group-size 32
+sanitize memcheck "memcheck chains" memcheck.log tests/ops/test_elementwise.py -k chain --rlx-device cuda
 suite "fft (cuda, gs 0)" fft.log tests/ops/test_fft.py --rlx-device cuda
 suite "fft (cuda, gs 64)" fft64.log tests/ops/test_fft.py --rlx-device cuda --rlx-group-size 64
 sanitize racecheck "racecheck fft_shared" racecheck-fft.log tests/ops/test_fft.py -k "shared or swizzle" --rlx-device cuda
@@ -13,6 +17,17 @@ for defines in "" "RLX_FFT_MIN_GROUPS=1" "RLX_FFT_PASS_STAGES=2"; do
   KERNEL_DEFINES="$defines" timeout 150 python3 benchmarks/gpu/fft_variants.py >>"$OUT/fft-variants.jsonl" 2>"$OUT/fft-variants-err.log"
   note "variant [$defines] rc=$? in $(( $(date +%s) - t0 )) s: $(tail -1 "$OUT/fft-variants.jsonl" | cut -c1-400)"
 done
+t0=$(date +%s)
+timeout 120 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >"$OUT/fft-breakdown.log" 2>&1
+note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
+python3 - "$OUT/fft-breakdown.json" <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print(r["case"], {k: round(v, 4) for k, v in r.items() if isinstance(v, float)})
+    for side in ("rlx_kernels", "torch_graph_kernels", "cufft_graph_kernels"):
+        if side in r:
+            t = r[side]; print("  ", side, t["kernel_us_per_run"], "us", t["kernels_per_run"], "kernels:", [(n[:24], us) for n, us, _ in t["by_kernel"][:8]])
+PY
 t0=$(date +%s)
 timeout 200 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" >"$OUT/fft-cuda.log" 2>&1
 note "fft_cuda rc=$? in $(( $(date +%s) - t0 )) s"

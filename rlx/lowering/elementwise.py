@@ -73,16 +73,20 @@ CHAIN_STEPS = 8    # RLX_EW_MAX_STEPS
 CHAIN_UNARY_BASE = 16
 
 
-def chain_step_code(name: str, a: int, b: int) -> int:
-    """A step's code word (shaders/elementwise.h EwChainParams.steps): a
-    unary op reads its operand twice (b = a), so no slot read is undefined."""
+def chain_step_code(name: str, a: int, b: int, n_inputs: int) -> int:
+    """A step's code word (shaders/elementwise.h EwChainParams.steps), its
+    operands in the kernel's slots (inputs 0..3, step t at CHAIN_INPUTS + t;
+    the IR numbers steps from n_inputs): a unary op reads its operand twice
+    (b = a), so no slot read is undefined."""
+    def kernel_slot(slot: int) -> int:
+        return slot if slot < n_inputs else CHAIN_INPUTS + slot - n_inputs
     op = BINARY_OPS[name] if name in BINARY_OPS else CHAIN_UNARY_BASE + UNARY_OPS[name]
-    return op | a << 8 | (a if b < 0 else b) << 16
+    return op | kernel_slot(a) << 8 | kernel_slot(a if b < 0 else b) << 16
 
 
 def chain_params(n: int, contiguous: bool, offsets: list[int], shape: tuple[int, ...],
                  strides: tuple[tuple[int, ...], ...], steps: tuple) -> bytes:
-    codes = [chain_step_code(name, a, b) for name, a, b, _, _ in steps]
+    codes = [chain_step_code(name, a, b, len(offsets)) for name, a, b, _, _ in steps]
     scales = [float(s[3]) for s in steps]
     shifts = [float(s[4]) for s in steps]
     pad = CHAIN_STEPS - len(steps)

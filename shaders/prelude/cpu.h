@@ -167,6 +167,7 @@ static inline float rlx_cpu_exp(float x) {
 #define rlx_fmax rlx_cpu_max
 #define rlx_fmin rlx_cpu_min
 #define rlx_fabs fabsf
+#define RLX_UNROLL   /* full unrolling of a constant-count loop: a GPU hint (prelude/cuda.h) */
 // The 32 bits of x in reverse order (fft.h's bit-reversed loads); the
 // classic swap ladder, which compilers for ARM64 turn into one rbit.
 static inline uint rlx_reverse_bits(uint x) {
