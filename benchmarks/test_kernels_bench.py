@@ -116,3 +116,34 @@ def test_small_m_gemm(benchmark, record, case, who):
         ta, tw = torch.from_numpy(a), torch.from_numpy(w)
         benchmark(torch.nn.functional.linear, ta, tw)
     record(f"small-M gemm {case}", who, benchmark)
+
+
+CHAIN_SIZES = {"1M": (1 << 20,), "bert-8x128x384": (8, 128, 384)}
+
+
+def _chain_graph(shape):
+    """A dB conversion and a power spectrum's shape of work: 10 log10(max(a *
+    a + b * b, 1e-10)), five elementwise ops (fused: one ew_chain pass)."""
+    g = rlx.Graph()
+    a, b = g.input("a", shape), g.input("b", shape)
+    s = g.add(g.mul(a, a), g.mul(b, b))
+    g.set_outputs(y=g.scale_shift(g.log(g.maximum(s, g.constant(np.float32(1e-10)))), scale=10 / np.log(10)))
+    return g
+
+
+@pytest.mark.parametrize("case", list(CHAIN_SIZES))
+@pytest.mark.parametrize("who", ["rlx", "rlx-unfused", "numpy", "torch"])
+def test_elementwise_chain(benchmark, record, case, who):
+    shape = CHAIN_SIZES[case]
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    if who.startswith("rlx"):
+        exe = rlx.compile(_chain_graph(shape), passes={"fusion": who == "rlx"})
+        benchmark(exe.run, a=a, b=b)
+    elif who == "numpy":
+        benchmark(lambda: np.float32(10 / np.log(10)) * np.log(np.maximum(a * a + b * b, np.float32(1e-10))))
+    else:
+        torch = pytest.importorskip("torch", reason="PyTorch not installed: peer skipped")
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        benchmark(lambda: 10 * torch.log10(torch.clamp(ta * ta + tb * tb, min=1e-10)))
+    record(f"chain {case}", who, benchmark)
