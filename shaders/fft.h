@@ -183,6 +183,31 @@ RLX_INLINE uint rlx_fft_slot(uint a, uint swizzle) {
     return swizzle ? a ^ (((a >> 5u) ^ (a >> 10u)) & 31u) : a;
 }
 
+// store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs: group memory holds
+// each row's length-m transform Z of the packed real signal (slot base +
+// rlx_fft_slot(row m + i)); the store writes bins k = 0..m of the length-2m
+// real transform, X[k] = E[k] + W_2m^k O[k] (rfft_post's algebra below),
+// with post the length-2m twiddles, so no second dispatch unpacks them.
+// The CPU's rows-across-lanes form has its own (fft_cpu.h).
+template <typename G>
+RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
+                                   G sre, G sim, uint base, uint row0, uint rows_here, uint m, uint swz, uint tid,
+                                   uint nt) {
+    const uint bins = m + 1u;
+    for (uint e = tid; e < rows_here * bins; e += nt) {
+        const uint lr = e / bins, k = e - lr * bins;
+        const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m
+        const uint sa = base + rlx_fft_slot(lr * m + a, swz), sb = base + rlx_fft_slot(lr * m + b, swz);
+        const rlx_cf za = rlx_cf_make(sre[sa], sim[sa]), zb = rlx_cf_make(sre[sb], -sim[sb]);
+        const rlx_cf even = rlx_cf_scale(rlx_cf_add(za, zb), 0.5f);
+        const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
+        const rlx_cf x = rlx_cf_add(even, rlx_cf_mul(rlx_fft_twiddle(post, k, 0u), odd));
+        const uint64_t at = (uint64_t)p->dst_offset + (uint64_t)(row0 + lr) * p->dst_row + (uint64_t)k * p->dst_step;
+        dst[at] = x.re * p->scale;
+        dst[at + 1u] = x.im * p->scale;
+    }
+}
+
 // fft_shared's mixed-radix form (radix == 1): N = 2^a 3^b 5^c up to half
 // the group memory, p->passes passes whose radices (2, 3, 4, 5) sit 3 bits
 // each in p->span, first pass lowest. Each pass is fft_stage's Stockham
@@ -235,6 +260,10 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
         rlx_barrier();
         cur ^= 1u;
         span *= radix;
+    }
+    if (p->store_mode == 2u) {
+        rlx_fft_store_rfft(dst, post, p, sre, sim, cur * half, row0, rows_here, n, 0u, tid, nt);
+        return;
     }
     for (uint e = tid; e < rows_here * n; e += nt) {
         const uint at = cur * half + e;
@@ -353,6 +382,10 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     if (bits - s == 2u) rlx_fft_dit_stages<2u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
     if (bits - s == 1u) rlx_fft_dit_stages<1u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
     if (bits > s) rlx_barrier();
+    if (p->store_mode == 2u) {
+        rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, n, swz, tid, nt);
+        return;
+    }
     RLX_FOR_GROUP(e, rows_here << bits) {
         const uint a = rlx_fft_slot(e, swz);
         rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));

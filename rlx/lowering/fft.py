@@ -179,8 +179,9 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group (its __launch_bounds__ on CUDA, shaders/fft.h)
 CPU_ROWS = 16          # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS, shaders/fft_cpu.h: one per vector lane)
-# fft_shared's CPU-only modes (shaders/fft_cpu.h): rfft_post fused into the
-# store, irfft_pre into the load.
+# fft_shared's fused half-length modes: rfft_post in the store (every
+# target; shaders/fft_cpu.h on the CPU, rlx_fft_store_rfft in fft.h on GPUs),
+# irfft_pre in the load (the CPU only).
 STORE_RFFT, LOAD_IRFFT = 2, 3
 
 
@@ -258,7 +259,7 @@ def _fft(lw: Lowering, node: Node) -> View:
         # Half length: x read as n / 2 complex values, unpacked by rfft_post.
         m = n // 2
         packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m)
-        if _fuses_half(lw, m):   # the CPU unpacks in fft_shared's store
+        if _fuses_half(lw, m):   # fft_shared's store unpacks the bins
             _fused_half(lw, node, rows, m, False, packed, dict(store, mode=STORE_RFFT), x, out, n)
             return out
         z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
@@ -276,7 +277,7 @@ def _fft(lw: Lowering, node: Node) -> View:
         m = n // 2
         packed_store = {"mode": STORE_COMPLEX, "offset": out.offset, "row": n, "step": 2, "count": m,
                         "scale": 2.0 * store["scale"]}
-        if _fuses_half(lw, m):   # the CPU builds the half-length spectrum in fft_shared's load
+        if _fuses_half(lw, m, inverse=True):   # the CPU builds the half-length spectrum in fft_shared's load
             half = dict(load, mode=LOAD_IRFFT, len=m)
             _fused_half(lw, node, rows, m, True, half, packed_store, x, out, n)
             return out
@@ -300,10 +301,12 @@ def fft_work(p: Pass, rows: int) -> Work:
     return Work("fft_stage")
 
 
-def _fuses_half(lw: Lowering, m: int) -> bool:
+def _fuses_half(lw: Lowering, m: int, inverse: bool = False) -> bool:
     """Whether the half-length rfft / irfft of length 2m fuses its unpacking
-    into one fft_shared dispatch: on the CPU, when fft_shared alone covers m."""
-    if not lw.target.one_thread_groups or factor(m) is None:
+    into one fft_shared dispatch, when fft_shared alone covers m: rfft's
+    unpacking in the store on every target, irfft's spectrum in the load on
+    the CPU only (shaders/fft_cpu.h; the GPU form has no LOAD_IRFFT)."""
+    if (inverse and not lw.target.one_thread_groups) or factor(m) is None:
         return False
     passes = transform_passes(m, False)
     return len(passes) == 1 and passes[0].radix in (0, 1)
@@ -320,7 +323,7 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
     capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
     grid, group_rows = shared_grid(lw.target, rows, m, capacity)
-    params = fft_params(node, p, rows, load, store, group_rows, swizzle=False)
+    params = fft_params(node, p, rows, load, store, group_rows, swizzle=swizzled(lw.target) and p.radix == 0)
     lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
                 [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, fft_work(p, rows))
 

@@ -220,6 +220,14 @@ def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, monkeyp
         norm = np.linalg.norm(x, axis=-1)
         _assert_close(out["y"], np.fft.fft(x.astype(np.complex128)), norm, n, 1.0, "fft")
         _assert_close(out["z"], np.fft.ifft(x.astype(np.complex128)), norm, n, 1 / n, "ifft")
+        if 2 <= n <= 2048:   # rfft of 2n: the length-n transform, its bins unpacked in the same dispatch's store
+            xr = rng.standard_normal((rows, 2 * n)).astype(np.float32)
+            g = rlx.Graph()
+            g.set_outputs(y=g.rfft(g.input("x", xr.shape)))
+            exe = rlx.compile(g)
+            assert kernels_of(exe) == ["fft_shared_c64"], kernels_of(exe)
+            _assert_close(exe.run(x=xr)["y"], np.fft.rfft(xr.astype(np.float64)), np.linalg.norm(xr, axis=-1), 2 * n,
+                          1.0, "rfft")
 
 
 def test_rfft_of_even_length_is_a_half_length_transform(rng):
