@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import torch
+from cuda_timing import bare_replay  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
 import rlx
 from rlx.blocks import bert_encoder, random_params
@@ -183,11 +184,7 @@ def floor_programs():
         y = g.add(y, b)
     g.set_outputs(y=y)
     exe = rlx.compile(g, device="cuda", params={"b": np.ones(16, np.float32)})
-    from rlx._core import Program
-
-    bare = Program(exe.device.shim.api_address, exe.device.address, exe.thunk_table,
-                   {name: buf.address for name, buf in exe.bindings.items()}, [], [], replay=True, keepalive=exe)
-    return exe, bare
+    return exe, bare_replay(exe)
 
 
 # Both sides of the floor in the steady state: ~70 us runs, so 2000 of them

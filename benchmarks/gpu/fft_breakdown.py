@@ -17,32 +17,14 @@ import sys
 
 import numpy as np
 import torch
-from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from cuda_timing import bare_replay, events_ms, graph_of, kernel_table, replay_ms  # benchmarks/gpu/cuda_timing.py
 from fft_cuda import _torch_log_mel  # benchmarks/gpu/fft_cuda.py: the same PyTorch log-mel
 from results import emit  # benchmarks/gpu/results.py
-from rlx._core import Program
-from torch.profiler import ProfilerActivity, profile
 
 import rlx
 from rlx import signal
 
 REPS = 50
-
-
-def bare_replay(exe) -> Program:
-    """The executable's thunks replayed over its own arena, no copies."""
-    return Program(exe.device.shim.api_address, exe.device.address, exe.thunk_table,
-                   {name: buf.address for name, buf in exe.bindings.items()}, [], [], replay=True, keepalive=exe)
-
-
-def replay_ms(bare: Program) -> float:
-    for _ in range(10):
-        bare.run([], [])
-    times = []
-    for _ in range(REPS):
-        bare.run([], [])
-        times.append(bare.last_device_seconds)
-    return statistics.median(times) * 1e3
 
 
 def per_thunk_us(exe) -> list[dict]:
@@ -52,39 +34,6 @@ def per_thunk_us(exe) -> list[dict]:
         us = statistics.median(exe.program.run_one(i) for _ in range(REPS)) * 1e6
         rows.append({"thunk": t.label[:80], "kernel": t.kernel or "gemm", "run_one_us": round(us, 2)})
     return rows
-
-
-def kernel_table(fn, runs: int = 20) -> dict:
-    """Per-run GPU time of each kernel name while fn runs ``runs`` times."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            fn()
-        torch.cuda.synchronize()
-    table: dict[str, list[float]] = {}
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            entry = table.setdefault(ev.name[:90], [0.0, 0])
-            entry[0] += ev.device_time_total / runs
-            entry[1] += 1 / runs
-    rows = sorted(((name, round(us, 2), round(n, 2)) for name, (us, n) in table.items()), key=lambda r: -r[1])
-    return {"kernel_us_per_run": round(sum(r[1] for r in rows), 2),
-            "kernels_per_run": round(sum(r[2] for r in rows), 2), "by_kernel": rows[:16]}
-
-
-def graph_of(fn):
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
 
 
 def log_mel_row(batch: int, fusion: bool = True) -> dict:
@@ -102,7 +51,7 @@ def log_mel_row(batch: int, fusion: bool = True) -> dict:
     graph = graph_of(lambda: _torch_log_mel(ty, fb, n_fft, hop, amin))
     case = f"log_mel batch {batch}" + ("" if fusion else " (fusion off)")
     row = {"case": case, "max_abs_diff_db_vs_torch": float(np.abs(got - want).max()),
-           "thunks": len(exe.thunks), "rlx_replay_ms": replay_ms(bare),
+           "thunks": len(exe.thunks), "rlx_replay_ms": replay_ms(bare, REPS),
            "rlx_sum_of_run_one_ms": sum(r["run_one_us"] for r in per_thunk_us(exe)) / 1e3,
            "per_thunk": per_thunk_us(exe),
            "torch_eager_ms": events_ms(lambda: _torch_log_mel(ty, fb, n_fft, hop, amin), REPS, warmup=3),
@@ -126,7 +75,7 @@ def fft_row(n: int, batch: int) -> dict:
     tx = torch.from_numpy(x).cuda()
     graph = graph_of(lambda: torch.fft.fft(tx))
     row = {"case": f"fft {n} x {batch}", "rel_err": float(np.abs(got - want).max() / np.abs(want).max()),
-           "rlx_replay_ms": replay_ms(bare), "cufft_graph_ms": events_ms(graph.replay, REPS, warmup=3),
+           "rlx_replay_ms": replay_ms(bare, REPS), "cufft_graph_ms": events_ms(graph.replay, REPS, warmup=3),
            "rlx_kernels": kernel_table(lambda: bare.run([], [])), "cufft_graph_kernels": kernel_table(graph.replay)}
     print(json.dumps(row), flush=True)
     return row

@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 import torch
-from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from cuda_timing import events_ms, graph_of  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 from results import emit  # benchmarks/gpu/results.py
 
 import rlx
@@ -37,16 +37,7 @@ def _events_ms(fn, reps: int = REPS) -> float:
 
 
 def _graph_ms(fn) -> float:
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return _events_ms(graph.replay)
+    return _events_ms(graph_of(fn).replay)
 
 
 def _rlx_device_ms(exe) -> tuple[float, int]:

@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 import torch
-from fft_breakdown import bare_replay, graph_of, kernel_table  # benchmarks/gpu/fft_breakdown.py
+from cuda_timing import bare_replay, graph_of, kernel_table  # benchmarks/gpu/cuda_timing.py
 from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py
 
 import rlx

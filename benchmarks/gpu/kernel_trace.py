@@ -15,36 +15,21 @@ import sys
 
 import numpy as np
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import rlx
 from rlx.blocks import bert_encoder, random_params
 
 sys.path.insert(0, "benchmarks/gpu")
 from bert_cuda import FFN, HEADS, HIDDEN, LAYERS, capture_torch_graph, torch_bert  # noqa: E402
+from cuda_timing import kernel_table as timed_kernels  # noqa: E402  (benchmarks/gpu/cuda_timing.py)
 
 CONFIGS = [("f32", 1, 128), ("f16", 1, 128), ("f32", 32, 128)]
 RUNS = 20
 
 
 def kernel_table(fn) -> dict:
-    """Per-run time and count of each kernel name while fn runs RUNS times."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(RUNS):
-            fn()
-        torch.cuda.synchronize()
-    table: dict[str, list[float]] = {}
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA and "memcpy" not in ev.name.lower():
-            entry = table.setdefault(ev.name[:90], [0.0, 0])
-            entry[0] += ev.device_time_total / RUNS
-            entry[1] += 1 / RUNS
-    rows = sorted(((name, round(us, 2), round(n, 2)) for name, (us, n) in table.items()), key=lambda r: -r[1])
-    return {"kernel_us_per_run": round(sum(r[1] for r in rows), 2),
-            "kernels_per_run": round(sum(r[2] for r in rows), 2), "by_kernel": rows[:14]}
+    """Per-run time and count of each kernel name while fn runs RUNS times (copies left out)."""
+    return timed_kernels(fn, RUNS, skip_memcpy=True, top=14)
 
 
 def main() -> None:

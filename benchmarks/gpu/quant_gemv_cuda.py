@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from cuda_timing import bare_replay, events_ms, kernel_table  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 from results import emit  # benchmarks/gpu/results.py
 
 import rlx
@@ -45,8 +45,6 @@ def _kernel_durations(exe, dst, src, graph) -> dict:
     no copies, the copy, and PyTorch's GEMV inside its graph. Event-timed
     single launches (the columns above) carry each launch's round trip,
     which at 4096 x 4096 is most of the time."""
-    from fft_breakdown import bare_replay, kernel_table  # benchmarks/gpu/fft_breakdown.py
-
     bare = bare_replay(exe)
     rlx_table = kernel_table(lambda: bare.run([], []))
     copy_table = kernel_table(lambda: dst.copy_(src))

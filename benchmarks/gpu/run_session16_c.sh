@@ -11,30 +11,11 @@ sanitize racecheck "racecheck fft_shared" racecheck-fft.log tests/ops/test_fft.p
 t0=$(date +%s)
 timeout 120 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >/dev/null 2>&1
 note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
-python3 - "$OUT/fft-breakdown.json" <<'PY' 2>&1 | tee -a "$S"
-import json, sys
-for r in json.load(open(sys.argv[1]))["rows"]:
-    print(r["case"], {k: round(v, 4) for k, v in r.items() if isinstance(v, float)})
-    for side in ("rlx_kernels", "torch_graph_kernels"):
-        if side in r:
-            t = r[side]; print("  ", side, t["kernel_us_per_run"], "us", t["kernels_per_run"], "kernels:", [(n[:24], us) for n, us, _ in t["by_kernel"][:8]])
-PY
-timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>/dev/null | grep '^{' | python3 -c "
-import json, sys
-for line in sys.stdin:
-    r = json.loads(line); print(r.get('op'), r.get('n', r.get('batch')), r.get('correct'), {k: round(v, 4) for k, v in r.items() if k.endswith('_ms') or k.startswith('rlx_over')})
-" 2>&1 | tee -a "$S"
+python3 benchmarks/gpu/summaries.py fft-breakdown "$OUT/fft-breakdown.json" 2>&1 | tee -a "$S"
+timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>/dev/null | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
 t0=$(date +%s)
 KERNEL_TRACE=1 timeout 240 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-trace.json" >"$OUT/gemv-trace.log" 2>&1
 note "gemv trace rc=$? in $(( $(date +%s) - t0 )) s"
 tail -25 "$OUT/gemv-trace.log" | grep -v '^{' | cut -c1-300
-python3 - "$OUT/gemv-trace.json" <<'PY' 2>&1 | tee -a "$S"
-import json, sys
-for r in json.load(open(sys.argv[1]))["rows"]:
-    if "kernel_trace_error" in r:
-        print(r["format"], r["shape"], "trace error:", r["kernel_trace_error"][-600:]); continue
-    print(r["format"], r["shape"], r["correct"], "events: rlx", round(r["rlx_gemv_us"], 1), "copy", round(r["copy_us"], 1), "torch", round(r["torch_bf16_graph_us"], 1),
-          "| kernels: rlx", round(r.get("kernel_rlx_gemv_us", 0), 2), "copy", round(r.get("kernel_copy_us", 0), 2), "torch", round(r.get("kernel_torch_us", 0), 2),
-          "frac", round(r.get("kernel_fraction_of_copy", 0), 3), "ratio", round(r.get("kernel_rlx_over_torch", 0), 3))
-PY
+python3 benchmarks/gpu/summaries.py gemv-trace "$OUT/gemv-trace.json" 2>&1 | tee -a "$S"
 echo "=== summary"; cat "$S"

@@ -8,6 +8,7 @@ import struct
 
 from rlx.errors import UnsupportedOpError
 from rlx.ir.graph import Node
+from rlx.ir.ops.elementwise import CHAIN_MAX_INPUTS, CHAIN_MAX_STEPS
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.runtime import params as P
 from rlx.runtime.views import View
@@ -68,8 +69,10 @@ def _unary(lw: Lowering, node: Node) -> View:
     return out
 
 
-CHAIN_INPUTS = 4   # shaders/elementwise.h RLX_EW_MAX_INPUTS (the kernel's input bindings)
-CHAIN_STEPS = 8    # RLX_EW_MAX_STEPS
+# shaders/elementwise.h: RLX_EW_MAX_INPUTS (the kernel's input bindings and
+# its first step slot), RLX_EW_MAX_STEPS, and RLX_EW_UNARY (unary op codes
+# start there).
+CHAIN_INPUTS, CHAIN_STEPS = CHAIN_MAX_INPUTS, CHAIN_MAX_STEPS
 CHAIN_UNARY_BASE = 16
 
 

@@ -44,6 +44,7 @@ from rlx.errors import RlxError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.ops.elementwise import CHAIN_BINARY, CHAIN_MAX_INPUTS, CHAIN_MAX_STEPS, CHAIN_UNARY
 from rlx.opt.rewrite import SKIP, rebuild
+from rlx.runtime.params import MAX_DIMS
 
 FUSED_OPS = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear", "attention",
                        "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope"})
@@ -404,8 +405,8 @@ def _scores_and_scalar(node: Node) -> tuple[Node, float] | None:
     return a, (c if node.op == "mul" else 1.0 / c)
 
 
-_CHAIN_OPS = frozenset(CHAIN_BINARY) | frozenset(CHAIN_UNARY) - {"gelu_tanh"}
-_CHAIN_MAX_RANK = 6   # shaders' RLX_MAX_DIMS
+# The graph's op names a chain takes (gelu_tanh is a step name only: gelu with approximate="tanh").
+_CHAIN_OPS = frozenset(CHAIN_BINARY) | (frozenset(CHAIN_UNARY) - {"gelu_tanh"})
 
 
 def _chain_step_name(node: Node) -> str:
@@ -420,7 +421,7 @@ def _match_elementwise_chain(root: Node, m: _Matcher, taken: set[Node]) -> Match
     inputs and steps. None when fewer than two ops would fuse."""
     def chainable(n: Node) -> bool:
         return (n.op in _CHAIN_OPS and n.dtype == root.dtype and n.dtype.is_float
-                and len(n.shape) <= _CHAIN_MAX_RANK)
+                and len(n.shape) <= MAX_DIMS)
 
     if not chainable(root):
         return None

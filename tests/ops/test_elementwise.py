@@ -372,3 +372,12 @@ def test_fused_elementwise_op_checks_its_steps():
         g.op("fused_elementwise", [a] * 5, steps=(("add", 0, 1, 1.0, 0.0),))
     y = g.op("fused_elementwise", [a, g.input("b", (2, 1))], steps=(("add", 0, 1, 1.0, 0.0), ("exp", 2, -1, 1, 0)))
     assert tuple(y.shape) == (2, 3)
+
+
+def test_chain_step_names_are_the_kernel_op_codes():
+    """The IR's step names (rlx/ir/ops/elementwise.py) are exactly the ops
+    the lowering has kernel codes for, so no valid step lacks one."""
+    from rlx.ir.ops.elementwise import CHAIN_BINARY, CHAIN_UNARY
+    from rlx.lowering.elementwise import BINARY_OPS, UNARY_OPS
+
+    assert set(CHAIN_BINARY) == set(BINARY_OPS) and set(CHAIN_UNARY) == set(UNARY_OPS)

@@ -1,0 +1,48 @@
+"""One-line-a-row summaries of the H200 scripts' JSON for the call's summary
+file (the run_session*.sh scripts pipe them through tee):
+
+    python3 benchmarks/gpu/summaries.py fft-breakdown OUT.json   # fft_breakdown.py's rows
+    python3 benchmarks/gpu/summaries.py gemv-trace OUT.json      # quant_gemv_cuda.py with KERNEL_TRACE=1
+    ... | python3 benchmarks/gpu/summaries.py fft-cuda           # fft_cuda.py's JSON lines on stdin"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def fft_breakdown(path: str) -> None:
+    for r in json.load(open(path))["rows"]:
+        print(r["case"], {k: round(v, 4) for k, v in r.items() if isinstance(v, float)})
+        for side in ("rlx_kernels", "torch_graph_kernels", "cufft_graph_kernels"):
+            if side in r:
+                t = r[side]
+                print("  ", side, t["kernel_us_per_run"], "us", t["kernels_per_run"], "kernels:",
+                      [(n[:24], us) for n, us, _ in t["by_kernel"][:8]])
+        for p in r.get("per_thunk", []):
+            print("   thunk", p["kernel"], p["run_one_us"], p["thunk"][:60])
+
+
+def fft_cuda() -> None:
+    for line in sys.stdin:
+        if line.startswith("{"):
+            r = json.loads(line)
+            print(r.get("op"), r.get("n", r.get("batch")), r.get("correct"),
+                  {k: round(v, 4) for k, v in r.items() if k.endswith("_ms") or k.startswith("rlx_over")})
+
+
+def gemv_trace(path: str) -> None:
+    for r in json.load(open(path))["rows"]:
+        if "kernel_trace_error" in r:
+            print(r["format"], r["shape"], "trace error:", r["kernel_trace_error"][-600:])
+            continue
+        print(r["format"], r["shape"], r["correct"], "events: rlx", round(r["rlx_gemv_us"], 1), "copy",
+              round(r["copy_us"], 1), "torch", round(r["torch_bf16_graph_us"], 1), "| kernels: rlx",
+              round(r.get("kernel_rlx_gemv_us", 0), 2), "copy", round(r.get("kernel_copy_us", 0), 2), "torch",
+              round(r.get("kernel_torch_us", 0), 2), "frac", round(r.get("kernel_fraction_of_copy", 0), 3),
+              "ratio", round(r.get("kernel_rlx_over_torch", 0), 3))
+
+
+if __name__ == "__main__":
+    what, *args = sys.argv[1:]
+    {"fft-breakdown": fft_breakdown, "fft-cuda": fft_cuda, "gemv-trace": gemv_trace}[what](*args)
