@@ -102,7 +102,8 @@ RLX_KERNEL gather_q(RLX_BUF(RLX_DEVICE const uchar *, table, 0), RLX_BUF(RLX_DEV
 
 // ---- instantiations: dequantize_<fmt>_<t>, gemv_<fmt>_<t>, gather_<fmt>_<t> ----
 // The K-quants' gemv_ / gemv1_: a CPU build with their integer form
-// (csrc/host_kernels_avx2.cpp, csrc/host_quant_vnni.h) exports those instead.
+// (csrc/host_kernels_avx2.cpp, csrc/host_quant_vnni.h) exports those instead;
+// q5_0's likewise (RLX_CPU_INT_Q5_0_GEMV, csrc/host_quant_q5_0_avx2.h).
 // Plain RLX_INSTANTIATE2 lines inside #ifndef: the CUDA shim and
 // rlx/runtime/shader_source.py read instantiations line by line.
 #ifndef RLX_CPU_INT_KQUANT_GEMV
@@ -150,11 +151,15 @@ RLX_INSTANTIATE2(gather_q, QFmtQ4_1, float, gather_q4_1_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ4_1, half, gather_q4_1_f16)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, float, dequantize_q5_0_f32)
 RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, half, dequantize_q5_0_f16)
+#ifndef RLX_CPU_INT_Q5_0_GEMV
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_0, float, gemv_q5_0_f32)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_0, float, gemv1_q5_0_f32)
+#endif
 RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_0, float, gemv1i_q5_0_f32)
+#ifndef RLX_CPU_INT_Q5_0_GEMV
 RLX_INSTANTIATE2(gemv_q, QFmtQ5_0, half, gemv_q5_0_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtQ5_0, half, gemv1_q5_0_f16)
+#endif
 RLX_INSTANTIATE2(gemv1i_q, QFmtQ5_0, half, gemv1i_q5_0_f16)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_0, float, gather_q5_0_f32)
 RLX_INSTANTIATE2(gather_q, QFmtQ5_0, half, gather_q5_0_f16)

@@ -222,41 +222,48 @@ static inline void rlx_q_rows_avx512(const float *const *xr, const uchar *wr, ui
 // memory (rlx_q_chunk) in 16-byte stores and reads it back in 32-byte
 // loads, a store-forwarding stall each: at the AVX2 level the three ran at
 // 4-10x the copy's time (benchmarks/README.md, "Quantized GEMV", session 14).
-template <typename Q> struct RlxQ256 { static constexpr bool has = false; };
+template <typename Q> struct RlxQ256 { static constexpr bool has = false, unscaled = false; };
 // Eight bytes at p as 32-bit lanes, unsigned.
 static inline __attribute__((always_inline)) __m256i rlx_q_u8x8_epi32(const uchar *p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
+// q8_0 and q5_0 give their codes unscaled (codes(): the chunk's 32 codes as
+// floats, exact, and d) and the rows loop applies d once per chunk: a
+// multiply a vector fewer, and for q5_0 the fifth bit as one mask (clear:
+// subtract 16) instead of a variable shift, a mask, a shift and an OR.
+// ~20% fewer vector operations; on an AVX2-only AMD EPYC these two formats
+// are bound by them (benchmarks/README.md, "Quantized GEMV", session 17).
 template <> struct RlxQ256<QFmtQ8_0> {
-    static constexpr bool has = true;
-    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
+    static constexpr bool has = true, unscaled = true;
+    static inline __attribute__((always_inline)) __m256 codes(const uchar *wr, uint c, __m256 q[4]) {
         const uchar *b = wr + (uint64_t)c * 34u;
-        const __m256 d = _mm256_set1_ps(rlx_q_f16(b));
-        for (uint i = 0; i < 4u; ++i) {
-            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2u + 8u * i)));
-            w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
-        }
+        for (uint i = 0; i < 4u; ++i)
+            q[i] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2u + 8u * i))));
+        return _mm256_set1_ps(rlx_q_f16(b));
     }
 };
 template <> struct RlxQ256<QFmtQ5_0> {   // element e: nibble e % 16 (low, then high), fifth bit e of qh
-    static constexpr bool has = true;
-    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
+    static constexpr bool has = true, unscaled = true;
+    static inline __attribute__((always_inline)) __m256 codes(const uchar *wr, uint c, __m256 q[4]) {
         const uchar *b = wr + (uint64_t)c * 22u;
-        const __m256 d = _mm256_set1_ps(rlx_q_f16(b));
-        const __m256i bits = _mm256_set1_epi32((int)rlx_q_u32(b + 2)), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256i low4 = _mm256_set1_epi32(15), one = _mm256_set1_epi32(1), sixteen = _mm256_set1_epi32(16);
+        const __m256i bits = _mm256_set1_epi32((int)rlx_q_u32(b + 2));
+        const __m256i low4 = _mm256_set1_epi32(15), minus16 = _mm256_set1_epi32(-16);
         for (uint i = 0; i < 4u; ++i) {
+            const uint b0 = 8u * i;   // the lanes' bits of qh: b0 .. b0 + 7
+            const __m256i lane_bit = _mm256_setr_epi32((int)(1u << b0), (int)(1u << (b0 + 1u)), (int)(1u << (b0 + 2u)),
+                                                       (int)(1u << (b0 + 3u)), (int)(1u << (b0 + 4u)),
+                                                       (int)(1u << (b0 + 5u)), (int)(1u << (b0 + 6u)),
+                                                       (int)(1u << (b0 + 7u)));
             const __m256i by = rlx_q_u8x8_epi32(b + 6u + 8u * (i & 1u));
             const __m256i nib = i < 2u ? _mm256_and_si256(by, low4) : _mm256_srli_epi32(by, 4);
-            const __m256i fifth = _mm256_and_si256(
-                _mm256_srlv_epi32(bits, _mm256_add_epi32(lane, _mm256_set1_epi32((int)(8u * i)))), one);
-            const __m256i q = _mm256_sub_epi32(_mm256_or_si256(nib, _mm256_slli_epi32(fifth, 4)), sixteen);
-            w[i] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), d);
+            const __m256i clear = _mm256_cmpeq_epi32(_mm256_and_si256(bits, lane_bit), _mm256_setzero_si256());
+            q[i] = _mm256_cvtepi32_ps(_mm256_add_epi32(nib, _mm256_and_si256(clear, minus16)));   // q - 16
         }
+        return _mm256_set1_ps(rlx_q_f16(b));
     }
 };
 template <> struct RlxQ256<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c / 8
-    static constexpr bool has = true;
+    static constexpr bool has = true, unscaled = false;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
         const uint s = c & 7u;
@@ -321,7 +328,7 @@ template <> struct RlxQ256Pair<QFmtQ6_K> {
     }
 };
 template <> struct RlxQ256<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8, an int8 scale a 16
-    static constexpr bool has = true;
+    static constexpr bool has = true, unscaled = false;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m256 w[4]) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
         const uint s = c & 7u, g = s >> 2u, t = s & 3u;
@@ -360,12 +367,30 @@ static inline void rlx_q_rows_avx2(const float *const *xr, const uchar *wr, uint
             }
         }
     }
-    for (; c < chunks; ++c) {
-        __m256 w[4];
-        RlxQ256<Q>::chunk(wr, c, w);
-        for (uint r = 0; r < M; ++r) {
-            const float *xc = xr[r] + 32u * c;
-            for (uint i = 0; i < 4u; ++i) acc[r][i % A] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(xc + 8u * i), acc[r][i % A]);
+    if constexpr (RlxQ256<Q>::unscaled) {
+        // Each row's chunk sum in two chains (a multiply, then an FMA, each),
+        // scaled into the row's accumulators round robin.
+        for (; c < chunks; ++c) {
+            __m256 q[4];
+            const __m256 d = RlxQ256<Q>::codes(wr, c, q);
+            for (uint r = 0; r < M; ++r) {
+                const float *xc = xr[r] + 32u * c;
+                const __m256 t0 = _mm256_fmadd_ps(q[2], _mm256_loadu_ps(xc + 16u),
+                                                  _mm256_mul_ps(q[0], _mm256_loadu_ps(xc)));
+                const __m256 t1 = _mm256_fmadd_ps(q[3], _mm256_loadu_ps(xc + 24u),
+                                                  _mm256_mul_ps(q[1], _mm256_loadu_ps(xc + 8u)));
+                acc[r][c % A] = _mm256_fmadd_ps(_mm256_add_ps(t0, t1), d, acc[r][c % A]);
+            }
+        }
+    } else {
+        for (; c < chunks; ++c) {
+            __m256 w[4];
+            RlxQ256<Q>::chunk(wr, c, w);
+            for (uint r = 0; r < M; ++r) {
+                const float *xc = xr[r] + 32u * c;
+                for (uint i = 0; i < 4u; ++i)
+                    acc[r][i % A] = _mm256_fmadd_ps(w[i], _mm256_loadu_ps(xc + 8u * i), acc[r][i % A]);
+            }
         }
     }
     for (uint r = 0; r < M; ++r) {

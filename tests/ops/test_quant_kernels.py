@@ -256,3 +256,38 @@ def test_a_wrong_scale_fails_the_checks(qdev):
     with pytest.raises(AssertionError):
         _assert_exact(got.reshape(rows, k), dequantize_reference(fmt, planted, rows, k), "planted")
     _assert_exact(got.reshape(rows, k), dequantize_reference(fmt, data, rows, k), "unplanted")
+
+
+@pytest.mark.parametrize("dt", list(DTYPES))
+@pytest.mark.parametrize("fmt", INTEGER_X_FORMATS)
+def test_gemv_of_hard_x(qdev, fmt, dt):
+    """gemv_<fmt> where the CPU's integer forms split x into pieces
+    (csrc/host_quant_vnni.h for the K-quants, csrc/host_quant_q5_0_avx2.h for
+    q5_0 on AVX2, csrc/host_quant_arm64.h on ARM64): x with an outlier in
+    every block that the pieces still take (20 times the rest), a spike over
+    small values that sends the dispatch to the f32 form, a block of
+    zeros, a block under 1e-30, a one-hot row, and rows of different
+    scales in one dispatch. Every case against the same float64 bound."""
+    rng = np.random.default_rng(abs(hash((fmt, dt, "hard x"))) % 2**32)
+    n, k = 19, 640 if block_size(fmt)[0] == 32 else 768
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    big = 3e4 if dt == "f32" else 1.0
+    plain = rng.standard_normal((3, k + 3)) * 0.5
+    outlier = plain.copy()
+    outlier[:, 7::32] = 10.0                                    # ~20x the block's typical |x|
+    spiky = rng.standard_normal((3, k + 3)) * 1e-3
+    spiky[:, 5::32] = big
+    holes = plain.copy()
+    holes[:, 32:64] = 0.0
+    holes[1, 96:128] *= 1e-36 if dt == "f32" else 0.0
+    one_hot = np.zeros((3, k + 3))
+    one_hot[0, 100], one_hot[1, 3], one_hot[2, k - 1] = 1.0, -2.0, 0.5
+    scales = plain * np.array([[1e-3], [1.0], [1e3 if dt == "f32" else 4.0]])   # f16: y under 65504
+    for name, x in (("plain", plain), ("outlier", outlier), ("spiky", spiky), ("holes", holes),
+                    ("one_hot", one_hot), ("scales", scales)):
+        for m in (1, 3):
+            try:
+                _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, 4, 32, 1, ACT_NONE, rng, "gemv", x[:m])
+            except AssertionError as e:
+                raise AssertionError(f"x {name}: {e}") from None

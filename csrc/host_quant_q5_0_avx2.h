@@ -1,0 +1,243 @@
+// The q5_0 decode GEMV y = x W^T on AVX2 (csrc/host_kernels_avx2.cpp; the
+// AVX-VNNI level takes it from there too), in vpmaddubsw: unsigned bytes
+// times signed bytes, summed in pairs into 16 bits. Included after
+// shaders/quant.h (the block layout, rlx_q_gemv_cpu: the f32 form).
+//
+// Why: Gemma 3's 640-wide matrices are q5_0 (K-quants need K a multiple of
+// 256), and the f32 form widens every code to a float: ~40 vector
+// operations a 32-element block, which bound it at 4-5 GB/s of blocks a
+// core on an AVX2-only AMD EPYC (benchmarks/README.md, "Quantized GEMV",
+// session 17). Here a block's codes q (0..31, unsigned) stay bytes: ~10
+// operations decode all 32, and each piece of x (below) takes one
+// vpmaddubsw and one vpmaddwd.
+//
+// Precision: x is split per 32-element block as x = s (p0 + p1 / 254 +
+// p2 / 254^2) with s = amax / 127, p0 = round(x / s) and each next piece
+// the rounded remainder times 254 (|p| <= 127: bytes), leaving an element
+// amax * 2^-24 (the f32 form's own rounding is 2^-24 of each product).
+// The block's sum is then sum q x = s (P0 + P12 / 254^2), P0 = sum q p0
+// and P12 = sum q (254 p1 + p2), exact in 32 bits (a lane: 4 products of
+// 31 * 127 a piece), and w = d (q - 16) gives d (sum q x - 16 sum x), sum x
+// in f32. A block whose sum |x| minus its maximum is under kWideFloor
+// times the maximum (a spike beside small values: the small values' error
+// is the maximum's times 2^-24) sends the dispatch to the f32 form: the
+// ARM64 form's "narrow block" rule (csrc/host_quant_arm64.h, where three
+// pieces measured far inside the tests' bound), which a 32-element block
+// of Gaussian x passes at ~11 times the maximum and a 30-sigma outlier in
+// it fails. So do NaN, infinities and a maximum under 1e-30 (127 / amax
+// would overflow), which the f32 form propagates as every other kernel
+// does, and a failed allocation.
+//
+// x is converted once per dispatch and thread (rlx_ids::dispatch), as in
+// csrc/host_quant_vnni.h: the groups of one dispatch share x.
+#ifndef RLX_HOST_QUANT_Q5_0_AVX2_H
+#define RLX_HOST_QUANT_Q5_0_AVX2_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "host_heap_buffer.h"
+#include "host_quant_int_rows.h"
+
+namespace rlx_q5x8 {
+
+#define RLX_Q5X8_INLINE static inline __attribute__((always_inline))
+
+constexpr float kRange = 127.0f;       // |p0| <= 127
+constexpr float kStep = 254.0f;        // p(i + 1) = round(remainder(i) * 254), |.| <= 127
+constexpr float kMinBlockMax = 1e-30f;
+constexpr float kWideFloor = 1.0f;     // see "Precision" above
+
+// x rows as three int8 pieces a 32-element block.
+struct XPieces {
+    uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
+    const void *x = nullptr;
+    uint m = 0, k = 0, stride = 0;
+    bool usable = false;
+    RlxHeapBuffer<int8_t> p;      // [m][k / 32][3][32]
+    RlxHeapBuffer<float> scale;   // [m][k / 32]: s
+    RlxHeapBuffer<float> sum;     // [m][k / 32]: f32 sum of the block's x
+};
+
+RLX_Q5X8_INLINE __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
+RLX_Q5X8_INLINE __m256 load8(const half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+RLX_Q5X8_INLINE float hsum8(__m256 v) {
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+RLX_Q5X8_INLINE float hmax8(__m256 v) {
+    const __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 d = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_max_ss(d, _mm_shuffle_ps(d, d, 1)));
+}
+
+// Four vectors of 8 rounded values as 32 int8 in element order.
+RLX_Q5X8_INLINE __m256i pack32(__m256 a, __m256 b, __m256 c, __m256 d) {
+    const __m256i ab = _mm256_packs_epi32(_mm256_cvtps_epi32(a), _mm256_cvtps_epi32(b));   // per 128-bit lane
+    const __m256i cd = _mm256_packs_epi32(_mm256_cvtps_epi32(c), _mm256_cvtps_epi32(d));
+    const __m256i bytes = _mm256_packs_epi16(ab, cd);
+    // The two in-lane packs leave the 4-element groups as 0 2 4 6 1 3 5 7.
+    return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Fills c for this dispatch's x (m rows of k, k a multiple of 32); false
+// where x needs the f32 form.
+template <typename T>
+static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_t dispatch) {
+    if (dispatch != 0 && c.dispatch == dispatch && c.x == (const void *)x && c.m == m && c.k == k &&
+        c.stride == stride)
+        return c.usable;
+    c.dispatch = 0;   // stays invalid until filled
+    const uint blocks = k / 32u;
+    if (!c.p.reserve((size_t)m * blocks * 96u) || !c.scale.reserve((size_t)m * blocks) ||
+        !c.sum.reserve((size_t)m * blocks))
+        return false;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    c.usable = true;
+    for (uint r = 0; r < m && c.usable; ++r) {
+        for (uint b = 0; b < blocks; ++b) {
+            const T *xb = x + (uint64_t)r * stride + 32u * b;
+            __m256 v[4], amax = _mm256_setzero_ps(), abs_sum = _mm256_setzero_ps(), sum = _mm256_setzero_ps(),
+                         unordered = _mm256_setzero_ps();
+            for (uint i = 0; i < 4u; ++i) {
+                v[i] = load8(xb + 8u * i);
+                const __m256 a = _mm256_andnot_ps(sign, v[i]);
+                amax = _mm256_max_ps(amax, a);
+                abs_sum = _mm256_add_ps(abs_sum, a);
+                sum = _mm256_add_ps(sum, v[i]);
+                const __m256 z = _mm256_sub_ps(v[i], v[i]);   // NaN exactly for NaN and +-inf
+                unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
+            }
+            const float a = hmax8(amax), total = hsum8(abs_sum);
+            if (_mm256_movemask_ps(unordered) != 0 || (a != 0.0f && (a < kMinBlockMax || total - a < kWideFloor * a))) {
+                c.usable = false;
+                break;
+            }
+            const size_t at = (size_t)r * blocks + b;
+            c.scale[at] = a / kRange;
+            c.sum[at] = hsum8(sum);
+            const __m256 inv = _mm256_set1_ps(a > 0.0f ? kRange / a : 0.0f), step = _mm256_set1_ps(kStep);
+            __m256 t[4], p[4];
+            int8_t *out = c.p.data() + at * 96u;
+            for (uint i = 0; i < 4u; ++i) t[i] = _mm256_mul_ps(v[i], inv);
+            for (uint piece = 0; piece < 3u; ++piece) {
+                for (uint i = 0; i < 4u; ++i) {
+                    p[i] = _mm256_round_ps(t[i], kNearest);
+                    t[i] = _mm256_mul_ps(_mm256_sub_ps(t[i], p[i]), step);   // |remainder| <= 1/2
+                }
+                _mm256_storeu_si256((__m256i *)(out + 32u * piece), pack32(p[0], p[1], p[2], p[3]));
+            }
+        }
+    }
+    c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
+    return c.usable;
+}
+
+// A q5_0 block's 32 codes (0..31) as bytes in element order: element e < 16
+// is the low nibble of byte e, 16 + e its high nibble; bit e of the u32 qh
+// is element e's fifth bit.
+RLX_Q5X8_INLINE __m256i codes(const uchar *b) {
+    const __m128i nib = _mm_loadu_si128((const __m128i *)(b + 6));
+    const __m256i low4 = _mm256_set1_epi8(15);
+    const __m256i q = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(nib), _mm_srli_epi16(nib, 4), 1),
+                                       low4);
+    uint32_t qh;
+    memcpy(&qh, b + 2, sizeof qh);
+    // Byte e takes qh's byte e / 8; OR-ing every bit but e % 8 leaves 0xff
+    // exactly where bit e is set.
+    const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                               _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll,
+                                                                  0x0303030303030303ll));
+    const __m256i others = _mm256_set1_epi64x((long long)0x7fbfdfeff7fbfdfeull);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1));
+    return _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+}
+
+// Block b of a weight row against M rows of x: acc[r] += d s (P0 + P12 /
+// 254^2) lane-wise, offset[r] += d (sum of x).
+template <uint M>
+RLX_Q5X8_INLINE void block(const uchar *wr, uint b, const int8_t *const *xp, const float *const *xs,
+                           const float *const *xsum, __m256 *acc, float *offset) {
+    const __m256i ones = _mm256_set1_epi16(1), k254 = _mm256_set1_epi16(254);
+    const __m256 inv_step2 = _mm256_set1_ps(1.0f / (kStep * kStep));
+    const uchar *blk = wr + (uint64_t)b * 22u;
+    const __m256i q = codes(blk);
+    const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)rlx_q_u16(blk)));
+    const float ds = _mm256_cvtss_f32(d);
+    for (uint r = 0; r < M; ++r) {
+        const int8_t *p = xp[r] + 96u * b;
+        const __m256i s0 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)p));
+        const __m256i s1 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 32)));
+        const __m256i s2 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 64)));
+        const __m256i p0 = _mm256_madd_epi16(s0, ones);
+        const __m256i p12 = _mm256_add_epi32(_mm256_madd_epi16(s1, k254), _mm256_madd_epi16(s2, ones));
+        const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p12), inv_step2, _mm256_cvtepi32_ps(p0));
+        acc[r] = _mm256_fmadd_ps(v, _mm256_mul_ps(d, _mm256_broadcast_ss(xs[r] + b)), acc[r]);
+        offset[r] = fmaf(ds, xsum[r][b], offset[r]);
+    }
+}
+
+// A weight row's sums against M rows of x (cache rows xrow[r]): blocks in
+// pairs, each of a pair into its own accumulators (two FMA chains; an
+// accumulator picked by b % 2 at run time lived on the stack).
+template <uint M> struct Rows {
+    RLX_Q5X8_INLINE void run(const XPieces &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
+        __m256 even[M], odd[M];
+        float offset[M], offset_odd[M];   // sums over blocks of d * (sum of x): the -16 of every code
+        const int8_t *xp[M];
+        const float *xs[M], *xsum[M];
+        for (uint r = 0; r < M; ++r) {
+            even[r] = odd[r] = _mm256_setzero_ps();
+            offset[r] = offset_odd[r] = 0.0f;
+            xp[r] = c.p.data() + (size_t)xrow[r] * blocks * 96u;
+            xs[r] = c.scale.data() + (size_t)xrow[r] * blocks;
+            xsum[r] = c.sum.data() + (size_t)xrow[r] * blocks;
+        }
+        uint b = 0;
+        for (; b + 2u <= blocks; b += 2u) {
+            block<M>(wr, b, xp, xs, xsum, even, offset);
+            block<M>(wr, b + 1u, xp, xs, xsum, odd, offset_odd);
+        }
+        if (b < blocks) block<M>(wr, b, xp, xs, xsum, even, offset);
+        for (uint r = 0; r < M; ++r) out[r] = hsum8(_mm256_add_ps(even[r], odd[r])) - 16.0f * (offset[r] + offset_odd[r]);
+    }
+};
+
+// rlx_qint_rows' Dot: the rows of x in tiles of 1, 2, 4 or 8.
+struct RowDots {
+    RLX_Q5X8_INLINE void run(const XPieces &c, uint m, const uint *xrow, const uchar *wr, uint blocks, float *s) {
+        if (m <= 1u) Rows<1>::run(c, xrow, wr, blocks, s);
+        else if (m <= 2u) Rows<2>::run(c, xrow, wr, blocks, s);
+        else if (m <= 4u) Rows<4>::run(c, xrow, wr, blocks, s);
+        else Rows<8>::run(c, xrow, wr, blocks, s);
+    }
+};
+
+// Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x
+// needs the f32 form.
+template <typename Q, typename T>
+static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
+                 uint64_t dispatch) {
+    static thread_local XPieces cache;
+    const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k;
+    if (!prepare(cache, x, m, k, p->x_stride, dispatch)) return false;
+    const uint blocks = k / 32u;
+    rlx_qint_rows<RowDots>(cache, w, (uint64_t)blocks * 22u, blocks, y, bias, p, m, j0, j1);
+    return true;
+}
+
+}  // namespace rlx_q5x8
+
+RLX_QINT_GEMV_KERNEL(gemv_q5_0_int8x, rlx_q5x8::gemv)
+
+// gemv_ and gemv1_ are one computation on the CPU (as in quant.h).
+RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, float, gemv_q5_0_f32)
+RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, half, gemv_q5_0_f16)
+RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, float, gemv1_q5_0_f32)
+RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, half, gemv1_q5_0_f16)
+
+#endif
