@@ -2,7 +2,7 @@
 
 Every float value is held as a float32 torch tensor (f16 values are upcast
 exactly), every op computes in float32 from them (exp, tanh, sqrt, rsqrt,
-silu and softmax in float64, rounded to float32: see _in_f64), and a node declared f16
+silu, gelu and softmax in float64, rounded to float32: see _in_f64), and a node declared f16
 rounds its result to f16 (it stores f16). So an f16 op is checked against
 "PyTorch in float32 from the same f16 inputs".
 
@@ -49,8 +49,8 @@ def _in_f64(fn):
     float32 transcendental kernels depend on the CPU's vector path: on one CI
     machine torch.exp was off by 1.4e-4 relative on 7 of 8,320 elements (fuzz
     seed 9) while numpy and rlx were correctly rounded. The oracle must not
-    carry that error, so the functions that round (exp, tanh, sqrt, rsqrt,
-    silu, softmax) are computed in float64 here."""
+    carry that error, so the transcendental functions (exp, tanh, sqrt,
+    rsqrt, silu, gelu, softmax) are computed in float64 here."""
     return lambda x: fn(x.double()).to(x.dtype)
 
 
@@ -64,7 +64,7 @@ def _gelu_erf(x):
     return 0.5 * x * torch.erfc(x * (-1.0 / math.sqrt(2.0)))   # 1 + erf would cancel for x < 0
 
 
-_ACT = {None: lambda x: x, "gelu": _gelu_erf, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+_ACT = {None: lambda x: x, "gelu": _in_f64(_gelu_erf), "gelu_tanh": _in_f64(lambda x: F.gelu(x, approximate="tanh")),
         "silu": _in_f64(F.silu), "relu": torch.relu}
 
 
@@ -104,7 +104,7 @@ def _layer_norm(x, w, b, eps):
 
 def _rms_norm(x, w, attrs):
     scale = (1.0 + w) if attrs["add_one"] else w
-    return x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + attrs["eps"]) * scale
+    return x * _in_f64(torch.rsqrt)(torch.mean(x * x, dim=-1, keepdim=True) + attrs["eps"]) * scale
 
 
 @_op("layernorm")
@@ -250,7 +250,7 @@ def _attention(xs, attrs, node):
     vh = v.permute(0, 2, 1, 3).repeat_interleave(rep, dim=1)
     s = torch.matmul(qh, kh.transpose(-1, -2)) * attrs["scale"]
     if attrs.get("softcap") is not None:
-        s = attrs["softcap"] * torch.tanh(s / attrs["softcap"])
+        s = attrs["softcap"] * _in_f64(torch.tanh)(s / attrs["softcap"])
     if len(xs) == 4:
         s = s + xs[3]
     s = s.expand(b, hq, tq, tk)
