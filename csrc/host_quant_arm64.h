@@ -90,10 +90,7 @@ RLX_A64Q_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t w, int8x16_t x) {
 
 // x rows as kPieces int8 pieces, per block of `group` elements; the GEMV
 // reads the first `pieces` of them.
-struct XInt8 {
-    uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
-    const void *x = nullptr;
-    uint m = 0, k = 0, stride = 0, group = 0;
+struct XInt8 : RlxXKey {
     bool usable = false;           // false: some block needs the f32 form
     uint pieces = kPieces;         // kNarrowPieces where every block is narrow
     RlxHeapBuffer<int8_t> q;       // [m][k / group][kPieces][group]
@@ -149,9 +146,8 @@ RLX_A64Q_INLINE Split split_block(const T *xb, uint group, int8_t *q, float *sca
 // dispatch.
 template <typename T>
 static bool prepare(XInt8 &c, const T *x, uint m, uint k, uint stride, uint group, uint64_t dispatch) {
-    if (dispatch != 0 && c.dispatch == dispatch && c.x == (const void *)x && c.m == m && c.k == k &&
-        c.stride == stride && c.group == group)
-        return c.usable;
+    const RlxXKey want{dispatch, x, m, k, stride, group};
+    if (rlx_x_key_holds(c, want)) return c.usable;
     c.dispatch = 0;   // stays invalid until filled
     const uint blocks = k / group;
     if (!c.q.reserve((size_t)m * k * kPieces) || !c.scale.reserve((size_t)m * blocks) ||
@@ -168,7 +164,7 @@ static bool prepare(XInt8 &c, const T *x, uint m, uint k, uint stride, uint grou
             c.usable = split != kSpecial;
             if (split == kWide) c.pieces = kPieces;
         }
-    c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride, c.group = group;
+    rlx_x_key_store(c, want);
     return c.usable;
 }
 

@@ -1,10 +1,30 @@
-// What the integer-x decode GEMVs share (host_quant_vnni.h on x86,
+// What the integer-x decode GEMVs share (host_quant_vnni.h and host_quant_q5_0_avx2.h on x86,
 // host_quant_arm64.h on ARM64): the loop over weight rows and the kernel
 // entry. Included by each form inside its translation unit's
 // instruction-set region, after shaders/quant.h (QuantGemvParams,
 // rlx_q_gemv_cpu).
 #ifndef RLX_HOST_QUANT_INT_ROWS_H
 #define RLX_HOST_QUANT_INT_ROWS_H
+
+#include <string.h>
+
+// Which x a thread's integer copy holds (each form's cache derives from
+// it): the groups of one dispatch share x, so a thread converts it once per
+// dispatch (rlx_ids::dispatch; the shim counts dispatches from 1, so 0 is
+// "nothing cached", and a new dispatch converts again even at the same x).
+// Its helpers are static (each instruction set's translation unit keeps its
+// own copy): an inline member would be one symbol that the linker may take
+// from any level's build.
+struct RlxXKey {
+    uint64_t dispatch = 0;
+    const void *x = nullptr;
+    uint m = 0, k = 0, stride = 0, group = 0;   // group: the ARM64 form's block; 0 elsewhere
+};
+static inline bool rlx_x_key_holds(const RlxXKey &have, const RlxXKey &want) {
+    return want.dispatch != 0 && have.dispatch == want.dispatch && have.x == want.x && have.m == want.m &&
+           have.k == want.k && have.stride == want.stride && have.group == want.group;
+}
+static inline void rlx_x_key_store(RlxXKey &have, const RlxXKey &want) { memcpy(&have, &want, sizeof have); }
 
 // Rows [j0, j1) of y = act(x W^T + bias) for the m rows of x: Dot::run
 // gives a weight row's m sums (x row r's integer copy at cache row

@@ -50,10 +50,7 @@ constexpr float kMinBlockMax = 1e-30f;
 constexpr float kWideFloor = 1.0f;     // see "Precision" above
 
 // x rows as three int8 pieces a 32-element block.
-struct XPieces {
-    uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
-    const void *x = nullptr;
-    uint m = 0, k = 0, stride = 0;
+struct XPieces : RlxXKey {
     bool usable = false;
     RlxHeapBuffer<int8_t> p;      // [m][k / 32][3][32]
     RlxHeapBuffer<float> scale;   // [m][k / 32]: s
@@ -87,9 +84,8 @@ RLX_Q5X8_INLINE __m256i pack32(__m256 a, __m256 b, __m256 c, __m256 d) {
 // where x needs the f32 form.
 template <typename T>
 static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_t dispatch) {
-    if (dispatch != 0 && c.dispatch == dispatch && c.x == (const void *)x && c.m == m && c.k == k &&
-        c.stride == stride)
-        return c.usable;
+    const RlxXKey want{dispatch, x, m, k, stride, 0};
+    if (rlx_x_key_holds(c, want)) return c.usable;
     c.dispatch = 0;   // stays invalid until filled
     const uint blocks = k / 32u;
     if (!c.p.reserve((size_t)m * blocks * 96u) || !c.scale.reserve((size_t)m * blocks) ||
@@ -133,7 +129,7 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
             }
         }
     }
-    c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
+    rlx_x_key_store(c, want);
     return c.usable;
 }
 

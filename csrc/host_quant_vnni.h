@@ -66,10 +66,7 @@ constexpr float kWideFloor = 0.25f;   // see "Wide blocks" above
 template <typename T> using Buffer = RlxHeapBuffer<T>;
 
 // x rows as 16-bit integer pairs, per block of 256 elements.
-struct XInt16 {
-    uint64_t dispatch = 0;   // 0: nothing cached (the shim's dispatches count from 1)
-    const void *x = nullptr;
-    uint m = 0, k = 0, stride = 0;
+struct XInt16 : RlxXKey {
     bool usable = false;         // false: some block needs the f32 form
     Buffer<int16_t> hi, lo;      // [m][k]
     Buffer<float> scale;         // [m][k / 256]: x ~= scale * (hi + lo / 32768)
@@ -82,9 +79,8 @@ struct XInt16 {
 // of one dispatch.
 template <typename T>
 static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t dispatch) {
-    if (dispatch != 0 && c.dispatch == dispatch && c.x == (const void *)x && c.m == m && c.k == k &&
-        c.stride == stride)
-        return c.usable;
+    const RlxXKey want{dispatch, x, m, k, stride, 0};
+    if (rlx_x_key_holds(c, want)) return c.usable;
     c.dispatch = 0;   // stays invalid until filled
     const uint blocks = k / 256u;
     // Out of memory: the f32 form, which needs no buffer.
@@ -121,7 +117,7 @@ static bool prepare(XInt16 &c, const T *x, uint m, uint k, uint stride, uint64_t
             for (uint i = 0; i < 8u; ++i) sums32[i] = sums[2u * i] + sums[2u * i + 1u];
         }
     }
-    c.dispatch = dispatch, c.x = x, c.m = m, c.k = k, c.stride = stride;
+    rlx_x_key_store(c, want);
     return c.usable;
 }
 
