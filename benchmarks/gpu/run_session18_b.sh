@@ -4,7 +4,7 @@
 # (issue 17; session 16's call c never ran), then the decode step's speed and
 # its PDL-off kernel trace on the zero-weight stand-in (issue 18). Carry
 # .gpu_carry and .gg/gemma-header.bin.
-WARM_CACHE=${WARM_CACHE:-0} source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/common.sh"
 t0=$(date +%s)
 KERNEL_TRACE=1 timeout 240 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-trace.json" >"$OUT/gemv-trace.log" 2>&1
 note "gemv trace rc=$? in $(( $(date +%s) - t0 )) s"

@@ -17,15 +17,33 @@ NVCC = shutil.which("nvcc") or next((str(p) for p in (Path("/usr/local/cuda/bin/
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed: the CUDA compile check needs the toolkit")
 
 
-@needs_nvcc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_all_kernels_compile_to_ptx(tmp_path, arch):
-    src = tmp_path / "rlx_kernels.cu"
+ARCHS = ("sm_80", "sm_90")
+
+
+@pytest.fixture(scope="module")
+def ptx_compiles(tmp_path_factory):
+    """Both architectures' nvcc runs started at once: each takes about two
+    minutes on one core, and CI's machines have two."""
+    out_dir = tmp_path_factory.mktemp("ptx")
+    src = out_dir / "rlx_kernels.cu"
     src.write_text(kernel_source("cuda"))
-    out = subprocess.run([NVCC, "--ptx", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", str(src),
-                          "-o", str(tmp_path / "k.ptx")], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    ptx = (tmp_path / "k.ptx").read_text()
+    runs = {arch: (subprocess.Popen([NVCC, "--ptx", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings",
+                                     str(src), "-o", str(out_dir / f"{arch}.ptx")],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                   out_dir / f"{arch}.ptx") for arch in ARCHS}
+    yield runs
+    for proc, _ in runs.values():
+        proc.kill()
+        proc.communicate()
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ARCHS)
+def test_all_kernels_compile_to_ptx(ptx_compiles, arch):
+    proc, ptx_path = ptx_compiles[arch]
+    _, stderr = proc.communicate()
+    assert proc.returncode == 0, stderr
+    ptx = ptx_path.read_text()
     # One entry per RLX_INSTANTIATE line: nothing silently dropped.
     assert ptx.count(".entry") == len(instantiations(kernel_source("cuda")))
 
