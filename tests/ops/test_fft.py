@@ -52,7 +52,7 @@ def _assert_close(got, want, x_norm, n, scale, what):
 
 def _cpu_form() -> bool:
     """Whether this device runs fft_shared's CPU form (shaders/fft_cpu.h; groups
-    of one thread): rfft_post / irfft_pre fused into it, long powers of two
+    of one thread): irfft_pre fused into its load, long powers of two
     as its four-step."""
     g = rlx.Graph()
     g.set_outputs(y=g.rfft(g.input("x", (1, 8), "f32")))
@@ -235,8 +235,9 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
     """rfft of an even N >= 4 with contiguous samples: the N / 2 complex
     transform of the packed signal (any algorithm: here shared, Stockham
     and Bluestein half lengths) and rfft_post; odd N and strided samples
-    take the full-length transform. On the CPU, fft_shared's store does
-    rfft_post's unpacking where it covers N / 2 alone (one dispatch).
+    take the full-length transform. On every device fft_shared's store does
+    rfft_post's unpacking where it covers N / 2 alone (one dispatch:
+    shaders/fft_cpu.h on the CPU, rlx_fft_store_rfft on GPUs).
     Numerics against numpy for every norm."""
     def kernels(n, strided=False):
         g = rlx.Graph()
@@ -244,10 +245,8 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
         g.set_outputs(y=g.rfft(g.transpose(x, (1, 0)) if strided else x))   # strided: read in place, stride 3
         return kernels_of(rlx.compile(g))
 
-    fused = _cpu_form()
-    shared_half = ["fft_shared_c64"] if fused else ["fft_shared_c64", "rfft_post_c64"]
-    assert kernels(1024) == shared_half                                # 512 in group memory
-    assert kernels(400) == shared_half                                 # 200 = 4 * 2 * 5 * 5 in group memory
+    assert kernels(1024) == ["fft_shared_c64"]                         # 512 in group memory
+    assert kernels(400) == ["fft_shared_c64"]                          # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["fft_shared_c64"] * 2 + ["rfft_post_c64"]  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     assert kernels(16, strided=True) == ["fft_shared_c64"]
