@@ -52,7 +52,8 @@ struct FftParams {
     uint src_len;    // the sequence's elements; the rest up to n read as zeros
     uint herm_n;     // mode 2: length of the full spectrum
     uint src_avail;  // mode 2: bins present in each row (fewer: zeros; more: unused)
-    uint pre_mul;    // multiply element i < src_len by pre[i] (complex)
+    uint pre_mul;    // 1: multiply element i < src_len by pre[i] (complex); 2: a real window,
+                     // each loaded float times the window's float at its place in the row
     uint store_mode; // 0 complex, 1 real part only
     uint dst_offset, dst_row, dst_step;   // floats
     uint dst_count;  // outputs k < dst_count of each row are stored
@@ -62,10 +63,13 @@ struct FftParams {
     uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
     uint passes;     // fft_shared, mixed radix (radix 1): the passes whose radices span holds
     uint pad0;
-    // The CPU's four-step form of long powers of two (fft_cpu.h; 0 elsewhere):
-    // rows come in blocks of *_rpb rows, *_block floats apart, so row r
-    // starts at (r / rpb) * block + (r % rpb) * row; post_mul 2 multiplies
-    // output k of row r by post[k * dst_rpb + r % dst_rpb].
+    // Rows in blocks (0: one stride): rows come in blocks of *_rpb rows,
+    // *_block floats apart, so row r starts at (r / rpb) * block + (r % rpb)
+    // * row. The source's on every target (a [B, frames, n] framing view of
+    // a padded signal: its two leading strides do not merge); the
+    // destination's in the CPU's four-step form of long powers of two
+    // (fft_cpu.h), whose post_mul 2 multiplies output k of row r by
+    // post[k * dst_rpb + r % dst_rpb].
     uint src_rpb, src_block, dst_rpb, dst_block;
 };
 
@@ -94,11 +98,17 @@ RLX_INLINE rlx_cf rlx_fft_twiddle(RLX_DEVICE const float *tw, uint m, uint inver
     return rlx_cf_make(tw[2u * m], inverse ? -im : im);
 }
 
+// The first float of row r of rows in blocks of rpb (FftParams).
+RLX_INLINE uint64_t rlx_fft_row_at(uint offset, uint row, uint rpb, uint block, uint r) {
+    if (rpb == 0u) return (uint64_t)offset + (uint64_t)r * row;
+    return (uint64_t)offset + (uint64_t)(r / rpb) * block + (uint64_t)(r % rpb) * row;
+}
+
 // Element i of row `row` of the sequence the pass transforms.
 RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
                                uint row, uint i) {
     if (i >= p->src_len) return rlx_cf_make(0.0f, 0.0f);
-    const uint64_t base = (uint64_t)p->src_offset + (uint64_t)row * p->src_row;
+    const uint64_t base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
     rlx_cf v = rlx_cf_make(0.0f, 0.0f);
     if (p->load_mode == 1u) {
         v.re = src[base + (uint64_t)i * p->src_step];
@@ -119,7 +129,11 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
         const uint64_t at = base + (uint64_t)i * p->src_step;
         v = rlx_cf_make(src[at], src[at + 1u]);
     }
-    if (p->pre_mul != 0u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));
+    if (p->pre_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));
+    if (p->pre_mul == 2u) {   // a window over the row's floats: one a real element, two (rfft's packed pairs)
+        if (p->load_mode == 1u) v.re *= pre[i];
+        else v = rlx_cf_make(v.re * pre[2u * i], v.im * pre[2u * i + 1u]);
+    }
     return v;
 }
 

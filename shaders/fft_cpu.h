@@ -287,10 +287,6 @@ static inline void rlx_fft_store_rows(float *const *rowp, uint nrows, uint count
 }
 
 // First float of row r: rows in blocks of rpb (the four-step's; 0: one block).
-RLX_INLINE uint64_t rlx_fft_row_at(uint offset, uint row, uint rpb, uint block, uint r) {
-    if (rpb == 0u) return (uint64_t)offset + (uint64_t)r * row;
-    return (uint64_t)offset + (uint64_t)(r / rpb) * block + (uint64_t)(r % rpb) * row;
-}
 RLX_INLINE uint64_t rlx_fft_src_at(const FftParams *p, uint r) {
     return rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, r);
 }
@@ -299,10 +295,10 @@ RLX_INLINE uint64_t rlx_fft_dst_at(const FftParams *p, uint r) {
 }
 
 // The chunk's source rows as pointers when they are complex pairs of unit
-// step read whole (load mode 0, no pre-multiply): the fast path.
+// step read whole (load mode 0, no pre-multiply but a window): the fast path.
 RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0, uint nrows,
                                  const float **rowp) {
-    if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul != 0u || p->src_len != p->n)
+    if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul == 1u || p->src_len != p->n)
         return false;
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
     return true;
@@ -357,6 +353,15 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
         // The stages rlx_fft_pow2_lanes would do first: its radix-2 or
         // radix-4 pass, or its first radix-8 pass.
         const uint first = bits % 3u == 0u ? 3u : bits % 3u;
+        if (p->pre_mul == 2u) {   // the window (rfft's packed pairs), then every stage in the caller
+            rlx_fft_load_rows(rowp, n, bits, re, im);
+            for (uint i = 0u; i < n; ++i) {
+                const uint s = bits ? rlx_fft_bitrev(i, bits) : i;
+                re[s] *= pre[2u * i];
+                im[s] *= pre[2u * i + 1u];
+            }
+            return 0u;
+        }
         if (reversed && (n >> first) >= 8u) {
             if (first == 1u) rlx_fft_load_first<2u>(rowp, tw, n, bits, p->inverse, re, im);
             if (first == 2u) rlx_fft_load_first<4u>(rowp, tw, n, bits, p->inverse, re, im);

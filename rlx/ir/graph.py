@@ -538,6 +538,12 @@ class Graph:
         """DFT of a real f32 x [..., N]: the c64 [..., N // 2 + 1] non-negative frequencies."""
         return self.op("rfft", (x,), norm=norm, name=name)
 
+    def windowed_rfft(self, x: Node, window: Node, norm: str | None = None, *, name: str | None = None) -> Node:
+        """rfft(x * window) for an f32 window [N] over every row of x [..., N],
+        in one pass where the FFT's load applies the window (fusion builds it
+        from rfft(mul(x, window)))."""
+        return self.op("windowed_rfft", (x, window), norm=norm, name=name)
+
     def irfft(self, x: Node, n: int | None = None, norm: str | None = None, *, name: str | None = None) -> Node:
         """The real f32 [..., n] signal of a c64 half spectrum x [..., M]
         (numpy.fft.irfft; n defaults to 2 (M - 1))."""

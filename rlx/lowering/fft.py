@@ -44,6 +44,7 @@ import numpy as np
 from rlx.ir.dtype import c64, f32
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, ResidentTensor, Work, lowers
+from rlx.lowering.elementwise import BINARY_OPS, binary_params
 from rlx.runtime import params as P
 from rlx.runtime.views import RESIDENT, Storage, View
 
@@ -169,7 +170,8 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
                swizzle: bool = False) -> bytes:
     """FftParams of shaders/fft.h (offsets, strides in floats)."""
     fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
-              load["len"], load.get("herm_n", 0), load.get("avail", 0), int(load.get("pre") is not None),
+              load["len"], load.get("herm_n", 0), load.get("avail", 0),
+              load.get("pre_mode", int(load.get("pre") is not None)),
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
               store.get("post_mode", int(store.get("post") is not None))]
     blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0)]
@@ -183,6 +185,7 @@ CPU_ROWS = 16          # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS, shad
 # target; shaders/fft_cpu.h on the CPU, rlx_fft_store_rfft in fft.h on GPUs),
 # irfft_pre in the load (the CPU only).
 STORE_RFFT, LOAD_IRFFT = 2, 3
+PRE_WINDOW = 2   # FftParams.pre_mul: a real window over the row's floats (windowed_rfft)
 
 
 def shared_grid(target, rows: int, n: int, capacity: int = SHARED_MAX
@@ -219,34 +222,53 @@ def _scale(op: str, norm: str, n: int) -> float:
     return 1.0 / n if (norm == "backward") == inverse else 1.0
 
 
-def _source_rows(lw: Lowering, node: Node) -> tuple[View, int, int, int]:
-    """The input as rows of its last axis: (view, float offset, floats between
-    rows, floats between elements). Any last-axis stride is read in place
-    (a real(x) view has 2); leading dimensions must collapse into one row
-    stride, else a dense copy is read."""
+def _merged_lead(view: View) -> list[tuple[int, int]]:
+    """The view's leading (size, stride) pairs, size-1 dimensions dropped and
+    neighbours that step as one dimension merged."""
+    lead: list[tuple[int, int]] = []
+    for d, st in zip(view.shape[:-1], view.strides[:-1]):
+        if d == 1:
+            continue
+        if lead and lead[-1][1] == st * d:
+            lead[-1] = (lead[-1][0] * d, st)
+        else:
+            lead.append((d, st))
+    return lead
+
+
+def _source_rows(lw: Lowering, node: Node) -> tuple[View, dict]:
+    """The input as rows of its last axis: the view and its load fields
+    (float offset, floats between rows and between elements, and rows in
+    blocks where two leading strides do not merge: a [B, frames, n] framing
+    view of a padded signal). Any last-axis stride is read in place (a
+    real(x) view has 2); leading dimensions that make more than two strides
+    are read from a dense copy."""
     view = lw.view(node)
-    lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
-    if not all(s0 == s1 * d1 for (_, s0), (d1, s1) in zip(lead, lead[1:])):
+    lead = _merged_lead(view)
+    if len(lead) > 2:
         view = lw.dense(node)
-        lead = [(d, s) for d, s in zip(view.shape[:-1], view.strides[:-1]) if d != 1]
+        lead = _merged_lead(view)
     per = 2 if view.dtype.is_complex else 1      # floats per element
-    row = lead[-1][1] if lead else 0
-    return view, per * view.offset, per * row, per * view.strides[-1]
+    fields = {"offset": per * view.offset, "row": per * lead[-1][1] if lead else 0, "step": per * view.strides[-1]}
+    if len(lead) == 2:
+        fields.update(rpb=lead[1][0], block=per * lead[0][1])
+    return view, fields
 
 
-@lowers("fft", "ifft", "rfft", "irfft", reads={0: "rows"},
-        kernels=("fft_shared", "fft_stage", "rfft_post", "irfft_pre"))
+@lowers("fft", "ifft", "rfft", "irfft", "windowed_rfft", reads={0: "rows"},
+        kernels=("fft_shared", "fft_stage", "rfft_post", "irfft_pre", "binary"))
 def _fft(lw: Lowering, node: Node) -> View:
     op, x_node = node.op, node.inputs[0]
     out = lw.new_value(node)
     rows = int(np.prod(node.shape[:-1], dtype=np.int64))
-    n = node.shape[-1] if op != "rfft" else x_node.shape[-1]    # the transform's length
+    n = node.shape[-1] if op not in ("rfft", "windowed_rfft") else x_node.shape[-1]    # the transform's length
     inverse = op in _INVERSE_OPS
     if rows == 0:
         return out
-    x, x_offset, x_row, x_step = _source_rows(lw, x_node)
-    load: dict = {"offset": x_offset, "row": x_row, "step": x_step, "len": n,
-                  "mode": LOAD_REAL if x.dtype == f32 else LOAD_COMPLEX}
+    x, load = _source_rows(lw, x_node)
+    load.update(len=n, mode=LOAD_REAL if x.dtype == f32 else LOAD_COMPLEX)
+    x_step = load["step"]
+    window = lw.dense(node.inputs[1]) if op == "windowed_rfft" else None
     if op == "irfft":
         load.update(mode=LOAD_HALF_SPECTRUM, herm_n=n, avail=x_node.shape[-1])
     count = out.shape[-1]
@@ -255,7 +277,19 @@ def _fft(lw: Lowering, node: Node) -> View:
                    "row": (1 if real_out else 2) * count, "step": 1 if real_out else 2, "count": count,
                    "scale": _scale(op, node.attrs["norm"], n)}
 
-    if op == "rfft" and n % 2 == 0 and n >= 4 and x_step == 1:
+    if window is not None:
+        m = n // 2
+        if n % 2 == 0 and n >= 4 and x_step == 1 and _fuses_half(lw, m):
+            # The window in fft_shared's load (over the packed pairs, in the pre binding,
+            # which the store's unpacking leaves free), the bins unpacked in its store.
+            packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m, pre=window, pre_mode=PRE_WINDOW)
+            _fused_half(lw, node, rows, m, False, packed, dict(store, mode=STORE_RFFT), x, out, n, pre=window)
+            return out
+        # Any other length or layout: the product first, then rfft's own path.
+        x = _windowed(lw, node, x, load, window, rows, n)
+        load = {"offset": 0, "row": n, "step": 1, "len": n, "mode": LOAD_REAL}
+        x_step = 1
+    if op in ("rfft", "windowed_rfft") and n % 2 == 0 and n >= 4 and x_step == 1:
         # Half length: x read as n / 2 complex values, unpacked by rfft_post.
         m = n // 2
         packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m)
@@ -283,13 +317,34 @@ def _fft(lw: Lowering, node: Node) -> View:
             return out
         z = View.dense(lw.scratch(node, rows * m * c64.itemsize), f32, (rows * m * 2,))
         tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
-        params = struct.pack("<8I", *P.u32_fields(node, [m, rows, x_offset, x_row, x_step, x_node.shape[-1], 0, 0]))
+        if "rpb" in load:   # irfft_pre reads rows of one stride
+            x = lw.dense(x_node)
+            load = {"offset": 2 * x.offset, "row": 2 * x_node.shape[-1], "step": 2}
+        params = struct.pack("<8I", *P.u32_fields(node, [m, rows, load["offset"], load["row"], load["step"],
+                                                         x_node.shape[-1], 0, 0]))
         lw.dispatch(f"{node!r} (the half-length spectrum)", "irfft_pre_c64", [(x, "r"), (z, "w"), (tw, "r")],
                     params, lw.target.elementwise_grid(rows * m, scalar=True), Work("unary"))
         packed_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "len": m}
         _transform(lw, node, rows, m, True, packed_load, packed_store, z, out)
         return out
     _transform(lw, node, rows, n, inverse, load, store, x, out)
+    return out
+
+
+def _windowed(lw: Lowering, node: Node, x: View, load: dict, window: View, rows: int, n: int) -> View:
+    """x times the window into scratch, dense [rows, n] (windowed_rfft where
+    the window cannot ride in fft_shared's load): the binary kernel over
+    x's rows (blocks of rows as two dimensions) and the window broadcast."""
+    out = View.dense(lw.scratch(node, rows * n * f32.itemsize), f32, (rows, n))
+    if "rpb" in load:
+        shape = (rows // load["rpb"], load["rpb"], n)
+        x_strides, w_strides = (load["block"], load["row"], load["step"]), (0, 0, 1)
+    else:
+        shape, x_strides, w_strides = (rows, n), (load["row"], load["step"]), (0, 1)
+    params = binary_params(rows * n, BINARY_OPS["mul"], False, load["offset"], window.offset, shape, x_strides,
+                           w_strides)
+    lw.dispatch(f"{node!r} (the window)", "binary_f32", [(x, "r"), (window, "r"), (out, "w")], params,
+                lw.target.elementwise_grid(rows * n, scalar=True), Work("elementwise"))
     return out
 
 
@@ -313,19 +368,21 @@ def _fuses_half(lw: Lowering, m: int, inverse: bool = False) -> bool:
 
 
 def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load: dict, store: dict,
-                src: View, dst: View, n: int) -> None:
+                src: View, dst: View, n: int, pre: View | None = None) -> None:
     """One fft_shared dispatch of the length-m transform whose store unpacks
     rfft's bins (STORE_RFFT) or whose load builds irfft's half-length
     spectrum (LOAD_IRFFT); the length-n twiddles ride in the pre and post
-    bindings, which those modes read instead of multiplying by them."""
+    bindings, which those modes read instead of multiplying by them (pre:
+    rfft's window instead, bound at its first float)."""
     (p,) = transform_passes(m, inverse)
     tw = _table(lw, ("twiddles", m), lambda: twiddles(m))
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
     capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
     grid, group_rows = shared_grid(lw.target, rows, m, capacity)
     params = fft_params(node, p, rows, load, store, group_rows, swizzle=swizzled(lw.target) and p.radix == 0)
+    pre_binding = (half_tw, "r") if pre is None else (pre, "r@")
     lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
-                [(src, "r"), (dst, "w"), (tw, "r"), (half_tw, "r"), (half_tw, "r")], params, grid, fft_work(p, rows))
+                [(src, "r"), (dst, "w"), (tw, "r"), pre_binding, (half_tw, "r")], params, grid, fft_work(p, rows))
 
 
 def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
@@ -337,6 +394,7 @@ def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int
     if not lw.target.one_thread_groups or n & (n - 1) or n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
         return None
     if (load["mode"] != LOAD_COMPLEX or load["step"] != 2 or load.get("pre") is not None or load["len"] != n
+            or "rpb" in load
             or store["mode"] != STORE_COMPLEX or store["step"] != 2 or store.get("post") is not None
             or store["count"] != n):
         return None

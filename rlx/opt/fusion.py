@@ -23,6 +23,9 @@ has exactly one consumer and is not a graph output:
                  all of one dtype: one pass instead of one per op. Planned after every other
                  pattern, so it only takes what they leave (a glu's or a linear's activation
                  stays theirs)
+- windowed_rfft: rfft(mul(x, window)) with an f32 window [N] (leading dimensions of one) over
+                 x [..., N]: the FFT's load applies the window (a framed signal is read in
+                 place, the product never stored)
 - attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
                  heads-first transposes of [B, T, H, D] tensors (mul and add optional; the
                  add only where no masked_softmax scale follows it, see _match_attention)
@@ -47,7 +50,7 @@ from rlx.opt.rewrite import SKIP, rebuild
 from rlx.runtime.params import MAX_DIMS
 
 FUSED_OPS = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear", "attention",
-                       "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope"})
+                       "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope", "windowed_rfft"})
 _ACT_OF = {("gelu", "none"): "gelu", ("gelu", "tanh"): "gelu_tanh", ("silu", None): "silu", ("relu", None): "relu"}
 
 
@@ -126,7 +129,8 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
                                         ("add_rmsnorm", _match_add_norm), ("rmsnorm_add", _match_rmsnorm_add),
                                         ("rmsnorm_rope", _match_rmsnorm_rope),
                                         ("glu_linear", _match_glu_linear),
-                                        ("glu", _match_glu)) if op in capabilities]
+                                        ("glu", _match_glu),
+                                        ("windowed_rfft", _match_windowed_rfft)) if op in capabilities]
     for node in reversed(order):
         if node in absorbed or node in plan:
             continue
@@ -292,6 +296,18 @@ def _match_rmsnorm_rope(node: Node, m: _Matcher) -> Match | None:
     return "rmsnorm_rope", [norm], lambda mapped, g: g.rmsnorm_rope(
         mapped(x), mapped(positions), mapped(w), eps=n["eps"], add_one=n["add_one"], base=r["base"],
         layout=r["layout"], rotary_dim=r["rotary_dim"])
+
+
+def _match_windowed_rfft(node: Node, m: _Matcher) -> Match | None:
+    if node.op != "rfft" or node.inputs[0].op != "mul" or not m.private(node.inputs[0]):
+        return None
+    product, n = node.inputs[0], node.inputs[0].shape[-1]
+    for x, window in (product.inputs, product.inputs[::-1]):
+        if (tuple(x.shape) == tuple(product.shape) and window.shape and window.shape[-1] == n
+                and all(d == 1 for d in window.shape[:-1]) and len(window.shape) <= len(x.shape)):
+            return "windowed_rfft", [product], lambda mapped, g, x=x, window=window: g.windowed_rfft(
+                mapped(x), mapped(window), norm=node.attrs["norm"])
+    return None
 
 
 def _match_glu(node: Node, m: _Matcher) -> Match | None:

@@ -29,6 +29,12 @@ def _rfft(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return np.fft.rfft(np.asarray(xs[0], np.float64), axis=-1, norm=attrs["norm"])
 
 
+@reference_for("windowed_rfft")
+def _windowed_rfft(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    x, window = (np.asarray(v, np.float64) for v in xs)
+    return np.fft.rfft(x * window.reshape(-1), axis=-1, norm=attrs["norm"])
+
+
 @reference_for("irfft")
 def _irfft(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return np.fft.irfft(_c128(xs[0]), n=attrs["n"], axis=-1, norm=attrs["norm"])

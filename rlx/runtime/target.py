@@ -38,7 +38,7 @@ class Target:
     capabilities: frozenset[str] = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu",
                                               "glu_linear", "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add",
                                               "rmsnorm_rope", "linear_siblings", "sibling_ropes",
-                                              "attention_split_merge"})
+                                              "attention_split_merge", "windowed_rfft"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
     gemm_bias: bool = False

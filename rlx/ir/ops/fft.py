@@ -5,6 +5,10 @@ fft(x, norm), ifft(x, norm): c64 [..., N] -> c64 [..., N] (a real f32 x
   is promoted: its imaginary parts are zero).
 rfft(x, norm): f32 [..., N] -> c64 [..., N // 2 + 1], the non-negative
   frequencies of a real signal.
+windowed_rfft(x, window, norm): rfft(x * window) for an f32 window [N]
+  (leading dimensions of one allowed) over every row: fusion's form of
+  rfft(mul(frames, window)) (rlx/opt/fusion.py), whose window the FFT's load
+  applies.
 irfft(x, n, norm): c64 [..., M] -> f32 [..., n], the real signal whose
   half spectrum x is (numpy's rules: x is cut or zero-padded to n // 2 + 1
   bins, the imaginary parts of bin 0 and, for even n, bin n / 2 are
@@ -27,7 +31,8 @@ from rlx.ir.ops.common import _attrs, _int, _reg
 NORMS = ("backward", "ortho", "forward")
 
 # The ops that take or make c64; rlx.ir.graph refuses it everywhere else.
-COMPLEX_OPS = frozenset({"fft", "ifft", "rfft", "irfft", "real", "imag", "complex", "input", "param", "constant"})
+COMPLEX_OPS = frozenset({"fft", "ifft", "rfft", "windowed_rfft", "irfft", "real", "imag", "complex", "input", "param",
+                         "constant"})
 
 
 def check_complex_operands(op: str, types: list[TensorType]) -> None:
@@ -81,6 +86,18 @@ def _infer_rfft(types: list[TensorType], attrs: dict) -> TensorType:
     return TensorType(tuple(x.shape[:-1]) + (n // 2 + 1,), c64)
 
 
+def _infer_windowed_rfft(types: list[TensorType], attrs: dict) -> TensorType:
+    x, window = types
+    out = _infer_rfft([x], attrs)
+    n = x.shape[-1]
+    if window.dtype != f32:
+        raise DTypeError(f"windowed_rfft: the window must be f32, got {window}")
+    if window.rank < 1 or window.shape[-1] != n or any(d != 1 for d in window.shape[:-1]):
+        raise ShapeError(f"windowed_rfft: the window must be [{n}] (leading dimensions of one allowed) for a "
+                         f"signal of {n} points, got {window.shape!r}")
+    return out
+
+
 def _infer_irfft(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("irfft", attrs, {"n": None, "norm": None})
     _norm("irfft", attrs)
@@ -125,6 +142,8 @@ OPS: tuple[OpDef, ...] = (
          precision="f32"),
     _reg("rfft", 1, _infer_rfft, "Fourier transform of a real f32 signal: the N // 2 + 1 non-negative "
          "frequencies (c64).", precision="f32"),
+    _reg("windowed_rfft", 2, _infer_windowed_rfft, "rfft of a real f32 signal times a window [N] along its "
+         "last axis (fusion's form of rfft(mul(x, window))).", precision="f32"),
     _reg("irfft", 1, _infer_irfft, "Inverse of rfft: the real f32 signal of length n of a half spectrum.",
          precision="f32"),
     _reg("real", 1, _infer_part("real"), "The real parts of a c64 tensor (an f32 view).", is_view=True),

@@ -1,0 +1,156 @@
+"""rfft of windowed frames (issue 19): fusion turns rfft(mul(frames, window))
+into windowed_rfft (rlx/opt/fusion.py), whose window fft_shared's load
+applies where one dispatch covers the half-length transform (the pre
+binding, free under the store's rfft unpacking), and a [B, frames, N]
+framing view, whose two leading strides do not merge, is read in place as
+rows in blocks (FftParams' src_rpb / src_block) by every FFT path. Other
+lengths multiply first (one binary pass) and take rfft's own path.
+
+Checked against numpy.fft in float64 on the suite's device, in fft_shared's
+own form and in the GPUs' form forced on the device (several rows a group,
+swizzled slots), with the FFT suite's tolerance (tests/ops/test_fft.py):
+per row, max |got - want| <= 1e-5 log2(N) |x w|_2 s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.errors import DTypeError, ShapeError
+from rlx.opt.fusion import fuse
+from rlx.reference import run_reference
+from rlx.runtime.target import Target
+from rlx.tune.cost import CostModel
+
+from .helpers import kernels_of
+
+CAPS = Target.__dataclass_fields__["capabilities"].default
+# n: fused (400 = 2 x 200 mixed radix, 512 and 8 powers of two); multiplied first (odd 401, 14 = 2 x 7
+# Bluestein half, 4098 = 2 x 2049 past fft_shared).
+LENGTHS = [8, 400, 512, 14, 401, 4098]
+
+
+def _frames_graph(batch: int, length: int, n: int, hop: int, window_shape: tuple[int, ...], norm: str | None):
+    g = rlx.Graph()
+    x = g.input("x", (batch, length))
+    frames = g.frames(x, n, hop)
+    g.set_outputs(y=g.rfft(g.mul(frames, g.param("w", window_shape)), norm))
+    return g
+
+
+def _want(signal: np.ndarray, window: np.ndarray, n: int, hop: int, norm: str | None) -> np.ndarray:
+    count = (signal.shape[-1] - n) // hop + 1
+    index = np.arange(count)[:, None] * hop + np.arange(n)[None, :]
+    windowed = signal.astype(np.float64)[:, index] * window.astype(np.float64).reshape(-1)
+    return np.fft.rfft(windowed, axis=-1, norm=norm), np.linalg.norm(windowed, axis=-1).reshape(-1)
+
+
+def _check(got, want, row_norms, n, norm, what):
+    scale = {"backward": 1.0, None: 1.0, "ortho": 1 / math.sqrt(n), "forward": 1 / n}[norm]
+    err = np.abs(got.astype(np.complex128) - want).reshape(len(row_norms), -1).max(axis=-1)
+    bound = 1e-5 * math.log2(max(n, 2)) * row_norms * scale
+    assert (err <= bound).all(), f"{what}: max error over bound {np.max(err / np.maximum(bound, 1e-300)):.3g}"
+
+
+def _force_gpu_form(monkeypatch, group_rows: int = 3) -> None:
+    from rlx.lowering import fft as fft_lowering
+
+    real_grid = fft_lowering.shared_grid
+
+    def grid(target, rows, length, capacity=fft_lowering.SHARED_MAX):
+        (_, threads), _ = real_grid(target, rows, length, capacity)
+        per = max(1, min(group_rows, capacity // length))
+        return ((-(-rows // per), 1, 1), threads), per
+
+    monkeypatch.setattr(fft_lowering, "shared_grid", grid)
+    monkeypatch.setattr(fft_lowering, "swizzled", lambda target: True)
+    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
+
+
+@pytest.mark.parametrize("form", ["device", "gpu_form"])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_windowed_frames_match_numpy(n, form, monkeypatch, rng):
+    if form == "gpu_form":
+        _force_gpu_form(monkeypatch)
+    hop = max(1, n // 3)
+    for batch, window_shape, norm in ((1, (n,), None), (3, (1, n), "ortho"), (2, (1, 1, n), "forward")):
+        length = n + 5 * hop + 3   # six frames and a tail no frame reads
+        g = _frames_graph(batch, length, n, hop, window_shape, norm)
+        signal = rng.standard_normal((batch, length)).astype(np.float32)
+        window = rng.uniform(0.1, 1.0, window_shape).astype(np.float32)
+        exe = rlx.compile(g, params={"w": window})
+        kernels = kernels_of(exe)
+        assert not any(k.startswith("copy") for k in kernels), kernels   # the frames are read in place
+        if n in (8, 400, 512):
+            assert kernels == ["fft_shared_c64"], kernels                # the window in the load: one dispatch
+        else:
+            assert kernels[0] == "binary_f32" and kernels.count("binary_f32") == 1, kernels
+        want, row_norms = _want(signal, window, n, hop, norm)
+        _check(exe.run(x=signal)["y"].reshape(want.shape), want, row_norms, n, norm, f"N={n} B={batch} {form}")
+
+
+@pytest.mark.parametrize("op", ["rfft", "fft"])
+@pytest.mark.parametrize("n", [16, 400, 401, 4097])
+def test_frames_are_read_in_place_as_rows_in_blocks(op, n, rng):
+    """Without a window: a framing view of a batch feeds every FFT path
+    (fft_shared, Stockham, Bluestein, rfft's halves) with no copy."""
+    hop, batch = max(1, n // 4), 3
+    length = n + 4 * hop + 1
+    g = rlx.Graph()
+    frames = g.frames(g.input("x", (batch, length)), n, hop)
+    g.set_outputs(y=getattr(g, op)(frames))
+    exe = rlx.compile(g)
+    assert not any(k.startswith("copy") for k in kernels_of(exe)), kernels_of(exe)
+    signal = rng.standard_normal((batch, length)).astype(np.float32)
+    want, row_norms = _want(signal, np.ones(n, np.float32), n, hop, None)
+    if op == "fft":
+        count = (length - n) // hop + 1
+        index = np.arange(count)[:, None] * hop + np.arange(n)[None, :]
+        want = np.fft.fft(signal.astype(np.float64)[:, index], axis=-1)
+    _check(exe.run(x=signal)["y"].reshape(want.shape), want, row_norms, n, None, f"{op} N={n}")
+
+
+def _ops(graph) -> Counter:
+    return Counter(node.op for node in graph.topo_order())
+
+
+def test_fusion_fires_only_on_a_private_product_with_a_row_window():
+    def graph(window_shape, product_is_output=False):
+        g = rlx.Graph()
+        frames = g.frames(g.input("x", (2, 100)), 16, 8)     # [2, 11, 16]
+        product = g.mul(g.param("w", window_shape), frames)  # the window first: either order fuses
+        outputs = {"y": g.rfft(product)}
+        if product_is_output:
+            outputs["p"] = product
+        g.set_outputs(**outputs)
+        return g
+
+    assert _ops(fuse(graph((16,)), CAPS)[0])["windowed_rfft"] == 1
+    assert _ops(fuse(graph((1, 1, 16)), CAPS)[0])["windowed_rfft"] == 1
+    for g in (graph((11, 16)), graph((16,), product_is_output=True)):   # not one window for every row; read twice
+        ops = _ops(fuse(g, CAPS)[0])
+        assert ops["windowed_rfft"] == 0 and ops["rfft"] == 1 and ops["mul"] == 1
+    assert _ops(fuse(graph((16,)), CAPS - {"windowed_rfft"})[0])["windowed_rfft"] == 0
+
+
+def test_windowed_rfft_op_checks_and_reference(rng):
+    g = rlx.Graph()
+    x = g.input("x", (3, 10))
+    with pytest.raises(ShapeError, match="window must be"):
+        g.windowed_rfft(x, g.input("w", (9,)))
+    with pytest.raises(ShapeError, match="window must be"):
+        g.windowed_rfft(x, g.input("w2", (3, 10)))
+    with pytest.raises(DTypeError, match="window must be f32"):
+        g.windowed_rfft(x, g.input("w3", (10,), "f16"))
+    g = rlx.Graph()   # the refused builds left their inputs in the first graph
+    g.set_outputs(y=g.windowed_rfft(g.input("x", (3, 10)), g.input("w4", (10,)), "ortho"))
+    xs, w = rng.standard_normal((3, 10)).astype(np.float32), rng.standard_normal(10).astype(np.float32)
+    want = np.fft.rfft(xs.astype(np.float64) * w, norm="ortho")
+    np.testing.assert_allclose(run_reference(g, {"x": xs, "w4": w})["y"], want, rtol=1e-6, atol=1e-6)   # c64 out
+    got = rlx.compile(g).run(x=xs, w4=w)["y"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
