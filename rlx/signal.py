@@ -330,12 +330,15 @@ def log_mel_spectrogram(g: Graph, x: Node, sr: float = 22050, n_fft: int = 2048,
         s = g.sqrt(s)
     fb = mel_filterbank(sr, int(n_fft), n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm)
     mel = g.linear(s, g.constant(fb))                                       # [B, T, n_mels]
+    # Transposed before the log: its elementwise pass reads the strided view and
+    # writes the output's own layout, where a pass after it would be a copy.
+    mel = g.transpose(mel, (0, 2, 1))                                       # [B, n_mels, T]
     if log == "db":
         out = power_to_db(g, mel, ref=ref, amin=amin, top_db=top_db)
     else:
         out = g.log(g.maximum(mel, g.constant(np.float32(amin))))
-    b, t, m = out.shape
-    return g.reshape(g.transpose(out, (0, 2, 1)), lead + (m, t))
+    b, m, t = out.shape
+    return g.reshape(out, lead + (m, t))
 
 
 # ---------------------------------------------------------------- eager forms (numpy in, numpy out)
