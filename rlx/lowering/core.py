@@ -198,7 +198,10 @@ class Lowering:
         if src.numel == 0:
             return
         kernel = f"copy_{src.dtype.name}_{dst.dtype.name}"
-        params = P.copy(src.numel, src.offset, dst.offset, src.shape, src.strides, dst.strides)
+        # Size-1 dimensions dropped and neighbours that step as one merged: the
+        # kernel pays an index division per dimension and element on GPUs.
+        shape, (src_strides, dst_strides) = P.merge_dims(src.shape, (src.strides, dst.strides))
+        params = P.copy(src.numel, src.offset, dst.offset, shape, src_strides, dst_strides)
         self.dispatch(label, kernel, [(src, "r"), (dst, "w")], params,
                       self.target.elementwise_grid(src.numel, scalar=True), Work("copy"))
 

@@ -49,6 +49,31 @@ def test_strided_copy_and_gather_in_several_groups(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 5, 7, 11), (2, 1, 129, 3), (37, 1001)])
+def test_strided_walks_over_every_chunk_boundary(rng, dtype, shape):
+    """The CPU's copy and elementwise-chain loads walk a chunk as runs of
+    the innermost dimension from the chunk's first coordinates (an odometer,
+    no division per element): chunks that begin and end mid-run, runs of
+    one element, broadcast (zero) strides, size-1 dimensions, casts, every
+    permutation's inner stride; the GPUs' per-element form on cuda."""
+    g = rlx.Graph()
+    x = g.input("x", shape, dtype)
+    rank, np_dt = len(shape), np.float16 if dtype == "f16" else np.float32
+    flipped = g.transpose(x, tuple(reversed(range(rank))))
+    rolled = g.transpose(x, tuple(range(1, rank)) + (0,))
+    cut = g.narrow(x, rank - 1, 1, shape[-1] - 2) if shape[-1] > 2 else x
+    row = g.input("row", (shape[-1],), dtype)
+    outs = {"flipped": g.copy(flipped), "rolled": g.copy(rolled), "cut": g.copy(cut),
+            "chain": g.exp(g.mul(g.add(flipped, g.constant(np.array(0.5, np_dt))), g.constant(np.array(0.25, np_dt)))),
+            "broadcast": g.add(g.mul(x, row), g.transpose(g.transpose(x, (1, 0) + tuple(range(2, rank))),
+                                                          (1, 0) + tuple(range(2, rank))))}
+    if dtype == "f32":
+        outs["cast"] = g.cast(rolled, "f16")
+    g.set_outputs(**outs)
+    assert_matches_reference(g, {"x": _rand(rng, shape, dtype), "row": _rand(rng, (shape[-1],), dtype)})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(rng, dtype, axis):
     g = rlx.Graph()
