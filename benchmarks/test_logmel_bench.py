@@ -6,8 +6,9 @@ same filterbank as a matmul, 10 log10(max(amin, S))) and librosa
 result is checked against PyTorch's first (what is timed is right).
 
 Run: python -m pytest benchmarks/test_logmel_bench.py --benchmark-enable
-or:  python benchmarks/test_logmel_bench.py --json FILE  (blocks of three runs
-a peer, alternating; medians and ratios with the machine, bench_machine.py)
+or:  python benchmarks/test_logmel_bench.py --json FILE  (each peer in its own
+process, three runs a process, alternating; medians and ratios with the
+machine, bench_machine.py)
 """
 
 from __future__ import annotations
@@ -89,27 +90,50 @@ def test_log_mel(benchmark, record, batch, who):
     record(f"log-mel 30 s x{batch}", who, benchmark)
 
 
+def _time_one(who: str, batch: int, runs: int) -> list[float]:
+    """`runs` timed runs of one peer after three warm-up runs (a process's
+    first runs were up to twice as slow: page faults, thread pools), in
+    this process."""
+    audio = _audio(batch)
+    run = {"rlx": lambda: _rlx(batch), "torch": _torch, "librosa": lambda: _librosa}[who]()
+    for _ in range(3):
+        run(audio)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        run(audio)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def main() -> None:
+    import json
+    import subprocess
+
     from bench_machine import write_results
 
     parser = argparse.ArgumentParser()
-    parser.add_argument("--json", required=True)
+    parser.add_argument("--json")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--one", nargs=3, metavar=("WHO", "BATCH", "RUNS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:   # a child: one peer's times as JSON on stdout
+        print(json.dumps(_time_one(args.one[0], int(args.one[1]), int(args.one[2]))))
+        return
+    if not args.json:
+        parser.error("--json FILE is required")
     rows = []
     for batch in BATCHES:
-        runs, audio = _peers(batch), _audio(batch)
-        times: dict[str, list[float]] = {who: [] for who in runs}
-        # Blocks of three runs a peer, the blocks alternating: drift on a shared machine
-        # hits every peer alike, and no run follows another peer's directly (PyTorch's
-        # OpenMP workers spin on after its run and slowed whatever ran next 2x here).
+        _peers(batch)   # every peer's result checked against PyTorch's first
+        times: dict[str, list[float]] = {"rlx": [], "torch": [], "librosa": []}
+        # Each peer in a process of its own, three runs a process, the processes
+        # alternating: in one process the peers' worker threads (PyTorch's OpenMP,
+        # numpy's BLAS) spin on after their runs and slowed the next peer up to 2x.
         for _ in range(-(-args.rounds // 3)):
-            for who, run in runs.items():
-                run(audio)
-                for _ in range(3):
-                    t0 = time.perf_counter()
-                    run(audio)
-                    times[who].append(time.perf_counter() - t0)
+            for who in times:
+                out = subprocess.run([sys.executable, __file__, "--one", who, str(batch), "3"], check=True,
+                                     capture_output=True, text=True).stdout
+                times[who] += json.loads(out.splitlines()[-1])
         ms = {who: 1e3 * statistics.median(ts) for who, ts in times.items()}
         row = {"batch": batch, "median_ms": ms, "rlx_over_torch": ms["rlx"] / ms["torch"],
                "rlx_over_librosa": ms["rlx"] / ms["librosa"],
@@ -117,7 +141,8 @@ def main() -> None:
         print(batch, {k: round(v, 2) for k, v in ms.items()}, "rlx/torch", round(row["rlx_over_torch"], 3))
         rows.append(row)
     write_results(args.json, f"python benchmarks/test_logmel_bench.py --json FILE --rounds {args.rounds}",
-                  what="log-mel (30 s at 16 kHz, n_fft 400, hop 160, 80 mels, dB) on the CPU: rlx vs torch vs librosa",
+                  what="log-mel (30 s at 16 kHz, n_fft 400, hop 160, 80 mels, dB) on the CPU: rlx vs torch vs "
+                       "librosa, each peer in its own process",
                   torch=torch.__version__, librosa=librosa.__version__, threads=device_threads(), rows=rows)
 
 
