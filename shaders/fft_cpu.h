@@ -300,6 +300,15 @@ RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0
                                  const float **rowp) {
     if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul == 1u || p->src_len != p->n)
         return false;
+    if (p->src_valid != 0u) {   // a padded signal: only rows wholly inside its own floats
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+            const uint r = row0 + (l < nrows ? l : 0u);
+            const uint64_t at = (uint64_t)(r % p->src_rpb) * p->src_row;
+            if (at < p->src_pad || at + 2u * (uint64_t)p->n > (uint64_t)p->src_pad + p->src_valid) return false;
+            rowp[l] = src + p->src_offset + (uint64_t)(r / p->src_rpb) * p->src_block + (at - p->src_pad);
+        }
+        return true;
+    }
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
     return true;
 }
@@ -341,7 +350,8 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
                                       uint row0, uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
     const uint n = p->n, bits = reversed ? p->span : 0u;
     const float *rowp[RLX_FFT_LANES];
-    if (p->load_mode == 0u && p->pre_mul == 0u && p->src_len == n && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
+    if (p->load_mode == 0u && p->pre_mul == 0u && p->src_len == n && p->src_valid == 0u
+        && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
         const float *at = src + rlx_fft_src_at(p, row0);
         for (uint i = 0u; i < n; ++i) {
             const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
@@ -376,16 +386,19 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
     // only after all lanes are written: no store-forwarding stalls).
     // Each lane's row through a copy of the params that reads it at row 0
     // of a pointer to its first float (the four-step's blocks included).
+    // A padded signal reads through the params themselves (its rows' bounds).
     float *fre = (float *)re, *fim = (float *)im;
     FftParams q = *p;
     q.src_offset = 0u;
     q.src_row = 0u;
     q.src_rpb = 0u;
+    const bool padded = p->src_valid != 0u;
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-        const float *row = src + (l < nrows ? rlx_fft_src_at(p, row0 + l) : 0u);
+        const float *row = padded ? src : src + (l < nrows ? rlx_fft_src_at(p, row0 + l) : 0u);
         for (uint i = 0u; i < n; ++i) {
             const uint at = (reversed ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES + l;
-            const rlx_cf v = l < nrows ? rlx_fft_load(row, pre, &q, 0u, i) : rlx_cf_make(0.0f, 0.0f);
+            const rlx_cf v = l >= nrows ? rlx_cf_make(0.0f, 0.0f)
+                           : padded ? rlx_fft_load(src, pre, p, row0 + l, i) : rlx_fft_load(row, pre, &q, 0u, i);
             fre[at] = v.re;
             fim[at] = v.im;
         }

@@ -43,7 +43,7 @@ import numpy as np
 
 from rlx.ir.dtype import c64, f32
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, ResidentTensor, Work, lowers
+from rlx.lowering.core import ABSORBERS, Lowering, ResidentTensor, Work, lowers, rows_view
 from rlx.lowering.elementwise import BINARY_OPS, binary_params
 from rlx.runtime import params as P
 from rlx.runtime.views import RESIDENT, Storage, View
@@ -174,8 +174,9 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
               load.get("pre_mode", int(load.get("pre") is not None)),
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
               store.get("post_mode", int(store.get("post") is not None))]
-    blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0)]
-    return struct.pack("<19If8I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
+    blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0),
+              load.get("pad", 0), load.get("valid", 0), 0, 0]
+    return struct.pack("<19If12I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
                        int(swizzle), p.count, 0, *P.u32_fields(node, blocks))
 
 
@@ -255,6 +256,70 @@ def _source_rows(lw: Lowering, node: Node) -> tuple[View, dict]:
     return view, fields
 
 
+@dataclass(frozen=True)
+class PaddedFrames:
+    """rfft's input frames(concat([zeros, signal, zeros], last axis), n, hop)
+    read in place: the frames of each signal row in a block, the padding's
+    zeros supplied by the load (FftParams.src_pad / src_valid)."""
+
+    signal: Node
+    pad: int        # zeros before the signal
+    hop: int
+    frames: int     # frames per signal
+
+
+def _zero_constant(node: Node) -> bool:
+    return node.op == "constant" and not np.any(np.asarray(node.attrs["value"]))
+
+
+def _padded_frames(lw: Lowering, node: Node, consumers: dict[Node, list[Node]], outputs: set[Node]
+                   ) -> PaddedFrames | None:
+    """The pattern where no thunk need write the padded signal: an rfft (or
+    a windowed_rfft whose window rides in fft_shared's load: the product
+    pass of its other paths reads no padding) of frames of a zero-padded
+    concat that nothing else reads."""
+    if node.op not in ("rfft", "windowed_rfft") or node.inputs[0].op != "frames":
+        return None
+    frames = node.inputs[0]
+    cat = frames.inputs[0]
+    n = frames.attrs["frame_length"]
+    if node.op == "windowed_rfft" and not (n % 2 == 0 and n >= 4 and _fuses_half(lw, n // 2)):
+        return None
+    if (cat.op != "concat" or len(cat.inputs) != 3 or cat.attrs["axis"] != len(cat.shape) - 1
+            or not (_zero_constant(cat.inputs[0]) and _zero_constant(cat.inputs[2]))
+            or cat.inputs[1].dtype != f32 or frames in outputs or cat in outputs
+            or consumers.get(frames) != [node] or consumers.get(cat) != [frames]):
+        return None
+    signal = cat.inputs[1]
+    return PaddedFrames(signal, cat.inputs[0].shape[-1], frames.attrs["hop"], frames.shape[-2])
+
+
+_PADDED: weakref.WeakKeyDictionary[Lowering, dict[Node, PaddedFrames]] = weakref.WeakKeyDictionary()
+
+
+def _absorb_padding(lw: Lowering, order: list[Node]) -> set[Node]:
+    """The frames views and concats that PaddedFrames reads through: not
+    lowered (no copy writes the padded signal)."""
+    if not any(node.op in ("rfft", "windowed_rfft") for node in order):
+        return set()
+    consumers, outputs = lw.graph.consumers(), set(lw.graph.outputs.values())
+    found = {node: pf for node in order if (pf := _padded_frames(lw, node, consumers, outputs)) is not None}
+    _PADDED[lw] = found
+    return {x for node in found for x in (node.inputs[0], node.inputs[0].inputs[0])}
+
+
+ABSORBERS.append(_absorb_padding)
+
+
+def _padded_rows(lw: Lowering, pf: PaddedFrames) -> tuple[View, dict]:
+    """The load fields of PaddedFrames: one block a signal row (its rows
+    collapsed into one stride, else a dense copy), a row a frame."""
+    signal, row = rows_view(lw, pf.signal)
+    length = pf.signal.shape[-1]
+    return signal, {"offset": signal.offset, "row": pf.hop, "step": 1, "rpb": pf.frames, "block": row,
+                    "pad": pf.pad, "valid": length}
+
+
 @lowers("fft", "ifft", "rfft", "irfft", "windowed_rfft", reads={0: "rows"},
         kernels=("fft_shared", "fft_stage", "rfft_post", "irfft_pre", "binary"))
 def _fft(lw: Lowering, node: Node) -> View:
@@ -265,7 +330,8 @@ def _fft(lw: Lowering, node: Node) -> View:
     inverse = op in _INVERSE_OPS
     if rows == 0:
         return out
-    x, load = _source_rows(lw, x_node)
+    padded = _PADDED.get(lw, {}).get(node)
+    x, load = _padded_rows(lw, padded) if padded is not None else _source_rows(lw, x_node)
     load.update(len=n, mode=LOAD_REAL if x.dtype == f32 else LOAD_COMPLEX)
     x_step = load["step"]
     window = lw.dense(node.inputs[1]) if op == "windowed_rfft" else None

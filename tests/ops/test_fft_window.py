@@ -154,3 +154,56 @@ def test_windowed_rfft_op_checks_and_reference(rng):
     np.testing.assert_allclose(run_reference(g, {"x": xs, "w4": w})["y"], want, rtol=1e-6, atol=1e-6)   # c64 out
     got = rlx.compile(g).run(x=xs, w4=w)["y"]
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
+def _padded_graph(batch: int, length: int, pad: int, n: int, hop: int, window: bool, cat_is_output: bool = False):
+    g = rlx.Graph()
+    x = g.input("x", (batch, length))
+    zeros = g.constant(np.zeros((batch, pad), np.float32))
+    cat = g.concat([zeros, x, zeros], axis=-1)
+    frames = g.frames(cat, n, hop)
+    y = g.rfft(g.mul(frames, g.param("w", (n,))) if window else frames)
+    g.set_outputs(**({"y": y, "cat": cat} if cat_is_output else {"y": y}))
+    return g
+
+
+@pytest.mark.parametrize("form", ["device", "gpu_form"])
+@pytest.mark.parametrize("n, hop, pad, window", [
+    (400, 160, 200, True),     # Whisper: the window and the padding in fft_shared's load
+    (400, 160, 200, False),
+    (16, 3, 20, True),         # more padding than a frame: whole frames of zeros
+    (9, 4, 2, False),          # odd N: the full-length transform reads the padding
+    (14, 5, 7, False),         # rfft_post after a Bluestein half length
+    (512, 100, 1, True),
+])
+def test_zero_padded_frames_are_read_in_place(n, hop, pad, window, form, monkeypatch, rng):
+    """frames(concat([zeros, x, zeros])) feeding an rfft: no thunk writes the
+    padded signal (the load supplies the zeros), frames straddling either
+    end and frames of zeros alone included, batches of signals."""
+    if form == "gpu_form":
+        _force_gpu_form(monkeypatch)
+    for batch in (1, 3):
+        length = 3 * n + 5
+        g = _padded_graph(batch, length, pad, n, hop, window)
+        w = rng.uniform(0.2, 1.0, n).astype(np.float32) if window else np.ones(n, np.float32)
+        exe = rlx.compile(g, params={"w": w} if window else None)
+        kernels = kernels_of(exe)
+        assert not any(k.startswith(("copy", "binary")) for k in kernels), kernels
+        signal = rng.standard_normal((batch, length)).astype(np.float32)
+        padded = np.pad(signal, ((0, 0), (pad, pad)))
+        want, row_norms = _want(padded, w, n, hop, None)
+        _check(exe.run(x=signal)["y"].reshape(want.shape), want, row_norms, n, None, f"N={n} pad={pad} B={batch}")
+
+
+def test_padding_read_elsewhere_is_written():
+    """The padded signal is an output too: the concat runs, and the rfft
+    reads the frames of its result."""
+    g = _padded_graph(2, 50, 4, 8, 3, window=False, cat_is_output=True)
+    exe = rlx.compile(g)
+    assert kernels_of(exe).count("copy_f32_f32") >= 3   # the concat's three parts
+    x = np.random.default_rng(1).standard_normal((2, 50)).astype(np.float32)
+    got = exe.run(x=x)
+    padded = np.pad(x, ((0, 0), (4, 4)))
+    np.testing.assert_array_equal(got["cat"], padded)
+    want, row_norms = _want(padded, np.ones(8, np.float32), 8, 3, None)
+    _check(got["y"].reshape(want.shape), want, row_norms, 8, None, "padding read elsewhere")
