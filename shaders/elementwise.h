@@ -30,6 +30,38 @@ RLX_INLINE float rlx_binary_apply(uint op, float x, float y) {
     }
 }
 
+#ifdef RLX_TARGET_CPU
+// The strided form on the CPU: the chunk's first coordinates once, then an
+// odometer over both operands (an index division per dimension and element
+// cost more than the op itself, as in copy_strided).
+template <typename T>
+RLX_INLINE void rlx_binary_walk(const T *a, const T *b, T *out, const BinaryParams *p, uint64_t begin, uint64_t end) {
+    const uint nd = p->ndim, last = nd - 1u, op = p->op;
+    uint coord[RLX_MAX_DIMS];
+    uint64_t rest = begin, ia = p->a_offset, ib = p->b_offset;
+    for (int d = (int)last; d >= 0; --d) {
+        coord[d] = (uint)(rest % p->shape[d]);
+        rest /= p->shape[d];
+        ia += (uint64_t)coord[d] * p->a_strides[d];
+        ib += (uint64_t)coord[d] * p->b_strides[d];
+    }
+    for (uint64_t i = begin; i < end; ++i) {
+        out[i] = rlx_from_float<T>(rlx_binary_apply(op, rlx_to_float(a[ia]), rlx_to_float(b[ib])));
+        ia += p->a_strides[last];
+        ib += p->b_strides[last];
+        ++coord[last];
+        for (uint d = last; d > 0u && coord[d] == p->shape[d]; --d) {
+            ia -= (uint64_t)p->shape[d] * p->a_strides[d];
+            ib -= (uint64_t)p->shape[d] * p->b_strides[d];
+            coord[d] = 0u;
+            ++coord[d - 1u];
+            ia += p->a_strides[d - 1u];
+            ib += p->b_strides[d - 1u];
+        }
+    }
+}
+#endif
+
 template <typename T>
 RLX_KERNEL binary(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const T *, b, 1),
                   RLX_BUF(RLX_DEVICE T *, out, 2), RLX_PARAMS(BinaryParams, p, 3) RLX_IDS) {
@@ -45,6 +77,15 @@ RLX_KERNEL binary(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const 
         }
         return;
     }
+#ifdef RLX_TARGET_CPU
+    {
+        const uint64_t groups = (uint64_t)rlx_num_groups.x, chunk = ((uint64_t)n + groups - 1u) / groups;
+        const uint64_t begin = (uint64_t)rlx_group_id.x * chunk;
+        const uint64_t end = begin + chunk < (uint64_t)n ? begin + chunk : (uint64_t)n;
+        if (begin < end) rlx_binary_walk(a, b, out, p, begin, end);
+        return;
+    }
+#endif
     RLX_FOR_RANGE(i, p->n) {
         uint rest = (uint)i, ia = p->a_offset, ib = p->b_offset;
         for (int d = (int)p->ndim - 1; d >= 0; --d) {
