@@ -71,11 +71,13 @@ struct FftParams {
     // (fft_cpu.h), whose post_mul 2 multiplies output k of row r by
     // post[k * dst_rpb + r % dst_rpb].
     uint src_rpb, src_block, dst_rpb, dst_block;
-    // A zero-padded signal read in place (src_valid != 0; rows in blocks,
-    // one block a signal): row r's floats sit at (r % rpb) * src_row + o in
-    // the padded signal, whose floats [src_pad, src_pad + src_valid) are
-    // the block's and the rest zeros (frames of concat([zeros, x, zeros])).
-    uint src_pad, src_valid, pad1, pad2;
+    // A padded signal read in place (src_valid != 0; rows in blocks, one
+    // block a signal): row r's floats sit at (r % rpb) * src_row + o in the
+    // padded signal, whose floats [src_pad, src_pad + src_valid) are the
+    // block's and the rest zeros, or with src_reflect the block mirrored
+    // about its first and last float (numpy.pad's "reflect", once: src_pad
+    // < src_valid): frames of rlx.signal's centre padding.
+    uint src_pad, src_valid, src_reflect, pad1;
 };
 
 struct rlx_cf { float re, im; };
@@ -109,13 +111,17 @@ RLX_INLINE uint64_t rlx_fft_row_at(uint offset, uint row, uint rpb, uint block, 
     return (uint64_t)offset + (uint64_t)(r / rpb) * block + (uint64_t)(r % rpb) * row;
 }
 
-// Float o of row `row` of the source: zero outside a padded signal's own
-// floats (FftParams.src_valid).
+// Float o of row `row` of the source: outside a padded signal's own
+// floats (FftParams.src_valid) zero or its mirror image.
 RLX_INLINE float rlx_fft_src(RLX_DEVICE const float *src, RLX_CONSTANT FftParams *p, uint row, uint64_t o) {
     if (p->src_valid == 0u) return src[rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row) + o];
-    const uint64_t at = (uint64_t)(row % p->src_rpb) * p->src_row + o;   // in the padded signal
-    if (at < p->src_pad || at >= (uint64_t)p->src_pad + p->src_valid) return 0.0f;
-    return src[(uint64_t)p->src_offset + (uint64_t)(row / p->src_rpb) * p->src_block + (at - p->src_pad)];
+    uint64_t at = (uint64_t)(row % p->src_rpb) * p->src_row + o;   // in the padded signal
+    const uint64_t lo = p->src_pad, hi = lo + p->src_valid;
+    if (at < lo || at >= hi) {
+        if (p->src_reflect == 0u) return 0.0f;
+        at = at < lo ? 2u * lo - at : 2u * (hi - 1u) - at;   // about the first or the last float
+    }
+    return src[(uint64_t)p->src_offset + (uint64_t)(row / p->src_rpb) * p->src_block + (at - lo)];
 }
 
 // Element i of row `row` of the sequence the pass transforms.

@@ -175,7 +175,7 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
               store.get("post_mode", int(store.get("post") is not None))]
     blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0),
-              load.get("pad", 0), load.get("valid", 0), 0, 0]
+              load.get("pad", 0), load.get("valid", 0), int(load.get("reflect", False)), 0]
     return struct.pack("<19If12I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
                        int(swizzle), p.count, 0, *P.u32_fields(node, blocks))
 
@@ -258,18 +258,50 @@ def _source_rows(lw: Lowering, node: Node) -> tuple[View, dict]:
 
 @dataclass(frozen=True)
 class PaddedFrames:
-    """rfft's input frames(concat([zeros, signal, zeros], last axis), n, hop)
-    read in place: the frames of each signal row in a block, the padding's
-    zeros supplied by the load (FftParams.src_pad / src_valid)."""
+    """rfft's input frames(concat([left, signal, right], last axis), n, hop)
+    read in place: the frames of each signal row in a block, the padding
+    supplied by the load (FftParams.src_pad / src_valid / src_reflect):
+    zeros, or rlx.signal's reflect padding (gathers of the signal's own
+    samples at numpy.pad's mirrored indices)."""
 
     signal: Node
-    pad: int        # zeros before the signal
+    pad: int        # samples before the signal
     hop: int
     frames: int     # frames per signal
+    reflect: bool
+    absorbed: tuple[Node, ...]   # the nodes no thunk need compute (the frames, the concat, the reflect gathers)
 
 
 def _zero_constant(node: Node) -> bool:
     return node.op == "constant" and not np.any(np.asarray(node.attrs["value"]))
+
+
+def _reflect_parts(cat: Node, consumers: dict[Node, list[Node]]) -> tuple[Node, ...] | None:
+    """The nodes of concat([left, x, right]) whose sides are reshape(gather(
+    reshape(x, (B * L, 1)), indices)) at exactly numpy.pad(..., "reflect")'s
+    indices for one reflection (pad < L; rlx.signal._pad_signal), read by
+    the concat alone; None for anything else."""
+    x = cat.inputs[1]
+    if len(x.shape) != 2:
+        return None
+    b, length = x.shape
+    pad = cat.inputs[0].shape[-1]
+    if not 0 < pad < length or cat.inputs[2].shape[-1] != pad:
+        return None
+    mirrored = np.pad(np.arange(length), pad, mode="reflect")
+    rows = np.arange(b)[:, None] * length
+    nodes: list[Node] = []
+    for part, idx in ((cat.inputs[0], mirrored[:pad]), (cat.inputs[2], mirrored[-pad:])):
+        gather = part.inputs[0] if part.op == "reshape" else None
+        if (gather is None or gather.op != "gather" or consumers.get(part) != [cat]
+                or consumers.get(gather) != [part]):
+            return None
+        table, indices = gather.inputs
+        if (table.op != "reshape" or table.inputs[0] is not x or indices.op != "constant"
+                or not np.array_equal(np.asarray(indices.attrs["value"]).reshape(b, pad), rows + idx[None, :])):
+            return None
+        nodes += [part, gather]
+    return tuple(nodes)
 
 
 def _padded_frames(lw: Lowering, node: Node, consumers: dict[Node, list[Node]], outputs: set[Node]
@@ -286,12 +318,18 @@ def _padded_frames(lw: Lowering, node: Node, consumers: dict[Node, list[Node]], 
     if node.op == "windowed_rfft" and not (n % 2 == 0 and n >= 4 and _fuses_half(lw, n // 2)):
         return None
     if (cat.op != "concat" or len(cat.inputs) != 3 or cat.attrs["axis"] != len(cat.shape) - 1
-            or not (_zero_constant(cat.inputs[0]) and _zero_constant(cat.inputs[2]))
             or cat.inputs[1].dtype != f32 or frames in outputs or cat in outputs
             or consumers.get(frames) != [node] or consumers.get(cat) != [frames]):
         return None
-    signal = cat.inputs[1]
-    return PaddedFrames(signal, cat.inputs[0].shape[-1], frames.attrs["hop"], frames.shape[-2])
+    if _zero_constant(cat.inputs[0]) and _zero_constant(cat.inputs[2]):
+        reflect, sides = False, ()
+    else:
+        sides = _reflect_parts(cat, consumers)
+        if sides is None or any(side in outputs for side in sides):
+            return None
+        reflect = True
+    return PaddedFrames(cat.inputs[1], cat.inputs[0].shape[-1], frames.attrs["hop"], frames.shape[-2], reflect,
+                        (frames, cat, *sides))
 
 
 _PADDED: weakref.WeakKeyDictionary[Lowering, dict[Node, PaddedFrames]] = weakref.WeakKeyDictionary()
@@ -305,7 +343,7 @@ def _absorb_padding(lw: Lowering, order: list[Node]) -> set[Node]:
     consumers, outputs = lw.graph.consumers(), set(lw.graph.outputs.values())
     found = {node: pf for node in order if (pf := _padded_frames(lw, node, consumers, outputs)) is not None}
     _PADDED[lw] = found
-    return {x for node in found for x in (node.inputs[0], node.inputs[0].inputs[0])}
+    return {x for pf in found.values() for x in pf.absorbed}
 
 
 ABSORBERS.append(_absorb_padding)
@@ -317,7 +355,7 @@ def _padded_rows(lw: Lowering, pf: PaddedFrames) -> tuple[View, dict]:
     signal, row = rows_view(lw, pf.signal)
     length = pf.signal.shape[-1]
     return signal, {"offset": signal.offset, "row": pf.hop, "step": 1, "rpb": pf.frames, "block": row,
-                    "pad": pf.pad, "valid": length}
+                    "pad": pf.pad, "valid": length, "reflect": pf.reflect}
 
 
 @lowers("fft", "ifft", "rfft", "irfft", "windowed_rfft", reads={0: "rows"},

@@ -195,6 +195,40 @@ def test_zero_padded_frames_are_read_in_place(n, hop, pad, window, form, monkeyp
         _check(exe.run(x=signal)["y"].reshape(want.shape), want, row_norms, n, None, f"N={n} pad={pad} B={batch}")
 
 
+@pytest.mark.parametrize("form", ["device", "gpu_form"])
+@pytest.mark.parametrize("n, hop, length", [(400, 160, 1601), (16, 5, 40), (10, 2, 12), (24, 7, 50),
+                                            (9, 2, 12), (14, 3, 30)])
+def test_reflect_padded_frames_are_read_in_place(n, hop, length, form, monkeypatch, rng):
+    """rlx.signal's reflect centre padding (gathers of the signal's own
+    samples at numpy.pad's mirrored indices) read by the load too where the
+    window rides in fft_shared's load (even N, N / 2 in one dispatch; 9 and
+    14 multiply first, so the padding is written): the stft's frames
+    against numpy.pad(..., "reflect") in float64, batches of signals,
+    frames mirrored at both ends."""
+    from rlx import signal as rlx_signal
+
+    if form == "gpu_form":
+        _force_gpu_form(monkeypatch)
+    def compiled(batch, center):
+        g = rlx.Graph()
+        x = g.input("x", (batch, length))
+        g.set_outputs(y=rlx_signal.stft(g, x, n_fft=n, hop_length=hop, window="hann", center=center,
+                                        pad_mode="reflect"))
+        return rlx.compile(g)
+
+    for batch in (1, 3):
+        exe = compiled(batch, True)
+        # The padding costs no thunk: the same kernels as without centring (the
+        # stft's [bins, frames] layout is its own copies).
+        in_place = n not in (9, 14)
+        assert (kernels_of(exe) == kernels_of(compiled(batch, False))) == in_place, kernels_of(exe)
+        samples = rng.standard_normal((batch, length)).astype(np.float32)
+        window = rlx_signal.get_window("hann", n)
+        want, row_norms = _want(np.pad(samples, ((0, 0), (n // 2, n // 2)), mode="reflect"), window, n, hop, None)
+        got = np.swapaxes(exe.run(x=samples)["y"], -1, -2)   # stft: [..., bins, frames]
+        _check(got.reshape(want.shape), want, row_norms, n, None, f"reflect N={n} B={batch}")
+
+
 def test_padding_read_elsewhere_is_written():
     """The padded signal is an output too: the concat runs, and the rfft
     reads the frames of its result."""
