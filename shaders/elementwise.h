@@ -31,33 +31,16 @@ RLX_INLINE float rlx_binary_apply(uint op, float x, float y) {
 }
 
 #ifdef RLX_TARGET_CPU
-// The strided form on the CPU: the chunk's first coordinates once, then an
-// odometer over both operands (an index division per dimension and element
-// cost more than the op itself, as in copy_strided).
+// The strided form on the CPU: both operands walked (RlxWalk, no index
+// division per element).
 template <typename T>
 RLX_INLINE void rlx_binary_walk(const T *a, const T *b, T *out, const BinaryParams *p, uint64_t begin, uint64_t end) {
-    const uint nd = p->ndim, last = nd - 1u, op = p->op;
-    uint coord[RLX_MAX_DIMS];
-    uint64_t rest = begin, ia = p->a_offset, ib = p->b_offset;
-    for (int d = (int)last; d >= 0; --d) {
-        coord[d] = (uint)(rest % p->shape[d]);
-        rest /= p->shape[d];
-        ia += (uint64_t)coord[d] * p->a_strides[d];
-        ib += (uint64_t)coord[d] * p->b_strides[d];
-    }
+    const uint *strides[2] = {p->a_strides, p->b_strides};
+    const uint64_t offsets[2] = {p->a_offset, p->b_offset};
+    RlxWalk<2> w(p->shape, p->ndim, strides, offsets, begin);
     for (uint64_t i = begin; i < end; ++i) {
-        out[i] = rlx_from_float<T>(rlx_binary_apply(op, rlx_to_float(a[ia]), rlx_to_float(b[ib])));
-        ia += p->a_strides[last];
-        ib += p->b_strides[last];
-        ++coord[last];
-        for (uint d = last; d > 0u && coord[d] == p->shape[d]; --d) {
-            ia -= (uint64_t)p->shape[d] * p->a_strides[d];
-            ib -= (uint64_t)p->shape[d] * p->b_strides[d];
-            coord[d] = 0u;
-            ++coord[d - 1u];
-            ia += p->a_strides[d - 1u];
-            ib += p->b_strides[d - 1u];
-        }
+        out[i] = rlx_from_float<T>(rlx_binary_apply(p->op, rlx_to_float(a[w.at[0]]), rlx_to_float(b[w.at[1]])));
+        w.advance(1u);
     }
 }
 #endif
@@ -79,9 +62,8 @@ RLX_KERNEL binary(RLX_BUF(RLX_DEVICE const T *, a, 0), RLX_BUF(RLX_DEVICE const 
     }
 #ifdef RLX_TARGET_CPU
     {
-        const uint64_t groups = (uint64_t)rlx_num_groups.x, chunk = ((uint64_t)n + groups - 1u) / groups;
-        const uint64_t begin = (uint64_t)rlx_group_id.x * chunk;
-        const uint64_t end = begin + chunk < (uint64_t)n ? begin + chunk : (uint64_t)n;
+        uint64_t begin, end;
+        rlx_group_chunk(n, rlx_group_id.x, rlx_num_groups.x, &begin, &end);
         if (begin < end) rlx_binary_walk(a, b, out, p, begin, end);
         return;
     }
@@ -224,32 +206,18 @@ RLX_INLINE uint rlx_ew_index(RLX_CONSTANT EwChainParams *p, uint j, uint e) {
         d[t] = (expr);                                                              \
     }                                                                               \
     break
-// Elements b0 .. b0 + len - 1 of input j through its strides: the first
-// one's coordinates once, then an odometer, where rlx_ew_index's division
-// per dimension and element cost more than the whole chain (a transposed
-// [4, 3001, 80] input: 6 ms).
+// Elements b0 .. b0 + len - 1 of input j through its strides (RlxWalk:
+// rlx_ew_index's division per dimension and element cost more than the
+// whole chain, 6 ms for a transposed [4, 3001, 80] input).
 template <typename T>
 RLX_INLINE void rlx_ew_gather_cpu(const T *src, RLX_CONSTANT EwChainParams *p, uint j, uint64_t b0, uint len,
                                   float *d) {
-    const uint nd = p->ndim, last = nd - 1u;
-    const uint *st = p->strides + j * RLX_MAX_DIMS;
-    uint coord[RLX_MAX_DIMS];
-    uint64_t rest = b0, at = p->offsets[j];
-    for (int k = (int)last; k >= 0; --k) {
-        coord[k] = (uint)(rest % p->shape[k]);
-        rest /= p->shape[k];
-        at += (uint64_t)coord[k] * st[k];
-    }
+    const uint *strides[1] = {p->strides + j * RLX_MAX_DIMS};
+    const uint64_t offsets[1] = {p->offsets[j]};
+    RlxWalk<1> w(p->shape, p->ndim, strides, offsets, b0);
     for (uint t = 0; t < len; ++t) {
-        d[t] = rlx_to_float(src[at]);
-        at += st[last];
-        ++coord[last];
-        for (uint k = last; k > 0u && coord[k] == p->shape[k]; --k) {
-            at -= (uint64_t)p->shape[k] * st[k];
-            coord[k] = 0u;
-            ++coord[k - 1u];
-            at += st[k - 1u];
-        }
+        d[t] = rlx_to_float(src[w.at[0]]);
+        w.advance(1u);
     }
 }
 
@@ -309,9 +277,8 @@ RLX_KERNEL ew_chain(RLX_BUF(RLX_DEVICE const T *, in0, 0), RLX_BUF(RLX_DEVICE co
 #ifdef RLX_TARGET_CPU
     {
         const T *in[RLX_EW_MAX_INPUTS] = {in0, in1, in2, in3};
-        const uint64_t groups = (uint64_t)rlx_num_groups.x, chunk = ((uint64_t)n + groups - 1u) / groups;
-        const uint64_t begin = (uint64_t)rlx_group_id.x * chunk;
-        const uint64_t end = begin + chunk < (uint64_t)n ? begin + chunk : (uint64_t)n;
+        uint64_t begin, end;
+        rlx_group_chunk(n, rlx_group_id.x, rlx_num_groups.x, &begin, &end);
         if (begin < end) rlx_ew_chain_cpu(in, out, p, begin, end);
         (void)ni, (void)ns;
         return;

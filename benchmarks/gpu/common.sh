@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: suite, sanitize, attention_checks, gemv_table, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_benches, suite, sanitize, attention_checks, gemv_table, gemv_benches, pdl_off_trace,
 # stand_in_model and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -36,6 +36,17 @@ if [ "${WARM_CACHE:-1}" = 1 ]; then
   python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
     >"$OUT/warm.log" 2>&1; note "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s"
 fi
+
+# fft_benches: fft_breakdown.py (where the log-mel and FFT graphs spend
+# their GPU time) and fft_cuda.py's table, their summaries into the summary.
+fft_benches() {
+  local t0=$(date +%s)
+  timeout 120 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >/dev/null 2>&1
+  note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
+  python3 benchmarks/gpu/summaries.py fft-breakdown "$OUT/fft-breakdown.json" 2>&1 | tee -a "$S"
+  timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>/dev/null \
+    | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
+}
 
 # gemv_table FILE: quant_gemv_cuda.py's rows, a line each, into the summary.
 gemv_table() {

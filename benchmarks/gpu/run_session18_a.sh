@@ -10,12 +10,5 @@ suite "fft + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/test_signa
 suite "fft (cuda, gs 64)" fft64.log tests/ops/test_fft.py --rlx-device cuda --rlx-group-size 64
 sanitize racecheck "racecheck fft_shared" racecheck-fft.log tests/ops/test_fft.py -k "swizzle or rfft" --rlx-device cuda
 sanitize memcheck "memcheck rfft" memcheck-fft.log tests/ops/test_fft.py -k "rfft" --rlx-device cuda
-t0=$(date +%s)
-timeout 120 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >/dev/null 2>&1
-note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
-python3 benchmarks/gpu/summaries.py fft-breakdown "$OUT/fft-breakdown.json" 2>&1 | tee -a "$S"
-t0=$(date +%s)
-timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" >"$OUT/fft-cuda.log" 2>&1
-note "fft_cuda rc=$? in $(( $(date +%s) - t0 )) s"
-python3 benchmarks/gpu/summaries.py fft-cuda <"$OUT/fft-cuda.log" 2>&1 | tee -a "$S"
+fft_benches
 echo "=== summary"; cat "$S"

@@ -12,11 +12,7 @@ suite "fft + window + signal (cuda, gs 0)" fft.log $W tests/test_signal.py --rlx
 suite "fft + window (cuda, gs 64)" fft64.log $W --rlx-device cuda --rlx-group-size 64
 sanitize memcheck "memcheck window + rfft" memcheck.log $W -k "window or frames or rfft" --rlx-device cuda
 sanitize racecheck "racecheck window + rfft" racecheck.log $W -k "window or frames or swizzle" --rlx-device cuda
-t0=$(date +%s)
-timeout 120 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >/dev/null 2>&1
-note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
-python3 benchmarks/gpu/summaries.py fft-breakdown "$OUT/fft-breakdown.json" 2>&1 | tee -a "$S"
-timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>/dev/null | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
+fft_benches
 t0=$(date +%s)
 KERNEL_TRACE=1 timeout 200 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-trace.json" >/tmp/gemv-trace.log 2>&1
 note "gemv trace rc=$? in $(( $(date +%s) - t0 )) s"

@@ -13,10 +13,6 @@ suite "fft + window + signal (cuda, gs 0)" fft.log $W tests/test_signal.py --rlx
 suite "fft + window (cuda, gs 64)" fft64.log $W --rlx-device cuda --rlx-group-size 64
 sanitize memcheck "memcheck padded + window" memcheck.log tests/ops/test_fft_window.py --rlx-device cuda
 sanitize racecheck "racecheck padded + window" racecheck.log tests/ops/test_fft_window.py -k "padded or window" --rlx-device cuda
-t0=$(date +%s)
-timeout 120 python3 benchmarks/gpu/fft_breakdown.py "$OUT/fft-breakdown.json" >/dev/null 2>&1
-note "fft_breakdown rc=$? in $(( $(date +%s) - t0 )) s"
-python3 benchmarks/gpu/summaries.py fft-breakdown "$OUT/fft-breakdown.json" 2>&1 | tee -a "$S"
-timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>/dev/null | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
+fft_benches
 mkdir -p /tmp/setup-logs && mv "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log "$OUT"/fft64.log /tmp/setup-logs/ 2>/dev/null
 echo "=== summary"; cat "$S"

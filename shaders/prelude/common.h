@@ -121,4 +121,50 @@ RLX_INLINE float rlx_activation(uint act, float x) {
     return x;
 }
 
+#ifdef RLX_TARGET_CPU
+// The CPU's walk over a chunk of a strided loop of K operands (copies,
+// elementwise reads): the chunk's first coordinates and the operands'
+// offsets once, then advance(n) moves n elements along the innermost
+// dimension (at most to the row's end) and carries into the outer ones,
+// where an index division per dimension and element cost ~10 ns an element.
+template <uint K>
+struct RlxWalk {
+    const uint *shape;
+    const uint *strides[K];
+    uint last, coord[RLX_MAX_DIMS];
+    uint64_t at[K];
+
+    RlxWalk(const uint *shape_, uint ndim, const uint *const *strides_, const uint64_t *offsets, uint64_t begin)
+        : shape(shape_), last(ndim - 1u) {
+        for (uint k = 0u; k < K; ++k) {
+            strides[k] = strides_[k];
+            at[k] = offsets[k];
+        }
+        for (int d = (int)last; d >= 0; --d) {
+            coord[d] = (uint)(begin % shape[d]);
+            begin /= shape[d];
+            for (uint k = 0u; k < K; ++k) at[k] += (uint64_t)coord[d] * strides[k][d];
+        }
+    }
+    uint row_left() const { return shape[last] - coord[last]; }
+    void advance(uint n) {
+        for (uint k = 0u; k < K; ++k) at[k] += (uint64_t)n * strides[k][last];
+        coord[last] += n;
+        for (uint d = last; d > 0u && coord[d] == shape[d]; --d) {
+            for (uint k = 0u; k < K; ++k) at[k] += (uint64_t)strides[k][d - 1u] - (uint64_t)shape[d] * strides[k][d];
+            coord[d] = 0u;
+            ++coord[d - 1u];
+        }
+    }
+};
+
+// The element range [begin, end) of group g of the dispatch's groups when
+// a kernel splits n elements into one chunk a group (the CPU's own loops).
+RLX_INLINE void rlx_group_chunk(uint64_t n, uint g, uint groups, uint64_t *begin, uint64_t *end) {
+    const uint64_t chunk = (n + groups - 1u) / groups;
+    *begin = (uint64_t)g * chunk;
+    *end = *begin + chunk < n ? *begin + chunk : n;
+}
+#endif
+
 #endif

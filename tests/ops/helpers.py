@@ -150,3 +150,24 @@ def assert_gelu_accurate(got, x):
     assert rel.max() < 4e-5, (rel.max(), x[nz][rel.argmax()])
     near = np.abs(x[nz]) <= 4
     assert rel[near].max() < 2e-6, (rel[near].max(), x[nz][near][rel[near].argmax()])
+
+
+def force_gpu_fft_form(monkeypatch, group_rows: int) -> None:
+    """fft_shared as GPUs run it, forced on whatever device runs the suite:
+    up to ``group_rows`` rows a group (as many as fit the group memory) and
+    swizzled group-memory slots, and the cost model's pick of fft_shared
+    wherever it covers N (GPUs pass few long rows on to the Stockham
+    passes)."""
+    from rlx.lowering import fft as fft_lowering
+    from rlx.tune.cost import CostModel
+
+    real_grid = fft_lowering.shared_grid
+
+    def grid(target, rows, length, capacity=fft_lowering.SHARED_MAX):
+        (_, threads), _ = real_grid(target, rows, length, capacity)
+        per = max(1, min(group_rows, capacity // length))
+        return ((-(-rows // per), 1, 1), threads), per
+
+    monkeypatch.setattr(fft_lowering, "shared_grid", grid)
+    monkeypatch.setattr(fft_lowering, "swizzled", lambda target: True)
+    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)

@@ -25,7 +25,7 @@ from rlx.reference import run_reference
 from rlx.tune.calibration import default_calibration
 from rlx.tune.cost import CostModel, decision_model
 
-from .helpers import kernels_of
+from .helpers import force_gpu_fft_form, kernels_of
 
 NORMS = ["backward", "ortho", "forward"]
 SMALL = [1, 2, 3, 5, 7, 8, 16, 100, 128, 400, 512, 1000, 1024, 4096]
@@ -198,18 +198,7 @@ def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, monkeyp
     halves of group memory), forced on whatever device runs the suite: rows
     that fill a group, a last group holding fewer, and the swizzle across
     rows of the array."""
-    from rlx.lowering import fft as fft_lowering
-
-    real_grid = fft_lowering.shared_grid
-
-    def grid(target, rows, length, capacity=fft_lowering.SHARED_MAX):
-        (groups, threads), _ = real_grid(target, rows, length, capacity)
-        per = max(1, min(group_rows, capacity // length))
-        return ((-(-rows // per), 1, 1), threads), per
-
-    monkeypatch.setattr(fft_lowering, "shared_grid", grid)
-    monkeypatch.setattr(fft_lowering, "swizzled", lambda target: True)
-    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)   # GPUs pass few long rows on
+    force_gpu_fft_form(monkeypatch, group_rows)
     for rows in (1, 5, 37):
         x = _cdata(rng, (rows, n))
         g = rlx.Graph()

@@ -25,9 +25,8 @@ from rlx.errors import DTypeError, ShapeError
 from rlx.opt.fusion import fuse
 from rlx.reference import run_reference
 from rlx.runtime.target import Target
-from rlx.tune.cost import CostModel
 
-from .helpers import kernels_of
+from .helpers import force_gpu_fft_form, kernels_of
 
 CAPS = Target.__dataclass_fields__["capabilities"].default
 # n: fused (400 = 2 x 200 mixed radix, 512 and 8 powers of two); multiplied first (odd 401, 14 = 2 x 7
@@ -57,26 +56,11 @@ def _check(got, want, row_norms, n, norm, what):
     assert (err <= bound).all(), f"{what}: max error over bound {np.max(err / np.maximum(bound, 1e-300)):.3g}"
 
 
-def _force_gpu_form(monkeypatch, group_rows: int = 3) -> None:
-    from rlx.lowering import fft as fft_lowering
-
-    real_grid = fft_lowering.shared_grid
-
-    def grid(target, rows, length, capacity=fft_lowering.SHARED_MAX):
-        (_, threads), _ = real_grid(target, rows, length, capacity)
-        per = max(1, min(group_rows, capacity // length))
-        return ((-(-rows // per), 1, 1), threads), per
-
-    monkeypatch.setattr(fft_lowering, "shared_grid", grid)
-    monkeypatch.setattr(fft_lowering, "swizzled", lambda target: True)
-    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
-
-
 @pytest.mark.parametrize("form", ["device", "gpu_form"])
 @pytest.mark.parametrize("n", LENGTHS)
 def test_windowed_frames_match_numpy(n, form, monkeypatch, rng):
     if form == "gpu_form":
-        _force_gpu_form(monkeypatch)
+        force_gpu_fft_form(monkeypatch, 3)
     hop = max(1, n // 3)
     for batch, window_shape, norm in ((1, (n,), None), (3, (1, n), "ortho"), (2, (1, 1, n), "forward")):
         length = n + 5 * hop + 3   # six frames and a tail no frame reads
@@ -181,7 +165,7 @@ def test_zero_padded_frames_are_read_in_place(n, hop, pad, window, form, monkeyp
     padded signal (the load supplies the zeros), frames straddling either
     end and frames of zeros alone included, batches of signals."""
     if form == "gpu_form":
-        _force_gpu_form(monkeypatch)
+        force_gpu_fft_form(monkeypatch, 3)
     for batch in (1, 3):
         length = 3 * n + 5
         g = _padded_graph(batch, length, pad, n, hop, window)
@@ -208,7 +192,7 @@ def test_reflect_padded_frames_are_read_in_place(n, hop, length, form, monkeypat
     from rlx import signal as rlx_signal
 
     if form == "gpu_form":
-        _force_gpu_form(monkeypatch)
+        force_gpu_fft_form(monkeypatch, 3)
     def compiled(batch, center):
         g = rlx.Graph()
         x = g.input("x", (batch, length))
