@@ -111,10 +111,9 @@ RLX_INLINE uint64_t rlx_fft_row_at(uint offset, uint row, uint rpb, uint block, 
     return (uint64_t)offset + (uint64_t)(r / rpb) * block + (uint64_t)(r % rpb) * row;
 }
 
-// Float o of row `row` of the source: outside a padded signal's own
-// floats (FftParams.src_valid) zero or its mirror image.
-RLX_INLINE float rlx_fft_src(RLX_DEVICE const float *src, RLX_CONSTANT FftParams *p, uint row, uint64_t o) {
-    if (p->src_valid == 0u) return src[rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row) + o];
+// Float o of row `row` of a padded source (FftParams.src_valid != 0):
+// outside the signal's own floats zero or its mirror image.
+RLX_INLINE float rlx_fft_padded(RLX_DEVICE const float *src, RLX_CONSTANT FftParams *p, uint row, uint64_t o) {
     uint64_t at = (uint64_t)(row % p->src_rpb) * p->src_row + o;   // in the padded signal
     const uint64_t lo = p->src_pad, hi = lo + p->src_valid;
     if (at < lo || at >= hi) {
@@ -129,14 +128,14 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
                                uint row, uint i) {
     if (i >= p->src_len) return rlx_cf_make(0.0f, 0.0f);
     rlx_cf v = rlx_cf_make(0.0f, 0.0f);
+    const uint64_t base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
     if (p->src_valid != 0u) {   // a padded signal (rfft's real or packed samples)
         const uint64_t o = (uint64_t)i * p->src_step;
-        v = rlx_cf_make(rlx_fft_src(src, p, row, o), p->load_mode == 1u ? 0.0f : rlx_fft_src(src, p, row, o + 1u));
+        v = rlx_cf_make(rlx_fft_padded(src, p, row, o),
+                        p->load_mode == 1u ? 0.0f : rlx_fft_padded(src, p, row, o + 1u));
     } else if (p->load_mode == 1u) {
-        const uint64_t base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
         v.re = src[base + (uint64_t)i * p->src_step];
     } else if (p->load_mode == 2u) {
-        const uint64_t base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
         // Y[i] = X[i] for i <= n/2, conj(X[n - i]) above; bins 0 and n/2
         // (even n) are real by symmetry, so their imaginary parts are
         // dropped, as numpy's irfft does.
@@ -150,8 +149,7 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
             v = rlx_cf_make(src[at], real_bin ? 0.0f : (mirrored ? -im : im));
         }
     } else {
-        const uint64_t at = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row)
-                            + (uint64_t)i * p->src_step;
+        const uint64_t at = base + (uint64_t)i * p->src_step;
         v = rlx_cf_make(src[at], src[at + 1u]);
     }
     if (p->pre_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));

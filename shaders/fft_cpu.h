@@ -286,7 +286,7 @@ static inline void rlx_fft_store_rows(float *const *rowp, uint nrows, uint count
     }
 }
 
-// First float of row r: rows in blocks of rpb (the four-step's; 0: one block).
+// First float of row r of the source / destination (rows in blocks: rlx_fft_row_at, fft.h).
 RLX_INLINE uint64_t rlx_fft_src_at(const FftParams *p, uint r) {
     return rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, r);
 }

@@ -225,16 +225,9 @@ def _scale(op: str, norm: str, n: int) -> float:
 
 def _merged_lead(view: View) -> list[tuple[int, int]]:
     """The view's leading (size, stride) pairs, size-1 dimensions dropped and
-    neighbours that step as one dimension merged."""
-    lead: list[tuple[int, int]] = []
-    for d, st in zip(view.shape[:-1], view.strides[:-1]):
-        if d == 1:
-            continue
-        if lead and lead[-1][1] == st * d:
-            lead[-1] = (lead[-1][0] * d, st)
-        else:
-            lead.append((d, st))
-    return lead
+    neighbours that step as one dimension merged (P.merge_dims)."""
+    shape, (strides,) = P.merge_dims(tuple(view.shape[:-1]), (tuple(view.strides[:-1]),))
+    return [(d, st) for d, st in zip(shape, strides) if d != 1]
 
 
 def _source_rows(lw: Lowering, node: Node) -> tuple[View, dict]:
@@ -308,8 +301,8 @@ def _padded_frames(lw: Lowering, node: Node, consumers: dict[Node, list[Node]], 
                    ) -> PaddedFrames | None:
     """The pattern where no thunk need write the padded signal: an rfft (or
     a windowed_rfft whose window rides in fft_shared's load: the product
-    pass of its other paths reads no padding) of frames of a zero-padded
-    concat that nothing else reads."""
+    pass of its other paths reads no padding) of frames of a concat padded
+    with zeros or rlx.signal's reflect gathers, that nothing else reads."""
     if node.op not in ("rfft", "windowed_rfft") or node.inputs[0].op != "frames":
         return None
     frames = node.inputs[0]
