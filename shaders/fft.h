@@ -367,6 +367,242 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 #define RLX_FFT_SHARED_BOUNDS
 #endif
 
+// fft_shared's register Stockham form for powers of two (GPUs; the CPU's
+// tests run it too): ceil(log2 n / 4) passes of radix 2^M (M <= 4, as even
+// as they come: 4096 = 16 16 16, 512 = 8 8 8), each thread holding its
+// butterflies' elements in registers. The first pass reads the source
+// (rlx_fft_load, natural order, coalesced) and the last writes the
+// destination (rlx_fft_store: Stockham's last pass writes its outputs in
+// order), so a 256-point row goes through group memory once (one write,
+// one read, one barrier) where the in-place DIT form above reads it
+// bit-reversed and passes it through group memory three times. A pass
+// reads all its elements before any thread writes (a barrier between), so
+// it runs in place in the one 32 KB buffer; that needs every thread to
+// hold rows_here * n / threads elements: RLX_FFT_REGS on GPUs (the
+// lowering's 256 threads hold a full group at 16 each; smaller groups
+// take the DIT form). The mixed-radix form (radices 2, 3, 4, 5) has the
+// same register passes (rlx_fft_register_pass_mixed). The CPU holds a
+// quarter of the group memory on its one thread, so its tests of the GPU
+// form run both forms of both.
+#ifdef RLX_TARGET_CPU
+#define RLX_FFT_REGS (RLX_FFT_SHARED_MAX / 4u)
+#else
+#define RLX_FFT_REGS 16u
+#endif
+// Compile-time switches (benchmarks/gpu/kernel_defines.py): the register
+// form at all, and the largest radix of its passes (2^bits, at most 16).
+#ifndef RLX_FFT_REGISTER_PASSES
+#define RLX_FFT_REGISTER_PASSES 1
+#endif
+#ifndef RLX_FFT_RADIX_BITS
+#define RLX_FFT_RADIX_BITS 4u
+#endif
+
+// v * exp(sg 2 pi i q / 16): a constant q (unrolled loops) folds the
+// branches into at most one complex multiply and quarter turns.
+RLX_INLINE rlx_cf rlx_fft_rot16(rlx_cf v, uint q, float sg) {
+    const float c1 = 0.92387953251128674f, s1 = 0.38268343236508977f, h = 0.70710678118654752f;
+    const uint rem = q & 3u, quarter = (q >> 2u) & 3u;
+    if (rem == 1u) v = rlx_cf_mul(v, rlx_cf_make(c1, sg * s1));
+    if (rem == 2u) v = rlx_cf_mul(v, rlx_cf_make(h, sg * h));
+    if (rem == 3u) v = rlx_cf_mul(v, rlx_cf_make(s1, sg * c1));
+    if (quarter == 1u) v = rlx_cf_turn(v, sg);
+    if (quarter == 2u) v = rlx_cf_scale(v, -1.0f);
+    if (quarter == 3u) v = rlx_cf_turn(v, -sg);
+    return v;
+}
+
+// q's low M bits in reverse order (constant for constant q and M).
+RLX_INLINE uint rlx_fft_reverse_low(uint q, uint M) {
+    uint r = 0u;
+    RLX_UNROLL
+    for (uint b = 0u; b < M; ++b) r |= ((q >> b) & 1u) << (M - 1u - b);
+    return r;
+}
+
+// One radix-2 stage of decimation in frequency over R values: in each block
+// of 2H, x[i] + x[i + H] and (x[i] - x[i + H]) W_{2H}^i. H is a template
+// parameter so that every index is a constant: loops whose bounds came from
+// an outer loop's variable were left rolled by nvcc, putting the values on
+// the stack.
+template <uint R, uint H>
+RLX_INLINE void rlx_fft_dif_stage(RLX_THREAD rlx_cf *x, float sg) {
+    RLX_UNROLL
+    for (uint b = 0u; b < R; b += 2u * H) {
+        RLX_UNROLL
+        for (uint i = 0u; i < H; ++i) {
+            const rlx_cf a = x[b + i], d = x[b + i + H];
+            x[b + i] = rlx_cf_add(a, d);
+            x[b + i + H] = rlx_fft_rot16(rlx_cf_sub(a, d), i * (8u / H), sg);
+        }
+    }
+}
+
+// One Stockham pass of radix R = 2^M (span 2^span_bits: the product of the
+// earlier passes' radices) over the group's rows: butterfly j of a row
+// reads elements j + r n / R, twiddles them by W_{span R}^{r k} (k = j mod
+// span), transforms them (radix-2 decimation in frequency in registers,
+// output q at slot rev(q)) and writes output q to (j - k) R + k + q span.
+// from_src: the first pass, reading the source; to_dst: the last, writing
+// the destination (else group memory, slot rlx_fft_slot(row n + i)).
+template <uint M, typename G>
+RLX_INLINE void rlx_fft_register_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                      RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                      RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here,
+                                      uint span_bits, bool from_src, bool to_dst, uint tid, uint nt) {
+    const uint R = 1u << M, bits = p->span, m = p->n >> M, mbits = bits - M;
+    const uint count = rows_here << mbits, span = 1u << span_bits, tw_shift = bits - span_bits - M;
+    const uint inv = p->inverse, swz = p->swizzle;
+    const float sg = inv ? 1.0f : -1.0f;
+    rlx_cf x[RLX_FFT_REGS];
+    RLX_UNROLL
+    for (uint c = 0u; c < RLX_FFT_REGS / R; ++c) {
+        const uint jg = tid + c * nt;
+        if (jg >= count) continue;
+        const uint lr = jg >> mbits, j = jg & (m - 1u), k = j & (span - 1u);
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            rlx_cf v;
+            if (from_src) {
+                v = rlx_fft_load(src, pre, p, row0 + lr, j + r * m);
+            } else {
+                const uint a = rlx_fft_slot((lr << bits) + j + r * m, swz);
+                v = rlx_cf_make(sre[a], sim[a]);
+            }
+            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, (r * k) << tw_shift, inv));
+            x[c * R + r] = v;
+        }
+    }
+    if (!from_src) rlx_barrier();   // every read of the pass before any write: it runs in place
+    RLX_UNROLL
+    for (uint c = 0u; c < RLX_FFT_REGS / R; ++c) {
+        const uint jg = tid + c * nt;
+        if (jg >= count) continue;
+        const uint lr = jg >> mbits, j = jg & (m - 1u), k = j & (span - 1u);
+        RLX_THREAD rlx_cf *b = x + c * R;
+        rlx_fft_dif_stage<R, R / 2u>(b, sg);
+        if (M >= 2u) rlx_fft_dif_stage<R, (R >= 4u ? R / 4u : 1u)>(b, sg);
+        if (M >= 3u) rlx_fft_dif_stage<R, (R >= 8u ? R / 8u : 1u)>(b, sg);
+        if (M >= 4u) rlx_fft_dif_stage<R, 1u>(b, sg);
+        const uint out0 = ((j - k) << M) + k;
+        RLX_UNROLL
+        for (uint s = 0u; s < R; ++s) {   // slot s holds output rev(s): the reversal in the address, not the index
+            const rlx_cf y = x[c * R + s];
+            const uint i = out0 + (rlx_fft_reverse_low(s, M) << span_bits);
+            if (to_dst) {
+                rlx_fft_store(dst, post, p, row0 + lr, i, y);
+            } else {
+                const uint a = rlx_fft_slot((lr << bits) + i, swz);
+                sre[a] = y.re;
+                sim[a] = y.im;
+            }
+        }
+    }
+    if (!to_dst) rlx_barrier();
+}
+
+// The register form's passes (see above); the rfft store (store_mode 2)
+// reads the last pass's output from group memory.
+template <typename G>
+RLX_INLINE void rlx_fft_register_passes(RLX_DEVICE const float *src, RLX_DEVICE float *dst,
+                                        RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
+                                        RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sre, G sim,
+                                        uint row0, uint rows_here, uint tid, uint nt) {
+    const uint bits = p->span, passes = (bits + RLX_FFT_RADIX_BITS - 1u) / RLX_FFT_RADIX_BITS;
+    uint done = 0u;
+    for (uint q = 0u; q < passes; ++q) {
+        const uint left = passes - q, M = (bits - done + left - 1u) / left;   // the radices as even as they come
+        const bool first = q == 0u, last = left == 1u && p->store_mode != 2u;
+        if (RLX_FFT_RADIX_BITS >= 4u && M == 4u) rlx_fft_register_pass<4u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, done, first, last, tid, nt);
+        if (M == 3u) rlx_fft_register_pass<3u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, done, first, last, tid, nt);
+        if (M == 2u) rlx_fft_register_pass<2u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, done, first, last, tid, nt);
+        if (M == 1u) rlx_fft_register_pass<1u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, done, first, last, tid, nt);
+        done += M;
+    }
+    if (p->store_mode == 2u)
+        rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, p->n, p->swizzle, tid, nt);
+}
+
+// The mixed-radix form's register pass: rlx_fft_register_pass for a radix
+// R of 2, 3, 4 or 5 (rlx_fft_dft's butterflies), plain group-memory slots
+// (as rlx_fft_mixed_group's), span any product of earlier radices.
+template <uint R, typename G>
+RLX_INLINE void rlx_fft_register_pass_mixed(RLX_DEVICE const float *src, RLX_DEVICE float *dst,
+                                            RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
+                                            RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sre, G sim,
+                                            uint row0, uint rows_here, uint span, bool from_src, bool to_dst,
+                                            uint tid, uint nt) {
+    const uint n = p->n, m = n / R, count = rows_here * m, tstride = n / (span * R), inv = p->inverse;
+    rlx_cf x[RLX_FFT_REGS];
+    RLX_UNROLL
+    for (uint c = 0u; c < RLX_FFT_REGS / R; ++c) {
+        const uint jg = tid + c * nt;
+        if (jg >= count) continue;
+        const uint lr = jg / m, j = jg - lr * m, k = j % span;
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            rlx_cf v;
+            if (from_src) {
+                v = rlx_fft_load(src, pre, p, row0 + lr, j + r * m);
+            } else {
+                const uint a = lr * n + j + r * m;
+                v = rlx_cf_make(sre[a], sim[a]);
+            }
+            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+            x[c * R + r] = v;
+        }
+    }
+    if (!from_src) rlx_barrier();   // every read of the pass before any write: it runs in place
+    RLX_UNROLL
+    for (uint c = 0u; c < RLX_FFT_REGS / R; ++c) {
+        const uint jg = tid + c * nt;
+        if (jg >= count) continue;
+        const uint lr = jg / m, j = jg - lr * m, k = j % span;
+        rlx_fft5 f;
+        RLX_UNROLL
+        for (uint r = 0u; r < 5u; ++r) f.v[r] = r < R ? x[c * R + r] : rlx_cf_make(0.0f, 0.0f);
+        f = rlx_fft_dft(f, R, inv);
+        const uint out0 = (j - k) * R + k;
+        RLX_UNROLL
+        for (uint q = 0u; q < R; ++q) {
+            const uint i = out0 + q * span;
+            if (to_dst) {
+                rlx_fft_store(dst, post, p, row0 + lr, i, f.v[q]);
+            } else {
+                sre[lr * n + i] = f.v[q].re;
+                sim[lr * n + i] = f.v[q].im;
+            }
+        }
+    }
+    if (!to_dst) rlx_barrier();
+}
+
+template <typename G>
+RLX_INLINE void rlx_fft_register_passes_mixed(RLX_DEVICE const float *src, RLX_DEVICE float *dst,
+                                              RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
+                                              RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sre, G sim,
+                                              uint row0, uint rows_here, uint tid, uint nt) {
+    uint span = 1u;
+    for (uint q = 0u; q < p->passes; ++q) {
+        const uint radix = (p->span >> (3u * q)) & 7u;
+        const bool first = q == 0u, last = q + 1u == p->passes && p->store_mode != 2u;
+        if (radix == 2u) rlx_fft_register_pass_mixed<2u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, span, first, last, tid, nt);
+        if (radix == 3u) rlx_fft_register_pass_mixed<3u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, span, first, last, tid, nt);
+        if (radix == 4u) rlx_fft_register_pass_mixed<4u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, span, first, last, tid, nt);
+        if (radix == 5u) rlx_fft_register_pass_mixed<5u>(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, span, first, last, tid, nt);
+        span *= radix;
+    }
+    if (p->store_mode == 2u) rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, p->n, 0u, tid, nt);
+}
+
+// Whether the register passes fit: every thread holds the elements of up to
+// RLX_FFT_REGS / R butterflies of each pass (radix 3 and 5 leave slots
+// unused; the powers of two none).
+RLX_INLINE bool rlx_fft_registers_fit(uint points, uint threads, bool mixed) {
+    const uint three = RLX_FFT_REGS / 3u * 3u, five = RLX_FFT_REGS / 5u * 5u;
+    return points <= (mixed ? (three < five ? three : five) : RLX_FFT_REGS) * threads;
+}
+
 #ifdef RLX_TARGET_CPU
 #include "fft_cpu.h"
 #endif
@@ -391,8 +627,21 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
         return;
     }
 #endif
+    // The register passes where every thread can hold its share of the
+    // group's points (uniform), else the forms in group memory.
+    const bool registers = RLX_FFT_REGISTER_PASSES && rlx_fft_registers_fit(rows_here * n, rlx_group_size.x, p->radix == 1u);
+    if (p->radix == 1u && registers && p->passes > 0u) {
+        rlx_fft_register_passes_mixed(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x,
+                                      rlx_group_size.x);
+        return;
+    }
     if (p->radix == 1u) {   // mixed radix (uniform): Stockham passes between the memory's two halves
         rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x, rlx_group_size.x);
+        return;
+    }
+    if (registers && bits > 0u) {
+        rlx_fft_register_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x,
+                                rlx_group_size.x);
         return;
     }
     RLX_FOR_GROUP(e, rows_here << bits) {

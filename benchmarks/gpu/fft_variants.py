@@ -2,7 +2,8 @@
 (issue 19): run once per KERNEL_DEFINES variant (benchmarks/gpu/
 kernel_defines.py), each process printing one JSON line: the kernel's own
 duration (CUPTI, inside a replay with no copies) for batched complex
-transforms of 2^22 points at N = 256, 1024 and 4096, checked against
+transforms of about 2^22 points at N = 256, 1024 and 4096 and the mixed
+radix N = 200 (log-mel's half-length rfft) and 1000, checked against
 numpy.fft first, beside cuFFT's kernel in the same process.
 
     KERNEL_DEFINES="RLX_FFT_PASS_STAGES=2" python3 benchmarks/gpu/fft_variants.py"""
@@ -22,7 +23,7 @@ import rlx
 def main() -> None:
     defines = apply_kernel_defines()
     row = {"defines": defines}
-    for n in (256, 1024, 4096):
+    for n in (256, 1024, 4096, 200, 1000):
         batch = (1 << 22) // n
         rng = np.random.default_rng(n)
         x = (rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))).astype(np.complex64)
