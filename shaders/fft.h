@@ -361,8 +361,11 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 #ifndef RLX_FFT_MIN_GROUPS
 #define RLX_FFT_MIN_GROUPS 4
 #endif
+#ifndef RLX_FFT_THREADS
+#define RLX_FFT_THREADS 256   // rlx/lowering/fft.py SHARED_THREADS
+#endif
 #ifdef RLX_TARGET_CUDA
-#define RLX_FFT_SHARED_BOUNDS __launch_bounds__(256, RLX_FFT_MIN_GROUPS)
+#define RLX_FFT_SHARED_BOUNDS __launch_bounds__(RLX_FFT_THREADS, RLX_FFT_MIN_GROUPS)
 #else
 #define RLX_FFT_SHARED_BOUNDS
 #endif
@@ -384,10 +387,12 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 // same register passes (rlx_fft_register_pass_mixed). The CPU holds a
 // quarter of the group memory on its one thread, so its tests of the GPU
 // form run both forms of both.
+#ifndef RLX_FFT_REGS
 #ifdef RLX_TARGET_CPU
 #define RLX_FFT_REGS (RLX_FFT_SHARED_MAX / 4u)
 #else
 #define RLX_FFT_REGS 16u
+#endif
 #endif
 // Compile-time switches (benchmarks/gpu/kernel_defines.py): the register
 // form at all, and the largest radix of its passes (2^bits, at most 16).
@@ -396,6 +401,9 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 #endif
 #ifndef RLX_FFT_RADIX_BITS
 #define RLX_FFT_RADIX_BITS 4u
+#endif
+#if RLX_FFT_REGS < (1u << RLX_FFT_RADIX_BITS)
+#error "RLX_FFT_REGS must hold one butterfly of the largest radix"
 #endif
 
 // v * exp(sg 2 pi i q / 16): a constant q (unrolled loops) folds the
