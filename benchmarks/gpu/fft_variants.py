@@ -6,16 +6,11 @@ transforms of about 2^22 points at N = 256, 1024 and 4096 and the mixed
 radix N = 200 (log-mel's half-length rfft) and 1000, checked against
 numpy.fft first, beside cuFFT's kernel in the same process.
 
-    KERNEL_DEFINES="RLX_FFT_PASS_STAGES=2" python3 benchmarks/gpu/fft_variants.py
-
-FFT_SHARED_THREADS sets the lowering's threads per fft_shared group (its
-SHARED_THREADS) for a variant whose kernel is bounded for that many
-(RLX_FFT_THREADS)."""
+    KERNEL_DEFINES="RLX_FFT_PASS_STAGES=2" python3 benchmarks/gpu/fft_variants.py"""
 
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import torch
@@ -23,15 +18,11 @@ from cuda_timing import bare_replay, graph_of, kernel_table  # benchmarks/gpu/cu
 from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py
 
 import rlx
-from rlx.lowering import fft as fft_lowering
 
 
 def main() -> None:
     defines = apply_kernel_defines()
     row = {"defines": defines}
-    if os.environ.get("FFT_SHARED_THREADS"):
-        fft_lowering.SHARED_THREADS = int(os.environ["FFT_SHARED_THREADS"])
-        row["shared_threads"] = fft_lowering.SHARED_THREADS
     for n in (256, 1024, 4096, 200, 1000):
         batch = (1 << 22) // n
         rng = np.random.default_rng(n)

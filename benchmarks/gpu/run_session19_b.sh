@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Ran at 11e337f (the register form was removed after call c: slower).
 # H200, session 19, second call: fft_shared's register Stockham passes
 # (shaders/fft.h: powers of two and mixed radix, the first pass reading the
 # source and the last writing the destination) checked on cuda (the FFT,

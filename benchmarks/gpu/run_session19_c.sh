@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran at 0e05cf0 (its RLX_FFT_THREADS / RLX_FFT_REGS switches went with the
+# register form, removed after this call: slower).
 # H200, session 19, third call: why call b's register Stockham form of
 # fft_shared was slower than the form in group memory (N = 256: 56.8 us
 # against session 16's 46.0). Nsight Compute on both forms at N = 256

@@ -74,8 +74,6 @@ struct rlx_ids {
 #define RLX_SHARED(type, name, count) type name[count]
 // RLX_SHARED memory's address space in helper parameters (Metal: threadgroup).
 #define RLX_GROUP_MEM
-// A thread's own arrays in helper parameters (Metal: thread).
-#define RLX_THREAD
 #define rlx_barrier() ((void)0)
 
 // A reduction over the threadgroup. With one thread per group the value is

@@ -97,8 +97,6 @@ static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
 #define RLX_SHARED(type, name, count) __shared__ type name[count]
 // RLX_SHARED memory's address space in helper parameters (Metal: threadgroup).
 #define RLX_GROUP_MEM
-// A thread's own arrays in helper parameters (Metal: thread).
-#define RLX_THREAD
 #define rlx_barrier() __syncthreads()
 
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.

@@ -39,9 +39,6 @@ using namespace metal;
 // The address space of RLX_SHARED memory, for pointers to it that a helper
 // function takes (Metal: threadgroup; a plain pointer elsewhere).
 #define RLX_GROUP_MEM threadgroup
-// The address space of a thread's own arrays, for pointers to them that a
-// helper takes (the FFT's registers, shaders/fft.h; empty elsewhere).
-#define RLX_THREAD thread
 // Orders threadgroup memory and device memory: kernels such as attention
 // exchange values through a device scratch region between passes, which
 // mem_threadgroup alone would not order on Metal (CUDA's __syncthreads
