@@ -9,7 +9,7 @@
 # q4_k / q5_0 / q6_k). Carry .gpu_carry.
 source "$(dirname "$0")/common.sh"
 HEADERS="fft.h" timeout 120 python3 benchmarks/gpu/kernel_resources.py fft_shared 2>&1 | tee -a "$S"
-HEADERS="movement.h quant.h" timeout 300 python3 benchmarks/gpu/kernel_resources.py gemv1i_q gemv1_q 2>&1 | head -40 | tee -a "$S"
+HEADERS="movement.h quant.h" timeout 300 python3 benchmarks/gpu/kernel_resources.py QFmtQ4_KfE QFmtQ5_0fE QFmtQ6_KfE QFmtQ8_0fE 2>&1 | grep -B1 -A1 gemv | head -60 | tee -a "$S"
 timeout 150 ncu --kernel-name regex:fft_shared --launch-skip 2 --launch-count 1 --section SpeedOfLight \
   --section WarpStateStats --section MemoryWorkloadAnalysis --section SourceCounters \
   python3 benchmarks/gpu/fft_ncu_target.py 256 >"$OUT/ncu-fft.log" 2>&1
