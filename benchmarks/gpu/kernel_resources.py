@@ -22,10 +22,9 @@ import tempfile
 from rlx.runtime.shader_source import kernel_source
 
 
-def cached_cubins() -> list[str]:
-    """The cache's cubin entries, largest (the built-in library) first, each written out as a .cubin."""
+def cached_cubin() -> str | None:
+    """The cache's largest cubin entry (the built-in library), written out as a .cubin."""
     root = os.environ.get("RLX_CUDA_CACHE", f"/tmp/rlx-cache-{os.getuid()}/cuda-kernels")
-    out = []
     for path in sorted(glob.glob(f"{root}/*"), key=os.path.getsize, reverse=True):
         data = open(path, "rb").read()
         head = re.match(rb"RLXCUDA1 cubin (\d+)\n", data)
@@ -34,11 +33,10 @@ def cached_cubins() -> list[str]:
         at = head.end()
         for _ in range(int(head.group(1))):
             at = data.index(b"\n", at) + 1
-        cubin = tempfile.NamedTemporaryFile(suffix=".cubin", delete=False)
-        cubin.write(data[at:])
-        cubin.close()
-        out.append(cubin.name)
-    return out
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as cubin:
+            cubin.write(data[at:])
+        return cubin.name
+    return None
 
 
 def res_usage(cubin: str, names: list[str]) -> list[str]:
@@ -75,9 +73,11 @@ def nvcc_usage(names: list[str], arch: str) -> list[str]:
 def main() -> None:
     names = sys.argv[1:] or ["fft_shared"]
     arch = os.environ.get("ARCH", "sm_90")
-    for cubin in cached_cubins()[:1]:
+    cubin = cached_cubin()
+    if cubin:
         print("== NVRTC (the shim's cache):", cubin)
         print("\n".join(res_usage(cubin, names)))
+        os.unlink(cubin)
     print("== nvcc -Xptxas -v:")
     print("\n".join(nvcc_usage(names, arch)))
 
