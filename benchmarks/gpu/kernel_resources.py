@@ -1,6 +1,7 @@
 """Registers, stack and spills of the kernels as NVRTC built them for this
-GPU (the shim's disk cache, csrc/cuda/device.inc.c: a "RLXCUDA1 cubin N"
-header, N name lines, then the cubin), beside what `nvcc -cubin -Xptxas
+GPU (the shim's disk cache, <rlx.env.cache_dir()>/cuda-kernels, format in
+csrc/cuda/device.inc.c: a "RLXCUDA1 cubin N" header, N name lines, then
+the cubin), beside what `nvcc -cubin -Xptxas
 -v` gives for the same source: session 19's Nsight Compute counted local-
 memory spill requests in fft_shared where nvcc reported no stack.
 
@@ -19,12 +20,13 @@ import subprocess
 import sys
 import tempfile
 
+from rlx import env
 from rlx.runtime.shader_source import kernel_source
 
 
 def cached_cubin() -> str | None:
     """The cache's largest cubin entry (the built-in library), written out as a .cubin."""
-    root = os.environ.get("RLX_CUDA_CACHE", f"/tmp/rlx-cache-{os.getuid()}/cuda-kernels")
+    root = str(env.cache_dir() / "cuda-kernels")
     for path in sorted(glob.glob(f"{root}/*"), key=os.path.getsize, reverse=True):
         data = open(path, "rb").read()
         head = re.match(rb"RLXCUDA1 cubin (\d+)\n", data)
@@ -74,6 +76,8 @@ def main() -> None:
     names = sys.argv[1:] or ["fft_shared"]
     arch = os.environ.get("ARCH", "sm_90")
     cubin = cached_cubin()
+    if not cubin:
+        print("== no cubin in", env.cache_dir() / "cuda-kernels", "(a PTX entry: the driver JITs it)")
     if cubin:
         print("== NVRTC (the shim's cache):", cubin)
         print("\n".join(res_usage(cubin, names)))
