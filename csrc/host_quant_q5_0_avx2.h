@@ -23,14 +23,16 @@
 // ~6% faster a block on an AVX2 AMD EPYC), exact in 32 bits (a lane: 4
 // products of at most 31 * (127 * 32761 + 91 * 182)). w = d (q - 16) gives
 // d (sum q x - 16 sum x), sum x in f32. A block whose sum |x| minus its
-// maximum is under kWideFloor times the maximum (a spike beside small values: the small values' error
-// is the maximum's times 2^-23) sends the dispatch to the f32 form: the
-// ARM64 form's "narrow block" rule (csrc/host_quant_arm64.h, where three
-// pieces measured far inside the tests' bound), which a 32-element block
+// maximum is under kWideFloor times the maximum (a spike beside small
+// values: the small values' error is the maximum's times 2^-23) sends the
+// dispatch to the f32 form: the ARM64 form's "narrow block" rule
+// (csrc/host_quant_arm64.h, where three pieces measured far inside the
+// tests' bound), which a 32-element block
 // of Gaussian x passes at ~11 times the maximum and a 30-sigma outlier in
-// it fails. So do NaN, infinities and a maximum under 1e-30 (127 / amax
-// would overflow), which the f32 form propagates as every other kernel
-// does, and a failed allocation.
+// it fails. So do NaN, infinities and a maximum under 1e-24 (the block's
+// scale d s / 181^2 stays a normal float for every f16 d from 6e-8 up,
+// where 1e-30 let it fall to a subnormal), which the f32 form propagates
+// as every other kernel does, and a failed allocation.
 //
 // x is converted once per dispatch and thread (rlx_ids::dispatch), as in
 // csrc/host_quant_vnni.h: the groups of one dispatch share x.
@@ -50,7 +52,7 @@ namespace rlx_q5x8 {
 
 constexpr float kRange = 127.0f;       // |p0| <= 127
 constexpr float kStep = 181.0f;        // p(i + 1) = round(remainder(i) * 181), |.| <= 91
-constexpr float kMinBlockMax = 1e-30f;
+constexpr float kMinBlockMax = 1e-24f;   // see "Precision" above
 constexpr float kWideFloor = 1.0f;     // see "Precision" above
 
 // x rows as three int8 pieces a 32-element block.
