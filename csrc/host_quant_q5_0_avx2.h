@@ -143,10 +143,11 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
 // is the low nibble of byte e, 16 + e its high nibble; bit e of the u32 qh
 // is element e's fifth bit.
 RLX_Q5X8_INLINE __m256i codes(const uchar *b) {
-    const __m128i nib = _mm_loadu_si128((const __m128i *)(b + 6));
-    const __m256i low4 = _mm256_set1_epi8(15);
-    const __m256i q = _mm256_and_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(nib), _mm_srli_epi16(nib, 4), 1),
-                                       low4);
+    // The 16 nibble bytes in both lanes (a broadcast load), the high lane
+    // shifted: a blend where an insert of the shifted half took a shuffle
+    // (4-6% faster a block, an AVX2 AMD EPYC, session 20).
+    const __m256i nib = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + 6)));
+    const __m256i q = _mm256_and_si256(_mm256_blend_epi32(nib, _mm256_srli_epi16(nib, 4), 0xF0), _mm256_set1_epi8(15));
     uint32_t qh;
     memcpy(&qh, b + 2, sizeof qh);
     // Byte e takes qh's byte e / 8; OR-ing every bit but e % 8 leaves 0xff
