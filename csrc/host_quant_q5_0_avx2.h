@@ -20,19 +20,18 @@
 // the three vpmaddubsw results with the multipliers 181^2 = 32761, 181 and
 // 1 (181: the largest base whose square fits its int16 operand; one
 // conversion and one FMA a block, where a base of 254 took two of each:
-// ~6% faster a block on an AVX2 AMD EPYC), exact in 32 bits (a lane: 4
+// benchmarks/README.md, "Quantized GEMV"), exact in 32 bits (a lane: 4
 // products of at most 31 * (127 * 32761 + 91 * 182)). w = d (q - 16) gives
 // d (sum q x - 16 sum x), sum x in f32. A block whose sum |x| minus its
 // maximum is under kWideFloor times the maximum (a spike beside small
 // values: the small values' error is the maximum's times 2^-23) sends the
 // dispatch to the f32 form: the ARM64 form's "narrow block" rule
 // (csrc/host_quant_arm64.h, where three pieces measured far inside the
-// tests' bound), which a 32-element block
-// of Gaussian x passes at ~11 times the maximum and a 30-sigma outlier in
-// it fails. So do NaN, infinities and a maximum under 1e-24 (the block's
-// scale d s / 181^2 stays a normal float for every f16 d from 6e-8 up,
-// where 1e-30 let it fall to a subnormal), which the f32 form propagates
-// as every other kernel does, and a failed allocation.
+// tests' bound), which a 32-element block of Gaussian x passes at ~11
+// times the maximum and a 30-sigma outlier in it fails. So do NaN,
+// infinities and a maximum under 1e-24 (above it the block's scale
+// d s / 181^2 is a normal float for every f16 d from 6e-8 up), which the
+// f32 form propagates as every other kernel does, and a failed allocation.
 //
 // x is converted once per dispatch and thread (rlx_ids::dispatch), as in
 // csrc/host_quant_vnni.h: the groups of one dispatch share x.
@@ -144,8 +143,8 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
 // is element e's fifth bit.
 RLX_Q5X8_INLINE __m256i codes(const uchar *b) {
     // The 16 nibble bytes in both lanes (a broadcast load), the high lane
-    // shifted: a blend where an insert of the shifted half took a shuffle
-    // (4-6% faster a block, an AVX2 AMD EPYC, session 20).
+    // shifted: a blend, where inserting the shifted half took a shuffle
+    // (faster a block: benchmarks/README.md, "Quantized GEMV").
     const __m256i nib = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b + 6)));
     const __m256i q = _mm256_and_si256(_mm256_blend_epi32(nib, _mm256_srli_epi16(nib, 4), 0xF0), _mm256_set1_epi8(15));
     uint32_t qh;

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
-import subprocess
 import sys
 import tempfile
+
+from kernel_resources import res_usage  # benchmarks/gpu/kernel_resources.py
 
 from rlx.runtime.shim import _cuda_options
 
@@ -57,12 +58,9 @@ def main() -> None:
             opts = ["--gpu-architecture=sm_90", "-std=c++17", *incs] + (["--split-compile=0"] if split else [])
             with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
                 f.write(compile_cubin(lib, src, opts))
-            out = subprocess.run(["cuobjdump", "-res-usage", f.name], capture_output=True, text=True).stdout
+            usage = res_usage(f.name, [name])
             os.unlink(f.name)
-            lines = out.splitlines()
-            for i, line in enumerate(lines):
-                if name in line and "Function" in line:
-                    print(f"{os.path.basename(path)} split={int(split)}: {lines[i + 1].strip()[:80]}")
+            print(f"{os.path.basename(path)} split={int(split)}: {' '.join(u.strip() for u in usage)[:200]}")
 
 
 if __name__ == "__main__":
