@@ -580,6 +580,22 @@ RLX_INLINE uint4 *rlx_q_stage_area() {
     return wt;
 }
 
+// gemv1i_q's shared memory, all of a CUDA block's 48 KiB of static shared
+// memory, in one of two layouts: the integer form's x pieces
+// (RLX_QGEMV1I_PIECES_BYTES) then two RLX_QGEMV1I_SLOT_BYTES slots a SIMD
+// group for its asynchronous passes (RlxQAsyncStage; 64 chunks a pass for
+// the K-quants); or the f32 fallback's x tile (RLX_QGEMV1_MAX_K elements)
+// then its stage at RLX_QGEMV1I_STAGE_AT. The fallback starts only after
+// every copy of the integer form has landed (rlx_q_gemv1_rows).
+#define RLX_QGEMV1I_SHARED_BYTES 49152u
+#define RLX_QGEMV1I_PIECES_BYTES 16384u
+#define RLX_QGEMV1I_SLOT_BYTES 2048u
+#define RLX_QGEMV1I_STAGE_AT 32768u
+RLX_INLINE uint4 *rlx_q_gemv1i_shared() {
+    __shared__ uint4 raw[RLX_QGEMV1I_SHARED_BYTES / 16u];
+    return raw;
+}
+
 // Whether a pass of nbytes fits the registers of 32 lanes (the ends take
 // lanes 0..15 and 16..31).
 RLX_INLINE bool rlx_q_stage_pipelined(uint nbytes) { return nbytes + 15u <= 32u * 16u * RLX_QSTAGE_VECS; }
@@ -750,27 +766,104 @@ RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *
         if (r < m) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v.v[r] + b));
 }
 
+// rlx_q_gemv_flat's stages: where a pass's blocks wait in shared memory
+// for the lanes to decode them, with the next pass already on its way.
+// first(src, n) starts the first pass; begin(next, nn) returns the current
+// pass staged and starts the next (nn > 0); end() follows the decode.
+// Every lane of the SIMD group calls each, the same number of times.
+//
+// RlxQRegStage: the next pass in registers (rlx_q_stage_load) while the
+// current one decodes from the SIMD group's stage.
+struct RlxQRegStage {
+    uint4 *stage;
+    RlxQStageRegs regs;
+    const uchar *src;
+    uint nbytes;
+    __device__ __forceinline__ void first(const uchar *s, uint n, uint lane) {
+        src = s, nbytes = n;
+        rlx_q_stage_load(s, n, regs, lane);
+    }
+    __device__ __forceinline__ const uchar *begin(const uchar *next, uint nn, uint lane) {
+        rlx_simd_barrier();   // the previous pass's reads are done
+        const uchar *staged = rlx_q_stage_store(src, nbytes, regs, stage, lane);
+        rlx_simd_barrier();   // the copy is visible to every lane
+        if (nn > 0u) {
+            src = next, nbytes = nn;
+            rlx_q_stage_load(next, nn, regs, lane);
+        }
+        return staged;
+    }
+    __device__ __forceinline__ void end() {}
+    __device__ __forceinline__ void drain() {}
+};
+
+// RlxQAsyncStage: two slots of SLOT bytes a SIMD group, each pass copied
+// into one by cp.async (rlx_async_copy16: no registers hold the bytes in
+// flight, so passes can be long). A pass's copy is the 16-byte aligned
+// cover of its bytes, so the weight's base must be 16-byte aligned (the
+// cover never starts before it; its last vector reads only the pass's
+// bytes); the pass lands at its address mod 16 in the slot.
+template <uint SLOT>
+struct RlxQAsyncStage {
+    uint4 *slots;   // 2 SLOT bytes
+    uint cur, shift;
+    __device__ __forceinline__ static uint copy(uint4 *slot, const uchar *src, uint nbytes, uint lane) {
+        const uint sh = (uint)((unsigned long long)src & 15ull), end = sh + nbytes;
+        const uchar *a = src - sh;
+        for (uint i = lane; 16u * i < end; i += 32u) {
+            const uint left = end - 16u * i;
+            rlx_async_copy16(slot + i, a + 16u * i, left < 16u ? left : 16u);
+        }
+        rlx_async_commit();
+        return sh;
+    }
+    __device__ __forceinline__ void first(const uchar *s, uint n, uint lane) {
+        cur = 0u;
+        shift = copy(slots, s, n, lane);
+    }
+    __device__ __forceinline__ const uchar *begin(const uchar *next, uint nn, uint lane) {
+        uint next_shift = 0u;
+        if (nn > 0u) {   // into the other slot, whose last reads ended at the previous end()
+            next_shift = copy(slots + (cur ^ 1u) * (SLOT / 16u), next, nn, lane);
+            rlx_async_wait<1>();
+        } else {
+            rlx_async_wait<0>();
+        }
+        rlx_simd_barrier();   // every lane's copies of this pass are visible
+        const uchar *staged = (const uchar *)(slots + cur * (SLOT / 16u)) + shift;
+        cur ^= 1u, shift = next_shift;
+        return staged;
+    }
+    __device__ __forceinline__ void end() { rlx_simd_barrier(); }   // this slot's reads are done
+    __device__ __forceinline__ void drain() { rlx_async_wait<0>(); }
+};
+
 // rlx_q_gemv_whole_x's rows for a full 32-lane SIMD group when k is whole
 // chunks, with the (row, chunk) pairs flattened over the lanes: the SIMD
 // group takes a contiguous range of rows, whose blocks are one contiguous
 // run of bytes, and each pass is the next pp chunks of that run whatever
 // rows they belong to. Rows narrower than the SIMD group (the vocabulary
 // projection's 640 columns are 20 chunks) then keep every lane decoding,
-// where one row a pass left 12 of 32 idle. A row's sum is reduced once,
-// in the pass where it ends: a lane's chunk of a row still open at the
-// end of a pass goes into the lane's own `open` sum, which joins the
-// reduction of that row's last pass. Passes are software pipelined as in
-// rlx_q_gemv_pipelined; every loop bound is uniform across the SIMD group.
+// where one row a pass left 12 of 32 idle. Lane l decodes chunks l, l +
+// 32, ... (U of them, pp <= 32 U) of each pass: a pass's fixed costs
+// (staging, barriers, loop control) are shared by U chunks a lane.
+// A row's sum is reduced once, in the pass where it ends: a lane's part of
+// a row still open at the end of a pass goes into the lane's own `open`
+// sum, which joins the reduction of that row's last pass. Each lane tracks
+// the row and column of its chunks as the passes advance (no division in
+// the loop). Passes go through `stage` (RlxQRegStage or RlxQAsyncStage);
+// every loop bound is uniform across the SIMD group.
 // dot(staged, i, c, acc) adds chunk i of the staged pass against chunk c
 // of x: the f32 tile (RlxQDotTile) or x's int8 pieces (RlxQDotPieces).
 // pre(dot) runs once the first pass's loads are in flight (every SIMD
 // group of the group calls it, those without rows too: the integer form
 // splits x there, behind a group barrier, while the weights arrive) and
-// may refuse; then the function returns false and writes nothing.
-template <typename Q, typename T, uint M, typename Dot, typename Pre>
+// may refuse; then the function returns false, writes nothing and leaves
+// no copy in flight.
+template <typename Q, typename T, uint M, uint U, typename Dot, typename Pre, typename Stage>
 RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias, Dot dot,
-                                Pre pre, uint m, uint k, uint ys, uint has_bias, uint act, uint j0, uint j1,
-                                uint sid, uint n_work, uint lane, uint pp, uint4 *stage) {
+                                Pre pre, Stage &stage, uint m, uint k, uint ys, uint has_bias, uint act, uint j0,
+                                uint j1, uint sid, uint n_work, uint lane, uint pp) {
     const uint chunks = k / 32u;
     const uint per_sg = (j1 - j0 + n_work - 1u) / n_work;   // rows a SIMD group
     const uint ra = j0 + sid * per_sg;
@@ -778,43 +871,54 @@ RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
     const uint rb = per_sg < j1 - ra ? ra + per_sg : j1;
     const uint total = (rb - ra) * chunks;   // flat chunks of the range (rows a group are few)
     RLX_DEVICE const uchar *base = w + (uint64_t)ra * ((uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES);
-    RlxQStageRegs regs;
-    const uchar *src = base;
-    uint nbytes = (pp < total ? pp : total) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
-    rlx_q_stage_load(src, nbytes, regs, lane);
-    if (!pre(dot)) return false;
+    // Passes start on a block (pp is whole blocks), so chunk f of the range starts at byte f 32 / BLOCK * BYTES.
+    stage.first(base, (pp < total ? pp : total) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES, lane);
+    if (!pre(dot)) {
+        stage.drain();
+        return false;
+    }
+    uint row[U], col[U];   // the row and column (in chunks) of the lane's chunk u of the pass
+    for (uint u = 0; u < U; ++u) row[u] = (lane + 32u * u) / chunks, col[u] = lane + 32u * u - row[u] * chunks;
+    const uint step_rows = pp / chunks, step_cols = pp - step_rows * chunks;   // a pass's advance
+    uint first_row = 0u, first_col = 0u;   // the pass's first chunk (uniform)
     RlxQAcc<M> open;
     for (uint r = 0; r < M; ++r) open.v[r] = 0.0f;
     for (uint f0 = 0u;;) {
         const uint cnt = pp < total - f0 ? pp : total - f0, nf = f0 + cnt;
-        rlx_simd_barrier();   // the previous pass's reads are done
-        const uchar *staged = rlx_q_stage_store(src, nbytes, regs, stage, lane);
-        rlx_simd_barrier();   // the copy is visible to every lane
-        if (nf < total) {   // the next pass's loads fly while this one decodes (passes start on a block)
-            src = base + (uint64_t)nf * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
-            nbytes = (pp < total - nf ? pp : total - nf) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES;
-            rlx_q_stage_load(src, nbytes, regs, lane);
+        const uint next_bytes = nf < total ? (pp < total - nf ? pp : total - nf) * 32u / (uint)Q::BLOCK * (uint)Q::BYTES : 0u;
+        const uchar *staged = stage.begin(base + (uint64_t)nf * 32u / (uint)Q::BLOCK * (uint)Q::BYTES, next_bytes, lane);
+        RlxQAcc<M> v[U];
+        for (uint u = 0; u < U; ++u) {
+            for (uint r = 0; r < M; ++r) v[u].v[r] = 0.0f;
+            if (lane + 32u * u < cnt) v[u] = dot(staged, lane + 32u * u, col[u], v[u]);
         }
-        RlxQAcc<M> v;
-        for (uint r = 0; r < M; ++r) v.v[r] = 0.0f;
-        const uint f = f0 + lane, row = f / chunks;   // the lane's chunk (when lane < cnt) and its row
-        if (lane < cnt) v = dot(staged, lane, f - row * chunks, v);
-        for (uint rr = f0 / chunks; rr * chunks < nf; ++rr) {
-            const bool mine = lane < cnt && row == rr;
+        for (uint rr = first_row; rr * chunks < nf; ++rr) {
+            RlxQAcc<M> mine;
+            for (uint r = 0; r < M; ++r) {
+                mine.v[r] = 0.0f;
+                for (uint u = 0; u < U; ++u) mine.v[r] += lane + 32u * u < cnt && row[u] == rr ? v[u].v[r] : 0.0f;
+            }
             if ((rr + 1u) * chunks > nf) {   // open past this pass: keep the lane's part
-                for (uint r = 0; r < M; ++r) open.v[r] += mine ? v.v[r] : 0.0f;
+                for (uint r = 0; r < M; ++r) open.v[r] += mine.v[r];
                 break;
             }
             RlxQAcc<M> sum;
             for (uint r = 0; r < M; ++r) {
                 sum.v[r] = 0.0f;
-                if (r < m) sum.v[r] = rlx_simd_sum((mine ? v.v[r] : 0.0f) + open.v[r]);
+                if (r < m) sum.v[r] = rlx_simd_sum(mine.v[r] + open.v[r]);
                 open.v[r] = 0.0f;   // only the pass's first row can have an open part
             }
             rlx_q_gemv_store<T, M>(sum, m, lane, y, ys, ra + rr, bias, has_bias, act);
         }
+        stage.end();
         if (nf >= total) return true;
         f0 = nf;
+        first_row += step_rows, first_col += step_cols;
+        if (first_col >= chunks) first_col -= chunks, ++first_row;
+        for (uint u = 0; u < U; ++u) {
+            row[u] += step_rows, col[u] += step_cols;
+            if (col[u] >= chunks) col[u] -= chunks, ++row[u];
+        }
     }
 }
 
@@ -892,15 +996,21 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     const uint per = lanes < 32u ? lanes : 32u;
 #ifdef RLX_TARGET_CUDA
     const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;   // chunks a block
-    uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    // gemv1i's fallback (PIPELINED false) stages in that kernel's own shared memory.
+    uint4 *area;
+    if constexpr (PIPELINED) area = rlx_q_stage_area();
+    else area = rlx_q_gemv1i_shared() + RLX_QGEMV1I_STAGE_AT / 16u;
+    uint4 *stage = area + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
     if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
         if (pp16 > 0u && rlx_q_stage_pipelined(pp16 * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) {
             if (tail == k) {
                 const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
-                rlx_q_gemv_flat<Q, T, M>(w, y, bias, dot, RlxQNoPre(), m, k, ys, has_bias, act, j0, j1, sid, n_work,
-                                         lane, pp16, stage);
+                RlxQRegStage st;
+                st.stage = stage;
+                rlx_q_gemv_flat<Q, T, M, 1>(w, y, bias, dot, RlxQNoPre(), st, m, k, ys, has_bias, act, j0, j1, sid,
+                                            n_work, lane, pp16);
                 return;
             }
             rlx_q_gemv_pipelined<Q, T, M>(w, y, bias, x, xt, m, k, kp, xs, ys, has_bias, act, j0, j1, sid, n_work,
@@ -1077,19 +1187,21 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
     if (!RlxQInt<Q>::has || (nt & 31u) != 0u || nt > 32u * RLX_QGEMV_SIMD_GROUPS || (k & 31u) != 0u ||
         j1 - j0 < RLX_QX_MIN_ROWS)
         return false;
-    const uint chunks = k / 32u, stored = rlx_qx_stored_pieces(k, RLX_QGEMV1_MAX_K * (uint)sizeof(T));
-    // Passes as rlx_q_gemv_whole_x's pipelined ones, with 4 more bytes of
-    // slack at the stage's end for rlx_qi_words' reads past an unaligned run.
+    const uint chunks = k / 32u, stored = rlx_qx_stored_pieces(k, RLX_QGEMV1I_PIECES_BYTES);
+    // Passes of up to 64 chunks (two a lane), whole blocks, with
+    // RLX_QGEMV_CODES_SLACK bytes of a slot free for the pass's offset mod 16
+    // and rlx_qi_words' reads past an unaligned run.
     const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;
-    const uint fit = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
-    const uint pp = ((32u < fit ? 32u : fit) / cpb) * cpb;
-    if (stored == 0u || pp == 0u || !rlx_q_stage_pipelined(pp * 32u / (uint)Q::BLOCK * (uint)Q::BYTES)) return false;
-    uint4 *stage = rlx_q_stage_area() + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+    const uint fit = ((RLX_QGEMV1I_SLOT_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
+    const uint pp = ((64u < fit ? 64u : fit) / cpb) * cpb;
+    if (stored == 0u || pp == 0u || ((unsigned long long)w & 15ull) != 0ull) return false;
+    RlxQAsyncStage<RLX_QGEMV1I_SLOT_BYTES> stage;
+    stage.slots = rlx_q_gemv1i_shared() + (RLX_QGEMV1I_PIECES_BYTES + 2u * sid * RLX_QGEMV1I_SLOT_BYTES) / 16u;
     const RlxQDotPieces<Q> dot = {(const uint4 *)tile, (const float *)(tile + stored * chunks * 32u),
                                   (const float *)(tile + stored * chunks * 32u) + chunks, chunks, 0u};
     const RlxQSplitPre<T> pre = {x, tile, chunks, stored, nt};
-    return rlx_q_gemv_flat<Q, T, 1>(w, y, bias, dot, pre, 1u, k, 0u, has_bias, act, j0, j1, sid, nt / 32u, lane, pp,
-                                    stage);
+    return rlx_q_gemv_flat<Q, T, 1, 2>(w, y, bias, dot, pre, stage, 1u, k, 0u, has_bias, act, j0, j1, sid, nt / 32u,
+                                       lane, pp);
 }
 #endif
 
@@ -1102,16 +1214,18 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // int8 codes, which the lowering picks for groups of at least
 // RLX_QX_MIN_ROWS rows (the vocabulary projection); elsewhere, and on every
 // other target, it computes as gemv1_q. A kernel of its own because its
-// registers differ: bounded to three groups of 256 threads an SM
-// (unbounded the integer form took ~95 a thread: two groups an SM, fewer
-// loads in flight; bounded it spills at most a few words), beside an f32
+// registers and shared memory differ: bounded to four groups of 256
+// threads an SM (64 registers, stacks of 0-40 bytes; its 48 KiB of shared
+// memory allow four), which on the H200 ran the vocabulary shape 4-8%
+// faster than three (80 registers); unbounded the integer form took ~95 a
+// thread (two groups an SM, fewer loads in flight). Beside it an f32
 // fallback without the pipelined staging (rare x only, and groups under
 // RLX_QX_MIN_ROWS rows; the pipelined form's registers spilled ~100
 // bytes). The lowering launches at most GEMV_THREADS (256) threads a group.
 // gemv1_q keeps its unbounded registers (a bound of 256 threads changed
 // the compiler's choices: 114-166 registers where it takes 72-96).
 #ifdef RLX_TARGET_CUDA
-#define RLX_QGEMV1I_BOUNDS __launch_bounds__(256, 3)
+#define RLX_QGEMV1I_BOUNDS __launch_bounds__(256, 4)
 #else
 #define RLX_QGEMV1I_BOUNDS
 #endif
@@ -1137,6 +1251,7 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
             rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xt, k, has_bias,
                                      act, j0, j1, nt, sid, lane))
             continue;   // else x takes the f32 form below
+        if (INTEGER) rlx_barrier();   // the f32 tile overlaps the integer form's slots: every copy has landed
 #endif
         // With x_glu, k is whole chunks: the finish's bf16 tail, which reads x itself, is empty.
         if (x_glu != 0u)
@@ -1151,10 +1266,14 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
 }
 #endif
 
+// The x tile of gemv1_q (RLX_QGEMV1_TILE_false) and gemv1i_q (_true: on
+// CUDA inside rlx_q_gemv1i_shared, whose layouts hold both forms).
 #ifdef RLX_TARGET_CUDA
-#define RLX_QGEMV1_TILE(T) __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u]; T *xt = (T *)xtile
+#define RLX_QGEMV1_TILE_false(T) __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u]; T *xt = (T *)xtile
+#define RLX_QGEMV1_TILE_true(T) T *xt = (T *)rlx_q_gemv1i_shared()
 #else
-#define RLX_QGEMV1_TILE(T) RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K)
+#define RLX_QGEMV1_TILE_false(T) RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K)
+#define RLX_QGEMV1_TILE_true(T) RLX_QGEMV1_TILE_false(T)
 #endif
 
 // The body of both kernels: INTEGER as above.
@@ -1191,7 +1310,7 @@ RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const
     RLX_QGEMV1_PREFETCH();                                                                        \
     const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
     if (j0 >= p->n || p->m == 0u) return;                                                         \
-    RLX_QGEMV1_TILE(T);                                                                           \
+    RLX_QGEMV1_TILE_##INTEGER(T);                                                                 \
     rlx_q_gemv1_rows<Q, T, INTEGER>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, \
                                     p->act, p->x_glu, p->gate_offset, p->up_offset, j0,                    \
                                     rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x, rlx_group_size.x,  \

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from cuda_timing import bare_replay, events_ms, kernel_table  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py
 from results import emit  # benchmarks/gpu/results.py
 
 import rlx
@@ -58,6 +59,7 @@ def _kernel_durations(exe, dst, src, graph) -> dict:
 
 
 def main(out_path: str | None) -> None:
+    defines = apply_kernel_defines()   # KERNEL_DEFINES: a kernel variant (an A/B in one call)
     cap = int(os.environ.get("THREADS_CAP", "0"))   # cap threads per group (as tests' --rlx-group-size)
     if cap:
         import dataclasses
@@ -129,7 +131,7 @@ def main(out_path: str | None) -> None:
             del tw, src, dst, graph, captured
             torch.cuda.empty_cache()
     result = {"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/quant_gemv_cuda.py",
-              "gpu": torch.cuda.get_device_name(), "rows": rows}
+              "gpu": torch.cuda.get_device_name(), "kernel_defines": defines, "rows": rows}
     emit(result, out_path)
 
 

@@ -46,6 +46,10 @@ GEMV1_MAX_K = 8192
 # GEMVs of a decode step, 8 rows a group, are faster in gemv1's f32 form).
 GEMV1I_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"})
 GEMV1I_MIN_ROWS = 32
+# ... and k (rounded up to 32) at most this: x's int8 pieces share gemv1i's
+# shared memory with its weight slots (RLX_QGEMV1I_PIECES_BYTES, 16 KiB:
+# three pieces of 4096 elements); longer rows take gemv1's f32 form.
+GEMV1I_MAX_K = 4096
 # Every kernel quantized_linear may dispatch (the lowerings that call it declare them).
 LINEAR_KERNELS = (*(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize") for fmt in FORMATS),
                   *(f"gemv1i_{fmt}" for fmt in sorted(GEMV1I_FORMATS)))
@@ -156,7 +160,8 @@ def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int) -> str:
     gemv1i (many rows a group), or gemv."""
     if m != 1 or -(-k // 32) * 32 > GEMV1_MAX_K:
         return "gemv"
-    if lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS:
+    if (lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS
+            and -(-k // 32) * 32 <= GEMV1I_MAX_K):
         return "gemv1i"
     return "gemv1"
 

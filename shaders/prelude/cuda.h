@@ -83,6 +83,37 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
+// Asynchronous 16-byte copies from global into shared memory (cp.async,
+// sm_80 and newer; a plain copy before): the data travels without
+// occupying registers, so a SIMD group can keep several in flight. Only
+// the first `valid` bytes of src are read (the rest of the 16 are zero):
+// a copy that ends past a buffer never reads beyond it. Each thread waits
+// for its own copies (rlx_async_wait); other lanes see them after a SIMD
+// or group barrier.
+static __device__ __forceinline__ void rlx_async_copy16(void *dst_shared, const void *src, uint valid) {
+#if __CUDA_ARCH__ >= 800
+    const uint dst = (uint)__cvta_generic_to_shared(dst_shared);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid) : "memory");
+#else
+    uchar *d = (uchar *)dst_shared;
+    const uchar *s = (const uchar *)src;
+    if (valid >= 16u) *(uint4 *)d = __ldg((const uint4 *)s);
+    else for (uint i = 0; i < 16u; ++i) d[i] = i < valid ? s[i] : (uchar)0;
+#endif
+}
+// Closes the calling thread's copies issued since the last commit into a group.
+static __device__ __forceinline__ void rlx_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most N of the calling thread's committed groups are in flight.
+template <int N>
+static __device__ __forceinline__ void rlx_async_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
 #define RLX_GROUP_IDS        /* group ids in helpers: Metal only (prelude/metal.h) */
 #define RLX_GROUP_IDS_ARGS
 #define RLX_DEVICE

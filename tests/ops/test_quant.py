@@ -281,19 +281,20 @@ def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
     _check_product(y[[0, 2]], xv[[0, 2]], w, None, None, "f32")
 
 
-@pytest.mark.parametrize("fmt,n,want", [("q4_k", 262144, "gemv1i_q4_k"), ("q8_0", 65536, "gemv1i_q8_0"),
-                                        ("q4_k", 4096, "gemv1_q4_k"), ("iq4_xs", 262144, "gemv1_iq4_xs")])
-def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, want, gemv_preferred):
+@pytest.mark.parametrize("fmt,n,k,want", [("q4_k", 262144, 768, "gemv1i_q4_k"), ("q8_0", 65536, 640, "gemv1i_q8_0"),
+                                          ("q8_0", 65536, 4096, "gemv1i_q8_0"), ("q8_0", 65536, 5120, "gemv1_q8_0"),
+                                          ("q4_k", 4096, 768, "gemv1_q4_k"), ("iq4_xs", 262144, 768, "gemv1_iq4_xs")])
+def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_preferred):
     """CUDA's decode step lowers to gemv1i (the integer form) for the formats
     with int8 codes when a group gets >= 32 rows (tall weights: the
-    vocabulary projection), else to gemv1; lowered without a device."""
+    vocabulary projection) and x's pieces fit its shared memory (k <=
+    4096), else to gemv1; lowered without a device."""
     from rlx.runtime.target import Target
     from rlx.tune.cost import decision_model
     from rlx.tune.decide import lower_for
 
     cuda = Target(backend="cuda", compute_units=132, max_threads_per_group=1024, simd_width=32,
                   max_buffer_length=1 << 36)
-    k = 768 if quantized(fmt).block == 256 else 640
     g = rlx.Graph()
     g.set_outputs(y=g.linear(g.input("x", (1, k)), g.param("w", (n, k), quantized(fmt))))
     kernels = [t.kernel for t in lower_for(g, cuda, decision_model("cuda")) if t.kernel]

@@ -214,8 +214,8 @@ def test_gemv1i_of_x_as_integer_pieces(qdev, fmt, dt, threads):
     """On CUDA gemv1i (gemv1's integer form) multiplies these formats' codes with x split into int8
     pieces per 32 elements (shaders/quant_pieces.h): three where every chunk
     is narrow, five where one is wide (a spike beside small values), and
-    the f32 form where the pieces do not fit the shared tile (k = 6400 for
-    wide f32 x, 4096 for wide f16), where x has a chunk under 1e-30, where
+    the f32 form where the pieces do not fit their 16 KiB of shared memory
+    (wide x at k = 4096, any x at 6400 and 8192), where x has a chunk under 1e-30, where
     the group is not whole SIMD groups (48 threads) or has under 32 rows
     (the second group of each dispatch here). Each case is one of those
     branches there; every device must give the same product."""
