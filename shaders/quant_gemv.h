@@ -807,13 +807,16 @@ template <uint SLOT>
 struct RlxQAsyncStage {
     uint4 *slots;   // 2 SLOT bytes
     uint cur, shift;
+    // One 16-byte copy a lane a step, the addresses advanced, not
+    // recomputed (unrolled, the compiler's 64-bit address arithmetic and
+    // remainder paths were ~80 instructions a lane a pass).
     __device__ __forceinline__ static uint copy(uint4 *slot, const uchar *src, uint nbytes, uint lane) {
         const uint sh = (uint)((unsigned long long)src & 15ull), end = sh + nbytes;
-        const uchar *a = src - sh;
-        for (uint i = lane; 16u * i < end; i += 32u) {
-            const uint left = end - 16u * i;
-            rlx_async_copy16(slot + i, a + 16u * i, left < 16u ? left : 16u);
-        }
+        const uchar *from = src - sh + 16u * lane;
+        uint to = rlx_shared_address(slot + lane), left = end - 16u * lane;
+#pragma unroll 1
+        for (uint at = 16u * lane; at < end; at += 512u, from += 512, to += 512u, left -= 512u)
+            rlx_async_copy16(to, from, left < 16u ? left : 16u);
         rlx_async_commit();
         return sh;
     }

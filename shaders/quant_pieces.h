@@ -113,9 +113,9 @@ RLX_INLINE void rlx_qi_words(const uchar *p, uint *w) {
     }
 }
 
-// Bits 0..3 of t to bit 0 of bytes 0..3 (the four shifted copies of t do
+// Bits 0..3 of t to bit 4 of bytes 0..3 (the four shifted copies of t do
 // not overlap, so the multiply carries nothing between them).
-RLX_INLINE uint rlx_qi_spread4(uint t) { return (t * 0x00204081u) & 0x01010101u; }
+RLX_INLINE uint rlx_qi_spread4_bit4(uint t) { return (t * 0x02040810u) & 0x10101010u; }
 
 // Per format: has; SPLIT16 (the two 16-element halves of a chunk have their
 // own scales); MINS (a term on x's sums). codes(b, s, w): chunk s of the
@@ -139,7 +139,7 @@ RLX_INLINE void rlx_qi_nibbles16(const uchar *p, uint *w) {
 
 // The fifth bits of q5_0 / q5_1 (bit e of qh: element e) into bit 4 of each code.
 RLX_INLINE void rlx_qi_fifth_bits(uint qh, uint *w) {
-    for (uint i = 0; i < 8u; ++i) w[i] |= rlx_qi_spread4((qh >> (4u * i)) & 15u) << 4u;
+    for (uint i = 0; i < 8u; ++i) w[i] |= rlx_qi_spread4_bit4((qh >> (4u * i)) & 15u);
 }
 
 // The codes of a q5_0 / q5_1 block: its u32 of fifth bits at qh, nibbles at qs.

@@ -90,12 +90,14 @@ static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
 // a copy that ends past a buffer never reads beyond it. Each thread waits
 // for its own copies (rlx_async_wait); other lanes see them after a SIMD
 // or group barrier.
-static __device__ __forceinline__ void rlx_async_copy16(void *dst_shared, const void *src, uint valid) {
+// dst_shared: a shared-window address (rlx_shared_address), so a loop of
+// copies needs no conversion per copy.
+static __device__ __forceinline__ uint rlx_shared_address(const void *p) { return (uint)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void rlx_async_copy16(uint dst_shared, const void *src, uint valid) {
 #if __CUDA_ARCH__ >= 800
-    const uint dst = (uint)__cvta_generic_to_shared(dst_shared);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst_shared), "l"(src), "r"(valid) : "memory");
 #else
-    uchar *d = (uchar *)dst_shared;
+    uchar *d = (uchar *)__cvta_shared_to_generic(dst_shared);
     const uchar *s = (const uchar *)src;
     if (valid >= 16u) *(uint4 *)d = __ldg((const uint4 *)s);
     else for (uint i = 0; i < 16u; ++i) d[i] = i < valid ? s[i] : (uchar)0;
