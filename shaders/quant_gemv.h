@@ -808,8 +808,8 @@ struct RlxQAsyncStage {
     uint4 *slots;   // 2 SLOT bytes
     uint cur, shift;
     // One 16-byte copy a lane a step, the addresses advanced, not
-    // recomputed (unrolled, the compiler's 64-bit address arithmetic and
-    // remainder paths were ~80 instructions a lane a pass).
+    // recomputed: unrolled, the compiler's 64-bit address arithmetic and
+    // remainder paths cost more than the copies.
     __device__ __forceinline__ static uint copy(uint4 *slot, const uchar *src, uint nbytes, uint lane) {
         const uint sh = (uint)((unsigned long long)src & 15ull), end = sh + nbytes;
         const uchar *from = src - sh + 16u * lane;
@@ -1215,13 +1215,15 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // row at a time.
 // gemv1i_q<Q, T> is the CUDA integer form of gemv1_q for the formats with
 // int8 codes, which the lowering picks for groups of at least
-// RLX_QX_MIN_ROWS rows (the vocabulary projection); elsewhere, and on every
+// RLX_QX_MIN_ROWS rows (the vocabulary projection) and k <= 4096 (x's
+// pieces fit RLX_QGEMV1I_PIECES_BYTES); elsewhere, and on every
 // other target, it computes as gemv1_q. A kernel of its own because its
 // registers and shared memory differ: bounded to four groups of 256
 // threads an SM (64 registers, stacks of 0-40 bytes; its 48 KiB of shared
-// memory allow four), which on the H200 ran the vocabulary shape 4-8%
-// faster than three (80 registers); unbounded the integer form took ~95 a
-// thread (two groups an SM, fewer loads in flight). Beside it an f32
+// memory allow four), faster than three at 80 registers (the kernel is
+// bound by issue: more warps hide more latency; benchmarks/README.md,
+// "H200, session 21"); unbounded the integer form took ~95 a thread (two
+// groups an SM, fewer loads in flight). Beside it an f32
 // fallback without the pipelined staging (rare x only, and groups under
 // RLX_QX_MIN_ROWS rows; the pipelined form's registers spilled ~100
 // bytes). The lowering launches at most GEMV_THREADS (256) threads a group.
