@@ -158,10 +158,10 @@ def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int) -> str:
     """The GEMV kernel's base name for m rows of x and groups of ``rows``
     weight rows: gemv1 (m = 1, x fits its tile), its CUDA integer form
     gemv1i (many rows a group), or gemv."""
-    if m != 1 or -(-k // 32) * 32 > GEMV1_MAX_K:
+    kp = -(-k // 32) * 32   # k in whole 32-element chunks, as the kernels' x tiles hold it
+    if m != 1 or kp > GEMV1_MAX_K:
         return "gemv"
-    if (lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS
-            and -(-k // 32) * 32 <= GEMV1I_MAX_K):
+    if lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS and kp <= GEMV1I_MAX_K:
         return "gemv1i"
     return "gemv1"
 
