@@ -756,11 +756,10 @@ struct RlxQNoPre {
 #endif
 
 #ifdef RLX_TARGET_CUDA
-// y[r, j] = act(v[r] + bias[j]) for the m <= M rows of x, written by lane 0.
+// y[r, j] = act(v[r] + bias[j]) for the m <= M rows of x, written by the calling lane.
 template <typename T, uint M>
-RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, uint lane, RLX_DEVICE T *y, uint ys, uint j,
-                                 RLX_DEVICE const T *bias, uint has_bias, uint act) {
-    if (lane != 0u) return;
+RLX_INLINE void rlx_q_gemv_store(RlxQAcc<M> v, uint m, RLX_DEVICE T *y, uint ys, uint j, RLX_DEVICE const T *bias,
+                                 uint has_bias, uint act) {
     const float b = has_bias ? rlx_to_float(bias[j]) : 0.0f;
     for (uint r = 0; r < M; ++r)
         if (r < m) y[(uint64_t)r * ys + j] = rlx_from_float<T>(rlx_activation(act, v.v[r] + b));
@@ -850,9 +849,11 @@ struct RlxQAsyncStage {
 // where one row a pass left 12 of 32 idle. Lane l decodes chunks l, l +
 // 32, ... (U of them, pp <= 32 U) of each pass: a pass's fixed costs
 // (staging, barriers, loop control) are shared by U chunks a lane.
-// A row's sum is reduced once, in the pass where it ends: a lane's part of
-// a row still open at the end of a pass goes into the lane's own `open`
-// sum, which joins the reduction of that row's last pass. Each lane tracks
+// A pass's row sums come from one segmented scan over its positions; a row
+// still open at the end of a pass carries its running sum into the next
+// pass's first position, and the lane at a row's last chunk stores it
+// (not lane 0 after a reduction a row: a pass of the vocabulary
+// projection ends about three rows). Each lane tracks
 // the row and column of its chunks as the passes advance (no division in
 // the loop). Passes go through `stage` (RlxQRegStage or RlxQAsyncStage);
 // every loop bound is uniform across the SIMD group.
@@ -883,7 +884,7 @@ RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
     uint row[U], col[U];   // the row and column (in chunks) of the lane's chunk u of the pass
     for (uint u = 0; u < U; ++u) row[u] = (lane + 32u * u) / chunks, col[u] = lane + 32u * u - row[u] * chunks;
     const uint step_rows = pp / chunks, step_cols = pp - step_rows * chunks;   // a pass's advance
-    uint first_row = 0u, first_col = 0u;   // the pass's first chunk (uniform)
+    uint first_col = 0u;   // the column of the pass's first chunk (uniform)
     RlxQAcc<M> open;
     for (uint r = 0; r < M; ++r) open.v[r] = 0.0f;
     for (uint f0 = 0u;;) {
@@ -895,29 +896,45 @@ RLX_INLINE bool rlx_q_gemv_flat(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_
             for (uint r = 0; r < M; ++r) v[u].v[r] = 0.0f;
             if (lane + 32u * u < cnt) v[u] = dot(staged, lane + 32u * u, col[u], v[u]);
         }
-        for (uint rr = first_row; rr * chunks < nf; ++rr) {
-            RlxQAcc<M> mine;
+        // Each row's sum by one segmented scan over the pass's positions (the
+        // rows are contiguous runs of them), not a reduction a row: the
+        // lane at a row's last chunk then holds the row's sum and stores it.
+        // The part of a row that an earlier pass began (open, uniform) joins
+        // at position 0.
+        if (first_col != 0u && lane == 0u)
+            for (uint r = 0; r < M; ++r) v[0].v[r] += open.v[r];
+        for (uint u = 0; u < U; ++u) {
+            // How many of u's 32 positions before the lane's belong to its row.
+            const uint reach = col[u] < lane ? col[u] : lane;
+            const bool carried = col[u] > lane;   // the row also holds position 32 u - 1
             for (uint r = 0; r < M; ++r) {
-                mine.v[r] = 0.0f;
-                for (uint u = 0; u < U; ++u) mine.v[r] += lane + 32u * u < cnt && row[u] == rr ? v[u].v[r] : 0.0f;
+                if (r >= m) continue;   // uniform
+                float s = v[u].v[r];
+                for (uint d = 1u; d < 32u; d <<= 1) {
+                    const float t = __shfl_up_sync(0xffffffffu, s, d);
+                    if (d <= reach) s += t;
+                }
+                if (u > 0u) {
+                    const float c = __shfl_sync(0xffffffffu, v[u - 1u].v[r], 31);
+                    if (carried) s += c;
+                }
+                v[u].v[r] = s;
             }
-            if ((rr + 1u) * chunks > nf) {   // open past this pass: keep the lane's part
-                for (uint r = 0; r < M; ++r) open.v[r] += mine.v[r];
-                break;
-            }
-            RlxQAcc<M> sum;
-            for (uint r = 0; r < M; ++r) {
-                sum.v[r] = 0.0f;
-                if (r < m) sum.v[r] = rlx_simd_sum(mine.v[r] + open.v[r]);
-                open.v[r] = 0.0f;   // only the pass's first row can have an open part
-            }
-            rlx_q_gemv_store<T, M>(sum, m, lane, y, ys, ra + rr, bias, has_bias, act);
         }
+        const uint last = cnt - 1u;   // the pass's last position: the running sum of a row still open
+        for (uint r = 0; r < M; ++r) {
+            float o = v[0].v[r];
+            for (uint u = 1; u < U; ++u) o = last / 32u == u ? v[u].v[r] : o;
+            open.v[r] = __shfl_sync(0xffffffffu, o, last & 31u);
+        }
+        for (uint u = 0; u < U; ++u)
+            if (lane + 32u * u < cnt && col[u] + 1u == chunks)
+                rlx_q_gemv_store<T, M>(v[u], m, y, ys, ra + row[u], bias, has_bias, act);
         stage.end();
         if (nf >= total) return true;
         f0 = nf;
-        first_row += step_rows, first_col += step_cols;
-        if (first_col >= chunks) first_col -= chunks, ++first_row;
+        first_col += step_cols;
+        if (first_col >= chunks) first_col -= chunks;
         for (uint u = 0; u < U; ++u) {
             row[u] += step_rows, col[u] += step_cols;
             if (col[u] >= chunks) col[u] -= chunks, ++row[u];
