@@ -801,8 +801,11 @@ struct RlxQRegStage {
 // flight, so passes can be long). A pass's copy is the 16-byte aligned
 // cover of its bytes, so the weight's base must be 16-byte aligned (the
 // cover never starts before it; its last vector reads only the pass's
-// bytes); the pass lands at its address mod 16 in the slot.
-template <uint SLOT>
+// bytes); the pass lands at its address mod 16 in the slot. ALIGNED: every
+// pass starts 16-byte aligned (blocks of a multiple of 16 bytes), so a
+// pass lands at its slot's start and the compiler knows the alignment of
+// every block in it (whole-word reads of the codes, no funnel shifts).
+template <uint SLOT, bool ALIGNED>
 struct RlxQAsyncStage {
     uint4 *slots;   // 2 SLOT bytes
     uint cur, shift;
@@ -810,7 +813,7 @@ struct RlxQAsyncStage {
     // recomputed: unrolled, the compiler's 64-bit address arithmetic and
     // remainder paths cost more than the copies.
     __device__ __forceinline__ static uint copy(uint4 *slot, const uchar *src, uint nbytes, uint lane) {
-        const uint sh = (uint)((unsigned long long)src & 15ull), end = sh + nbytes;
+        const uint sh = ALIGNED ? 0u : (uint)((unsigned long long)src & 15ull), end = sh + nbytes;
         const uchar *from = src - sh + 16u * lane;
         uint to = rlx_shared_address(slot + lane), left = end - 16u * lane;
 #pragma unroll 1
@@ -1215,7 +1218,8 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
     const uint fit = ((RLX_QGEMV1I_SLOT_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
     const uint pp = ((64u < fit ? 64u : fit) / cpb) * cpb;
     if (stored == 0u || pp == 0u || ((unsigned long long)w & 15ull) != 0ull) return false;
-    RlxQAsyncStage<RLX_QGEMV1I_SLOT_BYTES> stage;
+    // Passes start on blocks and w is 16-byte aligned: blocks of a multiple of 16 bytes keep every pass aligned.
+    RlxQAsyncStage<RLX_QGEMV1I_SLOT_BYTES, (uint)Q::BYTES % 16u == 0u> stage;
     stage.slots = rlx_q_gemv1i_shared() + (RLX_QGEMV1I_PIECES_BYTES + 2u * sid * RLX_QGEMV1I_SLOT_BYTES) / 16u;
     const RlxQDotPieces<Q> dot = {(const uint4 *)tile, (const float *)(tile + stored * chunks * 32u),
                                   (const float *)(tile + stored * chunks * 32u) + chunks, chunks, 0u};

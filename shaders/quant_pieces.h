@@ -99,11 +99,24 @@ RLX_INLINE uint rlx_qx_split(RLX_DEVICE const T *x, uchar *xq, uint chunks, uint
 // N 32-bit words from p (any alignment) in the stage: aligned words and
 // funnel shifts. Reads up to 3 bytes before p (the stage is 4-aligned, so
 // not before it) and, at an unaligned p, 3 after the N words (the GEMV
-// leaves that slack at the stage's end).
-template <uint N>
+// leaves that slack at the stage's end). ALIGNED: p is 16-byte aligned
+// and N a multiple of 4, so the words are whole vector reads (the compiler
+// cannot see the alignment of a stage's blocks by itself).
+template <uint N, bool ALIGNED = false>
 RLX_INLINE void rlx_qi_words(const uchar *p, uint *w) {
-    const uint *a = (const uint *)((unsigned long long)p & ~3ull);
-    const uint sh = ((uint)(unsigned long long)p & 3u) * 8u;
+    if constexpr (ALIGNED) {
+        static_assert(N % 4u == 0u, "whole 16-byte vectors");
+        for (uint i = 0; i < N / 4u; ++i) {
+            const uint4 v = ((const uint4 *)p)[i];
+            w[4u * i] = v.x, w[4u * i + 1u] = v.y, w[4u * i + 2u] = v.z, w[4u * i + 3u] = v.w;
+        }
+        return;
+    }
+    // p less its offset mod 4 by pointer arithmetic: an integer round trip
+    // would hide from the compiler that p is in shared memory (generic
+    // 64-bit loads instead of LDS).
+    const uint off = (uint)(unsigned long long)p & 3u, sh = off * 8u;
+    const uint *a = (const uint *)(p - off);
     uint prev = a[0];
 #pragma unroll
     for (uint i = 0; i < N; ++i) {
@@ -119,7 +132,9 @@ RLX_INLINE uint rlx_qi_spread4_bit4(uint t) { return (t * 0x02040810u) & 0x10101
 
 // Per format: has; SPLIT16 (the two 16-element halves of a chunk have their
 // own scales); MINS (a term on x's sums). codes(b, s, w): chunk s of the
-// block at b as 8 words of int8 codes in element order; scales(b, s, f0,
+// block at b as 8 words of int8 codes in element order (q4_k and q5_k,
+// whose blocks are whole 16-byte vectors, also take codes<true> for a
+// 16-byte aligned b: RlxQDotPieces in aligned stages); scales(b, s, f0,
 // f1): the multipliers of the halves' integer dots (f0 == f1 without
 // SPLIT16); mins(b, s, x0, x1): the term on the halves' sums of x.
 template <typename Q>
@@ -247,8 +262,9 @@ struct RlxQIntK45 {
 
 template <>
 struct RlxQInt<QFmtQ4_K> : RlxQIntK45 {   // d sc q - dmin m
+    template <bool ALIGNED = false>
     RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
-        rlx_qi_words<8>(b + 16u + 32u * (s >> 1u), w);
+        rlx_qi_words<8, ALIGNED>(b + 16u + 32u * (s >> 1u), w);
         const uint shift = 4u * (s & 1u);
         for (uint i = 0; i < 8u; ++i) w[i] = (w[i] >> shift) & 0x0F0F0F0Fu;
     }
@@ -256,10 +272,11 @@ struct RlxQInt<QFmtQ4_K> : RlxQIntK45 {   // d sc q - dmin m
 
 template <>
 struct RlxQInt<QFmtQ5_K> : RlxQIntK45 {   // d sc (q + 16 h) - dmin m
+    template <bool ALIGNED = false>
     RLX_INLINE void codes(const uchar *b, uint s, uint *w) {
         uint h[8];
-        rlx_qi_words<8>(b + 48u + 32u * (s >> 1u), w);
-        rlx_qi_words<8>(b + 16u, h);
+        rlx_qi_words<8, ALIGNED>(b + 48u + 32u * (s >> 1u), w);
+        rlx_qi_words<8, ALIGNED>(b + 16u, h);
         const uint shift = 4u * (s & 1u);
         for (uint i = 0; i < 8u; ++i) w[i] = ((w[i] >> shift) & 0x0F0F0F0Fu) | (((h[i] >> s) & 0x01010101u) << 4u);
     }
@@ -306,7 +323,10 @@ struct RlxQDotPieces {
         const uchar *b = staged + (i * 32u / (uint)Q::BLOCK) * (uint)Q::BYTES;
         const uint s = (i * 32u % (uint)Q::BLOCK) / 32u;
         uint w[8];
-        F::codes(b, s, w);
+        // Blocks of whole 16-byte vectors lie 16-byte aligned in the stage
+        // (gemv1i's passes start on blocks of a 16-byte aligned weight).
+        if constexpr ((uint)Q::BYTES % 16u == 0u) F::template codes<true>(b, s, w);
+        else F::codes(b, s, w);
         float a0 = 0.0f, a1 = 0.0f;   // the halves' dots in units of s, by Horner from the last piece
         // One piece at a time: unrolled, the pieces' loads were hoisted and
         // the kernel took ~150 registers (one group an SM).

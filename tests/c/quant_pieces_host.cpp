@@ -52,7 +52,9 @@ static inline float __int_as_float(int i) {
 // y[j] = sum over the row's chunks of RlxQDotPieces<Q, P> (each chunk's
 // contribution in f32, added in order), for n rows of w at w (row_bytes
 // apart; any alignment) against x's pieces at xq (chunks units a piece and
-// half), scale[chunks] and sum16[2 chunks].
+// half), scale[chunks] and sum16[2 chunks]. Formats whose blocks are whole
+// 16-byte vectors are read from a 16-byte aligned copy of the row, as
+// gemv1i's stage holds them; the others where they lie.
 template <typename Q, uint P>
 static void dot_rows(const uchar *w, uint n, uint k, const uchar *xq, const float *scale, const float *sum16,
                      float *y) {
@@ -61,9 +63,12 @@ static void dot_rows(const uchar *w, uint n, uint k, const uchar *xq, const floa
     uint4 units[5 * 2 * 256];
     memcpy(units, xq, (size_t)P * 2u * chunks * 16u);
     const RlxQDotPieces<Q> dot = {units, scale, sum16, chunks, P};
+    alignas(16) uchar aligned[8192u / 32u * 34u];   // the longest row: q8_0 at k = 8192
     for (uint j = 0; j < n; ++j) {
+        const uchar *row = w + j * row_bytes;
+        if ((uint)Q::BYTES % 16u == 0u) row = (const uchar *)memcpy(aligned, row, row_bytes);
         RlxQAcc<1> acc = {{0.0f}};
-        for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);
+        for (uint c = 0; c < chunks; ++c) acc = dot(row, c, c, acc);
         y[j] = acc.v[0];
     }
 }
@@ -97,9 +102,12 @@ static void dot_rows_f32(const uchar *w, uint n, uint k, const float *x, float *
     static float tile[8192];
     for (uint e = 0; e < k; ++e) tile[(e & ~31u) + rlx_q_xt_at(e >> 5u, e & 31u)] = x[e];
     const RlxQDotCodes<Q, float, 1> dot = {tile, k, 1u};
+    alignas(16) uchar aligned[8192u / 32u * 34u];   // the longest row: q8_0 at k = 8192
     for (uint j = 0; j < n; ++j) {
+        const uchar *row = w + j * row_bytes;
+        if ((uint)Q::BYTES % 16u == 0u) row = (const uchar *)memcpy(aligned, row, row_bytes);
         RlxQAcc<1> acc = {{0.0f}};
-        for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);
+        for (uint c = 0; c < chunks; ++c) acc = dot(row, c, c, acc);
         y[j] = acc.v[0];
     }
 }
