@@ -1197,19 +1197,17 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
 #ifdef RLX_TARGET_CUDA
 // gemv1_q's rows for one row of x in integer dot products (quant_pieces.h),
 // where the format has int8 codes, the group is whole SIMD groups (at most
-// RLX_QGEMV_SIMD_GROUPS: every one takes rows) with at least
-// RLX_QX_MIN_ROWS rows (the split costs each group a pass over x: with
-// the 8 rows of a decode step's small GEMVs the f32 form is faster), x's
-// pieces fit the tile and x has no chunk that needs the f32 form. Every
+// RLX_QGEMV_SIMD_GROUPS: every one takes rows), x's pieces fit the tile
+// and x has no chunk that needs the f32 form. (How many rows a group
+// repay the split, a pass over x a group, is the lowering's choice:
+// GEMV1I_MIN_ROWS in rlx/lowering/quant.py.) Every
 // thread of the group calls it; the result is uniform across the group,
 // and false leaves the tile to the caller (behind the split's barrier).
 template <typename Q, typename T>
 RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
                                    RLX_DEVICE const T *bias, uchar *tile, uint k, uint has_bias, uint act, uint j0,
                                    uint j1, uint nt, uint sid, uint lane) {
-    if (!RlxQInt<Q>::has || (nt & 31u) != 0u || nt > 32u * RLX_QGEMV_SIMD_GROUPS || (k & 31u) != 0u ||
-        j1 - j0 < RLX_QX_MIN_ROWS)
-        return false;
+    if (!RlxQInt<Q>::has || (nt & 31u) != 0u || nt > 32u * RLX_QGEMV_SIMD_GROUPS || (k & 31u) != 0u) return false;
     const uint chunks = k / 32u, stored = rlx_qx_stored_pieces(k, RLX_QGEMV1I_PIECES_BYTES);
     // Passes of up to 64 chunks (two a lane), whole blocks, with
     // RLX_QGEMV_CODES_SLACK bytes of a slot free for the pass's offset mod 16
@@ -1236,7 +1234,7 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // row at a time.
 // gemv1i_q<Q, T> is the CUDA integer form of gemv1_q for the formats with
 // int8 codes, which the lowering picks for groups of at least
-// RLX_QX_MIN_ROWS rows (the vocabulary projection) and k <= 4096 (x's
+// GEMV1I_MIN_ROWS rows (the vocabulary projection) and k <= 4096 (x's
 // pieces fit RLX_QGEMV1I_PIECES_BYTES); elsewhere, and on every
 // other target, it computes as gemv1_q. A kernel of its own because its
 // registers and shared memory differ: bounded to four groups of 256
@@ -1245,8 +1243,8 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // bound by issue: more warps hide more latency; benchmarks/README.md,
 // "H200, session 21"); unbounded the integer form took ~95 a thread (two
 // groups an SM, fewer loads in flight). Beside it an f32
-// fallback without the pipelined staging (rare x only, and groups under
-// RLX_QX_MIN_ROWS rows; the pipelined form's registers spilled ~100
+// fallback without the pipelined staging (rare x only; the pipelined
+// form's registers spilled ~100
 // bytes). The lowering launches at most GEMV_THREADS (256) threads a group.
 // gemv1_q keeps its unbounded registers (a bound of 256 threads changed
 // the compiler's choices: 114-166 registers where it takes 72-96).
@@ -1254,6 +1252,10 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 #define RLX_QGEMV1I_BOUNDS __launch_bounds__(256, 4)
 #else
 #define RLX_QGEMV1I_BOUNDS
+#endif
+// gemv1_q's bound: none (an experiment's KERNEL_DEFINES may set one).
+#ifndef RLX_QGEMV1_BOUNDS
+#define RLX_QGEMV1_BOUNDS
 #endif
 
 #ifndef RLX_TARGET_CPU
@@ -1344,9 +1346,9 @@ RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const
 #endif
 
 template <typename Q, typename T>
-RLX_KERNEL gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
-                   RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                   RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                                     RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                                     RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
     RLX_QGEMV1_BODY(false);
 }
 

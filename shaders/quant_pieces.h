@@ -41,7 +41,6 @@
 #define RLX_QX_NARROW_PIECES 3u  // where every chunk is narrow
 #define RLX_QX_NARROW_RATIO 16.0f
 #define RLX_QX_MIN_MAX 1e-30f
-#define RLX_QX_MIN_ROWS 32u      // rows a group at least (rlx_q_gemv1_pieces)
 // Member functions of the dot policies (RLX_INLINE is static: for free
 // functions and the traits' static members).
 #ifdef RLX_TARGET_CUDA

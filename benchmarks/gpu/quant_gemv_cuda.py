@@ -74,6 +74,16 @@ def main(out_path: str | None) -> None:
         from rlx.lowering import quant as quant_lowering
 
         quant_lowering.GEMV_MAX_ROWS_PER_SIMD = rows_per_simd
+    min_groups = int(os.environ.get("MIN_GROUPS", "0"))   # the lowering's groups before rows grow (a sweep)
+    if min_groups:
+        from rlx.lowering import quant as quant_lowering
+
+        quant_lowering.GEMV_MIN_GROUPS = min_groups
+    gemv1i_rows = int(os.environ.get("GEMV1I_MIN_ROWS", "0"))   # rows a group that take gemv1i (a sweep)
+    if gemv1i_rows:
+        from rlx.lowering import quant as quant_lowering
+
+        quant_lowering.GEMV1I_MIN_ROWS = gemv1i_rows
     if os.environ.get("F32_FORM") == "1":   # gemv1_<fmt>'s f32 form where the lowering would take gemv1i
         from rlx.lowering import quant as quant_lowering
 

@@ -30,22 +30,27 @@ GEMV_THREADS = 256
 GEMV_SIMD_GROUPS = 8
 # Each SIMD group takes more rows (up to this many) once the weight has rows
 # for GEMV_MIN_GROUPS groups without: the group's x staging (shaders/quant.h;
-# the integer form's split of x, which groups of >= 32 rows take) is then
-# shared by more rows, and a SIMD group's pipeline runs longer past its
-# start. H200, 262144 x 640/768 (benchmarks/README.md, session 8): 8 rows a
-# SIMD group 119-151 us, 16 107-137, 32 102-133.
+# the integer form's split of x, which groups of >= GEMV1I_MIN_ROWS take)
+# is then shared by more rows, and a SIMD group's pipeline runs longer past
+# its start. H200 (benchmarks/README.md): 262144 x 640/768, 8 rows a SIMD
+# group 119-151 us, 16 107-137, 32 102-133 (session 8); 4096 x 4096 in
+# gemv1's f32 form, 8 rows a group (512 groups) 14.2-15.2 us, 16 rows
+# 12.1-13.2, 32 rows 14.2-15.4 (session 22).
 GEMV_MAX_ROWS_PER_SIMD = 32
-GEMV_MIN_GROUPS = 512
+GEMV_MIN_GROUPS = 256
 # m = 1 with k (rounded up to 32) at most this takes gemv1_<fmt>, the decode
 # step's kernel (shaders/quant.h RLX_QGEMV1_MAX_K: its x tile); other shapes
 # take gemv_<fmt>.
 GEMV1_MAX_K = 8192
 # CUDA's integer decode GEMV (gemv1i_<fmt>, shaders/quant_pieces.h): the
-# formats with int8 codes, for groups of at least this many rows (its
-# RLX_QX_MIN_ROWS: the split of x is repaid only over many rows; the small
-# GEMVs of a decode step, 8 rows a group, are faster in gemv1's f32 form).
+# formats with int8 codes, for groups of at least this many rows (each
+# group splits x into int8 pieces, a pass over x repaid only over many
+# rows: weights of >= 16384 rows). H200, session 22: 4096 x 4096 took
+# 17-22 us in gemv1i at 8-32 rows a group against 12-15 in gemv1's f32
+# form, and the decode step's 1024 x 640 and 640 x 2048 4.4-8.4 us against
+# 3.0-4.4 (benchmarks/README.md).
 GEMV1I_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"})
-GEMV1I_MIN_ROWS = 32
+GEMV1I_MIN_ROWS = 64
 # ... and k (rounded up to 32) at most this: x's int8 pieces share gemv1i's
 # shared memory with its weight slots (RLX_QGEMV1I_PIECES_BYTES, 16 KiB:
 # three pieces of 4096 elements); longer rows take gemv1's f32 form.

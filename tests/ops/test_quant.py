@@ -283,12 +283,13 @@ def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
 
 @pytest.mark.parametrize("fmt,n,k,want", [("q4_k", 262144, 768, "gemv1i_q4_k"), ("q8_0", 65536, 640, "gemv1i_q8_0"),
                                           ("q8_0", 65536, 4096, "gemv1i_q8_0"), ("q8_0", 65536, 5120, "gemv1_q8_0"),
+                                          ("q4_k", 16384, 4096, "gemv1i_q4_k"), ("q4_k", 8192, 4096, "gemv1_q4_k"),
                                           ("q4_k", 4096, 768, "gemv1_q4_k"), ("iq4_xs", 262144, 768, "gemv1_iq4_xs")])
 def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_preferred):
     """CUDA's decode step lowers to gemv1i (the integer form) for the formats
-    with int8 codes when a group gets >= 32 rows (tall weights: the
-    vocabulary projection) and x's pieces fit its shared memory (k <=
-    4096), else to gemv1; lowered without a device."""
+    with int8 codes when a group gets >= 64 rows (tall weights: the
+    vocabulary projection; 16384 rows and up) and x's pieces fit its shared
+    memory (k <= 4096), else to gemv1; lowered without a device."""
     from rlx.runtime.target import Target
     from rlx.tune.cost import decision_model
     from rlx.tune.decide import lower_for
@@ -301,6 +302,24 @@ def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_
     assert [kn for kn in kernels if kn.startswith("gemv")] == [f"{want}_f32"], kernels
     host = [t.kernel for t in lower_for(g, replace_backend(cuda, "host"), decision_model("host")) if t.kernel]
     assert not any(kn.startswith("gemv1i") for kn in host), host
+
+
+@pytest.mark.parametrize("n,rows", [(640, 8), (2048, 8), (4095, 8), (4096, 16), (8192, 32), (16384, 64),
+                                    (262144, 256)])
+def test_cuda_gemv_rows_a_group_grow_with_the_weight(n, rows):
+    """8 rows a group (one a SIMD group) up to 4095 rows, then more a group
+    once the weight fills GEMV_MIN_GROUPS groups without, up to 32 a SIMD
+    group (the H200's measured choice: benchmarks/README.md)."""
+    from types import SimpleNamespace
+
+    from rlx.lowering.quant import gemv_grid
+    from rlx.runtime.target import Target
+
+    cuda = Target(backend="cuda", compute_units=132, max_threads_per_group=1024, simd_width=32,
+                  max_buffer_length=1 << 36)
+    got, (grid, threads) = gemv_grid(SimpleNamespace(target=cuda), n, 640)
+    assert (got, threads) == (rows, (256, 1, 1))
+    assert grid == (-(-n // rows), 1, 1)
 
 
 def replace_backend(target, backend: str):
