@@ -802,9 +802,9 @@ struct RlxQRegStage {
 // cover of its bytes, so the weight's base must be 16-byte aligned (the
 // cover never starts before it; its last vector reads only the pass's
 // bytes); the pass lands at its address mod 16 in the slot. ALIGNED: every
-// pass starts 16-byte aligned (blocks of a multiple of 16 bytes), so a
-// pass lands at its slot's start and the compiler knows the alignment of
-// every block in it (whole-word reads of the codes, no funnel shifts).
+// pass starts 16-byte aligned (blocks of a multiple of 16 bytes), so each
+// lands at its slot's start, with no offset to compute (RlxQDotPieces then
+// reads such blocks' codes as whole vectors).
 template <uint SLOT, bool ALIGNED>
 struct RlxQAsyncStage {
     uint4 *slots;   // 2 SLOT bytes
@@ -856,10 +856,10 @@ struct RlxQAsyncStage {
 // still open at the end of a pass carries its running sum into the next
 // pass's first position, and the lane at a row's last chunk stores it
 // (not lane 0 after a reduction a row: a pass of the vocabulary
-// projection ends about three rows). Each lane tracks
-// the row and column of its chunks as the passes advance (no division in
-// the loop). Passes go through `stage` (RlxQRegStage or RlxQAsyncStage);
-// every loop bound is uniform across the SIMD group.
+// projection ends about three rows). Each lane tracks the row and column
+// of its chunks as the passes advance (no division in the loop). Passes
+// go through `stage` (RlxQRegStage or RlxQAsyncStage); every loop bound
+// is uniform across the SIMD group.
 // dot(staged, i, c, acc) adds chunk i of the staged pass against chunk c
 // of x: the f32 tile (RlxQDotTile) or x's int8 pieces (RlxQDotPieces).
 // pre(dot) runs once the first pass's loads are in flight (every SIMD
@@ -1242,10 +1242,10 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // memory allow four), faster than three at 80 registers (the kernel is
 // bound by issue: more warps hide more latency; benchmarks/README.md,
 // "H200, session 21"); unbounded the integer form took ~95 a thread (two
-// groups an SM, fewer loads in flight). Beside it an f32
-// fallback without the pipelined staging (rare x only; the pipelined
-// form's registers spilled ~100
-// bytes). The lowering launches at most GEMV_THREADS (256) threads a group.
+// groups an SM, fewer loads in flight). Beside it an f32 fallback without
+// the pipelined staging (rare x only; the pipelined form's registers
+// spilled ~100 bytes). The lowering launches at most GEMV_THREADS (256)
+// threads a group.
 // gemv1_q keeps its unbounded registers (a bound of 256 threads changed
 // the compiler's choices: 114-166 registers where it takes 72-96).
 #ifdef RLX_TARGET_CUDA
