@@ -50,37 +50,66 @@ struct RlxArgmax {
 // function: on Metal the group's ids are the kernel's parameters.
 #ifdef RLX_TARGET_CPU
 // One thread a row (a 262,144-logit row took 0.37 ms as the group loops:
-// rlx_maximum's NaN test keeps GCC from vectorizing them). The max and a
-// NaN count as two vector reductions, then the first index holding the
-// max, or the first NaN, with an early exit; same rule as the group form.
+// rlx_maximum's NaN test keeps GCC from vectorizing them). A contiguous
+// row goes in one pass of blocks: each block's max and NaN count as
+// vector reductions, keeping the first block that raises the max (or
+// holds a NaN, which ends the pass), then the first index in that block
+// holding the max (or the first NaN); a two-pass form (the max, then a
+// scalar search from the row's start) spent most of its time in the
+// search. A strided row keeps the two passes. Same rule as the group
+// form. Timings: benchmarks/README.md ("CPU: the decode step's argmax").
+#define RLX_ARGMAX_CPU_BLOCK 512u
+// The first index of [begin, end) (stride inner) holding top, or the first
+// NaN; begin if none does.
 template <typename T>
-RLX_INLINE RlxArgmax rlx_argmax_range_cpu(RLX_DEVICE const T *base, uint inner, uint begin, uint end) {
-    float top = -RLX_INFINITY, nans = 0.0f;
-    if (inner == 1u) {   // a contiguous row: plain vector loads (a run-time stride makes them gathers)
-        RLX_PRAGMA(omp simd reduction(max : top) reduction(+ : nans))
-        for (uint k = begin; k < end; ++k) {
-            const float v = rlx_to_float(base[k]);
-            top = v > top ? v : top;
-            nans += v != v ? 1.0f : 0.0f;
-        }
-    } else {
-        RLX_PRAGMA(omp simd reduction(max : top) reduction(+ : nans))
-        for (uint k = begin; k < end; ++k) {
-            const float v = rlx_to_float(base[(uint64_t)k * inner]);
-            top = v > top ? v : top;
-            nans += v != v ? 1.0f : 0.0f;
-        }
-    }
-    const bool any_nan = nans > 0.0f;
-    uint at = begin;
+RLX_INLINE uint rlx_argmax_first_cpu(RLX_DEVICE const T *base, uint inner, uint begin, uint end, float top,
+                                     bool any_nan) {
     for (uint k = begin; k < end; ++k) {
         const float v = rlx_to_float(base[(uint64_t)k * inner]);
-        if (any_nan ? v != v : v == top) {
-            at = k;
+        if (any_nan ? v != v : v == top) return k;
+    }
+    return begin;
+}
+// A contiguous row [begin, end) in blocks.
+template <typename T>
+RLX_INLINE RlxArgmax rlx_argmax_row_cpu(RLX_DEVICE const T *row, uint begin, uint end) {
+    float top = -RLX_INFINITY;
+    uint block = begin;   // the first block holding top, or the first NaN
+    bool any_nan = false;
+    for (uint b = begin; b < end; b += RLX_ARGMAX_CPU_BLOCK) {
+        const uint e = end - b < RLX_ARGMAX_CPU_BLOCK ? end : b + RLX_ARGMAX_CPU_BLOCK;
+        float m = -RLX_INFINITY, nans = 0.0f;
+        // 64-bit offsets from the block's start: indexed by a uint, GCC 12's
+        // AVX-512 and AVX2 builds loaded the elements one at a time.
+        RLX_DEVICE const T *from = row + b;
+        const uint64_t n = e - b;
+        RLX_PRAGMA(omp simd reduction(max : m) reduction(+ : nans))
+        for (uint64_t i = 0; i < n; ++i) {
+            const float v = rlx_to_float(from[i]);
+            m = v > m ? v : m;
+            nans += v != v ? 1.0f : 0.0f;
+        }
+        if (nans > 0.0f) {   // the first NaN wins whatever follows
+            block = b, any_nan = true;
             break;
         }
+        if (m > top) top = m, block = b;   // strictly: an equal max in a later block is not the first
     }
-    return RlxArgmax{any_nan ? NAN : top, at};
+    const uint e = end - block < RLX_ARGMAX_CPU_BLOCK ? end : block + RLX_ARGMAX_CPU_BLOCK;
+    return RlxArgmax{any_nan ? NAN : top, rlx_argmax_first_cpu(row, 1u, block, e, top, any_nan)};
+}
+template <typename T>
+RLX_INLINE RlxArgmax rlx_argmax_range_cpu(RLX_DEVICE const T *base, uint inner, uint begin, uint end) {
+    if (inner == 1u) return rlx_argmax_row_cpu(base, begin, end);   // plain vector loads, not gathers
+    float top = -RLX_INFINITY, nans = 0.0f;
+    RLX_PRAGMA(omp simd reduction(max : top) reduction(+ : nans))
+    for (uint k = begin; k < end; ++k) {
+        const float v = rlx_to_float(base[(uint64_t)k * inner]);
+        top = v > top ? v : top;
+        nans += v != v ? 1.0f : 0.0f;
+    }
+    const bool any_nan = nans > 0.0f;
+    return RlxArgmax{any_nan ? NAN : top, rlx_argmax_first_cpu(base, inner, begin, end, top, any_nan)};
 }
 #define RLX_ARGMAX_RANGE(r, base, inner, begin, end, scratch) \
     do {                                                      \

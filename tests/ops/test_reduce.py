@@ -89,13 +89,17 @@ def _long_rows(rng, length: int, case: str, dtype: str) -> np.ndarray:
         data[0, [length // 2 + 3, length - 1]] = np.nan
     elif case == "ninf":        # every element -inf: index 0
         data[:] = -np.inf
+    elif case == "tie_near":    # the same max twice in one CPU block and once in a later one
+        data[0, [length // 2 + 1, length // 2 + 4, length // 2 + 700]] = 50.0
+    elif case == "first":       # the max at index 0 and again at the row's end
+        data[0, [0, length - 1]] = 50.0
     return data.astype(np.float16 if dtype == "f16" else np.float32)
 
 
 @pytest.mark.parametrize("split_on_cpu", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("length", [16384, 20001, 262147])
-@pytest.mark.parametrize("case", ["random", "last", "tie", "nan", "ninf"])
+@pytest.mark.parametrize("case", ["random", "last", "tie", "nan", "ninf", "tie_near", "first"])
 def test_argmax_of_long_rows(rng, monkeypatch, length, case, dtype, split_on_cpu):
     """A long row: GPUs split it (argmax_chunks + argmax_merge); the CPU
     takes the one-pass kernel unless ARGMAX_SPLIT_CPU, which runs the split
