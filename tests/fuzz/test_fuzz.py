@@ -119,12 +119,27 @@ def _weight_is_output() -> Case:
                 {"w": rng.standard_normal((8, 5)).astype(np.float32)}, "pytest tests/fuzz/test_fuzz.py -k weight")
 
 
+def _rmsnorm_of_a_cancelled_sum() -> Case:
+    """Seed 534179's core: x + neg(x) into add_rmsnorm. Exactly zero in f32
+    (so the norm's output is zero); under auto, neg runs in f16 on a rounded
+    x while the norm reads x itself, and the norm scales the rounding error
+    up to O(1): the checker holds the low precisions to nothing here
+    (check.py's _norm_rows_ill_conditioned) and f32 to the usual bound."""
+    g = rlx.Graph()
+    x = g.input("x", (2, 3, 24))
+    g.set_outputs(y=g.add_rmsnorm(x, g.neg(x), g.param("w", (24,))))
+    rng = np.random.default_rng(3)
+    return Case(g, [{"x": rng.standard_normal((2, 3, 24)).astype(np.float32)} for _ in range(2)],
+                {"w": rng.standard_normal(24).astype(np.float32)}, "pytest tests/fuzz/test_fuzz.py -k cancelled")
+
+
 MINIMAL = {
     "input_is_output": lambda: _input_is_output(False),
     "input_view_is_output": lambda: _input_is_output(True),
     "masked_softmax_scale_after_mask": _masked_softmax_scale_after_mask,
     "mask_broadcasts_query": _mask_broadcasts_query,
     "weight_is_output": _weight_is_output,
+    "rmsnorm_of_a_cancelled_sum": _rmsnorm_of_a_cancelled_sum,
 }
 
 
