@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_benches, suite, sanitize, attention_checks, gemv_table, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -54,6 +54,21 @@ gemv_table() {
 import json, sys; d = json.load(open(sys.argv[1]))
 for r in d['rows']: print(r['format'], r['shape'], r.get('kernel', '')[:6], r['correct'], r['rows_per_group'], round(r['rlx_gemv_us'], 1), 'copy', round(r['copy_us'], 1), 'frac', round(r['fraction_of_copy_bandwidth'], 3), 'torch', round(r['torch_bf16_graph_us'], 1), 'ratio', round(r['rlx_over_torch'], 2))
 " "$1" 2>&1 | tee -a "$S"
+}
+
+# gemv_kernel_bench LABEL [ENV...]: quant_gemv_cuda.py with CUPTI kernel
+# times (KERNEL_TRACE=1) under ENV (SMALL, ONLY_ROWS, MIN_GROUPS,
+# GEMV1I_MIN_ROWS, F32_FORM, KERNEL_DEFINES, ...) into gemv-LABEL.json, its
+# rows a line each into the summary.
+gemv_kernel_bench() {
+  local label=$1 t0=$(date +%s); shift
+  env "$@" KERNEL_TRACE=1 timeout 200 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-$label.json" \
+    >"$OUT/gemv-$label.log" 2>&1
+  note "== gemv $label ($*) rc=$? in $(( $(date +%s) - t0 )) s"
+  python3 -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+for r in d['rows']: print(r['format'], r['shape'], r['kernel'][:6], r['rows_per_group'], r['correct'], 'kernel us', round(r.get('kernel_rlx_gemv_us', 0), 2), 'copy', round(r.get('kernel_copy_us', 0), 2), 'frac', round(r.get('kernel_fraction_of_copy', 0), 3), 'torch', round(r.get('kernel_torch_us', 0), 2), 'ratio', round(r.get('kernel_rlx_over_torch', 0), 2))
+" "$OUT/gemv-$label.json" 2>&1 | tee -a "$S"
 }
 
 # suite LABEL LOG PYTEST_ARGS...: a pytest run under 90 s, its last line and

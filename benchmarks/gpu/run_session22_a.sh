@@ -12,13 +12,7 @@ suite "quant kernels (cuda, gs 32)" quant32.log tests/ops/test_quant_kernels.py 
 sanitize memcheck "memcheck gemv1i" memcheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
   -k "gemv1i and (q4_k or q5_0 or q6_k or q8_0 or q2_k)"
 sanitize racecheck "racecheck gemv1i" racecheck.log tests/ops/test_quant_kernels.py --rlx-device cuda -k "gemv1i and (q4_k or q5_0) and 256"
-t0=$(date +%s)
-KERNEL_TRACE=1 SMALL=0 timeout 200 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv.json" >"$OUT/gemv.log" 2>&1
-note "gemv rc=$? in $(( $(date +%s) - t0 )) s"
-python3 -c "
-import json, sys; d = json.load(open(sys.argv[1]))
-for r in d['rows']: print(r['format'], r['shape'], r['kernel'][:6], r['correct'], 'kernel us', round(r.get('kernel_rlx_gemv_us', 0), 1), 'copy', round(r.get('kernel_copy_us', 0), 1), 'frac', round(r.get('kernel_fraction_of_copy', 0), 3), 'torch', round(r.get('kernel_torch_us', 0), 1), 'ratio', round(r.get('kernel_rlx_over_torch', 0), 2))
-" "$OUT/gemv.json" 2>&1 | tee -a "$S"
+gemv_kernel_bench vocabulary SMALL=0
 decode_speed_and_trace 1
 mkdir -p /tmp/setup-logs && mv "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log /tmp/setup-logs/ 2>/dev/null
 echo "=== summary"; cat "$S"

@@ -7,22 +7,12 @@
 # .gpu_carry and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
 stand_in_model
-sweep() {   # LABEL ENV...: the bench's kernel-time table under ENV
-  local label=$1; shift
-  env "$@" KERNEL_TRACE=1 timeout 200 python3 benchmarks/gpu/quant_gemv_cuda.py "$OUT/gemv-$label.json" >"$OUT/gemv-$label.log" 2>&1
-  note "== $label ($*) rc=$?"
-  python3 -c "
-import json, sys; d = json.load(open(sys.argv[1]))
-for r in d['rows']:
-  print(r['format'], r['shape'], r['kernel'][:6], r['rows_per_group'], r['correct'], 'kernel us', round(r.get('kernel_rlx_gemv_us', 0), 2), 'copy', round(r.get('kernel_copy_us', 0), 2), 'torch', round(r.get('kernel_torch_us', 0), 2), 'ratio', round(r.get('kernel_rlx_over_torch', 0), 2))
-" "$OUT/gemv-$label.json" 2>&1 | tee -a "$S"
-}
 B="RLX_QGEMV1_BOUNDS=__launch_bounds__(256,3)"
-sweep f32rows8 SMALL=0 ONLY_ROWS=4096
-sweep f32rows16 SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=256
-sweep f32rows32 SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=128 F32_FORM=1
-sweep bound3rows8 SMALL=1 KERNEL_DEFINES="$B"
-sweep bound3rows16 SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=256 KERNEL_DEFINES="$B"
+gemv_kernel_bench f32rows8 SMALL=0 ONLY_ROWS=4096
+gemv_kernel_bench f32rows16 SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=256
+gemv_kernel_bench f32rows32 SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=128 F32_FORM=1
+gemv_kernel_bench bound3rows8 SMALL=1 KERNEL_DEFINES="$B"
+gemv_kernel_bench bound3rows16 SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=256 KERNEL_DEFINES="$B"
 for variant in default bound3; do
   defs=""; [ $variant = bound3 ] && defs="$B"
   KERNEL_DEFINES="$defs" KV_DTYPES=f32 timeout 150 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf "$OUT/llm-speed-$variant.json" \

@@ -102,12 +102,9 @@ static void dot_rows_f32(const uchar *w, uint n, uint k, const float *x, float *
     static float tile[8192];
     for (uint e = 0; e < k; ++e) tile[(e & ~31u) + rlx_q_xt_at(e >> 5u, e & 31u)] = x[e];
     const RlxQDotCodes<Q, float, 1> dot = {tile, k, 1u};
-    alignas(16) uchar aligned[8192u / 32u * 34u];   // the longest row: q8_0 at k = 8192
     for (uint j = 0; j < n; ++j) {
-        const uchar *row = w + j * row_bytes;
-        if ((uint)Q::BYTES % 16u == 0u) row = (const uchar *)memcpy(aligned, row, row_bytes);
         RlxQAcc<1> acc = {{0.0f}};
-        for (uint c = 0; c < chunks; ++c) acc = dot(row, c, c, acc);
+        for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);
         y[j] = acc.v[0];
     }
 }
