@@ -40,7 +40,7 @@ struct QuantParams {
 // glu's activation code (rlx/lowering/quant.py glu_gemv).
 struct QuantGemvParams {
     uint m, n, k, x_stride, y_stride, rows_per_group, has_bias, act;
-    uint x_glu, gate_offset, up_offset, x_form;   // x_form: gemv1i_q's x, 0 int8 pieces, 1 f32 (quant_gemv.h)
+    uint x_glu, gate_offset, up_offset, pad0;
 };
 
 #define RLX_QGEMV_MAX_M 8

@@ -1225,50 +1225,6 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
     return rlx_q_gemv_flat<Q, T, 1, 2>(w, y, bias, dot, pre, stage, 1u, k, 0u, has_bias, act, j0, j1, sid, nt / 32u,
                                        lane, pp);
 }
-
-// rlx_q_gemv_flat's pre step for gemv1i_q's f32 form: x's row into the f32
-// tile (rlx_q_stage_x) while the first pass's copies are in flight, then
-// the group barrier that makes it visible.
-template <typename T>
-struct RlxQStageXPre {
-    RLX_DEVICE const T *x;
-    T *xt;
-    uint k, kp, tid, nt;
-    template <typename Dot>
-    __device__ __forceinline__ bool operator()(Dot &) const {
-        rlx_q_stage_x<T>(x, xt, 1u, k, kp, k, tid, nt);
-        rlx_barrier();
-        return true;
-    }
-};
-
-// gemv1i_q's rows for one row of x in f32 (QuantGemvParams.x_form 1: the
-// lowering's choice for groups too few rows to repay the integer form's
-// split of x): x as floats in the pieces' place, and the weights through
-// the same asynchronous stage (two passes of up to 64 chunks in flight a
-// SIMD group, no registers holding them) where gemv1_q's pipelined stage
-// keeps one pass of 32 in registers; the first pass is on its way before
-// x is staged. Conditions as rlx_q_gemv1_pieces, and x's row must fit
-// RLX_QGEMV1I_PIECES_BYTES; false (uniform) leaves everything to the caller
-// with no copy in flight and no barrier passed.
-template <typename Q, typename T>
-RLX_INLINE bool rlx_q_gemv1_async(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
-                                  RLX_DEVICE const T *bias, T *xt, uint k, uint has_bias, uint act, uint j0, uint j1,
-                                  uint tid, uint nt, uint sid, uint lane) {
-    if ((nt & 31u) != 0u || nt > 32u * RLX_QGEMV_SIMD_GROUPS || (k & 31u) != 0u ||
-        k * (uint)sizeof(T) > RLX_QGEMV1I_PIECES_BYTES || ((unsigned long long)w & 15ull) != 0ull)
-        return false;
-    const uint cpb = (uint)Q::BLOCK >= 32u ? (uint)Q::BLOCK / 32u : 1u;
-    const uint fit = ((RLX_QGEMV1I_SLOT_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
-    const uint pp = ((64u < fit ? 64u : fit) / cpb) * cpb;
-    if (pp == 0u) return false;
-    RlxQAsyncStage<RLX_QGEMV1I_SLOT_BYTES, (uint)Q::BYTES % 16u == 0u> stage;
-    stage.slots = rlx_q_gemv1i_shared() + (RLX_QGEMV1I_PIECES_BYTES + 2u * sid * RLX_QGEMV1I_SLOT_BYTES) / 16u;
-    const RlxQDotTile<Q, T, 1> dot = {xt, k, 1u};
-    const RlxQStageXPre<T> pre = {x, xt, k, k, tid, nt};
-    return rlx_q_gemv_flat<Q, T, 1, 2>(w, y, bias, dot, pre, stage, 1u, k, 0u, has_bias, act, j0, j1, sid, nt / 32u,
-                                       lane, pp);
-}
 #endif
 
 // The decode step: gemv_q for m = 1 and k <= RLX_QGEMV1_MAX_K (the lowering
@@ -1309,8 +1265,8 @@ RLX_INLINE bool rlx_q_gemv1_async(RLX_DEVICE const T *x, RLX_DEVICE const uchar 
 template <typename Q, typename T, bool INTEGER>
 RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
                                  RLX_DEVICE const T *bias, RLX_GROUP_MEM T *xt, uint m, uint k, uint xs, uint ys,
-                                 uint has_bias, uint act, uint x_glu, uint gate_offset, uint up_offset, uint x_form,
-                                 uint j0, uint j1, uint tid, uint nt, uint sw, uint sid, uint lane) {
+                                 uint has_bias, uint act, uint x_glu, uint gate_offset, uint up_offset, uint j0,
+                                 uint j1, uint tid, uint nt, uint sw, uint sid, uint lane) {
     const uint kp = (k + 31u) & ~31u;
     if (kp > RLX_QGEMV1_MAX_K) return;   // the lowering never sends it (gemv_q takes any k)
     const uint n_simd = (nt + sw - 1u) / sw;
@@ -1319,11 +1275,7 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
     for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
         if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
 #ifdef RLX_TARGET_CUDA
-        if (INTEGER && x_glu == 0u && x_form == 1u &&
-            rlx_q_gemv1_async<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, xt, k, has_bias, act, j0, j1,
-                                    tid, nt, sid, lane))
-            continue;
-        if (INTEGER && x_glu == 0u && x_form == 0u &&
+        if (INTEGER && x_glu == 0u &&
             rlx_q_gemv1_pieces<Q, T>(x + (uint64_t)r * xs, w, y + (uint64_t)r * ys, bias, (uchar *)xt, k, has_bias,
                                      act, j0, j1, nt, sid, lane))
             continue;   // else x takes the f32 form below
@@ -1388,7 +1340,7 @@ RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const
     if (j0 >= p->n || p->m == 0u) return;                                                         \
     RLX_QGEMV1_TILE_##INTEGER(T);                                                                 \
     rlx_q_gemv1_rows<Q, T, INTEGER>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, \
-                                    p->act, p->x_glu, p->gate_offset, p->up_offset, p->x_form, j0,         \
+                                    p->act, p->x_glu, p->gate_offset, p->up_offset, j0,                    \
                                     rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x, rlx_group_size.x,  \
                                     rlx_simd_width, rlx_simd_id, rlx_simd_lane)
 #endif

@@ -88,10 +88,6 @@ def main(out_path: str | None) -> None:
         from rlx.lowering import quant as quant_lowering
 
         quant_lowering.GEMV1I_MIN_ROWS = 1 << 30
-    if os.environ.get("GEMV1I_F32") == "0":   # gemv1's pipelined f32 form where the lowering takes gemv1i's (an A/B)
-        from rlx.lowering import quant as quant_lowering
-
-        quant_lowering.GEMV1I_F32_FORM = False
     only = int(os.environ.get("ONLY_ROWS", "0"))   # one shape (its row count) of a sweep
     rows = []
     for n, k0 in SHAPES:

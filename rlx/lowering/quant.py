@@ -51,18 +51,10 @@ GEMV1_MAX_K = 8192
 # 3.0-4.4 (benchmarks/README.md).
 GEMV1I_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"})
 GEMV1I_MIN_ROWS = 64
-# Fewer rows a group take gemv1i's f32 form (QuantGemvParams.x_form 1):
-# x staged as floats in the pieces' place, the weights through the integer
-# form's asynchronous stage (two passes of 64 chunks in flight a SIMD
-# group, against gemv1's one of 32 in registers), at gemv1i's four groups
-# an SM (gemv1 takes 128 registers: two); x's row in at most
-# RLX_QGEMV1I_PIECES_BYTES.
-GEMV1I_F32_FORM = True
 # ... and k (rounded up to 32) at most this: x's int8 pieces share gemv1i's
 # shared memory with its weight slots (RLX_QGEMV1I_PIECES_BYTES, 16 KiB:
 # three pieces of 4096 elements); longer rows take gemv1's f32 form.
 GEMV1I_MAX_K = 4096
-GEMV1I_PIECES_BYTES = 16384   # RLX_QGEMV1I_PIECES_BYTES: the f32 form's x row in bytes at most
 # Every kernel quantized_linear may dispatch (the lowerings that call it declare them).
 LINEAR_KERNELS = (*(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "dequantize") for fmt in FORMATS),
                   *(f"gemv1i_{fmt}" for fmt in sorted(GEMV1I_FORMATS)))
@@ -77,13 +69,12 @@ def quant_params(n: int) -> bytes:
 
 
 def gemv_params(m: int, n: int, k: int, x_stride: int, y_stride: int, rows_per_group: int, has_bias: bool,
-                act: int, glu: int = 0, gate_offset: int = 0, up_offset: int = 0, x_form: int = 0) -> bytes:
+                act: int, glu: int = 0, gate_offset: int = 0, up_offset: int = 0) -> bytes:
     """QuantGemvParams (shaders/quant.h); glu: 0, or the activation code of
     the glu that gemv1 forms from x's gate and up halves (at those element
-    offsets of x's binding) as it stages x; x_form: gemv1i's form of x (0
-    int8 pieces, 1 floats)."""
+    offsets of x's binding) as it stages x."""
     return struct.pack("<12I", m, n, k, x_stride, y_stride, rows_per_group, int(has_bias), act, glu, gate_offset,
-                       up_offset, x_form)
+                       up_offset, 0)
 
 
 def is_block_weight(dtype: DType, x_dtype: DType, target) -> bool:
@@ -148,9 +139,9 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
         if x.offset:   # the GEMV's params carry no offset for x: it reads from the binding's start
             x = lw.dense(node.inputs[0], at_start=True)
         rows, grid = gemv_grid(lw, n, k)
-        kernel, x_form = _gemv_kernel(lw, fmt, m, k, rows, x.dtype)
+        kernel = _gemv_kernel(lw, fmt, m, k, rows)
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
-                    gemv_params(m, n, k, k, n, rows, bias is not None, act, x_form=x_form), grid,
+                    gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
                     Work("quant_gemv" if m == 1 else "quant_gemv_m8"))   # bound by streaming the blocks
         return out, False
     item = x.dtype.itemsize
@@ -168,20 +159,16 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
     return out, True
 
 
-def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int, x_dtype: DType) -> tuple[str, int]:
-    """The GEMV kernel's base name and x_form for m rows of x and groups of
-    ``rows`` weight rows: gemv1 (m = 1, x fits its tile), its CUDA form
-    gemv1i (x as int8 pieces for many rows a group, as floats for fewer),
-    or gemv."""
+def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int) -> str:
+    """The GEMV kernel's base name for m rows of x and groups of ``rows``
+    weight rows: gemv1 (m = 1, x fits its tile), its CUDA integer form
+    gemv1i (many rows a group), or gemv."""
     kp = -(-k // 32) * 32   # k in whole 32-element chunks, as the kernels' x tiles hold it
     if m != 1 or kp > GEMV1_MAX_K:
-        return "gemv", 0
-    if lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS:
-        if rows >= GEMV1I_MIN_ROWS and kp <= GEMV1I_MAX_K:
-            return "gemv1i", 0
-        if GEMV1I_F32_FORM and k == kp and k * x_dtype.itemsize <= GEMV1I_PIECES_BYTES:
-            return "gemv1i", 1
-    return "gemv1", 0
+        return "gemv"
+    if lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS and kp <= GEMV1I_MAX_K:
+        return "gemv1i"
+    return "gemv1"
 
 
 def glu_gemv(lw: Lowering, node: Node, gate: View, up: View, w: View, act: int) -> View | None:
@@ -197,8 +184,7 @@ def glu_gemv(lw: Lowering, node: Node, gate: View, up: View, w: View, act: int) 
             or not lw.decider.prefer_quant_gemv(1, n, k, w.dtype, gate.dtype.name, epilogue=False)):
         return None
     rows, grid = gemv_grid(lw, n, k)
-    kernel, x_form = _gemv_kernel(lw, fmt, 1, k, rows, gate.dtype)
-    if kernel == "gemv" or (kernel == "gemv1i" and x_form == 0):   # gemv1 forms the glu (x's f32 staging)
+    if _gemv_kernel(lw, fmt, 1, k, rows) != "gemv1":
         return None
     out = lw.new_value(node)
     lw.dispatch(repr(node), f"gemv1_{fmt}_{float_suffix(node, gate.dtype)}",

@@ -141,11 +141,9 @@ def _act_ref(act: int, v: np.ndarray) -> np.ndarray:
     return v
 
 
-def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng, kernel="gemv", x=None,
-               x_form=0):
+def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, rng, kernel="gemv", x=None):
     """Runs one gemv and checks it; returns the worst error relative to its
-    bound. x: the m rows of x ([m, k + 3], padded), else standard normal / 2;
-    x_form: QuantGemvParams.x_form (gemv1i's x as int8 pieces or floats)."""
+    bound. x: the m rows of x ([m, k + 3], padded), else standard normal / 2."""
     npdt = DTYPES[dt]
     x_stride, y_stride = k + 3, n + 2                      # padded rows: the strides are honoured
     x = (rng.standard_normal((m, x_stride)) * 0.5 if x is None else x).astype(npdt)
@@ -157,7 +155,7 @@ def _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, has_bias, act, r
     if dt == "f16":
         bound = bound + np.maximum(np.abs(want) * 2.0 ** -11, 2.0 ** -25)
     groups = -(-n // rpg)
-    params = gemv_params(m, n, k, x_stride, y_stride, rpg, has_bias, act, x_form=x_form)
+    params = gemv_params(m, n, k, x_stride, y_stride, rpg, has_bias, act)
     bias_arg = bias if has_bias else np.zeros(4, npdt)     # any buffer when unused
     got = _run(qdev, f"{kernel}_{fmt}_{dt}", [x, w_data, None, bias_arg], params, 2, m * y_stride, npdt, groups,
                threads)
@@ -234,27 +232,6 @@ def test_gemv1i_of_x_as_integer_pieces(qdev, fmt, dt, threads):
         tiny[0, 64:96] *= 1e-36 if dt == "f32" else 0.0       # one chunk under 1e-30 (f16: zeros)
         for x in (plain, spiky, tiny):
             _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, 32, threads, 1, ACT_NONE, rng, "gemv1i", x)
-
-
-@pytest.mark.parametrize("threads", [48, 256])
-@pytest.mark.parametrize("dt", list(DTYPES))
-@pytest.mark.parametrize("fmt", INTEGER_X_FORMATS)
-def test_gemv1i_of_x_as_floats(qdev, fmt, dt, threads):
-    """gemv1i with x_form 1 (the lowering's choice for groups of few rows):
-    on CUDA x staged as floats where the pieces go and the weights through
-    the asynchronous stage, for x rows of up to 16 KiB (f32 k <= 4096, f16
-    k <= 8192); longer rows (f32 k = 6400, 8192) and groups that are not
-    whole SIMD groups (48 threads) take the f32 fallback. Groups of 8 and 32
-    rows, m = 1 and 3 (a row of x at a time), the bias and an activation;
-    every device must give the same product."""
-    rng = np.random.default_rng(abs(hash((fmt, dt, threads, "floats"))) % 2**32)
-    n = 45
-    for k in (640 if block_size(fmt)[0] == 32 else 768, 4096, 6400, 8192):
-        w_data = random_blocks(fmt, n, k, rng)
-        w = dequantize_reference(fmt, w_data, n, k)
-        for rpg, m in ((8, 1), (32, 3)):
-            _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, rpg, threads, 1, ACT_GELU if m > 1 else ACT_NONE, rng,
-                       "gemv1i", x_form=1)
 
 
 def test_gemv_rows_per_group_past_n_and_many_rows(qdev):
