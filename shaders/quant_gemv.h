@@ -455,16 +455,22 @@ static inline void rlx_q_gemv_row_cpu(const T *x, uint x_stride, uint m, const u
 
 
 // Where element e of chunk c of an x row sits in the GEMV's shared tile,
-// from the chunk's start: swizzled so that lanes on consecutive chunks
-// reading the same elements hit distinct banks. CUDA swizzles groups of
-// four (e >> 2 ^ c & 7: a lane reads a group in one vector load, and the
-// eight lanes of a 16-byte load's phase take eight distinct groups);
-// elsewhere single elements (e ^ c & 31).
+// from the chunk's start (chunk c at c * RLX_QXT_PITCH, a row of kp
+// elements rlx_q_xt_row(kp) long). CUDA pads each chunk to 36 elements: a
+// lane reads its chunk in 16-byte (f32) or 8-byte (f16) loads at fixed
+// offsets from the chunk's start, and lanes on consecutive chunks land 4
+// (f32) or 2 (f16) banks apart, so a load's phase takes distinct banks with
+// no per-load address arithmetic (the earlier swizzle, groups of four at
+// (e / 4 ^ c % 8), cost two integer instructions a load: ~10% of the f32
+// chunk dot's instructions). Elsewhere single elements swizzle (e ^ c % 32).
 #ifdef RLX_TARGET_CUDA
-RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return (((e >> 2u) ^ (c & 7u)) << 2u) | (e & 3u); }
+#define RLX_QXT_PITCH 36u
+RLX_INLINE uint rlx_q_xt_at(uint, uint e) { return e; }
 #else
+#define RLX_QXT_PITCH 32u
 RLX_INLINE uint rlx_q_xt_at(uint c, uint e) { return e ^ (c & 31u); }
 #endif
+RLX_INLINE uint rlx_q_xt_row(uint kp) { return kp / 32u * RLX_QXT_PITCH; }
 
 // Elements of x a thread of the GEMV's group loads before it stores any
 // to the tile (rlx_q_stage_x, rlx_q_stage_x_glu): one load, then its store,
@@ -488,7 +494,7 @@ RLX_INLINE void rlx_q_stage_x_glu(RLX_DEVICE const T *gate, RLX_DEVICE const T *
         for (uint b = 0; b < RLX_QX_BATCH; ++b) {
             const uint e = e0 + b * nt, c = e >> 5u;
             const float v = e < k ? rlx_activation(act, g[b]) * u[b] : 0.0f;
-            if (e < kp) xt[c * 32u + rlx_q_xt_at(c, e & 31u)] = rlx_from_float<T>(v);
+            if (e < kp) xt[c * RLX_QXT_PITCH + rlx_q_xt_at(c, e & 31u)] = rlx_from_float<T>(v);
         }
     }
 }
@@ -590,7 +596,7 @@ RLX_INLINE uint4 *rlx_q_stage_area() {
 #define RLX_QGEMV1I_SHARED_BYTES 49152u
 #define RLX_QGEMV1I_PIECES_BYTES 16384u
 #define RLX_QGEMV1I_SLOT_BYTES 2048u
-#define RLX_QGEMV1I_STAGE_AT 32768u
+#define RLX_QGEMV1I_STAGE_AT 36864u   // the fallback's f32 tile: rlx_q_xt_row(RLX_QGEMV1_MAX_K) floats
 RLX_INLINE uint4 *rlx_q_gemv1i_shared() {
     __shared__ uint4 raw[RLX_QGEMV1I_SHARED_BYTES / 16u];
     return raw;
@@ -644,16 +650,16 @@ RLX_INLINE void rlx_q_gemv_finish(float acc, RLX_DEVICE const uchar *wr, RLX_DEV
     if (lane == 0u) y_row[j] = rlx_from_float<T>(rlx_activation(act, v + (has_bias ? rlx_to_float(bias[j]) : 0.0f)));
 }
 
-// x rows [0, m) into the shared tile xt, each at a pitch of kp = k rounded
-// up to 32 (zeros past k), element e of chunk c of row r at r * kp + c * 32
-// + rlx_q_xt_at(c, e). Every thread of the group calls it; the caller
+// x rows [0, m) into the shared tile xt, kp = k rounded up to 32 elements
+// a row (zeros past k), element e of chunk c of row r at r * rlx_q_xt_row(kp)
+// + c * RLX_QXT_PITCH + rlx_q_xt_at(c, e). Every thread of the group calls it; the caller
 // follows it with a group barrier.
 template <typename T>
 RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m, uint k, uint kp, uint xs,
                               uint tid, uint nt) {
     for (uint r = 0; r < m; ++r) {
         RLX_DEVICE const T *xr = x + (uint64_t)r * xs;
-        RLX_GROUP_MEM T *tr = xt + r * kp;
+        RLX_GROUP_MEM T *tr = xt + r * rlx_q_xt_row(kp);
         for (uint e0 = tid; e0 < kp; e0 += RLX_QX_BATCH * nt) {
             T v[RLX_QX_BATCH];
             for (uint b = 0; b < RLX_QX_BATCH; ++b) {
@@ -662,7 +668,7 @@ RLX_INLINE void rlx_q_stage_x(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint m
             }
             for (uint b = 0; b < RLX_QX_BATCH; ++b) {
                 const uint e = e0 + b * nt, c = e >> 5u;
-                if (e < kp) tr[c * 32u + rlx_q_xt_at(c, e & 31u)] = v[b];
+                if (e < kp) tr[c * RLX_QXT_PITCH + rlx_q_xt_at(c, e & 31u)] = v[b];
             }
         }
     }
@@ -696,7 +702,7 @@ RLX_INLINE RlxQAcc<M> rlx_q_chunk_dot(RLX_DEVICE const uchar *src, uint i, uint 
     const rlx_q32 v = rlx_q_chunk<Q>(src, i);
     for (uint r = 0; r < M; ++r) {
         if (r < m) {
-            RLX_GROUP_MEM const T *xc = xt + r * kp + c * 32u;
+            RLX_GROUP_MEM const T *xc = xt + r * rlx_q_xt_row(kp) + c * RLX_QXT_PITCH;
             float sum = 0.0f;
 #ifdef RLX_TARGET_CUDA
             for (uint g = 0; g < 8u; ++g) {
@@ -1130,9 +1136,9 @@ RLX_KERNEL gemv_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const 
     // more than 32 lanes leave lanes past 32 without chunks. Rows per group
     // need not be a multiple of n_work (the stride loop ends at j1).
 #ifdef RLX_TARGET_CUDA
-    __shared__ __align__(16) T xt[RLX_QGEMV_SIMD_GROUPS * 1024u];   // rlx_q_xt_group's vector loads
+    __shared__ __align__(16) T xt[RLX_QGEMV_SIMD_GROUPS * 32u * RLX_QXT_PITCH];   // rlx_q_xt_group's vector loads
 #else
-    RLX_SHARED(T, xt, RLX_QGEMV_SIMD_GROUPS * 1024u);
+    RLX_SHARED(T, xt, RLX_QGEMV_SIMD_GROUPS * 32u * RLX_QXT_PITCH);
 #endif
     const uint nt = rlx_group_size.x, sw = rlx_simd_width, sid = rlx_simd_id, lane = rlx_simd_lane;
     const uint n_simd = (nt + sw - 1u) / sw;
@@ -1297,10 +1303,10 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
 // The x tile of gemv1_q (RLX_QGEMV1_TILE_false) and gemv1i_q (_true: on
 // CUDA inside rlx_q_gemv1i_shared, whose layouts hold both forms).
 #ifdef RLX_TARGET_CUDA
-#define RLX_QGEMV1_TILE_false(T) __shared__ uint4 xtile[RLX_QGEMV1_MAX_K * sizeof(T) / 16u]; T *xt = (T *)xtile
+#define RLX_QGEMV1_TILE_false(T) __shared__ uint4 xtile[RLX_QGEMV1_MAX_K / 32u * RLX_QXT_PITCH * sizeof(T) / 16u]; T *xt = (T *)xtile
 #define RLX_QGEMV1_TILE_true(T) T *xt = (T *)rlx_q_gemv1i_shared()
 #else
-#define RLX_QGEMV1_TILE_false(T) RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K)
+#define RLX_QGEMV1_TILE_false(T) RLX_SHARED(T, xt, RLX_QGEMV1_MAX_K / 32u * RLX_QXT_PITCH)
 #define RLX_QGEMV1_TILE_true(T) RLX_QGEMV1_TILE_false(T)
 #endif
 

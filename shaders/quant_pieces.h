@@ -375,14 +375,19 @@ RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
 #endif
 }
 
-// x's tile as rlx_q_stage_x writes it: rows kp apart, element e of chunk c
-// at c * 32 + rlx_q_xt_at(c, e) (on CUDA read a group of four at a time).
-// Each weight is formed as the float decoders
-// form it (scale * code + min, one FMA; the min per half from the format's
-// linear min term) before it meets x: folding the scale and the min onto
-// sums of x instead turns an infinite x over a zero code into a NaN where
-// the dequantized product has an infinity. Four partial sums a row (one per
-// element of a group of four) keep the adds' dependency chains short.
+// x's tile as rlx_q_stage_x writes it (rlx_q_xt_row(kp) a row, chunk c at
+// c * RLX_QXT_PITCH; on CUDA read a group of four at a time).
+// Formats with a min term (scale * code + min) form each weight as the
+// float decoders do (one FMA) before it meets x: folding the min onto a
+// sum of x instead turns an infinite x over a zero weight into a NaN where
+// the dequantized product has an infinity. Formats without one (weight =
+// scale * code) take the scale out of each half's sum (scale * sum x code):
+// the same infinities and NaNs (an infinite x over a zero code is NaN
+// either way), another rounding order inside the GEMV's bound, and 32
+// multiplies a chunk fewer (H200, session 23: the f32 form's chunk dot is
+// bound by issue). Four partial sums a row (one per element of a group of
+// four; two per half where the scale comes out) keep the adds' dependency
+// chains short.
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {
     RLX_GROUP_MEM const T *xt;
@@ -393,24 +398,44 @@ struct RlxQDotCodes {
         const uint s = (i * 32u % (uint)Q::BLOCK) / 32u;
         uint w[8];
         F::codes(b, s, w);
-        float f[2], mn[2] = {0.0f, 0.0f};
+        float f[2];
         F::scales(b, s, f[0], f[1]);
-        if (F::MINS) mn[0] = F::mins(b, s, 1.0f, 0.0f), mn[1] = F::mins(b, s, 0.0f, 1.0f);
-        float d[M][4];
-        for (uint r = 0; r < M; ++r) d[r][0] = d[r][1] = d[r][2] = d[r][3] = 0.0f;
-        for (uint g = 0; g < 8u; ++g) {   // elements 4 g .. 4 g + 3: code word g, half g / 4
-            const uint wg = w[g] ^ 0x80808080u;
-            float wv[4];
-            for (uint t = 0; t < 4u; ++t) wv[t] = fmaf(f[g >> 2u], rlx_qi_code_float(wg, t), mn[g >> 2u]);
-            for (uint r = 0; r < M; ++r) {
-                if (r < m) {
-                    const float4 x4 = rlx_qi_x_group(xt + r * kp + c * 32u, c, g);
-                    d[r][0] += x4.x * wv[0], d[r][1] += x4.y * wv[1], d[r][2] += x4.z * wv[2], d[r][3] += x4.w * wv[3];
+        const uint row = rlx_q_xt_row(kp);
+        if constexpr (F::MINS) {
+            const float mn[2] = {F::mins(b, s, 1.0f, 0.0f), F::mins(b, s, 0.0f, 1.0f)};
+            float d[M][4];
+            for (uint r = 0; r < M; ++r) d[r][0] = d[r][1] = d[r][2] = d[r][3] = 0.0f;
+            for (uint g = 0; g < 8u; ++g) {   // elements 4 g .. 4 g + 3: code word g, half g / 4
+                const uint wg = w[g] ^ 0x80808080u;
+                float wv[4];
+                for (uint t = 0; t < 4u; ++t) wv[t] = fmaf(f[g >> 2u], rlx_qi_code_float(wg, t), mn[g >> 2u]);
+                for (uint r = 0; r < M; ++r) {
+                    if (r < m) {
+                        const float4 x4 = rlx_qi_x_group(xt + r * row + c * RLX_QXT_PITCH, c, g);
+                        d[r][0] += x4.x * wv[0], d[r][1] += x4.y * wv[1], d[r][2] += x4.z * wv[2], d[r][3] += x4.w * wv[3];
+                    }
                 }
             }
+            for (uint r = 0; r < M; ++r)
+                if (r < m) acc.v[r] += (d[r][0] + d[r][1]) + (d[r][2] + d[r][3]);
+        } else {
+            float d[M][2][2];   // [row][half][chain]
+            for (uint r = 0; r < M; ++r) d[r][0][0] = d[r][0][1] = d[r][1][0] = d[r][1][1] = 0.0f;
+            for (uint g = 0; g < 8u; ++g) {
+                const uint wg = w[g] ^ 0x80808080u, h = g >> 2u;
+                float q[4];
+                for (uint t = 0; t < 4u; ++t) q[t] = rlx_qi_code_float(wg, t);
+                for (uint r = 0; r < M; ++r) {
+                    if (r < m) {
+                        const float4 x4 = rlx_qi_x_group(xt + r * row + c * RLX_QXT_PITCH, c, g);
+                        d[r][h][0] = fmaf(x4.z, q[2], fmaf(x4.x, q[0], d[r][h][0]));
+                        d[r][h][1] = fmaf(x4.w, q[3], fmaf(x4.y, q[1], d[r][h][1]));
+                    }
+                }
+            }
+            for (uint r = 0; r < M; ++r)
+                if (r < m) acc.v[r] += fmaf(f[0], d[r][0][0] + d[r][0][1], f[1] * (d[r][1][0] + d[r][1][1]));
         }
-        for (uint r = 0; r < M; ++r)
-            if (r < m) acc.v[r] += (d[r][0] + d[r][1]) + (d[r][2] + d[r][3]);
         return acc;
     }
 };
