@@ -183,7 +183,11 @@ static rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
     if (s) return s;
     rlx_buffer *b = calloc(1, sizeof *b);
     if (!b) return fail(RLX_ERR_OOM, "buffer_alloc: out of memory");
-    const size_t rounded = size < ALIGN ? ALIGN : (size_t)size;
+    /* Whole 16-byte units: kernels copy a weight's 16-byte aligned cover with
+     * cp.async (shaders/quant_gemv.h RlxQAsyncStage), whose last vector reads
+     * only the bytes before the end but which compute-sanitizer counts as a
+     * 16-byte read (session 23: one report at a q5_0 weight's last 8 bytes). */
+    const size_t rounded = size < ALIGN ? ALIGN : ((size_t)size + 15u) & ~(size_t)15u;
     CUresult r = cu.cuMemAlloc(&b->ptr, rounded);
     if (r == CUDA_SUCCESS) r = cu.cuMemsetD8Async(b->ptr, 0, rounded, d->copy_stream);
     if (r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(d->copy_stream);
