@@ -1252,16 +1252,23 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 // the pipelined staging (rare x only; the pipelined form's registers
 // spilled ~100 bytes). The lowering launches at most GEMV_THREADS (256)
 // threads a group.
-// gemv1_q keeps its unbounded registers (a bound of 256 threads changed
-// the compiler's choices: 114-166 registers where it takes 72-96).
 #ifdef RLX_TARGET_CUDA
 #define RLX_QGEMV1I_BOUNDS __launch_bounds__(256, 4)
 #else
 #define RLX_QGEMV1I_BOUNDS
 #endif
-// gemv1_q's bound: none (an experiment's KERNEL_DEFINES may set one).
+// gemv1_q is bounded to two groups of 256 threads an SM (128 registers):
+// unbounded, the compiler's choice moves between formats and builds (72-96
+// registers in session 10; 122-131 for most formats in session 23, but 143
+// for q5_k, 156 for q6_k, i.e. one group an SM, and gemv1_q6_k at 4096 x
+// 4096 went from 13.1 to 15.1 us). A bound of three groups (80 registers)
+// was no faster (session 22). An experiment's KERNEL_DEFINES may set another.
 #ifndef RLX_QGEMV1_BOUNDS
+#ifdef RLX_TARGET_CUDA
+#define RLX_QGEMV1_BOUNDS __launch_bounds__(256, 2)
+#else
 #define RLX_QGEMV1_BOUNDS
+#endif
 #endif
 
 #ifndef RLX_TARGET_CPU

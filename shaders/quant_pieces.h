@@ -380,14 +380,16 @@ RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
 // Formats with a min term (scale * code + min) form each weight as the
 // float decoders do (one FMA) before it meets x: folding the min onto a
 // sum of x instead turns an infinite x over a zero weight into a NaN where
-// the dequantized product has an infinity. Formats without one (weight =
-// scale * code) take the scale out of each half's sum (scale * sum x code):
-// the same infinities and NaNs (an infinite x over a zero code is NaN
-// either way), another rounding order inside the GEMV's bound, and 32
-// multiplies a chunk fewer (H200, session 23: the f32 form's chunk dot is
-// bound by issue). Four partial sums a row (one per element of a group of
-// four; two per half where the scale comes out) keep the adds' dependency
-// chains short.
+// the dequantized product has an infinity. Formats with one scale a chunk
+// and no min (q4_0, q5_0, q8_0: weight = scale * code) take the scale out
+// of the chunk's sum (scale * sum x code): the same infinities and NaNs
+// (an infinite x over a zero code is NaN either way), another rounding
+// order inside the GEMV's bound, and 32 multiplies a chunk fewer (H200,
+// session 23: the f32 form's chunk dot is bound by issue). Formats with a
+// scale a half (q3_k, q6_k) keep the per-weight form: two sums a half took
+// gemv1_q6_k to 156 registers (one group an SM; 4096 x 4096 13.1 -> 15.1
+// us). Four partial sums a row (two where the scale comes out) keep the
+// adds' dependency chains short.
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {
     RLX_GROUP_MEM const T *xt;
@@ -401,8 +403,8 @@ struct RlxQDotCodes {
         float f[2];
         F::scales(b, s, f[0], f[1]);
         const uint row = rlx_q_xt_row(kp);
-        if constexpr (F::MINS) {
-            const float mn[2] = {F::mins(b, s, 1.0f, 0.0f), F::mins(b, s, 0.0f, 1.0f)};
+        if constexpr (F::MINS || F::SPLIT16) {
+            const float mn[2] = {F::MINS ? F::mins(b, s, 1.0f, 0.0f) : 0.0f, F::MINS ? F::mins(b, s, 0.0f, 1.0f) : 0.0f};
             float d[M][4];
             for (uint r = 0; r < M; ++r) d[r][0] = d[r][1] = d[r][2] = d[r][3] = 0.0f;
             for (uint g = 0; g < 8u; ++g) {   // elements 4 g .. 4 g + 3: code word g, half g / 4
@@ -418,23 +420,23 @@ struct RlxQDotCodes {
             }
             for (uint r = 0; r < M; ++r)
                 if (r < m) acc.v[r] += (d[r][0] + d[r][1]) + (d[r][2] + d[r][3]);
-        } else {
-            float d[M][2][2];   // [row][half][chain]
-            for (uint r = 0; r < M; ++r) d[r][0][0] = d[r][0][1] = d[r][1][0] = d[r][1][1] = 0.0f;
+        } else {   // one scale a chunk: f[0] == f[1]
+            float d[M][2];
+            for (uint r = 0; r < M; ++r) d[r][0] = d[r][1] = 0.0f;
             for (uint g = 0; g < 8u; ++g) {
-                const uint wg = w[g] ^ 0x80808080u, h = g >> 2u;
+                const uint wg = w[g] ^ 0x80808080u;
                 float q[4];
                 for (uint t = 0; t < 4u; ++t) q[t] = rlx_qi_code_float(wg, t);
                 for (uint r = 0; r < M; ++r) {
                     if (r < m) {
                         const float4 x4 = rlx_qi_x_group(xt + r * row + c * RLX_QXT_PITCH, c, g);
-                        d[r][h][0] = fmaf(x4.z, q[2], fmaf(x4.x, q[0], d[r][h][0]));
-                        d[r][h][1] = fmaf(x4.w, q[3], fmaf(x4.y, q[1], d[r][h][1]));
+                        d[r][0] = fmaf(x4.z, q[2], fmaf(x4.x, q[0], d[r][0]));
+                        d[r][1] = fmaf(x4.w, q[3], fmaf(x4.y, q[1], d[r][1]));
                     }
                 }
             }
             for (uint r = 0; r < M; ++r)
-                if (r < m) acc.v[r] += fmaf(f[0], d[r][0][0] + d[r][0][1], f[1] * (d[r][1][0] + d[r][1][1]));
+                if (r < m) acc.v[r] += f[0] * (d[r][0] + d[r][1]);
         }
         return acc;
     }
