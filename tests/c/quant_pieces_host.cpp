@@ -93,29 +93,35 @@ extern "C" int qph_dot(int fmt, uint pieces, const uchar *w, uint n, uint k, con
     return -1;
 }
 
-// y[j] = sum over the row's chunks of RlxQDotCodes<Q, float, 1> against x
-// (k floats), which goes into the swizzled tile rlx_q_stage_x writes.
-template <typename Q>
-static void dot_rows_f32(const uchar *w, uint n, uint k, const float *x, float *y) {
+// y[r n + j] = sum over row j's chunks of RlxQDotCodes<Q, float, M> against
+// x row r (m <= M rows of k floats), which go into the tile as
+// rlx_q_stage_x lays it out (rlx_q_xt_row(k) apart).
+template <typename Q, uint M>
+static void dot_rows_f32(const uchar *w, uint n, uint k, uint m, const float *x, float *y) {
     const uint chunks = k / 32u;
     const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
     static float tile[8192];
-    for (uint e = 0; e < k; ++e) tile[(e & ~31u) + rlx_q_xt_at(e >> 5u, e & 31u)] = x[e];
-    const RlxQDotCodes<Q, float, 1> dot = {tile, k, 1u};
+    for (uint r = 0; r < m; ++r)
+        for (uint e = 0; e < k; ++e)
+            tile[r * rlx_q_xt_row(k) + (e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u)] = x[r * k + e];
+    const RlxQDotCodes<Q, float, M> dot = {tile, k, m};
     for (uint j = 0; j < n; ++j) {
-        RlxQAcc<1> acc = {{0.0f}};
+        RlxQAcc<M> acc;
+        for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
         for (uint c = 0; c < chunks; ++c) acc = dot(w + j * row_bytes, c, c, acc);
-        y[j] = acc.v[0];
+        for (uint r = 0; r < m; ++r) y[r * n + j] = acc.v[r];
     }
 }
 
-// fmt: as qph_dot; k <= 8192 and whole chunks. Returns 0, or -1.
-extern "C" int qph_dot_f32(int fmt, const uchar *w, uint n, uint k, const float *x, float *y) {
-    if (k > 8192u || k % 32u != 0u) return -1;
-#define RLX_QPH_CASE(Q, i)                  \
-    if (fmt == i) {                         \
-        dot_rows_f32<Q>(w, n, k, x, y);     \
-        return 0;                           \
+// fmt: as qph_dot; m rows of x (1: the decode step's M = 1 form; 2..8:
+// gemv_q's M = 8 form), m k <= 8192 and whole chunks. Returns 0, or -1.
+extern "C" int qph_dot_f32(int fmt, const uchar *w, uint n, uint k, uint m, const float *x, float *y) {
+    if (m == 0u || m > 8u || m * k > 8192u || k % 32u != 0u) return -1;
+#define RLX_QPH_CASE(Q, i)                                          \
+    if (fmt == i) {                                                 \
+        if (m == 1u) dot_rows_f32<Q, 1>(w, n, k, 1u, x, y);         \
+        else dot_rows_f32<Q, 8>(w, n, k, m, x, y);                  \
+        return 0;                                                   \
     }
     RLX_QPH_FORMATS(RLX_QPH_CASE)
 #undef RLX_QPH_CASE
@@ -131,6 +137,6 @@ extern "C" int qph_stage_glu(uint act, const float *gate, const float *up, uint 
     if (kp > 8192u || threads == 0u) return -1;
     static float tile[8192];
     for (uint t = 0; t < threads; ++t) rlx_q_stage_x_glu<float>(gate, up, tile, k, kp, act, t, threads);
-    for (uint e = 0; e < kp; ++e) x[e] = tile[(e & ~31u) + rlx_q_xt_at(e >> 5u, e & 31u)];
+    for (uint e = 0; e < kp; ++e) x[e] = tile[(e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u)];
     return 0;
 }

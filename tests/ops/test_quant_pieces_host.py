@@ -43,7 +43,7 @@ def lib(tmp_path_factory):
     p, u, i = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
     lib.qph_dot.argtypes = [i, u, p, u, u, p, p, p, p]
     lib.qph_dot.restype = i
-    lib.qph_dot_f32.argtypes = [i, p, u, u, p, p]
+    lib.qph_dot_f32.argtypes = [i, p, u, u, u, p, p]
     lib.qph_dot_f32.restype = i
     return lib
 
@@ -125,14 +125,17 @@ def test_a_wrong_piece_layout_fails_the_check(lib, rng, fmt):
 
 
 def _run_f32(lib, fmt, w_data, n, k, x, align=0):
+    """RlxQDotCodes over the n rows for x of shape (k,) (the M = 1 form) or
+    (m, k) (the M = 8 form); y of shape (n,) or (m, n)."""
     row = w_data.reshape(n, -1)
     buf = np.zeros(row.nbytes + 64, np.uint8)
     start = 16 + align
     buf[start:start + row.nbytes] = row.reshape(-1)
-    y = np.zeros(n, np.float32)
+    xs = np.ascontiguousarray(x, np.float32).reshape(-1, k)
+    y = np.zeros((xs.shape[0], n), np.float32)
     ptr = lambda a: a.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
-    assert lib.qph_dot_f32(FORMATS.index(fmt), ptr(buf[start:]), n, k, ptr(np.ascontiguousarray(x)), ptr(y)) == 0
-    return y
+    assert lib.qph_dot_f32(FORMATS.index(fmt), ptr(buf[start:]), n, k, xs.shape[0], ptr(xs), ptr(y)) == 0
+    return y[0] if np.ndim(x) == 1 else y
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -149,6 +152,21 @@ def test_f32_chunk_dot_from_codes_matches_float64(lib, rng, fmt):
             if align == 3:
                 x[5::32] = 3e4
             _check(_run_f32(lib, fmt, w_data, n, k, x, align), x, w)
+
+
+@pytest.mark.parametrize("m", [2, 5, 8])
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_f32_chunk_dot_from_codes_several_rows_of_x(lib, rng, fmt, m):
+    """The M = 8 form (gemv_q's, m <= 8 rows of x a dot, each weight formed
+    once for every row) against the float64 product, rows of different
+    scales in one call."""
+    n, k = 7, 2 * max(block_size(fmt)[0], 32)
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    x = (rng.standard_normal((m, k)) * np.logspace(-2, 2, m)[:, None]).astype(np.float32)
+    y = _run_f32(lib, fmt, w_data, n, k, x)
+    for r in range(m):
+        _check(y[r], x[r], w)
 
 
 def test_f32_chunk_dot_check_catches_a_wrong_code(lib, rng):
