@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, attention_checks, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -85,6 +85,18 @@ sanitize() {
   local tool=$1 label=$2 log=$3; shift 3
   timeout 60 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 $P "$@" >"$OUT/$log" 2>&1
   note "$label rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$log" | tail -1) $(tail -1 "$OUT/$log")"
+}
+
+# quant_checks LABEL GS32_K MEMCHECK_K RACECHECK_K: the quant kernel and
+# end-to-end suites on cuda (group size 0), the kernel suite's -k GS32_K
+# cases at group size 32, then memcheck and racecheck on their -k cases.
+quant_checks() {
+  local label=$1 gs32=$2 mem=$3 race=$4
+  suite "quant kernels + e2e (cuda, gs 0)" quant.log tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda
+  suite "quant kernels $label (cuda, gs 32)" quant32.log tests/ops/test_quant_kernels.py --rlx-device cuda \
+    --rlx-group-size 32 -k "$gs32"
+  sanitize memcheck "memcheck $label" memcheck.log tests/ops/test_quant_kernels.py --rlx-device cuda -k "$mem"
+  sanitize racecheck "racecheck $label" racecheck.log tests/ops/test_quant_kernels.py --rlx-device cuda -k "$race"
 }
 
 # attention_checks LABEL K TOOL...: the attention suite on cuda at group

@@ -9,12 +9,8 @@
 # Carry .gpu_carry and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
 stand_in_model
-suite "quant kernels + e2e (cuda, gs 0)" quant.log tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda
-suite "quant kernels gemv1i (cuda, gs 32)" quant32.log tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size 32 -k gemv1i
-sanitize memcheck "memcheck gemv1i floats" memcheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
-  -k "gemv1i_of_x_as_floats and (q4_k or q5_0 or q6_k or q8_0)"
-sanitize racecheck "racecheck gemv1i floats" racecheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
-  -k "gemv1i_of_x_as_floats and (q4_k or q8_0) and 256"
+quant_checks "gemv1i floats" "gemv1i" "gemv1i_of_x_as_floats and (q4_k or q5_0 or q6_k or q8_0)" \
+  "gemv1i_of_x_as_floats and (q4_k or q8_0) and 256"
 gemv_kernel_bench async SMALL=1
 gemv_kernel_bench pipelined SMALL=1 GEMV1I_F32=0
 gemv_kernel_bench async8rows SMALL=0 ONLY_ROWS=4096 MIN_GROUPS=512

@@ -8,12 +8,8 @@
 # .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
 stand_in_model
-suite "quant kernels + e2e (cuda, gs 0)" quant.log tests/ops/test_quant_kernels.py tests/ops/test_quant.py --rlx-device cuda
-suite "quant kernels gemv (cuda, gs 32)" quant32.log tests/ops/test_quant_kernels.py --rlx-device cuda --rlx-group-size 32 -k gemv
-sanitize memcheck "memcheck gemv" memcheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
-  -k "(gemv_matches or long_rows or gemv1i) and (q4_k or q5_0 or q6_k or q8_0) and 256"
-sanitize racecheck "racecheck gemv" racecheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
-  -k "(gemv_matches or long_rows) and (q4_k or q8_0) and 256"
+quant_checks "gemv" "gemv" "(gemv_matches or long_rows or gemv1i) and (q4_k or q5_0 or q6_k or q8_0) and 256" \
+  "(gemv_matches or long_rows) and (q4_k or q8_0) and 256"
 gemv_kernel_bench all SMALL=1
 decode_speed_and_trace 1
 rm -f "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log
