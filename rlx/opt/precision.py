@@ -41,6 +41,7 @@ from rlx.errors import ConfigError, UnsupportedPrecisionError
 from rlx.ir.dtype import DType, bf16, f8e4m3, f16, f32
 from rlx.ir.graph import Graph, Node
 from rlx.ir.op import get_op
+from rlx.ir.ops.elementwise import CHAIN_BINARY, CHAIN_UNARY
 from rlx.opt.rewrite import clone_node
 
 POLICIES = ("f32", "f16", "auto", "bf16", "fp8", "fp8-dynamic")
@@ -84,8 +85,8 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
     order = graph.topo_order()
     consumers = graph.consumers()
 
-    def wants(node: Node) -> DType | None:
-        """The float dtype this op should compute in (None: not our choice)."""
+    def declared(node: Node) -> DType | None:
+        """The float dtype this op computes in by its precision class alone."""
         kind = get_op(node.op).precision   # what the op declares (rlx/ir/op.py OpDef.precision)
         if kind == "f32":   # f32 kernels only (the FFT family), whatever its output (c64 included)
             return f32
@@ -94,6 +95,12 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
         if policy == "auto" and kind == "f32_under_auto":
             return f32
         return f16
+
+    kept_f32 = _elementwise_among_f32(order, consumers, declared) if policy == "auto" else set()
+
+    def wants(node: Node) -> DType | None:
+        """The float dtype this op should compute in (None: not our choice)."""
+        return f32 if node in kept_f32 else declared(node)
 
     g = Graph()
     new: dict[Node, Node] = {}
@@ -168,6 +175,48 @@ def apply_precision(graph: Graph, policy: str, backend: str | None = None) -> tu
 
 
 _SCALED_OPS = ("scaled_linear", "scaled_dequantize")
+_ELEMENTWISE = frozenset(CHAIN_BINARY) | frozenset(CHAIN_UNARY)
+
+
+def _elementwise_among_f32(order: list[Node], consumers: dict[Node, list[Node]], declared) -> set[Node]:
+    """Under "auto": the f32 elementwise ops that stay f32 because every
+    float value they read is f32 (inputs, f32 params and constants, ops
+    that compute in f32, and such elementwise ops) and everything they feed
+    computes in f32 or is a graph output. Rounding them to f16 would only
+    lose bits between f32 neighbours (x + neg(x) into an rmsnorm cancels to
+    f16 noise: fuzz seed 534179) and cost two casts; ops next to an f16
+    computation keep the f16 of "auto". Views pass the question on to the
+    value they are views of (inputs) and to their consumers (outputs). The
+    largest such set: start from every candidate and drop those that read
+    or feed anything else until none does."""
+    keep = {n for n in order if n.op in _ELEMENTWISE and n.dtype == f32 and declared(n) == f16}
+
+    def makes_f32(node: Node) -> bool:
+        if node.dtype != f32:
+            return False
+        op = get_op(node.op)
+        if op.precision == "leaf" or node in keep or declared(node) == f32:
+            return True
+        if op.is_view:
+            return makes_f32(node.inputs[0])
+        return node.op == "cast"   # a cast to f32
+
+    def feeds_f32(node: Node) -> bool:
+        for user in consumers.get(node, []):
+            if user in keep or declared(user) == f32:
+                continue
+            if get_op(user.op).is_view and user.inputs[0] is node and feeds_f32(user):
+                continue
+            return False
+        return True   # a graph output among them keeps its declared f32
+
+    changed = bool(keep)
+    while changed:
+        drop = {n for n in keep
+                if not all(makes_f32(i) for i in n.inputs if i.dtype.is_float) or not feeds_f32(n)}
+        keep -= drop
+        changed = bool(drop)
+    return keep
 
 
 def _weight_params(graph: Graph, accepts) -> set[Node]:

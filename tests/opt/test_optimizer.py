@@ -129,6 +129,50 @@ def test_mixed_precision_matches_within_f16_tolerance(rng, policy):
     assert f"precision: {policy}" in text and why in text
 
 
+def test_auto_keeps_elementwise_ops_between_f32_neighbours_in_f32():
+    """Under "auto" an elementwise op whose float inputs are all f32 (an
+    input, a norm's output, a view of one) and whose every consumer
+    computes in f32 (a norm) or is an output stays f32: x + neg(x) into an
+    rmsnorm is exactly zero, where f16 would leave rounding noise that the
+    norm blows up (fuzz seed 534179). An elementwise op next to an f16
+    computation (a linear) keeps the f16 of "auto"."""
+    from rlx.opt.precision import apply_precision
+
+    g = rlx.Graph()
+    x = g.input("x", (4, 64))
+    w = g.param("w", (64,))
+    y = g.rmsnorm(g.add(x, g.neg(x)), w)                  # both elementwise ops between f32 neighbours
+    z = g.relu(g.reshape(g.rmsnorm(x, w), (4, 64)))       # a view of an f32 norm, then an output
+    h = g.gelu(g.linear(x, g.param("lw", (64, 64))))      # next to an f16 linear
+    g.set_outputs(y=y, z=z, h=h)
+    lowered, report = apply_precision(g, "auto", "host")
+    dtypes = {n.op: n.dtype.name for n in lowered.topo_order() if n.op in ("add", "neg", "relu", "gelu", "linear")}
+    assert dtypes == {"add": "f32", "neg": "f32", "relu": "f32", "gelu": "f16", "linear": "f16"}
+    assert all("gelu" not in why and "relu" not in why for *_, why in report.casts)
+    rng = np.random.default_rng(3)
+    feed = {"x": (rng.standard_normal((4, 64)) * 1e3).astype(np.float32)}
+    params = {"w": np.ones(64, np.float32), "lw": (rng.standard_normal((64, 64)) * 0.05).astype(np.float32)}
+    out = rlx.compile(g, params=params, precision="auto").run(feed)
+    np.testing.assert_array_equal(out["y"], np.zeros((4, 64), np.float32))
+
+
+def test_auto_keeps_f16_for_an_elementwise_op_with_one_f16_neighbour():
+    """One consumer that computes in f16 (a linear), or one input that an
+    f16 op computed, is enough for "auto"'s f16: the rule above never adds
+    a cast."""
+    from rlx.opt.precision import apply_precision
+
+    g = rlx.Graph()
+    x = g.input("x", (4, 64))
+    w = g.param("w", (64,))
+    s = g.add(x, g.rmsnorm(x, w))                                   # f32 inputs ...
+    g.set_outputs(a=g.rmsnorm(s, w), b=g.linear(s, g.param("lw", (64, 64))),   # ... and one f16 consumer
+                  c=g.rmsnorm(g.mul(g.linear(x, g.param("l2", (64, 64))), x), w))   # an f16 input
+    lowered, _ = apply_precision(g, "auto", "host")
+    dtypes = {n.op: n.dtype.name for n in lowered.topo_order() if n.op in ("add", "mul")}
+    assert dtypes == {"add": "f16", "mul": "f16"}
+
+
 def test_f16_casts_params_at_compile_time_not_per_run(rng):
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g), precision="f16")
