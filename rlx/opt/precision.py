@@ -6,7 +6,9 @@ Policies:
   reductions, norms and softmax in f32 internally).
 - "auto": matmuls, linear layers, attention and elementwise chains in f16;
   norms, softmax and reductions read and write f32, for models whose
-  activations would lose range in f16.
+  activations would lose range in f16; an elementwise op between f32
+  neighbours only (every float input f32, every consumer computing in f32
+  or an output) stays f32 (_elementwise_among_f32).
 - "bf16" (host device only, like PyTorch's CPU autocast for weights): the
   weights of linear layers and matmuls (params read only as their B
   operand) are stored in bf16, converted once at compile time (and by
