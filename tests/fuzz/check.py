@@ -27,8 +27,8 @@ same sum of f16-rounded terms lands 7e-3 from 0). Under f16 and
 auto, an output the graph itself makes sensitive to f16 rounding is held to
 twice PyTorch's own f16-vs-f32 gap on it, and a graph with a layernorm of a
 nearly constant row (seed 5141: a rank-1 chain into a norm) or an rmsnorm of
-a sum that cancels (seed 534179: x + neg(x) under auto) is compared in f32
-only.
+a sum that cancels (seed 534179: x + neg(x), under f16; "auto" now keeps
+that neg in f32 between its f32 neighbours) is compared in f32 only.
 """
 
 from __future__ import annotations
