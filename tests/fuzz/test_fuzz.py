@@ -119,6 +119,30 @@ def _weight_is_output() -> Case:
                 {"w": rng.standard_normal((8, 5)).astype(np.float32)}, "pytest tests/fuzz/test_fuzz.py -k weight")
 
 
+def _layernorm_of_a_row_scaled_by_a_cancelled_dot() -> Case:
+    """Seed 562949's core: each row's dot with a [1, K] weight (the B of a
+    matmul, stored in bf16 under precision="bf16") cancels to ~1e-3 of its
+    terms, scales a fixed row (an outer product), and a layernorm of its
+    gelu keeps little more than the scale's sign. Under bf16 the host gemm
+    rounds A as well on CPUs with AVX-512 BF16, so that sign may differ from
+    PyTorch's with f32 A: the checker holds such outputs to twice the move
+    that rounding every leaf to bf16 makes (check.py), and f32 to the usual
+    bound."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 48)).astype(np.float32)
+    w = rng.standard_normal((1, 48)).astype(np.float32)
+    for r in range(4):   # the last element cancels the row's dot down to ~1e-3 of |x| . |w|
+        rest = float(x[r, :-1].astype(np.float64) @ w[0, :-1])
+        x[r, -1] = np.float32((-rest + 1e-3 * (r - 1.5) * float(np.abs(x[r]) @ np.abs(w[0]))) / w[0, -1])
+    g = rlx.Graph()
+    xi, u = g.input("x", (4, 48)), g.input("u", (1, 48))
+    row = g.matmul(g.matmul(xi, g.param("w", (1, 48)), transpose_b=True), u)   # [4, 1] @ [1, 48]
+    g.set_outputs(y=g.layernorm(g.gelu(row), g.param("gamma", (48,)), g.param("beta", (48,))))
+    return Case(g, [{"x": x, "u": rng.standard_normal((1, 48)).astype(np.float32)}],
+                {"w": w, "gamma": np.ones(48, np.float32), "beta": np.zeros(48, np.float32)},
+                "pytest tests/fuzz/test_fuzz.py -k cancelled_dot")
+
+
 def _rmsnorm_of_a_cancelled_sum() -> Case:
     """Seed 534179's core: x + neg(x) into add_rmsnorm. Exactly zero in f32
     (so the norm's output is zero); under f16, neg runs on a rounded x
@@ -142,6 +166,7 @@ MINIMAL = {
     "mask_broadcasts_query": _mask_broadcasts_query,
     "weight_is_output": _weight_is_output,
     "rmsnorm_of_a_cancelled_sum": _rmsnorm_of_a_cancelled_sum,
+    "layernorm_of_a_row_scaled_by_a_cancelled_dot": _layernorm_of_a_row_scaled_by_a_cancelled_dot,
 }
 
 
