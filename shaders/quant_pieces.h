@@ -386,10 +386,11 @@ RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
 // (an infinite x over a zero code is NaN either way), another rounding
 // order inside the GEMV's bound, and 32 multiplies a chunk fewer (H200,
 // session 23: the f32 form's chunk dot is bound by issue). Formats with a
-// scale a half (q3_k, q6_k) keep the per-weight form: two sums a half took
-// gemv1_q6_k to 156 registers (one group an SM; 4096 x 4096 13.1 -> 15.1
-// us). Four partial sums a row (two where the scale comes out) keep the
-// adds' dependency chains short.
+// scale a half (q3_k, q6_k) keep the per-weight form: their scale-out form
+// (two sums a half) was timed only in a build where gemv1_q6_k took 156
+// registers (one group an SM, with the padded tile; 4096 x 4096 13.1 ->
+// 15.1 us), so it is not known to be faster. Four partial sums a row (two
+// where the scale comes out) keep the adds' dependency chains short.
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {
     RLX_GROUP_MEM const T *xt;
