@@ -186,7 +186,10 @@ def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02) -> bool:
       ``rel`` of their magnitude (an add_rmsnorm's two inputs, or an
       rmsnorm of an add or sub): the rms left is rounding error, which the
       norm scales up to O(1) (seed 534179 under auto: x + neg(x), where the
-      f16 policy rounds neg's input and not the norm's).
+      f16 policy rounds neg's input and not the norm's);
+    - a norm row whose variance (layernorm) or mean square (rmsnorm) is
+      under 10 eps: the norm passes its small values' relative rounding
+      error through instead of dividing their scale out (seed 582329).
     Evaluated with the numpy reference, node by node."""
     from rlx.reference.core import REFERENCE
 
@@ -210,6 +213,19 @@ def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02) -> bool:
             else:
                 with np.errstate(all="ignore"):
                     vals[n] = np.asarray(REFERENCE[n.op]([vals[i] for i in n.inputs], n.attrs, n.type))
+            if n.op in ("layernorm", "add_layernorm", "rmsnorm", "add_rmsnorm"):
+                x = vals[n.inputs[0]].astype(np.float64)
+                if n.op.startswith("add_"):
+                    x = x + vals[n.inputs[1]]
+                with np.errstate(all="ignore"):
+                    # A row whose variance (mean square) is under 10 eps: the
+                    # norm no longer divides out the row's scale, so the
+                    # relative rounding error of its small values passes
+                    # through (seed 582329 under f16: a layernorm of 3
+                    # elements, one of them a product that cancels to 1e-3).
+                    power = x.var(-1) if n.op.endswith("layernorm") else np.mean(x * x, -1)
+                    if np.nanmin(power, initial=np.inf) < 10.0 * float(n.attrs.get("eps", 1e-5)):
+                        return True
             if n.op in ("layernorm", "add_layernorm"):
                 x = vals[n.inputs[0]].astype(np.float64)
                 if n.op == "add_layernorm":
