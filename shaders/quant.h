@@ -38,9 +38,17 @@ struct QuantParams {
 // lowering sends it nowhere else) x = glu(gate, up) formed as x is staged,
 // with gate and up at those element offsets of x's binding and x_glu the
 // glu's activation code (rlx/lowering/quant.py glu_gemv).
+// x_norm: 0, or (gemv1n only, m = 1, k whole chunks) x is the norm chain
+// of shaders/norm.h's rmsnorm_add formed as x is staged: 1, x = r + rmsnorm(o,
+// w) (rmsnorm_add), 2, x = rmsnorm(that, w_next) (rmsnorm_add_rmsnorm), with
+// o and r at o_offset / resid_offset of their bindings and eps, add_one as
+// that kernel has them (rlx/lowering/quant.py norm_gemv).
 struct QuantGemvParams {
     uint m, n, k, x_stride, y_stride, rows_per_group, has_bias, act;
-    uint x_glu, gate_offset, up_offset, pad0;
+    uint x_glu, gate_offset, up_offset, x_norm;
+    uint o_offset, resid_offset;
+    float eps, next_eps;
+    uint add_one, next_add_one, pad0, pad1;
 };
 
 #define RLX_QGEMV_MAX_M 8
@@ -325,3 +333,54 @@ RLX_INSTANTIATE2(gemv_q, QFmtIQ3_S, half, gemv_iq3_s_f16)
 RLX_INSTANTIATE2(gemv1_q, QFmtIQ3_S, half, gemv1_iq3_s_f16)
 RLX_INSTANTIATE2(gather_q, QFmtIQ3_S, float, gather_iq3_s_f32)
 RLX_INSTANTIATE2(gather_q, QFmtIQ3_S, half, gather_iq3_s_f16)
+
+// gemv1n_<fmt>_<t>: gemv1's f32 form over x formed by the rmsnorm_add chain
+// (every target: the lowering takes it on GPUs only).
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ2_K, float, gemv1n_q2_k_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ2_K, half, gemv1n_q2_k_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ3_K, float, gemv1n_q3_k_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ3_K, half, gemv1n_q3_k_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ4_K, float, gemv1n_q4_k_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ4_K, half, gemv1n_q4_k_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ5_K, float, gemv1n_q5_k_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ5_K, half, gemv1n_q5_k_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ6_K, float, gemv1n_q6_k_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ6_K, half, gemv1n_q6_k_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ4_0, float, gemv1n_q4_0_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ4_0, half, gemv1n_q4_0_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ4_1, float, gemv1n_q4_1_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ4_1, half, gemv1n_q4_1_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ5_0, float, gemv1n_q5_0_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ5_0, half, gemv1n_q5_0_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ5_1, float, gemv1n_q5_1_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ5_1, half, gemv1n_q5_1_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ8_0, float, gemv1n_q8_0_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtQ8_0, half, gemv1n_q8_0_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ4_NL, float, gemv1n_iq4_nl_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ4_NL, half, gemv1n_iq4_nl_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ4_XS, float, gemv1n_iq4_xs_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ4_XS, half, gemv1n_iq4_xs_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtTQ1_0, float, gemv1n_tq1_0_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtTQ1_0, half, gemv1n_tq1_0_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtTQ2_0, float, gemv1n_tq2_0_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtTQ2_0, half, gemv1n_tq2_0_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtMXFP4, float, gemv1n_mxfp4_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtMXFP4, half, gemv1n_mxfp4_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtNVFP4, float, gemv1n_nvfp4_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtNVFP4, half, gemv1n_nvfp4_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtBF16, float, gemv1n_bf16_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtBF16, half, gemv1n_bf16_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ1_S, float, gemv1n_iq1_s_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ1_S, half, gemv1n_iq1_s_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ1_M, float, gemv1n_iq1_m_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ1_M, half, gemv1n_iq1_m_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ2_XXS, float, gemv1n_iq2_xxs_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ2_XXS, half, gemv1n_iq2_xxs_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ2_XS, float, gemv1n_iq2_xs_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ2_XS, half, gemv1n_iq2_xs_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ2_S, float, gemv1n_iq2_s_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ2_S, half, gemv1n_iq2_s_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_XXS, float, gemv1n_iq3_xxs_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_XXS, half, gemv1n_iq3_xxs_f16)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_S, float, gemv1n_iq3_s_f32)
+RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_S, half, gemv1n_iq3_s_f16)

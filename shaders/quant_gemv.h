@@ -499,6 +499,87 @@ RLX_INLINE void rlx_q_stage_x_glu(RLX_DEVICE const T *gate, RLX_DEVICE const T *
     }
 }
 
+// The GEMV's x tile as rlx_q_stage_x lays it out, for x = the norm chain
+// of shaders/norm.h's rmsnorm_add (QuantGemvParams.x_norm 1: s = r +
+// rmsnorm(o, w); 2: rmsnorm(s, w_next)), formed as it is staged: gemv1n,
+// whose lowering takes the rmsnorm_add dispatch before it into it (the
+// kernel and its launch gone from a decode step). Every value is rounded
+// to T where rmsnorm_add rounds it, so the tile holds what the GEMV read
+// from rmsnorm_add's output, up to the order of the two sums of squares.
+// With `store` (one group of the dispatch) the chain's output is written
+// as rmsnorm_add writes it to out (the sums, or the normed sums then the
+// sums), for the other readers of that value. k is whole chunks (kp = k).
+// Each thread re-reads only the tile elements it wrote itself, so no
+// barrier is needed beyond the reductions'. Rows of at most RLX_QX_BATCH
+// elements a thread are read once, every input together (a decode step's
+// 640: one memory round trip after the PDL wait, not three); longer rows
+// stream.
+template <typename T>
+RLX_INLINE void rlx_q_stage_x_norm(RLX_DEVICE const T *o, RLX_DEVICE const T *r, RLX_DEVICE const T *nw,
+                                   RLX_DEVICE const T *nw_next, RLX_DEVICE T *out, bool store,
+                                   RLX_GROUP_MEM T *xt, RLX_GROUP_MEM float *scratch, uint k,
+                                   RLX_DEVICE const QuantGemvParams *p, uint tid, uint nt RLX_GROUP_IDS) {
+    const bool then_norm = p->x_norm == 2u;
+    const float one = p->add_one ? 1.0f : 0.0f, next_one = p->next_add_one ? 1.0f : 0.0f;
+    const float eps = p->eps, next_eps = p->next_eps;
+    o += p->o_offset, r += p->resid_offset;
+    RLX_DEVICE T *sums = out + (then_norm ? k : 0u);
+    if (k <= RLX_QX_BATCH * nt) {   // uniform over the group
+        float ov[RLX_QX_BATCH], rv[RLX_QX_BATCH], wv[RLX_QX_BATCH], nv[RLX_QX_BATCH];
+        float ss = 0.0f;
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = tid + b * nt;
+            const bool in = e < k;
+            ov[b] = in ? rlx_to_float(o[e]) : 0.0f, rv[b] = in ? rlx_to_float(r[e]) : 0.0f;
+            wv[b] = in ? rlx_to_float(nw[e]) : 0.0f, nv[b] = in && then_norm ? rlx_to_float(nw_next[e]) : 0.0f;
+            ss += ov[b] * ov[b];
+        }
+        const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)k + eps);
+        float ss_sum = 0.0f;
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = tid + b * nt;
+            const T s = rlx_from_float<T>(rv[b] + rlx_to_float(rlx_from_float<T>(ov[b] * inv * (one + wv[b]))));
+            rv[b] = e < k ? rlx_to_float(s) : 0.0f;   // the sum, as stored
+            ss_sum += rv[b] * rv[b];
+            if (e < k && store) sums[e] = s;
+        }
+        const float next_inv = then_norm ? rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)k + next_eps) : 0.0f;
+        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
+            const uint e = tid + b * nt, c = e >> 5u;
+            if (e >= k) break;
+            const T v = then_norm ? rlx_from_float<T>(rv[b] * next_inv * (next_one + nv[b])) : rlx_from_float<T>(rv[b]);
+            if (then_norm && store) out[e] = v;
+            xt[c * RLX_QXT_PITCH + rlx_q_xt_at(c, e & 31u)] = v;
+        }
+        return;
+    }
+    float ss = 0.0f;   // o into the tile, its sum of squares
+    for (uint e = tid; e < k; e += nt) {
+        const T v = o[e];
+        ss += rlx_to_float(v) * rlx_to_float(v);
+        xt[(e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u)] = v;
+    }
+    const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)k + eps);
+    float ss_sum = 0.0f;   // the sums over o
+    for (uint e = tid; e < k; e += nt) {
+        RLX_GROUP_MEM T *at = xt + (e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u);
+        const T s = rlx_from_float<T>(rlx_to_float(r[e]) +
+                                      rlx_to_float(rlx_from_float<T>(rlx_to_float(*at) * inv *
+                                                                     (one + rlx_to_float(nw[e])))));
+        ss_sum += rlx_to_float(s) * rlx_to_float(s);
+        *at = s;
+        if (store) sums[e] = s;
+    }
+    if (!then_norm) return;   // uniform over the group
+    const float next_inv = rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)k + next_eps);
+    for (uint e = tid; e < k; e += nt) {
+        RLX_GROUP_MEM T *at = xt + (e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u);
+        const T v = rlx_from_float<T>(rlx_to_float(*at) * next_inv * (next_one + rlx_to_float(nw_next[e])));
+        *at = v;
+        if (store) out[e] = v;
+    }
+}
+
 #ifdef RLX_TARGET_CPU
 // Rows [j0, j1) of y = x W^T + bias for the m (<= RLX_QGEMV_MAX_M) rows of x.
 template <typename Q, typename T>
@@ -1319,6 +1400,7 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
 
 // The body of both kernels: INTEGER as above.
 #ifdef RLX_TARGET_CPU
+#define RLX_QGEMV1_PREFETCH() ((void)0)
 #define RLX_QGEMV1_BODY(INTEGER)                                                                  \
     const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;                                \
     if (j0 >= p->n || p->m == 0u) return;                                                         \
@@ -1370,4 +1452,41 @@ RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_
                                        RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                                        RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
     RLX_QGEMV1_BODY(true);
+}
+
+// gemv1_q's f32 form over x = the rmsnorm_add chain of o, r and the norm
+// weights (QuantGemvParams.x_norm, rlx_q_stage_x_norm), group 0 writing the
+// chain's output to `out`: the decode step's residual norm and the GEMV
+// after it in one dispatch. m = 1 and k whole chunks (the lowering sends no
+// other). On the CPU (one-thread groups, each of which would form the chain
+// again) the lowering does not take it, but it computes the same values
+// there: the tests check its staging and the GEMV on the CPU as well.
+template <typename Q, typename T>
+RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1n_q(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                                      RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                                      RLX_BUF(RLX_DEVICE const T *, r, 4), RLX_BUF(RLX_DEVICE const T *, nw, 5),
+                                      RLX_BUF(RLX_DEVICE const T *, nw_next, 6), RLX_BUF(RLX_DEVICE T *, out, 7),
+                                      RLX_PARAMS(QuantGemvParams, p, 8) RLX_IDS) {
+    RLX_QGEMV1_PREFETCH();
+    RLX_SHARED(float, scratch, 32);
+    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg, k = p->k;
+    if (j0 >= p->n || p->m != 1u || k % 32u != 0u || k > RLX_QGEMV1_MAX_K) return;   // never sent
+    RLX_QGEMV1_TILE_false(T);
+    const uint tid = rlx_local_id.x, nt = rlx_group_size.x, j1 = rpg < p->n - j0 ? j0 + rpg : p->n;
+    rlx_q_stage_x_norm<T>(o, r, nw, nw_next, out, rlx_group_id.x == 0u, xt, scratch, k, p, tid, nt RLX_GROUP_IDS_ARGS);
+#ifdef RLX_TARGET_CPU
+    // The CPU GEMV reads x in order: the tile un-swizzled.
+    T x[RLX_QGEMV1_MAX_K];
+    for (uint e = 0; e < k; ++e) x[e] = xt[(e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u)];
+    rlx_q_gemv_cpu<Q, T>(x, w, y, bias, p, j0, j1);
+#else
+    rlx_barrier();
+    const uint sw = rlx_simd_width, sid = rlx_simd_id;
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
+    if (sid < n_work)
+        rlx_q_gemv_whole_x<Q, T, 1, true>(w, y, bias, o, xt, 1u, k, k, k, p->y_stride, p->has_bias, p->act, j0, j1,
+                                          sid, n_work, rlx_simd_lane, lanes);
+#endif
 }

@@ -4,10 +4,12 @@ fused residual forms."""
 from __future__ import annotations
 
 import struct
+import weakref
+from dataclasses import dataclass
 
 from rlx.errors import UnsupportedOpError
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, Work, float_suffix, lowers
+from rlx.lowering.core import Lowering, Thunk, Work, float_suffix, lowers
 from rlx.runtime.views import View
 
 
@@ -79,6 +81,29 @@ def rmsnorm_add_params(rows: int, cols: int, o_offset: int, x_offset: int, eps: 
                        int(next_add_one), int(then_norm), 0, 0, 0)
 
 
+@dataclass(frozen=True)
+class NormChain:
+    """An rmsnorm_add(_rmsnorm) dispatch of one row, as the decode GEMV after
+    it needs it to take the chain into its own x staging (rlx/lowering/
+    quant.py norm_gemv): the thunk, its inputs and output, and its params."""
+    thunk: Thunk
+    o: View
+    x: View
+    weight: View
+    next_weight: View
+    out: View
+    cols: int
+    then_norm: bool
+    eps: float
+    add_one: bool
+    next_eps: float
+    next_add_one: bool
+
+
+# The rmsnorm_add dispatch a lowering emitted last, while it is one row.
+LAST_NORM_CHAIN: weakref.WeakKeyDictionary[Lowering, NormChain] = weakref.WeakKeyDictionary()
+
+
 def _rmsnorm_add_dispatch(lw: Lowering, node: Node, then_norm: bool) -> View:
     o, x = lw.dense(node.inputs[0]), lw.dense(node.inputs[1])
     weights = [lw.dense(n, at_start=True) for n in node.inputs[2:]]
@@ -90,9 +115,12 @@ def _rmsnorm_add_dispatch(lw: Lowering, node: Node, then_norm: bool) -> View:
         params = rmsnorm_add_params(rows, cols, o.offset, x.offset, a["eps"], a["add_one"], a.get("next_eps", 0.0),
                                     a.get("next_add_one", False), then_norm)
         next_weight = weights[1] if then_norm else weights[0]
-        lw.dispatch(repr(node), f"rmsnorm_add_{float_suffix(node, node.dtype)}",
-                    [(o, "r"), (x, "r"), (weights[0], "r"), (next_weight, "r"), (out, "w")], params,
-                    lw.target.row_grid(rows, cols), Work("norm"))
+        thunk = lw.dispatch(repr(node), f"rmsnorm_add_{float_suffix(node, node.dtype)}",
+                            [(o, "r"), (x, "r"), (weights[0], "r"), (next_weight, "r"), (out, "w")], params,
+                            lw.target.row_grid(rows, cols), Work("norm"))
+        if rows == 1:
+            LAST_NORM_CHAIN[lw] = NormChain(thunk, o, x, weights[0], next_weight, out, cols, then_norm, a["eps"],
+                                            a["add_one"], a.get("next_eps", 0.0), a.get("next_add_one", False))
     return out
 
 

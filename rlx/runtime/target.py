@@ -34,11 +34,13 @@ class Target:
     # "linear_siblings": merge sibling projections (rlx/opt/siblings.py);
     # "sibling_ropes": then their query/key norms (rlx/opt/sibling_ropes.py);
     # "attention_split_merge": split-K attention as one dispatch
-    # (rlx/lowering/attention.py; not on Metal).
+    # (rlx/lowering/attention.py; not on Metal); "norm_gemv": a one-row
+    # rmsnorm_add chain formed by the decode GEMV after it (rlx/lowering/
+    # quant.py; GPUs only, whatever the set says).
     capabilities: frozenset[str] = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu",
                                               "glu_linear", "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add",
                                               "rmsnorm_rope", "linear_siblings", "sibling_ropes",
-                                              "attention_split_merge", "windowed_rfft"})
+                                              "attention_split_merge", "windowed_rfft", "norm_gemv"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
     gemm_bias: bool = False
