@@ -2,7 +2,8 @@
 lengths, after the active-length attention (keys past the context are not
 read) and the norm fusions. Median of STEPS steps (exe.run wall time, the
 token copied back each step) at position ~128 and ~1900 of a 2048-token
-cache, for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
+cache (and the device time of each run, between the events around its
+commands: the rest is the host's), for each KV cache dtype (KV_DTYPES) and split-K chunk of keys
 (SPLIT_KEYS, rlx.lowering.attention.SPLIT_KEYS_GPU) and keys per split of
 the grouped-query kernel (GQA_GPU_KEYS, GQA_SPLIT_GPU_KEYS; 0: not taken), threads of the
 one-dispatch split-K kernel (SPLIT_MERGE_THREADS), a cap on the threads of
@@ -23,11 +24,11 @@ import json
 import os
 import statistics
 import sys
+import time
 
 from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py (the script's own folder)
 
 from rlx.lowering import attention as attention_lowering
-from rlx.models.bench_llm import decode_step_times
 from rlx.models.llm import LLM
 from rlx.runtime import devices
 from rlx.runtime.target import Target
@@ -73,12 +74,20 @@ def main(model: str, out: str, device: str = "cuda") -> None:
         llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
-            times = decode_step_times(llm, STEPS)
+            program = llm._executable("decode", 1, "token").program
+            times, device = [], []
+            token = 2
+            for _ in range(STEPS):   # decode_step_times' loop, with each run's device time (its two events)
+                t0 = time.perf_counter()
+                token = int(llm.step(token, output="token"))
+                times.append(time.perf_counter() - t0)
+                device.append(program.last_device_seconds)
             ms = 1e3 * statistics.median(times[10:])
             row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
                    "split_merge_threads": threads, "row_threads_cap": row_cap, "kernel_defines": defines,
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
+                   "device_ms_median": 1e3 * statistics.median(device[10:]),
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -23,7 +23,13 @@ from .quant_helpers import random_blocks
 
 @pytest.fixture
 def fold_everywhere(monkeypatch):
+    """The fold on the CPU too, and the cost model's GEMV-or-dequantize
+    choice pinned to the GEMV (as tests/ops/test_quant.py pins it), so a
+    GPU takes the fold at every shape here whatever its calibration says."""
+    from rlx.tune.cost import CostModel
+
     monkeypatch.setattr(quant_lowering, "NORM_GEMV_ON_ONE_THREAD_GROUPS", True)
+    monkeypatch.setattr(CostModel, "prefer_quant_gemv", lambda self, *a, **kw: True)
 
 
 def _chain_graph(k: int, n: int, fmt: str, dtype: str, then_norm: bool, add_one: bool, bias: bool):
