@@ -287,10 +287,9 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // the host wrote before the run; were it computed by a predecessor, a stale
 // value would only misjudge what to prefetch).
 template <typename T>
-RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
-                                       RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
-                                       RLX_DEVICE const int *length) {
-    rlx_let_next_kernel_launch();
+RLX_INLINE void rlx_att_split_prefetch_rows(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
+                                            RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
+                                            RLX_DEVICE const int *length) {
     const uint splits = p->splits, chunk = p->keys_per_split, gid = rlx_group_id_early.x;
     if (splits == 0u || gid / splits >= p->rows) return;
     const uint j0 = (gid % splits) * chunk, active = rlx_att_active(p, length);
@@ -304,6 +303,14 @@ RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_
         rlx_prefetch_l2(l < lines_k ? (const char *)(at.k + (uint64_t)j * p->k_st) + 128u * l
                                     : (const char *)(at.v + (uint64_t)j * p->v_st) + 128u * (l - lines_k));
     }
+}
+template <typename T>
+RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
+                                       RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
+                                       RLX_DEVICE const int *length) {
+    rlx_pdl_prefetch_begin();
+    rlx_att_split_prefetch_rows<T>(p, q, k, v, mask, length);
+    rlx_pdl_prefetch_end();
 }
 #endif
 

@@ -1415,8 +1415,7 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
 // their passes.
 #define RLX_QGEMV1_PREFETCH_BYTES 16384u
 template <typename Q>
-RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
-    rlx_let_next_kernel_launch();
+RLX_INLINE void rlx_q_gemv1_prefetch_lines(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
     const uint rpg = p->rows_per_group, n = p->n, j0 = rlx_group_id_early.x * rpg;
     if (j0 >= n || p->m == 0u) return;
     const uint64_t row_bytes = (uint64_t)(p->k / (uint)Q::BLOCK) * (uint)Q::BYTES;
@@ -1424,6 +1423,12 @@ RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const
     const uint lines = (uint)(((bytes < RLX_QGEMV1_PREFETCH_BYTES ? bytes : RLX_QGEMV1_PREFETCH_BYTES) + 127u) / 128u);
     RLX_DEVICE const uchar *base = w + (uint64_t)j0 * row_bytes;
     for (uint i = rlx_local_id_early.x; i < lines; i += blockDim.x) rlx_prefetch_l2(base + 128u * i);
+}
+template <typename Q>
+RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
+    rlx_pdl_prefetch_begin();
+    rlx_q_gemv1_prefetch_lines<Q>(w, p);
+    rlx_pdl_prefetch_end();
 }
 #define RLX_QGEMV1_PREFETCH() rlx_q_gemv1_prefetch<Q>(w, p)
 #else
@@ -1483,8 +1488,8 @@ RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1n_q(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_B
                                       RLX_BUF(RLX_DEVICE const T *, r, 4), RLX_BUF(RLX_DEVICE const T *, nw, 5),
                                       RLX_BUF(RLX_DEVICE const T *, nw_next, 6), RLX_BUF(RLX_DEVICE T *, out, 7),
                                       RLX_PARAMS(QuantGemvParams, p, 8) RLX_IDS) {
+    RLX_QNORM_PREFETCH();   // before the GEMV's, which may end in the wait
     RLX_QGEMV1_PREFETCH();
-    RLX_QNORM_PREFETCH();
     RLX_SHARED(float, scratch, 32);
     const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg, k = p->k;
     if (j0 >= p->n || p->m != 1u || k % 32u != 0u || k > RLX_QGEMV1_MAX_K) return;   // never sent

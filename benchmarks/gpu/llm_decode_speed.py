@@ -75,19 +75,19 @@ def main(model: str, out: str, device: str = "cuda") -> None:
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
             program = llm._executable("decode", 1, "token").program
-            times, device = [], []
+            times, device_s = [], []
             token = 2
             for _ in range(STEPS):   # decode_step_times' loop, with each run's device time (its two events)
                 t0 = time.perf_counter()
                 token = int(llm.step(token, output="token"))
                 times.append(time.perf_counter() - t0)
-                device.append(program.last_device_seconds)
+                device_s.append(program.last_device_seconds)
             ms = 1e3 * statistics.median(times[10:])
             row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
                    "split_merge_threads": threads, "row_threads_cap": row_cap, "kernel_defines": defines,
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
-                   "device_ms_median": 1e3 * statistics.median(device[10:]),
+                   "device_ms_median": 1e3 * statistics.median(device_s[10:]),
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
             rows.append(row)
             print(json.dumps(row), flush=True)

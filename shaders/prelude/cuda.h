@@ -64,6 +64,28 @@ static __device__ __forceinline__ uint3 rlx_after_predecessor(uint3 ids) {
 static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
     asm volatile("griddepcontrol.launch_dependents;");
 }
+// Kernels with a prefetch phase before their wait (the decode GEMVs, the
+// split-K attention) bracket it with these. RLX_PDL_LATE_TRIGGER 0: they let
+// the next kernel launch first, as every kernel does; 1: only once their
+// wait is over. Every kernel triggering before its wait lets launches
+// cascade: the next kernel's groups, started, trigger at once, so groups of
+// several kernels ahead sit resident on the SMs, waiting, holding the
+// registers and shared memory of the kernel that is running. For a chain
+// of tiny kernels (the replay floor) that is the point; for these heavy
+// ones the late trigger keeps one of them waiting ahead at most (the
+// Gemma 3 decode step on an H200, session 24: benchmarks/README.md).
+#ifndef RLX_PDL_LATE_TRIGGER
+#define RLX_PDL_LATE_TRIGGER 1
+#endif
+static __device__ __forceinline__ void rlx_pdl_prefetch_begin() {
+    if (!RLX_PDL_LATE_TRIGGER) asm volatile("griddepcontrol.launch_dependents;");
+}
+static __device__ __forceinline__ void rlx_pdl_prefetch_end() {
+    if (RLX_PDL_LATE_TRIGGER) {
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+        asm volatile("griddepcontrol.launch_dependents;");
+    }
+}
 #define rlx_group_id rlx_after_predecessor(blockIdx)
 #define rlx_local_id rlx_after_predecessor(threadIdx)
 // The indices without the wait, for one use only: rlx_prefetch_l2 of lines
@@ -79,6 +101,8 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 #define rlx_group_id blockIdx
 #define rlx_local_id threadIdx
 #define rlx_let_next_kernel_launch() ((void)0)
+#define rlx_pdl_prefetch_begin() ((void)0)
+#define rlx_pdl_prefetch_end() ((void)0)
 #endif
 static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
