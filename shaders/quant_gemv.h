@@ -1466,29 +1466,14 @@ RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_
 // other). On the CPU (one-thread groups, each of which would form the chain
 // again) the lowering does not take it, but it computes the same values
 // there: the tests check its staging and the GEMV on the CPU as well.
-#ifdef RLX_TARGET_CUDA
-// gemv1n's norm weights into L2 before the PDL wait as well (the weights
-// are constants, not a predecessor's output): the chain's first loads after
-// the wait then all hit L2 (o and r were written just before it).
-template <typename T>
-RLX_INLINE void rlx_q_norm_prefetch(RLX_DEVICE const T *nw, RLX_DEVICE const T *nw_next,
-                                    RLX_DEVICE const QuantGemvParams *p) {
-    const uint lines = (p->k * (uint)sizeof(T) + 127u) / 128u, both = p->x_norm == 2u ? 2u * lines : lines;
-    for (uint i = rlx_local_id_early.x; i < both; i += blockDim.x)
-        rlx_prefetch_l2((const char *)(i < lines ? nw : nw_next) + 128u * (i % lines));
-}
-#define RLX_QNORM_PREFETCH() rlx_q_norm_prefetch<T>(nw, nw_next, p)
-#else
-#define RLX_QNORM_PREFETCH() ((void)0)
-#endif
-
 template <typename Q, typename T>
 RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1n_q(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                                       RLX_BUF(RLX_DEVICE const T *, r, 4), RLX_BUF(RLX_DEVICE const T *, nw, 5),
                                       RLX_BUF(RLX_DEVICE const T *, nw_next, 6), RLX_BUF(RLX_DEVICE T *, out, 7),
                                       RLX_PARAMS(QuantGemvParams, p, 8) RLX_IDS) {
-    RLX_QNORM_PREFETCH();   // before the GEMV's, which may end in the wait
+    // The norm weights are not prefetched before the wait as the GEMV's rows
+    // are: in session 24's PDL-off trace that made the kernel 0.5 us slower.
     RLX_QGEMV1_PREFETCH();
     RLX_SHARED(float, scratch, 32);
     const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg, k = p->k;

@@ -4,7 +4,9 @@
 # GEMV pinned by the test's fixture); the decode step on the stand-in with
 # and without the fold, each run's device time beside its wall time (the
 # host's share), with PDL on and off; the PDL-off trace. Carry .gpu_carry
-# and .gg/gemma-header.bin.
+# and .gg/gemma-header.bin. In session 24 the runs without the fold failed
+# (llm_decode_speed.py's device-time list shadowed its device name; fixed
+# after): each PDL setting has its with-the-fold rows only.
 source "$(dirname "$0")/common.sh"
 stand_in_model
 suite "norm gemv (cuda, gs 0)" ng.log tests/ops/test_norm_gemv.py --rlx-device cuda

@@ -72,10 +72,14 @@ static __device__ __forceinline__ void rlx_let_next_kernel_launch() {
 // several kernels ahead sit resident on the SMs, waiting, holding the
 // registers and shared memory of the kernel that is running. For a chain
 // of tiny kernels (the replay floor) that is the point; for these heavy
-// ones the late trigger keeps one of them waiting ahead at most (the
-// Gemma 3 decode step on an H200, session 24: benchmarks/README.md).
+// ones the late trigger would keep one of them waiting ahead at most. An
+// A/B hook (KERNEL_DEFINES="RLX_PDL_LATE_TRIGGER=1", benchmarks/gpu/
+// kernel_defines.py), not yet timed: the Gemma 3 decode step ran 10%
+// faster with PDL off than on in session 24 (benchmarks/README.md), and
+// this is the first suspect; the call that was to time it ran out of
+// device time while compiling.
 #ifndef RLX_PDL_LATE_TRIGGER
-#define RLX_PDL_LATE_TRIGGER 1
+#define RLX_PDL_LATE_TRIGGER 0
 #endif
 static __device__ __forceinline__ void rlx_pdl_prefetch_begin() {
     if (!RLX_PDL_LATE_TRIGGER) asm volatile("griddepcontrol.launch_dependents;");
