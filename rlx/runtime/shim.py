@@ -13,7 +13,10 @@ import ctypes
 import os
 import sys
 import threading
+import time
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -455,9 +458,13 @@ class Device:
 
     def _compile(self, source: str | None, options: str | None) -> Library:
         handle = ctypes.c_void_p()
-        status = self.shim.api.contents.library_compile(
-            self.address, None if source is None else source.encode(),
-            None if options is None else options.encode(), ctypes.byref(handle))
+        what = f"rlx: compiling {self.backend} kernels"
+        if self.backend == "cuda":   # NVRTC: minutes on a machine's first use, then its disk cache
+            what += " (NVRTC, the first time on this machine; kept in its disk cache)"
+        with notice_if_slow(what, SLOW_COMPILE_NOTICE_S):
+            status = self.shim.api.contents.library_compile(   # ctypes lets go of the GIL for the call
+                self.address, None if source is None else source.encode(),
+                None if options is None else options.encode(), ctypes.byref(handle))
         check(self.shim, status, "library_compile" + (" (built-in)" if source is None else ""))
         return Library(self, handle.value)
 
@@ -475,6 +482,33 @@ class Device:
 
     def __repr__(self) -> str:
         return f"Device({self.shim.backend!r}, {self.index}, {self.info.name!r})"
+
+
+# Seconds a library compile runs before notice_if_slow says so on stderr.
+SLOW_COMPILE_NOTICE_S = 3.0
+
+
+@contextmanager
+def notice_if_slow(what: str, after_s: float) -> Iterator[None]:
+    """Runs the body; if it takes longer than after_s, prints "<what> ..."
+    on stderr then (a compile that would otherwise sit silent for minutes)
+    and, when it ends, how long it took."""
+    t0 = time.perf_counter()
+    said = threading.Event()
+
+    def say() -> None:
+        print(f"{what} ...", file=sys.stderr, flush=True)
+        said.set()
+
+    timer = threading.Timer(after_s, say)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if said.is_set():
+            print(f"{what}: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
 _devices: dict[tuple[str, int], Device] = {}

@@ -49,3 +49,20 @@ def test_host_gemm_without_blas(tmp_path, monkeypatch):
             buf.free()
     finally:
         dev.close()
+
+
+def test_a_slow_compile_says_so_on_stderr_and_a_quick_one_does_not(capsys):
+    """notice_if_slow (the library compiles: NVRTC takes minutes on a
+    machine's first use): a line once the body outlasts the delay, then its
+    time when it ends; nothing for a body that ends first."""
+    import time
+
+    from rlx.runtime.shim import notice_if_slow
+
+    with notice_if_slow("rlx: compiling test kernels", 0.05):
+        time.sleep(0.3)
+    err = capsys.readouterr().err
+    assert "rlx: compiling test kernels ..." in err and "rlx: compiling test kernels: done in" in err
+    with notice_if_slow("rlx: compiling test kernels", 5.0):
+        pass
+    assert capsys.readouterr().err == ""
