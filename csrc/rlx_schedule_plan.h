@@ -63,7 +63,7 @@ static rlx_status sched_plan_encode(rlx_cmdbuf *cb, const rlx_sched_plan *p) {
 static rlx_status sched_plan_build(rlx_device *d, const rlx_schedule_desc *desc, rlx_sched_plan *p) {
     memset(p, 0, sizeof *p);
     ARG_CHECK(d && desc, "schedule_create: NULL argument");
-    ARG_CHECK(desc->flags == 0, "schedule_create: flags must be 0, got 0x%x", desc->flags);
+    ARG_CHECK((desc->flags & ~RLX_SCHEDULE_SERIAL) == 0, "schedule_create: unknown flags 0x%x", desc->flags);
     ARG_CHECK(desc->n_commands == 0 || desc->commands, "schedule_create: %u commands at NULL", desc->n_commands);
     uint32_t n_dispatch = 0;
     for (uint32_t i = 0; i < desc->n_commands; ++i) {

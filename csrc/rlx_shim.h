@@ -197,9 +197,16 @@ typedef struct rlx_schedule_cmd {
     uint32_t start, count;
 } rlx_schedule_cmd;
 
+/* flags: RLX_SCHEDULE_SERIAL launches each kernel only after the one before
+ * it has finished, where the shim would otherwise overlap a launch with its
+ * predecessor (cuda: programmatic dependent launch); the same results, for
+ * a caller that times both forms and keeps the faster. Shims without such
+ * overlap (host, Metal) accept it and change nothing. */
+#define RLX_SCHEDULE_SERIAL 1u
+
 typedef struct rlx_schedule_desc {
     uint32_t n_commands;
-    uint32_t flags;           /* 0 */
+    uint32_t flags;           /* 0 or RLX_SCHEDULE_SERIAL */
     const rlx_schedule_cmd *commands;
 } rlx_schedule_desc;
 

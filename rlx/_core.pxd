@@ -54,6 +54,7 @@ cdef extern from "rlx_shim.h" nogil:
 
     cdef unsigned int RLX_SCHEDULE_DISPATCH
     cdef unsigned int RLX_SCHEDULE_GEMM
+    cdef unsigned int RLX_SCHEDULE_SERIAL
 
     ctypedef struct rlx_schedule_cmd:
         uint32_t op
@@ -158,6 +159,7 @@ ctypedef struct rlx_io:
 # schedule NULL, a direct segment's thunks [start, start+count) encoded every run.
 ctypedef struct rlx_step:
     rlx_schedule *schedule
+    rlx_schedule *serial      # its commands made with RLX_SCHEDULE_SERIAL (launch exploration), or NULL
     uint32_t start
     uint32_t count
 
@@ -203,6 +205,14 @@ cdef class Program:
     cdef bint replay
     cdef pthread_mutex_t lock
     cdef double device_seconds
+    # Launch exploration (RLX_CUDA_PDL=auto): the first runs alternate each
+    # schedule with its serial form (RLX_SCHEDULE_SERIAL), each form's
+    # fastest device time kept, then the faster form stays.
+    cdef bint explore_launch
+    cdef bint run_serial           # this run executes the serial forms
+    cdef uint32_t launch_trials    # runs timed so far while exploring
+    cdef double launch_best[2]     # fastest device seconds: [overlapped, serial]
+    cdef int launch_choice         # -1 exploring, 0 overlapped, 1 serial
     # What runs did, counted (Program.counters()): thunks encoded one by
     # one, schedule executions, dynamic-value patches written.
     cdef uint64_t n_thunks_encoded
@@ -224,6 +234,7 @@ cdef class Program:
     cdef int _begin(self, rlx_cmdbuf **cb) noexcept nogil
     cdef int _run_staged(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef int _run_direct(self, const void *const *inputs, void *const *outputs) noexcept nogil
+    cdef void _launch_observe(self) noexcept nogil
 
 
 cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil

@@ -17,6 +17,7 @@ from numbers import Real
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, realloc
+from libc.math cimport INFINITY
 from libc.string cimport memcpy, memset, strncpy
 
 from rlx import errors as _errors
@@ -50,6 +51,14 @@ cdef enum:
     IO_ALIGN = 16                    # an array read / written in place starts on this many bytes
     MAX_BUFFERS = 16                 # entries of one binding table
     RLX_ERR_UNSUPPORTED_STATUS = 6   # rlx_status RLX_ERR_UNSUPPORTED
+
+# Launch exploration (Program explore_launch): runs not timed first (the
+# first run of a schedule pays one-time work), then runs timed for each
+# form, alternating; the serial form stays only if faster by this fraction.
+cdef enum:
+    LAUNCH_WARMUP_RUNS = 2
+    LAUNCH_TRIALS_EACH = 8
+cdef double LAUNCH_MARGIN = 0.02
 
 THUNK_DISPATCH = 0
 THUNK_GEMM = 1
@@ -386,7 +395,7 @@ cdef class Program:
 
     def __init__(self, uintptr_t api, uintptr_t device, ThunkTable table not None, buffers, inputs, outputs,
                  patches=(), uint32_t n_dynamic=0, bint replay=True, segments=None, keepalive=None,
-                 staged=None):
+                 staged=None, bint explore_launch=False):
         cdef uint32_t i, j
         cdef rlx_thunk *t
         cdef rlx_buffer *bufs[MAX_BUFFERS]
@@ -466,6 +475,11 @@ cdef class Program:
             self.patches[i].symbol = sym
         self.n_dynamic = n_dynamic
         self.dynamic = <int64_t *>calloc(max(1, n_dynamic), sizeof(int64_t))
+        # explore_launch: each schedule also in its serial form, the faster
+        # one kept after the first runs (launch_mode; RLX_CUDA_PDL=auto).
+        self.explore_launch = explore_launch
+        self.launch_choice = 0
+        self.launch_best[0] = self.launch_best[1] = INFINITY
         if replay:
             if segments is None:   # one replay range per run of dispatches, gemms between
                 segments = []
@@ -520,6 +534,10 @@ cdef class Program:
         if pending is not None:
             self._add_schedule(pending[0], pending[1])
         self.replay = True
+        for i in range(self.n_steps):
+            if self.steps[i].serial != NULL:
+                self.launch_choice = -1   # a serial form to time against the schedule
+                break
 
     cdef _add_schedule(self, uint32_t start, uint32_t count):
         """One schedule of thunks [start, start+count) as the next step."""
@@ -547,6 +565,11 @@ cdef class Program:
         desc.flags = 0
         desc.commands = cmds
         status = self.api.schedule_create(self.device, &desc, &self.steps[self.n_steps].schedule)
+        self.steps[self.n_steps].serial = NULL
+        if status == 0 and self.explore_launch:
+            desc.flags = RLX_SCHEDULE_SERIAL
+            if self.api.schedule_create(self.device, &desc, &self.steps[self.n_steps].serial) != 0:
+                self.steps[self.n_steps].serial = NULL   # then this step is not explored; the schedule serves
         free(cmds)
         if status != 0:
             self._raise(status, f"making the schedule of thunks [{start}, {start + count})")
@@ -560,6 +583,8 @@ cdef class Program:
             for i in range(self.n_steps):
                 if self.steps[i].schedule != NULL:
                     self.api.schedule_free(self.steps[i].schedule)
+                if self.steps[i].serial != NULL:
+                    self.api.schedule_free(self.steps[i].serial)
         if self.queue != NULL and self.api != NULL:
             self.api.queue_free(self.queue)
         free(self.thunks)
@@ -791,7 +816,8 @@ cdef class Program:
         for i in range(self.n_steps):
             step = &self.steps[i]
             if step.schedule != NULL:
-                st |= self.api.cmd_execute_schedule(cb, step.schedule)
+                st |= self.api.cmd_execute_schedule(
+                    cb, step.serial if self.run_serial and step.serial != NULL else step.schedule)
                 self.n_schedules_run += 1
             else:
                 st |= self._encode_range(cb, step.start, step.start + step.count)
@@ -800,6 +826,9 @@ cdef class Program:
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil:
         cdef int status
         pthread_mutex_lock(&self.lock)
+        # The serial forms: once chosen, or every other timed run while exploring.
+        self.run_serial = self.launch_choice == 1 or (
+            self.launch_choice == -1 and self.launch_trials >= LAUNCH_WARMUP_RUNS and self.launch_trials % 2 == 1)
         self._bind_io(inputs, outputs)
         if self.staged:
             status = self._run_staged(inputs, outputs)
@@ -807,9 +836,38 @@ cdef class Program:
                 self.staged = 0
         if not self.staged:
             status = self._run_direct(inputs, outputs)
+        if status == 0 and self.launch_choice == -1:
+            self._launch_observe()
         self._unbind_io()
         pthread_mutex_unlock(&self.lock)
         return status
+
+    cdef void _launch_observe(self) noexcept nogil:
+        """One explored run's device time into its form's best; after the
+        last trial the serial forms stay only if they were faster by
+        LAUNCH_MARGIN (a shim that times nothing keeps the schedules). The
+        caller holds the lock."""
+        cdef uint32_t t = self.launch_trials
+        cdef int form = 1 if self.run_serial else 0
+        self.launch_trials += 1
+        if t >= LAUNCH_WARMUP_RUNS and self.device_seconds > 0 and self.device_seconds < self.launch_best[form]:
+            self.launch_best[form] = self.device_seconds
+        if self.launch_trials >= LAUNCH_WARMUP_RUNS + 2 * LAUNCH_TRIALS_EACH:
+            self.launch_choice = 1 if self.launch_best[1] < self.launch_best[0] * (1.0 - LAUNCH_MARGIN) else 0
+
+    @property
+    def launch_mode(self):
+        """How this program's schedules launch: "overlapped" (as the shim
+        launches them: on cuda with PDL), "serial" (each kernel after its
+        predecessor has finished: RLX_SCHEDULE_SERIAL, chosen because it
+        timed faster), or "exploring" (the first runs, alternating both)."""
+        return {-1: "exploring", 0: "overlapped", 1: "serial"}[self.launch_choice]
+
+    @property
+    def launch_times(self):
+        """While exploring and after: each form's fastest device seconds
+        (inf where none was timed)."""
+        return {"overlapped": self.launch_best[0], "serial": self.launch_best[1], "trials": self.launch_trials}
 
     cdef void _bind_io(self, const void *const *inputs, void *const *outputs) noexcept nogil:
         """Points the bound buffers at the caller's arrays where they allow it

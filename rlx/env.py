@@ -56,7 +56,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "time."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
     EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
-           "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes)."),
+           "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes); `auto` "
+           "times each executable's first runs both ways and keeps the faster (`Program.launch_mode`)."),
     EnvVar("RLX_CUDA_QUEUES", "1", "`1` gives every CUDA executable a stream of its own (executables run from "
            "several threads overlap on the GPU); `0` runs them all on the device's one stream."),
     EnvVar("RLX_CUDA_FP8_GEMM", "1", "`0` keeps FP8 x FP8 `scaled_linear` off cuBLASLt's FP8 gemm on CUDA "
@@ -173,7 +174,14 @@ def bind_io() -> bool:
 
 
 def cuda_pdl() -> bool:
-    return _flag("RLX_CUDA_PDL", True)
+    """Whether CUDA kernels may launch with PDL at all (1 or auto)."""
+    return cuda_pdl_auto() or _flag("RLX_CUDA_PDL", True)
+
+
+def cuda_pdl_auto() -> bool:
+    """RLX_CUDA_PDL=auto: each executable times its schedules with PDL and
+    without over its first runs and keeps the faster."""
+    return (_raw("RLX_CUDA_PDL") or "").lower() == "auto"
 
 
 def cuda_queues() -> bool:

@@ -88,6 +88,7 @@ def main(model: str, out: str, device: str = "cuda") -> None:
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
                    "device_ms_median": 1e3 * statistics.median(device_s[10:]),
+                   "launch_mode": program.launch_mode, "launch_times": program.launch_times,
                    "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -6,7 +6,9 @@
 # on the decode step. The first order (default: let the next kernel launch,
 # then prefetch and wait) against RLX_PDL_LATE_TRIGGER=1 (prefetch, wait,
 # then let it launch; prelude/cuda.h) through KERNEL_DEFINES, and both
-# against PDL off (call b: the step 10% faster with PDL off). Then the
+# against PDL off (call b: the step 10% faster with PDL off), and
+# RLX_CUDA_PDL=auto (written after call c: never run on a GPU yet; the
+# serial schedules and the choice; its rows name the mode kept). Then the
 # norm-GEMV and PDL-contract suites and the tiny Gemma's logits with the
 # fold. Carry .gpu_carry and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
@@ -19,11 +21,12 @@ speed() {   # LABEL ENV...: the decode step on the stand-in (with the fold), wal
   grep '^{' "$OUT/llm-speed-$label.log" | python3 -c "
 import json, sys
 for l in sys.stdin:
-    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'])" | tee -a "$S"
+    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
 }
 speed early RLX_CUDA_PDL=1
 speed pdl-off RLX_CUDA_PDL=0
 speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
+speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
 suite "norm gemv + pdl contract (cuda, gs 0)" c.log tests/ops/test_norm_gemv.py tests/runtime/test_pdl_contract.py \
   --rlx-device cuda
 timeout 120 python3 benchmarks/gpu/norm_gemv_check.py "$OUT/norm-gemv-check.json" >"$OUT/norm-gemv-check.log" 2>&1

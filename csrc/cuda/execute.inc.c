@@ -136,18 +136,20 @@ struct rlx_schedule {
     CUdeviceptr lt_workspace;   /* 0 without cuBLASLt */
     CUgraphExec exec;           /* NULL: capture failed; commands launched one by one */
     int runs, retried;          /* uncaptured executions; a second capture tried after the first */
+    int pdl;                    /* its kernels launched with PDL: the device's choice, off for RLX_SCHEDULE_SERIAL */
 };
 
 /* ---- execution: commit, wait, release ---------------------------------------------------- */
-/* One of our kernels onto a stream. With pdl set it may start while
+/* One of our kernels onto a stream. With pdl (the device's choice, or a
+ * schedule's: RLX_SCHEDULE_SERIAL turns it off) it may start while
  * the previous kernel in the stream finishes (programmatic dependent launch):
  * every rlx kernel waits for its predecessor's memory before it touches a
  * buffer (griddepcontrol.wait in the CUDA prelude), so only the launch
  * latency overlaps. cuBLAS kernels are launched normally and keep the full
  * dependency on both sides. */
-static CUresult launch_kernel(rlx_device *d, CUstream stream, CUfunction fn, const uint32_t groups[3],
+static CUresult launch_kernel(int pdl, CUstream stream, CUfunction fn, const uint32_t groups[3],
                               const uint32_t threads[3], void **params) {
-    if (!d->pdl)
+    if (!pdl)
         return cu.cuLaunchKernel(fn, groups[0], groups[1], groups[2], threads[0], threads[1], threads[2], 0,
                                  stream, params, NULL);
     cu_launch_attribute attr;
@@ -160,7 +162,7 @@ static CUresult launch_kernel(rlx_device *d, CUstream stream, CUfunction fn, con
 }
 
 static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspace, const cmd_t *cmds, size_t n,
-                        int capturing, CUresult *rr, const char **what);
+                        int capturing, int pdl, CUresult *rr, const char **what);
 
 /* Captures a schedule's commands into sched->exec on stream (device lock
  * held). On any failure the schedule keeps running command by command, and
@@ -170,7 +172,7 @@ static void schedule_capture(rlx_cmdbuf *cb, CUstream stream, rlx_schedule *sche
     CUresult r = cu.cuStreamBeginCapture(stream, 2 /* CU_STREAM_CAPTURE_MODE_RELAXED */);
     const char *what = "";
     if (r != CUDA_SUCCESS) return;
-    launch_cmds(cb, stream, sched->lt_workspace, sched->cmds, sched->n, 1, &r, &what);
+    launch_cmds(cb, stream, sched->lt_workspace, sched->cmds, sched->n, 1, sched->pdl, &r, &what);
     CUresult end = cu.cuStreamEndCapture(stream, &graph);
     if (r == CUDA_SUCCESS && end == CUDA_SUCCESS && cb->status == RLX_OK && graph)
         if (cu.cuGraphInstantiateWithFlags(&sched->exec, graph, 0) != CUDA_SUCCESS) sched->exec = NULL;
@@ -199,7 +201,7 @@ static void launch_all(rlx_cmdbuf *cb) {
                                      stream), what = "cmd_upload";
     if (r == CUDA_SUCCESS && cb->bytes_len)
         r = cu.cuMemcpyHtoDAsync(cb->scratch, cb->bytes, cb->bytes_len, stream), what = "set_bytes upload";
-    if (r == CUDA_SUCCESS) launch_cmds(cb, stream, cb_lt_workspace(cb), cb->cmds, cb->n, 0, &r, &what);
+    if (r == CUDA_SUCCESS) launch_cmds(cb, stream, cb_lt_workspace(cb), cb->cmds, cb->n, 0, cb->dev->pdl, &r, &what);
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < cb->n_copies; ++i)
         if (cb->copies[i].dst && !cb->copies[i].direct)
             r = cu.cuMemcpyDtoHAsync(cb->staging + cb->copies[i].at, cb->copies[i].buf->ptr + cb->copies[i].offset,
@@ -219,7 +221,7 @@ static void launch_all(rlx_cmdbuf *cb) {
  * commands, and is captured once more after its first such run (the first
  * cuBLAS call of a handle allocates, which a capture cannot hold). */
 static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspace, const cmd_t *cmds, size_t n,
-                        int capturing, CUresult *rr, const char **what) {
+                        int capturing, int pdl, CUresult *rr, const char **what) {
     rlx_device *d = cb->dev;
     CUresult r = CUDA_SUCCESS;
     for (size_t i = 0; r == CUDA_SUCCESS && cb->status == RLX_OK && i < n; ++i) {
@@ -232,7 +234,7 @@ static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspac
                 params[j] = &vals[j];
             }
             *what = "cuLaunchKernel";
-            r = launch_kernel(d, stream, c->fn, c->groups, c->threads, params);
+            r = launch_kernel(pdl, stream, c->fn, c->groups, c->threads, params);
         } else if (c->kind == CMD_GEMM) {
             cb->status = run_gemm(d, stream, lt_workspace, &c->gemm, c->gemm_ptrs, c->plan, cb->error,
                                   sizeof cb->error);
@@ -243,7 +245,7 @@ static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspac
                 r = cu.cuGraphLaunch(sc->exec, stream), *what = "cuGraphLaunch (schedule)";
             } else {
                 ++sc->runs;
-                launch_cmds(cb, stream, sc->lt_workspace, sc->cmds, sc->n, 0, &r, what);
+                launch_cmds(cb, stream, sc->lt_workspace, sc->cmds, sc->n, 0, sc->pdl, &r, what);
             }
         } else if (capturing) {
             for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {
@@ -256,7 +258,7 @@ static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspac
                 void *params[RLX_MAX_BINDINGS];
                 for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &en->args[j];
                 *what = "cuLaunchKernel (capture)";
-                r = launch_kernel(d, stream, en->fn, en->groups, en->threads, params);
+                r = launch_kernel(pdl, stream, en->fn, en->groups, en->threads, params);
             }
         } else {
             CUgraphExec exec = NULL;
@@ -362,6 +364,7 @@ static rlx_status schedule_create(rlx_device *d, const rlx_schedule_desc *desc, 
     rlx_schedule *sched = calloc(1, sizeof *sched);
     if (!sched) return fail(RLX_ERR_OOM, "schedule_create: out of memory");
     rlx_status s = sched_plan_build(d, desc, &sched->plan);
+    sched->pdl = d->pdl && !(desc->flags & RLX_SCHEDULE_SERIAL);
     if (s == RLX_OK) s = set_ctx(d);
     if (s == RLX_OK && d->info.gemm_bias) {
         const CUresult r = cu.cuMemAlloc(&sched->lt_workspace, LT_WORKSPACE);

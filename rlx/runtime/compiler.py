@@ -191,7 +191,7 @@ def compile_graph(graph: Graph, dev, target: Target, decider: Decider,
         [(v.storage.offset + v.byte_offset, v.numel * v.dtype.itemsize, bound_names.get(id(v.storage)))
          for _, v in outputs],
         replay=use_replay, segments=[seg.as_tuple() for seg in plan_segments] if use_replay else None,
-        keepalive=(bindings, libraries),
+        keepalive=(bindings, libraries), explore_launch=explores_launch(dev),
     )
     stats = CompileStats(
         nodes=len(order), thunks=len(lw.thunks), fused=planned.fused,
@@ -398,6 +398,12 @@ def _index_checks(graph: Graph, order: list[Node]) -> list[tuple[int, int, str]]
         if src in positions:
             checks.append((positions[src], node.inputs[0].shape[0], repr(node)))
     return checks
+
+
+def explores_launch(dev) -> bool:
+    """Whether a program on dev times its schedules with and without launch
+    overlap over its first runs (RLX_CUDA_PDL=auto; only CUDA overlaps)."""
+    return dev.shim.backend == "cuda" and env.cuda_pdl_auto()
 
 
 def _libraries(dev, thunks: list[Thunk]) -> dict:

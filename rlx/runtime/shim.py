@@ -100,6 +100,7 @@ class GemmDescC(ctypes.Structure):
 
 
 SCHEDULE_DISPATCH, SCHEDULE_GEMM, SCHEDULE_ICB = 0, 1, 2
+SCHEDULE_SERIAL = 1   # rlx_schedule_desc.flags: no launch overlap (csrc/rlx_shim.h)
 
 
 class ScheduleCmdC(ctypes.Structure):

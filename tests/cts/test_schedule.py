@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlx.errors import RlxError, UnsupportedOpError
-from rlx.runtime.shim import PIPELINE_INDIRECT, CommandBuffer, Icb, Schedule, gemm_desc
+from rlx.runtime.shim import PIPELINE_INDIRECT, SCHEDULE_SERIAL, CommandBuffer, Icb, Schedule, gemm_desc
 
 from .helpers import ADD, MUL, add_one_operands, binary_params, download, upload
 
@@ -131,7 +131,7 @@ def test_bad_schedules_are_refused(device, lib):
         with pytest.raises(RlxError):
             Schedule(device, commands)
     with pytest.raises(RlxError):
-        Schedule(device, [], flags=1)
+        Schedule(device, [], flags=2)                                 # an unknown flag (1 is SCHEDULE_SERIAL)
     with pytest.raises(RlxError):
         Schedule(device, [], n_commands=3)                            # commands NULL
     api = device.shim.api.contents
@@ -144,6 +144,25 @@ def test_bad_schedules_are_refused(device, lib):
     _run(device, Schedule(device, [("dispatch", add, [x, one, x, params], (1, 1, 1))]))
     assert download(x, np.float32, 4)[0] == 1.0
     icb.free()
+
+
+def test_a_serial_schedule_computes_what_the_plain_one_does(device, lib):
+    """RLX_SCHEDULE_SERIAL (no launch overlap: cuda without PDL; host and
+    Metal have none and change nothing) over a dependent chain: the same
+    results as the plain schedule, run after run."""
+    n, steps = 300, 12
+    x0 = np.linspace(-2, 2, n).astype(np.float32)
+    results = []
+    for flags in (0, SCHEDULE_SERIAL):
+        x, one, params = add_one_operands(device, x0)
+        add = lib.pipeline("binary_f32", PIPELINE_INDIRECT)
+        sched = Schedule(device, [("dispatch", add, [x, one, x, params], (2, 1, 1), (256, 1, 1), i > 0)
+                                  for i in range(steps)], flags=flags)
+        _run(device, sched, times=3)
+        results.append(download(x, np.float32, n))
+        sched.free()
+    np.testing.assert_allclose(results[0], x0 + 3 * steps, rtol=1e-6)
+    np.testing.assert_array_equal(results[1], results[0])
 
 
 def test_schedule_executed_many_times(device, lib):
