@@ -1466,6 +1466,11 @@ RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_
 // other). On the CPU (one-thread groups, each of which would form the chain
 // again) the lowering does not take it, but it computes the same values
 // there: the tests check its staging and the GEMV on the CPU as well.
+// gemv1n's k at most: two chunk rows of the x tile under RLX_QGEMV1_MAX_K
+// stay free (Metal's reduction scratch: 32 floats, in f16 rows too);
+// rlx/lowering/quant.py's GEMV1N_MAX_K.
+#define RLX_QGEMV1N_MAX_K (RLX_QGEMV1_MAX_K - 64u)
+
 template <typename Q, typename T>
 RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1n_q(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
@@ -1475,10 +1480,16 @@ RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1n_q(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_B
     // The norm weights are not prefetched before the wait as the GEMV's rows
     // are: in session 24's PDL-off trace that made the kernel 0.5 us slower.
     RLX_QGEMV1_PREFETCH();
-    RLX_SHARED(float, scratch, 32);
     const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg, k = p->k;
-    if (j0 >= p->n || p->m != 1u || k % 32u != 0u || k > RLX_QGEMV1_MAX_K) return;   // never sent
+    if (j0 >= p->n || p->m != 1u || k % 32u != 0u || k > RLX_QGEMV1N_MAX_K) return;   // never sent
     RLX_QGEMV1_TILE_false(T);
+#ifdef RLX_TARGET_METAL
+    // Metal's 32 KiB of group memory hold the f32 tile and nothing more: the
+    // reductions' scratch is the tile's last two chunk rows, past any k sent.
+    RLX_GROUP_MEM float *scratch = (RLX_GROUP_MEM float *)(xt + rlx_q_xt_row(RLX_QGEMV1N_MAX_K));
+#else
+    RLX_SHARED(float, scratch, 32);
+#endif
     const uint tid = rlx_local_id.x, nt = rlx_group_size.x, j1 = rpg < p->n - j0 ? j0 + rpg : p->n;
     rlx_q_stage_x_norm<T>(o, r, nw, nw_next, out, rlx_group_id.x == 0u, xt, scratch, k, p, tid, nt RLX_GROUP_IDS_ARGS);
 #ifdef RLX_TARGET_CPU

@@ -202,6 +202,9 @@ def glu_gemv(lw: Lowering, node: Node, gate: View, up: View, w: View, act: int) 
     return out
 
 
+# gemv1n's k at most (shaders/quant_gemv.h RLX_QGEMV1N_MAX_K): the x tile's
+# last two chunk rows hold Metal's reduction scratch.
+GEMV1N_MAX_K = GEMV1_MAX_K - 64
 # Whether norm_gemv applies on targets of one-thread groups (the CPU), where
 # each group would form the norm chain again: off, but the tests turn it on
 # to check gemv1n's values there.
@@ -222,7 +225,7 @@ def norm_gemv(lw: Lowering, node: Node, x: View, w: View, out: View, bias: View 
     if (chain is None or "norm_gemv" not in lw.target.capabilities
             or (lw.target.one_thread_groups and not NORM_GEMV_ON_ONE_THREAD_GROUPS)
             or not lw.thunks or lw.thunks[-1] is not chain.thunk or x.storage is not chain.out.storage
-            or x.offset != 0 or x.numel != chain.cols or k != chain.cols or k % 32 or k > GEMV1_MAX_K
+            or x.offset != 0 or x.numel != chain.cols or k != chain.cols or k % 32 or k > GEMV1N_MAX_K
             or x.dtype != chain.out.dtype):
         return False
     lw.thunks.pop()   # its work moves into the GEMV: nothing since reads or writes what it touches

@@ -94,8 +94,8 @@ def test_gemv_forms_x_from_the_norm_chain(rng, fold_everywhere, fmt, k, dtype, t
 
 
 def test_norm_chain_folds_only_where_it_may(rng, fold_everywhere):
-    """No fold when k is not whole chunks, when the GEMV reads the chain's
-    output at an offset (the sums half of rmsnorm_add_rmsnorm) or through a
+    """No fold when k is not whole chunks or past GEMV1N_MAX_K, when the
+    GEMV reads the chain's output at an offset (the sums half of rmsnorm_add_rmsnorm) or through a
     copy, or when the chain has more than one row; the CPU's own choice (the
     switch off) keeps the chain's dispatch."""
     def kernels(g, **params):
@@ -116,6 +116,14 @@ def test_norm_chain_folds_only_where_it_may(rng, fold_everywhere):
     s, h = g.rmsnorm_add_rmsnorm(o, x, g.param("nw", (64,)), g.param("nw2", (64,)))
     g.set_outputs(y=g.linear(s, g.param("wq", (5, 64), quantized("q8_0"))), h=h)
     assert "rmsnorm_add_f32" in kernels(g, **weights(64, 5))
+
+    g = rlx.Graph()   # k past gemv1n's tile room (GEMV1N_MAX_K: the last two chunk rows are Metal's scratch)
+    k = quant_lowering.GEMV1N_MAX_K + 32
+    o, x = g.input("o", (1, k)), g.input("x", (1, k))
+    s = g.rmsnorm_add(o, x, g.param("nw", (k,)))
+    g.set_outputs(y=g.linear(s, g.param("wq", (5, k), quantized("q8_0"))))
+    found = kernels(g, nw=np.ones(k, np.float32), wq=random_blocks("q8_0", 5, k, rng))
+    assert "rmsnorm_add_f32" in found and "gemv1n_q8_0_f32" not in found, found
 
     g = rlx.Graph()   # two rows
     o, x = g.input("o", (2, 64)), g.input("x", (2, 64))
