@@ -30,6 +30,10 @@ twice PyTorch's own f16-vs-f32 gap on it, and a graph with a layernorm of a
 nearly constant row (seed 5141: a rank-1 chain into a norm) or an rmsnorm of
 a sum that cancels (seed 534179: x + neg(x), under f16; "auto" now keeps
 that neg in f32 between its f32 neighbours) is compared in f32 only.
+In f32, a comparison that fails on a graph whose norm rows are nearly
+constant or cancelled to under 1e-3 of their magnitude (seed 677889: f32's
+own rounding is then the spread the norm scales up; the float64 reference
+and PyTorch's f32 differ by 1.3e-4) is tolerated, not failed.
 """
 
 from __future__ import annotations
@@ -175,9 +179,16 @@ def _expected(case: Case, precision: str) -> list[dict[str, np.ndarray]]:
     return [torch_run(case.graph, ins, case.params, round_leaves=leaves) for ins in case.inputs]
 
 
-def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02) -> bool:
+# The f32 form of _norm_rows_ill_conditioned: rows nearly constant or
+# cancelled to under this fraction of their magnitude (f32's rounding,
+# ~1e-7 of it, then reaches 1e-4 of the norm's output: TOL["f32"]).
+F32_ILL_REL = 1e-3
+
+
+def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02, small_power: bool = True) -> bool:
     """Whether some norm of the graph normalizes a row that is ill-conditioned
-    in a low precision for some input, so that rlx and PyTorch may round it
+    in a low precision for some input (or, with rel=F32_ILL_REL and
+    small_power=False, in f32), so that rlx and PyTorch may round it
     to different values without either being wrong:
     - a layernorm (or add_layernorm) row whose spread is under ``rel`` of its
       magnitude (its std is a few f16 ulps, which the norm divides by; seed
@@ -187,9 +198,13 @@ def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02) -> bool:
       rmsnorm of an add or sub): the rms left is rounding error, which the
       norm scales up to O(1) (seed 534179 under auto: x + neg(x), where the
       f16 policy rounds neg's input and not the norm's);
-    - a norm row whose variance (layernorm) or mean square (rmsnorm) is
-      under 10 eps: the norm passes its small values' relative rounding
-      error through instead of dividing their scale out (seed 582329).
+    - (small_power) a norm row whose variance (layernorm) or mean square
+      (rmsnorm) is under 10 eps: the norm passes its small values' relative
+      rounding error through instead of dividing their scale out (seed
+      582329).
+    The f32 form (seed 677889: a layernorm of 2 (x - (x + mean x)), a row
+    that cancels to one value repeated, where f32's rounding is the whole
+    spread the norm scales up) keeps the first two rules at F32_ILL_REL.
     Evaluated with the numpy reference, node by node."""
     from rlx.reference.core import REFERENCE
 
@@ -226,7 +241,7 @@ def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02) -> bool:
                     # elements, one of them a product that cancels to 1e-3).
                     power = x.var(-1) if layer else np.mean(x * x, -1)
                     spread = x.std(-1) / (np.abs(x).mean(-1) + 1e-6) if layer else np.inf
-                if np.nanmin(power, initial=np.inf) < 10.0 * float(n.attrs.get("eps", 1e-5)):
+                if small_power and np.nanmin(power, initial=np.inf) < 10.0 * float(n.attrs.get("eps", 1e-5)):
                     return True
                 if np.nanmin(spread, initial=np.inf) < rel:   # a nearly constant layernorm row
                     return True
@@ -274,6 +289,15 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
     order = case.graph.topo_order()
     has_f16 = any(n.dtype.name == "f16" for n in order)   # f16 in the graph itself
     f16_tol = 2e-2 if sum(n.op not in ("input", "param", "constant") for n in order) > 10 else TOL["f16"]
+    f32_ill: list[bool] = []
+
+    def _f32_ill_conditioned() -> bool:
+        """Asked only once an f32 comparison failed: a graph whose norms are
+        ill-conditioned in f32 itself is then tolerated, not failed."""
+        if not f32_ill:
+            f32_ill.append(_norm_rows_ill_conditioned(case, rel=F32_ILL_REL, small_power=False))
+        return f32_ill[0]
+
     if check_reference:
         ref = [rlx.run_reference(case.graph, ins, case.params) for ins in case.inputs]
         want = _expected(case, "f32")
@@ -281,7 +305,10 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
             for name in ins_want:
                 msg = compare(ins_ref[name], ins_want[name], f16_tol if has_f16 else TOL["f32"],
                               FLOOR["f16" if has_f16 else "f32"])
-                if msg:
+                if msg and not has_f16 and _f32_ill_conditioned():
+                    out.tolerated.append(f"the reference (float64) against PyTorch (f32), run {r}, output "
+                                         f"{name!r}: a norm row is ill-conditioned in f32 ({msg})")
+                elif msg:
                     out.failures.append(f"rlx.run_reference disagrees with PyTorch, run {r}, output {name!r}: "
                                         f"{msg}\n{_header(case, None)}")
         expected["f32"] = want
@@ -367,6 +394,11 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
                     msg = msg if compare(got[name], _f32_expected(r)[name], tol, floor) else None
                 if msg:
                     bad.append((name, msg))
+            if bad and not low and opts.precision == "f32" and _f32_ill_conditioned():
+                out.tolerated.append(f"{opts}: run {r} differs from PyTorch by {bad[0][1]}; a norm row is "
+                                     f"ill-conditioned in f32 (nearly constant or cancelled to under "
+                                     f"{F32_ILL_REL:g})")
+                break
             if bad:
                 listing = "\n".join(f"  output {name!r}: {msg}" for name, msg in bad)
                 out.failures.append(f"run {r} differs from PyTorch:\n{listing}\n{_header(case, opts)}")

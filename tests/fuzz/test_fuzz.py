@@ -21,7 +21,15 @@ import pytest
 
 import rlx
 
-from .check import ALL_OPTIONS, Case, _norm_rows_ill_conditioned, check_case, default_options, sample_options
+from .check import (
+    ALL_OPTIONS,
+    F32_ILL_REL,
+    Case,
+    _norm_rows_ill_conditioned,
+    check_case,
+    default_options,
+    sample_options,
+)
 from .graphs import graph_case
 from .ops import OP_NAMES, op_case
 
@@ -159,6 +167,24 @@ def _rmsnorm_of_a_cancelled_sum() -> Case:
                 {"w": rng.standard_normal(24).astype(np.float32)}, "pytest tests/fuzz/test_fuzz.py -k cancelled")
 
 
+def _layernorm_of_a_row_cancelled_to_one_value() -> Case:
+    """Seed 677889's core: d = x - (x + mean x) is -mean x in every
+    element, up to f32 rounding, so a layernorm of 2 d normalizes nothing
+    but that rounding (the float64 reference none). With x at 8x the
+    generators' scale, f32 and float64 land 1.6e-4 to 4.1e-4 apart (the
+    bound is 1e-4): the checker tolerates a failed f32 comparison here
+    (check.py F32_ILL_REL) and holds the low precisions to nothing."""
+    g = rlx.Graph()
+    x = g.input("x", (3, 3, 6))
+    m = g.scale_shift(g.sum(x, axis=2, keepdims=True), scale=1.0 / 6.0, shift=0.0)
+    d = g.sub(x, g.add(x, m))
+    g.set_outputs(y=g.layernorm(g.add(d, d), g.param("w", (6,)), g.param("b", (6,))))
+    rng = np.random.default_rng(677889)
+    return Case(g, [{"x": (8.0 * rng.standard_normal((3, 3, 6))).astype(np.float32)} for _ in range(2)],
+                {"w": rng.standard_normal(6).astype(np.float32), "b": rng.standard_normal(6).astype(np.float32)},
+                "pytest tests/fuzz/test_fuzz.py -k cancelled_to_one_value")
+
+
 MINIMAL = {
     "input_is_output": lambda: _input_is_output(False),
     "input_view_is_output": lambda: _input_is_output(True),
@@ -167,6 +193,7 @@ MINIMAL = {
     "weight_is_output": _weight_is_output,
     "rmsnorm_of_a_cancelled_sum": _rmsnorm_of_a_cancelled_sum,
     "layernorm_of_a_row_scaled_by_a_cancelled_dot": _layernorm_of_a_row_scaled_by_a_cancelled_dot,
+    "layernorm_of_a_row_cancelled_to_one_value": _layernorm_of_a_row_cancelled_to_one_value,
 }
 
 
@@ -183,6 +210,21 @@ def test_a_norm_row_under_ten_eps_counts_as_ill_conditioned():
     params = {"w": np.ones(3, np.float32), "b": np.zeros(3, np.float32)}
     assert _norm_rows_ill_conditioned(Case(g, [{"x": rows}], params, ""))
     assert not _norm_rows_ill_conditioned(Case(g, [{"x": rows * 100}], params, ""))
+
+
+def test_a_norm_row_cancelled_to_one_value_counts_as_ill_conditioned_in_f32():
+    """Seed 677889 (the float64 reference and PyTorch's f32 1.3e-4 apart):
+    the f32 form of the rule flags it; an ordinary layernorm row, and
+    seed 582329's small-variance row (f32 rounds it well), are not flagged."""
+    assert _norm_rows_ill_conditioned(_layernorm_of_a_row_cancelled_to_one_value(), rel=F32_ILL_REL,
+                                      small_power=False)
+    assert not _norm_rows_ill_conditioned(graph_case(582329), rel=F32_ILL_REL, small_power=False)
+    g = rlx.Graph()
+    x = g.input("x", (4, 6))
+    g.set_outputs(y=g.layernorm(x, g.param("w", (6,)), g.param("b", (6,))))
+    rows = np.random.default_rng(5).standard_normal((4, 6)).astype(np.float32)
+    params = {"w": np.ones(6, np.float32), "b": np.zeros(6, np.float32)}
+    assert not _norm_rows_ill_conditioned(Case(g, [{"x": rows}], params, ""), rel=F32_ILL_REL, small_power=False)
 
 
 @pytest.mark.parametrize("name", list(MINIMAL))
