@@ -24,6 +24,7 @@ import rlx
 from .check import (
     ALL_OPTIONS,
     F32_ILL_REL,
+    FIXED_OPTIONS,
     Case,
     _norm_rows_ill_conditioned,
     check_case,
@@ -225,6 +226,20 @@ def test_a_norm_row_cancelled_to_one_value_counts_as_ill_conditioned_in_f32():
     rows = np.random.default_rng(5).standard_normal((4, 6)).astype(np.float32)
     params = {"w": np.ones(6, np.float32), "b": np.zeros(6, np.float32)}
     assert not _norm_rows_ill_conditioned(Case(g, [{"x": rows}], params, ""), rel=F32_ILL_REL, small_power=False)
+
+
+def test_an_output_ill_conditioned_in_f32_is_held_to_twice_pytorchs_own_gap():
+    """Seed 693426: a dot product that cancels feeds a rank-1 chain through
+    three rmsnorms written as primitives, and PyTorch's f32 lands 2.7e-4 to
+    3.2e-4 from the float64 reference (the bound is 1e-4). The checker
+    notes that gap instead of failing, and still compares rlx's f32 under
+    twice it (which it meets) under the fixed option sets."""
+    case = graph_case(693426)
+    outcome = check_case(case, list(FIXED_OPTIONS))
+    assert not outcome.failures, outcome.failures[0]
+    notes = [t for t in outcome.tolerated if t.startswith("the reference (float64) against PyTorch (f32)")]
+    assert len(notes) == 2 and all("held to twice that gap" in t for t in notes), outcome.tolerated
+    assert outcome.checked == len(FIXED_OPTIONS)
 
 
 @pytest.mark.parametrize("name", list(MINIMAL))
