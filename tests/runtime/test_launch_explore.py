@@ -37,8 +37,7 @@ def test_exploring_programs_compute_what_plain_ones_do_and_settle(monkeypatch, r
     rng = np.random.default_rng(1234)
     explored = _compile(True, monkeypatch, rng)
     assert plain.program.launch_mode == "overlapped"
-    if not explored.program.replaying:
-        pytest.skip("this shim records no schedules")
+    assert explored.program.replaying   # the host shim records schedules: there is something to explore
     assert explored.program.launch_mode == "exploring"
     x = rng.standard_normal((3, 64)).astype(np.float32)
     want = plain.run(x=x)["y"]
@@ -59,8 +58,7 @@ def test_a_failed_run_is_not_timed(monkeypatch, rng):
     """A run that raises before the device ran (bad input) leaves the
     exploration where it was; the executable runs on."""
     exe = _compile(True, monkeypatch, rng)
-    if not exe.program.replaying:
-        pytest.skip("this shim records no schedules")
+    assert exe.program.replaying
     with pytest.raises(rlx.RlxError):
         exe.run(x=np.zeros((2, 64), np.float32))
     assert exe.program.launch_times["trials"] == 0
