@@ -110,20 +110,17 @@ RLX_KERNEL add_layernorm(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE
 RLX_INSTANTIATE(add_layernorm, float, add_layernorm_f32)
 RLX_INSTANTIATE(add_layernorm, half, add_layernorm_f16)
 
+#include "norm_chain.h"
+
 // Elements a thread of rmsnorm_add keeps in registers across its reductions.
 #define RLX_NORM_CACHE 4
 
 // x + rmsnorm(o, w), and with then_norm also the next block's pre-norm
 // rmsnorm(x + rmsnorm(o, w), w_next): a sandwich-norm decoder's post-norm
-// residual and the norm after it in one kernel, one threadgroup per row.
-// The normed o and the sum are rounded to T before use, as the plain ops
-// store them, so the fused f16 chain gives the unfused values. y holds the
-// sums (rows x cols), or with then_norm the normed sums and then the sums
-// (the normed first: quantized GEMVs read their x at offset 0). Each thread
-// re-reads only the sums it wrote itself (the same RLX_FOR_GROUP split in
-// both passes), so no barrier is needed between the store and the load.
-// Rows of up to RLX_NORM_CACHE elements a thread are read once, into
-// registers, before the first reduction; longer rows stream.
+// residual and the norm after it in one kernel, one threadgroup per row
+// (the chain's arithmetic: norm_chain.h). y holds the sums (rows x cols),
+// or with then_norm the normed sums and then the sums (the normed first:
+// quantized GEMVs read their x at offset 0).
 struct RmsNormAddParams {
     uint rows, cols;
     uint o_offset, x_offset;
@@ -133,77 +130,34 @@ struct RmsNormAddParams {
     uint pad0, pad1, pad2;
 };
 
+// rlx_norm_chain's sink for rmsnorm_add: the sums and the normed sums in rows of y.
+template <typename T> struct RlxNormRowSink {
+    RLX_DEVICE T *sums;
+    RLX_DEVICE T *normed;
+};
+template <typename T> RLX_INLINE void rlx_sink_sum(RlxNormRowSink<T> k, uint i, T s) { k.sums[i] = s; }
+template <typename T> RLX_INLINE T rlx_sink_sum_at(RlxNormRowSink<T> k, uint i) { return k.sums[i]; }
+template <typename T> RLX_INLINE void rlx_sink_out(RlxNormRowSink<T> k, uint i, T v) { k.normed[i] = v; }
+
 template <typename T>
 RLX_KERNEL rmsnorm_add(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE const T *, x, 1),
                        RLX_BUF(RLX_DEVICE const T *, weight, 2), RLX_BUF(RLX_DEVICE const T *, next_weight, 3),
                        RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(RmsNormAddParams, p, 5) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     // Params before the first index read (binary.h says why).
-    const uint rows = p->rows, cols = p->cols, then_norm = p->then_norm;
-    const float eps = p->eps, next_eps = p->next_eps;
-    const float one = p->add_one ? 1.0f : 0.0f, next_one = p->next_add_one ? 1.0f : 0.0f;
+    const uint rows = p->rows, cols = p->cols;
+    RlxNormChain chain;
+    chain.eps = p->eps, chain.next_eps = p->next_eps, chain.then_norm = p->then_norm != 0u;
+    chain.one = p->add_one ? 1.0f : 0.0f, chain.next_one = p->next_add_one ? 1.0f : 0.0f;
     const uint o_offset = p->o_offset, x_offset = p->x_offset;
     const uint row = rlx_group_id.x;
     if (row >= rows) return;
-    RLX_DEVICE const T *orow = o + o_offset + (uint64_t)row * cols;
-    RLX_DEVICE const T *xrow = x + x_offset + (uint64_t)row * cols;
-    RLX_DEVICE T *hrow = y + (uint64_t)row * cols;
-    RLX_DEVICE T *srow = hrow + (then_norm ? (uint64_t)rows * cols : 0u);
-    const uint nt = rlx_group_size.x, tid = rlx_local_id.x;
-    if (cols <= RLX_NORM_CACHE * nt) {   // uniform over the group
-        // Every input a thread needs, read before the first reduction (a
-        // decode step's row is a few elements a thread): read behind the
-        // reductions, o, then x and the weights, then the next weights were
-        // three memory round trips one after another.
-        const uint used = (cols + nt - 1u) / nt;
-        float ov[RLX_NORM_CACHE], xv[RLX_NORM_CACHE], wv[RLX_NORM_CACHE], nv[RLX_NORM_CACHE];
-        float ss = 0.0f;
-        for (uint j = 0; j < RLX_NORM_CACHE; ++j) {
-            if (j >= used) break;
-            const uint i = tid + j * nt;
-            const bool inside = i < cols;
-            ov[j] = inside ? rlx_to_float(orow[i]) : 0.0f, xv[j] = inside ? rlx_to_float(xrow[i]) : 0.0f;
-            wv[j] = inside ? rlx_to_float(weight[i]) : 0.0f, nv[j] = inside && then_norm ? rlx_to_float(next_weight[i]) : 0.0f;
-            ss += ov[j] * ov[j];
-        }
-        const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)cols + eps);
-        float ss_sum = 0.0f;
-        for (uint j = 0; j < RLX_NORM_CACHE; ++j) {
-            if (j >= used) break;
-            const uint i = tid + j * nt;
-            const float n = rlx_to_float(rlx_from_float<T>(ov[j] * inv * (one + wv[j])));
-            const T s = rlx_from_float<T>(xv[j] + n);
-            xv[j] = rlx_to_float(s);   // the sum, as stored
-            if (i < cols) srow[i] = s;
-            ss_sum += xv[j] * xv[j];
-        }
-        if (!then_norm) return;
-        const float next_inv = rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)cols + next_eps);
-        for (uint j = 0; j < RLX_NORM_CACHE; ++j) {
-            if (j >= used) break;
-            const uint i = tid + j * nt;
-            if (i < cols) hrow[i] = rlx_from_float<T>(xv[j] * next_inv * (next_one + nv[j]));
-        }
-        return;
-    }
-    float ss = 0.0f;
-    RLX_FOR_GROUP(i, cols) {
-        const float v = rlx_to_float(orow[i]);
-        ss += v * v;
-    }
-    const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)cols + eps);
-    float ss_sum = 0.0f;
-    RLX_FOR_GROUP(i, cols) {
-        const float n = rlx_to_float(rlx_from_float<T>(rlx_to_float(orow[i]) * inv * (one + rlx_to_float(weight[i]))));
-        const T s = rlx_from_float<T>(rlx_to_float(xrow[i]) + n);
-        srow[i] = s;
-        ss_sum += rlx_to_float(s) * rlx_to_float(s);
-    }
-    if (!then_norm) return;   // uniform over the group: no thread skips a reduction another waits in
-    const float next_inv = rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)cols + next_eps);
-    RLX_FOR_GROUP(i, cols) {
-        hrow[i] = rlx_from_float<T>(rlx_to_float(srow[i]) * next_inv * (next_one + rlx_to_float(next_weight[i])));
-    }
+    RlxNormRowSink<T> sink;
+    sink.normed = y + (uint64_t)row * cols;
+    sink.sums = sink.normed + (chain.then_norm ? (uint64_t)rows * cols : 0u);
+    rlx_norm_chain<T, RLX_NORM_CACHE>(o + o_offset + (uint64_t)row * cols, x + x_offset + (uint64_t)row * cols,
+                                      weight, next_weight, cols, chain, sink, scratch, rlx_local_id.x,
+                                      rlx_group_size.x RLX_GROUP_IDS_ARGS);
 }
 RLX_INSTANTIATE(rmsnorm_add, float, rmsnorm_add_f32)
 RLX_INSTANTIATE(rmsnorm_add, half, rmsnorm_add_f16)

@@ -499,85 +499,51 @@ RLX_INLINE void rlx_q_stage_x_glu(RLX_DEVICE const T *gate, RLX_DEVICE const T *
     }
 }
 
-// The GEMV's x tile as rlx_q_stage_x lays it out, for x = the norm chain
-// of shaders/norm.h's rmsnorm_add (QuantGemvParams.x_norm 1: s = r +
-// rmsnorm(o, w); 2: rmsnorm(s, w_next)), formed as it is staged: gemv1n,
-// whose lowering takes the rmsnorm_add dispatch before it into it (the
-// kernel and its launch gone from a decode step). Every value is rounded
-// to T where rmsnorm_add rounds it, so the tile holds what the GEMV read
-// from rmsnorm_add's output, up to the order of the two sums of squares.
-// With `store` (one group of the dispatch) the chain's output is written
-// as rmsnorm_add writes it to out (the sums, or the normed sums then the
-// sums), for the other readers of that value. k is whole chunks (kp = k).
-// Each thread re-reads only the tile elements it wrote itself, so no
-// barrier is needed beyond the reductions'. Rows of at most RLX_QX_BATCH
-// elements a thread are read once, every input together (a decode step's
-// 640: one memory round trip after the PDL wait, not three); longer rows
-// stream.
+#include "norm_chain.h"
+
+// rlx_norm_chain's sink for gemv1n: every value into the GEMV's x tile as
+// rlx_q_stage_x lays it out, and with `store` (one group of the dispatch)
+// the chain's output as rmsnorm_add writes it (the sums, or the normed
+// sums then the sums), for the other readers of that value.
+template <typename T> struct RlxQTileSink {
+    RLX_GROUP_MEM T *xt;
+    RLX_DEVICE T *sums;
+    RLX_DEVICE T *normed;
+    bool store;
+};
+template <typename T> RLX_INLINE RLX_GROUP_MEM T *rlx_q_tile_at(RlxQTileSink<T> k, uint i) {
+    return k.xt + (i >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(i >> 5u, i & 31u);
+}
+template <typename T> RLX_INLINE void rlx_sink_sum(RlxQTileSink<T> k, uint i, T s) {
+    *rlx_q_tile_at(k, i) = s;
+    if (k.store) k.sums[i] = s;
+}
+template <typename T> RLX_INLINE T rlx_sink_sum_at(RlxQTileSink<T> k, uint i) { return *rlx_q_tile_at(k, i); }
+template <typename T> RLX_INLINE void rlx_sink_out(RlxQTileSink<T> k, uint i, T v) {
+    *rlx_q_tile_at(k, i) = v;
+    if (k.store) k.normed[i] = v;
+}
+
+// The GEMV's x tile for x = the norm chain of shaders/norm.h's rmsnorm_add
+// (QuantGemvParams.x_norm 1: s = r + rmsnorm(o, w); 2: rmsnorm(s, w_next);
+// the arithmetic: norm_chain.h), formed as it is staged: gemv1n, whose
+// lowering takes the rmsnorm_add dispatch before it into it (the kernel and
+// its launch gone from a decode step). The tile holds what the GEMV would
+// have read from rmsnorm_add's output, up to the order of the two sums of
+// squares. k is whole chunks (kp = k). Rows of at most RLX_QX_BATCH
+// elements a thread are read in one memory round trip after the PDL wait.
 template <typename T>
 RLX_INLINE void rlx_q_stage_x_norm(RLX_DEVICE const T *o, RLX_DEVICE const T *r, RLX_DEVICE const T *nw,
                                    RLX_DEVICE const T *nw_next, RLX_DEVICE T *out, bool store,
                                    RLX_GROUP_MEM T *xt, RLX_GROUP_MEM float *scratch, uint k,
                                    RLX_DEVICE const QuantGemvParams *p, uint tid, uint nt RLX_GROUP_IDS) {
-    const bool then_norm = p->x_norm == 2u;
-    const float one = p->add_one ? 1.0f : 0.0f, next_one = p->next_add_one ? 1.0f : 0.0f;
-    const float eps = p->eps, next_eps = p->next_eps;
-    o += p->o_offset, r += p->resid_offset;
-    RLX_DEVICE T *sums = out + (then_norm ? k : 0u);
-    if (k <= RLX_QX_BATCH * nt) {   // uniform over the group
-        float ov[RLX_QX_BATCH], rv[RLX_QX_BATCH], wv[RLX_QX_BATCH], nv[RLX_QX_BATCH];
-        float ss = 0.0f;
-        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
-            const uint e = tid + b * nt;
-            const bool in = e < k;
-            ov[b] = in ? rlx_to_float(o[e]) : 0.0f, rv[b] = in ? rlx_to_float(r[e]) : 0.0f;
-            wv[b] = in ? rlx_to_float(nw[e]) : 0.0f, nv[b] = in && then_norm ? rlx_to_float(nw_next[e]) : 0.0f;
-            ss += ov[b] * ov[b];
-        }
-        const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)k + eps);
-        float ss_sum = 0.0f;
-        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
-            const uint e = tid + b * nt;
-            const T s = rlx_from_float<T>(rv[b] + rlx_to_float(rlx_from_float<T>(ov[b] * inv * (one + wv[b]))));
-            rv[b] = e < k ? rlx_to_float(s) : 0.0f;   // the sum, as stored
-            ss_sum += rv[b] * rv[b];
-            if (e < k && store) sums[e] = s;
-        }
-        const float next_inv = then_norm ? rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)k + next_eps) : 0.0f;
-        for (uint b = 0; b < RLX_QX_BATCH; ++b) {
-            const uint e = tid + b * nt, c = e >> 5u;
-            if (e >= k) break;
-            const T v = then_norm ? rlx_from_float<T>(rv[b] * next_inv * (next_one + nv[b])) : rlx_from_float<T>(rv[b]);
-            if (then_norm && store) out[e] = v;
-            xt[c * RLX_QXT_PITCH + rlx_q_xt_at(c, e & 31u)] = v;
-        }
-        return;
-    }
-    float ss = 0.0f;   // o into the tile, its sum of squares
-    for (uint e = tid; e < k; e += nt) {
-        const T v = o[e];
-        ss += rlx_to_float(v) * rlx_to_float(v);
-        xt[(e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u)] = v;
-    }
-    const float inv = rlx_rsqrt(rlx_group_sum(ss, scratch) / (float)k + eps);
-    float ss_sum = 0.0f;   // the sums over o
-    for (uint e = tid; e < k; e += nt) {
-        RLX_GROUP_MEM T *at = xt + (e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u);
-        const T s = rlx_from_float<T>(rlx_to_float(r[e]) +
-                                      rlx_to_float(rlx_from_float<T>(rlx_to_float(*at) * inv *
-                                                                     (one + rlx_to_float(nw[e])))));
-        ss_sum += rlx_to_float(s) * rlx_to_float(s);
-        *at = s;
-        if (store) sums[e] = s;
-    }
-    if (!then_norm) return;   // uniform over the group
-    const float next_inv = rlx_rsqrt(rlx_group_sum(ss_sum, scratch) / (float)k + next_eps);
-    for (uint e = tid; e < k; e += nt) {
-        RLX_GROUP_MEM T *at = xt + (e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u);
-        const T v = rlx_from_float<T>(rlx_to_float(*at) * next_inv * (next_one + rlx_to_float(nw_next[e])));
-        *at = v;
-        if (store) out[e] = v;
-    }
+    RlxNormChain chain;
+    chain.eps = p->eps, chain.next_eps = p->next_eps, chain.then_norm = p->x_norm == 2u;
+    chain.one = p->add_one ? 1.0f : 0.0f, chain.next_one = p->next_add_one ? 1.0f : 0.0f;
+    RlxQTileSink<T> sink;
+    sink.xt = xt, sink.normed = out, sink.sums = out + (chain.then_norm ? k : 0u), sink.store = store;
+    rlx_norm_chain<T, RLX_QX_BATCH>(o + p->o_offset, r + p->resid_offset, nw, nw_next, k, chain, sink, scratch, tid,
+                                    nt RLX_GROUP_IDS_ARGS);
 }
 
 #ifdef RLX_TARGET_CPU

@@ -1,5 +1,6 @@
 // The sort, scan, splat and fused norm kernels (shaders/sort.h, shaders/splat.h,
-// rmsnorm_add of shaders/norm.h, rmsnorm_rope of shaders/rope.h) run with G
+// rmsnorm_add of shaders/norm.h, rmsnorm_rope of shaders/rope.h, gemv1n's
+// norm-chain staging of shaders/quant_gemv.h) run with G
 // real threads per group on the CPU: the CPU prelude with its one-thread
 // group macros replaced by a pool of G pthreads that share the group's
 // memory (RLX_SHARED becomes a static array: groups run one after another)
@@ -63,6 +64,8 @@ static float rlx_gt_group_sum(float v, float *scratch) {
 #include "splat.h"
 #include "norm.h"
 #include "rope.h"
+#include "movement.h"   // quant.h reads its GatherParams
+#include "quant.h"
 
 namespace {
 
@@ -230,6 +233,28 @@ void rmsnorm_add_body(void *c, rlx_ids ids) {
     NormCtx *n = static_cast<NormCtx *>(c);
     rmsnorm_add<float>(n->o, n->x, n->w, n->w_next, n->y, &n->ap, ids);
 }
+// gemv1n's x staging (rlx_q_stage_x_norm) alone: each group forms the
+// chain into its tile, group 0 also into out; every group's tile is then
+// read back un-swizzled into tiles[group].
+struct StageCtx {
+    const float *o, *r, *nw, *nw_next;
+    float *out, *tiles;
+    QuantGemvParams p;
+};
+
+void stage_x_norm_body(void *c, rlx_ids rlx_ids_arg) {
+    StageCtx *s = static_cast<StageCtx *>(c);
+    RLX_QGEMV1_TILE_false(float);
+    RLX_SHARED(float, scratch, 32);
+    const uint k = s->p.k, tid = rlx_local_id.x, nt = rlx_group_size.x;
+    rlx_q_stage_x_norm<float>(s->o, s->r, s->nw, s->nw_next, s->out, rlx_group_id.x == 0u, xt, scratch, k, &s->p,
+                              tid, nt);
+    rlx_barrier();
+    float *tile = s->tiles + (uint64_t)rlx_group_id.x * k;
+    for (uint e = tid; e < k; e += nt) tile[e] = xt[(e >> 5u) * RLX_QXT_PITCH + rlx_q_xt_at(e >> 5u, e & 31u)];
+    rlx_barrier();   // the next group reuses the tile
+}
+
 void rmsnorm_rope_body(void *c, rlx_ids ids) {
     NormCtx *n = static_cast<NormCtx *>(c);
     rmsnorm_rope<float>(n->x, n->pos, n->inv_freq, n->w, n->w_next, n->y, &n->rp, ids);
@@ -249,6 +274,19 @@ __attribute__((visibility("default"))) void gt_rmsnorm_add(const float *o, const
               RmsNormAddParams{rows, cols, 0u, 0u, eps, next_eps, add_one, next_add_one, then_norm, 0u, 0u, 0u},
               RmsNormRopeParams{}};
     dispatch(rows, threads, rmsnorm_add_body, &n);
+}
+
+// gemv1n's staging of the norm chain (x_norm 1: the sums; 2: the normed
+// sums) of one row of k (a multiple of 32) over `groups` groups: out [2k]
+// as rmsnorm_add writes it (group 0 only), tiles [groups, k].
+__attribute__((visibility("default"))) void gt_stage_x_norm(const float *o, const float *r, const float *nw,
+                                                            const float *nw_next, uint k, float eps, float next_eps,
+                                                            uint add_one, uint next_add_one, uint x_norm,
+                                                            uint groups, uint threads, float *out, float *tiles) {
+    StageCtx s{o, r, nw, nw_next, out, tiles, QuantGemvParams{}};
+    s.p.m = 1u, s.p.k = k, s.p.x_norm = x_norm, s.p.eps = eps, s.p.next_eps = next_eps;
+    s.p.add_one = add_one, s.p.next_add_one = next_add_one;
+    dispatch(groups, threads, stage_x_norm_body, &s);
 }
 
 // rmsnorm_rope of a dense x [T, H, D] at positions [T] (rlx/lowering/rope.py),

@@ -1,5 +1,6 @@
 """The fused norm kernels of issue 18 (rmsnorm_add of shaders/norm.h,
-rmsnorm_rope of shaders/rope.h) with G real threads per group on the CPU:
+rmsnorm_rope of shaders/rope.h, and gemv1n's staging of the same norm chain
+into its x tile, shaders/quant_gemv.h) with G real threads per group on the CPU:
 tests/c/group_threads.cpp runs them behind pthreads that share group memory,
 meet at barriers and reduce through a real group sum, as a GPU's group
 would (the host device runs one-thread groups, so --rlx-group-size changes
@@ -32,6 +33,8 @@ def gt(lib):  # noqa: F811
     lib.gt_rmsnorm_add.restype = None
     lib.gt_rmsnorm_rope.argtypes = [p, p, p, p, p, u, u, u, u, u, u, f, u, u, p]
     lib.gt_rmsnorm_rope.restype = None
+    lib.gt_stage_x_norm.argtypes = [p, p, p, p, u, f, f, u, u, u, u, u, p, p]
+    lib.gt_stage_x_norm.restype = None
     return lib
 
 
@@ -53,6 +56,30 @@ def test_rmsnorm_add_with_threads(gt, rng, threads, rows, cols, then_norm):
     out = TensorType((2, rows, cols) if then_norm else (rows, cols), f32)
     want = REFERENCE[op]([o, x, w, w_next] if then_norm else [o, x, w], attrs, out)
     np.testing.assert_allclose(y.reshape(want.shape), want, **TOL)
+
+
+@pytest.mark.parametrize("threads", GROUP_SIZES)
+@pytest.mark.parametrize("k", [32, 96, 640, 4096])   # up to 8 a thread in registers, more streamed
+@pytest.mark.parametrize("then_norm", [False, True])
+def test_gemv1n_staging_with_threads(gt, rng, threads, k, then_norm):
+    """Three groups each stage the chain into their own x tile; group 0 also
+    writes the chain's output as rmsnorm_add would."""
+    groups = 3
+    o, r = _f32(rng, (1, k), 3.0), _f32(rng, (1, k), offset=1.0)
+    w, w_next = _f32(rng, (k,)), _f32(rng, (k,))
+    attrs = dict(eps=1e-6, add_one=True, next_eps=1e-5, next_add_one=False)
+    out = np.full((2, k), np.nan, np.float32)
+    tiles = np.full((groups, k), np.nan, np.float32)
+    gt.gt_stage_x_norm(_ptr(o), _ptr(r), _ptr(w), _ptr(w_next), k, attrs["eps"], attrs["next_eps"], 1, 0,
+                       2 if then_norm else 1, groups, threads, _ptr(out), _ptr(tiles))
+    if then_norm:
+        want = REFERENCE["rmsnorm_add_rmsnorm"]([o, r, w, w_next], attrs, TensorType((2, 1, k), f32)).reshape(2, k)
+    else:
+        want = REFERENCE["rmsnorm_add"]([o, r, w], attrs, TensorType((1, k), f32)).reshape(1, k)
+    np.testing.assert_allclose(out[:len(want)], want, **TOL)
+    assert np.isnan(out[len(want):]).all()   # nothing past the chain's output
+    for tile in tiles:   # the GEMV's x: the normed sums, or the sums
+        np.testing.assert_allclose(tile, want[0], **TOL)
 
 
 @pytest.mark.parametrize("threads", GROUP_SIZES)
