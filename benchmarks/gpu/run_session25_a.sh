@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# H200, first call after session 25 (written in session 25, when no device
+# was lent: not yet run). First the checks of session 25's one GPU-side
+# change, the residual norm chain written once (shaders/norm_chain.h, used
+# by rmsnorm_add and gemv1n's x staging): the norm and norm-GEMV suites on
+# cuda at group sizes 0 and 32, memcheck and racecheck on them, and the tiny
+# Gemma's logits with and without the fold. Then session 24's unfinished
+# call c: the decode step with PDL on, off and `auto` (never run on a GPU),
+# the PDL-contract and schedule suites, and last the late PDL trigger
+# (a kernel library of its own to compile; summary.txt comes back even if
+# it is cut off). Carry .gpu_carry and .gg/gemma-header.bin.
+source "$(dirname "$0")/common.sh"
+stand_in_model
+NORM_TESTS="tests/ops/test_norm.py tests/ops/test_norm_gemv.py tests/opt/test_norm_fusion.py"
+suite "norm + norm gemv (cuda, gs 0)" norm.log $NORM_TESTS --rlx-device cuda
+suite "norm + norm gemv (cuda, gs 32)" norm32.log $NORM_TESTS --rlx-device cuda --rlx-group-size 32
+sanitize memcheck "memcheck norm gemv" memcheck.log tests/ops/test_norm_gemv.py --rlx-device cuda
+sanitize racecheck "racecheck norm gemv" racecheck.log tests/ops/test_norm_gemv.py --rlx-device cuda
+sanitize racecheck "racecheck rmsnorm_add" racecheck-norm.log tests/ops/test_norm.py --rlx-device cuda -k rmsnorm_add
+timeout 120 python3 benchmarks/gpu/norm_gemv_check.py "$OUT/norm-gemv-check.json" >"$OUT/norm-gemv-check.log" 2>&1
+note "norm gemv check rc=$? $(tail -1 "$OUT/norm-gemv-check.log" | cut -c180-700)"
+speed() {   # LABEL ENV...: the decode step on the stand-in (with the fold), wall and device time
+  local label=$1; shift
+  env "$@" KV_DTYPES=f32 timeout 240 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf \
+    "$OUT/llm-speed-$label.json" >"$OUT/llm-speed-$label.log" 2>&1
+  note "llm decode speed $label ($*) rc=$?"
+  grep '^{' "$OUT/llm-speed-$label.log" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
+}
+speed early RLX_CUDA_PDL=1
+speed pdl-off RLX_CUDA_PDL=0
+speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
+suite "pdl contract + schedules (cuda, gs 0)" pdl.log tests/runtime/test_pdl_contract.py tests/cts/test_schedule.py \
+  tests/runtime/test_launch_explore.py --rlx-device cuda
+speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
+rm -f "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log
+echo "=== summary"; cat "$S"
