@@ -151,7 +151,8 @@ def compare(got: np.ndarray, want: np.ndarray, tol: float, floor: float = FLOOR[
     if not fin.any():
         return None
     scale = max(float(np.max(np.abs(w[fin]))), floor)
-    err = np.where(fin, np.abs(g - w), 0.0) / scale
+    with np.errstate(invalid="ignore"):   # inf - inf where both are the same infinity: masked by fin
+        err = np.where(fin, np.abs(g - w), 0.0) / scale
     if err.max() > tol:
         i = np.unravel_index(int(np.argmax(err)), w.shape)
         return (f"max normalised error {err.max():.3g} > {tol} (scale {scale:.3g}; {int((err > tol).sum())} of "

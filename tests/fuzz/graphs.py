@@ -1,6 +1,7 @@
 """Random graphs of 5-40 nodes built from the patterns the optimizer looks
 for: elementwise chains, matmul (+ bias + activation) = linear, layernorm /
-rmsnorm after add, GLU, softmax and masked_softmax, reductions broadcast
+rmsnorm after add, a sandwich-norm decoder's norms (residual, pre-norm,
+per-head norm then RoPE), GLU, softmax and masked_softmax, reductions broadcast
 back, views feeding consumers, the attention chain of rlx/opt/fusion.py
 (Q.K^T, scale by a scalar constant, a mask that may broadcast, softmax or
 masked_softmax with scale, .V, heads-first transposes of [B, T, H, D]),
@@ -22,7 +23,7 @@ from .check import Case
 from .ops import Builder, repro_command
 
 FORCED = ("attention", "input_out", "param_weight_out", "input_view_out", "attention_qbcast", "linear",
-          "norm", "glu", "views", "reduce", "attention", "elementwise")
+          "norm", "glu", "views", "reduce", "attention", "elementwise", "decoder_norms")
 _CONST_SCALES = (0.25, 0.125, 0.5, 2.0, 0.35355339)
 
 
@@ -175,6 +176,32 @@ class GraphBuilder(Builder):
             ms = g.mean(g.mul(x, x), axis=-1, keepdims=True)
             y = g.mul(g.mul(x, g.rsqrt(g.add(ms, self.const(1e-3)))), w)
         return self._add(y, 6.0)
+
+    def m_decoder_norms(self):
+        """A sandwich-norm decoder's norms, the patterns rlx/opt/fusion.py
+        fuses: r + rmsnorm(o, w) (rmsnorm_add), sometimes the next block's
+        pre-norm of that sum too (rmsnorm_add_rmsnorm, both values read on),
+        and a projection's per-head norm over D then RoPE (rmsnorm_rope, two
+        of them sometimes: the sibling ropes pass)."""
+        g, rng = self.g, self.rng
+        o = self.tame(self.main_value())
+        c = o.shape[-1]
+        if c == 2:   # a norm over 2 near-equal values is ill-conditioned (m_norm)
+            return self.m_elementwise()
+        r = self.pick(tuple(o.shape))
+        normed = g.rmsnorm(o, self.leaf((c,), "norm_weight", param=True), add_one=bool(rng.random() < 0.5))
+        s = self._add(g.add(r, normed) if rng.random() < 0.5 else g.add(normed, r), self.bound.get(r, 3.0) + 3.0)
+        if rng.random() < 0.5:
+            self._add(g.rmsnorm(s, self.leaf((c,), "norm_weight", param=True), add_one=bool(rng.random() < 0.5)),
+                      3.0)
+        if self.rank3 and self.D % 2 == 0 and rng.random() < 0.5:
+            pos = self.leaf((self.T,), "pos", dtype="i32")
+            layout = str(rng.choice(["neox", "interleaved"]))
+            for _ in range(int(rng.integers(1, 3))):
+                x4 = g.reshape(self.m_linear(self.pool[-1], self.C, back=False), (self.B, self.T, self.H, self.D))
+                y = g.rope(g.rmsnorm(x4, self.leaf((self.D,), "norm_weight", param=True)), pos, layout=layout)
+                self._add(g.reshape(y, self.main), 3.0)
+        return self.pool[-1]
 
     def m_glu(self):
         x = self.main_value()
@@ -346,7 +373,7 @@ class GraphBuilder(Builder):
         return self._add(y, self.bound.get(x, 3.0) + 3)
 
     def build(self) -> Case:
-        motifs = {"elementwise": 6, "linear": 3, "siblings": 1, "norm": 2, "glu": 1, "softmax": 1.5,
+        motifs = {"elementwise": 6, "linear": 3, "siblings": 1, "norm": 2, "decoder_norms": 1, "glu": 1, "softmax": 1.5,
                   "reduce": 1, "views": 2, "gather": 0.5, "attention": 1.5, "attention_qbcast": 0.3,
                   "input_out": 0.5, "input_view_out": 0.5, "param_weight_out": 0.7}
         names, weights = list(motifs), np.array(list(motifs.values()))

@@ -159,7 +159,7 @@ def _gen(*names: str):
     return deco
 
 
-_UNARY_KIND = {"sqrt": "positive", "rsqrt": "positive", "exp": "bounded"}
+_UNARY_KIND = {"sqrt": "positive", "rsqrt": "positive", "log": "positive", "exp": "bounded"}
 
 
 def _unary(name: str) -> OpGen:
@@ -176,7 +176,7 @@ def _unary(name: str) -> OpGen:
     return gen
 
 
-for _n in ("relu", "tanh", "exp", "neg", "sqrt", "rsqrt", "silu", "gelu", "scale_shift", "copy", "cast"):
+for _n in ("relu", "tanh", "exp", "log", "neg", "sqrt", "rsqrt", "silu", "gelu", "scale_shift", "copy", "cast"):
     OP_GENS[_n] = _unary(_n)
 
 
@@ -234,6 +234,84 @@ def _rmsnorm(b: Builder) -> dict:
     if b.rng.random() < 0.5:
         return {"y": b.g.add_rmsnorm(x, b.value(shape), w, eps=eps, add_one=add_one)}
     return {"y": b.g.rmsnorm(x, w, eps=eps, add_one=add_one)}
+
+
+@_gen("rmsnorm_add", "rmsnorm_add_rmsnorm")
+def _rmsnorm_add(b: Builder) -> dict:
+    """A sandwich-norm decoder's post-norm residual x + rmsnorm(o, w), and
+    with a second weight the next block's pre-norm of that sum too."""
+    shape = b.shape()
+    o, x = b.value(shape), b.value(shape)
+    w = b.value(shape[-1:], "norm_weight", param=bool(b.rng.random() < 0.7))
+    kw = dict(eps=float(b.rng.choice([1e-6, 1e-5])), add_one=bool(b.rng.random() < 0.5))
+    if b.rng.random() < 0.5:
+        return {"y": b.g.rmsnorm_add(o, x, w, **kw)}
+    w_next = b.value(shape[-1:], "norm_weight", param=bool(b.rng.random() < 0.7))
+    s, h = b.g.rmsnorm_add_rmsnorm(o, x, w, w_next, next_eps=float(b.rng.choice([1e-6, 1e-5])),
+                                   next_add_one=bool(b.rng.random() < 0.5), **kw)
+    return {"s": s, "h": h}
+
+
+@_gen("rmsnorm_rope")
+def _rmsnorm_rope(b: Builder) -> dict:
+    """Per-head query/key norm then RoPE; sometimes a second weight for the
+    heads from some head on (a query's and a key's heads in one x)."""
+    t, h = b.dim(), int(b.rng.choice([1, 2, 3, 4]))
+    d = int(b.rng.choice([2, 4, 8, 16, 34, 64]))
+    batch = () if b.rng.random() < 0.3 else (int(b.rng.choice([1, 2, 3])),)
+    x = b.value(batch + (t, h, d))
+    pos = b.leaf((t,) if not batch or b.rng.random() < 0.5 else (batch[0], t), "pos", dtype="i32")
+    w = b.value((d,), "norm_weight", param=bool(b.rng.random() < 0.7))
+    two = h > 1 and b.rng.random() < 0.5
+    return {"y": b.g.rmsnorm_rope(x, pos, w, eps=float(b.rng.choice([1e-6, 1e-5])),
+                                  add_one=bool(b.rng.random() < 0.5),
+                                  base=float(b.rng.choice([10000.0, 1e6, 100.0])),
+                                  layout=str(b.rng.choice(["neox", "interleaved"])),
+                                  rotary_dim=None if b.rng.random() < 0.5 else int(b.rng.choice(range(2, d + 1, 2))),
+                                  weight_b=b.value((d,), "norm_weight", param=True) if two else None,
+                                  weight_b_from=int(b.rng.integers(1, h)) if two else None)}
+
+
+@_gen("topk")
+def _topk(b: Builder) -> dict:
+    shape = b.shape()
+    k = int(b.rng.integers(1, min(shape[-1], 256) + 1))
+    values, indices = b.g.topk(b.value(shape), k)
+    return {"values": values, "indices": indices}
+
+
+@_gen("repetition_penalty")
+def _repetition_penalty(b: Builder) -> dict:
+    """Logits [..., V], a history of ids (some repeated, some outside [0, V):
+    padding), a penalty above or below 1."""
+    shape = b.shape()
+    v = shape[-1]
+    per_row = len(shape) > 1 and b.rng.random() < 0.5
+    hist_shape = (shape[:-1] if per_row else ()) + (int(b.rng.integers(1, 40)),)
+    history = b.leaf(hist_shape, f"index:{v + 3}", dtype="i32")   # ids up to V + 2: some outside the row
+    penalty = b.leaf((1,), "finite", dtype="f32", value=np.array([b.rng.choice([1.3, 0.7, 1.0, 2.5])], np.float32))
+    return {"y": b.g.repetition_penalty(b.value(shape), history, penalty)}
+
+
+@_gen("glu_linear")
+def _glu_linear(b: Builder) -> dict:
+    lead = b.shape(int(b.rng.integers(0, 3)), budget=2048)
+    k, n = b.dim(True), b.dim(True)
+    gate, up = b.value(lead + (k,)), b.value(lead + (k,))
+    w = b.value((n, k), "weight", param=bool(b.rng.random() < 0.8))
+    return {"y": b.g.glu_linear(gate, up, w, str(b.rng.choice(["silu", "gelu", "gelu_tanh"])))}
+
+
+@_gen("frames")
+def _frames(b: Builder) -> dict:
+    shape = b.shape(int(b.rng.integers(1, 3)))
+    length = int(b.rng.integers(1, shape[-1] + 1))
+    hop = int(b.rng.integers(1, length + 2))
+    y = b.g.frames(b.value(shape), length, hop)
+    outs = {"frames": y}
+    if b.rng.random() < 0.6:        # a consumer that reads the strided view
+        outs["y"] = b.g.mul(y, b.value(b.broadcast_of(tuple(y.shape)) or (1,)))
+    return outs
 
 
 @_gen("linear")

@@ -49,12 +49,13 @@ def _in_f64(fn):
     float32 transcendental kernels depend on the CPU's vector path: on one CI
     machine torch.exp was off by 1.4e-4 relative on 7 of 8,320 elements (fuzz
     seed 9) while numpy and rlx were correctly rounded. The oracle must not
-    carry that error, so the transcendental functions (exp, tanh, sqrt,
+    carry that error, so the transcendental functions (exp, log, tanh, sqrt,
     rsqrt, silu, gelu, softmax) are computed in float64 here."""
     return lambda x: fn(x.double()).to(x.dtype)
 
 
 for _name, _fn in {"relu": torch.relu, "tanh": _in_f64(torch.tanh), "exp": _in_f64(torch.exp),
+                   "log": _in_f64(torch.log),
                    "neg": torch.neg, "sqrt": _in_f64(torch.sqrt), "rsqrt": _in_f64(torch.rsqrt),
                    "silu": _in_f64(F.silu)}.items():
     TORCH_OPS[_name] = lambda xs, attrs, node, _fn=_fn: _fn(xs[0])
@@ -125,6 +126,78 @@ def _rmsnorm(xs, attrs, node):
 @_op("add_rmsnorm")
 def _add_rmsnorm(xs, attrs, node):
     return _rms_norm(xs[0] + xs[1], xs[2], attrs)
+
+
+def _residual(xs, attrs, node):
+    """x + rmsnorm(o, w), the normed o rounded to the node's dtype first: the
+    fused op is defined as the plain chain, whose rmsnorm stores it."""
+    return xs[1] + _round(_rms_norm(xs[0], xs[2], attrs), node.dtype.name)
+
+
+@_op("rmsnorm_add")
+def _rmsnorm_add(xs, attrs, node):
+    return _residual(xs, attrs, node)
+
+
+@_op("rmsnorm_add_rmsnorm")
+def _rmsnorm_add_rmsnorm(xs, attrs, node):
+    s = _round(_residual(xs, attrs, node), node.dtype.name)
+    h = _rms_norm(s, xs[3], {"eps": attrs["next_eps"], "add_one": attrs["next_add_one"]})
+    return torch.stack([h, s])   # packed [normed, sum]: the graph's two outputs are views of it
+
+
+@_op("rmsnorm_rope")
+def _rmsnorm_rope(xs, attrs, node):
+    x = xs[0]
+    w = xs[2].expand(x.shape[-2:]).clone()   # a weight row per head
+    if len(xs) == 4:
+        w[attrs["weight_b_from"]:] = xs[3]
+    normed = _round(_rms_norm(x, w, attrs), node.dtype.name)   # as the plain rmsnorm stores it
+    return _rope([normed, xs[1]], attrs, node)
+
+
+def _topk_order(x: torch.Tensor, k: int) -> torch.Tensor:
+    """torch.topk's order with its tie rule made explicit: NaN first, then
+    descending, equal values (-0.0 and +0.0 too) by ascending index."""
+    nan = torch.isnan(x)
+    by_value = torch.sort(torch.where(nan, torch.zeros_like(x), -x) + 0.0, dim=-1, stable=True).indices
+    nan_first = torch.sort((~nan).gather(-1, by_value).to(torch.int8), dim=-1, stable=True).indices
+    return by_value.gather(-1, nan_first)[..., :k]
+
+
+@_op("topk")
+def _topk(xs, attrs, node):
+    return _topk_order(xs[0], attrs["k"]).to(torch.int32)
+
+
+@_op("topk_values")
+def _topk_values(xs, attrs, node):
+    return torch.gather(xs[0], -1, xs[1].long())
+
+
+@_op("repetition_penalty")
+def _repetition_penalty(xs, attrs, node):
+    """llama.cpp's rule: each distinct id of the history inside [0, V) once,
+    its logit divided by the penalty where > 0, else multiplied."""
+    x, history, penalty = xs[0], xs[1].long(), xs[2].reshape(-1)[0]
+    v = x.shape[-1]
+    rows, hist = x.reshape(-1, v), history.reshape(-1, history.shape[-1])
+    hit = torch.zeros(rows.shape, dtype=torch.bool)
+    for r in range(rows.shape[0]):
+        h = hist[r if hist.shape[0] > 1 else 0]
+        hit[r, h[(h >= 0) & (h < v)]] = True
+    rows = torch.where(hit, torch.where(rows > 0, rows / penalty, rows * penalty), rows)
+    return rows.reshape(x.shape)
+
+
+@_op("glu_linear")
+def _glu_linear(xs, attrs, node):
+    return _mm(_glu(xs[:2], attrs, node), xs[2], True)
+
+
+@_op("frames")
+def _frames(xs, attrs, node):
+    return xs[0].unfold(-1, attrs["frame_length"], attrs["hop"])
 
 
 def _mm(a, b, transpose_b):
