@@ -130,6 +130,8 @@ def compare(got: np.ndarray, want: np.ndarray, tol: float, floor: float = FLOOR[
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape or got.dtype != want.dtype:
         return f"shape/dtype {got.dtype}{list(got.shape)} != expected {want.dtype}{list(want.shape)}"
+    if want.dtype.kind == "c":   # c64: real and imaginary parts as pairs of floats, one scale for both
+        got, want = (np.stack([a.real, a.imag], axis=-1) for a in (got, want))
     if want.dtype.kind != "f":
         bad = np.flatnonzero(got != want)
         if bad.size:

@@ -1,7 +1,8 @@
 """Random graphs of 5-40 nodes built from the patterns the optimizer looks
 for: elementwise chains, matmul (+ bias + activation) = linear, layernorm /
 rmsnorm after add, a sandwich-norm decoder's norms (residual, pre-norm,
-per-head norm then RoPE), GLU, softmax and masked_softmax, reductions broadcast
+per-head norm then RoPE), a log-mel chain (frames, window, rfft, power,
+filterbank, log), GLU, softmax and masked_softmax, reductions broadcast
 back, views feeding consumers, the attention chain of rlx/opt/fusion.py
 (Q.K^T, scale by a scalar constant, a mask that may broadcast, softmax or
 masked_softmax with scale, .V, heads-first transposes of [B, T, H, D]),
@@ -23,7 +24,7 @@ from .check import Case
 from .ops import Builder, repro_command
 
 FORCED = ("attention", "input_out", "param_weight_out", "input_view_out", "attention_qbcast", "linear",
-          "norm", "glu", "views", "reduce", "attention", "elementwise", "decoder_norms")
+          "norm", "glu", "views", "reduce", "attention", "elementwise", "decoder_norms", "spectrum")
 _CONST_SCALES = (0.25, 0.125, 0.5, 2.0, 0.35355339)
 
 
@@ -203,6 +204,27 @@ class GraphBuilder(Builder):
                 self._add(g.reshape(y, self.main), 3.0)
         return self.pool[-1]
 
+    def m_spectrum(self):
+        """A log-mel front end's chain (f32 graphs: the FFT family's dtype):
+        frames of a signal (a strided view), a window (rfft of the product
+        fuses into windowed_rfft), the power from the real and imaginary
+        views, a filterbank matmul, log(1 + .)."""
+        if self.dtype != "f32":
+            return self.m_elementwise()
+        g, rng = self.g, self.rng
+        x = self.tame(self.main_value())
+        length = x.shape[-1]
+        n = int(rng.integers(1, length + 1))
+        frames = g.frames(x, n, int(rng.integers(1, n + 2)))
+        window = self.leaf((n,), "norm_weight", param=bool(rng.random() < 0.7))
+        spec = g.rfft(g.mul(frames, window) if rng.random() < 0.5 else g.mul(window, frames))
+        re, im = g.real(spec), g.imag(spec)
+        power = g.add(g.mul(re, re), g.mul(im, im))
+        mel = g.matmul(power, self.leaf((n // 2 + 1, int(rng.choice([1, 3, 8]))), "positive", param=True))
+        y = self._add(g.log(g.add(mel, self.const(1.0))), 4.0)
+        self.outputs[f"mel{len(self.outputs)}"] = y   # its shape is the main one's only by chance: keep it live
+        return y
+
     def m_glu(self):
         x = self.main_value()
         f = int(self.rng.choice([x.shape[-1], 2 * x.shape[-1], 9]))
@@ -373,9 +395,9 @@ class GraphBuilder(Builder):
         return self._add(y, self.bound.get(x, 3.0) + 3)
 
     def build(self) -> Case:
-        motifs = {"elementwise": 6, "linear": 3, "siblings": 1, "norm": 2, "decoder_norms": 1, "glu": 1, "softmax": 1.5,
-                  "reduce": 1, "views": 2, "gather": 0.5, "attention": 1.5, "attention_qbcast": 0.3,
-                  "input_out": 0.5, "input_view_out": 0.5, "param_weight_out": 0.7}
+        motifs = {"elementwise": 6, "linear": 3, "siblings": 1, "norm": 2, "decoder_norms": 1, "spectrum": 0.5,
+                  "glu": 1, "softmax": 1.5, "reduce": 1, "views": 2, "gather": 0.5, "attention": 1.5,
+                  "attention_qbcast": 0.3, "input_out": 0.5, "input_view_out": 0.5, "param_weight_out": 0.7}
         names, weights = list(motifs), np.array(list(motifs.values()))
         getattr(self, f"m_{FORCED[self.seed % len(FORCED)]}")()
         while len(self.g.nodes) < self.target:

@@ -314,6 +314,54 @@ def _frames(b: Builder) -> dict:
     return outs
 
 
+# Transform lengths: powers of two, odd and prime lengths (mixed radix,
+# Bluestein), Whisper's 400, and a few above 4096 (the multi-pass path).
+FFT_LENGTHS = (1, 2, 3, 5, 7, 8, 16, 17, 33, 64, 65, 100, 128, 130, 400, 512, 1000, 1024, 4096, 4097, 8192)
+
+
+def _signal(b: Builder) -> tuple:
+    n = int(b.rng.choice(FFT_LENGTHS))
+    lead = b.shape(int(b.rng.integers(0, 3)), budget=max(1, MAX_NUMEL // n)) if b.rng.random() < 0.7 else ()
+    return lead + (n,)
+
+
+def _transform(op: str) -> OpGen:
+    """A transform along the last axis, inputs f32 (the family's only real
+    dtype) or c64 from two f32 parts, which may be views; every norm mode;
+    outputs c64 as they are, or their real and imaginary parts (views)."""
+    return lambda b: _fft(b, op)
+
+
+def _fft(b: Builder, op: str) -> dict:
+    norm = b.rng.choice([None, "backward", "ortho", "forward"])
+    norm = None if norm is None else str(norm)
+    shape = _signal(b)
+    if op in ("fft", "ifft"):
+        x = b.value(shape, "finite", dtype="f32")
+        if b.rng.random() < 0.7:
+            x = b.g.complex(x, b.value(shape, "finite", dtype="f32"))
+        y = getattr(b.g, op)(x, norm)
+    elif op == "rfft":
+        y = b.g.rfft(b.value(shape, "finite", dtype="f32"), norm)
+    elif op == "windowed_rfft":
+        window = b.value(shape[-1:], "norm_weight", dtype="f32", param=bool(b.rng.random() < 0.5))
+        y = b.g.windowed_rfft(b.value(shape, "finite", dtype="f32"), window, norm)
+    else:   # irfft of a half spectrum of M points; n the default 2 (M - 1), or odd, or padding / truncating
+        m = max(2, shape[-1] // 2 + 1)
+        half = shape[:-1] + (m,)
+        x = b.g.complex(b.value(half, "finite", dtype="f32"), b.value(half, "finite", dtype="f32"))
+        n = b.rng.choice([None, 2 * m - 1, int(b.rng.integers(1, 3 * m))])
+        y = b.g.irfft(x, None if n is None else int(n), norm)
+        return {"y": y}
+    if b.rng.random() < 0.5:
+        return {"y": y}
+    return {"re": b.g.real(y), "im": b.g.imag(y)}
+
+
+for _n in ("fft", "ifft", "rfft", "irfft", "windowed_rfft"):
+    OP_GENS[_n] = _transform(_n)
+
+
 @_gen("linear")
 def _linear(b: Builder) -> dict:
     lead = b.shape(int(b.rng.integers(0, 3)), budget=2048)

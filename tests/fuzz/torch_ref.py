@@ -200,6 +200,47 @@ def _frames(xs, attrs, node):
     return xs[0].unfold(-1, attrs["frame_length"], attrs["hop"])
 
 
+# The FFT family in complex128 (the oracle is never the least accurate
+# party), rounded to c64 / f32 as rlx stores its results.
+def _c128(x: torch.Tensor) -> torch.Tensor:
+    return x.to(torch.complex128) if x.is_complex() else x.to(torch.float64)
+
+
+@_op("fft", "ifft")
+def _fft(xs, attrs, node):
+    return getattr(torch.fft, node.op)(_c128(xs[0]), norm=attrs["norm"]).to(torch.complex64)
+
+
+@_op("rfft")
+def _rfft(xs, attrs, node):
+    return torch.fft.rfft(_c128(xs[0]), norm=attrs["norm"]).to(torch.complex64)
+
+
+@_op("windowed_rfft")
+def _windowed_rfft(xs, attrs, node):
+    return torch.fft.rfft(_c128(xs[0] * xs[1]), norm=attrs["norm"]).to(torch.complex64)
+
+
+@_op("irfft")
+def _irfft(xs, attrs, node):
+    return torch.fft.irfft(_c128(xs[0]), n=attrs["n"], norm=attrs["norm"]).to(torch.float32)
+
+
+@_op("complex")
+def _complex(xs, attrs, node):
+    return torch.complex(xs[0], xs[1])
+
+
+@_op("real")
+def _real(xs, attrs, node):
+    return xs[0].real
+
+
+@_op("imag")
+def _imag(xs, attrs, node):
+    return xs[0].imag
+
+
 def _mm(a, b, transpose_b):
     if transpose_b:
         b = b.transpose(-1, -2)
@@ -354,6 +395,8 @@ def _to_torch(arr: np.ndarray, dtype: str) -> torch.Tensor:
         return torch.from_numpy(bits.view(np.float32).copy())
     if arr.dtype.kind == "f":
         return torch.from_numpy(np.array(arr, dtype=np.float32, order="C"))
+    if arr.dtype.kind == "c":
+        return torch.from_numpy(np.array(arr, dtype=np.complex64, order="C"))
     return torch.from_numpy(np.array(arr, order="C"))
 
 
