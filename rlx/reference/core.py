@@ -69,7 +69,8 @@ def _bind(kind: str, name: str, value: object, t: TensorType, err: type[Exceptio
     if tuple(arr.shape) != want or arr.dtype != t.dtype.numpy:
         got = f"{arr.dtype}{list(arr.shape)}"
         raise err(f"{kind} {name!r}: expected {t} ({t.dtype.numpy}{list(want)}), got {got}")
-    if t.dtype.quantized:   # ops see the values (gguf's dequantizer: the oracle)
+    if t.dtype.quantized or t.dtype.name == "bf16":   # ops see the values (gguf's dequantizer: the oracle;
+        # bf16 is stored as its uint16 bits, which no op computes on as integers)
         from rlx.reference.blocks import dequantize_values
 
         return dequantize_values(t.dtype, arr, tuple(t.shape))

@@ -1,13 +1,17 @@
 """Random graphs of 5-40 nodes built from the patterns the optimizer looks
 for: elementwise chains, matmul (+ bias + activation) = linear, layernorm /
-rmsnorm after add, a sandwich-norm decoder's norms (residual, pre-norm,
-per-head norm then RoPE), a log-mel chain (frames, window, rfft, power,
-filterbank, log), GLU, softmax and masked_softmax, reductions broadcast
+rmsnorm after add, GLU, softmax and masked_softmax, reductions broadcast
 back, views feeding consumers, the attention chain of rlx/opt/fusion.py
 (Q.K^T, scale by a scalar constant, a mask that may broadcast, softmax or
 masked_softmax with scale, .V, heads-first transposes of [B, T, H, D]),
 RoPE, gather, concat, casts, and outputs that are inputs, views of inputs,
 strided views, or params that are also matmul weights.
+
+``model_graph_case(seed)`` (ModelGraphBuilder) builds the same kind of
+graph with a model's parts among the motifs, one of them forced per seed: a
+sandwich-norm decoder's norms (residual, pre-norm, per-head norm then
+RoPE), a log-mel chain (frames, window, rfft, power, filterbank, log), and
+quantized projections after a norm or a GLU.
 
 ``graph_case(seed)`` is a pure function of the seed. Seed s always contains
 the motif ``FORCED[s % len(FORCED)]`` (so a short run covers each), plus
@@ -21,14 +25,25 @@ from __future__ import annotations
 import numpy as np
 
 from .check import Case
-from .ops import Builder, repro_command
+from .ops import QUANT_FORMATS, Builder, quant_k, quantized_weight, repro_command
 
 FORCED = ("attention", "input_out", "param_weight_out", "input_view_out", "attention_qbcast", "linear",
-          "norm", "glu", "views", "reduce", "attention", "elementwise", "decoder_norms", "spectrum")
+          "norm", "glu", "views", "reduce", "attention", "elementwise")
+# The model graphs' motifs (ModelGraphBuilder): forced one per seed in turn,
+# and drawn beside the classic ones with these weights.
+MODEL_FORCED = ("decoder_norms", "spectrum", "quant_linear")
+MODEL_MOTIFS = {"decoder_norms": 2.0, "spectrum": 1.0, "quant_linear": 1.5}
 _CONST_SCALES = (0.25, 0.125, 0.5, 2.0, 0.35355339)
 
 
 class GraphBuilder(Builder):
+    kind = "graph"
+    extra_motifs: dict = {}
+
+    @property
+    def forced(self) -> str:
+        return FORCED[self.seed % len(FORCED)]
+
     def __init__(self, seed: int):
         rng = np.random.default_rng([seed, 3])
         super().__init__(rng, "f16" if rng.random() < 0.1 else "f32")
@@ -203,6 +218,40 @@ class GraphBuilder(Builder):
                 y = g.rope(g.rmsnorm(x4, self.leaf((self.D,), "norm_weight", param=True)), pos, layout=layout)
                 self._add(g.reshape(y, self.main), 3.0)
         return self.pool[-1]
+
+    def m_quant_linear(self):
+        """A decode step's quantized projection (its weight a GGUF block
+        format): x from a residual norm (the norm-GEMV fold on GPUs), a GLU
+        (the GLU-GEMV fold) or a plain projection to a row of whole blocks.
+        x is scaled by 1 / (max |w| sqrt(k)) before the fold's pattern
+        starts (the residual and the last norm's weight, the GLU's up
+        operand), so the product stays O(1) and the graph's f16 forms do
+        not overflow where PyTorch's f32 ones would not."""
+        g, rng = self.g, self.rng
+        fmt = str(rng.choice([f for f in QUANT_FORMATS if f != "bf16"]))   # bf16: ops.py's _quant says why
+        k = quant_k(self, fmt)
+        w, largest = quantized_weight(self, self.C, k, fmt)
+        c = 1.0 / max(largest * np.sqrt(k), 1e-6)
+        x = self.tame(self.m_linear(self.main_value(), k, back=False))
+        kind = rng.random()
+        if kind < 0.4:
+            def norm_weight(scale: float):
+                value = (1.0 + 0.1 * rng.standard_normal(k)) * scale
+                return self.leaf((k,), value=value.astype(np.float16 if self.dtype == "f16" else np.float32),
+                                 param=True)
+
+            second = rng.random() < 0.5
+            r = self.tame(self.m_linear(self.main_value(), k, back=False))
+            x = g.add(r if second else g.mul(r, self.const(c)), g.rmsnorm(x, norm_weight(1.0 if second else c)))
+            if second:
+                x = g.rmsnorm(x, norm_weight(c))
+        elif kind < 0.7:
+            up = self.tame(self.m_linear(self.main_value(), k, back=False))
+            x = g.glu(x, g.mul(up, self.const(c)), str(rng.choice(["silu", "gelu", "gelu_tanh"])))
+        else:
+            x = g.mul(x, self.const(c))
+        bias = self.leaf((self.C,), param=True) if rng.random() < 0.4 else None
+        return self._add(g.linear(x, w, bias), 3.0)
 
     def m_spectrum(self):
         """A log-mel front end's chain (f32 graphs: the FFT family's dtype):
@@ -395,11 +444,11 @@ class GraphBuilder(Builder):
         return self._add(y, self.bound.get(x, 3.0) + 3)
 
     def build(self) -> Case:
-        motifs = {"elementwise": 6, "linear": 3, "siblings": 1, "norm": 2, "decoder_norms": 1, "spectrum": 0.5,
-                  "glu": 1, "softmax": 1.5, "reduce": 1, "views": 2, "gather": 0.5, "attention": 1.5,
-                  "attention_qbcast": 0.3, "input_out": 0.5, "input_view_out": 0.5, "param_weight_out": 0.7}
+        motifs = {"elementwise": 6, "linear": 3, "siblings": 1, "norm": 2, "glu": 1, "softmax": 1.5,
+                  "reduce": 1, "views": 2, "gather": 0.5, "attention": 1.5, "attention_qbcast": 0.3,
+                  "input_out": 0.5, "input_view_out": 0.5, "param_weight_out": 0.7, **self.extra_motifs}
         names, weights = list(motifs), np.array(list(motifs.values()))
-        getattr(self, f"m_{FORCED[self.seed % len(FORCED)]}")()
+        getattr(self, f"m_{self.forced}")()
         while len(self.g.nodes) < self.target:
             getattr(self, "m_" + names[int(self.rng.choice(len(names), p=weights / weights.sum()))])()
         outs = dict(self.outputs)
@@ -413,11 +462,29 @@ class GraphBuilder(Builder):
             y = self.pool[-1]
             outs["strided"] = self.g.narrow(y, len(y.shape) - 1, 1, y.shape[-1] - 1)
         self.notes.append(f"graph seed {self.seed}: dtype {self.dtype}, B={self.B} T={self.T} H={self.H} "
-                          f"D={self.D}, main {self.main}, forced motif {FORCED[self.seed % len(FORCED)]!r}")
+                          f"D={self.D}, main {self.main}, forced motif {self.forced!r}")
         case = self.case(outs, self.seed)
-        case.repro = repro_command("graph", self.seed)
+        case.repro = repro_command(self.kind, self.seed)
         return case
+
+
+class ModelGraphBuilder(GraphBuilder):
+    """The same graphs with a model's parts among the motifs: a
+    sandwich-norm decoder's norms, a log-mel chain, quantized projections
+    (a separate builder so that every seed of GraphBuilder keeps the graph
+    it had when the fuzzer's notes and tests named it)."""
+
+    kind = "model_graph"
+    extra_motifs = MODEL_MOTIFS
+
+    @property
+    def forced(self) -> str:
+        return MODEL_FORCED[self.seed % len(MODEL_FORCED)]
 
 
 def graph_case(seed: int) -> Case:
     return GraphBuilder(seed).build()
+
+
+def model_graph_case(seed: int) -> Case:
+    return ModelGraphBuilder(seed).build()

@@ -23,7 +23,8 @@ MAX_NUMEL = 1 << 14
 
 
 def repro_command(kind: str, seed: int, special: bool = False) -> str:
-    test = {"op": "test_op_special_values" if special else "test_op", "graph": "test_random_graph"}[kind]
+    test = {"op": "test_op_special_values" if special else "test_op", "graph": "test_random_graph",
+            "model_graph": "test_random_model_graph"}[kind]
     return f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k {test} --fuzz-seed {seed} --fuzz-runs 1"
 
 
@@ -360,6 +361,57 @@ def _fft(b: Builder, op: str) -> dict:
 
 for _n in ("fft", "ifft", "rfft", "irfft", "windowed_rfft"):
     OP_GENS[_n] = _transform(_n)
+
+
+# GGUF block formats the quantized cases draw from (tests/ops/quant_helpers.py
+# fills their blocks with random codes and moderate scales).
+QUANT_FORMATS = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs",
+                 "iq3_s", "iq4_nl", "iq4_xs", "tq2_0", "mxfp4", "nvfp4", "bf16")
+
+
+def quantized_weight(b: Builder, n: int, k: int, fmt: str) -> tuple:
+    """A param [n, k] of block format fmt, filled with random valid blocks,
+    and the largest magnitude among its values (up to ~1e3: the blocks'
+    scales and codes are drawn to exercise every code, not to be O(1))."""
+    from rlx.ir.dtype import quantized
+    from rlx.reference.blocks import dequantize_values
+    from tests.ops.quant_helpers import random_blocks
+
+    dtype = quantized(fmt)
+    blocks = random_blocks(fmt, n, k, b.rng).view(dtype.numpy)   # bf16 is stored as uint16 words
+    largest = float(np.abs(dequantize_values(dtype, blocks, (n, k))).max(initial=0.0))
+    return b.leaf((n, k), "finite", dtype=dtype, param=True, value=blocks), largest
+
+
+def quant_k(b: Builder, fmt: str) -> int:
+    """A row length the format takes: whole blocks, sometimes several."""
+    from rlx.ir.dtype import quantized
+
+    return quantized(fmt).block * int(b.rng.choice([1, 2, 3]))
+
+
+@_gen("quant_linear", "quant_dequantize", "quant_gather")
+def _quant(b: Builder) -> dict:
+    """A quantized weight as a linear's B operand (1 to 9 rows of x: the
+    decode GEMV, its small-m form, dequantize + gemm), dequantized, or as a
+    gathered table."""
+    r = b.rng.random()
+    # bf16 weights in a linear: the host's AVX-512 BF16 gemm rounds x to bf16
+    # too (README, "Compile pipeline and precision"), a bound of its own that
+    # tests/ops/test_quant.py holds it to; here bf16 is dequantized and gathered.
+    fmt = str(b.rng.choice([f for f in QUANT_FORMATS if r >= 0.6 or f != "bf16"]))
+    k, n = quant_k(b, fmt), int(b.rng.choice([1, 3, 8, 13, 33]))
+    w, _ = quantized_weight(b, n, k, fmt)
+    if r < 0.6:
+        rows = int(b.rng.choice([1, 1, 2, 3, 8, 9]))
+        lead = (rows,) if b.rng.random() < 0.7 else (1, rows)
+        bias = b.value((n,), param=True) if b.rng.random() < 0.5 else None
+        act = b.rng.choice([None, "gelu", "silu"])
+        return {"y": b.g.linear(b.value(lead + (k,)), w, bias, activation=None if act is None else str(act))}
+    if r < 0.8:
+        return {"y": b.g.dequantize(w, b.dtype)}
+    idx = b.leaf(b.shape(int(b.rng.integers(1, 3)), budget=64), f"index:{n}", dtype="i32")
+    return {"y": b.g.gather(w, idx)}
 
 
 @_gen("linear")

@@ -31,7 +31,7 @@ from .check import (
     default_options,
     sample_options,
 )
-from .graphs import graph_case
+from .graphs import graph_case, model_graph_case
 from .ops import OP_NAMES, op_case
 
 SHORT_OPS = 4 * len(OP_NAMES)
@@ -72,6 +72,14 @@ def test_random_graph(graph_seed, request):
     case = graph_case(graph_seed)
     _report(check_case(case, sample_options(np.random.default_rng([graph_seed, 5]), k)),
             f"random graph seed {graph_seed}")
+
+
+def test_random_model_graph(graph_seed, request):
+    """The random graphs with a model's parts among their motifs (tests/fuzz/graphs.py ModelGraphBuilder)."""
+    k = request.config.getoption("--fuzz-options")
+    case = model_graph_case(graph_seed)
+    _report(check_case(case, sample_options(np.random.default_rng([graph_seed, 5]), k)),
+            f"random model graph seed {graph_seed}")
 
 
 # ---------------------------------------------------------------- the minimal graphs the fuzzer found

@@ -6,6 +6,9 @@ silu, gelu and softmax in float64, rounded to float32: see _in_f64), and a node 
 rounds its result to f16 (it stores f16). So an f16 op is checked against
 "PyTorch in float32 from the same f16 inputs".
 
+A quantized param (a GGUF block format) enters as gguf's dequantization of
+its blocks, the oracle of issue 17, in float32.
+
 Semantics are PyTorch's: NaN propagates through relu / maximum / minimum /
 max / softmax / norms, argmax returns the first NaN's index. Two rlx-defined
 exceptions, both documented in the README: a softmax, masked_softmax or
@@ -21,6 +24,8 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from rlx.reference.blocks import dequantize_values
 
 __all__ = ["TORCH_OPS", "torch_run"]
 
@@ -226,6 +231,11 @@ def _irfft(xs, attrs, node):
     return torch.fft.irfft(_c128(xs[0]), n=attrs["n"], norm=attrs["norm"]).to(torch.float32)
 
 
+@_op("dequantize")
+def _dequantize(xs, attrs, node):
+    return xs[0].clone()   # the leaf already holds the dequantized values
+
+
 @_op("complex")
 def _complex(xs, attrs, node):
     return torch.complex(xs[0], xs[1])
@@ -421,7 +431,11 @@ def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.n
                     arr = node.attrs["value"]
                 else:
                     arr = (inputs if node.op == "input" else params)[node.attrs["name"]]
-                t = _to_torch(arr, node.dtype.name)
+                if node.dtype.quantized:   # block codes: the values gguf's dequantizer gives (the oracle)
+                    t = torch.from_numpy(dequantize_values(node.dtype, np.asarray(arr), tuple(node.shape)))
+                    t = t.to(torch.float32)
+                else:
+                    t = _to_torch(arr, node.dtype.name)
                 if round_leaves and node.dtype.is_float:
                     t = _round(t, round_leaves)
                 values[node] = t

@@ -103,6 +103,29 @@ def test_reference_takes_values_from_ggufs_dequantizer():
         run_reference(_graph(), {"x": x, "i": idx}, {"w": w[:, :-1], "t": t})
 
 
+def test_reference_takes_bf16_leaves_as_their_values():
+    """A bf16 tensor (GGUF's BF16 weights) is stored as uint16 bits; the
+    reference computes on the values they encode, as the kernels do (found by
+    the fuzzer: run_reference read the bits as integers, 49152 for -1.89)."""
+    rng = np.random.default_rng(2)
+    values = rng.standard_normal((5, 32)).astype(np.float32)
+    bits = (values.view(np.uint32) >> 16).astype(np.uint16)
+    exact = (bits.astype(np.uint32) << 16).view(np.float32)
+    g = rlx.Graph()
+    x, w = g.input("x", (2, 32)), g.param("w", (5, 32), bf16)
+    g.set_outputs(y=g.linear(x, w), d=g.dequantize(w), e=g.gather(w, g.input("i", (3,), "i32")))
+    xv, idx = rng.standard_normal((2, 32)).astype(np.float32), np.array([4, 0, 4], np.int32)
+    out = run_reference(g, {"x": xv, "i": idx}, {"w": bits})
+    np.testing.assert_array_equal(out["d"], exact)
+    np.testing.assert_array_equal(out["e"], exact[idx])
+    np.testing.assert_allclose(out["y"], xv.astype(np.float64) @ exact.astype(np.float64).T, rtol=1e-6)
+    got = rlx.compile(g, params={"w": bits}).run(x=xv, i=idx)
+    np.testing.assert_array_equal(got["d"], out["d"])
+    # The host's AVX-512 BF16 gemm may round x to bf16 as well (README, "Compile pipeline and precision").
+    bound = 2.0 ** -7 * (np.abs(xv).astype(np.float64) @ np.abs(exact).astype(np.float64).T) + 1e-6
+    assert (np.abs(got["y"] - out["y"]) <= bound).all()
+
+
 @pytest.mark.parametrize("policy", ["f16", "auto", "bf16"])
 def test_precision_passes_leave_quantized_weights_alone(policy):
     g, report = apply_precision(_graph(), policy, "host")
