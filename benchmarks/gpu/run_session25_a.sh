@@ -8,7 +8,8 @@
 # call c: the decode step with PDL on, off and `auto` (never run on a GPU),
 # the PDL-contract and schedule suites, and last the late PDL trigger
 # (a kernel library of its own to compile; summary.txt comes back even if
-# it is cut off). Carry .gpu_carry and .gg/gemma-header.bin.
+# it is cut off), after the fuzzer's new cases on cuda. Carry .gpu_carry
+# and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
 stand_in_model
 NORM_TESTS="tests/ops/test_norm.py tests/ops/test_norm_gemv.py tests/opt/test_norm_fusion.py"
@@ -34,6 +35,14 @@ speed pdl-off RLX_CUDA_PDL=0
 speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
 suite "pdl contract + schedules (cuda, gs 0)" pdl.log tests/runtime/test_pdl_contract.py tests/cts/test_schedule.py \
   tests/runtime/test_launch_explore.py --rlx-device cuda
+# The fuzzer's session-25 cases on cuda (quantized weights and the model
+# graphs: the norm-GEMV and GLU-GEMV folds are GPU-only, so only here do
+# the random graphs reach them), its fixed set at group size 32.
+suite "fuzz fixed set (cuda, gs 32)" fuzz32.log tests/fuzz/test_fuzz.py --rlx-device cuda --rlx-group-size 32
+timeout 150 $P tests/fuzz/test_fuzz.py --rlx-device cuda -k "test_random_model_graph or quant or fft" \
+  --fuzz-runs 600 --fuzz-seed 1000 >"$OUT/fuzz-model.log" 2>&1
+note "fuzz model graphs + quant + fft (cuda) rc=$? $(tail -1 "$OUT/fuzz-model.log")"
+grep -E "^FAILED" "$OUT/fuzz-model.log" | head -8 | cut -c1-250
 speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
 rm -f "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log
 echo "=== summary"; cat "$S"
