@@ -115,7 +115,7 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
             values[node] = store[name]
             continue
         if node.op == "set_rows":
-            values[node] = _set_rows_in_place(*(values[x] for x in node.inputs))
+            values[node] = set_rows_in_place(*(values[x] for x in node.inputs))
             continue
         fn = REFERENCE.get(node.op)
         if fn is None:
@@ -130,7 +130,7 @@ def run_reference(graph: Graph, inputs: Mapping[str, np.ndarray],
     return {k: np.array(values[n], copy=True) for k, n in graph.outputs.items()}
 
 
-def _set_rows_in_place(state: np.ndarray, values: np.ndarray, slot: np.ndarray) -> np.ndarray:
+def set_rows_in_place(state: np.ndarray, values: np.ndarray, slot: np.ndarray) -> np.ndarray:
     """set_rows (rlx/ir/ops/state.py): rows t < min(count, T) to row
     (start + t) mod R, only the last R when there are more."""
     rows = state.shape[0]

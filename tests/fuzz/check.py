@@ -49,6 +49,7 @@ import numpy as np
 
 import rlx
 from rlx.reference.blocks import dequantize_values
+from rlx.reference.core import set_rows_in_place
 from rlx.runtime.compiler import PASSES
 
 from .torch_ref import torch_run
@@ -181,10 +182,14 @@ class Outcome:
 
 
 def _expected(case: Case, precision: str) -> list[dict[str, np.ndarray]]:
+    """PyTorch's outputs of each run in turn, the states carried from one run
+    to the next as one executable carries them."""
     leaves = {"f16": "f16", "auto": "f16"}.get(precision)
+    state: dict = {}
     if precision == "bf16":
-        return [torch_run(case.graph, ins, _bf16_weights(case.graph, case.params)) for ins in case.inputs]
-    return [torch_run(case.graph, ins, case.params, round_leaves=leaves) for ins in case.inputs]
+        return [torch_run(case.graph, ins, _bf16_weights(case.graph, case.params), state=state)
+                for ins in case.inputs]
+    return [torch_run(case.graph, ins, case.params, round_leaves=leaves, state=state) for ins in case.inputs]
 
 
 # The f32 form of _norm_rows_ill_conditioned: rows nearly constant or
@@ -233,9 +238,16 @@ def _norm_rows_ill_conditioned(case: Case, rel: float = 0.02, small_power: bool 
         return bool(_least(ratio) < rel)
 
     order = case.graph.topo_order()
+    states: dict = {}
     for ins in case.inputs:
         vals: dict = {}
         for n in order:
+            if n.op == "state":   # carried across the runs (run_reference's rule)
+                vals[n] = states.setdefault(n.attrs["name"], np.zeros(tuple(n.shape), n.dtype.numpy))
+                continue
+            if n.op == "set_rows":
+                vals[n] = set_rows_in_place(*(vals[i] for i in n.inputs))
+                continue
             if n.op in ("input", "param"):
                 vals[n] = np.asarray((ins if n.op == "input" else case.params)[n.attrs["name"]])
                 if n.dtype.quantized or n.dtype.name == "bf16":   # codes (bf16: uint16 bits): their values
@@ -317,7 +329,8 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
         return f32_ill[0]
 
     if check_reference:
-        ref = [rlx.run_reference(case.graph, ins, case.params) for ins in case.inputs]
+        ref_state: dict = {}   # carried across the runs, as in the executable
+        ref = [rlx.run_reference(case.graph, ins, case.params, state=ref_state) for ins in case.inputs]
         want = _expected(case, "f32")
         for r, (ins_ref, ins_want) in enumerate(zip(ref, want)):
             for name in ins_want:
@@ -351,7 +364,8 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
         """PyTorch with every float leaf rounded to bf16: how far bf16-sized
         rounding of the values a gemm reads moves each output."""
         if "bf16 leaves" not in expected:
-            expected["bf16 leaves"] = [torch_run(case.graph, ins, case.params, round_leaves="bf16")
+            state: dict = {}
+            expected["bf16 leaves"] = [torch_run(case.graph, ins, case.params, round_leaves="bf16", state=state)
                                        for ins in case.inputs]
         return expected["bf16 leaves"][r]
 

@@ -10,8 +10,9 @@ strided views, or params that are also matmul weights.
 ``model_graph_case(seed)`` (ModelGraphBuilder) builds the same kind of
 graph with a model's parts among the motifs, one of them forced per seed: a
 sandwich-norm decoder's norms (residual, pre-norm, per-head norm then
-RoPE), a log-mel chain (frames, window, rfft, power, filterbank, log), and
-quantized projections after a norm or a GLU.
+RoPE), a log-mel chain (frames, window, rfft, power, filterbank, log),
+quantized projections after a norm or a GLU, and KV-cache writes and reads
+(state, set_rows) carried from one run to the next.
 
 ``graph_case(seed)`` is a pure function of the seed. Seed s always contains
 the motif ``FORCED[s % len(FORCED)]`` (so a short run covers each), plus
@@ -31,8 +32,8 @@ FORCED = ("attention", "input_out", "param_weight_out", "input_view_out", "atten
           "norm", "glu", "views", "reduce", "attention", "elementwise")
 # The model graphs' motifs (ModelGraphBuilder): forced one per seed in turn,
 # and drawn beside the classic ones with these weights.
-MODEL_FORCED = ("decoder_norms", "spectrum", "quant_linear")
-MODEL_MOTIFS = {"decoder_norms": 2.0, "spectrum": 1.0, "quant_linear": 1.5}
+MODEL_FORCED = ("decoder_norms", "spectrum", "quant_linear", "state")
+MODEL_MOTIFS = {"decoder_norms": 2.0, "spectrum": 1.0, "quant_linear": 1.5, "state": 1.0}
 _CONST_SCALES = (0.25, 0.125, 0.5, 2.0, 0.35355339)
 
 
@@ -252,6 +253,25 @@ class GraphBuilder(Builder):
             x = g.mul(x, self.const(c))
         bias = self.leaf((self.C,), param=True) if rng.random() < 0.4 else None
         return self._add(g.linear(x, w, bias), 3.0)
+
+    def m_state(self):
+        """A KV cache: a state of R rows, written by set_rows at a run-time
+        (start, count) (negative starts, a count past the rows given and a
+        ring that wraps included), read back through set_rows' result by a
+        product with the values written. A case's runs share the executable,
+        so the second run reads the first one's rows too."""
+        g, rng = self.g, self.rng
+        x = self.tame(self.main_value())
+        rows = int(np.prod(x.shape[:-1]))
+        values = g.reshape(x, (rows, self.C)) if len(x.shape) != 2 else x
+        r = int(rng.choice([1, 2, 3, 5, 8, 17]))
+        cache = g.state(f"cache{len(self.leaves)}", (r, self.C), self.dtype)
+        after = g.set_rows(cache, values, self.leaf((2,), f"slot:{r}:{rows}", dtype="i32"))
+        if rng.random() < 0.3:
+            self.outputs[f"cache{len(self.outputs)}"] = after
+        y = self._add(g.matmul(values, after, transpose_b=True), 3.0 * self.C)
+        self.outputs[f"scores{len(self.outputs)}"] = y   # its shape is not the main one's: keep it live
+        return y
 
     def m_spectrum(self):
         """A log-mel front end's chain (f32 graphs: the FFT family's dtype):

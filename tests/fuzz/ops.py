@@ -114,6 +114,9 @@ class Builder:
         elif kind.startswith("index"):               # "index:V"
             v = int(kind.split(":")[1])
             return rng.integers(0, v, shape).astype(np.int64 if dtype == "i64" else np.int32)
+        elif kind.startswith("slot"):                # set_rows' (start, count): "slot:R:T"
+            r, t = (int(v) for v in kind.split(":")[1:])
+            return np.array([rng.integers(-2 * r, 3 * r + 1), rng.integers(-1, t + 2)], np.int32)
         elif kind.startswith("pos"):                 # rope positions
             return rng.integers(0, 4096, shape).astype(np.int32)
         else:

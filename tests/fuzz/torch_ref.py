@@ -416,16 +416,38 @@ def _to_numpy(t: torch.Tensor, dtype) -> np.ndarray:
     return t.numpy().astype(dtype.numpy)
 
 
+def _set_rows(state: torch.Tensor, values: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
+    """set_rows in place (rlx/ir/ops/state.py): rows t < min(count, T) go to
+    row (start + t) mod R, only the last R of them when there are more."""
+    rows = state.shape[0]
+    start, count = int(slot[0]), max(0, min(int(slot[1]), values.shape[0]))
+    for t in range(max(0, count - rows), count):
+        state[(start + t) % rows] = values[t]
+    return state
+
+
 def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray] | None = None,
-              round_leaves: str | None = None) -> dict[str, np.ndarray]:
+              round_leaves: str | None = None, state: dict | None = None) -> dict[str, np.ndarray]:
     """Evaluate an rlx graph with PyTorch (float32 compute). ``round_leaves``
     ("f16"/"bf16"): round float inputs, params and constants to that dtype
     first, the way a precision policy stores them (so the comparison measures
-    the kernels' work, not the unavoidable input rounding)."""
+    the kernels' work, not the unavoidable input rounding). ``state``: the
+    graph's states by name (zeros when missing), written in place by its
+    set_rows, so one dict passed to successive runs carries them across."""
     params = params or {}
+    state = {} if state is None else state
     values: dict = {}
     with torch.no_grad():
         for node in graph.topo_order():
+            if node.op == "state":
+                name = node.attrs["name"]
+                if name not in state:
+                    state[name] = torch.zeros(tuple(node.shape), dtype=torch.float32)
+                values[node] = state[name]
+                continue
+            if node.op == "set_rows":
+                values[node] = _set_rows(*(values[x] for x in node.inputs))
+                continue
             if node.op in ("input", "param", "constant"):
                 if node.op == "constant":
                     arr = node.attrs["value"]
@@ -448,4 +470,4 @@ def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.n
                 raise AssertionError(f"torch translation of {node!r} gave shape {tuple(out.shape)}")
             # An f16 node stores f16: the next op reads the rounded value (rlx/reference/'s rule too).
             values[node] = _round(out, "f16") if node.dtype.name == "f16" else out
-        return {name: _to_numpy(values[n], n.dtype) for name, n in graph.outputs.items()}
+        return {name: _to_numpy(values[n].clone(), n.dtype) for name, n in graph.outputs.items()}
