@@ -12,6 +12,7 @@ by the cost model; the host and Metal always take the kernel path."""
 
 from __future__ import annotations
 
+import math
 import struct
 
 from rlx.ir.graph import Node
@@ -34,8 +35,11 @@ def dequant_params(rows: int, cols: int, fmt: str, block: tuple[int, int]) -> by
 
 
 def lower_fp8_cast(lw: Lowering, node: Node) -> View:
-    """cast to or from an FP8 dtype: one elementwise kernel over the dense input."""
-    src = lw.dense(node.inputs[0])
+    """cast to or from an FP8 dtype: one elementwise kernel over the dense
+    input, from its storage's first byte (cast_params carry no offset: a
+    narrowed input was read from the rows before it until the fuzzer's seed
+    2475 showed it)."""
+    src = lw.dense(node.inputs[0], at_start=True)
     out = lw.new_value(node)
     n = out.numel
     if n == 0:
@@ -66,20 +70,23 @@ def _scaled_dequantize(lw: Lowering, node: Node) -> View:
 ABSORBERS.append(absorbed)
 
 
-@lowers("scaled_linear", reads={1: "start", 2: "start", 3: "start"}, kernels=("gemv_f8", "dequantize_f8",
-                                                                             "bias_act", "fp8_gemm_epilogue"))
+@lowers("scaled_linear", reads={0: "start", 1: "start", 2: "start", 3: "start"},
+        kernels=("gemv_f8", "dequantize_f8", "bias_act", "fp8_gemm_epilogue"))
 def _scaled_linear(lw: Lowering, node: Node) -> View:
     if takes_fp8_gemm(lw, node):
         return lower_fp8_gemm(lw, node)
     suffix = float_suffix(node, node.dtype)
-    x = lw.dense(node.inputs[0])
     w = lw.dense(node.inputs[1], at_start=True)
     scale = lw.dense(node.inputs[2], at_start=True)
     bias = lw.dense(node.inputs[3], at_start=True) if len(node.inputs) == 4 else None
     act = ACTIVATIONS[node.attrs["activation"]]
     fmt, (br, bc) = w.dtype.name, node.attrs["block"]
     n, k = w.shape
-    m = x.numel // max(k, 1)
+    m = math.prod(node.inputs[0].shape[:-1])
+    # The GEMV's params carry no offset for x: it reads x from its first
+    # byte (a narrowed x was read from the rows before it until the fuzzer
+    # showed it); the gemm takes x where it is.
+    x = lw.dense(node.inputs[0], at_start=m <= GEMV_MAX_ROWS)
     out = lw.new_value(node)
     if out.numel == 0:
         return out

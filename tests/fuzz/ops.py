@@ -89,6 +89,10 @@ class Builder:
             return self.g.reshape(self.leaf((int(np.prod(shape)),), kind, dtype, param), shape)
         return self.leaf(shape, kind, dtype, param)
 
+    def const_like(self, value: float):
+        """A scalar constant in the graph's float dtype."""
+        return self.g.constant(np.asarray(value, dtype=np.float16 if self.dtype == "f16" else np.float32))
+
     # ---- data
 
     def data(self, rng: np.random.Generator, shape, kind: str, dtype: str) -> np.ndarray:
@@ -415,6 +419,85 @@ def _quant(b: Builder) -> dict:
         return {"y": b.g.dequantize(w, b.dtype)}
     idx = b.leaf(b.shape(int(b.rng.integers(1, 3)), budget=64), f"index:{n}", dtype="i32")
     return {"y": b.g.gather(w, idx)}
+
+
+FP8_FORMATS = ("f8e4m3", "f8e5m2")
+
+
+def fp8_codes(b: Builder, shape: tuple, fmt: str, param: bool):
+    """A leaf of FP8 codes: normal values times 8 rounded (saturating) to
+    the format, with NaN and the infinities e5m2 has among them for special
+    cases."""
+    from rlx.ir.dtype import DType
+    from rlx.reference.fp8 import encode
+
+    dtype = DType.of(fmt)
+    values = b.rng.standard_normal(shape) * 8.0
+    if b.special and values.size:
+        flat = values.reshape(-1)
+        flat[b.rng.choice(flat.size, size=max(1, flat.size // 20))] = b.rng.choice(
+            [np.nan, np.inf, -np.inf] if fmt == "f8e5m2" else [np.nan])
+    codes = encode(values, dtype.numpy, saturate=not b.special)
+    return b.leaf(shape, "finite", dtype=dtype, param=param, value=np.asarray(codes).reshape(shape))
+
+
+def fp8_scale(b: Builder, shape: tuple) -> tuple:
+    """An f32 scale for FP8 values of ``shape`` at a random granularity:
+    (leaf, block), block None for per tensor or per row."""
+    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    kind = b.rng.choice(["tensor", "row", "block"] if len(shape) == 2 else ["tensor", "row"])
+    if kind == "tensor":
+        sshape, block = (1,), None
+    elif kind == "row":
+        sshape, block = tuple(shape[:-1]) or (1,), None
+    else:
+        block = (int(b.rng.choice([1, 2, 3, 8, 128])), int(b.rng.choice([1, 2, 5, 16, 128])))
+        sshape = (-(-rows // block[0]), -(-shape[-1] // block[1]))
+    value = b.rng.uniform(0.01, 0.2, sshape).astype(np.float32)
+    return b.leaf(sshape, "finite", dtype="f32", param=bool(b.rng.random() < 0.7), value=value), block
+
+
+@_gen("fp8_cast")
+def _fp8_cast(b: Builder) -> dict:
+    """Casts to FP8 with and without saturation, the codes as an output
+    themselves or cast back to the graph's float dtype."""
+    fmt, saturate = str(b.rng.choice(FP8_FORMATS)), bool(b.rng.random() < 0.5)
+    shape = b.shape()
+    x = b.value(shape)
+    if b.rng.random() < 0.5:   # values spread over the format's range, past it at the top
+        x = b.g.mul(x, b.value((1,), "finite", param=True) if b.rng.random() < 0.5 else b.const_like(300.0))
+    codes = b.g.cast(x, fmt, saturate=saturate)
+    return {"codes": codes} if b.rng.random() < 0.4 else {"y": b.g.cast(codes, b.dtype)}
+
+
+@_gen("scaled_linear", "scaled_dequantize")
+def _scaled(b: Builder) -> dict:
+    """An FP8 weight with its scales (per tensor, per row, or 2-D blocks) in
+    a linear (x in the graph's float dtype, or FP8 codes with their own
+    scales: the FP8 x FP8 product), or dequantized."""
+    fmt = str(b.rng.choice(FP8_FORMATS))
+    if b.rng.random() < 0.35:
+        shape = b.shape(int(b.rng.integers(1, 4)))
+        codes = fp8_codes(b, shape, fmt, param=bool(b.rng.random() < 0.5))
+        scale, block = fp8_scale(b, shape)
+        return {"y": b.g.scaled_dequantize(codes, scale, str(b.rng.choice(["f32", "f16"])), block=block)}
+    n, k = b.dim(True), b.dim(True)
+    w = fp8_codes(b, (n, k), fmt, param=True)
+    scale, block = fp8_scale(b, (n, k))
+    lead = b.shape(int(b.rng.integers(0, 3)), budget=512)
+    with_bias = b.rng.random() < 0.5
+    act = b.rng.choice([None, "gelu", "silu", "relu"])
+    act = None if act is None else str(act)
+    if b.rng.random() < 0.3:   # FP8 x, one scale per tensor or per row of x: dequantized to f32 first
+        x = fp8_codes(b, lead + (k,), str(b.rng.choice(FP8_FORMATS)), param=False)
+        xs_shape = (1,) if b.rng.random() < 0.5 or not lead else lead
+        x_scale = b.leaf(xs_shape, "finite", dtype="f32", value=b.rng.uniform(0.01, 0.2, xs_shape).astype(np.float32))
+        bias = b.value((n,), dtype="f32", param=True) if with_bias else None
+        y = b.g.scaled_linear(x, w, scale, bias, act, block=block, x_scale=x_scale)
+    else:
+        bias = b.value((n,), param=True) if with_bias else None
+        y = b.g.scaled_linear(b.value(lead + (k,)), w, scale, bias, act, block=block)
+    return {"y": y}
 
 
 @_gen("linear")

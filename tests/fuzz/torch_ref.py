@@ -300,9 +300,53 @@ def _copy(xs, attrs, node):
     return xs[0].clone()
 
 
+# PyTorch's FP8 conversions round to nearest even like rlx's; their overflow
+# rules differ by format (measured, torch 2.13): to float8_e4m3fn finite
+# overflows and infinities saturate to +-448, to float8_e5m2 they become
+# +-inf. rlx's casts saturate both where asked, and otherwise follow the
+# format (e4m3: NaN past the top, which rounds to 448 up to 464; e5m2: inf).
+_FP8 = {"f8e4m3": (torch.float8_e4m3fn, 448.0), "f8e5m2": (torch.float8_e5m2, 57344.0)}
+
+
+def _to_fp8(x: torch.Tensor, fmt: str, saturate: bool) -> torch.Tensor:
+    dtype, top = _FP8[fmt]
+    if saturate:
+        x = torch.where(torch.isnan(x), x, x.clamp(-top, top))
+    y = x.to(dtype).to(torch.float32)
+    if fmt == "f8e4m3" and not saturate:
+        y = torch.where(torch.isinf(x) | (x.abs() > 464.0), torch.full_like(y, math.nan), y)
+    return y
+
+
 @_op("cast")
 def _cast(xs, attrs, node):
+    if node.dtype.name in _FP8:
+        return _to_fp8(xs[0], node.dtype.name, attrs.get("saturate", True))
     return _round(xs[0], node.dtype.name)
+
+
+def _per_element(scale: torch.Tensor, shape: tuple, block: tuple) -> torch.Tensor:
+    """The scale of every element of a [..., cols] tensor, from scales over
+    blocks of block[0] rows (of the flattened form) x block[1] columns."""
+    cols = shape[-1]
+    rows = math.prod(shape[:-1])
+    br, bc = block
+    s = scale.reshape(-(-rows // br), -(-cols // bc)).double()
+    return s.repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols].reshape(shape)
+
+
+@_op("scaled_dequantize")
+def _scaled_dequantize(xs, attrs, node):
+    return (xs[0].double() * _per_element(xs[1], tuple(xs[0].shape), attrs["block"])).to(torch.float32)
+
+
+@_op("scaled_linear")
+def _scaled_linear(xs, attrs, node):
+    w = (xs[1].double() * _per_element(xs[2], tuple(xs[1].shape), attrs["block"])).to(torch.float32)
+    y = _mm(xs[0], w, True)
+    if len(xs) == 4:
+        y = y + xs[3]
+    return _ACT[attrs["activation"]](y)
 
 
 @_op("concat")
@@ -400,6 +444,8 @@ def _round(t: torch.Tensor, dtype: str) -> torch.Tensor:
 
 def _to_torch(arr: np.ndarray, dtype: str) -> torch.Tensor:
     arr = np.asarray(arr)
+    if dtype in _FP8:   # ml_dtypes codes: their values, exact in f32
+        return torch.from_numpy(arr.astype(np.float32))
     if dtype == "bf16":   # stored as raw uint16 bits
         bits = arr.astype(np.uint32) << 16
         return torch.from_numpy(bits.view(np.float32).copy())
@@ -411,6 +457,8 @@ def _to_torch(arr: np.ndarray, dtype: str) -> torch.Tensor:
 
 
 def _to_numpy(t: torch.Tensor, dtype) -> np.ndarray:
+    if dtype.name in _FP8:   # values already on the format's grid
+        return t.numpy().astype(dtype.numpy)
     if dtype.is_float:
         return _round(t, dtype.name).numpy().astype(dtype.numpy)
     return t.numpy().astype(dtype.numpy)

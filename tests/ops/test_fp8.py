@@ -162,6 +162,30 @@ def test_scaled_linear_matches_the_float64_product(rng, m, granularity, block, d
     assert (np.abs(got - want) <= bound).all(), np.max(np.abs(got - want) - bound)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_cast_and_gemv_read_a_narrowed_input_where_it_starts(rng, fmt, dtype):
+    """x a narrow of a larger value, starting 2 rows in: the FP8 cast and
+    the FP8 GEMV take no element offset in their params, so the lowering
+    hands them x at its first byte (the differential fuzzer's seed 2475:
+    both read the rows before the narrow instead)."""
+    g = rlx.Graph()
+    big = g.input("x", (9, 64), dtype)
+    x = g.narrow(big, 0, 2, 5)
+    codes, scale = _weight(rng, 7, 64, fmt, "channel", None)
+    g.set_outputs(c=g.cast(x, fmt, saturate=True), back=g.cast(g.cast(x, fmt), dtype),
+                  y=g.scaled_linear(x, g.param("w", (7, 64), fmt), g.param("s", scale.shape)))
+    xv = (rng.standard_normal((9, 64)) * 40).astype(dtype)
+    exe = rlx.compile(g, params={"w": codes, "s": scale})
+    assert "gemv_f8_" + ("f32" if dtype == "float32" else "f16") in kernels_of(exe)
+    got = exe.run(x=xv)
+    want = run_reference(g, {"x": xv}, {"w": codes, "s": scale})
+    np.testing.assert_array_equal(got["c"].view(np.uint8), _oracle(xv[2:7], fmt, True))
+    np.testing.assert_array_equal(got["back"], want["back"])
+    np.testing.assert_allclose(got["y"].astype(np.float64), want["y"].astype(np.float64),
+                               rtol=1e-5 if dtype == "float32" else 4e-3, atol=1e-3 if dtype == "float32" else 0.5)
+
+
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_gemv_decodes_every_code(fmt):
     """Every code through the GEMV's own decoder (the CPU's is a vector one,
