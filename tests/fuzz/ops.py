@@ -1,6 +1,7 @@
-"""Random single-op cases: every op of the graph builder (rlx/ir/graph.py),
+"""Random single-op cases: the ops of the graph builder (rlx/ir/graph.py),
 odd sizes, broadcasting, operands that are non-contiguous views
-(transpose / narrow / reshape of a larger input), f32 and f16, and with
+(transpose / narrow / reshape of a larger input; index and position operands
+too), f32 and f16, and with
 ``special=True`` NaN / +-inf in the inputs.
 
 ``op_case(seed, special)`` is a pure function of its arguments: the op is
@@ -268,7 +269,7 @@ def _rmsnorm_rope(b: Builder) -> dict:
     d = int(b.rng.choice([2, 4, 8, 16, 34, 64]))
     batch = () if b.rng.random() < 0.3 else (int(b.rng.choice([1, 2, 3])),)
     x = b.value(batch + (t, h, d))
-    pos = b.leaf((t,) if not batch or b.rng.random() < 0.5 else (batch[0], t), "pos", dtype="i32")
+    pos = b.value((t,) if not batch or b.rng.random() < 0.5 else (batch[0], t), "pos", dtype="i32")
     w = b.value((d,), "norm_weight", param=bool(b.rng.random() < 0.7))
     two = h > 1 and b.rng.random() < 0.5
     return {"y": b.g.rmsnorm_rope(x, pos, w, eps=float(b.rng.choice([1e-6, 1e-5])),
@@ -296,7 +297,7 @@ def _repetition_penalty(b: Builder) -> dict:
     v = shape[-1]
     per_row = len(shape) > 1 and b.rng.random() < 0.5
     hist_shape = (shape[:-1] if per_row else ()) + (int(b.rng.integers(1, 40)),)
-    history = b.leaf(hist_shape, f"index:{v + 3}", dtype="i32")   # ids up to V + 2: some outside the row
+    history = b.value(hist_shape, f"index:{v + 3}", dtype="i32")   # ids up to V + 2: some outside the row
     penalty = b.leaf((1,), "finite", dtype="f32", value=np.array([b.rng.choice([1.3, 0.7, 1.0, 2.5])], np.float32))
     return {"y": b.g.repetition_penalty(b.value(shape), history, penalty)}
 
@@ -417,7 +418,7 @@ def _quant(b: Builder) -> dict:
         return {"y": b.g.linear(b.value(lead + (k,)), w, bias, activation=None if act is None else str(act))}
     if r < 0.8:
         return {"y": b.g.dequantize(w, b.dtype)}
-    idx = b.leaf(b.shape(int(b.rng.integers(1, 3)), budget=64), f"index:{n}", dtype="i32")
+    idx = b.value(b.shape(int(b.rng.integers(1, 3)), budget=64), f"index:{n}", dtype="i32")
     return {"y": b.g.gather(w, idx)}
 
 
@@ -535,7 +536,7 @@ def _gather(b: Builder) -> dict:
     v, d = b.dim(), b.dim(True)
     table = b.value((v, d), param=bool(b.rng.random() < 0.5))
     idt = str(b.rng.choice(["i32", "i64"]))
-    idx = b.leaf(b.shape(int(b.rng.integers(1, 3)), budget=256), f"index:{v}", dtype=idt)
+    idx = b.value(b.shape(int(b.rng.integers(1, 3)), budget=256), f"index:{v}", dtype=idt)
     return {"y": b.g.gather(table, idx)}
 
 
@@ -613,7 +614,7 @@ def _rope(b: Builder) -> dict:
     batch = () if b.rng.random() < 0.3 else (int(b.rng.choice([1, 2, 3])),)
     x = b.value(batch + (t, h, d))
     pshape = (t,) if not batch or b.rng.random() < 0.5 else (batch[0], t)
-    pos = b.leaf(pshape, "pos", dtype="i32")
+    pos = b.value(pshape, "pos", dtype="i32")
     rd = int(b.rng.choice([r for r in range(2, d + 1, 2)]))
     return {"y": b.g.rope(x, pos, base=float(b.rng.choice([10000.0, 500000.0, 100.0])),
                           layout=str(b.rng.choice(["neox", "interleaved"])),
