@@ -211,7 +211,9 @@ class GraphBuilder(Builder):
         if rng.random() < 0.5:
             self._add(g.rmsnorm(s, self.leaf((c,), "norm_weight", param=True), add_one=bool(rng.random() < 0.5)),
                       3.0)
-        if self.rank3 and self.D % 2 == 0 and rng.random() < 0.5:
+        # (D > 2: a per-head norm over 2 values is ill-conditioned under f16, as m_norm's c == 2;
+        # seed 10098 under precision="f16")
+        if self.rank3 and self.D % 2 == 0 and self.D > 2 and rng.random() < 0.5:
             pos = self.leaf((self.T,), "pos", dtype="i32")
             layout = str(rng.choice(["neox", "interleaved"]))
             for _ in range(int(rng.integers(1, 3))):
