@@ -9,9 +9,10 @@ from rlx.lowering.fp8 import lower_fp8_cast
 from rlx.runtime.views import View
 
 
-# The FP8 casts read their input from its first byte (lower_fp8_cast); the
-# f32 <-> f16 copy reads any strides, but a read kind is one per position.
-@lowers("cast", reads={0: "start"}, kernels=("cast_to_f8", "cast_from_f8"))
+# Read "dense" (the default) though the FP8 casts want their input at its
+# first byte: a read kind is one per position, and the f32 <-> f16 copy,
+# the common cast, reads any strides; lower_fp8_cast copies where it must.
+@lowers("cast", kernels=("cast_to_f8", "cast_from_f8"))
 def _cast(lw: Lowering, node: Node) -> View:
     if node.dtype.is_fp8 or node.inputs[0].dtype.is_fp8:
         return lower_fp8_cast(lw, node)
