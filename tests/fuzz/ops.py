@@ -111,14 +111,24 @@ class Builder:
         elif kind == "norm_weight":
             a = 1.0 + 0.1 * rng.standard_normal(shape)
         elif kind in ("mask", "live_mask"):          # additive mask: 0 or large negative, some -inf
-            a = np.where(rng.random(shape) < 0.25, -np.inf if rng.random() < 0.5 else -1e4, 0.0)
+            masked = rng.random(shape) < 0.25
+            big = -np.inf if rng.random() < 0.5 else -1e4
+            a = np.where(masked, big, 0.0)
             if rng.random() < 0.4:                   # a real-valued bias (ALiBi-like) on the live entries
                 a = a + rng.standard_normal(shape)
-            if kind == "live_mask" and a.ndim:       # key 0 never masked: no row is all -inf
+            # Key 0 never masked: for live_mask no row is all -inf; for a
+            # finite mask, a row whose every key is at -1e4 leaves f32 ~1e-3
+            # of its logits (their ulp there), which rlx and PyTorch round
+            # apart by more than the f32 tolerance (seed 586044). Rows all
+            # at -inf stay: the dead-row rule (zeros) is checked with them.
+            if (kind == "live_mask" or np.isfinite(big)) and a.ndim:
                 a[..., 0] = 0.0
         elif kind.startswith("index"):               # "index:V"
             v = int(kind.split(":")[1])
             return rng.integers(0, v, shape).astype(np.int64 if dtype == "i64" else np.int32)
+        elif kind.startswith("length"):              # attention's active length: "length:Tk"
+            tk = int(kind.split(":")[1])
+            return np.array([rng.integers(-1, tk + 2)], np.int32)
         elif kind.startswith("slot"):                # set_rows' (start, count): "slot:R:T"
             r, t = (int(v) for v in kind.split(":")[1:])
             return np.array([rng.integers(-2 * r, 3 * r + 1), rng.integers(-1, t + 2)], np.int32)
@@ -587,6 +597,8 @@ for _n in ("sum", "mean", "max", "argmax"):
 @_gen("attention")
 def _attention(b: Builder) -> dict:
     bsz, tq, tk = int(b.rng.choice([1, 2, 3])), b.dim(), b.dim()
+    if b.rng.random() < 0.3:   # a decode step: one query row over many keys
+        tq, tk = 1, int(b.rng.choice([17, 65, 130, 300]))
     hkv = int(b.rng.choice([1, 2, 3]))
     hq = hkv * int(b.rng.choice([1, 2, 4]))
     d, dv = int(b.rng.choice([1, 4, 8, 16, 33, 64])), int(b.rng.choice([1, 8, 16, 33]))
@@ -604,6 +616,8 @@ def _attention(b: Builder) -> dict:
               scale=None if b.rng.random() < 0.5 else float(b.rng.uniform(0.05, 1.0)),
               softcap=None if b.rng.random() < 0.7 else float(b.rng.choice([5.0, 30.0])),
               window=None if b.rng.random() < 0.7 else int(b.rng.integers(1, tk + 2)))
+    if b.rng.random() < 0.3:   # a KV cache's run-time active length (-1 to Tk + 1: clamped)
+        kw["length"] = b.leaf((1,), f"length:{tk}", dtype="i32")
     return {"y": b.g.attention(q, k, v, mask, **kw)}
 
 

@@ -412,6 +412,10 @@ def _attention(xs, attrs, node):
     q, k, v = xs[:3]
     b, tq, hq, _ = q.shape
     tk, hkv = k.shape[1], k.shape[2]
+    if not xs[-1].is_floating_point():   # an active length L: the keys [0, L) alone, the last query at L - 1
+        tk = min(max(int(xs[-1].reshape(-1)[0]), 0), tk)
+        k, v = k[:, :tk], v[:, :tk]
+        xs = [q, k, v] + [m[..., :tk] if m.shape[-1] > 1 else m for m in xs[3:-1]]
     rep = hq // hkv
     qh = q.permute(0, 2, 1, 3)
     kh = k.permute(0, 2, 1, 3).repeat_interleave(rep, dim=1)
