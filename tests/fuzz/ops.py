@@ -126,6 +126,9 @@ class Builder:
         elif kind.startswith("index"):               # "index:V"
             v = int(kind.split(":")[1])
             return rng.integers(0, v, shape).astype(np.int64 if dtype == "i64" else np.int32)
+        elif kind == "bits":                         # any 32-bit words, with many repeats (ties)
+            return rng.choice(rng.integers(-2**31, 2**31, 16, dtype=np.int64), shape).astype(np.int32) \
+                if rng.random() < 0.5 else rng.integers(-2**31, 2**31, shape, dtype=np.int64).astype(np.int32)
         elif kind.startswith("length"):              # attention's active length: "length:Tk"
             tk = int(kind.split(":")[1])
             return np.array([rng.integers(-1, tk + 2)], np.int32)
@@ -509,6 +512,18 @@ def _scaled(b: Builder) -> dict:
         bias = b.value((n,), param=True) if with_bias else None
         y = b.g.scaled_linear(b.value(lead + (k,)), w, scale, bias, act, block=block)
     return {"y": y}
+
+
+@_gen("sort_by_key")
+def _sort_by_key(b: Builder) -> dict:
+    """The device radix sort: i32 records [n, c] (views too) stably sorted
+    by their first 1 or 2 columns as unsigned words, only the low ``bits``
+    of column 0 counting; the other columns ride along."""
+    n, c = int(b.rng.choice([1, 2, 7, 33, 130, 1000, 4097])), int(b.rng.integers(1, 5))
+    keys = int(b.rng.integers(1, min(c, 2) + 1))
+    bits = int(b.rng.choice([1, 3, 8, 16, 31, 32]))
+    rec = b.value((n, c), "bits", dtype="i32")
+    return {"y": b.g.op("sort_by_key", (rec,), keys=keys, bits=bits)}
 
 
 @_gen("linear")

@@ -180,6 +180,21 @@ def _topk_values(xs, attrs, node):
     return torch.gather(xs[0], -1, xs[1].long())
 
 
+@_op("sort_by_key")
+def _sort_by_key(xs, attrs, node):
+    """A stable sort by the key columns as unsigned words (column 0's low
+    ``bits``), least significant key first, each pass stable."""
+    rec = xs[0]
+    words = rec.to(torch.int64) & 0xFFFFFFFF
+    order = torch.arange(rec.shape[0])
+    for col in reversed(range(attrs["keys"])):
+        key = words[order, col]
+        if col == 0:
+            key = key & ((1 << attrs["bits"]) - 1)
+        order = order[torch.sort(key, stable=True).indices]
+    return rec[order]
+
+
 @_op("repetition_penalty")
 def _repetition_penalty(xs, attrs, node):
     """llama.cpp's rule: each distinct id of the history inside [0, V) once,
