@@ -38,7 +38,9 @@ suite "pdl contract + schedules (cuda, gs 0)" pdl.log tests/runtime/test_pdl_con
 # The fuzzer's session-25 cases on cuda (quantized weights and the model
 # graphs: the norm-GEMV and GLU-GEMV folds are GPU-only, so only here do
 # the random graphs reach them), its fixed set at group size 32.
-suite "fuzz fixed set (cuda, gs 32)" fuzz32.log tests/fuzz/test_fuzz.py --rlx-device cuda --rlx-group-size 32
+timeout 150 $P tests/fuzz/test_fuzz.py --rlx-device cuda --rlx-group-size 32 >"$OUT/fuzz32.log" 2>&1
+note "fuzz fixed set (cuda, gs 32) rc=$? $(tail -1 "$OUT/fuzz32.log")"
+grep -E "^FAILED" "$OUT/fuzz32.log" | head -8 | cut -c1-250
 timeout 150 $P tests/fuzz/test_fuzz.py --rlx-device cuda -k "test_random_model_graph or quant or fft or fp8 or scaled or sort or attention" \
   --fuzz-runs 600 --fuzz-seed 1000 >"$OUT/fuzz-model.log" 2>&1
 note "fuzz model graphs + quant + fft + fp8 + sort + attention (cuda) rc=$? $(tail -1 "$OUT/fuzz-model.log")"
