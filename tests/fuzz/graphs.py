@@ -217,7 +217,11 @@ class GraphBuilder(Builder):
             pos = self.leaf((self.T,), "pos", dtype="i32")
             layout = str(rng.choice(["neox", "interleaved"]))
             for _ in range(int(rng.integers(1, 3))):
-                x4 = g.reshape(self.m_linear(self.pool[-1], self.C, back=False), (self.B, self.T, self.H, self.D))
+                # A plain projection (a q or k one): an activation's tail
+                # (gelu of x ~ -3, a few 1e-3) in every element of a head
+                # makes its f16 norm ill-conditioned (seeds 802925, 803972).
+                proj = g.matmul(self.pool[-1], self.weight(self.C, self.C, True), transpose_b=True)
+                x4 = g.reshape(proj, (self.B, self.T, self.H, self.D))
                 y = g.rope(g.rmsnorm(x4, self.leaf((self.D,), "norm_weight", param=True)), pos, layout=layout)
                 self._add(g.reshape(y, self.main), 3.0)
         return self.pool[-1]
