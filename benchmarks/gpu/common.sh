@@ -6,7 +6,7 @@
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
 # Then the shared steps below: fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
-# stand_in_model and decode_speed_and_trace.
+# stand_in_model, decode_speed and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
@@ -136,6 +136,21 @@ for r in d['rows'][:int(sys.argv[2])]:
   for k in r['by_kernel'][:int(sys.argv[3])]:
     print('  ', k['name'][:40], round(k['calls_per_step'], 1), round(k['mean_us'], 2), round(k['us_per_step'], 1))
 " "$OUT/trace.json" "$1" "$2" 2>&1 | tee -a "$S"
+}
+
+# decode_speed LABEL ENV...: llm_decode_speed.py (f32 cache) on the
+# stand-in under the environment ENV (RLX_CUDA_PDL=0, KERNEL_DEFINES=...),
+# each position's step and device time, tok/s, thunks and launch mode
+# into the summary.
+decode_speed() {
+  local label=$1; shift
+  env "$@" KV_DTYPES=f32 timeout 240 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf \
+    "$OUT/llm-speed-$label.json" >"$OUT/llm-speed-$label.log" 2>&1
+  note "llm decode speed $label ($*) rc=$?"
+  grep '^{' "$OUT/llm-speed-$label.log" | python3 -c "
+import json, sys
+for l in sys.stdin:
+    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
 }
 
 # decode_speed_and_trace [POSITIONS]: llm_decode_speed.py (f32 cache) on the

@@ -13,25 +13,15 @@
 # fold. Carry .gpu_carry and .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
 stand_in_model
-speed() {   # LABEL ENV...: the decode step on the stand-in (with the fold), wall and device time
-  local label=$1; shift
-  env "$@" KV_DTYPES=f32 timeout 240 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf \
-    "$OUT/llm-speed-$label.json" >"$OUT/llm-speed-$label.log" 2>&1
-  note "llm decode speed $label ($*) rc=$?"
-  grep '^{' "$OUT/llm-speed-$label.log" | python3 -c "
-import json, sys
-for l in sys.stdin:
-    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
-}
-speed early RLX_CUDA_PDL=1
-speed pdl-off RLX_CUDA_PDL=0
-speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
+decode_speed early RLX_CUDA_PDL=1
+decode_speed pdl-off RLX_CUDA_PDL=0
+decode_speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
 suite "norm gemv + pdl contract + schedules (cuda, gs 0)" c.log tests/ops/test_norm_gemv.py \
   tests/runtime/test_pdl_contract.py tests/cts/test_schedule.py --rlx-device cuda
 timeout 120 python3 benchmarks/gpu/norm_gemv_check.py "$OUT/norm-gemv-check.json" >"$OUT/norm-gemv-check.log" 2>&1
 note "norm gemv check rc=$? $(tail -1 "$OUT/norm-gemv-check.log" | cut -c180-700)"
 # Last: a kernel library of its own to compile (session 24 lost a call to
 # such a compile; summary.txt comes back even if this one is cut off).
-speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
+decode_speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
 rm -f "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log
 echo "=== summary"; cat "$S"

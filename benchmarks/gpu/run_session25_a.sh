@@ -20,19 +20,9 @@ sanitize racecheck "racecheck norm gemv" racecheck.log tests/ops/test_norm_gemv.
 sanitize racecheck "racecheck rmsnorm_add" racecheck-norm.log tests/ops/test_norm.py --rlx-device cuda -k rmsnorm_add
 timeout 120 python3 benchmarks/gpu/norm_gemv_check.py "$OUT/norm-gemv-check.json" >"$OUT/norm-gemv-check.log" 2>&1
 note "norm gemv check rc=$? $(tail -1 "$OUT/norm-gemv-check.log" | cut -c180-700)"
-speed() {   # LABEL ENV...: the decode step on the stand-in (with the fold), wall and device time
-  local label=$1; shift
-  env "$@" KV_DTYPES=f32 timeout 240 python3 benchmarks/gpu/llm_decode_speed.py /tmp/z.gguf \
-    "$OUT/llm-speed-$label.json" >"$OUT/llm-speed-$label.log" 2>&1
-  note "llm decode speed $label ($*) rc=$?"
-  grep '^{' "$OUT/llm-speed-$label.log" | python3 -c "
-import json, sys
-for l in sys.stdin:
-    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
-}
-speed early RLX_CUDA_PDL=1
-speed pdl-off RLX_CUDA_PDL=0
-speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
+decode_speed early RLX_CUDA_PDL=1
+decode_speed pdl-off RLX_CUDA_PDL=0
+decode_speed auto RLX_CUDA_PDL=auto   # each executable times both launch forms over its first runs (launch_mode)
 suite "pdl contract + schedules (cuda, gs 0)" pdl.log tests/runtime/test_pdl_contract.py tests/cts/test_schedule.py \
   tests/runtime/test_launch_explore.py --rlx-device cuda
 # The fuzzer's session-25 cases on cuda (quantized weights and the model
@@ -45,6 +35,6 @@ timeout 150 $P tests/fuzz/test_fuzz.py --rlx-device cuda -k "test_random_model_g
   --fuzz-runs 600 --fuzz-seed 1000 >"$OUT/fuzz-model.log" 2>&1
 note "fuzz model graphs + quant + fft + fp8 + sort + attention (cuda) rc=$? $(tail -1 "$OUT/fuzz-model.log")"
 grep -E "^FAILED" "$OUT/fuzz-model.log" | head -8 | cut -c1-250
-speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
+decode_speed late RLX_CUDA_PDL=1 KERNEL_DEFINES=RLX_PDL_LATE_TRIGGER=1
 rm -f "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log
 echo "=== summary"; cat "$S"
