@@ -11,8 +11,9 @@ strided views, or params that are also matmul weights.
 graph with a model's parts among the motifs, one of them forced per seed: a
 sandwich-norm decoder's norms (residual, pre-norm, per-head norm then
 RoPE), a log-mel chain (frames, window, rfft, power, filterbank, log),
-quantized projections after a norm or a GLU, and KV-cache writes and reads
-(state, set_rows) carried from one run to the next.
+quantized projections after a norm or a GLU, KV-cache writes and reads
+(state, set_rows) carried from one run to the next, and a decode step's
+attention over K and V caches written at one slot with an active length.
 
 ``graph_case(seed)`` is a pure function of the seed. Seed s always contains
 the motif ``FORCED[s % len(FORCED)]`` (so a short run covers each), plus
@@ -32,8 +33,8 @@ FORCED = ("attention", "input_out", "param_weight_out", "input_view_out", "atten
           "norm", "glu", "views", "reduce", "attention", "elementwise")
 # The model graphs' motifs (ModelGraphBuilder): forced one per seed in turn,
 # and drawn beside the classic ones with these weights.
-MODEL_FORCED = ("decoder_norms", "spectrum", "quant_linear", "state")
-MODEL_MOTIFS = {"decoder_norms": 2.0, "spectrum": 1.0, "quant_linear": 1.5, "state": 1.0}
+MODEL_FORCED = ("decoder_norms", "spectrum", "quant_linear", "state", "kv_attention")
+MODEL_MOTIFS = {"decoder_norms": 2.0, "spectrum": 1.0, "quant_linear": 1.5, "state": 1.0, "kv_attention": 1.0}
 _CONST_SCALES = (0.25, 0.125, 0.5, 2.0, 0.35355339)
 
 
@@ -278,6 +279,33 @@ class GraphBuilder(Builder):
         y = self._add(g.matmul(values, after, transpose_b=True), 3.0 * self.C)
         self.outputs[f"scores{len(self.outputs)}"] = y   # its shape is not the main one's: keep it live
         return y
+
+    def m_kv_attention(self):
+        """A decode step's attention over its KV cache: K and V rows of two
+        projections written into two states at one run-time slot (the
+        lowering pairs them into one set_rows_pair dispatch), then the
+        queries' attention over the caches' rows read back through the
+        writes, with a run-time active length and sometimes causal or a
+        window; the result comes back to the main shape."""
+        if not self.rank3:
+            return self.m_state()
+        g, rng = self.g, self.rng
+        x = self.tame(self.main_value())
+        rows, h, d = self.B * self.T, self.H, self.D
+        r = int(rng.choice([1, 3, 8, 17, 33]))
+        hkv = int(rng.choice([k for k in (1, h) if h % k == 0]))
+        slot = self.leaf((2,), f"slot:{r}:{rows}", dtype="i32")
+        caches = []
+        for _ in range(2):   # K, then V
+            proj = g.matmul(x, self.weight(self.C, hkv * d, True), transpose_b=True)
+            state = g.state(f"kv{len(self.leaves)}", (r, hkv, d), self.dtype)
+            after = g.set_rows(state, g.reshape(proj, (rows, hkv, d)), slot)
+            caches.append(g.reshape(after, (1, r, hkv, d)))
+        q = g.reshape(g.matmul(x, self.weight(self.C, self.C, True), transpose_b=True), (1, rows, h, d))
+        y = g.attention(q, *caches, causal=bool(rng.random() < 0.4),
+                        window=None if rng.random() < 0.7 else int(rng.integers(1, r + 2)),
+                        length=self.leaf((1,), f"length:{r}", dtype="i32"))
+        return self._add(g.reshape(y, self.main), 3.0)
 
     def m_spectrum(self):
         """A log-mel front end's chain (f32 graphs: the FFT family's dtype):
