@@ -363,6 +363,17 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
             expected["f32"] = _expected(case, "f32")
         return expected["f32"][r]
 
+    def _unrounded_expected(r: int, precision: str) -> dict:
+        """PyTorch with every node in f32, f16 nodes included, from the leaves
+        the precision's own expectation reads: the value f16 approximates."""
+        key = f"unrounded {precision}"
+        if key not in expected:
+            state: dict = {}
+            leaves = {"f16": "f16", "auto": "f16"}.get(precision)
+            expected[key] = [torch_run(case.graph, ins, case.params, round_leaves=leaves, state=state,
+                                       round_nodes=False) for ins in case.inputs]
+        return expected[key][r]
+
     def _bf16_leaves_expected(r: int) -> dict:
         """PyTorch with every float leaf rounded to bf16: how far bf16-sized
         rounding of the values a gemm reads moves each output."""
@@ -431,6 +442,16 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
                 if not low and opts.precision == "f32":
                     out_tol = max(out_tol, 2.0 * f32_gap.get((r, name), 0.0))
                 msg = compare(got[name], want[name], out_tol, floor)
+                if msg and low and want[name].dtype.kind == "f":
+                    # PyTorch's f16 form rounds every node, rlx's fused chains
+                    # round once: on an output f16 leaves ill-conditioned the
+                    # two can err on opposite sides of the f32 result (model
+                    # graph seed 20773: 0.0113 and 0.0091 from it, 0.0204
+                    # apart). Then rlx is held to twice PyTorch's own gap to
+                    # the f32 result (every node unrounded) instead.
+                    exact = _unrounded_expected(r, opts.precision)[name]
+                    msg = msg if compare(got[name], exact, max(tol, 2.0 * normalised_gap(want[name], exact, floor)),
+                                         floor) else None
                 if msg and want[name].dtype.kind != "f" and opts.precision != "f32":
                     # argmax reads its input in the dtype it has: an f32 input is not rounded under f16
                     msg = msg if compare(got[name], _f32_expected(r)[name], tol, floor) else None

@@ -494,13 +494,17 @@ def _set_rows(state: torch.Tensor, values: torch.Tensor, slot: torch.Tensor) -> 
 
 
 def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray] | None = None,
-              round_leaves: str | None = None, state: dict | None = None) -> dict[str, np.ndarray]:
+              round_leaves: str | None = None, state: dict | None = None,
+              round_nodes: bool = True) -> dict[str, np.ndarray]:
     """Evaluate an rlx graph with PyTorch (float32 compute). ``round_leaves``
     ("f16"/"bf16"): round float inputs, params and constants to that dtype
     first, the way a precision policy stores them (so the comparison measures
     the kernels' work, not the unavoidable input rounding). ``state``: the
     graph's states by name (zeros when missing), written in place by its
-    set_rows, so one dict passed to successive runs carries them across."""
+    set_rows, so one dict passed to successive runs carries them across.
+    ``round_nodes=False`` keeps every value in f32 where an f16 node would
+    store f16 (the result the f16 graph approximates; outputs still come
+    back in their declared dtype)."""
     params = params or {}
     state = {} if state is None else state
     values: dict = {}
@@ -536,5 +540,5 @@ def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.n
             if tuple(out.shape) != tuple(node.shape):
                 raise AssertionError(f"torch translation of {node!r} gave shape {tuple(out.shape)}")
             # An f16 node stores f16: the next op reads the rounded value (rlx/reference/'s rule too).
-            values[node] = _round(out, "f16") if node.dtype.name == "f16" else out
+            values[node] = _round(out, "f16") if node.dtype.name == "f16" and round_nodes else out
         return {name: _to_numpy(values[n].clone(), n.dtype) for name, n in graph.outputs.items()}
