@@ -274,15 +274,23 @@ def _rmsnorm_add(b: Builder) -> dict:
     return {"s": s, "h": h}
 
 
-@_gen("rmsnorm_rope")
-def _rmsnorm_rope(b: Builder) -> dict:
-    """Per-head query/key norm then RoPE; sometimes a second weight for the
-    heads from some head on (a query's and a key's heads in one x)."""
+def _rope_operands(b: Builder) -> tuple:
+    """x [(B,) T, H, D] (a view sometimes) and i32 positions [T] or [B, T]
+    for rope and rmsnorm_rope; returns (x, positions, D)."""
     t, h = b.dim(), int(b.rng.choice([1, 2, 3, 4]))
     d = int(b.rng.choice([2, 4, 8, 16, 34, 64]))
     batch = () if b.rng.random() < 0.3 else (int(b.rng.choice([1, 2, 3])),)
     x = b.value(batch + (t, h, d))
     pos = b.value((t,) if not batch or b.rng.random() < 0.5 else (batch[0], t), "pos", dtype="i32")
+    return x, pos, d
+
+
+@_gen("rmsnorm_rope")
+def _rmsnorm_rope(b: Builder) -> dict:
+    """Per-head query/key norm then RoPE; sometimes a second weight for the
+    heads from some head on (a query's and a key's heads in one x)."""
+    x, pos, d = _rope_operands(b)
+    h = x.shape[-2]
     w = b.value((d,), "norm_weight", param=bool(b.rng.random() < 0.7))
     two = h > 1 and b.rng.random() < 0.5
     return {"y": b.g.rmsnorm_rope(x, pos, w, eps=float(b.rng.choice([1e-6, 1e-5])),
@@ -638,12 +646,7 @@ def _attention(b: Builder) -> dict:
 
 @_gen("rope")
 def _rope(b: Builder) -> dict:
-    t, h = b.dim(), int(b.rng.choice([1, 2, 3, 4]))
-    d = int(b.rng.choice([2, 4, 8, 16, 34, 64]))
-    batch = () if b.rng.random() < 0.3 else (int(b.rng.choice([1, 2, 3])),)
-    x = b.value(batch + (t, h, d))
-    pshape = (t,) if not batch or b.rng.random() < 0.5 else (batch[0], t)
-    pos = b.value(pshape, "pos", dtype="i32")
+    x, pos, d = _rope_operands(b)
     rd = int(b.rng.choice([r for r in range(2, d + 1, 2)]))
     return {"y": b.g.rope(x, pos, base=float(b.rng.choice([10000.0, 500000.0, 100.0])),
                           layout=str(b.rng.choice(["neox", "interleaved"])),

@@ -67,19 +67,19 @@ def test_op_special_values(special_seed):
     _report(check_case(case, [default_options()]), f"special-value op case seed {special_seed}")
 
 
-def test_random_graph(graph_seed, request):
+def _check_graph(case: Case, seed: int, request, what: str) -> None:
+    """A random graph under --fuzz-options option sets drawn from its seed."""
     k = request.config.getoption("--fuzz-options")
-    case = graph_case(graph_seed)
-    _report(check_case(case, sample_options(np.random.default_rng([graph_seed, 5]), k)),
-            f"random graph seed {graph_seed}")
+    _report(check_case(case, sample_options(np.random.default_rng([seed, 5]), k)), f"{what} seed {seed}")
+
+
+def test_random_graph(graph_seed, request):
+    _check_graph(graph_case(graph_seed), graph_seed, request, "random graph")
 
 
 def test_random_model_graph(graph_seed, request):
     """The random graphs with a model's parts among their motifs (tests/fuzz/graphs.py ModelGraphBuilder)."""
-    k = request.config.getoption("--fuzz-options")
-    case = model_graph_case(graph_seed)
-    _report(check_case(case, sample_options(np.random.default_rng([graph_seed, 5]), k)),
-            f"random model graph seed {graph_seed}")
+    _check_graph(model_graph_case(graph_seed), graph_seed, request, "random model graph")
 
 
 # ---------------------------------------------------------------- the minimal graphs the fuzzer found

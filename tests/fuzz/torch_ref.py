@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from rlx.reference.blocks import dequantize_values
+from rlx.reference.core import set_rows_in_place
+from rlx.reference.fp8 import scale_full
 
 __all__ = ["TORCH_OPS", "torch_run"]
 
@@ -341,13 +343,9 @@ def _cast(xs, attrs, node):
 
 
 def _per_element(scale: torch.Tensor, shape: tuple, block: tuple) -> torch.Tensor:
-    """The scale of every element of a [..., cols] tensor, from scales over
-    blocks of block[0] rows (of the flattened form) x block[1] columns."""
-    cols = shape[-1]
-    rows = math.prod(shape[:-1])
-    br, bc = block
-    s = scale.reshape(-(-rows // br), -(-cols // bc)).double()
-    return s.repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols].reshape(shape)
+    """The scale of every element (the reference's expansion of block
+    scales, rlx.reference.fp8.scale_full: layout, not arithmetic under test)."""
+    return torch.from_numpy(scale_full(scale.numpy(), shape, block))
 
 
 @_op("scaled_dequantize")
@@ -483,16 +481,6 @@ def _to_numpy(t: torch.Tensor, dtype) -> np.ndarray:
     return t.numpy().astype(dtype.numpy)
 
 
-def _set_rows(state: torch.Tensor, values: torch.Tensor, slot: torch.Tensor) -> torch.Tensor:
-    """set_rows in place (rlx/ir/ops/state.py): rows t < min(count, T) go to
-    row (start + t) mod R, only the last R of them when there are more."""
-    rows = state.shape[0]
-    start, count = int(slot[0]), max(0, min(int(slot[1]), values.shape[0]))
-    for t in range(max(0, count - rows), count):
-        state[(start + t) % rows] = values[t]
-    return state
-
-
 def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.ndarray] | None = None,
               round_leaves: str | None = None, state: dict | None = None,
               round_nodes: bool = True) -> dict[str, np.ndarray]:
@@ -517,7 +505,8 @@ def torch_run(graph, inputs: Mapping[str, np.ndarray], params: Mapping[str, np.n
                 values[node] = state[name]
                 continue
             if node.op == "set_rows":
-                values[node] = _set_rows(*(values[x] for x in node.inputs))
+                # rlx.reference's write (indexing only, no arithmetic), on the tensors in place
+                values[node] = set_rows_in_place(*(values[x] for x in node.inputs))
                 continue
             if node.op in ("input", "param", "constant"):
                 if node.op == "constant":
