@@ -7,8 +7,8 @@
 // - splat_project: one thread per Gaussian: camera-space mean (z <= 0.2
 //   culled), 3D covariance R S S^T R^T, EWA projection with the Jacobian
 //   (x/z, y/z clamped to 1.3x the half field of view) plus the 0.3-pixel
-//   dilation, conic, 3-sigma radius, tile rectangle, sigmoid opacity, SH
-//   colour; the tiles of the rectangle it can reach with alpha >= 1/255
+//   dilation, conic (factored: below), 3-sigma radius, tile rectangle,
+//   sigmoid opacity, SH colour; the tiles of the rectangle it can reach with alpha >= 1/255
 //   (rlx_splat_tile_hit); a 16-float record, zeros when culled.
 // - splat_depth_keys: one (depth bits, index) row per Gaussian (culled:
 //   key 0xFFFFFFFF, last), for a stable sort by depth: the depth order.
@@ -49,32 +49,38 @@ RLX_INLINE float rlx_splat_ceil(float x) {
 RLX_INLINE float rlx_splat_clamp(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 
-// Whether a projected Gaussian can reach alpha >= 1/255 at any pixel centre
-// of the tile whose first pixel is (x0, y0): the smallest value of the
-// quadratic form q = a dx^2 + 2 b dx dy + c dy^2 (dx, dy: mean - point)
-// over the rectangle of the tile's pixel centres (0 when the mean is
-// inside, else on an edge, where the 1D minimum is the stationary point
-// clamped to the edge), and opacity * exp(-q / 2) against 1/255 with 1%
-// of margin. The rectangle holds every pixel centre, so a tile this
-// rejects has no pixel the raster would blend (rounding is far inside
-// the margin); the 3-sigma rectangle keeps about a third more tiles.
-RLX_INLINE float rlx_splat_edge_q(float a, float b, float c, float d, float lo, float hi) {
-    // min over e in [lo, hi] of a d^2 + 2 b d e + c e^2 (c > 0).
-    const float e = rlx_splat_clamp(-b * d / c, lo, hi);
-    return a * d * d + 2.0f * b * d * e + c * e * e;
+// The conic (inverse 2D covariance) is kept factored, as (qa, qk, qm) with
+//   q(dx, dy) = qa (dx + qk dy)^2 + qm dy^2    (dx, dy: mean - point)
+// (qa = c / det, qk = -b / c, qm = 1 / c for the covariance [[a, b], [b, c]]):
+// the expanded a' dx^2 + 2 b' dx dy + c' dy^2 of a needle-thin Gaussian
+// cancels to rounding noise in f32 hundreds of pixels along its axis, and
+// its sign then decides whether a pixel blends it; two squares cannot.
+RLX_INLINE float rlx_splat_q(float qa, float qk, float qm, float dx, float dy) {
+    const float t = dx + qk * dy;
+    return qa * t * t + qm * dy * dy;
 }
 
-RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float a, float b, float c, float op, float x0, float y0) {
+// Whether a projected Gaussian can reach alpha >= 1/255 at any pixel centre
+// of the tile whose first pixel is (x0, y0): the smallest q over the
+// rectangle of the tile's pixel centres (0 when the mean is inside, else
+// on an edge, where the 1D minimum is the stationary point clamped to the
+// edge), and opacity * exp(-q / 2) against 1/255 with 1% of margin. The
+// rectangle holds every pixel centre, so a tile this rejects has no pixel
+// the raster would blend (rounding is far inside the margin); the 3-sigma
+// rectangle keeps about a third more tiles.
+RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float qa, float qk, float qm, float op, float x0, float y0) {
     const float dx_lo = u - (x0 + 15.5f), dx_hi = u - (x0 + 0.5f);   // dx over the tile: [dx_lo, dx_hi]
     const float dy_lo = v - (y0 + 15.5f), dy_hi = v - (y0 + 0.5f);
     float q = 0.0f;
     if (!(dx_lo <= 0.0f && dx_hi >= 0.0f && dy_lo <= 0.0f && dy_hi >= 0.0f)) {
-        const float q0 = rlx_splat_edge_q(a, b, c, dx_lo, dy_lo, dy_hi);
-        const float q1 = rlx_splat_edge_q(a, b, c, dx_hi, dy_lo, dy_hi);
-        const float q2 = rlx_splat_edge_q(c, b, a, dy_lo, dx_lo, dx_hi);
-        const float q3 = rlx_splat_edge_q(c, b, a, dy_hi, dx_lo, dx_hi);
+        // dx fixed on the left and right edges: q is least at dy = -qa qk dx / (qa qk^2 + qm).
+        const float dy_of_dx = -qa * qk / (qa * qk * qk + qm);
+        const float q0 = rlx_splat_q(qa, qk, qm, dx_lo, rlx_splat_clamp(dy_of_dx * dx_lo, dy_lo, dy_hi));
+        const float q1 = rlx_splat_q(qa, qk, qm, dx_hi, rlx_splat_clamp(dy_of_dx * dx_hi, dy_lo, dy_hi));
+        // dy fixed on the top and bottom edges: least at dx = -qk dy.
+        const float q2 = rlx_splat_q(qa, qk, qm, rlx_splat_clamp(-qk * dy_lo, dx_lo, dx_hi), dy_lo);
+        const float q3 = rlx_splat_q(qa, qk, qm, rlx_splat_clamp(-qk * dy_hi, dx_lo, dx_hi), dy_hi);
         q = rlx_fmin(rlx_fmin(q0, q1), rlx_fmin(q2, q3));
-        q = q > 0.0f ? q : 0.0f;
     }
     return op * rlx_exp(-0.5f * q) >= 0.99f / 255.0f;
 }
@@ -119,31 +125,34 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
         const float r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
         const float s0 = rlx_exp(rlx_to_float(scales[3u * i])), s1 = rlx_exp(rlx_to_float(scales[3u * i + 1u]));
         const float s2 = rlx_exp(rlx_to_float(scales[3u * i + 2u]));
-        // M = R S; Sigma = M M^T (symmetric: six entries).
-        const float m00 = r00 * s0, m01 = r01 * s1, m02 = r02 * s2;
-        const float m10 = r10 * s0, m11 = r11 * s1, m12 = r12 * s2;
-        const float m20 = r20 * s0, m21 = r21 * s1, m22 = r22 * s2;
-        const float c00 = m00 * m00 + m01 * m01 + m02 * m02, c01 = m00 * m10 + m01 * m11 + m02 * m12;
-        const float c02 = m00 * m20 + m01 * m21 + m02 * m22, c11 = m10 * m10 + m11 * m11 + m12 * m12;
-        const float c12 = m10 * m20 + m11 * m21 + m12 * m22, c22 = m20 * m20 + m21 * m21 + m22 * m22;
         // EWA: J (2x3) at the clamped x / z, y / z; T = J W (W: the viewmat's rotation).
         const float txc = rlx_splat_clamp(tx / tz, -limx, limx) * tz;
         const float tyc = rlx_splat_clamp(ty / tz, -limy, limy) * tz;
         const float j00 = fx / tz, j02 = -fx * txc / (tz * tz), j11 = fy / tz, j12 = -fy * tyc / (tz * tz);
         const float t00 = j00 * w00 + j02 * w20, t01 = j00 * w01 + j02 * w21, t02 = j00 * w02 + j02 * w22;
         const float t10 = j11 * w10 + j12 * w20, t11 = j11 * w11 + j12 * w21, t12 = j11 * w12 + j12 * w22;
-        // cov2d = T Sigma T^T.
-        const float u0 = t00 * c00 + t01 * c01 + t02 * c02, u1 = t00 * c01 + t01 * c11 + t02 * c12;
-        const float u2 = t00 * c02 + t01 * c12 + t02 * c22;
-        const float v0 = t10 * c00 + t11 * c01 + t12 * c02, v1 = t10 * c01 + t11 * c11 + t12 * c12;
-        const float v2 = t10 * c02 + t11 * c12 + t12 * c22;
-        const float a = u0 * t00 + u1 * t01 + u2 * t02 + 0.3f;
-        const float b = u0 * t10 + u1 * t11 + u2 * t12;
-        const float c = v0 * t10 + v1 * t11 + v2 * t12 + 0.3f;
-        const float det = a * c - b * b;
-        if (!(det > 0.0f)) continue;
+        // cov2d = P P^T with P = T R S (2x3): Sigma = R S S^T R^T never formed.
+        // Its determinant by Cauchy-Binet, the sum of P's squared 2x2 minors,
+        // each s_i s_j times a minor of T R: no cancellation, where a c - b^2
+        // of a needle-thin Gaussian (scales 1e4 apart) cancels to noise in f32.
+        const float q00 = t00 * r00 + t01 * r10 + t02 * r20, q01 = t00 * r01 + t01 * r11 + t02 * r21;
+        const float q02 = t00 * r02 + t01 * r12 + t02 * r22;
+        const float q10 = t10 * r00 + t11 * r10 + t12 * r20, q11 = t10 * r01 + t11 * r11 + t12 * r21;
+        const float q12 = t10 * r02 + t11 * r12 + t12 * r22;
+        const float p00 = q00 * s0, p01 = q01 * s1, p02 = q02 * s2;
+        const float p10 = q10 * s0, p11 = q11 * s1, p12 = q12 * s2;
+        const float e00 = p00 * p00 + p01 * p01 + p02 * p02, e11 = p10 * p10 + p11 * p11 + p12 * p12;
+        const float b = p00 * p10 + p01 * p11 + p02 * p12;
+        const float m01 = s0 * s1 * (q00 * q11 - q01 * q10), m02 = s0 * s2 * (q00 * q12 - q02 * q10);
+        const float m12 = s1 * s2 * (q01 * q12 - q02 * q11);
+        const float a = e00 + 0.3f, c = e11 + 0.3f;
+        // det(P P^T + 0.3 I) = det(P P^T) + 0.3 trace(P P^T) + 0.09.
+        const float det = (m01 * m01 + m02 * m02 + m12 * m12) + 0.3f * (e00 + e11) + 0.09f;
+        if (!(det > 0.0f && det <= 3.0e38f)) continue;   // NaN, and an overflowed scale's inf
         const float mid = 0.5f * (a + c);
-        const float disc = mid * mid - det;
+        // mid^2 - det without its cancellation on round Gaussians.
+        const float half_gap = 0.5f * (e00 - e11);
+        const float disc = half_gap * half_gap + b * b;
         const float lam = mid + rlx_sqrt(disc > 0.1f ? disc : 0.1f);
         const float radius = rlx_splat_ceil(3.0f * rlx_sqrt(lam));
         const float u = fx * tx / tz + cx, v = fy * ty / tz + cy;
@@ -154,11 +163,11 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
         const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
         const float opacity = rlx_sigmoid(rlx_to_float(opac[i]));
         if (!(opacity > 0.0f)) continue;   // NaN too
-        const float ca = c / det, cb = -b / det, cc = a / det;
+        const float qa = c / det, qk = -b / c, qm = 1.0f / c;   // the conic, factored (rlx_splat_q)
         uint hits = 0u;
         for (float ty = ymin; ty < ymax; ty += 1.0f)
             for (float tx = xmin; tx < xmax; tx += 1.0f)
-                hits += rlx_splat_tile_hit(u, v, ca, cb, cc, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
+                hits += rlx_splat_tile_hit(u, v, qa, qk, qm, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
         if (hits == 0u) continue;
         const float tiles = (float)hits;
         // View-dependent colour: SH at the unit direction from the camera centre.
@@ -198,9 +207,9 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
         o[0] = u;
         o[1] = v;
         o[2] = tz;
-        o[3] = ca;
-        o[4] = cb;
-        o[5] = cc;
+        o[3] = qa;
+        o[4] = qk;
+        o[5] = qm;
         o[6] = opacity;
         o[7] = rgb[0];
         o[8] = rgb[1];
@@ -262,13 +271,13 @@ RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE c
         if (!(rlx_to_float(r[11]) > 0.0f)) continue;
         const uint x0 = (uint)rlx_to_float(r[12]), y0 = (uint)rlx_to_float(r[13]);
         const uint x1 = (uint)rlx_to_float(r[14]), y1 = (uint)rlx_to_float(r[15]);
-        const float u = rlx_to_float(r[0]), v = rlx_to_float(r[1]), ca = rlx_to_float(r[3]);
-        const float cb = rlx_to_float(r[4]), cc = rlx_to_float(r[5]), op = rlx_to_float(r[6]);
+        const float u = rlx_to_float(r[0]), v = rlx_to_float(r[1]), qa = rlx_to_float(r[3]);
+        const float qk = rlx_to_float(r[4]), qm = rlx_to_float(r[5]), op = rlx_to_float(r[6]);
         uint o = (uint)offsets[k];
         for (uint y = y0; y < y1; ++y) {
             for (uint x = x0; x < x1; ++x) {
                 if (o >= cap) break;
-                if (!rlx_splat_tile_hit(u, v, ca, cb, cc, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
+                if (!rlx_splat_tile_hit(u, v, qa, qk, qm, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
                 pairs[2u * (uint64_t)o] = (int)(y * gx + x);
                 pairs[2u * (uint64_t)o + 1u] = (int)i;
                 ++o;
@@ -367,12 +376,12 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
         }
         rlx_barrier();
         for (uint j = 0u; j < len; ++j) {
-            const float gu = bt[10u * j], gv = bt[10u * j + 1u], ca = bt[10u * j + 2u], cb = bt[10u * j + 3u];
-            const float cc = bt[10u * j + 4u], op = bt[10u * j + 5u], cr = bt[10u * j + 6u];
+            const float gu = bt[10u * j], gv = bt[10u * j + 1u], qa = bt[10u * j + 2u], qk = bt[10u * j + 3u];
+            const float qm = bt[10u * j + 4u], op = bt[10u * j + 5u], cr = bt[10u * j + 6u];
             const float cg = bt[10u * j + 7u], cbl = bt[10u * j + 8u], cd = bt[10u * j + 9u];
             RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
                 const float dx = gu - px_x[q], dy = gv - px_y[q];
-                const float power = -0.5f * (ca * dx * dx + cc * dy * dy) - cb * dx * dy;
+                const float power = -0.5f * rlx_splat_q(qa, qk, qm, dx, dy);
                 const float e = op * rlx_exp(power);
                 const float alpha = e < max_alpha ? e : max_alpha;
                 const float tr = px_t[q];

@@ -154,7 +154,7 @@ def test_reference_closed_forms():
     rec = ref.project(scene.means, scene.scales, scene.quats, scene.opacities, scene.sh, cam.packed(), w, w)[0]
     var = f * f * s * s / (d * d) + 0.3
     np.testing.assert_allclose(rec[[ref.U, ref.V, ref.DEPTH]], [w / 2, w / 2, d])
-    np.testing.assert_allclose(rec[[ref.CA, ref.CB, ref.CC]], [1 / var, 0, 1 / var], rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(rec[[ref.QA, ref.QK, ref.QM]], [1 / var, 0, 1 / var], rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(rec[ref.RADIUS], np.ceil(3 * np.sqrt(var)))
     np.testing.assert_allclose(rec[[ref.R, ref.G, ref.B]], ref.SH_C0 * np.array([0.3, -0.2, 0.1]) + 0.5)
     img = ref.render(scene, cam, w, w)
@@ -176,13 +176,14 @@ def test_tile_hits_never_drop_a_blended_pixel():
         sx, sy, rho = rng.uniform(0.5, 20.0), rng.uniform(0.5, 20.0), rng.uniform(-0.95, 0.95)
         cov = np.array([[sx * sx, rho * sx * sy], [rho * sx * sy, sy * sy]])
         a, b, c = np.linalg.inv(cov)[0, 0], np.linalg.inv(cov)[0, 1], np.linalg.inv(cov)[1, 1]
+        factors = ref.factored_conic(cov[0, 0], cov[0, 1], cov[1, 1], np.linalg.det(cov))
         op = rng.uniform(0.0, 1.0)
         u, v = rng.uniform(0, 64, 2)
         x0, y0 = 16.0 * rng.integers(-3, 8), 16.0 * rng.integers(-3, 8)
         dx, dy = u - (x0 + lx + 0.5), v - (y0 + ly + 0.5)
         power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
         alive = ((power <= 0) & (np.minimum(0.99, op * np.exp(power)) >= 1 / 255)).any()
-        hit = bool(ref.tile_hits(u, v, a, b, c, op, x0, y0))
+        hit = bool(ref.tile_hits(u, v, *factors, op, x0, y0))
         assert hit or not alive, (u, v, a, b, c, op, x0, y0)
         dead += not alive
         kept_dead += hit and not alive

@@ -11,12 +11,17 @@ Conventions (the kernels' too):
   normalized quaternion w, x, y, z); z <= 0.2 is culled; EWA with the
   Jacobian of the perspective map at x / z, y / z clamped to 1.3 times the
   half field of view; 0.3 added to the 2D covariance's diagonal; the conic
-  is its inverse (culled when the determinant is <= 0); radius =
+  is its inverse (culled when the determinant is <= 0), kept factored as
+  (qa, qk, qm) with q(dx, dy) = qa (dx + qk dy)^2 + qm dy^2 (``quad``:
+  two squares, so f32 kernels evaluate it without cancellation); radius =
   ceil(3 sqrt(lambda_max)) with lambda_max = mid + sqrt(max(0.1, mid^2 -
-  det)); the tile rectangle (16 x 16 pixels) is x in [floor((u - r) / 16),
-  floor((u + r) / 16)] clamped to the grid (likewise y), and of it the
+  det)) (mid^2 - det formed as ((a - c) / 2)^2 + b^2); the determinant as
+  det(P P^T) + 0.3 trace(P P^T) + 0.09 with P = J W R S and det(P P^T) the
+  sum of P's squared 2x2 minors (Cauchy-Binet), never a c - b^2; the tile
+  rectangle (16 x 16 pixels) is x in [floor((u - r) / 16), floor((u + r) /
+  16)] clamped to the grid (likewise y), and of it the
   tiles touched are those where opacity exp(-q_min / 2) >= 0.99 / 255, q_min
-  the least conic quadratic form over the tile's pixel-centre rectangle
+  the least q over the tile's pixel-centre rectangle
   (``tile_hits``: no pixel of another tile could pass alpha >= 1/255);
   none touched: culled.
 - colour: the SH basis of degree <= 3 at the direction from the camera
@@ -27,8 +32,8 @@ Conventions (the kernels' too):
   by tile alone: each tile's Gaussians by increasing depth, ties by index
   (the (tile, depth, index) order of a sort by all three).
 - raster: per tile, the Gaussians touching it in that order; per pixel
-  front to back: power = -0.5 (a dx^2 + c dy^2) - b dx dy with (dx, dy) =
-  mean - pixel centre, skipped when power > 0; alpha = min(max_alpha,
+  front to back: power = -0.5 q(dx, dy) with (dx, dy) = mean - pixel
+  centre, skipped when power > 0 (never, but for NaN); alpha = min(max_alpha,
   opacity exp(power)) (max_alpha 0.99, the 3DGS paper's), skipped when <
   1/255; stop (without that
   Gaussian) when T (1 - alpha) < 1e-4; out = sum(c alpha T) + T background,
@@ -49,7 +54,7 @@ RECORD = 16   # floats per projected Gaussian (shaders/splat.h: SPLAT_REC_*)
 MAX_ALPHA = 0.99
 CULLED_KEY = -1   # 0xFFFFFFFF as i32: culled Gaussians sort after every depth
 # Record columns.
-U, V, DEPTH, CA, CB, CC, OPACITY, R, G, B, RADIUS, TILES, XMIN, YMIN, XMAX, YMAX = range(RECORD)
+U, V, DEPTH, QA, QK, QM, OPACITY, R, G, B, RADIUS, TILES, XMIN, YMIN, XMAX, YMAX = range(RECORD)
 
 SH_C0 = 0.28209479177387814
 SH_C1 = 0.4886025119029199
@@ -83,24 +88,36 @@ def sh_color(sh: np.ndarray, dirs: np.ndarray) -> np.ndarray:
     return np.maximum(res + 0.5, 0.0)
 
 
-def tile_hits(u, v, a, b, c, op, x0, y0) -> np.ndarray:
-    """Whether a Gaussian (mean u, v; conic a, b, c; opacity op) can reach
-    alpha >= 1/255 (with 1% margin) at a pixel centre of the tiles whose
-    first pixels are (x0, y0) (arrays): the minimum of q = a dx^2 + 2 b dx
-    dy + c dy^2 over the rectangle of the tile's pixel centres (0 with the
-    mean inside; else the least of the four edges' clamped 1D minima)."""
+def quad(qa, qk, qm, dx, dy):
+    """The conic's quadratic form from its factors: qa (dx + qk dy)^2 + qm dy^2."""
+    t = dx + qk * dy
+    return qa * t * t + qm * dy * dy
+
+
+def factored_conic(a, b, c, det):
+    """(qa, qk, qm) of the inverse of the 2D covariance [[a, b], [b, c]]
+    (det its determinant): the conic (c, -b, a) / det as qa (dx + qk dy)^2 +
+    qm dy^2."""
+    return c / det, -b / c, 1.0 / c
+
+
+def tile_hits(u, v, qa, qk, qm, op, x0, y0) -> np.ndarray:
+    """Whether a Gaussian (mean u, v; factored conic qa, qk, qm; opacity
+    op) can reach alpha >= 1/255 (with 1% margin) at a pixel centre of the
+    tiles whose first pixels are (x0, y0) (arrays): the minimum of q over
+    the rectangle of the tile's pixel centres (0 with the mean inside; else
+    the least of the four edges' clamped 1D minima)."""
     x0, y0 = np.asarray(x0, np.float64), np.asarray(y0, np.float64)
     dx_lo, dx_hi = u - (x0 + 15.5), u - (x0 + 0.5)
     dy_lo, dy_hi = v - (y0 + 15.5), v - (y0 + 0.5)
-
-    def edge(a_, b_, c_, d, lo, hi):
-        e = np.clip(-b_ * d / c_, lo, hi)
-        return a_ * d * d + 2.0 * b_ * d * e + c_ * e * e
-
-    q = np.minimum(np.minimum(edge(a, b, c, dx_lo, dy_lo, dy_hi), edge(a, b, c, dx_hi, dy_lo, dy_hi)),
-                   np.minimum(edge(c, b, a, dy_lo, dx_lo, dx_hi), edge(c, b, a, dy_hi, dx_lo, dx_hi)))
+    dy_of_dx = -qa * qk / (qa * qk * qk + qm)   # the least q on a line of fixed dx
+    q = np.minimum(
+        np.minimum(quad(qa, qk, qm, dx_lo, np.clip(dy_of_dx * dx_lo, dy_lo, dy_hi)),
+                   quad(qa, qk, qm, dx_hi, np.clip(dy_of_dx * dx_hi, dy_lo, dy_hi))),
+        np.minimum(quad(qa, qk, qm, np.clip(-qk * dy_lo, dx_lo, dx_hi), dy_lo),     # fixed dy: at dx = -qk dy
+                   quad(qa, qk, qm, np.clip(-qk * dy_hi, dx_lo, dx_hi), dy_hi)))
     inside = (dx_lo <= 0) & (dx_hi >= 0) & (dy_lo <= 0) & (dy_hi >= 0)
-    q = np.where(inside, 0.0, np.maximum(q, 0.0))
+    q = np.where(inside, 0.0, q)
     return op * np.exp(-0.5 * q) >= 0.99 / 255.0
 
 
@@ -109,13 +126,13 @@ def gaussian_tiles(r: np.ndarray, gx: int) -> np.ndarray:
     x0, y0, x1, y1 = (int(t) for t in r[XMIN:YMAX + 1])
     ty, tx = np.meshgrid(np.arange(y0, y1), np.arange(x0, x1), indexing="ij")
     tx, ty = tx.reshape(-1), ty.reshape(-1)
-    hit = tile_hits(r[U], r[V], r[CA], r[CB], r[CC], r[OPACITY], 16.0 * tx, 16.0 * ty)
+    hit = tile_hits(r[U], r[V], r[QA], r[QK], r[QM], r[OPACITY], 16.0 * tx, 16.0 * ty)
     return (ty * gx + tx)[hit]
 
 
 def project(means, scales, quats, opacities, sh, camera, width: int, height: int) -> np.ndarray:
     """Per-Gaussian records [N, 16] (float64; culled rows are zero): u, v,
-    depth, conic (a, b, c), opacity, r, g, b, radius, tiles touched, tile
+    depth, factored conic (qa, qk, qm), opacity, r, g, b, radius, tiles touched, tile
     rectangle xmin, ymin, xmax, ymax (max exclusive)."""
     means, scales, quats, opac, sh, cam = (np.asarray(a, np.float64)
                                            for a in (means, scales, quats, opacities, sh, camera))
@@ -135,8 +152,7 @@ def project(means, scales, quats, opacities, sh, camera, width: int, height: int
         np.stack([1 - 2 * (qy * qy + qz * qz), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)], -1),
         np.stack([2 * (qx * qy + qw * qz), 1 - 2 * (qx * qx + qz * qz), 2 * (qy * qz - qw * qx)], -1),
         np.stack([2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx * qx + qy * qy)], -1)], -2)
-    m = rot * np.exp(scales)[:, None, :]
-    sigma = m @ np.swapaxes(m, 1, 2)
+    m = rot * np.exp(scales)[:, None, :]   # R S: Sigma = m m^T
 
     limx, limy = 1.3 * 0.5 * width / fx, 1.3 * 0.5 * height / fy
     txc = np.clip(tx / tzs, -limx, limx) * tzs
@@ -146,14 +162,17 @@ def project(means, scales, quats, opacities, sh, camera, width: int, height: int
     j[:, 0, 2] = -fx * txc / (tzs * tzs)
     j[:, 1, 1] = fy / tzs
     j[:, 1, 2] = -fy * tyc / (tzs * tzs)
-    tm = j @ w3
-    cov = tm @ sigma @ np.swapaxes(tm, 1, 2)
+    p = j @ w3 @ m   # cov2d = p p^T
+    cov = p @ np.swapaxes(p, 1, 2)
     a, b, c = cov[:, 0, 0] + 0.3, cov[:, 0, 1], cov[:, 1, 1] + 0.3
-    det = a * c - b * b
+    # det(p p^T) by Cauchy-Binet (the squared 2x2 minors of p), as the kernel
+    # forms it: a c - b^2 cancels for needle-thin Gaussians.
+    minors = [p[:, 0, i] * p[:, 1, k] - p[:, 0, k] * p[:, 1, i] for i, k in ((0, 1), (0, 2), (1, 2))]
+    det = sum(mi * mi for mi in minors) + 0.3 * (cov[:, 0, 0] + cov[:, 1, 1]) + 0.09
     keep &= det > 0
     dets = np.where(keep, det, 1.0)
     mid = 0.5 * (a + c)
-    lam = mid + np.sqrt(np.maximum(0.1, mid * mid - dets))
+    lam = mid + np.sqrt(np.maximum(0.1, 0.25 * (a - c) ** 2 + b * b))   # mid^2 - det, cancellation-free
     radius = np.ceil(3.0 * np.sqrt(lam))
     u = fx * tx / tzs + cx
     v = fy * ty / tzs + cy
@@ -165,7 +184,7 @@ def project(means, scales, quats, opacities, sh, camera, width: int, height: int
     rect = (xmax - xmin) * (ymax - ymin)
     opacity = 1.0 / (1.0 + np.exp(-opac))
     keep &= (rect > 0) & (opacity > 0)
-    conic = (c / dets, -b / dets, a / dets)
+    conic = factored_conic(a, b, c, dets)
     tiles = np.zeros(n)
     for i in np.flatnonzero(keep):
         ty, tx = np.meshgrid(np.arange(ymin[i], ymax[i]), np.arange(xmin[i], xmax[i]), indexing="ij")
@@ -257,7 +276,7 @@ def raster(records: np.ndarray, sorted_pairs: np.ndarray, ranges: np.ndarray, wi
                 break
             r = records[idx]
             dx, dy = r[U] - pcx, r[V] - pcy
-            power = -0.5 * (r[CA] * dx * dx + r[CC] * dy * dy) - r[CB] * dx * dy
+            power = -0.5 * quad(r[QA], r[QK], r[QM], dx, dy)
             alpha = np.minimum(max_alpha, r[OPACITY] * np.exp(power))
             use = live & (power <= 0.0) & (alpha >= 1.0 / 255.0)
             test = tr * (1.0 - alpha)
