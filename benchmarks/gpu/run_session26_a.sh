@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # H200, session 26's first call: session 25's unrun first call (below) with
 # the splat suite on cuda first (session 26 factored the conic and formed
-# the 2D covariance's determinant by Cauchy-Binet, shaders/splat.h).
+# the 2D covariance's determinant by Cauchy-Binet, shaders/splat.h) and
+# the fuzzer's new splat frames on cuda.
 # Session 25's notes: first the checks of session 25's one GPU-side
 # change, the residual norm chain written once (shaders/norm_chain.h, used
 # by rmsnorm_add and gemv1n's x staging): the norm and norm-GEMV suites on
@@ -15,6 +16,9 @@
 source "$(dirname "$0")/common.sh"
 stand_in_model
 suite "splat (cuda, gs 0)" splat.log tests/ops/test_splat.py tests/test_splat_io.py --rlx-device cuda
+timeout 120 $P tests/fuzz/test_fuzz.py -k test_splat_frame --rlx-device cuda --fuzz-runs 300 --fuzz-seed 500 >"$OUT/fuzz-splat.log" 2>&1
+note "fuzz splat frames (cuda, 300 from seed 500) rc=$? $(tail -1 "$OUT/fuzz-splat.log")"
+grep -E "^FAILED" "$OUT/fuzz-splat.log" | head -4 | cut -c1-250
 NORM_TESTS="tests/ops/test_norm.py tests/ops/test_norm_gemv.py tests/opt/test_norm_fusion.py"
 suite "norm + norm gemv (cuda, gs 0)" norm.log $NORM_TESTS --rlx-device cuda
 suite "norm + norm gemv (cuda, gs 32)" norm32.log $NORM_TESTS --rlx-device cuda --rlx-group-size 32

@@ -34,10 +34,13 @@ Conventions (the kernels' too):
 - raster: per tile, the Gaussians touching it in that order; per pixel
   front to back: power = -0.5 q(dx, dy) with (dx, dy) = mean - pixel
   centre, skipped when power > 0 (never, but for NaN); alpha = min(max_alpha,
-  opacity exp(power)) (max_alpha 0.99, the 3DGS paper's), skipped when <
-  1/255; stop (without that
-  Gaussian) when T (1 - alpha) < 1e-4; out = sum(c alpha T) + T background,
-  depth = sum(z alpha T), alpha = 1 - T.
+  opacity exp(power)) (max_alpha 0.99, the 3DGS paper's, as the f32 the
+  kernels hold), skipped when < 1/255; stop (without that Gaussian) when T
+  (1 - alpha) < 1e-4; out = sum(c alpha T) + T background, depth = sum(z
+  alpha T), alpha = 1 - T. Two Gaussians clamped at max_alpha 0.99 put T
+  on the stopping bound itself ((1 - 0.99)^2 = 1e-4): in f32, as in the
+  kernels (and 3DGS's), the second is not added; float64 with 0.99 itself
+  would add it, so the reference clamps at float32(max_alpha).
 """
 
 from __future__ import annotations
@@ -259,6 +262,7 @@ def raster(records: np.ndarray, sorted_pairs: np.ndarray, ranges: np.ndarray, wi
            background=(0.0, 0.0, 0.0), max_alpha: float = MAX_ALPHA) -> np.ndarray:
     """[height, width, 5]: r, g, b, depth, alpha (float64); sorted_pairs: (tile, index) rows."""
     records = np.asarray(records, np.float64)
+    max_alpha = float(np.float32(max_alpha))   # the kernels' parameter (the module's docstring says why)
     gx, gy = tile_grid(width, height)
     img = np.zeros((gy * TILE, gx * TILE, 5))
     bg = np.asarray(background, np.float64)

@@ -1,5 +1,6 @@
 """The differential fuzzer (tests/fuzz/): random single ops and random graphs,
-compiled by rlx and compared with PyTorch (and rlx.run_reference).
+compiled by rlx and compared with PyTorch (and rlx.run_reference); random
+splat frames against the float64 splat reference.
 
 Short CI run (fixed seeds, well under 90 s on 2 cores):
     .venv/bin/python -m pytest tests/fuzz/test_fuzz.py
@@ -33,19 +34,23 @@ from .check import (
 )
 from .graphs import graph_case, model_graph_case
 from .ops import OP_NAMES, op_case
+from .splat import check_splat_case, splat_case
 
 SHORT_OPS = 4 * len(OP_NAMES)
 SHORT_SPECIAL = 2 * len(OP_NAMES)
 SHORT_GRAPHS = 200
+SHORT_SPLAT = 120
 
 
 def pytest_generate_tests(metafunc):
     cfg = metafunc.config
     runs, base = cfg.getoption("--fuzz-runs"), cfg.getoption("--fuzz-seed")
-    for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS)):
+    for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS),
+                       ("splat_seed", SHORT_SPLAT)):
         if arg in metafunc.fixturenames:
             seeds = range(base, base + runs) if runs else range(short)
-            ids = [f"s{s}-{OP_NAMES[s % len(OP_NAMES)]}" if arg != "graph_seed" else f"s{s}" for s in seeds]
+            op_ids = arg in ("op_seed", "special_seed")
+            ids = [f"s{s}-{OP_NAMES[s % len(OP_NAMES)]}" if op_ids else f"s{s}" for s in seeds]
             metafunc.parametrize(arg, list(seeds), ids=ids)
 
 
@@ -80,6 +85,14 @@ def test_random_graph(graph_seed, request):
 def test_random_model_graph(graph_seed, request):
     """The random graphs with a model's parts among their motifs (tests/fuzz/graphs.py ModelGraphBuilder)."""
     _check_graph(model_graph_case(graph_seed), graph_seed, request, "random model graph")
+
+
+def test_splat_frame(splat_seed):
+    """A random scene and two cameras through rlx.splat.Renderer against the
+    float64 reference (tests/fuzz/splat.py)."""
+    failures = check_splat_case(splat_case(splat_seed))
+    if failures:
+        pytest.fail("\n".join(failures), pytrace=False)
 
 
 # ---------------------------------------------------------------- the minimal graphs the fuzzer found
