@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# H200, session 26's first call: session 25's unrun first call (below) with
+# H200, session 26's first call: session 25's first call (never run: no device was
+# lent in session 25) with
 # the splat suite on cuda first (session 26 factored the conic and formed
 # the 2D covariance's determinant by Cauchy-Binet, shaders/splat.h) and
 # the fuzzer's new splat frames on cuda.
