@@ -6,7 +6,8 @@ Gaussians, SH degree 0-3, spread, scale and opacity drawn per scene;
 needle-thin and flat Gaussians, unnormalized, tiny and axis-aligned
 quaternions, duplicated means, so equal depths), an image of 1-299 x
 1-199 pixels, a background, max_alpha, a capacity (1 and 64 make the
-renderer re-plan), the scene stored in f32 or f16, and two cameras
+renderer re-plan), the scene stored in f32 or f16, the rgb-only raster
+(``depth_and_alpha=False``) or all five channels, and two cameras
 (inside or outside the scene, off-centre principal points, unequal focal
 lengths, tilted up vectors) rendered by the one compiled schedule.
 
@@ -42,12 +43,13 @@ class SplatCase:
     max_alpha: float
     capacity: int
     scene_dtype: str
+    depth_and_alpha: bool
     cameras: list[Camera] = field(default_factory=list)
 
     def describe(self) -> str:
         return (f"{self.scene.count} Gaussians (SH degree {self.scene.sh_degree}, {self.scene_dtype}), "
                 f"{self.width} x {self.height}, background {self.background}, max_alpha {self.max_alpha}, "
-                f"capacity {self.capacity}")
+                f"capacity {self.capacity}" + ("" if self.depth_and_alpha else ", rgb only"))
 
     def command(self) -> str:
         return (f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k test_splat_frame "
@@ -94,7 +96,8 @@ def splat_case(seed: int) -> SplatCase:
     scene = _scene(rng)
     background = tuple(float(c) for c in rng.uniform(0.0, 1.0, 3)) if rng.random() < 0.5 else (0.0, 0.0, 0.0)
     case = SplatCase(seed, scene, width, height, background, float(rng.choice([0.99, 0.5, 0.999])),
-                     int(rng.choice([1, 64, 100_000])), "f16" if rng.random() < 0.25 else "f32")
+                     int(rng.choice([1, 64, 100_000])), "f16" if rng.random() < 0.25 else "f32",
+                     bool(rng.random() < 0.8))
     case.cameras = [_camera(rng, width, height) for _ in range(2)]
     return case
 
@@ -102,7 +105,7 @@ def splat_case(seed: int) -> SplatCase:
 def check_splat_case(case: SplatCase) -> list[str]:
     """The failures (empty: passed) of each camera's frame against the reference."""
     r = Renderer(case.scene, case.width, case.height, background=case.background, max_alpha=case.max_alpha,
-                 capacity=case.capacity, scene_dtype=case.scene_dtype)
+                 capacity=case.capacity, scene_dtype=case.scene_dtype, depth_and_alpha=case.depth_and_alpha)
     scene = case.scene
     if case.scene_dtype == "f16":
         scene = Scene(*(getattr(scene, name).astype(np.float16) for name in FIELDS))
@@ -110,10 +113,13 @@ def check_splat_case(case: SplatCase) -> list[str]:
     for i, cam in enumerate(case.cameras):
         frame = r.render(cam)
         want = ref.render(scene, cam, case.width, case.height, case.background, case.max_alpha)
-        colour = ref.psnr(np.concatenate([frame.rgb, frame.alpha[..., None]], -1),
-                          np.concatenate([want[..., :3], want[..., 4:5]], -1))
-        zmax = max(float(np.abs(want[..., 3]).max()), 1e-6)
-        depth = ref.psnr(frame.depth / zmax, want[..., 3] / zmax)
+        if not case.depth_and_alpha:   # the rgb-only raster
+            colour = depth = ref.psnr(frame.rgb, want[..., :3])
+        else:
+            colour = ref.psnr(np.concatenate([frame.rgb, frame.alpha[..., None]], -1),
+                              np.concatenate([want[..., :3], want[..., 4:5]], -1))
+            zmax = max(float(np.abs(want[..., 3]).max()), 1e-6)
+            depth = ref.psnr(frame.depth / zmax, want[..., 3] / zmax)
         if min(colour, depth) < PSNR_MIN:
             failures.append(f"splat frame seed {case.seed}, camera {i}: PSNR rgb+alpha {colour:.1f} dB, depth "
                             f"{depth:.1f} dB (bound {PSNR_MIN}); {case.describe()}; re-run: {case.command()}")
