@@ -458,7 +458,11 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
 // step a layer), skips the empty splits past the last one with keys (they
 // wrote no acc), and stages each split's weight e^(m_s - M) / L once.
 // Partials are read through rlx_load_fresh: in attention_split_merge other
-// groups of the same kernel wrote them.
+// groups of the same kernel wrote them. Each split's (m, l) is read once,
+// into group memory beside the weights (up to RLX_ATT_MERGE_SPLITS of
+// them): in attention_split_merge every read of a partial is a round trip
+// to L2 on the decode step's critical path, and the max, the total and
+// the weights each read (m, l) again.
 RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, const float big, const float inv) {
     const float ms = rlx_load_fresh(ml + 2u * s);
     return ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
@@ -467,17 +471,24 @@ RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, 
 template <typename T>
 RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *out,
                                   RLX_DEVICE const AttentionParams *p, const uint row,
-                                  RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight RLX_GROUP_IDS) {
+                                  RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight,
+                                  RLX_GROUP_MEM float *l_of RLX_GROUP_IDS) {
     const uint splits = p->splits, Dv = p->Dv;
     RLX_DEVICE const float *acc = part + (uint64_t)row * splits * Dv;
     RLX_DEVICE const float *ml = part + (uint64_t)p->rows * splits * Dv + (uint64_t)row * splits * 2u;
     RLX_DEVICE T *orow = out + p->o_offset + (uint64_t)row * Dv;
+    const bool staged = splits <= RLX_ATT_MERGE_SPLITS;   // uniform
     float big = -RLX_INFINITY, last = -1.0f;
     RLX_FOR_GROUP(s, splits) {
         const float ms = rlx_load_fresh(ml + 2u * s);
+        if (staged) {   // weight[s] holds m_s until it turns into the weight below
+            weight[s] = ms;
+            l_of[s] = rlx_load_fresh(ml + 2u * s + 1u);
+        }
         big = rlx_maximum(big, ms);
         if (ms != -RLX_INFINITY) last = (float)s;   // NaN counts: its row turns NaN below
     }
+    rlx_barrier();   // the staged (m, l), before other threads read them (a one-warp reduction has no barrier)
     big = rlx_group_max(big, scratch);
     last = rlx_group_max(last, scratch);
     if (big == -RLX_INFINITY) {        // every key masked: zeros
@@ -486,15 +497,18 @@ RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *ou
     }
     const uint used = (uint)last + 1u;
     float total = 0.0f;
-    RLX_FOR_GROUP(s, used) {
-        const float ms = rlx_load_fresh(ml + 2u * s);
-        if (ms != -RLX_INFINITY) total += rlx_load_fresh(ml + 2u * s + 1u) * rlx_exp(ms - big);
+    RLX_FOR_GROUP(s, used) {   // each s by the thread that staged it
+        const float ms = staged ? weight[s] : rlx_load_fresh(ml + 2u * s);
+        const float ls = staged ? l_of[s] : rlx_load_fresh(ml + 2u * s + 1u);
+        if (ms != -RLX_INFINITY) total += ls * rlx_exp(ms - big);
     }
     total = rlx_group_sum(total, scratch);
     const float inv = 1.0f / total;
-    const bool staged = used <= RLX_ATT_MERGE_SPLITS;   // uniform
     if (staged) {
-        RLX_FOR_GROUP(s, used) { weight[s] = rlx_att_split_weight(ml, s, big, inv); }
+        RLX_FOR_GROUP(s, used) {
+            const float ms = weight[s];
+            weight[s] = ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
+        }
         rlx_barrier();
     }
     RLX_FOR_GROUP(d, Dv) {
@@ -532,9 +546,10 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
                            RLX_PARAMS(AttentionParams, p, 2) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
+    RLX_SHARED(float, l_of, RLX_ATT_MERGE_SPLITS);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
 }
 
 #ifndef RLX_TARGET_METAL
@@ -554,6 +569,7 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
     RLX_SHARED(float, scratch, 32);
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
+    RLX_SHARED(float, l_of, RLX_ATT_MERGE_SPLITS);
     RLX_SHARED(uint, last, 1);
 #ifdef RLX_TARGET_CUDA
     rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
@@ -567,7 +583,7 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     rlx_barrier();
     if (last[0] == 0u) return;   // uniform in the group
     rlx_device_fence();
-    rlx_att_merge_row<T>(part, out, p, row, scratch, weight RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
     if (rlx_local_id.x == 0u) count[row] = 0u;   // every split has counted: nobody reads it again this run
 }
 RLX_INSTANTIATE(attention_split_merge, float, attention_split_merge_f32)
