@@ -241,11 +241,14 @@ static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspac
         } else if (c->kind == CMD_SCHEDULE) {
             rlx_schedule *sc = c->sched;
             if (!sc->exec && sc->runs > 0 && !sc->retried) sc->retried = 1, schedule_capture(cb, stream, sc);
+            PHASE_T0(t_sched);
             if (sc->exec) {
                 r = cu.cuGraphLaunch(sc->exec, stream), *what = "cuGraphLaunch (schedule)";
+                PHASE_ADD(PH_SCHEDULE_GRAPH, t_sched);
             } else {
                 ++sc->runs;
                 launch_cmds(cb, stream, sc->lt_workspace, sc->cmds, sc->n, 0, sc->pdl, &r, what);
+                PHASE_ADD(PH_SCHEDULE_UNCAPTURED, t_sched);
             }
         } else if (capturing) {
             for (uint32_t e = c->start; r == CUDA_SUCCESS && cb->status == RLX_OK && e < c->start + c->count; ++e) {

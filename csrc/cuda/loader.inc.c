@@ -178,9 +178,11 @@ static struct { CUBLASLT_API(FIELD) int loaded; char path[512]; } lt_api;
  * none of it. */
 #ifdef RLX_CUDA_PHASE_TIMES
 #include <time.h>
-enum { PH_BEGIN, PH_EXECUTE_ICB, PH_EXECUTE_SCHEDULE, PH_LAUNCH, PH_COMMIT, PH_SYNC, PH_ELAPSED, PH_RELEASE, PH_N };
+enum { PH_BEGIN, PH_EXECUTE_ICB, PH_EXECUTE_SCHEDULE, PH_LAUNCH, PH_COMMIT, PH_SYNC, PH_ELAPSED, PH_RELEASE,
+       PH_SCHEDULE_GRAPH, PH_SCHEDULE_UNCAPTURED, PH_N };
 static const char *const g_phase_names[PH_N] = {"cmd_begin", "cmd_execute_icb", "cmd_execute_schedule", "event+launch+event",
-                                                "cmd_commit (all)", "event sync", "elapsed time", "cmd_release"};
+                                                "cmd_commit (all)", "event sync", "elapsed time", "cmd_release",
+                                                "schedule graph launch", "schedule, uncaptured"};
 static double g_phase_us[PH_N];
 static unsigned long g_phase_calls[PH_N];
 static double phase_now_us(void) {

@@ -182,6 +182,7 @@ class Outcome:
     failures: list[str] = field(default_factory=list)
     tolerated: list[str] = field(default_factory=list)
     checked: int = 0
+    unsupported: int = 0   # option sets whose precision the device does not run (bf16 on GPUs)
 
 
 def _expected(case: Case, precision: str) -> list[dict[str, np.ndarray]]:
@@ -390,6 +391,7 @@ def check_case(case: Case, options: list[Options], device: str | None = None,
             exe = rlx.compile(case.graph, device=device, params=case.params, **opts.kwargs)
         except rlx.UnsupportedPrecisionError as e:     # the device does not run this precision
             out.tolerated.append(f"{opts}: {e}")
+            out.unsupported += 1
             continue
         except rlx.RlxError as e:
             base = opts.baseline()

@@ -260,7 +260,8 @@ def test_an_output_ill_conditioned_in_f32_is_held_to_twice_pytorchs_own_gap():
     assert not outcome.failures, outcome.failures[0]
     notes = [t for t in outcome.tolerated if t.startswith("the reference (float64) against PyTorch (f32)")]
     assert len(notes) == 2 and all("held to twice that gap" in t for t in notes), outcome.tolerated
-    assert outcome.checked == len(FIXED_OPTIONS)
+    assert outcome.checked + outcome.unsupported == len(FIXED_OPTIONS)   # on GPUs bf16 is not run
+    assert outcome.checked >= len(FIXED_OPTIONS) - 1
 
 
 @pytest.mark.parametrize("name", list(MINIMAL))
