@@ -235,6 +235,7 @@ cdef class Program:
     cdef int _run_staged(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef int _run_direct(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef void _launch_observe(self) noexcept nogil
+    cdef void _drop_unchosen_schedules(self) noexcept nogil
 
 
 cdef int program_run(Program prog, const void *const *inputs, void *const *outputs) noexcept nogil

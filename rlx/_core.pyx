@@ -854,6 +854,27 @@ cdef class Program:
             self.launch_best[form] = self.device_seconds
         if self.launch_trials >= LAUNCH_WARMUP_RUNS + 2 * LAUNCH_TRIALS_EACH:
             self.launch_choice = 1 if self.launch_best[1] < self.launch_best[0] * (1.0 - LAUNCH_MARGIN) else 0
+            self._drop_unchosen_schedules()
+
+    cdef void _drop_unchosen_schedules(self) noexcept nogil:
+        """Frees each step's form that lost, so only the chosen one stays
+        instantiated (on cuda, a second CUDA graph of the same kernels: its
+        memory, and the suspect for the 50 us of host time a step that the
+        H200 showed auto's serial runs paying over RLX_CUDA_PDL=0's in
+        session 26). Every run before has completed. The caller holds the
+        lock."""
+        cdef uint32_t i
+        cdef rlx_step *step
+        for i in range(self.n_steps):
+            step = &self.steps[i]
+            if step.serial == NULL:
+                continue
+            if self.launch_choice == 1:   # the serial form serves from now on, as the step's schedule
+                self.api.schedule_free(step.schedule)
+                step.schedule = step.serial
+            else:
+                self.api.schedule_free(step.serial)
+            step.serial = NULL
 
     @property
     def launch_mode(self):
@@ -862,6 +883,16 @@ cdef class Program:
         predecessor has finished: RLX_SCHEDULE_SERIAL, chosen because it
         timed faster), or "exploring" (the first runs, alternating both)."""
         return {-1: "exploring", 0: "overlapped", 1: "serial"}[self.launch_choice]
+
+    @property
+    def launch_forms(self):
+        """Schedule forms held: each replayed step's schedule, plus its
+        serial form while exploring (the losing form is freed once chosen)."""
+        cdef uint32_t i
+        cdef int n = 0
+        for i in range(self.n_steps):
+            n += (self.steps[i].schedule != NULL) + (self.steps[i].serial != NULL)
+        return n
 
     @property
     def launch_times(self):

@@ -5,7 +5,10 @@
 # schedules. The shim rebuilt with -DRLX_CUDA_PHASE_TIMES (as
 # floor_phases.sh does) reports each host step's mean time at exit, and
 # whether a schedule ran as its CUDA graph or command by command (a failed
-# capture). Carry .gpu_carry and .gg/gemma-header.bin.
+# capture). Since call b a program frees the losing form once it has chosen
+# (one instantiated CUDA graph a step, not two): if auto's host time now
+# matches PDL off's, the second graph was the cost. Carry .gpu_carry and
+# .gg/gemma-header.bin.
 source "$(dirname "$0")/common.sh"
 stand_in_model
 lib=rlx/lib/librlx_cuda.so

@@ -39,6 +39,8 @@ def test_exploring_programs_compute_what_plain_ones_do_and_settle(monkeypatch, r
     assert plain.program.launch_mode == "overlapped"
     assert explored.program.replaying   # the host shim records schedules: there is something to explore
     assert explored.program.launch_mode == "exploring"
+    forms = explored.program.launch_forms
+    assert forms >= 2 and forms % 2 == 0   # every schedule and its serial form
     x = rng.standard_normal((3, 64)).astype(np.float32)
     want = plain.run(x=x)["y"]
     for i in range(2 + 2 * 8):   # LAUNCH_WARMUP_RUNS + 2 x LAUNCH_TRIALS_EACH (rlx/_core.pyx)
@@ -49,6 +51,7 @@ def test_exploring_programs_compute_what_plain_ones_do_and_settle(monkeypatch, r
     assert times["trials"] == 18 and np.isfinite(times["overlapped"]) and np.isfinite(times["serial"])
     # The choice follows the rule: serial only when 2% faster.
     assert (explored.program.launch_mode == "serial") == (times["serial"] < 0.98 * times["overlapped"])
+    assert explored.program.launch_forms == forms // 2   # the losing forms freed
     for _ in range(3):   # settled: runs go on in the chosen form
         np.testing.assert_array_equal(explored.run(x=x)["y"], want)
     assert explored.program.launch_times["trials"] == 18
