@@ -20,5 +20,7 @@ for mode in 0 auto 1; do
   grep "rlx cuda phase" "$OUT/llm-speed-phases-$mode.log" | tee -a "$S"
 done
 cp /tmp/librlx_cuda.normal.so "$lib"
+decode_speed auto RLX_CUDA_PDL=auto   # the normal shim
+decode_speed pdl-off RLX_CUDA_PDL=0
 rm -f "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log
 echo "=== summary"; cat "$S"
