@@ -55,9 +55,10 @@ VARIABLES: tuple[EnvVar, ...] = (
            "or more, 16-byte aligned, that no kernel writes / that are whole dense values); read at compile "
            "time."),
     EnvVar("RLX_VERBOSE", "0", "`1` prints what compile did (thunks, barriers, segments, arena bytes)."),
-    EnvVar("RLX_CUDA_PDL", "1", "`0` launches CUDA kernels strictly one after another instead of with "
-           "programmatic dependent launch (sm_90+: a kernel starts while its predecessor finishes); `auto` "
-           "times each executable's first runs both ways and keeps the faster (`Program.launch_mode`)."),
+    EnvVar("RLX_CUDA_PDL", "auto", "`auto` times each executable's first runs both with programmatic "
+           "dependent launch (sm_90+: a kernel starts while its predecessor finishes) and without, and keeps "
+           "the faster (`Program.launch_mode`); `1` always launches with it, `0` strictly one kernel after "
+           "another."),
     EnvVar("RLX_CUDA_QUEUES", "1", "`1` gives every CUDA executable a stream of its own (executables run from "
            "several threads overlap on the GPU); `0` runs them all on the device's one stream."),
     EnvVar("RLX_CUDA_FP8_GEMM", "1", "`0` keeps FP8 x FP8 `scaled_linear` off cuBLASLt's FP8 gemm on CUDA "
@@ -179,9 +180,9 @@ def cuda_pdl() -> bool:
 
 
 def cuda_pdl_auto() -> bool:
-    """RLX_CUDA_PDL=auto: each executable times its schedules with PDL and
-    without over its first runs and keeps the faster."""
-    return (_raw("RLX_CUDA_PDL") or "").lower() == "auto"
+    """RLX_CUDA_PDL=auto (the default): each executable times its schedules
+    with PDL and without over its first runs and keeps the faster."""
+    return (_raw("RLX_CUDA_PDL") or "auto").lower() == "auto"
 
 
 def cuda_queues() -> bool:

@@ -209,7 +209,7 @@ def test_compiled_graph_runs_replayed_and_direct(monkeypatch):
 
 
 @needs_gpu
-@pytest.mark.parametrize("pdl", ["1", "0"])
+@pytest.mark.parametrize("pdl", ["1", "0", "auto"])
 def test_dependent_chain_is_exact_on_every_replay(monkeypatch, pdl):
     """Programmatic dependent launch lets each kernel start while its
     predecessor finishes; every kernel must still see all of its

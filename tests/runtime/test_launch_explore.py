@@ -70,6 +70,8 @@ def test_a_failed_run_is_not_timed(monkeypatch, rng):
 
 
 def test_rlx_cuda_pdl_takes_auto(monkeypatch):
+    monkeypatch.delenv("RLX_CUDA_PDL", raising=False)   # the default: auto
+    assert env.cuda_pdl() and env.cuda_pdl_auto()
     monkeypatch.setenv("RLX_CUDA_PDL", "auto")
     assert env.cuda_pdl() and env.cuda_pdl_auto()
     monkeypatch.setenv("RLX_CUDA_PDL", "0")
