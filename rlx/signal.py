@@ -63,7 +63,9 @@ def get_window(window: WindowSpec, win_length: int, n_fft: int | None = None) ->
         raise GraphError(f"window: win_length must be in [1, n_fft = {n_fft}], got {win_length}")
     if isinstance(window, str):
         k = np.arange(win_length, dtype=np.float64)
-        if window in ("hann", "hanning"):
+        if win_length == 1 and window in ("hann", "hanning", "hamming"):
+            w = np.ones(1)   # scipy's (and so librosa's) window of one sample, where the formula gives 0 / 0.08
+        elif window in ("hann", "hanning"):
             w = 0.5 - 0.5 * np.cos(2.0 * np.pi * k / win_length)
         elif window == "hamming":
             w = 0.54 - 0.46 * np.cos(2.0 * np.pi * k / win_length)
@@ -275,9 +277,9 @@ def istft(g: Graph, s: Node, hop_length: int | None = None, win_length: int | No
 
     out_len = (n_fft + hop * (n_frames - 1) - 2 * pad) if length is None else length
     avail = max(0, min(out_len, full - pad))
-    pieces = [g.narrow(y, 1, pad, avail)] if avail else []
+    pieces = [g.narrow(y, 1, pad, avail)]   # empty where the frames give no sample (one centred frame)
     if out_len > avail:
-        pieces.append(_zeros(g, (b, out_len - avail)))
+        pieces = ([pieces[0]] if avail else []) + [_zeros(g, (b, out_len - avail))]
     y = g.concat(pieces, axis=1) if len(pieces) > 1 else pieces[0]
     env = window_sumsquare(window, n_frames, hop, win_length, n_fft)[pad:pad + out_len]
     env = np.pad(env, (0, out_len - env.shape[0]))

@@ -214,6 +214,37 @@ def test_log_mel_graph_is_one_compiled_graph():
     rlx.compile(g)
 
 
+@pytest.mark.usefixtures("_need_librosa")
+@pytest.mark.parametrize("window", ["hann", "hamming", "ones"])
+@pytest.mark.parametrize("win_length,n_fft", [(1, 1), (1, 4), (2, 5), (7, 7), (6, 9)])
+def test_windows_equal_librosas_even_one_sample_long(window, win_length, n_fft):
+    """signal.get_window against librosa's (scipy's periodic windows,
+    centred): a window of one sample is [1], as scipy has it, not the
+    formula's 0 (hann) or 0.08 (hamming); found by a random stft sweep."""
+    want = librosa.util.pad_center(librosa.filters.get_window(window, win_length, fftbins=True), size=n_fft)
+    np.testing.assert_allclose(signal.get_window(window, win_length, n_fft), want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.usefixtures("_need_librosa")
+def test_stft_of_one_sample_windows_matches_librosa(rng):
+    y = rng.standard_normal((2, 301)).astype(np.float32)
+    for window in ("hann", "hamming"):
+        want = librosa.stft(y, n_fft=4, hop_length=2, win_length=1, window=window, center=True)
+        got = signal.stft_array(y, n_fft=4, hop_length=2, win_length=1, window=window, center=True)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * float(np.abs(want).max()))
+
+
+@pytest.mark.usefixtures("_need_librosa")
+def test_istft_of_one_centred_frame_is_empty_as_librosas():
+    """One centred frame holds no sample once its padding is cut off:
+    librosa gives an empty signal; rlx raised an
+    IndexError while building the graph (found by a random istft sweep)."""
+    s = (np.ones((33, 1)) + 0.5j).astype(np.complex64)
+    assert signal.istft_array(s, n_fft=64).shape == librosa.istft(s, n_fft=64).shape == (0,)
+    want = librosa.istft(s, n_fft=64, length=5)   # the frame's samples past the padding, as a length asks
+    np.testing.assert_allclose(signal.istft_array(s, n_fft=64, length=5), want, rtol=0, atol=1e-5 * np.abs(want).max())
+
+
 def test_bad_arguments_are_refused():
     g = rlx.Graph()
     x = g.input("x", (100,))
