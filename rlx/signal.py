@@ -167,9 +167,9 @@ def _zeros(g: Graph, shape: tuple[int, ...]) -> Node:
 
 def _pad_signal(g: Graph, x: Node, pad: int, mode: str) -> Node:
     """x [B, L] padded by ``pad`` samples on both sides as numpy.pad does:
-    zeros ("constant") or mirrored about the end samples ("reflect", any L
-    >= 2, repeated reflections included), the reflected samples gathered
-    with constant indices."""
+    zeros ("constant") or mirrored about the end samples ("reflect",
+    repeated reflections included; one sample repeats, as numpy has it),
+    the reflected samples gathered with constant indices."""
     b, length = x.shape
     if pad == 0:
         return x
@@ -177,8 +177,6 @@ def _pad_signal(g: Graph, x: Node, pad: int, mode: str) -> Node:
         return g.concat([_zeros(g, (b, pad)), x, _zeros(g, (b, pad))], axis=-1)
     if mode != "reflect":
         raise GraphError(f"pad_mode must be 'constant' or 'reflect', got {mode!r}")
-    if length < 2:
-        raise ShapeError(f"pad_mode='reflect' needs at least 2 samples, got {length}")
     src = np.pad(np.arange(length), pad, mode="reflect")
     rows = np.arange(b)[:, None] * length
     table = g.reshape(x, (b * length, 1))

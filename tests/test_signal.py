@@ -235,6 +235,17 @@ def test_stft_of_one_sample_windows_matches_librosa(rng):
 
 
 @pytest.mark.usefixtures("_need_librosa")
+@pytest.mark.filterwarnings("ignore:n_fft=16 is too large")   # librosa's note on a one-sample signal
+def test_reflect_padding_of_one_sample_repeats_it_as_numpy():
+    """numpy's (and librosa's) reflect padding of a one-sample signal
+    repeats the sample; rlx refused it (found by the fuzzer's stft cases)."""
+    y = np.array([[0.7], [-1.5]], np.float32)
+    want = librosa.stft(y, n_fft=16, hop_length=4, window="hann", center=True, pad_mode="reflect")
+    got = signal.stft_array(y, n_fft=16, hop_length=4, window="hann", center=True, pad_mode="reflect")
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * float(np.abs(want).max()))
+
+
+@pytest.mark.usefixtures("_need_librosa")
 def test_istft_of_one_centred_frame_is_empty_as_librosas():
     """One centred frame holds no sample once its padding is cut off:
     librosa gives an empty signal; rlx raised an

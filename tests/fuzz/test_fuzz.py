@@ -1,6 +1,7 @@
 """The differential fuzzer (tests/fuzz/): random single ops and random graphs,
 compiled by rlx and compared with PyTorch (and rlx.run_reference); random
-splat frames against the float64 splat reference.
+splat frames against the float64 splat reference; random stft / istft
+against their definition and librosa.
 
 Short CI run (fixed seeds, well under 90 s on 2 cores):
     .venv/bin/python -m pytest tests/fuzz/test_fuzz.py
@@ -34,19 +35,21 @@ from .check import (
 )
 from .graphs import graph_case, model_graph_case
 from .ops import OP_NAMES, op_case
+from .signal import check_signal_case, signal_case
 from .splat import check_splat_case, splat_case
 
 SHORT_OPS = 4 * len(OP_NAMES)
 SHORT_SPECIAL = 2 * len(OP_NAMES)
 SHORT_GRAPHS = 200
 SHORT_SPLAT = 120
+SHORT_SIGNAL = 160
 
 
 def pytest_generate_tests(metafunc):
     cfg = metafunc.config
     runs, base = cfg.getoption("--fuzz-runs"), cfg.getoption("--fuzz-seed")
     for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS),
-                       ("splat_seed", SHORT_SPLAT)):
+                       ("splat_seed", SHORT_SPLAT), ("signal_seed", SHORT_SIGNAL)):
         if arg in metafunc.fixturenames:
             seeds = range(base, base + runs) if runs else range(short)
             op_ids = arg in ("op_seed", "special_seed")
@@ -93,6 +96,15 @@ def test_splat_frame(splat_seed):
     failures = check_splat_case(splat_case(splat_seed))
     if failures:
         pytest.fail("\n".join(failures), pytrace=False)
+
+
+def test_signal_transform(signal_seed):
+    """A random stft or istft (rlx.signal) against its definition and
+    librosa (tests/fuzz/signal.py)."""
+    pytest.importorskip("librosa", reason="librosa (a test extra) is not installed")
+    failure = check_signal_case(signal_case(signal_seed))
+    if failure:
+        pytest.fail(failure, pytrace=False)
 
 
 # ---------------------------------------------------------------- the minimal graphs the fuzzer found
