@@ -1,6 +1,7 @@
 """Random short-time Fourier transforms: rlx.signal.stft_array and
 istft_array on the device under test, against the definitions librosa
-implements.
+implements; and random log-mel front ends against librosa's
+(``log_mel_case``, below).
 
 ``signal_case(seed)`` is a pure function of its seed: an even seed an
 stft, an odd one an istft, with n_fft from 1 (stft) or 2 (istft) to 1024,
@@ -171,4 +172,67 @@ def check_signal_case(case: SignalCase) -> str | None:
     err = float(np.abs(np.where(region, got - want, 0.0)).max(initial=0.0)) / scale
     if err > bound:
         return f"{case.describe()}: error {err:.3g} of the largest value (bound {bound:.3g}); re-run: {case.command()}"
+    return None
+
+
+# ---------------------------------------------------------------- log-mel spectrograms
+
+@dataclass
+class LogMelCase:
+    seed: int
+    kwargs: dict
+    value: np.ndarray
+
+    def describe(self) -> str:
+        return f"log-mel of {self.value.shape}, {self.kwargs}"
+
+    def command(self) -> str:
+        return (f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k test_log_mel "
+                f"--fuzz-seed {self.seed} --fuzz-runs 1")
+
+
+def log_mel_case(seed: int) -> LogMelCase:
+    """A tone plus noise at a random rate through a random front end: n_fft,
+    hop, mel count (1 included), band edges, HTK or Slaney mels and
+    normalisation, magnitude or power, ref, amin, top_db, centring."""
+    rng = np.random.default_rng([seed, 17])
+    sr = float(rng.choice([8000, 16000, 22050, 44100]))
+    n_fft = int(rng.choice([16, 64, 100, 256, 400, 512, 1024]))
+    fmin = float(rng.choice([0.0, 20.0, 300.0]))
+    kwargs = dict(sr=sr, n_fft=n_fft, hop_length=None if rng.random() < 0.3 else int(rng.integers(1, n_fft + 1)),
+                  n_mels=int(rng.choice([1, 8, 40, 80, 128])), fmin=fmin,
+                  fmax=None if rng.random() < 0.5 else float(rng.uniform(fmin + 100.0, sr / 2)),
+                  htk=bool(rng.random() < 0.3), norm=None if rng.random() < 0.3 else "slaney",
+                  power=float(rng.choice([1.0, 2.0])), center=bool(rng.random() < 0.7),
+                  ref=float(rng.choice([1.0, 0.5, 10.0])), amin=float(rng.choice([1e-10, 1e-5])),
+                  top_db=None if rng.random() < 0.5 else float(rng.choice([0.0, 20.0, 80.0])))
+    n = int(rng.integers(n_fft, 8000))
+    lead = [(), (2,)][int(rng.integers(0, 2))]
+    t = np.arange(n) / sr
+    tone = 0.5 * np.sin(2 * np.pi * rng.uniform(50.0, sr / 3) * t)
+    return LogMelCase(seed, kwargs, (tone + 0.05 * rng.standard_normal(lead + (n,))).astype(np.float32))
+
+
+def check_log_mel_case(case: LogMelCase) -> str | None:
+    """rlx.signal.log_mel_spectrogram_array against librosa.power_to_db(
+    librosa.feature.melspectrogram(...)): dB within 5e-3 where the mel
+    power is above 1e-8 of the largest (power scale for both magnitude and
+    power spectra: the transform's f32 error is relative to its largest
+    bin, so fainter bins carry more dB error)."""
+    import librosa
+
+    kw = dict(case.kwargs)
+    ref, amin, top_db = kw.pop("ref"), kw.pop("amin"), kw.pop("top_db")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mel = librosa.feature.melspectrogram(y=case.value, **kw)
+        want = librosa.power_to_db(mel, ref=ref, amin=amin, top_db=top_db)
+    got = signal.log_mel_spectrogram_array(case.value, **case.kwargs)
+    if got.shape != want.shape:
+        return f"{case.describe()}: shape {got.shape}, want {want.shape}; re-run: {case.command()}"
+    power = mel ** (2.0 / kw["power"])
+    live = power > 1e-8 * power.max(initial=0.0)
+    err = float(np.abs(got - want)[live].max(initial=0.0))
+    if err > 5e-3:
+        return f"{case.describe()}: {err:.3g} dB from librosa (bound 5e-3); re-run: {case.command()}"
     return None

@@ -35,7 +35,7 @@ from .check import (
 )
 from .graphs import graph_case, model_graph_case
 from .ops import OP_NAMES, op_case
-from .signal import check_signal_case, signal_case
+from .signal import check_log_mel_case, check_signal_case, log_mel_case, signal_case
 from .splat import check_splat_case, splat_case
 
 SHORT_OPS = 4 * len(OP_NAMES)
@@ -43,13 +43,15 @@ SHORT_SPECIAL = 2 * len(OP_NAMES)
 SHORT_GRAPHS = 200
 SHORT_SPLAT = 120
 SHORT_SIGNAL = 160
+SHORT_LOG_MEL = 40
 
 
 def pytest_generate_tests(metafunc):
     cfg = metafunc.config
     runs, base = cfg.getoption("--fuzz-runs"), cfg.getoption("--fuzz-seed")
     for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS),
-                       ("splat_seed", SHORT_SPLAT), ("signal_seed", SHORT_SIGNAL)):
+                       ("splat_seed", SHORT_SPLAT), ("signal_seed", SHORT_SIGNAL),
+                       ("log_mel_seed", SHORT_LOG_MEL)):
         if arg in metafunc.fixturenames:
             seeds = range(base, base + runs) if runs else range(short)
             op_ids = arg in ("op_seed", "special_seed")
@@ -103,6 +105,15 @@ def test_signal_transform(signal_seed):
     librosa (tests/fuzz/signal.py)."""
     pytest.importorskip("librosa", reason="librosa (a test extra) is not installed")
     failure = check_signal_case(signal_case(signal_seed))
+    if failure:
+        pytest.fail(failure, pytrace=False)
+
+
+def test_log_mel(log_mel_seed):
+    """A random log-mel front end (rlx.signal) against librosa's
+    (tests/fuzz/signal.py)."""
+    pytest.importorskip("librosa", reason="librosa (a test extra) is not installed")
+    failure = check_log_mel_case(log_mel_case(log_mel_seed))
     if failure:
         pytest.fail(failure, pytrace=False)
 
