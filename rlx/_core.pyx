@@ -884,6 +884,23 @@ cdef class Program:
         timed faster), or "exploring" (the first runs, alternating both)."""
         return {-1: "exploring", 0: "overlapped", 1: "serial"}[self.launch_choice]
 
+    def pin_launch_mode(self, mode: str) -> None:
+        """Ends the exploration with ``mode`` ("overlapped" or "serial",
+        say from an earlier process's launch_mode) and frees the other
+        form. Only while exploring: a program that never explored has one
+        form, and one that has chosen keeps its choice."""
+        if mode not in ("overlapped", "serial"):
+            raise _errors.ConfigError(f"pin_launch_mode: mode must be 'overlapped' or 'serial', got {mode!r}")
+        pthread_mutex_lock(&self.lock)
+        try:
+            if self.launch_choice != -1:
+                raise _errors.ConfigError(f"pin_launch_mode: the launch mode is already {self.launch_mode!r} "
+                                  f"(pinning applies while a program explores: RLX_CUDA_PDL=auto on CUDA)")
+            self.launch_choice = 1 if mode == "serial" else 0
+            self._drop_unchosen_schedules()
+        finally:
+            pthread_mutex_unlock(&self.lock)
+
     @property
     def launch_forms(self):
         """Schedule forms held: each replayed step's schedule, plus its

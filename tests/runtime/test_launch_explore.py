@@ -57,6 +57,30 @@ def test_exploring_programs_compute_what_plain_ones_do_and_settle(monkeypatch, r
     assert explored.program.launch_times["trials"] == 18
 
 
+@pytest.mark.parametrize("mode", ["serial", "overlapped"])
+def test_a_pinned_mode_ends_the_exploration_and_frees_the_other_form(monkeypatch, rng, mode):
+    """pin_launch_mode: the program runs the pinned form from then on,
+    computing what a plain one does, with one form a step left; a settled
+    or plain program refuses a pin, and so does an unknown mode."""
+    plain = _compile(False, monkeypatch, rng)
+    explored = _compile(True, monkeypatch, np.random.default_rng(1234))
+    x = np.random.default_rng(5).standard_normal((3, 64)).astype(np.float32)
+    explored.run(x=x)   # one run while exploring, then the pin
+    forms = explored.program.launch_forms
+    with pytest.raises(ConfigError, match="mode must be"):
+        explored.program.pin_launch_mode("fast")
+    explored.program.pin_launch_mode(mode)
+    assert explored.program.launch_mode == mode
+    assert explored.program.launch_forms == forms // 2
+    for _ in range(3):
+        np.testing.assert_array_equal(explored.run(x=x)["y"], plain.run(x=x)["y"])
+    assert explored.program.launch_times["trials"] == 1   # no more timing
+    with pytest.raises(ConfigError, match="already"):
+        explored.program.pin_launch_mode("overlapped")
+    with pytest.raises(ConfigError, match="already 'overlapped'"):
+        plain.program.pin_launch_mode("serial")
+
+
 def test_a_failed_run_is_not_timed(monkeypatch, rng):
     """A run that raises before the device ran (bad input) leaves the
     exploration where it was; the executable runs on."""
