@@ -34,6 +34,7 @@ from .check import (
     sample_options,
 )
 from .graphs import graph_case, model_graph_case
+from .llm import check_llm_case, llm_case
 from .ops import OP_NAMES, op_case
 from .signal import check_log_mel_case, check_signal_case, log_mel_case, signal_case
 from .splat import check_splat_case, splat_case
@@ -44,6 +45,7 @@ SHORT_GRAPHS = 200
 SHORT_SPLAT = 120
 SHORT_SIGNAL = 160
 SHORT_LOG_MEL = 40
+SHORT_LLM = 12
 
 
 def pytest_generate_tests(metafunc):
@@ -51,7 +53,7 @@ def pytest_generate_tests(metafunc):
     runs, base = cfg.getoption("--fuzz-runs"), cfg.getoption("--fuzz-seed")
     for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS),
                        ("splat_seed", SHORT_SPLAT), ("signal_seed", SHORT_SIGNAL),
-                       ("log_mel_seed", SHORT_LOG_MEL)):
+                       ("log_mel_seed", SHORT_LOG_MEL), ("llm_seed", SHORT_LLM)):
         if arg in metafunc.fixturenames:
             seeds = range(base, base + runs) if runs else range(short)
             op_ids = arg in ("op_seed", "special_seed")
@@ -114,6 +116,15 @@ def test_log_mel(log_mel_seed):
     (tests/fuzz/signal.py)."""
     pytest.importorskip("librosa", reason="librosa (a test extra) is not installed")
     failure = check_log_mel_case(log_mel_case(log_mel_seed))
+    if failure:
+        pytest.fail(failure, pytrace=False)
+
+
+def test_llm_model(llm_seed):
+    """A random tiny Gemma 3 file through rlx.models.llm.LLM against the
+    float64 oracle (tests/fuzz/llm.py)."""
+    pytest.importorskip("gguf", reason="the gguf package (a dependency of rlx.gguf) is not installed")
+    failure = check_llm_case(llm_case(llm_seed))
     if failure:
         pytest.fail(failure, pytrace=False)
 

@@ -37,8 +37,14 @@ def _vocabulary() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
-def write_tiny_gemma(path: Path, seed: int = 0) -> Path:
-    """Writes the model to ``path`` (float32 weights from ``seed``) and returns it."""
+def write_tiny_gemma(path: Path, seed: int = 0, *, hidden: int = HIDDEN, ffn: int = FFN, heads: int = HEADS,
+                     kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM, layers: int = LAYERS,
+                     sliding_window: int = 0, rope_base: float = 10000.0, rope_base_local: float | None = None,
+                     rope_linear_factor: float = 0.0, final_softcap: float = 0.0,
+                     projections_format: str | None = "q8_0") -> Path:
+    """Writes the model to ``path`` (float32 weights from ``seed``) and returns it. The keywords
+    change its shape and Gemma 3 settings (the fuzzer's random models, tests/fuzz/llm.py);
+    ``projections_format``: the GGML type of the layers' projections (None: float32)."""
     tokens, scores, types = _vocabulary()
     vocab = len(tokens)
     rng = np.random.default_rng(seed)
@@ -46,33 +52,43 @@ def write_tiny_gemma(path: Path, seed: int = 0) -> Path:
     def w(*shape: int, scale: float = 0.08) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
-    embd = w(vocab, HIDDEN, scale=0.15)
+    embd = w(vocab, hidden, scale=0.15)
     embd[len(_SPECIAL):len(_SPECIAL) + 256] *= 0.1   # byte tokens: logits near zero
-    tensors = {"token_embd.weight": embd, "output_norm.weight": np.full(HIDDEN, 2.0, np.float32)}
-    for il in range(LAYERS):
+    tensors = {"token_embd.weight": embd, "output_norm.weight": np.full(hidden, 2.0, np.float32)}
+    for il in range(layers):
         p = f"blk.{il}."
         tensors.update({
-            p + "attn_norm.weight": np.ones(HIDDEN, np.float32),
-            p + "attn_q.weight": w(HEADS * HEAD_DIM, HIDDEN), p + "attn_k.weight": w(KV_HEADS * HEAD_DIM, HIDDEN),
-            p + "attn_v.weight": w(KV_HEADS * HEAD_DIM, HIDDEN), p + "attn_output.weight": w(HIDDEN, HEADS * HEAD_DIM),
-            p + "attn_q_norm.weight": np.ones(HEAD_DIM, np.float32),
-            p + "attn_k_norm.weight": np.ones(HEAD_DIM, np.float32),
-            p + "post_attention_norm.weight": np.full(HIDDEN, LAYER_GAIN, np.float32),
-            p + "ffn_norm.weight": np.ones(HIDDEN, np.float32),
-            p + "ffn_gate.weight": w(FFN, HIDDEN), p + "ffn_up.weight": w(FFN, HIDDEN),
-            p + "ffn_down.weight": w(HIDDEN, FFN),
-            p + "post_ffw_norm.weight": np.full(HIDDEN, LAYER_GAIN, np.float32),
+            p + "attn_norm.weight": np.ones(hidden, np.float32),
+            p + "attn_q.weight": w(heads * head_dim, hidden), p + "attn_k.weight": w(kv_heads * head_dim, hidden),
+            p + "attn_v.weight": w(kv_heads * head_dim, hidden), p + "attn_output.weight": w(hidden, heads * head_dim),
+            p + "attn_q_norm.weight": np.ones(head_dim, np.float32),
+            p + "attn_k_norm.weight": np.ones(head_dim, np.float32),
+            p + "post_attention_norm.weight": np.full(hidden, LAYER_GAIN, np.float32),
+            p + "ffn_norm.weight": np.ones(hidden, np.float32),
+            p + "ffn_gate.weight": w(ffn, hidden), p + "ffn_up.weight": w(ffn, hidden),
+            p + "ffn_down.weight": w(hidden, ffn),
+            p + "post_ffw_norm.weight": np.full(hidden, LAYER_GAIN, np.float32),
         })
     metadata = {
-        "gemma3.context_length": CONTEXT, "gemma3.embedding_length": HIDDEN, "gemma3.block_count": LAYERS,
-        "gemma3.feed_forward_length": FFN, "gemma3.attention.head_count": HEADS,
-        "gemma3.attention.head_count_kv": KV_HEADS, "gemma3.attention.key_length": HEAD_DIM,
-        "gemma3.attention.value_length": HEAD_DIM, "gemma3.attention.layer_norm_rms_epsilon": 1e-6,
-        "gemma3.rope.freq_base": 10000.0,
+        "gemma3.context_length": CONTEXT, "gemma3.embedding_length": hidden, "gemma3.block_count": layers,
+        "gemma3.feed_forward_length": ffn, "gemma3.attention.head_count": heads,
+        "gemma3.attention.head_count_kv": kv_heads, "gemma3.attention.key_length": head_dim,
+        "gemma3.attention.value_length": head_dim, "gemma3.attention.layer_norm_rms_epsilon": 1e-6,
+        "gemma3.rope.freq_base": float(rope_base),
         "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
         "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
         "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.padding_token_id": 0,
     }
-    # The projections in Q8_0, as real files quantize them (the norms and the embedding stay float32).
-    projections = {name: "q8_0" for name in tensors if name.startswith("blk.") and not name.endswith("norm.weight")}
+    if sliding_window:
+        metadata["gemma3.attention.sliding_window"] = int(sliding_window)
+    if rope_base_local is not None:
+        metadata["gemma3.rope.freq_base_swa"] = float(rope_base_local)
+    if rope_linear_factor:
+        metadata["gemma3.rope.scaling.type"] = "linear"
+        metadata["gemma3.rope.scaling.factor"] = float(rope_linear_factor)
+    if final_softcap:
+        metadata["gemma3.final_logit_softcapping"] = float(final_softcap)
+    # The projections in Q8_0 by default, as real files quantize them (the norms and the embedding stay float32).
+    projections = {name: projections_format for name in tensors
+                   if projections_format and name.startswith("blk.") and not name.endswith("norm.weight")}
     return write_gguf(path, "gemma3", metadata, tensors, quantize=projections)
