@@ -26,6 +26,8 @@ import numpy as np
 
 from tests.models.tiny_llm import write_tiny_gemma
 
+from .ops import repro_command
+
 
 @dataclass
 class LlmCase:
@@ -38,8 +40,7 @@ class LlmCase:
         return f"{self.config}, context {self.context}, {len(self.ids)} tokens"
 
     def command(self) -> str:
-        return (f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k test_llm_model "
-                f"--fuzz-seed {self.seed} --fuzz-runs 1")
+        return repro_command("llm", self.seed)
 
 
 def llm_case(seed: int) -> LlmCase:

@@ -39,6 +39,8 @@ import numpy as np
 import rlx
 from rlx import signal
 
+from .ops import repro_command
+
 N_FFTS = (1, 2, 3, 4, 5, 8, 16, 30, 64, 100, 128, 255, 256, 400, 512, 1024)
 
 
@@ -62,8 +64,7 @@ class SignalCase:
                 f"{self.pad_mode!r}, window {self.window!r}, length {self.length}")
 
     def command(self) -> str:
-        return (f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k test_signal_transform "
-                f"--fuzz-seed {self.seed} --fuzz-runs 1")
+        return repro_command("signal", self.seed)
 
 
 def signal_case(seed: int) -> SignalCase:
@@ -187,8 +188,7 @@ class LogMelCase:
         return f"log-mel of {self.value.shape}, {self.kwargs}"
 
     def command(self) -> str:
-        return (f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k test_log_mel "
-                f"--fuzz-seed {self.seed} --fuzz-runs 1")
+        return repro_command("log_mel", self.seed)
 
 
 def log_mel_case(seed: int) -> LogMelCase:

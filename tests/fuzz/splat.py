@@ -29,6 +29,8 @@ import numpy as np
 from rlx.reference import splat as ref
 from rlx.splat import Camera, Renderer, Scene
 
+from .ops import repro_command
+
 PSNR_MIN = 60.0
 FIELDS = ("means", "scales", "quats", "opacities", "sh")
 
@@ -52,8 +54,7 @@ class SplatCase:
                 f"capacity {self.capacity}" + ("" if self.depth_and_alpha else ", rgb only"))
 
     def command(self) -> str:
-        return (f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k test_splat_frame "
-                f"--fuzz-seed {self.seed} --fuzz-runs 1")
+        return repro_command("splat", self.seed)
 
 
 def _scene(rng: np.random.Generator) -> Scene:
