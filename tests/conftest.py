@@ -34,7 +34,7 @@ def pytest_addoption(parser):
     # --rlx-device / --rlx-group-size like every other suite.
     parser.addoption("--fuzz-runs", type=int, default=0,
                      help="fuzz: N cases of each kind (ops, special-value ops, random graphs, model graphs, "
-                          "splat frames, stft / istft, log-mel, LLM models) from --fuzz-seed on "
+                          "splat frames, stft / istft, log-mel, LLM models, BERT embedders) from --fuzz-seed on "
                           "(0: the short fixed-seed CI run)")
     parser.addoption("--fuzz-seed", type=int, default=0, help="fuzz: first seed of a --fuzz-runs run")
     parser.addoption("--fuzz-options", type=int, default=3,

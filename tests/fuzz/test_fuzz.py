@@ -23,6 +23,7 @@ import pytest
 
 import rlx
 
+from .bert import bert_case, check_bert_case
 from .check import (
     ALL_OPTIONS,
     F32_ILL_REL,
@@ -46,6 +47,7 @@ SHORT_SPLAT = 120
 SHORT_SIGNAL = 160
 SHORT_LOG_MEL = 40
 SHORT_LLM = 12
+SHORT_BERT = 30
 
 
 def pytest_generate_tests(metafunc):
@@ -53,7 +55,8 @@ def pytest_generate_tests(metafunc):
     runs, base = cfg.getoption("--fuzz-runs"), cfg.getoption("--fuzz-seed")
     for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS),
                        ("splat_seed", SHORT_SPLAT), ("signal_seed", SHORT_SIGNAL),
-                       ("log_mel_seed", SHORT_LOG_MEL), ("llm_seed", SHORT_LLM)):
+                       ("log_mel_seed", SHORT_LOG_MEL), ("llm_seed", SHORT_LLM),
+                       ("bert_seed", SHORT_BERT)):
         if arg in metafunc.fixturenames:
             seeds = range(base, base + runs) if runs else range(short)
             op_ids = arg in ("op_seed", "special_seed")
@@ -94,39 +97,43 @@ def test_random_model_graph(graph_seed, request):
     _check_graph(model_graph_case(graph_seed), graph_seed, request, "random model graph")
 
 
+def _fail_with(failure: str | None) -> None:
+    """Fails the test with a checker's message (None or empty: passed)."""
+    if failure:
+        pytest.fail(failure, pytrace=False)
+
+
 def test_splat_frame(splat_seed):
     """A random scene and two cameras through rlx.splat.Renderer against the
     float64 reference (tests/fuzz/splat.py)."""
-    failures = check_splat_case(splat_case(splat_seed))
-    if failures:
-        pytest.fail("\n".join(failures), pytrace=False)
+    _fail_with("\n".join(check_splat_case(splat_case(splat_seed))))
 
 
 def test_signal_transform(signal_seed):
     """A random stft or istft (rlx.signal) against its definition and
     librosa (tests/fuzz/signal.py)."""
     pytest.importorskip("librosa", reason="librosa (a test extra) is not installed")
-    failure = check_signal_case(signal_case(signal_seed))
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    _fail_with(check_signal_case(signal_case(signal_seed)))
 
 
 def test_log_mel(log_mel_seed):
     """A random log-mel front end (rlx.signal) against librosa's
     (tests/fuzz/signal.py)."""
     pytest.importorskip("librosa", reason="librosa (a test extra) is not installed")
-    failure = check_log_mel_case(log_mel_case(log_mel_seed))
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    _fail_with(check_log_mel_case(log_mel_case(log_mel_seed)))
 
 
 def test_llm_model(llm_seed):
     """A random tiny Gemma 3 file through rlx.models.llm.LLM against the
     float64 oracle (tests/fuzz/llm.py)."""
     pytest.importorskip("gguf", reason="the gguf package (a dependency of rlx.gguf) is not installed")
-    failure = check_llm_case(llm_case(llm_seed))
-    if failure:
-        pytest.fail(failure, pytrace=False)
+    _fail_with(check_llm_case(llm_case(llm_seed)))
+
+
+def test_bert_embedder(bert_seed):
+    """A random tiny BERT embedder (rlx.models.load_embedder) against the
+    float64 oracle (tests/fuzz/bert.py)."""
+    _fail_with(check_bert_case(bert_case(bert_seed)))
 
 
 # ---------------------------------------------------------------- the minimal graphs the fuzzer found
