@@ -858,11 +858,11 @@ cdef class Program:
 
     cdef void _drop_unchosen_schedules(self) noexcept nogil:
         """Frees each step's form that lost, so only the chosen one stays
-        instantiated (on cuda, a second CUDA graph of the same kernels: its
-        memory, and the suspect for the 50 us of host time a step that the
-        H200 showed auto's serial runs paying over RLX_CUDA_PDL=0's in
-        session 26). Every run before has completed. The caller holds the
-        lock."""
+        instantiated (on cuda, a second CUDA graph of the same kernels).
+        With both kept, auto's serial decode step on the H200 paid ~50 us
+        more host time than RLX_CUDA_PDL=0's; with the loser freed, it ran
+        within the run-to-run spread (benchmarks/README.md, session 26).
+        Every run before has completed. The caller holds the lock."""
         cdef uint32_t i
         cdef rlx_step *step
         for i in range(self.n_steps):
@@ -895,7 +895,7 @@ cdef class Program:
         try:
             if self.launch_choice != -1:
                 raise _errors.ConfigError(f"pin_launch_mode: the launch mode is already {self.launch_mode!r} "
-                                  f"(pinning applies while a program explores: RLX_CUDA_PDL=auto on CUDA)")
+                                          f"(pinning applies while a program explores: RLX_CUDA_PDL=auto on CUDA)")
             self.launch_choice = 1 if mode == "serial" else 0
             self._drop_unchosen_schedules()
         finally:

@@ -275,10 +275,10 @@ def istft(g: Graph, s: Node, hop_length: int | None = None, win_length: int | No
 
     out_len = (n_fft + hop * (n_frames - 1) - 2 * pad) if length is None else length
     avail = max(0, min(out_len, full - pad))
-    pieces = [g.narrow(y, 1, pad, avail)]   # empty where the frames give no sample (one centred frame)
+    y = g.narrow(y, 1, pad, avail)   # empty where the frames give no sample (one centred frame)
     if out_len > avail:
-        pieces = ([pieces[0]] if avail else []) + [_zeros(g, (b, out_len - avail))]
-    y = g.concat(pieces, axis=1) if len(pieces) > 1 else pieces[0]
+        tail = _zeros(g, (b, out_len - avail))
+        y = g.concat([y, tail], axis=1) if avail else tail
     env = window_sumsquare(window, n_frames, hop, win_length, n_fft)[pad:pad + out_len]
     env = np.pad(env, (0, out_len - env.shape[0]))
     tiny = np.finfo(np.float32).tiny
