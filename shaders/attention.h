@@ -274,7 +274,14 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // against 11.9: the idle groups were not what it waited on).
 #define RLX_ATT_SPLIT_DSTEPS 8u
 #define RLX_ATT_SPLIT_VKEYS 16u
-#define RLX_ATT_MERGE_ILP 8u
+// The merge's partials a thread has in flight: its splits are read in
+// batches of this many, the last batch predicated, so a row costs
+// ceil(used / RLX_ATT_MERGE_ILP) dependent round trips to L2. At 8 with a
+// pair-by-pair tail, position 1900 of a global layer (119 splits) walked
+// 15 batches plus a tail one after another.
+#ifndef RLX_ATT_MERGE_ILP
+#define RLX_ATT_MERGE_ILP 16u
+#endif
 // The merge's per-split weights in group memory up to this many splits.
 #define RLX_ATT_MERGE_SPLITS 1024u
 
@@ -515,11 +522,13 @@ RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *ou
         float o0 = 0.0f, o1 = 0.0f;
         uint s = 0;
         if (staged) {   // o0 takes the even splits, o1 the odd ones, in order, as in the pairs below
-            for (; s + RLX_ATT_MERGE_ILP <= used; s += RLX_ATT_MERGE_ILP) {
+            for (; s < used; s += RLX_ATT_MERGE_ILP) {   // the last batch's splits past `used` read nothing
                 float av[RLX_ATT_MERGE_ILP];
-                for (uint u = 0; u < RLX_ATT_MERGE_ILP; ++u) av[u] = rlx_load_fresh(acc + (uint64_t)(s + u) * Dv + d);
+                for (uint u = 0; u < RLX_ATT_MERGE_ILP; ++u)
+                    av[u] = s + u < used ? rlx_load_fresh(acc + (uint64_t)(s + u) * Dv + d) : 0.0f;
                 for (uint u = 0; u < RLX_ATT_MERGE_ILP; u += 2u) {
-                    const float w0 = weight[s + u], w1 = weight[s + u + 1u];
+                    const float w0 = s + u < used ? weight[s + u] : 0.0f;
+                    const float w1 = s + u + 1u < used ? weight[s + u + 1u] : 0.0f;
                     o0 += w0 != 0.0f ? av[u] * w0 : 0.0f;
                     o1 += w1 != 0.0f ? av[u + 1u] * w1 : 0.0f;
                 }
