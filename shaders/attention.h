@@ -451,6 +451,7 @@ RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVI
                            RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
                            RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
                            RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
+    rlx_params_prefetch(p);
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
 #ifdef RLX_TARGET_CUDA
     rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
@@ -553,6 +554,7 @@ RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *ou
 template <typename T>
 RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(RLX_DEVICE T *, out, 1),
                            RLX_PARAMS(AttentionParams, p, 2) RLX_IDS) {
+    rlx_params_prefetch(p);
     RLX_SHARED(float, scratch, 32);
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
     RLX_SHARED(float, l_of, RLX_ATT_MERGE_SPLITS);
@@ -563,8 +565,8 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
 
 #ifndef RLX_TARGET_METAL
 // Split and merge in one dispatch (a decode step's launch less per
-// attention): every group writes its split's partials, makes them visible
-// device-wide and counts itself in count[row]; the group that counts last
+// attention): every group writes its split's partials and counts itself in
+// count[row] with a device-scope release; the group that counts last
 // merges the row (the other splits' partials are complete by then) and sets
 // the count back to zero for the next run. The counts live in a resident,
 // zero-initialized buffer of `rows` words. Not on Metal: MSL before 3.2
@@ -575,6 +577,7 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
                                  RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
                                  RLX_BUF(RLX_DEVICE T *, out, 6), RLX_BUF(RLX_DEVICE uint *, count, 7),
                                  RLX_PARAMS(AttentionParams, p, 8) RLX_IDS) {
+    rlx_params_prefetch(p);
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
     RLX_SHARED(float, scratch, 32);
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);
@@ -586,12 +589,14 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     const uint gid = rlx_group_id.x, row = gid / p->splits;
     if (row >= p->rows) return;
     rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
-    rlx_device_fence();   // this thread's partials, visible to every group before the count says so
+    // The group's partials, then its count: one acquire-release add after
+    // the barrier (the prelude says why that orders every thread's writes),
+    // and the group that counts last reads the others' partials after the
+    // second barrier.
     rlx_barrier();
-    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add(count + row, 1u) == p->splits - 1u ? 1u : 0u;
+    if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add_acq_rel(count + row, 1u) == p->splits - 1u ? 1u : 0u;
     rlx_barrier();
     if (last[0] == 0u) return;   // uniform in the group
-    rlx_device_fence();
     rlx_att_merge_row<T>(part, out, p, row, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
     if (rlx_local_id.x == 0u) count[row] = 0u;   // every split has counted: nobody reads it again this run
 }

@@ -111,6 +111,21 @@ static __device__ __forceinline__ void rlx_pdl_prefetch_end() {
 static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
+// Every 32-byte sector of a kernel's params struct requested at once, at the
+// kernel's entry: L1 fills by sectors, and the params sit in device memory
+// (the arena's params region, evicted from L2 by the weights a decode step
+// streams), so a kernel whose reads of its params hang on one another (a
+// bound check, then the field it guards) paid a memory round trip per
+// sector: attention_split_merge's first reads were five dependent round
+// trips in Nsight Compute's stall samples (benchmarks/README.md, session
+// 27). A prefetch (not a load whose unused result ptxas could drop) per
+// sector; the later reads of the fields then hit L1. Params are written
+// before the run, never by a kernel, so this may run before the PDL wait.
+template <typename P>
+static __device__ __forceinline__ void rlx_params_prefetch(const P *p) {
+    const uintptr_t start = (uintptr_t)p, end = start + sizeof(P);
+    for (uintptr_t a = start; a < end; a = (a | 31u) + 1u) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+}
 // Asynchronous 16-byte copies from global into shared memory (cp.async,
 // sm_80 and newer; a plain copy before): the data travels without
 // occupying registers, so a SIMD group can keep several in flight. Only
@@ -163,12 +178,20 @@ static __device__ __forceinline__ void rlx_async_wait() {
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
 // Atomic add to group (shared) memory, returning the old value.
 RLX_INLINE uint rlx_group_atomic_add(uint *p, uint v) { return atomicAdd(p, v); }
-// Device scope (attention_split_merge's count of finished groups): the add,
-// a fence ordering this thread's global writes before later ones as every
-// thread of the device sees them, and a load from L2 (the point of
-// coherence) that no stale L1 line of this SM can answer.
-RLX_INLINE uint rlx_device_atomic_add(uint *p, uint v) { return atomicAdd(p, v); }
-#define rlx_device_fence() __threadfence()
+// Device scope (attention_split_merge's count of finished groups): the add
+// as an acquire-release operation at device scope, and a load from L2 (the
+// point of coherence) that no stale L1 line of this SM can answer. After a group
+// barrier, one thread's release orders the whole group's earlier writes
+// before the count (PTX release is cumulative over the barrier's
+// synchronization, as cooperative groups' grid sync relies on), and the
+// thread that reads the final count acquires the others' writes for its
+// group's reads after the next barrier. One round trip where a fence by
+// every thread, the add and a second fence took three.
+RLX_INLINE uint rlx_device_atomic_add_acq_rel(uint *p, uint v) {
+    uint old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
 RLX_INLINE float rlx_load_fresh(const float *p) { return __ldcg(p); }
 
 // ---- half load/store and math ---------------------------------------------
