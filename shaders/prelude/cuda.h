@@ -123,8 +123,8 @@ static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
 // before the run, never by a kernel, so this may run before the PDL wait.
 template <typename P>
 static __device__ __forceinline__ void rlx_params_prefetch(const P *p) {
-    const uintptr_t start = (uintptr_t)p, end = start + sizeof(P);
-    for (uintptr_t a = start; a < end; a = (a | 31u) + 1u) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
+    const rlx_u64 start = (rlx_u64)p, end = start + sizeof(P);
+    for (rlx_u64 a = start; a < end; a = (a | 31u) + 1u) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
 }
 // Asynchronous 16-byte copies from global into shared memory (cp.async,
 // sm_80 and newer; a plain copy before): the data travels without
