@@ -42,6 +42,7 @@ from typing import Any, Literal
 from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.gguf import GGUFFile
 from rlx.gguf import open as gguf_open
+from rlx.text_input import require_text
 
 __all__ = ["Tokenizer", "TokenAttr", "StreamDecoder"]
 
@@ -329,8 +330,7 @@ class Tokenizer:
         tokens written in the text (``<start_of_turn>``, ``<bos>``) become their ids; user-defined tokens
         (Gemma's whitespace runs and HTML tags) are matched either way, as llama.cpp does.
         """
-        if not isinstance(text, str):
-            raise InputError(f"encode() takes a str, got {type(text).__name__}")
+        require_text(text, "encode()'s text")
         bos = self.add_bos if add_bos is None else add_bos
         eos = self.add_eos if add_eos is None else add_eos
         out: list[int] = []

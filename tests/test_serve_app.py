@@ -85,6 +85,25 @@ def test_body_limit():
         assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
 
 
+@pytest.mark.parametrize("body", [b'{"input": "ab\\ud800"}', b'{"input": ["ok", "\\udfff"]}',
+                                  b'{"input": "x", "user": {"\\ud800": 1}}'])
+def test_a_lone_surrogate_anywhere_in_the_body_is_a_400(body):
+    # JSON's \ud800 escapes decode to lone surrogates, which the tokenizer
+    # refused with a TypeError: a 500 until the body was checked.
+    with TestClient(_app(FakeEmbedder())) as client:
+        r = client.post("/v1/embeddings", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_unicode", r.text
+        assert "lone surrogate" in r.json()["error"]["message"]
+        assert client.post("/v1/embeddings", json={"input": "still serving"}).status_code == 200
+
+
+def test_json_nested_past_the_parsers_recursion_is_a_400():
+    with TestClient(_app(FakeEmbedder())) as client:
+        r = client.post("/v1/embeddings", content=b"[" * 100_000 + b"]" * 100_000,
+                        headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json", r.text
+
+
 @pytest.mark.parametrize("flags", [["--max-batch", "0"], ["--max-queue", "-1"], ["--max-wait-ms", "-5"]])
 def test_cli_refuses_bad_limits_before_loading(flags, capsys):
     from rlx import cli
@@ -106,3 +125,28 @@ def test_model_names_and_limits_validation():
     assert info.value.status == 400 and info.value.body()["error"]["code"] == "invalid_type"
     with pytest.raises(ConfigError):
         ServeConfig(max_inputs=0)
+
+
+@pytest.mark.parametrize("value", [1e-300, 0.0, -1.0, 10.5])
+def test_a_repetition_penalty_the_sampler_cannot_apply_is_a_400(value):
+    # 1e-300 passed the (0, 10] check as a Python float but is 0 in f32, where
+    # the penalty divides: the draw then met NaN probabilities (a 500).
+    from rlx.serve.generation_request import parse_generation_request
+    from rlx.serve.limits import ApiError
+
+    with pytest.raises(ApiError) as err:
+        parse_generation_request({"prompt": "hi", "repetition_penalty": value}, ServeConfig(llm_name="g"), chat=False)
+    assert err.value.status == 400 and err.value.param == "repetition_penalty"
+
+
+@pytest.mark.parametrize("role", [["user"], {"a": 1}, 3, None])
+def test_a_message_role_that_is_not_a_string_is_a_400(role):
+    # A list or object role was looked up in the role table: TypeError
+    # (unhashable), a 500, until the fuzzer's serve cases found it.
+    from rlx.serve.generation_request import parse_generation_request
+    from rlx.serve.limits import ApiError
+
+    body = {"messages": [{"role": role, "content": "hi"}]}
+    with pytest.raises(ApiError) as err:
+        parse_generation_request(body, ServeConfig(llm_name="g"), chat=True)
+    assert err.value.status == 400 and err.value.param == "messages"

@@ -23,6 +23,7 @@ import numpy as np
 
 from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.models.bert import PRECISIONS, BertModel, compile_precision
+from rlx.text_input import require_text
 
 __all__ = ["Embedder", "load_embedder", "seq_bucket", "batch_bucket"]
 
@@ -139,8 +140,7 @@ class Embedder:
 
     def _tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise InputError(f"texts[{i}] is a {type(t).__name__}, not a str")
+            require_text(t, f"texts[{i}]")
         batch = [t.lower() for t in texts] if self._lower else list(texts)
         encs = self.tokenizer.encode_batch(batch)
         cut = [i for i, e in enumerate(encs) if e.overflowing]

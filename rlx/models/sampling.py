@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rlx.errors import InputError
+from rlx.errors import InputError, RlxError
 from rlx.ir.ops.topk import MAX_K
 from rlx.reference.penalty import apply_repetition_penalty
 
@@ -42,7 +42,9 @@ class Sampler:
         for name, value, ok in (("temperature", temperature, temperature >= 0),
                                 ("top_k", top_k, isinstance(top_k, int) and top_k >= 0),
                                 ("top_p", top_p, 0 < top_p <= 1), ("min_p", min_p, 0 <= min_p < 1),
-                                ("repetition_penalty", repetition_penalty, repetition_penalty > 0)):
+                                # in f32, as the penalty is applied: 1e-300 would be a division by 0
+                                ("repetition_penalty", repetition_penalty,
+                                 0 < np.float32(repetition_penalty) < np.inf)):
             if not ok:
                 raise InputError(f"{name}={value!r} is out of range")
         self.temperature, self.top_k, self.top_p, self.min_p = float(temperature), top_k, float(top_p), float(min_p)
@@ -83,6 +85,12 @@ class Sampler:
 
     def _draw(self, vals: np.ndarray, order: np.ndarray) -> int:
         """top-p, min-p, temperature and the draw over candidates sorted best first."""
+        if np.isnan(vals[0]):   # sorted best first, so a NaN first means no finite order at all
+            raise RlxError("the logits to sample from are NaN (the model's output diverged)")
+        if np.isposinf(vals[0]):
+            # A strong penalty (a logit divided by a tiny one) can pass f32's
+            # range: the tokens at +inf outrank every other and share the draw.
+            vals = np.where(np.isposinf(vals), 0.0, -np.inf)
         probs = np.exp(vals - vals[0])
         probs /= probs.sum()
         if self.top_p < 1.0:

@@ -19,7 +19,8 @@ def apply_repetition_penalty(logits: np.ndarray, history: np.ndarray, penalty: f
     if ids.size:
         p = np.float32(penalty)
         vals = x[..., ids]
-        x[..., ids] = np.where(vals > 0, vals / p, vals * p)
+        with np.errstate(over="ignore", divide="ignore"):   # past f32's range is inf, as in the kernel
+            x[..., ids] = np.where(vals > 0, vals / p, vals * p)
     return x
 
 

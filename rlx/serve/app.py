@@ -35,6 +35,7 @@ from rlx.serve.limits import (
     parse_embedding_request,
 )
 from rlx.serve.metrics import Metrics
+from rlx.text_input import unicode_problem
 
 CLIENT_CLOSED = 499   # nginx's status for "the client went away"; only ever seen in /metrics
 
@@ -208,9 +209,35 @@ async def _read_json(request: Request, limit: int) -> object:
             raise ApiError(f"the body has more than {limit} bytes", status=413, code="body_too_large")
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
+        body = json.loads(b"".join(chunks))
+    except RecursionError:   # Python's parser recurses per nesting level
+        raise ApiError("the body's JSON is nested too deeply", code="invalid_json") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(f"the body is not valid JSON ({e})", code="invalid_json") from None
+    problem = _text_problem(body)
+    if problem:
+        raise ApiError(f"the body holds a string that is not valid Unicode text: {problem}", code="invalid_unicode")
+    return body
+
+
+def _text_problem(body: object) -> str | None:
+    """The first string in a decoded body (keys included) that UTF-8 cannot
+    encode (JSON's "\\ud800" escapes decode to lone surrogates, which no
+    tokenizer takes), described, or None. Iterative: the body is at most
+    the byte limit, but nested arbitrarily."""
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            problem = unicode_problem(item)
+            if problem:
+                return problem
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 async def _wait_or_disconnect(request: Request, future) -> tuple[np.ndarray, np.ndarray] | None:

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rlx.serve.limits import ApiError, ServeConfig, json_type, names_for
 
 MAX_STOP_STRINGS = 4          # OpenAI's limit
@@ -122,7 +124,7 @@ def _messages(body: Mapping[str, Any]) -> tuple[dict[str, str], ...]:
             raise ApiError(f"'messages[{i}]' must be an object, got a {json_type(m)}", param="messages",
                            code="invalid_type")
         role = m.get("role")
-        if role not in CHAT_ROLES:
+        if not isinstance(role, str) or role not in CHAT_ROLES:   # a list or object is not hashable
             raise ApiError(f"'messages[{i}].role' must be one of {', '.join(CHAT_ROLES)}, got {role!r}",
                            param="messages", code="invalid_value")
         out.append({"role": CHAT_ROLES[role], "content": _content(m.get("content"), i)})
@@ -169,7 +171,7 @@ def _sampling(body: Mapping[str, Any]) -> dict[str, Any]:
         "top_p": _number(body, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]"),
         "min_p": _number(body, "min_p", 0.0, lambda v: 0 <= v < 1, "in [0, 1)"),
         "repetition_penalty": _number(body, penalty_names[0] if penalty_names else "repetition_penalty", 1.0,
-                                      lambda v: 0 < v <= 10, "in (0, 10]"),
+                                      lambda v: 0 < np.float32(v) and v <= 10, "in (0, 10] (and not 0 in f32)"),
         "top_k": _integer(body, "top_k", 0, 0),
         "seed": _integer(body, "seed", None, 0),
     }

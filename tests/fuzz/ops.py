@@ -27,7 +27,8 @@ def repro_command(kind: str, seed: int, special: bool = False) -> str:
     """The one command that re-runs the case of this kind and seed."""
     test = {"op": "test_op_special_values" if special else "test_op", "graph": "test_random_graph",
             "model_graph": "test_random_model_graph", "splat": "test_splat_frame", "signal": "test_signal_transform",
-            "log_mel": "test_log_mel", "llm": "test_llm_model", "bert": "test_bert_embedder"}[kind]
+            "log_mel": "test_log_mel", "llm": "test_llm_model", "bert": "test_bert_embedder",
+            "serve": "test_serve_request"}[kind]
     return f".venv/bin/python -m pytest tests/fuzz/test_fuzz.py -k {test} --fuzz-seed {seed} --fuzz-runs 1"
 
 

@@ -1,7 +1,7 @@
 """The differential fuzzer (tests/fuzz/): random single ops and random graphs,
 compiled by rlx and compared with PyTorch (and rlx.run_reference); random
 splat frames against the float64 splat reference; random stft / istft
-against their definition and librosa.
+against their definition and librosa; random requests to rlx.serve.
 
 Short CI run (fixed seeds, well under 90 s on 2 cores):
     .venv/bin/python -m pytest tests/fuzz/test_fuzz.py
@@ -37,6 +37,7 @@ from .check import (
 from .graphs import graph_case, model_graph_case
 from .llm import check_llm_case, llm_case
 from .ops import OP_NAMES, op_case
+from .serve import ServeFixture, check_serve_case, serve_case
 from .signal import check_log_mel_case, check_signal_case, log_mel_case, signal_case
 from .splat import check_splat_case, splat_case
 
@@ -48,6 +49,7 @@ SHORT_SIGNAL = 160
 SHORT_LOG_MEL = 40
 SHORT_LLM = 12
 SHORT_BERT = 30
+SHORT_SERVE = 80
 
 
 def pytest_generate_tests(metafunc):
@@ -56,7 +58,7 @@ def pytest_generate_tests(metafunc):
     for arg, short in (("op_seed", SHORT_OPS), ("special_seed", SHORT_SPECIAL), ("graph_seed", SHORT_GRAPHS),
                        ("splat_seed", SHORT_SPLAT), ("signal_seed", SHORT_SIGNAL),
                        ("log_mel_seed", SHORT_LOG_MEL), ("llm_seed", SHORT_LLM),
-                       ("bert_seed", SHORT_BERT)):
+                       ("bert_seed", SHORT_BERT), ("serve_seed", SHORT_SERVE)):
         if arg in metafunc.fixturenames:
             seeds = range(base, base + runs) if runs else range(short)
             op_ids = arg in ("op_seed", "special_seed")
@@ -134,6 +136,22 @@ def test_bert_embedder(bert_seed):
     """A random tiny BERT embedder (rlx.models.load_embedder) against the
     float64 oracle (tests/fuzz/bert.py)."""
     _fail_with(check_bert_case(bert_case(bert_seed)))
+
+
+@pytest.fixture(scope="module")
+def serve_fixture():
+    pytest.importorskip("starlette", reason="starlette (the serve extra) is not installed")
+    pytest.importorskip("httpx", reason="httpx (the serve extra's test client) is not installed")
+    pytest.importorskip("tokenizers", reason="tokenizers is not installed")
+    fixture = ServeFixture()
+    yield fixture
+    fixture.close()
+
+
+def test_serve_request(serve_seed, serve_fixture):
+    """A random request to the OpenAI-compatible server against its
+    contract: no 5xx, error objects, the endpoint's shape (tests/fuzz/serve.py)."""
+    _fail_with(check_serve_case(serve_case(serve_seed), serve_fixture))
 
 
 # ---------------------------------------------------------------- the minimal graphs the fuzzer found

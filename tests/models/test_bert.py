@@ -391,6 +391,10 @@ def test_bad_arguments(tiny):
         model.encode(["a"], batch_size=0)
     with pytest.raises(InputError, match="texts\\[1\\]"):
         model.encode(["a", 3])
+    # A lone surrogate (what JSON's "\\ud800" decodes to) is refused before the
+    # tokenizer, which raised a TypeError from inside its encode.
+    with pytest.raises(InputError, match="texts\\[1\\].*lone surrogate U\\+D800"):
+        model.encode(["a", "b\ud800"])
 
 
 # ---------------------------------------------------------------- CLI

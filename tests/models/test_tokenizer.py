@@ -225,6 +225,8 @@ def test_bad_ids_and_inputs(tok):
         tok.token_to_piece(-1)
     with pytest.raises(InputError, match="str"):
         tok.encode(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="lone surrogate U\\+DFFF at character 3"):
+        tok.encode("abc\udfff")
 
 
 def test_a_long_prompt_is_fast(tok):

@@ -1,0 +1,34 @@
+"""rlx.models.sampling.Sampler on logits a penalty or a diverged model makes
+extreme (found by probing the server with extreme sampling settings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rlx.errors import InputError, RlxError
+from rlx.models.sampling import Sampler
+
+
+def test_a_penalty_that_is_zero_in_f32_is_refused():
+    # 1e-300 is > 0 as a Python float but 0 in f32, where the penalty divides.
+    with pytest.raises(InputError, match="repetition_penalty"):
+        Sampler(temperature=1.0, repetition_penalty=1e-300)
+    with pytest.raises(InputError, match="repetition_penalty"):
+        Sampler(temperature=1.0, repetition_penalty=1e300)
+
+
+@pytest.mark.parametrize("top_k", [0, 3])
+def test_logits_a_penalty_pushed_to_infinity_share_the_draw(top_k):
+    # A subnormal f32 penalty divides positive logits past f32's range: those
+    # tokens (ids 1 and 4, in the history) get every draw, the rest none.
+    logits = np.array([0.5, 3.0, -1.0, 0.2, 2.0, -4.0], np.float32)
+    sampler = Sampler(temperature=0.7, top_k=top_k, repetition_penalty=1e-40, seed=0)
+    picks = {sampler.pick(logits, history=[1, 4, 5]) for _ in range(200)}
+    assert picks == {1, 4}
+
+
+def test_nan_logits_raise_an_rlx_error():
+    sampler = Sampler(temperature=1.0, seed=0)
+    with pytest.raises(RlxError, match="NaN"):
+        sampler.pick(np.full(5, np.nan, np.float32))
