@@ -24,6 +24,7 @@ cache's rows as the run found them plus the chunk's own, then the write.
 
 from __future__ import annotations
 
+import numbers
 import os
 import sys
 import time
@@ -556,9 +557,12 @@ class LLM:
         as ``prefill`` has it."""
         from rlx.models.sampling import Sampler
 
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, numbers.Integral) or max_tokens < 0:
+            raise InputError(f"max_tokens={max_tokens!r}: expected an integer >= 0")
+        stop = _stop_strings(stop)
         cont = keep_context and self.position > 0
         ids = (self.tokenizer.encode(prompt, add_bos=add_bos and not cont) if isinstance(prompt, str)
-               else [int(t) for t in prompt])
+               else _token_ids(prompt))
         if cont and self._unfed is not None:
             ids = [self._unfed, *ids]
         sampler = Sampler(temperature, top_k, top_p, min_p, repetition_penalty, seed)
@@ -684,6 +688,35 @@ def _progress_reporter(progress: bool | Callable[[int, int], None] | None, total
         print(f"\r[prefill {done}/{total} tokens, {rate:.0f} tok/s]", end=end, file=sys.stderr, flush=True)
 
     return line
+
+
+def _stop_strings(stop: object) -> tuple[str, ...]:
+    """generate's ``stop``: a string, an iterable of strings, or None (none)."""
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    try:
+        items = tuple(stop)   # type: ignore[arg-type]
+    except TypeError:
+        raise InputError(f"stop={stop!r}: expected a string or a sequence of strings") from None
+    for i, s in enumerate(items):
+        if not isinstance(s, str):
+            raise InputError(f"stop[{i}] is a {type(s).__name__}, not a str")
+    return items
+
+
+def _token_ids(prompt: object) -> list[int]:
+    """generate's prompt when it is not a str: a sequence of integer token ids."""
+    try:
+        items = list(prompt)   # type: ignore[call-overload]
+    except TypeError:
+        raise InputError(f"the prompt is a {type(prompt).__name__}: expected a str or a sequence of token ids") \
+            from None
+    for i, t in enumerate(items):
+        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+            raise InputError(f"prompt[{i}] is {t!r}: token ids are integers (or pass the prompt as a str)")
+    return [int(t) for t in items]
 
 
 def _stop_index(text: str, stop: Sequence[str]) -> int | None:

@@ -13,6 +13,7 @@ settings both give the same tokens."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,22 +35,40 @@ def top_order(x: np.ndarray, k: int) -> np.ndarray:
     return keep[np.argsort(-x[keep], kind="stable")]
 
 
+def positive_in_f32(value: float) -> bool:
+    """Whether ``value`` rounds to a positive finite f32: the repetition
+    penalty divides in f32, where 1e-300 is 0 and 1e300 is infinite."""
+    with np.errstate(over="ignore", under="ignore"):
+        return bool(0 < np.float32(value) < np.inf)
+
+
+def _real(name: str, value: object, ok, expected: str) -> float:
+    """``value`` as a float if it is a real number (numpy's included, bool not) that ``ok`` accepts."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(float(value)):
+        raise InputError(f"{name}={value!r} is out of range: expected {expected}")
+    return float(value)
+
+
+def _integer(name: str, value: object, expected: str) -> int:
+    """``value`` as an int if it is an integer >= 0 (numpy's included, bool not)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise InputError(f"{name}={value!r} is out of range: expected {expected}")
+    return int(value)
+
+
 class Sampler:
     """The sampling settings and the seeded generator of one generation."""
 
     def __init__(self, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
                  repetition_penalty: float = 1.0, seed: int | None = None):
-        for name, value, ok in (("temperature", temperature, temperature >= 0),
-                                ("top_k", top_k, isinstance(top_k, int) and top_k >= 0),
-                                ("top_p", top_p, 0 < top_p <= 1), ("min_p", min_p, 0 <= min_p < 1),
-                                # in f32, as the penalty is applied: 1e-300 would be a division by 0
-                                ("repetition_penalty", repetition_penalty,
-                                 0 < np.float32(repetition_penalty) < np.inf)):
-            if not ok:
-                raise InputError(f"{name}={value!r} is out of range")
-        self.temperature, self.top_k, self.top_p, self.min_p = float(temperature), top_k, float(top_p), float(min_p)
-        self.repetition_penalty = float(repetition_penalty)
-        self.rng = np.random.default_rng(seed)
+        self.temperature = _real("temperature", temperature, lambda v: 0 <= v < np.inf, "a finite number >= 0")
+        self.top_k = _integer("top_k", top_k, "an integer >= 0 (0: no top-k)")
+        self.top_p = _real("top_p", top_p, lambda v: 0 < v <= 1, "in (0, 1]")
+        self.min_p = _real("min_p", min_p, lambda v: 0 <= v < 1, "in [0, 1)")
+        # in f32, as the penalty is applied: 1e-300 would be a division by 0
+        self.repetition_penalty = _real("repetition_penalty", repetition_penalty, positive_in_f32,
+                                        "> 0 and finite in f32")
+        self.rng = np.random.default_rng(None if seed is None else _integer("seed", seed, "None or an integer >= 0"))
 
     @property
     def greedy(self) -> bool:

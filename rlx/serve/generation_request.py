@@ -17,8 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from rlx.models.sampling import positive_in_f32
 from rlx.serve.limits import ApiError, ServeConfig, json_type, names_for
 
 MAX_STOP_STRINGS = 4          # OpenAI's limit
@@ -171,7 +170,7 @@ def _sampling(body: Mapping[str, Any]) -> dict[str, Any]:
         "top_p": _number(body, "top_p", 1.0, lambda v: 0 < v <= 1, "in (0, 1]"),
         "min_p": _number(body, "min_p", 0.0, lambda v: 0 <= v < 1, "in [0, 1)"),
         "repetition_penalty": _number(body, penalty_names[0] if penalty_names else "repetition_penalty", 1.0,
-                                      lambda v: 0 < np.float32(v) and v <= 10, "in (0, 10] (and not 0 in f32)"),
+                                      lambda v: v <= 10 and positive_in_f32(v), "in (0, 10] (and not 0 in f32)"),
         "top_k": _integer(body, "top_k", 0, 0),
         "seed": _integer(body, "seed", None, 0),
     }

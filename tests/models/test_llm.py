@@ -348,6 +348,15 @@ def test_generation_api_and_errors(llm):
         llm.prefill([2], "probs")
     with pytest.raises(InputError, match="output must be"):
         llm.prefill([2], "topk:257")
+    # Arguments of the wrong type were TypeErrors / ValueErrors from deep inside.
+    for bad in ({"max_tokens": None}, {"max_tokens": 2.5}, {"max_tokens": -1}, {"stop": 3}, {"stop": ["a", 1]},
+                {"temperature": "hot"}, {"seed": 0.5}):
+        with pytest.raises(InputError):
+            list(llm.generate("x", **{"max_tokens": 2, **bad}))
+    for prompt in (None, 3, ["a"], [2.5], [[2]]):
+        with pytest.raises(InputError, match="prompt"):
+            list(llm.generate(prompt, max_tokens=2))
+    assert len(list(llm.generate([2, 100], max_tokens=np.int64(2), stop=None))) <= 2
     assert llm.kv_cache_bytes == 2 * sum(llm.layout.rows) * llm.config.kv_dim * 4
 
 

@@ -32,3 +32,19 @@ def test_nan_logits_raise_an_rlx_error():
     sampler = Sampler(temperature=1.0, seed=0)
     with pytest.raises(RlxError, match="NaN"):
         sampler.pick(np.full(5, np.nan, np.float32))
+
+
+@pytest.mark.parametrize("name,value", [("temperature", "0.5"), ("temperature", None), ("temperature", float("inf")),
+                                        ("top_k", 2.0), ("top_k", True), ("top_p", [0.5]), ("min_p", None),
+                                        ("repetition_penalty", "x"), ("repetition_penalty", []), ("seed", -1),
+                                        ("seed", 0.5), ("seed", "7")])
+def test_settings_of_the_wrong_type_or_range_are_input_errors(name, value):
+    # Each was a TypeError or ValueError from a comparison or from numpy before.
+    with pytest.raises(InputError, match=name):
+        Sampler(**{name: value})
+
+
+def test_numpy_scalars_are_settings_like_python_numbers():
+    sampler = Sampler(temperature=np.float32(0.5), top_k=np.int64(3), top_p=np.float64(0.9), seed=np.uint32(7))
+    assert (sampler.temperature, sampler.top_k, sampler.top_p) == (0.5, 3, pytest.approx(0.9))
+    assert sampler.pick(np.array([0.0, 2.0, 1.0, -1.0], np.float32)) in (0, 1, 2)
