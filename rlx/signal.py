@@ -33,12 +33,13 @@ tolerances).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from rlx.errors import GraphError, ShapeError
+from rlx.errors import GraphError, InputError, ShapeError
 from rlx.ir.graph import Graph, Node
 
 __all__ = ["clear_cache", "get_window", "hz_to_mel", "istft", "istft_array", "log_mel_spectrogram",
@@ -47,6 +48,20 @@ __all__ = ["clear_cache", "get_window", "hz_to_mel", "istft", "istft_array", "lo
 
 PadMode = Literal["constant", "reflect"]
 WindowSpec = str | Sequence[float] | np.ndarray
+
+
+def _int_arg(what: str, name: str, value: object) -> int:
+    """An integer argument (numpy's included, bool not) as an int; else a GraphError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise GraphError(f"{what}: {name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _real_arg(what: str, name: str, value: object) -> float:
+    """A finite real argument (numpy's included, bool not) as a float; else a GraphError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise GraphError(f"{what}: {name} must be a finite number, got {value!r}")
+    return float(value)
 
 
 # ---------------------------------------------------------------- numpy helpers (build time)
@@ -74,7 +89,11 @@ def get_window(window: WindowSpec, win_length: int, n_fft: int | None = None) ->
         else:
             raise GraphError(f"window: unknown window {window!r}; use 'hann', 'hamming', 'ones' or an array")
     else:
-        w = np.asarray(window, dtype=np.float64)
+        try:
+            w = np.asarray(window, dtype=np.float64)
+        except (TypeError, ValueError):   # e.g. scipy's ("kaiser", beta) tuples
+            raise GraphError(f"window: {window!r} is neither a window name ('hann', 'hamming', 'ones') nor its "
+                             "samples") from None
         if w.shape != (win_length,):
             raise ShapeError(f"window: an array window must have shape ({win_length},), got {w.shape}")
     left = (n_fft - win_length) // 2
@@ -116,10 +135,17 @@ def mel_filterbank(sr: float, n_fft: int, n_mels: int = 128, fmin: float = 0.0, 
     defaults: Slaney mel scale, ``norm="slaney"``: each triangle divided by
     its width in Hz / 2, so filters have equal area): triangles between
     ``n_mels + 2`` mel-spaced edges over the rfft bin frequencies."""
-    fmax = float(sr) / 2 if fmax is None else float(fmax)
+    sr = _real_arg("mel_filterbank", "sr", sr)
+    if sr <= 0:
+        raise GraphError(f"mel_filterbank: sr must be > 0, got {sr}")
+    fmin = _real_arg("mel_filterbank", "fmin", fmin)
+    fmax = sr / 2 if fmax is None else _real_arg("mel_filterbank", "fmax", fmax)
     if norm not in ("slaney", None):
         raise GraphError(f"mel_filterbank: norm must be 'slaney' or None, got {norm!r}")
-    n_mels = int(n_mels)
+    n_mels = _int_arg("mel_filterbank", "n_mels", n_mels)
+    n_fft = _int_arg("mel_filterbank", "n_fft", n_fft)
+    if n_mels < 1 or n_fft < 1:
+        raise GraphError(f"mel_filterbank: n_mels and n_fft must be >= 1, got {n_mels} and {n_fft}")
     weights = np.zeros((n_mels, 1 + n_fft // 2), dtype=dtype)
     fftfreqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
     mel_f = mel_frequencies(n_mels + 2, fmin=fmin, fmax=fmax, htk=htk)
@@ -155,7 +181,7 @@ def _lead(x: Node, what: str, min_rank: int) -> tuple[int, ...]:
 
 
 def _hop(hop_length: int | None, win_length: int) -> int:
-    hop = win_length // 4 if hop_length is None else int(hop_length)
+    hop = win_length // 4 if hop_length is None else _int_arg("stft / istft", "hop_length", hop_length)
     if hop < 1:
         raise GraphError(f"hop_length must be >= 1, got {hop} (the default is win_length // 4)")
     return hop
@@ -191,10 +217,10 @@ def _frames_spectrum(g: Graph, x: Node, n_fft: int, hop_length: int | None, win_
                      window: WindowSpec, center: bool, pad_mode: str, what: str) -> tuple[Node, tuple[int, ...]]:
     """rfft of the windowed frames: c64 [B, n_frames, n_fft // 2 + 1] and the leading shape."""
     lead = _lead(x, what, 1)
-    n_fft = int(n_fft)
+    n_fft = _int_arg(what, "n_fft", n_fft)
     if n_fft < 1:
         raise GraphError(f"{what}: n_fft must be >= 1, got {n_fft}")
-    win_length = n_fft if win_length is None else int(win_length)
+    win_length = n_fft if win_length is None else _int_arg(what, "win_length", win_length)
     hop = _hop(hop_length, win_length)
     length = x.shape[-1]
     b = math.prod(lead)
@@ -233,14 +259,14 @@ def istft(g: Graph, s: Node, hop_length: int | None = None, win_length: int | No
     (zero-padded beyond the frames). n_fft defaults to 2 (bins - 1)."""
     lead = _lead(s, "istft", 2)
     n_bins, n_frames = s.shape[-2], s.shape[-1]
-    n_fft = 2 * (n_bins - 1) if n_fft is None else int(n_fft)
+    n_fft = 2 * (n_bins - 1) if n_fft is None else _int_arg("istft", "n_fft", n_fft)
     if n_fft < 1:
         raise GraphError(f"istft: n_fft must be >= 1, got {n_fft}")
-    win_length = n_fft if win_length is None else int(win_length)
+    win_length = n_fft if win_length is None else _int_arg("istft", "win_length", win_length)
     hop = _hop(hop_length, win_length)
     pad = n_fft // 2 if center else 0
     if length is not None:
-        length = int(length)
+        length = _int_arg("istft", "length", length)
         n_frames = min(n_frames, int(np.ceil((length + 2 * pad) / hop)))
     if n_frames < 1:
         raise ShapeError(f"istft: no frames to invert (input {s.shape!r}, length {length})")
@@ -353,9 +379,20 @@ def clear_cache() -> None:
 
 def _key_part(v: Any) -> Any:
     if isinstance(v, np.ndarray) or (isinstance(v, Sequence) and not isinstance(v, str)):
-        a = np.asarray(v, dtype=np.float64)
+        try:
+            a = np.asarray(v, dtype=np.float64)
+        except (TypeError, ValueError):   # not samples (a tuple window spec): the build says why
+            return ("unreadable", repr(v))
         return ("array", a.shape, a.tobytes())
     return v
+
+
+def _array_arg(what: str, value: object, dtype: type) -> np.ndarray:
+    """``value`` as a contiguous array of ``dtype``; an InputError where numpy cannot convert it."""
+    try:
+        return np.ascontiguousarray(value, dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"{what}: the input cannot be read as {np.dtype(dtype).name} ({e})") from None
 
 
 def _run(kind: str, build, value: np.ndarray, dtype: str, device: str | None, **kw: Any) -> np.ndarray:
@@ -376,7 +413,7 @@ def stft_array(y: np.ndarray, n_fft: int = 2048, hop_length: int | None = None, 
     """``stft`` of a numpy signal (float32 [..., L]; other real dtypes are
     converted): complex64 [..., n_fft // 2 + 1, n_frames], as librosa.stft.
     Compiled once per shape and arguments, then replayed."""
-    y = np.ascontiguousarray(y, dtype=np.float32)
+    y = _array_arg("stft_array", y, np.float32)
     return _run("stft", stft, y, "f32", device, n_fft=n_fft, hop_length=hop_length, win_length=win_length,
                 window=window, center=center, pad_mode=pad_mode)
 
@@ -387,7 +424,7 @@ def istft_array(s: np.ndarray, hop_length: int | None = None, win_length: int | 
     """``istft`` of a numpy spectrogram (complex [..., bins, frames]):
     float32 [..., length], as librosa.istft. Compiled once per shape and
     arguments, then replayed."""
-    s = np.ascontiguousarray(s, dtype=np.complex64)
+    s = _array_arg("istft_array", s, np.complex64)
     return _run("istft", istft, s, "c64", device, hop_length=hop_length, win_length=win_length, n_fft=n_fft,
                 window=window, center=center, length=length)
 
@@ -403,7 +440,7 @@ def log_mel_spectrogram_array(y: np.ndarray, sr: float = 22050, n_fft: int = 204
     float32 [..., n_mels, n_frames], as librosa.power_to_db(
     librosa.feature.melspectrogram(...)). Compiled once per shape and
     arguments, then replayed."""
-    y = np.ascontiguousarray(y, dtype=np.float32)
+    y = _array_arg("log_mel_spectrogram_array", y, np.float32)
     return _run("log_mel", log_mel_spectrogram, y, "f32", device, sr=sr, n_fft=n_fft, hop_length=hop_length,
                 win_length=win_length, window=window, center=center, pad_mode=pad_mode, power=power,
                 n_mels=n_mels, fmin=fmin, fmax=fmax, htk=htk, norm=norm, log=log, ref=ref, amin=amin,

@@ -267,3 +267,31 @@ def test_bad_arguments_are_refused():
         signal.stft(g, x, n_fft=64, window="kaiser")
     with pytest.raises(rlx.GraphError, match="power"):
         signal.log_mel_spectrogram(g, x, n_fft=64, power=3.0)
+
+
+@pytest.mark.parametrize("kw", [{"n_fft": None}, {"n_fft": float("nan")}, {"n_fft": "64"}, {"hop_length": 2.5},
+                                {"win_length": []}, {"window": ("kaiser", 4.0)}, {"n_fft": True}])
+def test_arguments_of_the_wrong_type_are_rlx_errors(kw):
+    # int() / float() conversions raised TypeError and ValueError before.
+    from rlx.errors import RlxError
+
+    y = np.zeros(256, np.float32)
+    with pytest.raises(RlxError):
+        signal.stft_array(y, **{"n_fft": 64, **kw})
+
+
+def test_an_input_numpy_cannot_convert_is_an_input_error():
+    from rlx.errors import InputError
+
+    with pytest.raises(InputError, match="stft_array"):
+        signal.stft_array("not a signal", n_fft=16)
+    with pytest.raises(InputError, match="istft_array"):
+        signal.istft_array([["a"]])
+
+
+@pytest.mark.parametrize("kw", [{"sr": 0}, {"sr": "x"}, {"fmin": float("nan")}, {"n_mels": 2.5}, {"n_mels": 0}])
+def test_mel_filterbank_refuses_bad_arguments(kw):
+    from rlx.errors import GraphError
+
+    with pytest.raises(GraphError, match="mel_filterbank"):
+        signal.mel_filterbank(**{"sr": 16000, "n_fft": 64, **kw})
