@@ -188,3 +188,23 @@ def test_tile_hits_never_drop_a_blended_pixel():
         dead += not alive
         kept_dead += hit and not alive
     assert dead > 500 and kept_dead < 0.1 * dead
+
+
+def test_arguments_numpy_cannot_read_are_input_errors():
+    # np.asarray / float() / int() conversions raised ValueError and TypeError before.
+    from rlx.errors import InputError
+    from rlx.splat import Camera, Renderer, random_scene
+
+    scene = random_scene(20, degree=1)
+    for kw in ({"background": ("a", 0, 0)}, {"background": 3}, {"background": None}, {"capacity": "x"}):
+        with pytest.raises(InputError, match="Renderer"):
+            Renderer(scene, 16, 16, **kw)
+    with pytest.raises(InputError, match="viewmat"):
+        Camera([["a"] * 4] * 4, 100, 100, 8, 8)
+    with pytest.raises(InputError, match="look_at"):
+        Camera.look_at("abc", [0, 0, 1])
+    with pytest.raises(InputError, match="render: camera"):
+        Renderer(scene, 16, 16).render("x")
+    for kw in ({"n": -1}, {"n": "x"}, {"degree": 2.0}):
+        with pytest.raises(InputError, match="random_scene"):
+            random_scene(**{"n": 4, **kw})

@@ -98,11 +98,13 @@ class Renderer:
         for what, v in (("width", width), ("height", height)):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 16384:
                 raise InputError(f"Renderer: {what} must be an int in [1, 16384], got {v!r}")
-        bg = tuple(background)
-        if len(bg) != 3 or not all(np.isfinite(float(c)) for c in bg):
+        bg = _floats(background)
+        if bg is None or bg.shape != (3,) or not np.isfinite(bg).all():
             raise InputError(f"Renderer: background must be 3 finite numbers, got {background!r}")
         self.scene, self.width, self.height, self.device = scene, int(width), int(height), device
         self.background = tuple(float(c) for c in bg)
+        if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer))):
+            raise InputError(f"Renderer: capacity must be an int or None, got {capacity!r}")
         self.capacity = int(capacity) if capacity is not None else max(MIN_CAPACITY, 8 * scene.count)
         if self.capacity < 1:
             raise InputError(f"Renderer: capacity must be >= 1, got {capacity!r}")
@@ -133,10 +135,10 @@ class Renderer:
     def camera_input(camera: Camera | np.ndarray) -> np.ndarray:
         if isinstance(camera, Camera):
             return camera.packed()
-        cam = np.asarray(camera, dtype=np.float32)
-        if cam.shape != (20,) or not np.isfinite(cam).all():
+        cam = _floats(camera)
+        if cam is None or cam.shape != (20,) or not np.isfinite(cam).all():
             raise InputError(f"render: camera must be an rlx.splat.Camera or a finite f32 [20] "
-                             f"(viewmat row-major, fx, fy, cx, cy), got shape {cam.shape}")
+                             f"(viewmat row-major, fx, fy, cx, cy), got {camera!r:.80}")
         return cam
 
     def render(self, camera: Camera | np.ndarray) -> Frame:
@@ -184,6 +186,14 @@ class Renderer:
                 "stages_ms": {k: 1e3 * statistics.median(v) for k, v in per.items()},
                 "pairs": int(self.exe.run(camera=cam)["pairs"][0]), "capacity": self.capacity,
                 "thunks": len(self.exe.thunks)}
+
+
+def _floats(value: object) -> np.ndarray | None:
+    """``value`` as a float32 array, or None where numpy cannot read it as numbers."""
+    try:
+        return np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        return None
 
 
 def _stage(label: str, kernel: str | None) -> str:

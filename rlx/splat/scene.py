@@ -173,7 +173,11 @@ class Camera:
     name: str = ""
 
     def __post_init__(self) -> None:
-        vm = np.asarray(self.viewmat, dtype=np.float64)
+        try:
+            vm = np.asarray(self.viewmat, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"Camera {self.name!r}: viewmat must be a finite 4x4 (or 3x4) matrix of numbers, got "
+                             f"{self.viewmat!r:.80}") from None
         if vm.shape == (3, 4):
             vm = np.vstack([vm, [0.0, 0.0, 0.0, 1.0]])
         if vm.shape != (4, 4) or not np.isfinite(vm).all():
@@ -195,7 +199,11 @@ class Camera:
     def look_at(eye, target, up=(0.0, -1.0, 0.0), fx: float = 500.0, fy: float | None = None,
                 cx: float = 0.0, cy: float = 0.0, **kw) -> Camera:
         """A camera at ``eye`` looking at ``target`` (``up``: the world direction that appears up)."""
-        eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
+        try:
+            eye, target, up = (np.asarray(v, np.float64) for v in (eye, target, up))
+        except (TypeError, ValueError):
+            raise InputError(f"Camera.look_at: eye, target and up must be 3 numbers each, got {eye!r}, {target!r}, "
+                             f"{up!r}") from None
         z = target - eye
         z /= np.linalg.norm(z)
         x = np.cross(-up, z)
@@ -319,6 +327,9 @@ def quat_to_rot(q: np.ndarray) -> np.ndarray:
 def random_scene(n: int, seed: int = 0, degree: int = 3, extent: float = 2.0, scale: float = -3.0) -> Scene:
     """n random Gaussians in a cube of half-width ``extent`` around the
     origin (tests and benchmarks)."""
+    for what, v, least in (("n", n, 0), ("degree", degree, 0)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+            raise InputError(f"random_scene: {what} must be an int >= {least}, got {v!r}")
     rng = np.random.default_rng(seed)
     k = (degree + 1) ** 2
     return Scene(means=rng.uniform(-extent, extent, (n, 3)),
