@@ -451,6 +451,25 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
           f"{pairs / max(len(cams), 1):.0f} pairs a frame) -> {out}", file=sys.stderr)
     return 0
 
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why a server could not listen on (host, port): a port out of range,
+    a host that does not resolve, an address in use; None when a test bind
+    succeeds (the socket is closed again at once)."""
+    import socket
+
+    if not 0 <= port <= 65535:
+        return "the port must be in 0..65535"
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as uvicorn binds
+            sock.bind(address)
+    except OSError as e:   # socket.gaierror included
+        return str(e)
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """An OpenAI-compatible embeddings and/or text generation server (rlx.serve) under uvicorn."""
     import warnings
@@ -465,6 +484,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as e:
         print(f"rlx serve: error: the server needs the 'serve' extra (pip install 'rlx[serve]'): {e}",
               file=sys.stderr)
+        return 2
+    problem = _cannot_listen(args.host, args.port)   # before minutes of loading, not after
+    if problem:
+        print(f"rlx serve: error: cannot listen on {args.host}:{args.port}: {problem}", file=sys.stderr)
         return 2
     embed = args.model is not None or args.llm is None   # with --llm alone, no embedding model
     config = ServeConfig(model_name=args.model_name or args.model or DEFAULT_MODEL, max_batch=args.max_batch,
@@ -596,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="compiled (batch, length) buckets kept (default 32: mixed traffic uses many)")
     p.add_argument("--no-warmup", dest="warmup", action="store_false",
                    help="skip compiling the smallest and largest batch (and the LLM's first steps) before listening")
-    p.add_argument("--log-level", default="warning", help="uvicorn's log level (default warning)")
+    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug", "trace"),
+                   help="uvicorn's log level (default warning)")
     p.set_defaults(fn=cmd_serve)
     from rlx.tune.calibrate import add_calibrate_parser
 

@@ -150,3 +150,19 @@ def test_a_message_role_that_is_not_a_string_is_a_400(role):
     with pytest.raises(ApiError) as err:
         parse_generation_request(body, ServeConfig(llm_name="g"), chat=True)
     assert err.value.status == 400 and err.value.param == "messages"
+
+
+def test_cli_refuses_an_address_it_cannot_listen_on_before_loading(capsys):
+    # A port out of range was uvicorn's OverflowError traceback, after the
+    # models had loaded; an address in use failed only after loading too.
+    import socket
+
+    from rlx import cli
+
+    assert cli.main(["serve", "--port", "99999"]) == 2
+    assert "0..65535" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert cli.main(["serve", "--port", str(taken.getsockname()[1])]) == 2
+        assert "cannot listen" in capsys.readouterr().err
