@@ -208,3 +208,15 @@ def test_arguments_numpy_cannot_read_are_input_errors():
     for kw in ({"n": -1}, {"n": "x"}, {"degree": 2.0}):
         with pytest.raises(InputError, match="random_scene"):
             random_scene(**{"n": 4, **kw})
+
+
+def test_a_camera_file_with_an_infinite_width_is_a_model_load_error(tmp_path):
+    # int(inf) raised OverflowError, which the reader did not turn into its error.
+    from rlx.errors import ModelLoadError
+    from rlx.splat import read_cameras
+
+    path = tmp_path / "cams.json"
+    path.write_text('[{"viewmat": [[1,0,0,0],[0,1,0,0],[0,0,1,0],[0,0,0,1]], "fx": 100, "cx": 8, "cy": 8, '
+                    '"width": Infinity, "height": 16}]')
+    with pytest.raises(ModelLoadError, match="cams.json"):
+        read_cameras(path)

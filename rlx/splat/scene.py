@@ -243,7 +243,7 @@ def _camera_from_json(i: int, d: dict, src: str) -> Camera:
         return Camera(vm, fx, fy, cx, cy, int(w) if w is not None else None, int(h) if h is not None else None, name)
     except KeyError as exc:
         raise ModelLoadError(f"{src}: camera {name!r} lacks {exc.args[0]!r}") from None
-    except (InputError, TypeError, ValueError) as exc:
+    except (InputError, TypeError, ValueError, OverflowError) as exc:   # OverflowError: int() of an infinite width
         raise ModelLoadError(f"{src}: camera {name!r}: {exc}") from None
 
 
