@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -262,28 +263,29 @@ def load_weights(folder: Path) -> tuple[dict[str, np.ndarray], dict[str, Path]]:
     raise ModelLoadError(f"{single}: weights file not found{hint}")
 
 
-def _expected_shapes(cfg: BertConfig) -> dict[str, tuple[int, ...]]:
+def _expected_shapes(cfg: BertConfig) -> Iterator[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every tensor the config implies, layer by layer: a
+    generator, so that a config declaring far more layers than the file
+    holds fails at the first missing tensor (a dict of 2^40 layers' names
+    took all the memory)."""
     h, i = cfg.hidden_size, cfg.intermediate_size
-    shapes = {
-        "embeddings.word_embeddings.weight": (cfg.vocab_size, h),
-        "embeddings.position_embeddings.weight": (cfg.max_position_embeddings, h),
-        "embeddings.token_type_embeddings.weight": (cfg.type_vocab_size, h),
-        "embeddings.LayerNorm.weight": (h,),
-        "embeddings.LayerNorm.bias": (h,),
-    }
+    yield "embeddings.word_embeddings.weight", (cfg.vocab_size, h)
+    yield "embeddings.position_embeddings.weight", (cfg.max_position_embeddings, h)
+    yield "embeddings.token_type_embeddings.weight", (cfg.type_vocab_size, h)
+    yield "embeddings.LayerNorm.weight", (h,)
+    yield "embeddings.LayerNorm.bias", (h,)
     for n in range(cfg.num_hidden_layers):
         p = f"encoder.layer.{n}."
         for part in ("query", "key", "value"):
-            shapes[f"{p}attention.self.{part}.weight"] = (h, h)
-            shapes[f"{p}attention.self.{part}.bias"] = (h,)
-        shapes.update({
+            yield f"{p}attention.self.{part}.weight", (h, h)
+            yield f"{p}attention.self.{part}.bias", (h,)
+        yield from {
             f"{p}attention.output.dense.weight": (h, h), f"{p}attention.output.dense.bias": (h,),
             f"{p}attention.output.LayerNorm.weight": (h,), f"{p}attention.output.LayerNorm.bias": (h,),
             f"{p}intermediate.dense.weight": (i, h), f"{p}intermediate.dense.bias": (i,),
             f"{p}output.dense.weight": (h, i), f"{p}output.dense.bias": (h,),
             f"{p}output.LayerNorm.weight": (h,), f"{p}output.LayerNorm.bias": (h,),
-        })
-    return shapes
+        }.items()
 
 
 # Older checkpoints name LayerNorm parameters gamma/beta.
@@ -297,7 +299,7 @@ def _select(tensors: dict[str, np.ndarray], where: dict[str, Path], cfg: BertCon
     fp8 = {} if fp8 is None else fp8
     prefix = next((p for p in ("", "bert.", "model.") if p + "embeddings.word_embeddings.weight" in tensors), "")
     out = {}
-    for name, shape in _expected_shapes(cfg).items():
+    for name, shape in _expected_shapes(cfg):
         key = prefix + name
         if key not in tensors:
             legacy = next((key[: -len(a)] + b for a, b in _LEGACY.items() if key.endswith(a)), None)

@@ -152,6 +152,13 @@ class LlmConfig:
         if embd.shape != (cfg.vocab_size, cfg.hidden):
             raise ModelLoadError(f"{file.path}: tensor 'token_embd.weight' has shape {embd.shape}, expected "
                                  f"(vocab_size, hidden) = ({cfg.vocab_size}, {cfg.hidden})")
+        # The file must hold the layers it declares: per-layer structures are
+        # sized by block_count, so 2^40 of them took all the memory before a
+        # missing tensor was noticed.
+        if f"blk.{cfg.n_layers - 1}.attn_q.weight" not in file.tensors:
+            held = sum(1 for name in file.tensors if name.startswith("blk.") and name.endswith(".attn_q.weight"))
+            raise ModelLoadError(f"{file.path}: metadata key 'gemma3.block_count' is {cfg.n_layers}, but the file "
+                                 f"holds {held} layers' tensors")
         return cfg
 
     @classmethod

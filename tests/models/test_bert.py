@@ -643,3 +643,18 @@ def test_cli_calibrate_fp8(tiny, tmp_path, capsys):
     assert main(["embed", "--model", str(out), "--precision", "fp8", "hello world"]) == 0
     assert main(["calibrate-fp8", "--model", str(tiny), "-o", str(out)]) == 2
     assert "not an empty folder" in capsys.readouterr().err
+
+
+def test_a_config_declaring_far_more_layers_than_the_weights_is_refused(tiny, tmp_path):
+    # The expected tensors were listed for every declared layer before the
+    # first was looked up: 2^40 layers took all the memory (the process was
+    # killed). Now the first missing layer's tensor stops it.
+    import shutil
+
+    folder = tmp_path / "inflated"
+    shutil.copytree(tiny, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["num_hidden_layers"] = 2**40
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ModelLoadError, match="missing tensor .*encoder.layer.2."):
+        load_embedder(folder)

@@ -481,3 +481,21 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_a_file_declaring_more_layers_than_it_holds_is_refused_at_load(tmp_path, monkeypatch):
+    # Per-layer structures are sized by block_count: a file declaring 2^40
+    # layers took all the memory before any missing tensor was noticed.
+    from tests.models import tiny_llm
+
+    real = tiny_llm.write_gguf
+
+    def inflated(path, arch, metadata, tensors, **kw):
+        return real(path, arch, {**metadata, "gemma3.block_count": 1_000_000}, tensors, **kw)
+
+    monkeypatch.setattr(tiny_llm, "write_gguf", inflated)
+    path = tiny_llm.write_tiny_gemma(tmp_path / "inflated.gguf", layers=2)
+    from rlx.models.llm import load_llm
+
+    with pytest.raises(ModelLoadError, match="block_count' is 1000000, but the file holds 2 layers"):
+        load_llm(str(path), device="cpu")
