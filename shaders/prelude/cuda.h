@@ -188,9 +188,16 @@ RLX_INLINE uint rlx_group_atomic_add(uint *p, uint v) { return atomicAdd(p, v); 
 // group's reads after the next barrier. One round trip where a fence by
 // every thread, the add and a second fence took three.
 RLX_INLINE uint rlx_device_atomic_add_acq_rel(uint *p, uint v) {
+#if __CUDA_ARCH__ >= 700
     uint old;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
     return old;
+#else   // no memory-order qualifiers before sm_70: fences around a plain add
+    __threadfence();
+    const uint old = atomicAdd(p, v);
+    __threadfence();
+    return old;
+#endif
 }
 RLX_INLINE float rlx_load_fresh(const float *p) { return __ldcg(p); }
 
