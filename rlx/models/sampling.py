@@ -104,8 +104,8 @@ class Sampler:
 
     def _draw(self, vals: np.ndarray, order: np.ndarray) -> int:
         """top-p, min-p, temperature and the draw over candidates sorted best first."""
-        if np.isnan(vals[0]):   # sorted best first, so a NaN first means no finite order at all
-            raise RlxError("the logits to sample from are NaN (the model's output diverged)")
+        if np.isnan(vals).any():   # no probability can be formed (numpy's draw raised ValueError)
+            raise RlxError("the logits to sample from hold NaN (the model's output diverged)")
         if np.isposinf(vals[0]):
             # A strong penalty (a logit divided by a tiny one) can pass f32's
             # range: the tokens at +inf outrank every other and share the draw.

@@ -28,10 +28,13 @@ def test_logits_a_penalty_pushed_to_infinity_share_the_draw(top_k):
     assert picks == {1, 4}
 
 
-def test_nan_logits_raise_an_rlx_error():
+@pytest.mark.parametrize("nans", [5, 1])
+def test_nan_logits_raise_an_rlx_error(nans):
     sampler = Sampler(temperature=1.0, seed=0)
+    logits = np.array([0.5, 1.0, -2.0, 0.0, 3.0], np.float32)
+    logits[:nans] = np.nan
     with pytest.raises(RlxError, match="NaN"):
-        sampler.pick(np.full(5, np.nan, np.float32))
+        sampler.pick(logits)
 
 
 @pytest.mark.parametrize("name,value", [("temperature", "0.5"), ("temperature", None), ("temperature", float("inf")),
