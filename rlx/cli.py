@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -46,7 +48,7 @@ def info_dict() -> dict:
         "host_blas": blas,
         "calibration": _calibration_status(devs),
         "build": _build_details_safe(),
-        "environment": {v.name: {"value": __import__("os").environ.get(v.name), "default": v.default,
+        "environment": {v.name: {"value": os.environ.get(v.name), "default": v.default,
                                  "meaning": v.meaning} for v in env.VARIABLES},
         "environment_in_effect": env.in_effect(),
     }
@@ -167,6 +169,26 @@ class _Progress:
         sys.stderr.flush()
 
 
+def _unwritable(path: str, folder: bool = False) -> str | None:
+    """Why ``path`` cannot be written, or None; tried for real (permissions
+    alone miss a read-only file system, /proc, or root's exemptions) before a
+    command's long work, so that a bad -o fails at once rather than after
+    the results exist. A folder is created (its parents too) and left, empty;
+    a file is opened for appending, and removed again if it is new."""
+    try:
+        if folder:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            return None
+        existed = os.path.exists(path)
+        with open(path, "ab"):
+            pass
+        if not existed:
+            os.unlink(path)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def _read_lines(path: str) -> list[str]:
     try:
         with open(path, encoding="utf-8") as f:
@@ -194,6 +216,11 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         print("rlx embed: error: --batch-size must be >= 1", file=sys.stderr)
         return 2
+    if args.output:   # before the model loads and the texts are embedded, not after
+        problem = _unwritable(args.output if args.output.endswith(".npy") else args.output + ".npy")
+        if problem:
+            print(f"rlx embed: error: -o {args.output}: {problem}", file=sys.stderr)
+            return 2
     t0 = time.perf_counter()
     model = load_embedder(args.model, device=args.device, precision=args.precision)
     t1 = time.perf_counter()
@@ -210,7 +237,11 @@ def cmd_embed(args: argparse.Namespace) -> int:
           f"load {1e3 * (t1 - t0):.0f} ms, encode {1e3 * (t2 - t1):.0f} ms "
           f"({model.compiles} compile(s))", file=sys.stderr)
     if args.output:
-        np.save(args.output, emb)
+        try:
+            np.save(args.output, emb)
+        except OSError as e:   # a full disk, say: say so without a traceback
+            print(f"rlx embed: error: -o {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 1
         print(f"wrote {args.output} ({emb.shape[0]} x {emb.shape[1]} float32)", file=sys.stderr)
         return 0
     for text, vec in zip(texts, emb):
@@ -255,6 +286,10 @@ def cmd_calibrate_fp8(args: argparse.Namespace) -> int:
     from rlx.models.fp8_calibration import calibrate_fp8, check_new_folder, save_fp8
 
     check_new_folder(args.output)   # before the calibration's minute, not after it
+    problem = _unwritable(args.output, folder=True)   # save_fp8 writes into the empty folder
+    if problem:
+        print(f"rlx calibrate-fp8: error: -o {args.output}: {problem}", file=sys.stderr)
+        return 2
     texts = _read_lines(args.file) if args.file else None
     t0 = time.perf_counter()
     model = BertModel.load(args.model)
@@ -415,10 +450,13 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
     if len(bg) != 3:
         print("rlx splat render: error: --background takes r,g,b (three numbers in [0, 1])", file=sys.stderr)
         return 2
+    problem = _unwritable(args.output, folder=True)   # created before the scene loads and frames render
+    if problem:
+        print(f"rlx splat render: error: -o {args.output}: {problem}", file=sys.stderr)
+        return 2
+    out = Path(args.output)
     scene = read_ply(args.scene)
     cams = read_cameras(args.camera)
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
     renderers: dict[tuple[int, int], Renderer] = {}
     progress = _Progress(len(cams), "rendering", force=args.progress)
     t0 = time.perf_counter()

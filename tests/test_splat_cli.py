@@ -93,3 +93,14 @@ def test_max_alpha_option(tmp_path):
     bad = _cli(str(tmp_path / "s.ply"), "--camera", str(tmp_path / "cams.json"), "-o", str(tmp_path / "out"),
                "--max-alpha", "1.5")
     assert bad.returncode == 2 and "max_alpha" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_rendering(tmp_path):
+    # mkdir ran after the scene loaded and raised NotADirectoryError / FileNotFoundError as a traceback.
+    write_ply(tmp_path / "s.ply", random_scene(20, seed=1, degree=0))
+    (tmp_path / "cams.json").write_text(json.dumps([{"viewmat": np.eye(4).tolist(), "fx": 10, "cx": 4, "cy": 4,
+                                                     "width": 8, "height": 8}]))
+    (tmp_path / "a_file").write_text("")
+    out = _cli(str(tmp_path / "s.ply"), "--camera", str(tmp_path / "cams.json"), "-o", str(tmp_path / "a_file" / "o"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.startswith("rlx splat render: error: -o ")

@@ -436,6 +436,18 @@ def test_cli_embed_errors(tmp_path, capsys):
     assert main(["embed", "--model", str(tmp_path)]) == 2
     assert main(["embed", "--file", str(tmp_path / "missing.txt")]) == 2
 
+def test_cli_embed_refuses_an_output_folder_it_cannot_write_before_embedding(tiny, tmp_path, capsys):
+    # The .npy was written after loading and embedding: a missing folder was
+    # a FileNotFoundError traceback, and the embeddings were lost.
+    from rlx.cli import main
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    for out in (tmp_path / "no" / "such" / "folder" / "e.npy", blocker / "e.npy"):
+        assert main(["embed", "--model", str(tiny), "hello", "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"rlx embed: error: -o {out}" in err and "ms, encode" not in err
+
 
 # ---------------------------------------------------------------- the real all-MiniLM-L6-v2
 
@@ -643,6 +655,11 @@ def test_cli_calibrate_fp8(tiny, tmp_path, capsys):
     assert main(["embed", "--model", str(out), "--precision", "fp8", "hello world"]) == 0
     assert main(["calibrate-fp8", "--model", str(tiny), "-o", str(out)]) == 2
     assert "not an empty folder" in capsys.readouterr().err
+    blocker = tmp_path / "a_file"   # a folder that cannot be made: refused before calibrating too
+    blocker.write_text("")
+    assert main(["calibrate-fp8", "--model", str(tiny), "-o", str(blocker / "fp8")]) == 2
+    err = capsys.readouterr().err
+    assert f"-o {blocker / 'fp8'}" in err and "calibrating" not in err
 
 
 def test_a_config_declaring_far_more_layers_than_the_weights_is_refused(tiny, tmp_path):
