@@ -111,7 +111,7 @@ extensions = cythonize(
             "rlx._core",
             ["rlx/_core.pyx"],
             include_dirs=["csrc"],
-            depends=["rlx/_core.pxd", "csrc/rlx_shim.h", "csrc/rlx_thunk.h"],
+            depends=["rlx/_core.pxd", "rlx/_core_tables.pxi", "csrc/rlx_shim.h", "csrc/rlx_thunk.h"],
             extra_compile_args=["-O3", *native_flags()],
         )
     ],

@@ -489,6 +489,7 @@ def cmd_splat_render(args: argparse.Namespace) -> int:
           f"{pairs / max(len(cams), 1):.0f} pairs a frame) -> {out}", file=sys.stderr)
     return 0
 
+
 def _cannot_listen(host: str, port: int) -> str | None:
     """Why a server could not listen on (host, port): a port out of range,
     a host that does not resolve, an address in use; None when a test bind

@@ -33,12 +33,12 @@ tolerances).
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import GraphError, InputError, ShapeError
 from rlx.ir.graph import Graph, Node
 
@@ -52,14 +52,14 @@ WindowSpec = str | Sequence[float] | np.ndarray
 
 def _int_arg(what: str, name: str, value: object) -> int:
     """An integer argument (numpy's included, bool not) as an int; else a GraphError naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_integer(value):
         raise GraphError(f"{what}: {name} must be an integer, got {value!r}")
     return int(value)
 
 
 def _real_arg(what: str, name: str, value: object) -> float:
     """A finite real argument (numpy's included, bool not) as a float; else a GraphError naming it."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+    if not is_real(value):
         raise GraphError(f"{what}: {name} must be a finite number, got {value!r}")
     return float(value)
 

@@ -39,6 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from enum import IntFlag
 from typing import Any, Literal
 
+from rlx.arg_types import is_integer
 from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.gguf import GGUFFile
 from rlx.gguf import open as gguf_open
@@ -264,7 +265,7 @@ class Tokenizer:
 
         def ident(key: str, default: int | None) -> int | None:
             value = metadata.get(_K + key, default)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            if value is not None and not is_integer(value):
                 raise ModelLoadError(f"{source}: {_K}{key} must be an integer, got {value!r}")
             return value
 

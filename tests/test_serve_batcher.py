@@ -162,7 +162,9 @@ def test_close_fails_queued_requests():
         waiting.result(timeout=1)
 
 
-@pytest.mark.parametrize("kwargs", [{"max_batch": 0}, {"max_queue": 0}, {"max_wait_ms": -1}, {"max_batch": True}])
+@pytest.mark.parametrize("kwargs", [{"max_batch": 0}, {"max_queue": 0}, {"max_wait_ms": -1}, {"max_batch": True},
+                                    {"max_wait_ms": float("nan")}, {"max_wait_ms": float("inf")},
+                                    {"max_wait_ms": True}])
 def test_bad_settings_are_config_errors(kwargs):
     with pytest.raises(ConfigError):
         Batcher(FakeEmbed(), **kwargs)

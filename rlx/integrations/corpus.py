@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlx.arg_types import is_integer
 from rlx.errors import ConfigError, CorpusError, ManifestMismatchError, MissingDependencyError
 
 __all__ = ["Block", "Corpus", "open_corpus", "read_block_texts", "OutputFolder", "vectors_to_arrow",
@@ -90,7 +91,7 @@ def open_corpus(path: str | os.PathLike, text_column: str = "text", block_rows: 
     """Check the corpus (readable, the text column exists and holds strings)
     and plan its blocks. Parquet: from the footer alone. JSONL: one pass over
     the bytes to find where each block starts; the first record is parsed."""
-    if isinstance(block_rows, bool) or not isinstance(block_rows, int) or block_rows < 1:
+    if not is_integer(block_rows) or block_rows < 1:
         raise ConfigError(f"block_rows must be an integer >= 1, got {block_rows!r}")
     p = Path(path).expanduser().resolve()
     fmt = _format_of(p)

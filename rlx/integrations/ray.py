@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlx.arg_types import is_integer
 from rlx.errors import ConfigError, InputError, MissingDependencyError, RlxError
 from rlx.integrations.corpus import (
     DEFAULT_BLOCK_ROWS,
@@ -70,7 +71,7 @@ def actor_options(num_cpus: float | None = None, num_gpus: float | None = None,
                   retries: int = DEFAULT_RETRIES) -> dict:
     """Keyword arguments for ``map_batches`` (its ``ray_remote_args``): the
     resources each actor reserves, and restart-and-retry on actor death."""
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+    if not is_integer(retries) or retries < 0:
         raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
     opts: dict = {"max_restarts": retries, "max_task_retries": retries}
     if num_cpus is not None:
@@ -87,7 +88,7 @@ def _set_threads(threads: int | None) -> None:
     from rlx import env
 
     if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        if not is_integer(threads) or threads < 1:
             raise ConfigError(f"threads must be an integer >= 1, got {threads!r}")
         env.set_num_threads(threads)
         return

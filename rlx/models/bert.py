@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import ConfigError, ModelLoadError, ShapeError
 from rlx.ir.graph import Graph, Node
 
@@ -146,10 +147,10 @@ class BertConfig:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                      "max_position_embeddings", "type_vocab_size"):
             v = kw.get(name, getattr(cls, name, 1))
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if not is_integer(v) or v < 1:
                 raise ModelLoadError(f"{source}: {name} must be a positive integer, got {v!r}")
         pad = kw.get("pad_token_id", 0)
-        if isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < kw["vocab_size"]:
+        if not is_integer(pad) or not 0 <= pad < kw["vocab_size"]:
             # Padding rows are gathered like any token: out of range, every encode would fail.
             raise ModelLoadError(f"{source}: pad_token_id must be an integer in [0, vocab_size="
                                  f"{kw['vocab_size']}), got {pad!r}")
@@ -157,8 +158,8 @@ class BertConfig:
             raise ModelLoadError(f"{source}: hidden_size {kw['hidden_size']} is not a multiple of "
                                  f"num_attention_heads {kw['num_attention_heads']}")
         eps = kw.get("layer_norm_eps", 1e-12)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0:
-            raise ModelLoadError(f"{source}: layer_norm_eps must be a number >= 0, got {eps!r}")
+        if not is_real(eps) or not eps >= 0:
+            raise ModelLoadError(f"{source}: layer_norm_eps must be a finite number >= 0, got {eps!r}")
         kw["layer_norm_eps"] = float(eps)
         act = kw.get("hidden_act", "gelu")
         if act not in _ACTIVATIONS:
@@ -200,7 +201,7 @@ class PoolingConfig:
                                      f"Normalize)")
         st = _read_json(folder / "sentence_bert_config.json", required=False) or {}
         msl = st.get("max_seq_length") if isinstance(st, dict) else None
-        if msl is not None and (isinstance(msl, bool) or not isinstance(msl, int) or msl < 2):
+        if msl is not None and (not is_integer(msl) or msl < 2):
             raise ModelLoadError(f"{folder / 'sentence_bert_config.json'}: max_seq_length must be an integer >= 2, "
                                  f"got {msl!r}")
         return cls(mode=mode, normalize=normalize, max_seq_length=msl,
@@ -443,10 +444,10 @@ class BertModel:
         # bf16 builds the f32 graph: compile it with precision="bf16" (compile_precision).
         precision = "f16" if precision == "f16" else "f32"
         cfg = self.config
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= cfg.max_position_embeddings:
+        if not is_integer(seq) or not 1 <= seq <= cfg.max_position_embeddings:
             raise ShapeError(f"seq {seq!r} must be an integer in [1, max_position_embeddings="
                              f"{cfg.max_position_embeddings}]")
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        if not is_integer(batch) or batch < 1:
             raise ShapeError(f"batch must be an integer >= 1, got {batch!r}")
         h, nh, dh = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim
         shapes = {k: v.shape for k, v in self.params("f32", packed_qkv).items()}

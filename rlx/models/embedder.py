@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlx.arg_types import is_integer
 from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.models.bert import PRECISIONS, BertModel, compile_precision
 from rlx.text_input import require_text
@@ -222,7 +223,7 @@ class Embedder:
 
 
 def _positive_int(what: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ConfigError(f"{what} must be an integer >= 1, got {value!r}")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlx.arg_types import is_integer
 from rlx.errors import InputError, ModelLoadError, ParameterError
 from rlx.fp8 import dequantize_array
 from rlx.fp8_gptq import gptq_quantize
@@ -83,7 +84,7 @@ def rewrite_layers(model: BertModel, rewrite: Rewrite, texts: Sequence[str] | No
     for i, t in enumerate(items):
         if not isinstance(t, str):
             raise InputError(f"{caller}: texts[{i}] is a {type(t).__name__}, not a str")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_integer(batch_size) or batch_size < 1:
         raise ParameterError(f"{caller}: batch_size must be an integer >= 1, got {batch_size!r}")
 
     import rlx

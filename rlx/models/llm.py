@@ -24,7 +24,6 @@ cache's rows as the run found them plus the chunk's own, then the write.
 
 from __future__ import annotations
 
-import numbers
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rlx.arg_types import is_integer
 from rlx.errors import InputError, ModelLoadError, UnsupportedOpError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.ops.topk import MAX_K
@@ -557,7 +557,7 @@ class LLM:
         as ``prefill`` has it."""
         from rlx.models.sampling import Sampler
 
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, numbers.Integral) or max_tokens < 0:
+        if not is_integer(max_tokens) or max_tokens < 0:
             raise InputError(f"max_tokens={max_tokens!r}: expected an integer >= 0")
         stop = _stop_strings(stop)
         cont = keep_context and self.position > 0
@@ -714,7 +714,7 @@ def _token_ids(prompt: object) -> list[int]:
         raise InputError(f"the prompt is a {type(prompt).__name__}: expected a str or a sequence of token ids") \
             from None
     for i, t in enumerate(items):
-        if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+        if not is_integer(t):
             raise InputError(f"prompt[{i}] is {t!r}: token ids are integers (or pass the prompt as a str)")
     return [int(t) for t in items]
 

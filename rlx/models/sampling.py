@@ -13,11 +13,11 @@ settings both give the same tokens."""
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 
 import numpy as np
 
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import InputError, RlxError
 from rlx.ir.ops.topk import MAX_K
 from rlx.reference.penalty import apply_repetition_penalty
@@ -44,14 +44,14 @@ def positive_in_f32(value: float) -> bool:
 
 def _real(name: str, value: object, ok, expected: str) -> float:
     """``value`` as a float if it is a real number (numpy's included, bool not) that ``ok`` accepts."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not ok(float(value)):
+    if not is_real(value) or not ok(float(value)):
         raise InputError(f"{name}={value!r} is out of range: expected {expected}")
     return float(value)
 
 
 def _integer(name: str, value: object, expected: str) -> int:
     """``value`` as an int if it is an integer >= 0 (numpy's included, bool not)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+    if not is_integer(value) or value < 0:
         raise InputError(f"{name}={value!r} is out of range: expected {expected}")
     return int(value)
 

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlx import env
+from rlx.arg_types import is_integer
 from rlx.errors import MemoryPlanError
 
 ALIGNMENT = 128
@@ -97,9 +98,9 @@ def plan_memory(
     ``max_bytes`` it is re-planned without the pin; if that still does not fit,
     ``MemoryPlanError`` says how many bytes were needed.
     """
-    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0:
+    if not is_integer(alignment) or alignment <= 0:
         raise InvalidLifetimeError(f"alignment must be a positive integer, got {alignment!r}")
-    if max_bytes is not None and (isinstance(max_bytes, bool) or not isinstance(max_bytes, int)):
+    if max_bytes is not None and not is_integer(max_bytes):
         raise InvalidLifetimeError(f"max_bytes must be an integer or None, got {max_bytes!r}")
     _validate(lifetimes)
     if reuse is None:
@@ -181,8 +182,8 @@ def _validate(lifetimes: Sequence[Lifetime]) -> None:
         seen.add(lt.key)
         for name in ("size", "start", "end"):
             v = getattr(lt, name)
-            # bool is an int subclass; a True size is a bug upstream, not one byte.
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            # A True size is a bug upstream, not one byte: is_integer refuses bools.
+            if not is_integer(v):
                 raise InvalidLifetimeError(f"{lt.key!r}: {name} must be an integer, got {v!r}")
         if lt.size < 0:
             raise InvalidLifetimeError(f"{lt.key!r}: negative size {lt.size}")

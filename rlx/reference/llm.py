@@ -45,6 +45,7 @@ from gguf import GGMLQuantizationType
 from gguf import quants as _quants
 
 from rlx import gguf as rlx_gguf
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import InputError, ModelLoadError
 
 __all__ = [
@@ -182,8 +183,7 @@ def _get(metadata: Mapping[str, Any], key: str, kind: type, source: str, default
             raise ModelLoadError(f"{source}: metadata key {key!r} is missing")
         return default
     value = metadata[key]
-    ok = isinstance(value, int) if kind is int else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok:
+    if not (is_integer(value) if kind is int else is_real(value, finite=False)):
         raise ModelLoadError(f"{source}: metadata key {key!r} is {value!r}, expected "
                              f"{'an int' if kind is int else 'a number'}")
     return kind(value)

@@ -24,6 +24,7 @@ from concurrent.futures import Future, InvalidStateError
 
 import numpy as np
 
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import ConfigError
 from rlx.serve.limits import BatcherClosedError, QueueFullError
 
@@ -66,14 +67,14 @@ class Batcher:
                  clock: Callable[[], float] = time.monotonic,
                  max_batch_tokens: int | None = None,
                  cost: Callable[[list[str]], Sequence[int]] | None = None) -> None:
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+        if not is_integer(max_batch) or max_batch < 1:
             raise ConfigError(f"max_batch must be an integer >= 1, got {max_batch!r}")
-        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+        if not is_integer(max_queue) or max_queue < 1:
             raise ConfigError(f"max_queue must be an integer >= 1, got {max_queue!r}")
-        if not isinstance(max_wait_ms, (int, float)) or max_wait_ms < 0:
-            raise ConfigError(f"max_wait_ms must be a number >= 0, got {max_wait_ms!r}")
+        if not is_real(max_wait_ms) or max_wait_ms < 0:
+            raise ConfigError(f"max_wait_ms must be a finite number >= 0, got {max_wait_ms!r}")
         if max_batch_tokens is not None:
-            if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
+            if not is_integer(max_batch_tokens) or max_batch_tokens < 1:
                 raise ConfigError(f"max_batch_tokens must be an integer >= 1 or None, got {max_batch_tokens!r}")
             if cost is None:
                 raise ConfigError("max_batch_tokens needs a cost function (tokens per text)")

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rlx.arg_types import is_integer
 from rlx.errors import ConfigError
 from rlx.serve.limits import BatcherClosedError, QueueFullError
 
@@ -72,7 +73,7 @@ class GenerationQueue:
     """Runs ``llm.generate`` for one job at a time, in submission order, on its own thread."""
 
     def __init__(self, llm: Any, max_queue: int = 64, on_finish: FinishHook | None = None) -> None:
-        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 1:
+        if not is_integer(max_queue) or max_queue < 1:
             raise ConfigError(f"max_queue must be an integer >= 1, got {max_queue!r}")
         self.llm = llm
         self.max_queue = max_queue

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlx.arg_types import is_integer, is_real
 from rlx.models.sampling import positive_in_f32
 from rlx.serve.limits import ApiError, ServeConfig, json_type, names_for
 
@@ -79,7 +80,7 @@ def parse_generation_request(body: object, config: ServeConfig, chat: bool) -> G
 
 def _refuse_unsupported(body: Mapping[str, Any], chat: bool) -> None:
     n = body.get("n")
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n != 1):
+    if n is not None and (not is_integer(n) or n != 1):
         raise ApiError(f"'n' must be 1 (one choice per request), got {n!r}", param="n", code="unsupported_value")
     best_of = body.get("best_of")
     if best_of is not None and (isinstance(best_of, bool) or best_of != 1):
@@ -89,7 +90,7 @@ def _refuse_unsupported(body: Mapping[str, Any], chat: bool) -> None:
             raise ApiError(f"'{name}' is not supported by this server", param=name, code="unsupported_parameter")
     for name in ("presence_penalty", "frequency_penalty"):
         value = body.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        if value is not None and not is_real(value, finite=False):
             raise ApiError(f"'{name}' must be a number, got a {json_type(value)}", param=name, code="invalid_type")
         if value:
             raise ApiError(f"'{name}' is not supported (use 'repetition_penalty'); only 0 is accepted", param=name,
@@ -151,7 +152,7 @@ def _max_tokens(body: Mapping[str, Any], config: ServeConfig, chat: bool) -> int
     value = body.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ApiError(f"'{name}' must be an integer >= 1, got {value!r}", param=name, code="invalid_value")
     if value > config.max_tokens:
         raise ApiError(f"'{name}' is {value}; this server generates at most {config.max_tokens} tokens a request",
@@ -193,7 +194,7 @@ def _number(body: Mapping[str, Any], name: str, default: float, ok, range_text: 
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value, finite=False):
         raise ApiError(f"'{name}' must be a number, got a {json_type(value)}", param=name, code="invalid_type")
     if not ok(value):
         raise ApiError(f"'{name}' must be {range_text}, got {value!r}", param=name, code="invalid_value")
@@ -204,7 +205,7 @@ def _integer(body: Mapping[str, Any], name: str, default: int | None, least: int
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_integer(value):
         raise ApiError(f"'{name}' must be an integer, got a {json_type(value)}", param=name, code="invalid_type")
     if value < least:
         raise ApiError(f"'{name}' must be >= {least}, got {value}", param=name, code="invalid_value")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import CapacityError, ConfigError, InputError, RlxError
 
 ENCODING_FORMATS = ("float", "base64")
@@ -64,14 +65,13 @@ class ServeConfig:
         for name in ("max_batch", "max_queue", "max_inputs", "max_chars", "max_body_bytes", "max_tokens",
                      "max_gen_queue", "max_prompt_chars"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_integer(value) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if self.max_batch_tokens is not None and (isinstance(self.max_batch_tokens, bool) or
-                                                  not isinstance(self.max_batch_tokens, int) or
+        if self.max_batch_tokens is not None and (not is_integer(self.max_batch_tokens) or
                                                   self.max_batch_tokens < 1):
             raise ConfigError(f"max_batch_tokens must be an integer >= 1 or None, got {self.max_batch_tokens!r}")
-        if not isinstance(self.max_wait_ms, (int, float)) or self.max_wait_ms < 0:
-            raise ConfigError(f"max_wait_ms must be a number >= 0, got {self.max_wait_ms!r}")
+        if not is_real(self.max_wait_ms) or self.max_wait_ms < 0:
+            raise ConfigError(f"max_wait_ms must be a finite number >= 0, got {self.max_wait_ms!r}")
         if not self.model_name or not self.llm_name:
             raise ConfigError("model_name and llm_name must not be empty")
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rlx.api import compile as rlx_compile
+from rlx.arg_types import is_integer
 from rlx.errors import CapacityError, InputError
 from rlx.ir import Graph
 from rlx.ir.ops.splat import MAX_ALPHA, TILE, check_max_alpha, tiles_of
@@ -96,14 +97,14 @@ class Renderer:
         if not isinstance(scene, Scene):
             raise InputError(f"Renderer: scene must be an rlx.splat.Scene, got {type(scene).__name__}")
         for what, v in (("width", width), ("height", height)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 1 <= v <= 16384:
+            if not is_integer(v) or not 1 <= v <= 16384:
                 raise InputError(f"Renderer: {what} must be an int in [1, 16384], got {v!r}")
         bg = _floats(background)
         if bg is None or bg.shape != (3,) or not np.isfinite(bg).all():
             raise InputError(f"Renderer: background must be 3 finite numbers, got {background!r}")
         self.scene, self.width, self.height, self.device = scene, int(width), int(height), device
         self.background = tuple(float(c) for c in bg)
-        if capacity is not None and (isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer))):
+        if capacity is not None and not is_integer(capacity):
             raise InputError(f"Renderer: capacity must be an int or None, got {capacity!r}")
         self.capacity = int(capacity) if capacity is not None else max(MIN_CAPACITY, 8 * scene.count)
         if self.capacity < 1:

@@ -19,12 +19,12 @@ or holds no vertices raises ``rlx.ModelLoadError`` naming what is wrong.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from rlx.arg_types import is_integer, is_real
 from rlx.errors import InputError, ModelLoadError
 
 SH_COUNTS = {1: 0, 4: 1, 9: 2, 16: 3}   # coefficients per channel -> degree
@@ -185,7 +185,7 @@ class Camera:
         self.viewmat = vm
         for what in ("fx", "fy", "cx", "cy"):
             v = getattr(self, what)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not math.isfinite(v):
+            if not is_real(v):
                 raise InputError(f"Camera {self.name!r}: {what} must be a finite number, got {v!r}")
             setattr(self, what, float(v))
         if self.fx <= 0 or self.fy <= 0:
@@ -328,7 +328,7 @@ def random_scene(n: int, seed: int = 0, degree: int = 3, extent: float = 2.0, sc
     """n random Gaussians in a cube of half-width ``extent`` around the
     origin (tests and benchmarks)."""
     for what, v, least in (("n", n, 0), ("degree", degree, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+        if not is_integer(v) or v < least:
             raise InputError(f"random_scene: {what} must be an int >= {least}, got {v!r}")
     rng = np.random.default_rng(seed)
     k = (degree + 1) ** 2

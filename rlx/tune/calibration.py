@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from rlx import env
+from rlx.arg_types import is_real
 from rlx.tune.work import FAMILY_UNITS
 
 # A host whose 1-minute load average per core reaches BUSY while probing
@@ -175,7 +176,7 @@ class Calibration:
                     raise ValueError(f"field {f.name!r} = {value} is not a non-negative number")
             if str(f.type) == "dict[str, float]":
                 bad = [k for k, v in value.items()
-                       if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0 or not np.isfinite(v)]
+                       if not is_real(v) or not v > 0]
                 if bad:
                     raise ValueError(f"field {f.name!r}: entries {bad} are not positive numbers")
                 value = {k: float(v) for k, v in value.items()}
@@ -183,7 +184,7 @@ class Calibration:
                 for key, curve in value.items():
                     if not (isinstance(curve, list) and all(
                             isinstance(p, list) and len(p) == 2 and all(
-                                isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 and np.isfinite(x)
+                                is_real(x) and x > 0
                                 for x in p) for p in curve)):
                         raise ValueError(f"field {f.name!r}: {key!r} is not a list of [flops, rate] pairs")
             kwargs[f.name] = value

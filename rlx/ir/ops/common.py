@@ -4,12 +4,12 @@ floats, axes, dtype rules, and registration (``_reg``).
 
 from __future__ import annotations
 
-import math
 import operator
 from typing import Any
 
 import numpy as np
 
+from rlx.arg_types import is_real
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.op import OpDef, TensorType, register_op
 from rlx.ir.shape import Shape
@@ -42,19 +42,18 @@ def _bool(op: str, what: str, v: Any) -> bool:
     raise GraphError(f"{op}: {what} must be a bool, got {v!r}")
 
 def _float(op: str, what: str, v: Any, minimum: float | None = None) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
+    """A finite number attribute (>= ``minimum`` when given) as a float."""
+    if not is_real(v, finite=False):
         raise GraphError(f"{op}: {what} must be a number, got {v!r}")
+    if not is_real(v):   # NaN, an infinity, or an int beyond every float (10**400)
+        raise GraphError(f"{op}: {what} must be finite, got {v!r}")
     if minimum is not None and not v >= minimum:
         raise GraphError(f"{op}: {what} must be >= {minimum}, got {v!r}")
     return float(v)
 
 def _number(op: str, what: str, v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)):
-        raise GraphError(f"{op}: {what} must be a number, got {v!r}")
-    v = float(v)
-    if not math.isfinite(v):
-        raise GraphError(f"{op}: {what} must be finite, got {v!r}")
-    return v
+    """A finite number attribute as a float (``_float`` without a bound)."""
+    return _float(op, what, v)
 
 def _float_type(op: str, t: TensorType, what: str = "input") -> None:
     if not t.dtype.is_float or t.dtype.storage_only:

@@ -16,9 +16,7 @@ chain of plain ops does, so the fusion does not change an f16 result.
 
 from __future__ import annotations
 
-import numpy as np
-
-from rlx.errors import GraphError, ShapeError
+from rlx.errors import ShapeError
 from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _attrs, _bool, _float, _float_type, _reg, _same_dtype
 
@@ -36,10 +34,7 @@ def _infer_layernorm(types: list[TensorType], attrs: dict) -> TensorType:
         if t.shape != (d,):
             raise ShapeError(f"layernorm: {what} shape {t.shape!r} must be ({d},) to match the last "
                              f"axis of x {x.shape!r}")
-    eps = attrs["eps"]
-    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) or not eps >= 0:
-        raise GraphError(f"layernorm: eps must be a float >= 0, got {eps!r}")
-    attrs["eps"] = float(eps)
+    attrs["eps"] = _float("layernorm", "eps", attrs["eps"], 0.0)
     return x
 
 def _check_norm_weights(op: str, x: TensorType, named: list[tuple[TensorType, str]]) -> None:

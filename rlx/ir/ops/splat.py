@@ -32,8 +32,7 @@ splat_raster(records, sorted pairs, ranges; width, height, background,
 
 from __future__ import annotations
 
-import numpy as np
-
+from rlx.arg_types import is_real
 from rlx.errors import DTypeError, GraphError, InputError, ShapeError
 from rlx.ir.op import OpDef, TensorType
 from rlx.ir.ops.common import _MISSING, _attrs, _int, _number, _reg
@@ -131,8 +130,7 @@ def _infer_ranges(types: list[TensorType], attrs: dict) -> TensorType:
 
 def check_max_alpha(where: str, value: object) -> float:
     """max_alpha as a float in the open interval (0, 1), else InputError."""
-    real = isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool)
-    if not real or not 0.0 < float(value) < 1.0:   # NaN fails too
+    if not is_real(value) or not 0.0 < float(value) < 1.0:   # NaN fails too
         raise InputError(f"{where}: max_alpha must be a number in (0, 1) (3DGS: 0.99, gsplat: 0.999), "
                          f"got {value!r}")
     return float(value)
