@@ -41,6 +41,7 @@ import numpy as np
 from rlx.arg_types import is_integer, is_real
 from rlx.errors import GraphError, InputError, ShapeError
 from rlx.ir.graph import Graph, Node
+from rlx.ir.shape import MAX_ELEMENTS, check_extent
 
 __all__ = ["clear_cache", "get_window", "hz_to_mel", "istft", "istft_array", "log_mel_spectrogram",
            "log_mel_spectrogram_array", "mel_filterbank", "mel_frequencies", "mel_to_hz", "power_to_db",
@@ -51,9 +52,15 @@ WindowSpec = str | Sequence[float] | np.ndarray
 
 
 def _int_arg(what: str, name: str, value: object) -> int:
-    """An integer argument (numpy's included, bool not) as an int; else a GraphError naming it."""
+    """An integer argument (numpy's included, bool not) as an int; else a
+    GraphError naming it. Every such argument is a length, so one beyond
+    MAX_ELEMENTS (no tensor can span it) is refused here, before numpy
+    would try to allocate it."""
     if not is_integer(value):
         raise GraphError(f"{what}: {name} must be an integer, got {value!r}")
+    if abs(value) > MAX_ELEMENTS:
+        raise GraphError(f"{what}: {name} = {value} is longer than any tensor (rlx.ir.shape.MAX_ELEMENTS = "
+                         f"{MAX_ELEMENTS})")
     return int(value)
 
 
@@ -73,7 +80,8 @@ def get_window(window: WindowSpec, win_length: int, n_fft: int | None = None) ->
     "rectangular"; or the samples themselves, of length ``win_length``),
     zero-padded in the centre of ``n_fft`` (default ``win_length``) as
     librosa's ``get_window(..., fftbins=True)`` + ``util.pad_center``."""
-    n_fft = win_length if n_fft is None else n_fft
+    win_length = _int_arg("window", "win_length", win_length)
+    n_fft = win_length if n_fft is None else _int_arg("window", "n_fft", n_fft)
     if not 1 <= win_length <= n_fft:
         raise GraphError(f"window: win_length must be in [1, n_fft = {n_fft}], got {win_length}")
     if isinstance(window, str):
@@ -146,6 +154,10 @@ def mel_filterbank(sr: float, n_fft: int, n_mels: int = 128, fmin: float = 0.0, 
     n_fft = _int_arg("mel_filterbank", "n_fft", n_fft)
     if n_mels < 1 or n_fft < 1:
         raise GraphError(f"mel_filterbank: n_mels and n_fft must be >= 1, got {n_mels} and {n_fft}")
+    try:
+        check_extent((n_mels, 1 + n_fft // 2))
+    except ShapeError as e:
+        raise GraphError(f"mel_filterbank: the filterbank [n_mels, n_fft // 2 + 1] is too large: {e}") from None
     weights = np.zeros((n_mels, 1 + n_fft // 2), dtype=dtype)
     fftfreqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
     mel_f = mel_frequencies(n_mels + 2, fmin=fmin, fmax=fmax, htk=htk)

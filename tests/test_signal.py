@@ -280,6 +280,16 @@ def test_arguments_of_the_wrong_type_are_rlx_errors(kw):
         signal.stft_array(y, **{"n_fft": 64, **kw})
 
 
+@pytest.mark.parametrize("kw", [{"n_fft": 10**12}, {"hop_length": 10**12}, {"win_length": -(10**12)}])
+def test_lengths_no_tensor_can_span_are_graph_errors_not_numpy_memory_errors(kw):
+    from rlx.errors import GraphError
+
+    with pytest.raises(GraphError, match="longer than any tensor"):
+        signal.stft_array(np.zeros(256, np.float32), **{"n_fft": 64, **kw})
+    with pytest.raises(GraphError, match="longer than any tensor"):
+        signal.get_window("hann", 10**12)
+
+
 def test_an_input_numpy_cannot_convert_is_an_input_error():
     from rlx.errors import InputError
 
@@ -289,7 +299,8 @@ def test_an_input_numpy_cannot_convert_is_an_input_error():
         signal.istft_array([["a"]])
 
 
-@pytest.mark.parametrize("kw", [{"sr": 0}, {"sr": "x"}, {"fmin": float("nan")}, {"n_mels": 2.5}, {"n_mels": 0}])
+@pytest.mark.parametrize("kw", [{"sr": 0}, {"sr": "x"}, {"fmin": float("nan")}, {"n_mels": 2.5}, {"n_mels": 0},
+                                {"n_fft": 10**12}, {"n_fft": 2**30, "n_mels": 128}])
 def test_mel_filterbank_refuses_bad_arguments(kw):
     from rlx.errors import GraphError
 
