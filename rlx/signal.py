@@ -324,33 +324,75 @@ def istft(g: Graph, s: Node, hop_length: int | None = None, win_length: int | No
     return g.reshape(g.mul(y, g.constant(scale)), lead + (out_len,))
 
 
-def power_to_db(g: Graph, s: Node, ref: float = 1.0, amin: float = 1e-10, top_db: float | None = None) -> Node:
-    """librosa.power_to_db with a scalar ref: 10 log10(max(amin, S)) -
-    10 log10(max(amin, ref)), then, with ``top_db``, floored at the
-    maximum over the whole tensor (as librosa: the batch included) minus
-    top_db. librosa's own default is top_db=80; here it is None (no floor)."""
+def power_to_db(g: Graph, s: Node, ref: float | str = 1.0, amin: float = 1e-10, top_db: float | None = None,
+                axes: Literal["auto"] | int | Sequence[int] | None = "auto") -> Node:
+    """librosa.power_to_db (librosa >= 1.0): 10 log10(max(amin, S)) -
+    10 log10(max(amin, ref)), then, with ``top_db``, floored at the peak
+    minus top_db. ``ref`` is a number, or ``"max"`` (librosa's
+    ``ref=np.max``: the peak of S). The peak is taken over ``axes``:
+    ``"auto"`` the last two (each spectrogram of a batch on its own, so a
+    clip's result never depends on the clips batched with it; the last
+    axis of a 1-D S), ``None`` the whole tensor (librosa < 1.0, which took
+    the batch's peak), or the given axes. librosa's own default is
+    top_db=80; here it is None (no floor)."""
+    amin = _real_arg("power_to_db", "amin", amin)
     if amin <= 0:
         raise GraphError(f"power_to_db: amin must be > 0, got {amin}")
+    if top_db is not None:
+        top_db = _real_arg("power_to_db", "top_db", top_db)
+        if top_db < 0:
+            raise GraphError(f"power_to_db: top_db must be >= 0, got {top_db}")
+    peak_axes = _peak_axes(len(s.shape), axes)
+    by_max = isinstance(ref, str) and ref == "max"
+    if not by_max:
+        ref = abs(_real_arg("power_to_db", "ref (a number or 'max')", ref))
     ln = g.log(g.maximum(s, g.constant(np.float32(amin))))
-    db = g.scale_shift(ln, 10.0 / math.log(10.0), -10.0 * math.log10(max(amin, ref)))
+    db = g.scale_shift(ln, 10.0 / math.log(10.0), 0.0 if by_max else -10.0 * math.log10(max(amin, ref)))
+    if by_max:
+        db = g.sub(db, _peak(g, db, peak_axes))
     if top_db is None:
         return db
-    if top_db < 0:
-        raise GraphError(f"power_to_db: top_db must be >= 0, got {top_db}")
-    peak = g.max(g.reshape(db, (-1,)), axis=-1, keepdims=True)
-    return g.maximum(db, g.scale_shift(peak, 1.0, -float(top_db)))
+    return g.maximum(db, g.scale_shift(_peak(g, db, peak_axes), 1.0, -top_db))
+
+
+def _peak_axes(rank: int, axes: object) -> tuple[int, ...]:
+    """power_to_db's ``axes`` as sorted non-negative axes of a rank-``rank`` tensor."""
+    if isinstance(axes, str) and axes == "auto":
+        return tuple(range(max(rank - 2, 0), rank))
+    if axes is None:
+        return tuple(range(rank))
+    listed = [axes] if is_integer(axes) else axes
+    if not isinstance(listed, Sequence) or isinstance(listed, str) or not all(is_integer(a) for a in listed):
+        raise GraphError(f"power_to_db: axes must be 'auto', None, an axis or a sequence of axes, got {axes!r}")
+    out = sorted({int(a) + rank if -rank <= a < 0 else int(a) for a in listed})
+    if not out or out[0] < 0 or out[-1] >= rank or len(out) != len(listed):
+        raise GraphError(f"power_to_db: axes {axes!r} are not distinct axes of a rank-{rank} tensor")
+    return tuple(out)
+
+
+def _peak(g: Graph, x: Node, axes: tuple[int, ...]) -> Node:
+    """The maximum of x over ``axes``, shaped to broadcast against x (those axes kept as 1)."""
+    shape = tuple(x.shape)
+    kept = [a for a in range(len(shape)) if a not in axes]
+    moved = x if kept + list(axes) == list(range(len(shape))) else g.transpose(x, kept + list(axes))
+    span = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    flat = g.reshape(moved, tuple(shape[a] for a in kept) + (span,))
+    peak = g.max(flat, axis=-1, keepdims=True)
+    return g.reshape(peak, tuple(1 if a in axes else shape[a] for a in range(len(shape))))
 
 
 def log_mel_spectrogram(g: Graph, x: Node, sr: float = 22050, n_fft: int = 2048, hop_length: int | None = None,
                         win_length: int | None = None, window: WindowSpec = "hann", center: bool = True,
                         pad_mode: PadMode = "constant", power: float = 2.0, n_mels: int = 128, fmin: float = 0.0,
                         fmax: float | None = None, htk: bool = False, norm: Literal["slaney"] | None = "slaney",
-                        log: Literal["db", "ln"] = "db", ref: float = 1.0, amin: float = 1e-10,
+                        log: Literal["db", "ln"] = "db", ref: float | str = 1.0, amin: float = 1e-10,
                         top_db: float | None = None) -> Node:
     """Log-mel spectrogram of real f32 signals x [..., L]: f32 [..., n_mels,
     n_frames], librosa's conventions: ``librosa.power_to_db(
     librosa.feature.melspectrogram(y=x, sr=sr, n_fft=n_fft, ...), ref=ref,
-    amin=amin, top_db=top_db)``. The graph frames the signal (a strided
+    amin=amin, top_db=top_db)`` (``ref="max"`` for librosa's ``ref=np.max``;
+    the peak that ``ref="max"`` and ``top_db`` use is each signal's own, as
+    librosa >= 1.0 takes it). The graph frames the signal (a strided
     view), windows it, takes the rfft, the power re^2 + im^2 (|X| with
     ``power=1``), multiplies by the mel filterbank (``mel_filterbank``,
     computed in numpy at build time) and takes 10 log10(max(amin, S)) (dB,
@@ -446,7 +488,7 @@ def log_mel_spectrogram_array(y: np.ndarray, sr: float = 22050, n_fft: int = 204
                               pad_mode: PadMode = "constant", power: float = 2.0, n_mels: int = 128,
                               fmin: float = 0.0, fmax: float | None = None, htk: bool = False,
                               norm: Literal["slaney"] | None = "slaney", log: Literal["db", "ln"] = "db",
-                              ref: float = 1.0, amin: float = 1e-10, top_db: float | None = None,
+                              ref: float | str = 1.0, amin: float = 1e-10, top_db: float | None = None,
                               device: str | None = None) -> np.ndarray:
     """``log_mel_spectrogram`` of a numpy signal (float32 [..., L]):
     float32 [..., n_mels, n_frames], as librosa.power_to_db(

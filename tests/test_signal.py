@@ -196,10 +196,44 @@ def test_log_mel_of_audio_matches_librosa(n_fft, hop, n_mels, batch, log):
 @pytest.mark.usefixtures("_need_librosa")
 def test_log_mel_top_db_and_ref_match_librosa():
     y = np.stack([_chirp_and_noise(1.0), 1e-3 * _chirp_and_noise(1.0, seed=2)])
+    """Each clip floored at its own peak minus top_db (librosa >= 1.0; librosa
+    0.11 took the batch's peak, so the reference is computed clip by clip,
+    which both versions agree on): the quiet clip keeps its own range."""
     got = signal.log_mel_spectrogram_array(y, sr=SR, n_fft=512, hop_length=160, n_mels=64, ref=2.0, top_db=60.0)
     power = librosa.feature.melspectrogram(y=y, sr=SR, n_fft=512, hop_length=160, n_mels=64)
-    want = librosa.power_to_db(power, ref=2.0, amin=1e-10, top_db=60.0)
+    want = np.stack([librosa.power_to_db(p, ref=2.0, amin=1e-10, top_db=60.0) for p in power])
     assert np.abs(got - want).max() <= 2e-3
+    assert got[1].max() - got[1].min() > 50.0   # the batch's peak would have floored the quiet clip flat
+    alone = signal.log_mel_spectrogram_array(y[1], sr=SR, n_fft=512, hop_length=160, n_mels=64, ref=2.0, top_db=60.0)
+    np.testing.assert_allclose(alone, got[1], rtol=0, atol=1e-4)   # never depends on its batch
+    peak_ref = signal.log_mel_spectrogram_array(y, sr=SR, n_fft=512, hop_length=160, n_mels=64, ref="max",
+                                                top_db=80.0)
+    want = np.stack([librosa.power_to_db(p, ref=np.max, amin=1e-10, top_db=80.0) for p in power])
+    assert np.abs(peak_ref - want).max() <= 2e-3
+
+
+@pytest.mark.parametrize("axes", [None, 0, (0, 2), -1, (1, -1), "auto"])
+@pytest.mark.parametrize("ref", [2.0, "max"])
+def test_power_to_db_peak_axes(axes, ref):
+    """power_to_db's peak (for ref="max" and top_db) over the axes asked for, against numpy in float64."""
+    rng = np.random.default_rng(4)
+    s = (rng.random((3, 5, 7)) ** 4 * np.logspace(-6, 0, 3)[:, None, None]).astype(np.float32)
+    g = rlx.Graph()
+    g.set_outputs(y=signal.power_to_db(g, g.input("x", s.shape), ref=ref, top_db=30.0, axes=axes))
+    got = rlx.compile(g, device="cpu").run(x=s)["y"]
+    ax = (1, 2) if axes == "auto" else tuple(range(3)) if axes is None else axes
+    want = 10 * np.log10(np.maximum(1e-10, s.astype(np.float64)))
+    want -= 10 * np.log10(np.maximum(1e-10, s.max(axis=ax, keepdims=True) if ref == "max" else ref))
+    want = np.maximum(want, want.max(axis=ax, keepdims=True) - 30.0)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{"axes": (3,)}, {"axes": (0, 0)}, {"axes": "all"}, {"axes": 1.0}, {"ref": "min"},
+                                {"amin": "1"}, {"amin": 0.0}, {"top_db": float("nan")}, {"top_db": -1.0}])
+def test_power_to_db_refuses_bad_arguments(kw):
+    g = rlx.Graph()
+    with pytest.raises(rlx.GraphError, match="power_to_db"):
+        signal.power_to_db(g, g.input("x", (2, 3, 4)), **kw)
 
 
 def test_log_mel_graph_is_one_compiled_graph():
