@@ -26,7 +26,8 @@ VARIABLES: tuple[EnvVar, ...] = (
     EnvVar("RLX_NUM_THREADS", "number of cores", "Worker threads of the host (CPU) device, its BLAS included."),
     EnvVar("RLX_ARENA_NO_REUSE", "0",
            "`1` gives every value its own arena slot (no reuse by liveness), for bisecting memory bugs."),
-    EnvVar("RLX_CACHE_DIR", "$XDG_CACHE_HOME/rlx", "Where compiled user kernels and device calibrations are cached."),
+    EnvVar("RLX_CACHE_DIR", "$XDG_CACHE_HOME/rlx",
+           "Where compiled user kernels, device calibrations and GGUF tokenizers' merge tables are cached."),
     EnvVar("RLX_CALIBRATE", "1", "`0` skips the calibration probes (`rlx calibrate`) and gives the cost model "
            "documented per-backend defaults instead of measured speeds."),
     EnvVar("RLX_CXX", "c++ on PATH", "C++ compiler the host device uses for user kernel source at run time."),

@@ -19,8 +19,9 @@ token first). Measured on Gemma 3's 262,144-token vocabulary against llama-cpp-p
 same ids on all 24,232 encodes of 6,058 texts (the 58 fixture texts, 3,000 random mixes, 3,000 vocabulary
 concatenations, each with add_special and parse_special on and off) and on 362,352 strings aimed at the
 merge order (tokens with several splits, doubled, tripled and mixed); a 2,366-token prompt takes 17 ms,
-building the merge table 1.8 s. A merge table cannot express llama.cpp's tie rule (equal scores: leftmost
-pair first; tokens "ab" and "ba" of one score give "aba" -> ab|a but "bab" -> ba|b), so a vocabulary where
+building the merge table 1.8 s the first time (then read from its cache, rlx.tokenizer_merges). A merge
+table cannot express llama.cpp's tie rule (equal scores: leftmost pair first; tokens "ab" and "ba" of one
+score give "aba" -> ab|a but "bab" -> ba|b), so a vocabulary where
 two merge-made tokens share a score, or a byte lacks its ``<0xXX>`` token, gets ``engine="python"``:
 llama.cpp's own loop (``llm_tokenizer_spm_session``) in Python, exact on all of the above too, 22 ms for
 that prompt and 0.14 s to build.
@@ -44,6 +45,7 @@ from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.gguf import GGUFFile
 from rlx.gguf import open as gguf_open
 from rlx.text_input import require_text
+from rlx.tokenizer_merges import merge_table
 
 __all__ = ["Tokenizer", "TokenAttr", "StreamDecoder"]
 
@@ -211,30 +213,16 @@ class Tokenizer:
         for ch in sorted({c for t in tokens for c in t} - to_id.keys() - {" "}):   # the text never holds " "
             vocab[ch] = n + len(placeholders)
             placeholders[vocab[ch]] = ch
-        get = vocab.get
-        merges: list[tuple[float, int, int]] = []
-        made_by: dict[float, int] = {}
-        for i, t in enumerate(tokens):
-            if len(t) < 2 or attrs[i] & _USER_DEFINED:
-                continue
-            local = [(left, right) for k in range(1, len(t))
-                     if (left := get(t[:k])) is not None and (right := get(t[k:])) is not None]
-            if local:
-                j = made_by.setdefault(scores[i], i)
-                if j != i:
-                    return (f"tokens {j} {tokens[j]!r} and {i} {t!r} share the score {scores[i]} (llama.cpp then "
-                            "merges the leftmost pair, which a merge table cannot express)")
-                if len(local) > 1:
-                    local.sort()
-                score = -scores[i]
-                merges += [(score, left, right) for left, right in local]
-        merges.sort(key=lambda m: m[0])     # stable: one token's splits keep their order
+        merges = merge_table(tokens, scores, [bool(a & _USER_DEFINED) for a in attrs], vocab.get,
+                             n + len(placeholders))
+        if isinstance(merges, str):
+            return merges
         text_of = [*tokens, *placeholders.values()]
 
         from tokenizers import Tokenizer as HFTokenizer
         from tokenizers import models
 
-        bpe = models.BPE(vocab, [(text_of[a], text_of[b]) for _, a, b in merges], byte_fallback=True,
+        bpe = models.BPE(vocab, [(text_of[a], text_of[b]) for a, b in merges], byte_fallback=True,
                          unk_token=tokens[self.unk_id] if self.unk_id is not None else None)
         return HFTokenizer(bpe), placeholders
 

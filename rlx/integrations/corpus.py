@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from rlx.arg_types import is_integer
+from rlx.atomic_file import write_atomic
 from rlx.errors import ConfigError, CorpusError, ManifestMismatchError, MissingDependencyError
 
 __all__ = ["Block", "Corpus", "open_corpus", "read_block_texts", "OutputFolder", "vectors_to_arrow",
@@ -254,7 +255,7 @@ class OutputFolder:
             raise ManifestMismatchError(f"{self.path}: holds parts but no {MANIFEST}; pass --overwrite to "
                                         f"start over")
         self.path.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, (json.dumps(manifest, indent=2) + "\n").encode())
+        write_atomic(path, (json.dumps(manifest, indent=2) + "\n").encode())
 
     def write_part(self, index: int, rows: np.ndarray, vectors: np.ndarray, vector_column: str) -> Path:
         """One block's rows and vectors as its Parquet part, atomically."""
@@ -268,12 +269,3 @@ class OutputFolder:
         finally:
             tmp.unlink(missing_ok=True)
         return final
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)

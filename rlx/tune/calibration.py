@@ -60,7 +60,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ import numpy as np
 
 from rlx import env
 from rlx.arg_types import is_real
+from rlx.atomic_file import write_atomic
 from rlx.tune.work import FAMILY_UNITS
 
 # A host whose 1-minute load average per core reaches BUSY while probing
@@ -341,23 +341,8 @@ def _stale_reason(calib: Calibration, device: Any) -> str | None:
 
 
 def write_cache(path: str | os.PathLike, text: str) -> None:
-    """Atomically replace ``path`` with ``text``: readers (and other writers)
-    only ever see a whole old file or a whole new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Atomically replace ``path`` with ``text`` (rlx.atomic_file)."""
+    write_atomic(path, text)
 
 
 def _write_cache_repeatedly(path: str, texts: list[str], start: Any = None) -> None:
