@@ -181,19 +181,36 @@ void small_m_columns(const SmallMJob &s, int64_t n0, int64_t n1) {
 #endif
 }
 
+// Rows past the kernel's kMaxRows run as panels of at most kMaxRows rows:
+// group = column block * panels + panel, so a worker's run of consecutive
+// groups takes one block of B through all its panels while that block is
+// in its cache. Measured on a 2-core AVX-512 Xeon (benchmarks/README.md,
+// "CPU: small-M panels"), two 64-row panels ran 128-row products at
+// 160-200 GFLOP/s where the BLAS, called with the 64 rows each worker
+// takes, ran 96-120; from 192 rows the BLAS is faster again.
+constexpr int64_t kSmallMPanelRows = 2 * rlx_small_m::kMaxRows;
+
 void small_m_part(const rlx_cpu_ctx *ctx) {
     const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
-    const int64_t n0 = (int64_t)ctx->group_id.x * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
-    switch (s.types) {
-        case SmallMJob::F16: small_m_columns<uint16_t, uint16_t>(s, n0, n1); break;
-        case SmallMJob::BF16: small_m_columns<rlx_small_m::bf16, float>(s, n0, n1); break;
-        default: small_m_columns<float, float>(s, n0, n1); break;
+    const int64_t panels = (s.m + rlx_small_m::kMaxRows - 1) / rlx_small_m::kMaxRows;
+    const int64_t block = (int64_t)ctx->group_id.x / panels, panel = (int64_t)ctx->group_id.x % panels;
+    const int64_t n0 = block * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
+    const int64_t r0 = panel * rlx_small_m::kMaxRows;
+    SmallMJob p = s;
+    p.m = std::min(rlx_small_m::kMaxRows, s.m - r0);
+    p.A = s.A + r0 * s.lda;
+    p.C = (uint8_t *)s.C + r0 * s.ldc * (s.types == SmallMJob::F16 ? 2 : 4);   // C is f16 or f32
+    switch (p.types) {
+        case SmallMJob::F16: small_m_columns<uint16_t, uint16_t>(p, n0, n1); break;
+        case SmallMJob::BF16: small_m_columns<rlx_small_m::bf16, float>(p, n0, n1); break;
+        default: small_m_columns<float, float>(p, n0, n1); break;
     }
 }
 
-// Runs the small-M kernel over column blocks on the device's pool.
+// Runs the small-M kernel over column blocks (and row panels) on the device's pool.
 void small_m(rlx_device *d, const SmallMJob &job) {
-    const uint32_t g[3] = {(uint32_t)((job.n + job.chunk - 1) / job.chunk), 1, 1};
+    const int64_t panels = (job.m + rlx_small_m::kMaxRows - 1) / rlx_small_m::kMaxRows;
+    const uint32_t g[3] = {(uint32_t)((job.n + job.chunk - 1) / job.chunk * panels), 1, 1};
     if (d->threads < 2 || g[0] == 1) {
         rlx_cpu_ctx ctx{};
         ctx.buffers[0] = (void *)&job;
@@ -211,7 +228,7 @@ void small_m(rlx_device *d, const SmallMJob &job) {
 void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
-    if (d->small_m && !ta && tb && m <= rlx_small_m::kMaxRows && k >= 16) {   // see host_small_m.h
+    if (d->small_m && !ta && tb && m <= kSmallMPanelRows && k >= 16) {   // see host_small_m.h
         small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, SmallMJob::F32, d->small_m});
         return;
     }
@@ -317,7 +334,7 @@ void gemm_bf16(rlx_device *d, const rlx_gemm_desc &g, const float *A, const uint
     // No BF16 instructions, few rows (AVX2, or AVX-512 without BF16): the
     // small-M kernel widens B in registers, so the weights stream at half the
     // bytes of f32 and are never widened in memory.
-    if (d->small_m && split && !g.trans_a && g.trans_b && g.m <= rlx_small_m::kMaxRows && g.k >= 16) {
+    if (d->small_m && split && !g.trans_a && g.trans_b && g.m <= kSmallMPanelRows && g.k >= 16) {
         small_m(d, SmallMJob{g.m, g.n, g.k, g.lda, g.ldb, g.ldc, 64, g.alpha, g.beta, A, B, C, SmallMJob::BF16,
                              d->small_m});
         return;
@@ -356,7 +373,7 @@ void run_product(rlx_device *d, const rlx_gemm_desc &g, int64_t index, bool spli
     // Few rows against f16 weights: widen only A (m x k, small) and stream B
     // as f16, half the bytes of f32 weights.
     // (split: not already inside a pool worker, which may not start another job)
-    if (d->small_m && c_f16 && split && !ta && tb && g.m <= rlx_small_m::kMaxRows && g.k >= 16) {
+    if (d->small_m && c_f16 && split && !ta && tb && g.m <= kSmallMPanelRows && g.k >= 16) {
         thread_local std::vector<float> wide_a;
         wide_a.resize((size_t)(g.m * g.k));
         for (int64_t r = 0; r < g.m; ++r)

@@ -88,7 +88,8 @@ def test_kernel_suites_pass_at_a_forced_lower_level(level):
 @pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
     """The small-M gemm (few rows of A against row-major weights, trans_b):
-    its AVX-512 and AVX2 forms on odd k (tails of 16 and 8 lanes), m up to 64,
+    its AVX-512 and AVX2 forms on odd k (tails of 16 and 8 lanes), m up to 64
+    and in 64-row panels up to 128,
     f32 and f16, and f32 A against bf16 weights (widened in registers; bf16=0
     keeps the AVX-512 BF16 kernels out), with beta, against numpy in float64."""
     from rlx.ir.dtype import from_bf16, to_bf16
@@ -103,9 +104,10 @@ def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
         pytest.skip(f"this CPU has no {level} small-M kernel")
     np_dt = np.float16 if dtype == "f16" else np.float32
     rng = np.random.default_rng(3)
-    # m up to the kernel's 64 rows (kMaxRows), and 65 (the BLAS path) beside them.
+    # m up to the kernel's 64 rows (kMaxRows), then 64-row panels up to 128 (a short last panel included),
+    # and 129 (the BLAS path) beside them.
     for m, n, k in ((1, 37, 16), (5, 33, 17), (16, 9, 33), (3, 64, 100), (7, 5, 8 * 13 + 5), (17, 19, 40),
-                    (33, 70, 29), (64, 21, 50), (65, 18, 37)):
+                    (33, 70, 29), (64, 21, 50), (65, 18, 37), (100, 131, 40), (128, 70, 33), (129, 18, 37)):
         a = rng.standard_normal((m, k)).astype(np_dt)
         b = rng.standard_normal((n, k)).astype(np_dt)     # weights [N, K]
         if dtype == "bf16":
