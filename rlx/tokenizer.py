@@ -21,10 +21,10 @@ concatenations, each with add_special and parse_special on and off) and on 362,3
 merge order (tokens with several splits, doubled, tripled and mixed); a 2,366-token prompt takes 17 ms,
 building the merge table 1.8 s the first time (then read from its cache, rlx.tokenizer_merges). A merge
 table cannot express llama.cpp's tie rule (equal scores: leftmost pair first; tokens "ab" and "ba" of one
-score give "aba" -> ab|a but "bab" -> ba|b), so a vocabulary where
-two merge-made tokens share a score, or a byte lacks its ``<0xXX>`` token, gets ``engine="python"``:
-llama.cpp's own loop (``llm_tokenizer_spm_session``) in Python, exact on all of the above too, 22 ms for
-that prompt and 0.14 s to build.
+score give "aba" -> ab|a but "bab" -> ba|b), so a vocabulary where two merge-made tokens share a score, or
+a byte lacks its ``<0xXX>`` token, gets ``engine="python"``: llama.cpp's own loop
+(``llm_tokenizer_spm_session``) in Python, exact on all of the above too, 22 ms for that prompt and 0.14 s
+to build.
 
 Only ``tokenizer.ggml.model == "llama"`` is supported; other models ("gpt2" BPE with merges, "bert",
 "t5", ...) raise ``ModelLoadError`` naming the model, and a missing or malformed key raises

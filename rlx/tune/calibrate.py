@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from rlx import env
+from rlx.atomic_file import write_atomic
 from rlx.ir.graph import Graph
 from rlx.lowering import DISPATCH, GEMM, Binding, Thunk, Work
 from rlx.lowering.linear import linear_params
@@ -59,7 +60,6 @@ from rlx.tune.calibration import (
     calibration_path,
     default_calibration,
     load_per_core,
-    write_cache,
 )
 from rlx.tune.cost import decision_model
 from rlx.tune.work import FAMILY_UNITS, dispatch_overhead, family_of, group_count, thunk_bytes, thunk_work
@@ -105,7 +105,7 @@ def get_calibration(device: Any, *, force: bool = False, budget_s: float | None 
               f"cached in {path}; RLX_CALIBRATE=0 skips)", file=sys.stderr, flush=True)
         calib = measure(device, budget_s=budget, progress=progress)
         try:
-            write_cache(path, calib.to_json())
+            write_atomic(path, calib.to_json())
             _log(f"wrote {path}")
         except OSError as exc:
             warnings.warn(f"rlx: cannot write the calibration cache {path}: {exc}", RuntimeWarning, stacklevel=2)

@@ -340,18 +340,13 @@ def _stale_reason(calib: Calibration, device: Any) -> str | None:
     return None
 
 
-def write_cache(path: str | os.PathLike, text: str) -> None:
-    """Atomically replace ``path`` with ``text`` (rlx.atomic_file)."""
-    write_atomic(path, text)
-
-
 def _write_cache_repeatedly(path: str, texts: list[str], start: Any = None) -> None:
     """Test helper (importable by spawned processes): many atomic writes,
     after ``start`` (a multiprocessing Event) is set, so writers overlap."""
     if start is not None:
         start.wait(30)
     for text in texts:
-        write_cache(path, text)
+        write_atomic(path, text)
 
 # In-process memo: compile calls get_calibration often; read the file once.
 _MEMO: dict[Path, Calibration] = {}
