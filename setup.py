@@ -16,6 +16,7 @@ import os
 import platform
 import shutil
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -58,6 +59,26 @@ class BuildExt(build_ext):
                 if fullname == ext.name.rsplit(".", 1)[-1]:
                     return ext.libname
         return super().get_ext_filename(fullname)
+
+    def build_extensions(self) -> None:
+        # setuptools compiles an extension's sources one after another; the
+        # host library has six large translation units (the shim and the
+        # kernels once per instruction set), so compile them side by side.
+        # Patched once here, not per extension: `build_ext -j N` builds the
+        # extensions on threads that share this compiler. N also caps the
+        # workers a source list gets (default: every core).
+        serial_compile = self.compiler.compile
+        workers = self.parallel if isinstance(self.parallel, int) and self.parallel > 1 else os.cpu_count() or 1
+
+        def compile_sources(sources, *args, **kwargs):
+            if workers < 2 or len(sources) < 2:
+                return serial_compile(sources, *args, **kwargs)
+            with ThreadPoolExecutor(min(workers, len(sources))) as pool:
+                per_source = pool.map(lambda source: serial_compile([source], *args, **kwargs), sources)
+                return [obj for objects in per_source for obj in objects]
+
+        self.compiler.compile = compile_sources
+        super().build_extensions()
 
     def get_export_symbols(self, ext):
         if isinstance(ext, SharedLibrary):

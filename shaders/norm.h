@@ -143,7 +143,6 @@ template <typename T>
 RLX_KERNEL rmsnorm_add(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_BUF(RLX_DEVICE const T *, x, 1),
                        RLX_BUF(RLX_DEVICE const T *, weight, 2), RLX_BUF(RLX_DEVICE const T *, next_weight, 3),
                        RLX_BUF(RLX_DEVICE T *, y, 4), RLX_PARAMS(RmsNormAddParams, p, 5) RLX_IDS) {
-    rlx_params_prefetch(p);
     RLX_SHARED(float, scratch, 32);
     // Params before the first index read (binary.h says why).
     const uint rows = p->rows, cols = p->cols;

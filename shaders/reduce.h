@@ -137,7 +137,6 @@ RLX_INLINE RlxArgmax rlx_argmax_range_cpu(RLX_DEVICE const T *base, uint inner, 
 template <typename T>
 RLX_KERNEL argmax(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE int *, y, 1),
                   RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
-    rlx_params_prefetch(p);
     RLX_SHARED(float, scratch, 32);
     const uint out = rlx_group_id.x;
     if (out >= p->outer * p->inner) return;
@@ -159,7 +158,6 @@ RLX_INSTANTIATE(argmax, half, argmax_f16)
 template <typename T>
 RLX_KERNEL argmax_chunks(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE float *, part, 1),
                          RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
-    rlx_params_prefetch(p);
     RLX_SHARED(float, scratch, 32);
     const uint chunks = p->pad0, chunk_len = p->pad1;
     const uint out = rlx_group_id.x / chunks, c = rlx_group_id.x % chunks;
@@ -179,7 +177,6 @@ RLX_INSTANTIATE(argmax_chunks, half, argmax_chunks_f16)
 template <typename T>
 RLX_KERNEL argmax_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(RLX_DEVICE int *, y, 1),
                         RLX_PARAMS(ReduceParams, p, 2) RLX_IDS) {
-    rlx_params_prefetch(p);
     RLX_SHARED(float, scratch, 32);
     const uint out = rlx_group_id.x, chunks = p->pad0;
     if (out >= p->outer * p->inner) return;

@@ -108,7 +108,6 @@ RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE 
                         RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight_a, 3),
                         RLX_BUF(RLX_DEVICE const T *, weight_b, 4), RLX_BUF(RLX_DEVICE T *, y, 5),
                         RLX_PARAMS(RmsNormRopeParams, p, 6) RLX_IDS) {
-    rlx_params_prefetch(p);
     RLX_SHARED(float, scratch, 32);
     const uint rows = p->rows, per_row = p->per_row, half = p->half, D = p->D;
     const float one = p->add_one ? 1.0f : 0.0f, eps = p->eps;

@@ -49,7 +49,6 @@ template <typename T>
 RLX_KERNEL set_rows_pair(RLX_BUF(RLX_DEVICE T *, dst, 0), RLX_BUF(RLX_DEVICE const T *, src, 1),
                          RLX_BUF(RLX_DEVICE T *, dst2, 2), RLX_BUF(RLX_DEVICE const T *, src2, 3),
                          RLX_BUF(RLX_DEVICE const int *, slot, 4), RLX_PARAMS(SetRowsParams, p, 5) RLX_IDS) {
-    rlx_params_prefetch(p);
     const uint64_t n = (uint64_t)p->n_values * p->row_elems;
     RLX_FOR_RANGE(i, 2u * n) {
         if (i < n) rlx_set_row_elem<T>(dst, src, slot, p, i, p->dst_offset, p->src_offset);

@@ -24,7 +24,7 @@ note() { echo "$*" | tee -a "$S"; }
 if compgen -G ".gpu_carry/gguf-*.whl" > /dev/null; then
   python3 -m pip install -q --no-deps --no-index .gpu_carry/gguf-*.whl >"$OUT/pip.log" 2>&1; note "gguf install rc=$?"
 fi
-timeout 300 python3 setup.py build_ext --inplace -q -j 16 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+timeout 480 python3 setup.py build_ext --inplace -q -j 16 >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 note "build ok"
 P="python3 -m pytest -q -p no:cacheprovider"
 # The first cuda compile of a fresh machine builds the whole kernel library

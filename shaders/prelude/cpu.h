@@ -89,7 +89,6 @@ RLX_INLINE uint rlx_cpu_group_atomic_add(uint *p, uint v) { const uint old = *p;
 // is a real atomic (attention_split_merge's count of finished groups); a
 // plain load is fresh after the acquire.
 RLX_INLINE uint rlx_device_atomic_add_acq_rel(uint *p, uint v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
-#define rlx_params_prefetch(p) ((void)0)   // the CUDA prelude says why it exists
 RLX_INLINE float rlx_load_fresh(const float *p) { return *p; }
 // SIMD groups: a one-thread group is one SIMD group of one lane.
 #define rlx_simd_lane 0u

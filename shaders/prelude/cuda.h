@@ -111,21 +111,6 @@ static __device__ __forceinline__ void rlx_pdl_prefetch_end() {
 static __device__ __forceinline__ void rlx_prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
-// Every 32-byte sector of a kernel's params struct requested at once, at the
-// kernel's entry: L1 fills by sectors, and the params sit in device memory
-// (the arena's params region, evicted from L2 by the weights a decode step
-// streams), so a kernel whose reads of its params hang on one another (a
-// bound check, then the field it guards) paid a memory round trip per
-// sector: attention_split_merge's first reads were five dependent round
-// trips in Nsight Compute's stall samples (benchmarks/README.md, session
-// 27). A prefetch (not a load whose unused result ptxas could drop) per
-// sector; the later reads of the fields then hit L1. Params are written
-// before the run, never by a kernel, so this may run before the PDL wait.
-template <typename P>
-static __device__ __forceinline__ void rlx_params_prefetch(const P *p) {
-    const rlx_u64 start = (rlx_u64)p, end = start + sizeof(P);
-    for (rlx_u64 a = start; a < end; a = (a | 31u) + 1u) asm volatile("prefetch.global.L1 [%0];" ::"l"(a));
-}
 // Asynchronous 16-byte copies from global into shared memory (cp.async,
 // sm_80 and newer; a plain copy before): the data travels without
 // occupying registers, so a SIMD group can keep several in flight. Only

@@ -57,7 +57,6 @@ RLX_INLINE uint rlx_group_atomic_add(threadgroup uint *p, uint v) {
 // prelude/cuda.h's fence and atomic here: attention_split_merge is not
 // built for Metal).
 RLX_INLINE float rlx_load_fresh(device const float *p) { return *p; }
-#define rlx_params_prefetch(p) ((void)0)   // the CUDA prelude says why it exists
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }
