@@ -2,8 +2,9 @@
 weights) at row counts around the small-M kernel's bounds, beside numpy's
 own `a @ b.T` (OpenBLAS, its own threads) in the same run.
 
-Rows up to 64 run the small-M kernel, 65-128 run it in 64-row panels
-(csrc/host/commands.inc.cpp), more go to OpenBLAS split over the pool.
+On x86-64, f32 products of 16-256 rows run the small-M kernel's
+packed-panel form (csrc/host_small_m_packed_body.h), fewer rows its dot
+form; more go to OpenBLAS split over the pool (csrc/host/commands.inc.cpp).
 
 Run: RLX_NUM_THREADS=2 python benchmarks/host_gemm_rows.py [OUT.json]"""
 
@@ -18,8 +19,9 @@ import numpy as np
 
 from rlx.runtime.shim import CommandBuffer, Device
 
-SHAPES = [(64, 4096, 640), (128, 4096, 640), (128, 2048, 640), (128, 640, 2048), (128, 1536, 384),
-          (128, 384, 1536), (129, 4096, 640), (192, 4096, 640), (256, 4096, 640)]
+SHAPES = [(16, 1536, 384), (32, 1536, 384), (64, 1536, 384), (64, 4096, 640), (128, 4096, 640), (128, 1536, 384),
+          (128, 384, 1536), (129, 4096, 640), (192, 4096, 640), (256, 4096, 640), (257, 4096, 640),
+          (288, 1536, 384), (288, 384, 1536)]
 REPEATS = 30
 
 

@@ -10,7 +10,9 @@
  * (host_small_m_body.h): AVX-512 (16 lanes, masked tails) and AVX2 + FMA +
  * F16C (8 lanes), each with its own target attributes, and the shim takes the
  * one the CPU has (rlx_cpu, asked at device open) whatever the build
- * targets; elsewhere it keeps the BLAS path.
+ * targets; elsewhere it keeps the BLAS path. On x86-64, f32 products of 16
+ * rows or more take a second form instead (host_small_m_packed_body.h: B
+ * packed in panels, a register tile of rows x 2 vectors of columns).
  */
 #ifndef RLX_HOST_SMALL_M_H
 #define RLX_HOST_SMALL_M_H
@@ -100,6 +102,44 @@ RLX_SM_TARGET static inline vec load_b_tail(const bf16 *p, int n) {
     return widen_bf16(_mm256_maskz_loadu_epi16((__mmask16)((1u << n) - 1u), p));
 }
 #include "host_small_m_body.h"
+// The packed-panel form (host_small_m_packed_body.h): 8 rows x 32 columns,
+// 16 accumulators (12 rows were no faster on a 2-core Xeon).
+constexpr int64_t kPackRows = 8;
+RLX_SM_TARGET static inline vec vbroadcast(float x) { return _mm512_set1_ps(x); }
+RLX_SM_TARGET static inline vec load_lanes(const float *p, int n) { return n == W ? _mm512_loadu_ps(p) : load_a_tail(p, n); }
+RLX_SM_TARGET static inline void store_lanes(float *p, vec v, int n) {
+    if (n == W) _mm512_storeu_ps(p, v);
+    else _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1u), v);
+}
+// The 16 x 16 block at src (rows ldb apart) transposed into dst (rows ld
+// apart): pairs, then quads, then 128-bit lanes twice.
+RLX_SM_TARGET static inline void transpose_block(const float *src, int64_t ldb, float *dst, int64_t ld) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ldb);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+        const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; ++i) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    }
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld, r[i]);
+}
+#include "host_small_m_packed_body.h"
 #undef RLX_SM_TARGET
 }  // namespace avx512
 
@@ -139,6 +179,39 @@ RLX_SM_TARGET static inline vec load_b_tail(const bf16 *p, int n) {
     return widen_bf16(load_8_halves_tail(&p->bits, n));
 }
 #include "host_small_m_body.h"
+// The packed-panel form: 6 rows x 16 columns, 12 accumulators + 2 panel
+// vectors + 1 broadcast of the 16 ymm registers.
+constexpr int64_t kPackRows = 6;
+RLX_SM_TARGET static inline vec vbroadcast(float x) { return _mm256_set1_ps(x); }
+RLX_SM_TARGET static inline vec load_lanes(const float *p, int n) { return n == W ? _mm256_loadu_ps(p) : load_a_tail(p, n); }
+RLX_SM_TARGET static inline void store_lanes(float *p, vec v, int n) {
+    if (n == W) {
+        _mm256_storeu_ps(p, v);
+        return;
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), v);
+}
+// The 8 x 8 block at src (rows ldb apart) transposed into dst (rows ld apart).
+RLX_SM_TARGET static inline void transpose_block(const float *src, int64_t ldb, float *dst, int64_t ld) {
+    __m256 r[8], t[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ldb);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(dst + i * ld, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * ld, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    }
+}
+#include "host_small_m_packed_body.h"
 #undef RLX_SM_TARGET
 }  // namespace avx2
 

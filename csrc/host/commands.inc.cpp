@@ -162,6 +162,10 @@ struct SmallMJob {
     void *C;
     enum Types { F32, F16, BF16 } types;  // F32: B and C f32; F16: both f16; BF16: B bf16, C f32 (A is f32)
     int level;  // rlx_device::small_m: 2 the AVX-512 kernel, 1 the AVX2 one (x86-64); 1 NEON (ARM64)
+    bool packed() const;
+    // Rows a group takes: kMaxRows for the dot form, kPackedPanelRows for
+    // the packed-panel form (which packs a block of B once for all of them).
+    int64_t panel_rows() const;
 };
 
 // One group's columns, in the instruction set the job names (small_m_columns
@@ -181,6 +185,25 @@ void small_m_columns(const SmallMJob &s, int64_t n0, int64_t n1) {
 #endif
 }
 
+// The packed-panel form (host_small_m_packed_body.h) for f32 products on
+// x86-64, in panels of kPackedPanelRows rows (A's panel stays in L2 while
+// a block of B is packed for it). Its register tile beats the dot form,
+// which re-reads A from L2 for every 4 columns, from 16 rows at the AVX-512
+// level (8 x 32 tile) and from 64 at the AVX2 one (6 x 16), and matches or
+// beats the BLAS, which packs all of B into memory first, up to 256 rows at
+// the AVX-512 level (benchmarks/README.md, "CPU: the packed small-M form";
+// at AVX2 only the dot form's range, 128 rows, was measured: no AVX2-only
+// machine's BLAS to compare with).
+constexpr int64_t kPackedPanelRows = 128;
+constexpr int64_t kPackedMinRows[3] = {0, 64, 16}, kPackedMaxRows[3] = {0, 128, 256};   // by level
+bool SmallMJob::packed() const {
+#if defined(RLX_HAVE_X86_TARGETS)
+    return types == F32 && level >= 1 && level <= 2 && m >= kPackedMinRows[level] && m <= kPackedMaxRows[level];
+#else
+    return false;
+#endif
+}
+
 // Rows past the kernel's kMaxRows run as panels of at most kMaxRows rows:
 // group = column block * panels + panel, so a worker's run of consecutive
 // groups takes one block of B through all its panels while that block is
@@ -190,16 +213,34 @@ void small_m_columns(const SmallMJob &s, int64_t n0, int64_t n1) {
 // takes, ran 96-120; from 192 rows the BLAS is faster again.
 constexpr int64_t kSmallMPanelRows = 2 * rlx_small_m::kMaxRows;
 
+// Whether the small-M kernel takes an m-row product (either form).
+int64_t SmallMJob::panel_rows() const { return packed() ? kPackedPanelRows : rlx_small_m::kMaxRows; }
+
+bool small_m_takes(const SmallMJob &job) {
+    return job.m <= kSmallMPanelRows || job.packed();
+}
+
 void small_m_part(const rlx_cpu_ctx *ctx) {
     const SmallMJob &s = *(const SmallMJob *)ctx->buffers[0];
-    const int64_t panels = (s.m + rlx_small_m::kMaxRows - 1) / rlx_small_m::kMaxRows;
+    const int64_t rows = s.panel_rows(), panels = (s.m + rows - 1) / rows;
     const int64_t block = (int64_t)ctx->group_id.x / panels, panel = (int64_t)ctx->group_id.x % panels;
     const int64_t n0 = block * s.chunk, n1 = std::min(s.n, n0 + s.chunk);
-    const int64_t r0 = panel * rlx_small_m::kMaxRows;
+    const int64_t r0 = panel * rows;
     SmallMJob p = s;
-    p.m = std::min(rlx_small_m::kMaxRows, s.m - r0);
+    p.m = std::min(rows, s.m - r0);
     p.A = s.A + r0 * s.lda;
     p.C = (uint8_t *)s.C + r0 * s.ldc * (s.types == SmallMJob::F16 ? 2 : 4);   // C is f16 or f32
+#if defined(RLX_HAVE_X86_TARGETS)
+    if (s.packed()) {
+        const float *B = (const float *)p.B;
+        float *C = (float *)p.C;
+        if (s.level == 2)
+            rlx_small_m::avx512::packed_columns(p.m, n0, n1, p.k, p.alpha, p.A, p.lda, B, p.ldb, p.beta, C, p.ldc);
+        else
+            rlx_small_m::avx2::packed_columns(p.m, n0, n1, p.k, p.alpha, p.A, p.lda, B, p.ldb, p.beta, C, p.ldc);
+        return;
+    }
+#endif
     switch (p.types) {
         case SmallMJob::F16: small_m_columns<uint16_t, uint16_t>(p, n0, n1); break;
         case SmallMJob::BF16: small_m_columns<rlx_small_m::bf16, float>(p, n0, n1); break;
@@ -209,7 +250,7 @@ void small_m_part(const rlx_cpu_ctx *ctx) {
 
 // Runs the small-M kernel over column blocks (and row panels) on the device's pool.
 void small_m(rlx_device *d, const SmallMJob &job) {
-    const int64_t panels = (job.m + rlx_small_m::kMaxRows - 1) / rlx_small_m::kMaxRows;
+    const int64_t panels = (job.m + job.panel_rows() - 1) / job.panel_rows();
     const uint32_t g[3] = {(uint32_t)((job.n + job.chunk - 1) / job.chunk * panels), 1, 1};
     if (d->threads < 2 || g[0] == 1) {
         rlx_cpu_ctx ctx{};
@@ -228,9 +269,12 @@ void small_m(rlx_device *d, const SmallMJob &job) {
 void sgemm(rlx_device *d, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A,
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #ifdef RLX_HAVE_SMALL_M
-    if (d->small_m && !ta && tb && m <= kSmallMPanelRows && k >= 16) {   // see host_small_m.h
-        small_m(d, SmallMJob{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, SmallMJob::F32, d->small_m});
-        return;
+    if (d->small_m && !ta && tb && k >= 16) {   // see host_small_m.h
+        const SmallMJob job{m, n, k, lda, ldb, ldc, 64, alpha, beta, A, B, C, SmallMJob::F32, d->small_m};
+        if (small_m_takes(job)) {
+            small_m(d, job);
+            return;
+        }
     }
 #endif
     const int64_t parts = d->threads;

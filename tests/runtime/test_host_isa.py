@@ -130,3 +130,46 @@ def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
         for buf in bufs:
             buf.free()
     dev.close()
+
+
+@pytest.mark.parametrize("level", ["avx512", "avx2"])
+@pytest.mark.parametrize("beta", [0.0, 0.25])
+def test_packed_small_m_form_matches_numpy(level, beta):
+    """The small-M gemm's packed-panel form (f32 on x86-64, 16-256 rows at
+    the AVX-512 level and 64-128 at AVX2, in 128-row panels,
+    csrc/host_small_m_packed_body.h; the dot form below, the BLAS above):
+    whole and partial panels of columns
+    (n not a multiple of 32 or 16), k in several 256-value slices with a
+    tail that is not a whole transposed block, A with a row stride longer
+    than k, and beta == 0 over a C full of NaN (which must never be read)."""
+    from rlx.runtime.shim import CommandBuffer, Device
+
+    if level not in SMALL_M_NAMES:
+        pytest.skip(f"{level} is not a level of {platform.machine()}")
+    dev = Device("host", 0, options_override={"isa": level})
+    if SMALL_M_NAMES[level] not in dev.info.name:
+        dev.close()
+        pytest.skip(f"this CPU has no {level} small-M kernel")
+    rng = np.random.default_rng(11)
+    for m, n, k, pad in ((16, 33, 16, 0), (17, 64, 257, 3), (48, 100, 300, 0), (23, 7, 40, 5), (64, 130, 513, 1),
+                         (65, 31, 17, 2), (100, 70, 31, 0), (128, 96, 384, 2), (128, 1, 64, 0), (129, 40, 48, 0),
+                         (256, 65, 270, 4), (257, 33, 20, 0)):
+        lda = k + pad
+        a = rng.standard_normal((m, lda)).astype(np.float32)
+        b = rng.standard_normal((n, k)).astype(np.float32)     # weights [N, K]
+        c0 = np.full((m, n), np.nan, np.float32) if beta == 0 else rng.standard_normal((m, n)).astype(np.float32)
+        bufs = [dev.alloc(x.nbytes) for x in (a, b, c0)]
+        for buf, x in zip(bufs, (a, b, c0)):
+            buf.write(0, x)
+        with CommandBuffer(dev) as cb:
+            cb.gemm(*bufs, m, n, k, lda=lda, ldb=k, ldc=n, trans_b=True, alpha=0.5, beta=beta)
+            cb.commit()
+            cb.wait()
+        got = np.frombuffer(bufs[2].read(0, c0.nbytes), np.float32).reshape(m, n).astype(np.float64)
+        want = 0.5 * a[:, :k].astype(np.float64) @ b.astype(np.float64).T
+        if beta:
+            want += beta * c0.astype(np.float64)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.sqrt(k), err_msg=f"{level} {m}x{n}x{k}")
+        for buf in bufs:
+            buf.free()
+    dev.close()
