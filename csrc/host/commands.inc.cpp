@@ -249,8 +249,18 @@ void small_m_part(const rlx_cpu_ctx *ctx) {
 }
 
 // Runs the small-M kernel over column blocks (and row panels) on the device's pool.
-void small_m(rlx_device *d, const SmallMJob &job) {
+void small_m(rlx_device *d, const SmallMJob &request) {
+    SmallMJob job = request;
     const int64_t panels = (job.m + job.panel_rows() - 1) / job.panel_rows();
+    // The packed form takes all of a panel's rows per group, so a product
+    // with few columns has few groups (384 columns: 6): on many workers
+    // narrow the column blocks, down to one packed panel's width, until
+    // every worker has about two groups.
+#if defined(RLX_HAVE_X86_TARGETS)
+    const int64_t narrowest = job.level == 2 ? rlx_small_m::avx512::kPackCols : rlx_small_m::avx2::kPackCols;
+    while (job.packed() && job.chunk > narrowest && (job.n + job.chunk - 1) / job.chunk * panels < 2 * d->threads)
+        job.chunk /= 2;
+#endif
     const uint32_t g[3] = {(uint32_t)((job.n + job.chunk - 1) / job.chunk * panels), 1, 1};
     if (d->threads < 2 || g[0] == 1) {
         rlx_cpu_ctx ctx{};

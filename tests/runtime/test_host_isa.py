@@ -134,22 +134,25 @@ def test_small_m_kernel_at_each_level_matches_numpy(level, dtype):
 
 @pytest.mark.parametrize("level", ["avx512", "avx2"])
 @pytest.mark.parametrize("beta", [0.0, 0.25])
-def test_packed_small_m_form_matches_numpy(level, beta):
+@pytest.mark.parametrize("threads", ["1", "2", "7"])
+def test_packed_small_m_form_matches_numpy(level, beta, threads):
     """The small-M gemm's packed-panel form (f32 on x86-64, 16-256 rows at
     the AVX-512 level and 64-128 at AVX2, in 128-row panels,
     csrc/host_small_m_packed_body.h; the dot form below, the BLAS above):
-    whole and partial panels of columns
-    (n not a multiple of 32 or 16), k in several 256-value slices with a
-    tail that is not a whole transposed block, A with a row stride longer
-    than k, and beta == 0 over a C full of NaN (which must never be read)."""
+    whole and partial panels of columns (n not a multiple of 32 or 16), k
+    in several 256-value slices with a tail that is not a whole transposed
+    block, A with a row stride longer than k, and beta == 0 over a C full
+    of NaN (which must never be read); at 1, 2 and 7 workers (many workers
+    narrow the column blocks down to one panel's width)."""
     from rlx.runtime.shim import CommandBuffer, Device
 
     if level not in SMALL_M_NAMES:
         pytest.skip(f"{level} is not a level of {platform.machine()}")
-    dev = Device("host", 0, options_override={"isa": level})
+    dev = Device("host", 0, options_override={"isa": level, "threads": threads})
     if SMALL_M_NAMES[level] not in dev.info.name:
         dev.close()
         pytest.skip(f"this CPU has no {level} small-M kernel")
+    assert dev.info.compute_units == int(threads)
     rng = np.random.default_rng(11)
     for m, n, k, pad in ((16, 33, 16, 0), (17, 64, 257, 3), (48, 100, 300, 0), (23, 7, 40, 5), (64, 130, 513, 1),
                          (65, 31, 17, 2), (100, 70, 31, 0), (128, 96, 384, 2), (128, 1, 64, 0), (129, 40, 48, 0),
