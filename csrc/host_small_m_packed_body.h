@@ -8,11 +8,11 @@
 //
 // Why a second form: the dot form (host_small_m_body.h) keeps a 4 x 4 tile
 // of C in vector accumulators along k and reduces each across its lanes at
-// the end, reading 4 vectors of A and 4 of B per 16 FMAs. From ~16 rows
-// the A rows it re-reads for every 4 columns come from L2, and those loads,
-// not the FMAs, set its rate (185-217 GFLOP/s on 128-row MiniLM products,
-// benchmarks/README.md "CPU: the packed small-M form"). Here 2 x W columns
-// of B are packed once per call into a panel laid out k-major (the W-wide
+// the end, reading 4 vectors of A and 4 of B per 16 FMAs, and re-reads A's
+// rows from L2 for every 4 columns. It ran 128-row products at 100-118
+// GFLOP/s on one core whose FMA peak is 214 (benchmarks/README.md, "CPU:
+// the packed small-M form"). Here 2 x W columns of B are packed once per
+// call, a slice at a time, into a panel laid out k-major (the W-wide
 // vectors of one k side by side), and a tile of kPackRows rows of A by
 // those columns keeps 2 x kPackRows accumulators: per k it loads 2 vectors
 // of the panel and broadcasts kPackRows floats of A, and nothing is

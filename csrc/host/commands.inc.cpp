@@ -213,9 +213,9 @@ bool SmallMJob::packed() const {
 // takes, ran 96-120; from 192 rows the BLAS is faster again.
 constexpr int64_t kSmallMPanelRows = 2 * rlx_small_m::kMaxRows;
 
-// Whether the small-M kernel takes an m-row product (either form).
 int64_t SmallMJob::panel_rows() const { return packed() ? kPackedPanelRows : rlx_small_m::kMaxRows; }
 
+// Whether the small-M kernel takes an m-row product (either form).
 bool small_m_takes(const SmallMJob &job) {
     return job.m <= kSmallMPanelRows || job.packed();
 }
