@@ -79,7 +79,7 @@ RLX_INLINE rlx_att_f4 rlx_att_dot4(RLX_DEVICE const T *q, RLX_DEVICE const T *k0
 }
 
 // The keys a row reads: the active length clamped to [0, Tk], or Tk.
-RLX_INLINE uint rlx_att_active(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const int *length) {
+RLX_INLINE uint rlx_att_active(RLX_CONSTANT AttentionParams *p, RLX_DEVICE const int *length) {
     if ((p->flags & RLX_ATT_LENGTH) == 0u) return p->Tk;
     const int n = length[p->l_offset];
     return n <= 0 ? 0u : ((uint)n < p->Tk ? (uint)n : p->Tk);
@@ -95,7 +95,7 @@ struct rlx_att_row {
 };
 
 template <typename T>
-RLX_INLINE rlx_att_row<T> rlx_att_row_of(RLX_DEVICE const AttentionParams *p, uint row, RLX_DEVICE const T *q,
+RLX_INLINE rlx_att_row<T> rlx_att_row_of(RLX_CONSTANT AttentionParams *p, uint row, RLX_DEVICE const T *q,
                                          RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
                                          uint active) {
     const uint Hq = p->Hq, Tq = p->Tq;
@@ -294,7 +294,7 @@ RLX_INSTANTIATE(attention, half, attention_f16)
 // the host wrote before the run; were it computed by a predecessor, a stale
 // value would only misjudge what to prefetch).
 template <typename T>
-RLX_INLINE void rlx_att_split_prefetch_rows(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
+RLX_INLINE void rlx_att_split_prefetch_rows(RLX_CONSTANT AttentionParams *p, RLX_DEVICE const T *q,
                                             RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
                                             RLX_DEVICE const int *length) {
     const uint splits = p->splits, chunk = p->keys_per_split, gid = rlx_group_id_early.x;
@@ -312,7 +312,7 @@ RLX_INLINE void rlx_att_split_prefetch_rows(RLX_DEVICE const AttentionParams *p,
     }
 }
 template <typename T>
-RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q,
+RLX_INLINE void rlx_att_split_prefetch(RLX_CONSTANT AttentionParams *p, RLX_DEVICE const T *q,
                                        RLX_DEVICE const T *k, RLX_DEVICE const T *v, RLX_DEVICE const T *mask,
                                        RLX_DEVICE const int *length) {
     rlx_pdl_prefetch_begin();
@@ -326,7 +326,7 @@ RLX_INLINE void rlx_att_split_prefetch(RLX_DEVICE const AttentionParams *p, RLX_
 template <typename T>
 RLX_INLINE void rlx_att_split_part(RLX_DEVICE const T *q, RLX_DEVICE const T *k, RLX_DEVICE const T *v,
                                    RLX_DEVICE const T *mask, RLX_DEVICE const int *length, RLX_DEVICE float *part,
-                                   RLX_DEVICE const AttentionParams *p, const uint gid,
+                                   RLX_CONSTANT AttentionParams *p, const uint gid,
                                    RLX_GROUP_MEM float *probs RLX_GROUP_IDS) {
     const uint splits = p->splits, chunk = p->keys_per_split;
     const uint row = gid / splits, split = gid % splits;
@@ -477,7 +477,7 @@ RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, 
 
 template <typename T>
 RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *out,
-                                  RLX_DEVICE const AttentionParams *p, const uint row,
+                                  RLX_CONSTANT AttentionParams *p, const uint row,
                                   RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight,
                                   RLX_GROUP_MEM float *l_of RLX_GROUP_IDS) {
     const uint splits = p->splits, Dv = p->Dv;
@@ -630,7 +630,7 @@ struct rlx_att_range {
     uint lo, hi;
 };
 
-RLX_INLINE rlx_att_range rlx_att_live(RLX_DEVICE const AttentionParams *p, int qpos, uint active) {
+RLX_INLINE rlx_att_range rlx_att_live(RLX_CONSTANT AttentionParams *p, int qpos, uint active) {
     int lo = 0, hi = (int)active;
     if ((p->flags & RLX_ATT_CAUSAL) != 0u && qpos + 1 < hi) hi = qpos + 1;
     if (p->window > 0u && qpos - (int)p->window + 1 > lo) lo = qpos - (int)p->window + 1;
@@ -641,7 +641,7 @@ RLX_INLINE rlx_att_range rlx_att_live(RLX_DEVICE const AttentionParams *p, int q
 }
 
 // A kept key's logit: scaled dot, softcap, plus the additive mask.
-RLX_INLINE float rlx_att_logit(float dot, RLX_DEVICE const AttentionParams *p, float mask) {
+RLX_INLINE float rlx_att_logit(float dot, RLX_CONSTANT AttentionParams *p, float mask) {
     float s = dot * p->scale;
     if (p->softcap > 0.0f) s = p->softcap * rlx_tanh(s / p->softcap);
     return (p->flags & RLX_ATT_MASK) != 0u ? s + mask : s;
@@ -676,7 +676,7 @@ RLX_INLINE rlx_att_gqa_dots<NH, NK> rlx_att_gqa_dot(RLX_DEVICE const T *q, uint6
 // probabilities exp(s - m), sum l, and the unnormalized P @ V into the
 // partials of each head's query row. Group-wide: it takes the thread ids.
 template <typename T, uint NH>
-RLX_INLINE void rlx_att_gqa_pass(RLX_DEVICE const AttentionParams *p, RLX_DEVICE const T *q, RLX_DEVICE const T *k,
+RLX_INLINE void rlx_att_gqa_pass(RLX_CONSTANT AttentionParams *p, RLX_DEVICE const T *q, RLX_DEVICE const T *k,
                                  RLX_DEVICE const T *v, RLX_DEVICE const T *mask, RLX_DEVICE const int *length,
                                  RLX_DEVICE float *part, RLX_GROUP_MEM float *probs, uint row0, uint split, uint j0,
                                  uint n, uint tid, uint threads) {

@@ -536,7 +536,7 @@ template <typename T>
 RLX_INLINE void rlx_q_stage_x_norm(RLX_DEVICE const T *o, RLX_DEVICE const T *r, RLX_DEVICE const T *nw,
                                    RLX_DEVICE const T *nw_next, RLX_DEVICE T *out, bool store,
                                    RLX_GROUP_MEM T *xt, RLX_GROUP_MEM float *scratch, uint k,
-                                   RLX_DEVICE const QuantGemvParams *p, uint tid, uint nt RLX_GROUP_IDS) {
+                                   RLX_CONSTANT QuantGemvParams *p, uint tid, uint nt RLX_GROUP_IDS) {
     RlxNormChain chain;
     chain.eps = p->eps, chain.next_eps = p->next_eps, chain.then_norm = p->x_norm == 2u;
     chain.one = p->add_one ? 1.0f : 0.0f, chain.next_one = p->next_add_one ? 1.0f : 0.0f;
@@ -1381,7 +1381,7 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
 // their passes.
 #define RLX_QGEMV1_PREFETCH_BYTES 16384u
 template <typename Q>
-RLX_INLINE void rlx_q_gemv1_prefetch_lines(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
+RLX_INLINE void rlx_q_gemv1_prefetch_lines(RLX_DEVICE const uchar *w, RLX_CONSTANT QuantGemvParams *p) {
     const uint rpg = p->rows_per_group, n = p->n, j0 = rlx_group_id_early.x * rpg;
     if (j0 >= n || p->m == 0u) return;
     const uint64_t row_bytes = (uint64_t)(p->k / (uint)Q::BLOCK) * (uint)Q::BYTES;
@@ -1391,7 +1391,7 @@ RLX_INLINE void rlx_q_gemv1_prefetch_lines(RLX_DEVICE const uchar *w, RLX_DEVICE
     for (uint i = rlx_local_id_early.x; i < lines; i += blockDim.x) rlx_prefetch_l2(base + 128u * i);
 }
 template <typename Q>
-RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_DEVICE const QuantGemvParams *p) {
+RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_CONSTANT QuantGemvParams *p) {
     rlx_pdl_prefetch_begin();
     rlx_q_gemv1_prefetch_lines<Q>(w, p);
     rlx_pdl_prefetch_end();

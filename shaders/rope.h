@@ -103,16 +103,16 @@ struct RmsNormRopeParams {
     uint weight_b_from, pad1, pad2;
 };
 
+// One (b, t, h) row of rmsnorm_rope by the whole group; also_to, when not
+// null, gets the row's D outputs as well (rmsnorm_rope_cache's KV cache row).
 template <typename T>
-RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const int *, pos, 1),
-                        RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight_a, 3),
-                        RLX_BUF(RLX_DEVICE const T *, weight_b, 4), RLX_BUF(RLX_DEVICE T *, y, 5),
-                        RLX_PARAMS(RmsNormRopeParams, p, 6) RLX_IDS) {
-    RLX_SHARED(float, scratch, 32);
-    const uint rows = p->rows, per_row = p->per_row, half = p->half, D = p->D;
+RLX_INLINE void rlx_rmsnorm_rope_row(RLX_DEVICE const T *x, RLX_DEVICE const int *pos,
+                                     RLX_DEVICE const float *inv_freq, RLX_DEVICE const T *weight_a,
+                                     RLX_DEVICE const T *weight_b, RLX_DEVICE T *y,
+                                     RLX_CONSTANT RmsNormRopeParams *p, const uint row, RLX_DEVICE T *also_to,
+                                     RLX_GROUP_MEM float *scratch RLX_GROUP_IDS) {
+    const uint per_row = p->per_row, half = p->half, D = p->D;
     const float one = p->add_one ? 1.0f : 0.0f, eps = p->eps;
-    const uint row = rlx_group_id.x;
-    if (row >= rows) return;
     const uint h = row % p->H, bt = row / p->H, t = bt % p->T, b = bt / p->T;
     RLX_DEVICE const T *xr = x + p->x_offset + (uint64_t)b * p->x_sb + (uint64_t)t * p->x_st + (uint64_t)h * p->x_sh;
     RLX_DEVICE T *yr = y + p->out_offset + (uint64_t)row * D;
@@ -129,7 +129,9 @@ RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE 
     RLX_FOR_GROUP(item, per_row) {
         if (item >= half) {             // pass-through feature: normed only
             const uint d = 2u * half + (item - half);
-            yr[d] = rlx_from_float<T>(rlx_to_float(xr[d]) * inv * (one + rlx_to_float(weight[d])));
+            const T out = rlx_from_float<T>(rlx_to_float(xr[d]) * inv * (one + rlx_to_float(weight[d])));
+            yr[d] = out;
+            if (also_to) also_to[d] = out;
             continue;
         }
         const rlx_sincos_t sc = rlx_sincos_portable((float)position * inv_freq[item]);
@@ -137,9 +139,26 @@ RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE 
         const uint i1 = p->interleaved ? 2u * item + 1u : item + half;
         const float a = rlx_to_float(rlx_from_float<T>(rlx_to_float(xr[i0]) * inv * (one + rlx_to_float(weight[i0]))));
         const float bb = rlx_to_float(rlx_from_float<T>(rlx_to_float(xr[i1]) * inv * (one + rlx_to_float(weight[i1]))));
-        yr[i0] = rlx_from_float<T>(a * sc.c - bb * sc.s);
-        yr[i1] = rlx_from_float<T>(a * sc.s + bb * sc.c);
+        const T out0 = rlx_from_float<T>(a * sc.c - bb * sc.s), out1 = rlx_from_float<T>(a * sc.s + bb * sc.c);
+        yr[i0] = out0;
+        yr[i1] = out1;
+        if (also_to) {
+            also_to[i0] = out0;
+            also_to[i1] = out1;
+        }
     }
+}
+
+template <typename T>
+RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const int *, pos, 1),
+                        RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight_a, 3),
+                        RLX_BUF(RLX_DEVICE const T *, weight_b, 4), RLX_BUF(RLX_DEVICE T *, y, 5),
+                        RLX_PARAMS(RmsNormRopeParams, p, 6) RLX_IDS) {
+    RLX_SHARED(float, scratch, 32);
+    const uint row = rlx_group_id.x;
+    if (row >= p->rows) return;
+    rlx_rmsnorm_rope_row<T>(x, pos, inv_freq, weight_a, weight_b, y, p, row, nullptr,
+                            scratch RLX_GROUP_IDS_ARGS);
 }
 RLX_INSTANTIATE(rmsnorm_rope, float, rmsnorm_rope_f32)
 RLX_INSTANTIATE(rmsnorm_rope, half, rmsnorm_rope_f16)

@@ -14,6 +14,7 @@ from rlx.ir.dtype import f32, i32
 from rlx.ir.graph import Node
 from rlx.ir.ops.rope import rope_inv_freq
 from rlx.lowering.core import Lowering, ResidentTensor, Work, feature_contiguous, float_suffix, lowers
+from rlx.lowering.rope_cache import RopeDispatch, remember_rope
 from rlx.runtime import params as P
 from rlx.runtime.views import RESIDENT, View
 
@@ -114,7 +115,9 @@ def _rmsnorm_rope(lw: Lowering, node: Node) -> View:
         # RmsNormRopeParams: RopeParams with add_one in its last word, then eps and weight_b_from.
         params = params[:-4] + struct.pack("<I f 3I", int(node.attrs["add_one"]), node.attrs["eps"],
                                            node.attrs["weight_b_from"], 0, 0)
-        lw.dispatch(repr(node), f"rmsnorm_rope_{float_suffix(node, node.dtype)}",
-                    [(r.x, "r"), (r.pos, "r"), (table, "r"), (w, "r"), (w_b, "r"), (out, "w")], params,
-                    lw.target.row_grid(r.rows, r.d), Work("norm"))
+        suffix = float_suffix(node, node.dtype)
+        args = [(r.x, "r"), (r.pos, "r"), (table, "r"), (w, "r"), (w_b, "r"), (out, "w")]
+        grid = lw.target.row_grid(r.rows, r.d)
+        thunk = lw.dispatch(repr(node), f"rmsnorm_rope_{suffix}", args, params, grid, Work("norm"))
+        remember_rope(lw, RopeDispatch(thunk, args, params, grid, r.d, suffix))
     return out

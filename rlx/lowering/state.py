@@ -3,7 +3,8 @@
 set_rows writes into it in place (shaders/state.h) and its value is the
 state's own view, so readers read the written buffer. Two set_rows at one
 slot with nothing between them that uses the first one's state, values or
-slot (a decoder layer's K and V rows) run as one set_rows_pair dispatch."""
+slot (a decoder layer's K and V rows) run as one set_rows_pair dispatch,
+or inside the rmsnorm_rope that formed the keys (rlx/lowering/rope_cache.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import weakref
 
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, ResidentTensor, Work, float_suffix, lowers
+from rlx.lowering.rope_cache import CacheWrite, fold_into_rope
 from rlx.runtime.views import RESIDENT, View
 
 
@@ -28,7 +30,7 @@ def _state(lw: Lowering, node: Node) -> View:
 _LAST_WRITE: weakref.WeakKeyDictionary[Lowering, tuple] = weakref.WeakKeyDictionary()
 
 
-@lowers("set_rows", kernels=("set_rows", "set_rows_pair"))
+@lowers("set_rows", kernels=("set_rows", "set_rows_pair", "rmsnorm_rope_cache"))
 def _set_rows(lw: Lowering, node: Node) -> View:
     state = lw.view(node.inputs[0])
     values = lw.dense(node.inputs[1])
@@ -42,6 +44,9 @@ def _set_rows(lw: Lowering, node: Node) -> View:
         earlier = _LAST_WRITE.pop(lw, None)
         if earlier is not None and _pairs_with(lw, earlier, shape, state):
             thunk, first_state, first_values, _ = earlier
+            pair = (CacheWrite(first_state, first_values), CacheWrite(state, values))
+            if fold_into_rope(lw, repr(node), pair, slot, (rows, n_values, row_elems), suffix, thunk):
+                return state
             lw.thunks.remove(thunk)   # its write moves here: no thunk since touched what it touches
             params = struct.pack("<8I", rows, n_values, row_elems, first_state.offset, first_values.offset,
                                  slot.offset, state.offset, values.offset)

@@ -36,11 +36,14 @@ class Target:
     # "attention_split_merge": split-K attention as one dispatch
     # (rlx/lowering/attention.py; not on Metal); "norm_gemv": a one-row
     # rmsnorm_add chain formed by the decode GEMV after it (rlx/lowering/
-    # quant.py; GPUs only, whatever the set says).
+    # quant.py; GPUs only, whatever the set says); "rope_cache": a set_rows
+    # pair folded into the rmsnorm_rope that formed its keys (rlx/lowering/
+    # rope_cache.py).
     capabilities: frozenset[str] = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu",
                                               "glu_linear", "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add",
                                               "rmsnorm_rope", "linear_siblings", "sibling_ropes",
-                                              "attention_split_merge", "windowed_rfft", "norm_gemv"})
+                                              "attention_split_merge", "windowed_rfft", "norm_gemv",
+                                              "rope_cache"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).
     gemm_bias: bool = False

@@ -1,0 +1,102 @@
+"""The query/key norm and RoPE of a decoder layer folded with its KV cache
+writes: a set_rows pair (rlx/lowering/state.py) whose first or second
+write takes its values from an rmsnorm_rope's output, whole rope rows of
+them, runs inside that rmsnorm_rope's dispatch as rmsnorm_rope_cache
+(shaders/state.h). The group that forms a key row also stores it into the
+cache, and extra groups copy the other write's rows (V). A decode step
+loses one dispatch a layer and a kernel boundary on its critical path.
+
+The fold moves the writes back to the rope's place in the thunk list, so
+it is taken only where that changes nothing: no thunk after the rope
+reads or writes either cache, or writes the copied values, the slot or
+the rope's output."""
+
+from __future__ import annotations
+
+import struct
+import weakref
+from typing import NamedTuple
+
+from rlx.lowering.core import Lowering, Thunk, Work
+from rlx.runtime.views import View
+
+
+class RopeDispatch(NamedTuple):
+    """An rmsnorm_rope dispatch as the fold rebuilds it: its arguments in
+    binding order (y, the output, last), its params, grid and rows of D."""
+
+    thunk: Thunk
+    args: list[tuple[View, str]]
+    params: bytes
+    grid: tuple[tuple[int, int, int], tuple[int, int, int]]
+    d: int
+    suffix: str
+
+    @property
+    def out(self) -> View:
+        return self.args[-1][0]
+
+
+class CacheWrite(NamedTuple):
+    """One set_rows of the pair: the state it writes and the values it reads."""
+
+    state: View
+    values: View
+
+
+CAPABILITY = "rope_cache"   # rlx.runtime.target.Target.capabilities
+
+# Each lowering's rmsnorm_rope dispatches, by the storage they write.
+_ROPES: weakref.WeakKeyDictionary[Lowering, dict[int, RopeDispatch]] = weakref.WeakKeyDictionary()
+
+
+def remember_rope(lw: Lowering, rope: RopeDispatch) -> None:
+    _ROPES.setdefault(lw, {})[id(rope.out.storage)] = rope
+
+
+def fold_into_rope(lw: Lowering, label: str, pair: tuple[CacheWrite, CacheWrite], slot: View,
+                   set_rows: tuple[int, int, int], suffix: str, earlier: Thunk) -> bool:
+    """Folds the set_rows pair (its `earlier` thunk already emitted) into
+    the rmsnorm_rope that wrote one write's values; set_rows: (cache rows,
+    value rows, elements a value row). False where it does not apply."""
+    if CAPABILITY not in lw.target.capabilities:
+        return False
+    ropes = _ROPES.get(lw, {})
+    for keys, copied in (pair, pair[::-1]):
+        rope = ropes.get(id(keys.values.storage))
+        if rope is not None and _can_fold(lw, rope, keys, copied, slot, set_rows, suffix, earlier):
+            break
+    else:
+        return False
+    rows, n_values, row_elems = set_rows
+    cache = struct.pack("<8I", rows, n_values, row_elems, keys.state.offset, keys.values.offset, slot.offset,
+                        copied.state.offset, copied.values.offset)
+    (rope_groups, _, _), threads = rope.grid
+    args = [*rope.args, (keys.state, "w"), (copied.state, "w"), (copied.values, "r"), (slot, "r")]
+    fused = lw.dispatch(f"{rope.thunk.label} + {label}", f"rmsnorm_rope_cache_{suffix}", args,
+                        rope.params + cache, ((rope_groups + n_values, 1, 1), threads), Work("norm"))
+    lw.thunks.pop()   # dispatch appended it: it runs where the rope ran
+    lw.thunks[lw.thunks.index(rope.thunk)] = fused
+    lw.thunks.remove(earlier)
+    del _ROPES[lw][id(rope.out.storage)]
+    return True
+
+
+def _can_fold(lw: Lowering, rope: RopeDispatch, keys: CacheWrite, copied: CacheWrite, slot: View,
+              set_rows: tuple[int, int, int], suffix: str, earlier: Thunk) -> bool:
+    rows, n_values, row_elems = set_rows
+    if rope.suffix != suffix or rope.thunk not in lw.thunks:
+        return False
+    # The key values: whole rope rows, each inside one value row.
+    if (keys.values.offset - rope.out.offset) % rope.d or row_elems % rope.d or keys.values.offset < rope.out.offset:
+        return False
+    if keys.state.storage is copied.state.storage:
+        return False
+    held = {id(keys.state.storage), id(copied.state.storage)}
+    frozen = held | {id(copied.values.storage), id(slot.storage), id(rope.out.storage)}
+    for t in lw.thunks[lw.thunks.index(rope.thunk) + 1:]:
+        if t is earlier:
+            continue
+        if any(id(s) in held for s, _, _ in t.reads) or any(id(s) in frozen for s, _, _ in t.writes):
+            return False
+    return True
