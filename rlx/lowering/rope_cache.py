@@ -6,10 +6,13 @@ them, runs inside that rmsnorm_rope's dispatch as rmsnorm_rope_cache
 cache, and extra groups copy the other write's rows (V). A decode step
 loses one dispatch a layer and a kernel boundary on its critical path.
 
-The fold moves the writes back to the rope's place in the thunk list, so
-it is taken only where that changes nothing: no thunk after the rope
-reads or writes either cache, or writes the copied values, the slot or
-the rope's output."""
+The fused dispatch runs at the rope's place in the thunk list where the
+writes can move back there (no thunk after the rope reads or writes
+either cache, or writes the copied values, the slot or the keys), else
+at the pair's place where the rope can move on to it (no thunk after the
+rope reads or writes its output or writes what it reads: Gemma 3 270M's
+V projection, a GEMV of another block format than the query and key
+ones, runs after their rope); else the pair stays a set_rows_pair."""
 
 from __future__ import annotations
 
@@ -64,8 +67,16 @@ def fold_into_rope(lw: Lowering, label: str, pair: tuple[CacheWrite, CacheWrite]
     ropes = _ROPES.get(lw, {})
     for keys, copied in (pair, pair[::-1]):
         rope = ropes.get(id(keys.values.storage))
-        if rope is not None and _can_fold(lw, rope, keys, copied, slot, set_rows, suffix, earlier):
-            break
+        if rope is None or not _fits(lw, rope, keys, copied, set_rows, suffix):
+            continue
+        after = [t for t in lw.thunks[lw.thunks.index(rope.thunk) + 1:] if t is not earlier]
+        if _writes_can_move_back(rope, keys, copied, slot, after):
+            at_rope = True
+        elif _rope_can_move_on(rope, after):
+            at_rope = False
+        else:
+            continue
+        break
     else:
         return False
     rows, n_values, row_elems = set_rows
@@ -75,28 +86,41 @@ def fold_into_rope(lw: Lowering, label: str, pair: tuple[CacheWrite, CacheWrite]
     args = [*rope.args, (keys.state, "w"), (copied.state, "w"), (copied.values, "r"), (slot, "r")]
     fused = lw.dispatch(f"{rope.thunk.label} + {label}", f"rmsnorm_rope_cache_{suffix}", args,
                         rope.params + cache, ((rope_groups + n_values, 1, 1), threads), Work("norm"))
-    lw.thunks.pop()   # dispatch appended it: it runs where the rope ran
-    lw.thunks[lw.thunks.index(rope.thunk)] = fused
+    if at_rope:
+        lw.thunks.pop()   # dispatch appended it: it runs where the rope ran
+        lw.thunks[lw.thunks.index(rope.thunk)] = fused
+    else:
+        lw.thunks.remove(rope.thunk)   # it runs here, where the pair would have
     lw.thunks.remove(earlier)
     del _ROPES[lw][id(rope.out.storage)]
     return True
 
 
-def _can_fold(lw: Lowering, rope: RopeDispatch, keys: CacheWrite, copied: CacheWrite, slot: View,
-              set_rows: tuple[int, int, int], suffix: str, earlier: Thunk) -> bool:
-    rows, n_values, row_elems = set_rows
-    if rope.suffix != suffix or rope.thunk not in lw.thunks:
-        return False
-    # The key values: whole rope rows, each inside one value row.
-    if (keys.values.offset - rope.out.offset) % rope.d or row_elems % rope.d or keys.values.offset < rope.out.offset:
-        return False
-    if keys.state.storage is copied.state.storage:
-        return False
+def _fits(lw: Lowering, rope: RopeDispatch, keys: CacheWrite, copied: CacheWrite, set_rows: tuple[int, int, int],
+          suffix: str) -> bool:
+    """The kernel's shape: the same element type, the key values whole rope
+    rows inside one value row each, two caches."""
+    row_elems = set_rows[2]
+    offset = keys.values.offset - rope.out.offset
+    return (rope.suffix == suffix and rope.thunk in lw.thunks and offset >= 0 and offset % rope.d == 0
+            and row_elems % rope.d == 0 and keys.state.storage is not copied.state.storage)
+
+
+def _writes_can_move_back(rope: RopeDispatch, keys: CacheWrite, copied: CacheWrite, slot: View,
+                          after: list[Thunk]) -> bool:
+    """The writes can run at the rope's place: nothing after it reads or
+    writes either cache, or writes the copied values, the slot or the keys."""
     held = {id(keys.state.storage), id(copied.state.storage)}
     frozen = held | {id(copied.values.storage), id(slot.storage), id(rope.out.storage)}
-    for t in lw.thunks[lw.thunks.index(rope.thunk) + 1:]:
-        if t is earlier:
-            continue
-        if any(id(s) in held for s, _, _ in t.reads) or any(id(s) in frozen for s, _, _ in t.writes):
-            return False
-    return True
+    return not any(any(id(s) in held for s, _, _ in t.reads) or any(id(s) in frozen for s, _, _ in t.writes)
+                   for t in after)
+
+
+def _rope_can_move_on(rope: RopeDispatch, after: list[Thunk]) -> bool:
+    """The rope can run here, after the thunks that followed it (a V
+    projection after the keys' rope): none of them reads or writes its
+    output or writes what it reads."""
+    out = id(rope.out.storage)
+    inputs = {id(s) for s, _, _ in rope.thunk.reads}
+    return not any(any(id(s) == out for s, _, _ in t.reads)
+                   or any(id(s) == out or id(s) in inputs for s, _, _ in t.writes) for t in after)

@@ -20,13 +20,15 @@ from .helpers import kernels_of, np_dtype
 
 
 def _layer_graph(rows: int, t: int, hq: int, hk: int, d: int, dtype: str, *, v_first: bool = False,
-                 between: bool = False, rotary_dim: int | None = None) -> rlx.Graph:
+                 between: bool = False, rotary_dim: int | None = None, v_after: str = "") -> rlx.Graph:
     """qk [t, hq + hk, d] normed and rotated in one rmsnorm_rope (query
     heads by wq, key heads by wk); its key heads and v [t, hk * d] written
     into two caches of `rows` rows at one slot; the output reads the
     rotated queries and both caches, as attention does. v_first: the V
     write is lowered first; between: a reader of the K cache comes before
-    the V write."""
+    the V write; v_after: V is computed after the rope, "independent" of it
+    (as a projection of another block format) or from a value that
+    "reads_rope"."""
     g = rlx.Graph()
     qk = g.input("qk", (t, hq + hk, d), dtype)
     pos = g.input("pos", (t,), "i32")
@@ -36,6 +38,10 @@ def _layer_graph(rows: int, t: int, hq: int, hk: int, d: int, dtype: str, *, v_f
     r = g.rmsnorm_rope(qk, pos, wq, eps=1e-6, add_one=True, base=1000.0, rotary_dim=rotary_dim,
                        weight_b=wk, weight_b_from=hq)
     keys = g.reshape(g.narrow(r, 1, hq, hk), (t, hk * d))
+    if v_after == "independent":
+        v = g.mul(v, v)
+    elif v_after == "reads_rope":
+        v = g.add(v, g.reshape(g.narrow(r, 1, hq + hk - 1, 1), (t, d)) if hk == 1 else v)
     k_state = g.state("cache.k", (rows, hk * d), dtype)
     v_state = g.state("cache.v", (rows, hk * d), dtype)
     outs = {}
@@ -48,8 +54,9 @@ def _layer_graph(rows: int, t: int, hq: int, hk: int, d: int, dtype: str, *, v_f
             outs["seen"] = g.add(k_cache, k_cache)
             v = g.add(v, g.narrow(outs["seen"], 0, 0, t))
         v_cache = g.set_rows(v_state, v, slot)
-    outs["q"] = g.mul(g.narrow(r, 1, 0, hq), g.narrow(r, 1, 0, hq))
+    # kv first: the outputs' order is the lowering's, and attention reads the queries after the writes.
     outs["kv"] = g.add(k_cache, g.mul(v_cache, v_cache))
+    outs["q"] = g.mul(g.narrow(r, 1, 0, hq), g.narrow(r, 1, 0, hq))
     g.set_outputs(**outs)
     return g
 
@@ -92,13 +99,26 @@ def test_one_token_writes_fold_into_the_rope(dtype, rows, hq, hk, d, rotary_dim,
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-@pytest.mark.parametrize("t, between", [(3, False), (1, True)])
-def test_writes_that_cannot_move_stay_a_pair(dtype, t, between, rng):
+@pytest.mark.parametrize("hq, hk, d", [(4, 1, 32), (2, 3, 10)])
+def test_a_value_computed_after_the_rope_folds_at_the_pair(dtype, hq, hk, d, rng):
+    """V computed after the rope, independently of it: the rope moves on to
+    the pair's place and folds there."""
+    g = _layer_graph(6, 1, hq, hk, d, dtype, v_after="independent")
+    kernels = kernels_of(rlx.compile(g))
+    assert f"rmsnorm_rope_cache_{dtype}" in kernels
+    assert not any(k.startswith(("set_rows", "rmsnorm_rope_f")) for k in kernels), kernels
+    _check_runs(g, 1, hq, hk, d, 6, dtype, rng)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("t, between, v_after", [(3, False, ""), (1, True, ""), (1, False, "reads_rope")])
+def test_writes_that_cannot_move_stay_a_pair(dtype, t, between, v_after, rng):
     """Several tokens: the key heads are not whole rows of one value row
     apart (a copy makes them dense); a reader of the K cache before the V
-    write: the writes cannot move to the rope. Neither folds."""
+    write: the writes cannot move to the rope; V computed after the rope
+    from its output: neither the writes nor the rope can move. None folds."""
     hq, hk, d, rows = 2, 1, 16, 6
-    g = _layer_graph(rows, t, hq, hk, d, dtype, between=between)
+    g = _layer_graph(rows, t, hq, hk, d, dtype, between=between, v_after=v_after)
     kernels = kernels_of(rlx.compile(g))
     assert not any(k.startswith("rmsnorm_rope_cache") for k in kernels), kernels
     assert any(k.startswith("set_rows") for k in kernels), kernels
