@@ -475,9 +475,14 @@ RLX_INLINE float rlx_att_split_weight(RLX_DEVICE const float *ml, const uint s, 
     return ms != -RLX_INFINITY ? rlx_exp(ms - big) * inv : 0.0f;
 }
 
+// used_splits: the splits that hold keys where the caller knows them from
+// the active length (ceil(active / keys_per_split)), else 0: then the last
+// split with a finite or NaN max, by a group reduction. A split below the
+// active length whose keys are all masked adds nothing either way (weight
+// 0); counting it saves a reduction on the decode step's critical path.
 template <typename T>
 RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *out,
-                                  RLX_CONSTANT AttentionParams *p, const uint row,
+                                  RLX_CONSTANT AttentionParams *p, const uint row, const uint used_splits,
                                   RLX_GROUP_MEM float *scratch, RLX_GROUP_MEM float *weight,
                                   RLX_GROUP_MEM float *l_of RLX_GROUP_IDS) {
     const uint splits = p->splits, Dv = p->Dv;
@@ -497,12 +502,12 @@ RLX_INLINE void rlx_att_merge_row(RLX_DEVICE const float *part, RLX_DEVICE T *ou
     }
     rlx_barrier();   // the staged (m, l), before other threads read them (a one-warp reduction has no barrier)
     big = rlx_group_max(big, scratch);
-    last = rlx_group_max(last, scratch);
+    if (used_splits == 0u) last = rlx_group_max(last, scratch);   // uniform
     if (big == -RLX_INFINITY) {        // every key masked: zeros
         RLX_FOR_GROUP(d, Dv) { orow[d] = rlx_from_float<T>(0.0f); }
         return;
     }
-    const uint used = (uint)last + 1u;
+    const uint used = used_splits != 0u ? used_splits : (uint)last + 1u;
     float total = 0.0f;
     RLX_FOR_GROUP(s, used) {   // each s by the thread that staged it
         const float ms = staged ? weight[s] : rlx_load_fresh(ml + 2u * s);
@@ -558,8 +563,16 @@ RLX_KERNEL attention_merge(RLX_BUF(RLX_DEVICE const float *, part, 0), RLX_BUF(R
     RLX_SHARED(float, l_of, RLX_ATT_MERGE_SPLITS);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    rlx_att_merge_row<T>(part, out, p, row, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, 0u, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
 }
+
+// attention_split_merge's merge counts the splits below the active length
+// (rlx_att_merge_row's used_splits) instead of reducing for the last one
+// that holds keys. A compile-time switch for the GPU scripts' A/B
+// (benchmarks/gpu/kernel_defines.py).
+#ifndef RLX_ATT_MERGE_USED_FROM_LENGTH
+#define RLX_ATT_MERGE_USED_FROM_LENGTH 1
+#endif
 
 #ifndef RLX_TARGET_METAL
 // Split and merge in one dispatch (a decode step's launch less per
@@ -585,6 +598,9 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
 #endif
     const uint gid = rlx_group_id.x, row = gid / p->splits;
     if (row >= p->rows) return;
+    // The splits that hold keys, for the merge: read now, beside the split's own reads.
+    const uint chunk = p->keys_per_split, active = rlx_att_active(p, length), splits_used = chunk ? (active + chunk - 1u) / chunk : 0u;
+    const uint used = RLX_ATT_MERGE_USED_FROM_LENGTH ? (splits_used < p->splits ? splits_used : p->splits) : 0u;
     rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
     // The group's partials, then its count: one acquire-release add after
     // the barrier (the prelude says why that orders every thread's writes),
@@ -594,7 +610,7 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     if (rlx_local_id.x == 0u) last[0] = rlx_device_atomic_add_acq_rel(count + row, 1u) == p->splits - 1u ? 1u : 0u;
     rlx_barrier();
     if (last[0] == 0u) return;   // uniform in the group
-    rlx_att_merge_row<T>(part, out, p, row, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
+    rlx_att_merge_row<T>(part, out, p, row, used, scratch, weight, l_of RLX_GROUP_IDS_ARGS);
     if (rlx_local_id.x == 0u) count[row] = 0u;   // every split has counted: nobody reads it again this run
 }
 RLX_INSTANTIATE(attention_split_merge, float, attention_split_merge_f32)
