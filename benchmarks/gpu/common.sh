@@ -150,7 +150,7 @@ decode_speed() {
   grep '^{' "$OUT/llm-speed-$label.log" | python3 -c "
 import json, sys
 for l in sys.stdin:
-    r = json.loads(l); print('  pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
+    r = json.loads(l); print('  block', r.get('decode_block', 1), 'pos', r['position'], 'step ms', round(r['step_ms_median'], 4), 'device ms', round(r['device_ms_median'], 4), 'tok/s', round(r['tok_per_s'], 1), 'thunks', r['thunks'], r.get('launch_mode'), r.get('launch_times'))" | tee -a "$S"
 }
 
 # decode_speed_and_trace [POSITIONS]: llm_decode_speed.py (f32 cache) on the

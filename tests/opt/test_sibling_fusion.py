@@ -219,6 +219,31 @@ def test_shared_weights_outputs_and_dense_readers_are_left_alone(rng):
     assert "left alone wc: it is a graph output" in text and "left alone wd: softmax" in text
 
 
+@pytest.mark.parametrize("steps", [2, 3])
+def test_groups_of_one_set_of_weights_share_one_merged_weight(rng, steps):
+    """The steps of a decode block: each step's three projections read the
+    same three weights; every step's group merges, into one merged param.
+    A fourth weight also read outside such a group stays alone."""
+    g = rlx.Graph()
+    x = g.input("x", (1, 8))
+    ws = [g.param(f"w{i}", (5, 8)) for i in range(3)]
+    shared = g.param("shared", (5, 8))
+    h = x
+    for _ in range(steps):
+        ys = [g.linear(h, w) for w in ws]
+        other = g.linear(h, shared)
+        h = g.add(g.narrow(g.add(g.add(ys[0], ys[1]), ys[2]), 1, 0, 5), g.narrow(h, 1, 0, 5))
+        h = g.concat([h, g.narrow(h, 1, 0, 3)], axis=1)
+        h = g.add(h, g.concat([other, g.narrow(other, 1, 0, 3)], axis=1))
+    g.set_outputs(y=h, z=g.linear(x, shared))
+    feed, params = _feed_and_params(g, rng)
+    exe, _ = assert_matches_reference(g, feed, params)
+    merged = [name for name in exe.graph.params if "+" in name]
+    assert merged == ["w0+w1+w2"], merged
+    assert products(exe) == 2 * steps + 1   # a wide gemm and `other` a step, and z
+    assert "left alone shared: its weight is also read outside groups of its weights" in report(exe)
+
+
 def test_target_can_opt_out(monkeypatch, rng):
     real = devices.open_device
 
