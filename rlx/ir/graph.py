@@ -274,7 +274,8 @@ class Graph:
 
     def set_rows(self, state: Node, values: Node, slot: Node) -> Node:
         """Writes rows of ``values`` [T, ...] into ``state`` [R, ...] in place
-        and returns the state after the write. ``slot`` is i32 [2] run-time
+        and returns the state after the write (``state``: a g.state node, or
+        what an earlier set_rows of it returned, to write it again). ``slot`` is i32 [2] run-time
         data (start, count): rows t < count (at most T) go to row
         (start + t) mod R, so a state of R = window rows is a ring buffer;
         when count > R only the last R rows are written. Graphs run their

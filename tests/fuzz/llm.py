@@ -9,6 +9,9 @@ no sliding window or one of 1 to 64 keys, the RoPE bases, a final logit
 softcap or none, projections in Q8_0 (widths in whole blocks) or float32,
 a context of 32-128 and a prompt of 1 to context - 1 tokens.
 
+Then greedy decoding in blocks of BLOCK steps a launch (LLM.step_block)
+against single steps from the first token: the same ids, exactly.
+
 Tolerance (issue 18's): argmax agreement >= 99% of positions (a pick the
 oracle scores within 1e-5 of its best agrees: a final softcap of 2
 saturates tanh into ties) and mean KL <= 1e-3 of the next-token
@@ -87,12 +90,40 @@ def check_llm_case(case: LlmCase) -> str | None:
 
     with tempfile.TemporaryDirectory() as folder:
         path = write_tiny_gemma(Path(folder) / "model.gguf", seed=case.seed, **case.config)
-        got = LLM(path, max_context=case.context).logits(case.ids)
+        one = LLM(path, max_context=case.context)
+        got = one.logits(case.ids)
         try:
             want = reference.reference_logits(reference.load_weights(path), case.ids)
         finally:
             reference.clear_cache()
-    top1, kl = _agreement(got, want)
-    if top1 < 0.99 or kl > 1e-3:
-        return f"{case.describe()}: argmax agreement {top1:.3f}, mean KL {kl:.3g}; re-run: {case.command()}"
+        top1, kl = _agreement(got, want)
+        if top1 < 0.99 or kl > 1e-3:
+            return f"{case.describe()}: argmax agreement {top1:.3f}, mean KL {kl:.3g}; re-run: {case.command()}"
+        block = LLM(path, max_context=case.context, decode_block=BLOCK)
+        if not _blocks_equal_steps(one, block, case.ids[:1]):
+            return f"{case.describe()}: decode blocks of {BLOCK} chose other ids than single steps; " \
+                   f"re-run: {case.command()}"
     return None
+
+
+BLOCK = 3   # greedy steps a decode block the fuzzer compares with single steps
+
+
+def _blocks_equal_steps(one, block, prompt: list[int]) -> bool:
+    """Greedy ids from the prompt, as far as the context allows whole
+    blocks: single steps against decode blocks (exactly equal: the same
+    kernels in the same order; the blocks cross a small ring's wrap)."""
+    first = int(one.prefill(prompt, output="token"))
+    if int(block.prefill(prompt, output="token")) != first:
+        return False
+    blocks = (one.max_context - one.position) // BLOCK
+    want, token = [], first
+    for _ in range(blocks * BLOCK):
+        token = int(one.step(token, output="token"))
+        want.append(token)
+    got, token = [], first
+    for _ in range(blocks):
+        ids = block.step_block(token)
+        got += ids
+        token = ids[-1]
+    return got == want

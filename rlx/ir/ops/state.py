@@ -11,7 +11,10 @@ set_rows(state, values, slot): values [T, ...] (the state's row shape and
   write: readers read that value, so every reader is ordered after the
   write. A node may read the state node itself (the value before the
   write) only where the write's values or slot depend on that node, which
-  orders it before the write (the Graph checks both).
+  orders it before the write (the Graph checks both). A later write of
+  the same state takes that returned value as its state (a chain: the
+  steps of a decode block), under the same rule for the readers of the
+  value it overwrites.
 """
 
 from __future__ import annotations
