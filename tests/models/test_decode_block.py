@@ -149,3 +149,19 @@ def test_decode_block_arguments(tiny_path, models):
     with pytest.raises(InputError, match="passes max_context"):
         block.step_block(5)
     block.reset()
+
+
+def test_a_decode_block_replays_without_encoding_or_patching(models):
+    block = models[4]
+    block.reset()
+    token = block.step_block(int(block.prefill([2, 10], output="token")))[-1]
+    exe = block._executable("block", 4, "token")
+    before = exe.program.counters()
+    for _ in range(20):   # 80 tokens, across the ring's wrap
+        token = block.step_block(token)[-1]
+    after = exe.program.counters()
+    assert exe.program.replaying
+    assert after["thunks_encoded"] == before["thunks_encoded"], (before, after)
+    assert after["patches_written"] == before["patches_written"]
+    assert after["schedules_run"] - before["schedules_run"] >= 20
+    block.reset()
