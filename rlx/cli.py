@@ -394,7 +394,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from rlx.models.llm import load_llm, print_stats
 
     t0 = time.perf_counter()
-    llm = load_llm(args.model, device=args.device, max_context=args.max_context, kv_dtype=args.kv_dtype)
+    llm = load_llm(args.model, device=args.device, max_context=args.max_context, kv_dtype=args.kv_dtype,
+                   decode_block=args.decode_block)
     print(f"[{llm.path.name}: {llm.config.architecture}, {llm.config.n_layers} layers; KV cache "
           f"{llm.kv_cache_bytes / 2**20:.1f} MiB for {llm.max_context} tokens; loaded in "
           f"{time.perf_counter() - t0:.2f} s]", file=sys.stderr)
@@ -703,6 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-context", type=int, default=2048, help="KV cache length in tokens (default 2048)")
     p.add_argument("--kv-dtype", choices=("f32", "f16"), default=None,
                    help="KV cache dtype (default f32; f16 halves the cache bytes)")
+    p.add_argument("--decode-block", type=int, default=None,
+                   help="greedy steps a launch, 1-16 (default: 4 on GPUs, 1 on the CPU)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
     p.add_argument("--top-k", type=int, default=0,
                    help="0 (default): no top-k (the logits row is copied to the host each token); "

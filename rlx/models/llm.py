@@ -861,11 +861,13 @@ def _held_back(text: str, stop: Sequence[str]) -> int:
 
 
 def load_llm(path_or_name: str | os.PathLike[str], device: str = "cpu",
-             max_context: int = DEFAULT_MAX_CONTEXT, kv_dtype: str | None = None) -> LLM:
+             max_context: int = DEFAULT_MAX_CONTEXT, kv_dtype: str | None = None,
+             decode_block: int | None = None) -> LLM:
     """A GGUF model (a path, or a known name such as "gemma3-270m") compiled
     for ``device``; the KV cache holds ``max_context`` tokens in ``kv_dtype``
-    ("f32" / "f16"; None: f32)."""
-    return LLM(path_or_name, device=device, max_context=max_context, kv_dtype=kv_dtype)
+    ("f32" / "f16"; None: f32); greedy generation runs ``decode_block``
+    steps a launch (None: 4 on GPUs, 1 on the CPU; LLM)."""
+    return LLM(path_or_name, device=device, max_context=max_context, kv_dtype=kv_dtype, decode_block=decode_block)
 
 
 def print_stats(stats: GenerationStats, file: Any = None) -> None:
