@@ -75,6 +75,20 @@ def _device_under_test(request, monkeypatch):
     yield
 
 
+def drop_capabilities(monkeypatch, *names: str) -> None:
+    """The device under test's target without the named capabilities (a
+    fusion's opt-out), for the rest of the test."""
+    from rlx.runtime import devices
+
+    real = devices.open_device
+
+    def opened(name):
+        dev, target = real(name)
+        return dev, dataclasses.replace(target, capabilities=target.capabilities - set(names))
+
+    monkeypatch.setattr(devices, "open_device", opened)
+
+
 def assert_matches_reference(graph, inputs, params=None, device=None, tol=None, **compile_kw):
     exe = rlx.compile(graph, device=device, params=params, **compile_kw)
     got = exe.run(inputs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import drop_capabilities
 
 import rlx
 from rlx.reference import run_reference
@@ -126,17 +127,7 @@ def test_writes_that_cannot_move_stay_a_pair(dtype, t, between, v_after, rng):
 
 
 def test_a_target_without_the_capability_keeps_the_pair(monkeypatch, rng):
-    import dataclasses
-
-    from rlx.runtime import devices
-
-    real = devices.open_device
-
-    def opted_out(name):
-        dev, target = real(name)
-        return dev, dataclasses.replace(target, capabilities=target.capabilities - {"rope_cache"})
-
-    monkeypatch.setattr(devices, "open_device", opted_out)
+    drop_capabilities(monkeypatch, "rope_cache")
     g = _layer_graph(7, 1, 4, 1, 32, "f32")
     kernels = kernels_of(rlx.compile(g))
     assert "rmsnorm_rope_f32" in kernels and "set_rows_pair_f32" in kernels, kernels

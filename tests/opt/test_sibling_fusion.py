@@ -4,16 +4,13 @@ read back through narrow views without copies."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
-from conftest import assert_matches_reference
+from conftest import assert_matches_reference, drop_capabilities
 
 import rlx
 from rlx.blocks import bert_layer, causal_mask, decoder_layer, random_params
 from rlx.errors import ParameterError
-from rlx.runtime import devices
 
 OFF = {"siblings": False}
 
@@ -245,13 +242,7 @@ def test_groups_of_one_set_of_weights_share_one_merged_weight(rng, steps):
 
 
 def test_target_can_opt_out(monkeypatch, rng):
-    real = devices.open_device
-
-    def opted_out(name):
-        dev, target = real(name)
-        return dev, dataclasses.replace(target, capabilities=target.capabilities - {"linear_siblings"})
-
-    monkeypatch.setattr(devices, "open_device", opted_out)
+    drop_capabilities(monkeypatch, "linear_siblings")
     g = bert_graph()
     exe = rlx.compile(g, params=random_params(g))
     assert products(exe) == 6 and not any("siblings" in line for line in exe.compile_report)
