@@ -34,7 +34,7 @@ from rlx.models.llm import LLM
 from rlx.runtime import devices
 from rlx.runtime.target import Target
 
-STEPS = 60
+STEPS = 120   # a block of 4 explores its launch forms over its first 18 runs: 30 runs leave 12 after them
 _ROW_GRID = Target.row_grid
 
 
