@@ -103,13 +103,16 @@ struct RmsNormRopeParams {
     uint weight_b_from, pad1, pad2;
 };
 
-// One (b, t, h) row of rmsnorm_rope by the whole group; also_to, when not
-// null, gets the row's D outputs as well (rmsnorm_rope_cache's KV cache row).
+// One (b, t, h) row of rmsnorm_rope by the whole group; with to_cache
+// (uniform in the group), cache_row gets the row's D outputs as well
+// (rmsnorm_rope_cache's KV cache row; no null pointers, which the
+// preludes' address spaces do not all spell alike).
 template <typename T>
 RLX_INLINE void rlx_rmsnorm_rope_row(RLX_DEVICE const T *x, RLX_DEVICE const int *pos,
                                      RLX_DEVICE const float *inv_freq, RLX_DEVICE const T *weight_a,
                                      RLX_DEVICE const T *weight_b, RLX_DEVICE T *y,
-                                     RLX_CONSTANT RmsNormRopeParams *p, const uint row, RLX_DEVICE T *also_to,
+                                     RLX_CONSTANT RmsNormRopeParams *p, const uint row,
+                                     RLX_DEVICE T *cache_row, const bool to_cache,
                                      RLX_GROUP_MEM float *scratch RLX_GROUP_IDS) {
     const uint per_row = p->per_row, half = p->half, D = p->D;
     const float one = p->add_one ? 1.0f : 0.0f, eps = p->eps;
@@ -131,7 +134,7 @@ RLX_INLINE void rlx_rmsnorm_rope_row(RLX_DEVICE const T *x, RLX_DEVICE const int
             const uint d = 2u * half + (item - half);
             const T out = rlx_from_float<T>(rlx_to_float(xr[d]) * inv * (one + rlx_to_float(weight[d])));
             yr[d] = out;
-            if (also_to) also_to[d] = out;
+            if (to_cache) cache_row[d] = out;
             continue;
         }
         const rlx_sincos_t sc = rlx_sincos_portable((float)position * inv_freq[item]);
@@ -142,9 +145,9 @@ RLX_INLINE void rlx_rmsnorm_rope_row(RLX_DEVICE const T *x, RLX_DEVICE const int
         const T out0 = rlx_from_float<T>(a * sc.c - bb * sc.s), out1 = rlx_from_float<T>(a * sc.s + bb * sc.c);
         yr[i0] = out0;
         yr[i1] = out1;
-        if (also_to) {
-            also_to[i0] = out0;
-            also_to[i1] = out1;
+        if (to_cache) {
+            cache_row[i0] = out0;
+            cache_row[i1] = out1;
         }
     }
 }
@@ -157,8 +160,7 @@ RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE 
     RLX_SHARED(float, scratch, 32);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;
-    rlx_rmsnorm_rope_row<T>(x, pos, inv_freq, weight_a, weight_b, y, p, row, nullptr,
-                            scratch RLX_GROUP_IDS_ARGS);
+    rlx_rmsnorm_rope_row<T>(x, pos, inv_freq, weight_a, weight_b, y, p, row, y, false, scratch RLX_GROUP_IDS_ARGS);
 }
 RLX_INSTANTIATE(rmsnorm_rope, float, rmsnorm_rope_f32)
 RLX_INSTANTIATE(rmsnorm_rope, half, rmsnorm_rope_f16)

@@ -118,14 +118,16 @@ RLX_KERNEL rmsnorm_rope_cache(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_D
     // Where this rope row's outputs sit among the first write's values: a
     // whole value row's slice (the lowering checks that rows of D tile them).
     const uint64_t at = (uint64_t)rp->out_offset + (uint64_t)group * rp->D;
-    RLX_DEVICE T *also_to = nullptr;
+    RLX_DEVICE T *cache_row = dst;
+    bool to_cache = false;
     if (at >= cp->src_offset && at < (uint64_t)cp->src_offset + (uint64_t)cp->n_values * re) {
         const uint64_t f = at - cp->src_offset;
         const uint t = (uint)(f / re), e0 = (uint)(f % re);
-        if (t >= w.first && t < w.cnt)
-            also_to = dst + cp->dst_offset + (uint64_t)rlx_set_rows_row(w, t, cp->rows) * re + e0;
+        to_cache = t >= w.first && t < w.cnt;
+        if (to_cache) cache_row = dst + cp->dst_offset + (uint64_t)rlx_set_rows_row(w, t, cp->rows) * re + e0;
     }
-    rlx_rmsnorm_rope_row<T>(x, pos, inv_freq, weight_a, weight_b, y, rp, group, also_to, scratch RLX_GROUP_IDS_ARGS);
+    rlx_rmsnorm_rope_row<T>(x, pos, inv_freq, weight_a, weight_b, y, rp, group, cache_row, to_cache,
+                            scratch RLX_GROUP_IDS_ARGS);
 }
 RLX_INSTANTIATE(rmsnorm_rope_cache, float, rmsnorm_rope_cache_f32)
 RLX_INSTANTIATE(rmsnorm_rope_cache, half, rmsnorm_rope_cache_f16)
