@@ -99,11 +99,13 @@ def fold_into_rope(lw: Lowering, label: str, pair: tuple[CacheWrite, CacheWrite]
 def _fits(lw: Lowering, rope: RopeDispatch, keys: CacheWrite, copied: CacheWrite, set_rows: tuple[int, int, int],
           suffix: str) -> bool:
     """The kernel's shape: the same element type, the key values whole rope
-    rows inside one value row each, two caches."""
+    rows inside one value row each, two caches, and copied values that the
+    rope does not write (its other groups would race the copy)."""
     row_elems = set_rows[2]
     offset = keys.values.offset - rope.out.offset
     return (rope.suffix == suffix and rope.thunk in lw.thunks and offset >= 0 and offset % rope.d == 0
-            and row_elems % rope.d == 0 and keys.state.storage is not copied.state.storage)
+            and row_elems % rope.d == 0 and keys.state.storage is not copied.state.storage
+            and copied.values.storage is not rope.out.storage)
 
 
 def _writes_can_move_back(rope: RopeDispatch, keys: CacheWrite, copied: CacheWrite, slot: View,

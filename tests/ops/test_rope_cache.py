@@ -126,6 +126,29 @@ def test_writes_that_cannot_move_stay_a_pair(dtype, t, between, v_after, rng):
     _check_runs(g, t, hq, hk, d, rows, dtype, rng)
 
 
+def test_two_writes_from_the_rope_stay_a_pair(rng):
+    """Both writes take rows of the rope's output (its query heads into one
+    cache, its key heads into the other): copying one inside the rope's
+    dispatch would race the groups that form it, so the pair stays."""
+    g = rlx.Graph()
+    qk = g.input("qk", (1, 2, 16), "f32")
+    pos = g.input("pos", (1,), "i32")
+    slot = g.input("slot", (2,), "i32")
+    r = g.rmsnorm_rope(qk, pos, g.input("w", (16,), "f32"))
+    a = g.set_rows(g.state("a", (5, 16), "f32"), g.reshape(g.narrow(r, 1, 0, 1), (1, 16)), slot)
+    b = g.set_rows(g.state("b", (5, 16), "f32"), g.reshape(g.narrow(r, 1, 1, 1), (1, 16)), slot)
+    g.set_outputs(y=g.add(a, b))
+    exe = rlx.compile(g)
+    kernels = kernels_of(exe)
+    assert "set_rows_pair_f32" in kernels and "rmsnorm_rope_f32" in kernels, kernels
+    ref_state: dict[str, np.ndarray] = {}
+    for start in (0, 4, 7):
+        feed = {"qk": rng.standard_normal((1, 2, 16)).astype(np.float32), "pos": np.array([start], np.int32),
+                "slot": np.array([start, 1], np.int32), "w": rng.standard_normal(16).astype(np.float32)}
+        np.testing.assert_allclose(exe.run(feed)["y"], run_reference(g, feed, state=ref_state)["y"], rtol=1e-5,
+                                   atol=1e-5)
+
+
 def test_a_target_without_the_capability_keeps_the_pair(monkeypatch, rng):
     drop_capabilities(monkeypatch, "rope_cache")
     g = _layer_graph(7, 1, 4, 1, 32, "f32")
