@@ -599,8 +599,9 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
     const uint gid = rlx_group_id.x, row = gid / p->splits;
     if (row >= p->rows) return;
     // The splits that hold keys, for the merge: read now, beside the split's own reads.
-    const uint chunk = p->keys_per_split, active = rlx_att_active(p, length), splits_used = chunk ? (active + chunk - 1u) / chunk : 0u;
-    const uint used = RLX_ATT_MERGE_USED_FROM_LENGTH ? (splits_used < p->splits ? splits_used : p->splits) : 0u;
+    const uint chunk = p->keys_per_split, active = rlx_att_active(p, length);
+    const uint holding = chunk ? (active + chunk - 1u) / chunk : 0u;
+    const uint used = RLX_ATT_MERGE_USED_FROM_LENGTH ? (holding < p->splits ? holding : p->splits) : 0u;
     rlx_att_split_part<T>(q, k, v, mask, length, part, p, gid, probs RLX_GROUP_IDS_ARGS);
     // The group's partials, then its count: one acquire-release add after
     // the barrier (the prelude says why that orders every thread's writes),

@@ -259,6 +259,14 @@ class Lowering:
             self.views[node] = view
 
 
+def untouched(thunks: list[Thunk], read: set[int], written: set[int]) -> bool:
+    """Whether none of ``thunks`` reads a storage of ``read`` or writes one
+    of ``written`` (ids of storages): a thunk can move past them, or they
+    past it, with nothing reading or writing in another order."""
+    return not any(any(id(s) in read for s, _, _ in t.reads) or any(id(s) in written for s, _, _ in t.writes)
+                   for t in thunks)
+
+
 def float_suffix(node: Node, dtype: DType) -> str:
     if dtype.name not in _FLOAT_SUFFIX:
         raise UnsupportedOpError(f"{node!r}: {node.op} on {dtype.name} is not supported")

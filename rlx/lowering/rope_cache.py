@@ -20,7 +20,7 @@ import struct
 import weakref
 from typing import NamedTuple
 
-from rlx.lowering.core import Lowering, Thunk, Work
+from rlx.lowering.core import Lowering, Thunk, Work, untouched
 from rlx.runtime.views import View
 
 
@@ -113,16 +113,12 @@ def _writes_can_move_back(rope: RopeDispatch, keys: CacheWrite, copied: CacheWri
     """The writes can run at the rope's place: nothing after it reads or
     writes either cache, or writes the copied values, the slot or the keys."""
     held = {id(keys.state.storage), id(copied.state.storage)}
-    frozen = held | {id(copied.values.storage), id(slot.storage), id(rope.out.storage)}
-    return not any(any(id(s) in held for s, _, _ in t.reads) or any(id(s) in frozen for s, _, _ in t.writes)
-                   for t in after)
+    return untouched(after, held, held | {id(copied.values.storage), id(slot.storage), id(rope.out.storage)})
 
 
 def _rope_can_move_on(rope: RopeDispatch, after: list[Thunk]) -> bool:
     """The rope can run here, after the thunks that followed it (a V
     projection after the keys' rope): none of them reads or writes its
     output or writes what it reads."""
-    out = id(rope.out.storage)
-    inputs = {id(s) for s, _, _ in rope.thunk.reads}
-    return not any(any(id(s) == out for s, _, _ in t.reads)
-                   or any(id(s) == out or id(s) in inputs for s, _, _ in t.writes) for t in after)
+    out = {id(rope.out.storage)}
+    return untouched(after, out, out | {id(s) for s, _, _ in rope.thunk.reads})

@@ -12,7 +12,7 @@ import struct
 import weakref
 
 from rlx.ir.graph import Node
-from rlx.lowering.core import Lowering, ResidentTensor, Work, float_suffix, lowers
+from rlx.lowering.core import Lowering, ResidentTensor, Work, float_suffix, lowers, untouched
 from rlx.lowering.rope_cache import CacheWrite, fold_into_rope
 from rlx.runtime.views import RESIDENT, View
 
@@ -69,10 +69,6 @@ def _pairs_with(lw: Lowering, earlier: tuple, shape: tuple, state: View) -> bool
     thunk, first_state, first_values, first_shape = earlier
     if first_shape != shape or first_state.storage is state.storage or thunk not in lw.thunks:
         return False
-    after = lw.thunks[lw.thunks.index(thunk) + 1:]
     held = {id(first_state.storage)}
-    frozen = {id(first_state.storage), id(first_values.storage), shape[4]}
-    for t in after:
-        if any(id(s) in held for s, _, _ in t.reads) or any(id(s) in frozen for s, _, _ in t.writes):
-            return False
-    return True
+    return untouched(lw.thunks[lw.thunks.index(thunk) + 1:], held,
+                     held | {id(first_values.storage), shape[4]})

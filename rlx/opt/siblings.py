@@ -11,11 +11,11 @@ become one, and a wider gemm also uses the machine better.
 A group is >= 2 nodes with the same input, op, activation, weight layout
 (transpose_b), dtypes and kind of weight (all params or all constants), and
 the same kind of bias (all present or all absent). A weight (or bias) is
-read by nothing else, or only by groups of the same weights in the same
-order (the steps of a decode block: each step's query, key and value
-projections), which then share one merged weight. A sibling is left alone when a consumer of its narrowed output
-would need a dense copy (the table below mirrors which kernels read
-strided views; rlx/lowering/), or when it is a graph output.
+read by nothing else, or only by groups of the same weights (the steps of
+a decode block: each step's query, key and value projections), which then
+share one merged weight. A sibling is left alone when a consumer of its
+narrowed output would need a dense copy (the table below mirrors which
+kernels read strided views; rlx/lowering/), or when it is a graph output.
 
 Merged params are new graph params named after their sources
 ("a.w+b.w+c.w"); the compiler fills them at bind time from the sources'
@@ -242,35 +242,12 @@ def _weights(members: list[_Member]) -> tuple[Node, ...]:
     return tuple(n for m in members for n in (m.weight, m.bias) if n is not None)
 
 
-def merge_siblings(graph: Graph) -> tuple[Graph, SiblingReport]:
-    """The graph with sibling projections merged (see the module docstring)."""
-    report = SiblingReport()
-    consumers = graph.consumers()
-    outputs = set(graph.outputs.values())
-    order = graph.topo_order()
-    uses: dict[Node, int] = defaultdict(int)
-    for node in order:
-        for x in node.inputs:
-            uses[x] += 1
-    for node in outputs:
-        uses[node] += 1
-
-    groups: dict[tuple, list[_Member]] = defaultdict(list)
-    for node in order:
-        m = _projection(node)
-        if m is None:
-            continue
-        key = _key(m)
-        if key is not None:
-            groups[key].append(m)
-
-    # Members that would make a consumer copy, or whose weight is also read
-    # outside groups of its set of weights, leave their group; the rest is
-    # checked again (a group's narrows move when a member leaves) until it
-    # holds.
-    # Members in their weights' order, so that groups of one set of weights
-    # (whatever order the steps' projections were made in) merge alike.
-    candidates = [sorted(members, key=lambda m: m.weight.id) for members in groups.values() if len(members) >= 2]
+def _settle(candidates: list[list[_Member]], uses: Mapping[Node, int], consumers: dict[Node, list[Node]],
+            outputs: set[Node]) -> tuple[list[list[_Member]], dict[str, str]]:
+    """The groups that merge, and why each member left alone was: members
+    that would make a consumer copy, or whose weight is also read outside
+    groups of its set of weights, leave their group, and the rest is checked
+    again (a group's narrows move when a member leaves) until it holds."""
     alone: dict[str, str] = {}
     while True:
         checked = []
@@ -302,8 +279,36 @@ def merge_siblings(graph: Graph) -> tuple[Graph, SiblingReport]:
             if len(clean) >= 2:
                 settled.append(clean)
         if [list(map(id, c)) for c in settled] == [list(map(id, c)) for c in candidates]:
-            break
+            return settled, alone
         candidates = settled
+
+
+def merge_siblings(graph: Graph) -> tuple[Graph, SiblingReport]:
+    """The graph with sibling projections merged (see the module docstring)."""
+    report = SiblingReport()
+    consumers = graph.consumers()
+    outputs = set(graph.outputs.values())
+    order = graph.topo_order()
+    uses: dict[Node, int] = defaultdict(int)
+    for node in order:
+        for x in node.inputs:
+            uses[x] += 1
+    for node in outputs:
+        uses[node] += 1
+
+    groups: dict[tuple, list[_Member]] = defaultdict(list)
+    for node in order:
+        m = _projection(node)
+        if m is None:
+            continue
+        key = _key(m)
+        if key is not None:
+            groups[key].append(m)
+
+    # Members in their weights' order, so that groups of one set of weights
+    # (whatever order the steps' projections were made in) merge alike.
+    candidates = [sorted(members, key=lambda m: m.weight.id) for members in groups.values() if len(members) >= 2]
+    candidates, alone = _settle(candidates, uses, consumers, outputs)
     report.left_alone += list(alone.items())
 
     taken = set(graph.inputs) | set(graph.params)
