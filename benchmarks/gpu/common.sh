@@ -80,10 +80,11 @@ suite() {
 }
 
 # sanitize TOOL LABEL LOG PYTEST_ARGS...: compute-sanitizer (memcheck or
-# racecheck) on a pytest run under 60 s, its summary line into the summary.
+# racecheck) on a pytest run under SAN_TIMEOUT s (default 60), its summary
+# line into the summary.
 sanitize() {
   local tool=$1 label=$2 log=$3; shift 3
-  timeout 60 compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 $P "$@" >"$OUT/$log" 2>&1
+  timeout "${SAN_TIMEOUT:-60}" compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 9 $P "$@" >"$OUT/$log" 2>&1
   note "$label rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$log" | tail -1) $(tail -1 "$OUT/$log")"
 }
 
