@@ -1,5 +1,5 @@
-// The quantized GEMVs that have a VNNI form (csrc/host_quant_vnni.h), in
-// AVX-512 VNNI, exported as rlx_k_<name>__avx512vnni. The host shim looks a
+// The quantized GEMVs that have a VNNI form (csrc/host_quant_vnni.h, and
+// q5_0's in csrc/host_quant_q5_0_avx512.h), in AVX-512 VNNI, exported as rlx_k_<name>__avx512vnni. The host shim looks a
 // kernel up from the device's level down (csrc/host/device.inc.cpp,
 // pipeline_get), so every kernel without such a form comes from the AVX-512
 // build at this level: this file adds only what VNNI makes faster. Empty
@@ -17,6 +17,7 @@
 #include "movement.h"   // quant.h uses its GatherParams
 #include "quant.h"
 #include "host_quant_vnni.h"
+#include "host_quant_q5_0_avx512.h"   // q5_0's GEMV from bytes, two blocks a register
 
 #if defined(__clang__)
 #pragma clang attribute pop

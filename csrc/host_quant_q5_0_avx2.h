@@ -1,142 +1,23 @@
 // The q5_0 decode GEMV y = x W^T on AVX2 (csrc/host_kernels_avx2.cpp; the
 // AVX-VNNI level takes it from there too), in vpmaddubsw: unsigned bytes
 // times signed bytes, summed in pairs into 16 bits. Included after
-// shaders/quant.h (the block layout, rlx_q_gemv_cpu: the f32 form).
+// shaders/quant.h (the block layout, rlx_q_gemv_cpu: the f32 form); x's
+// int8 pieces and their precision: csrc/host_quant_q5_0_pieces.h.
 //
 // Why: Gemma 3's 640-wide matrices are q5_0 (K-quants need K a multiple of
 // 256), and the f32 form widens every code to a float: ~40 vector
 // operations a 32-element block, which bound it at 4-5 GB/s of blocks a
 // core on an AVX2-only AMD EPYC (benchmarks/README.md, "Quantized GEMV",
 // session 17). Here a block's codes q (0..31, unsigned) stay bytes: ~10
-// operations decode all 32, and each piece of x (below) takes one
-// vpmaddubsw and one vpmaddwd.
-//
-// Precision: x is split per 32-element block as x = s (p0 + p1 / 181 +
-// p2 / 181^2) with s = amax / 127, p0 = round(x / s) and each next piece
-// the rounded remainder times 181 (|p0| <= 127, |p1|, |p2| <= 91: bytes),
-// leaving an element amax * 2^-23 (the f32 form's own rounding is 2^-24 of
-// each product). The block's sum is then sum q x = s / 181^2 * P with
-// P = sum q (181^2 p0 + 181 p1 + p2), which vpmaddwd forms lane-wise from
-// the three vpmaddubsw results with the multipliers 181^2 = 32761, 181 and
-// 1 (181: the largest base whose square fits its int16 operand; one
-// conversion and one FMA a block, where a base of 254 took two of each:
-// benchmarks/README.md, "Quantized GEMV"), exact in 32 bits (a lane: 4
-// products of at most 31 * (127 * 32761 + 91 * 182)). w = d (q - 16) gives
-// d (sum q x - 16 sum x), sum x in f32. A block whose sum |x| minus its
-// maximum is under kWideFloor times the maximum (a spike beside small
-// values: the small values' error is the maximum's times 2^-23) sends the
-// dispatch to the f32 form: the ARM64 form's "narrow block" rule
-// (csrc/host_quant_arm64.h, where three pieces measured far inside the
-// tests' bound), which a 32-element block of Gaussian x passes at ~11
-// times the maximum and a 30-sigma outlier in it fails. So do NaN,
-// infinities and a maximum under 1e-24 (above it the block's scale
-// d s / 181^2 is a normal float for every f16 d from 6e-8 up), which the
-// f32 form propagates as every other kernel does, and a failed allocation.
-//
-// x is converted once per dispatch and thread (rlx_ids::dispatch), as in
-// csrc/host_quant_vnni.h: the groups of one dispatch share x.
+// operations decode all 32, and each piece of x takes one vpmaddubsw and
+// one vpmaddwd.
 #ifndef RLX_HOST_QUANT_Q5_0_AVX2_H
 #define RLX_HOST_QUANT_Q5_0_AVX2_H
 
-#include <immintrin.h>
-#include <math.h>
-#include <string.h>
-
-#include "host_heap_buffer.h"
-#include "host_quant_int_rows.h"
+#include "host_quant_q5_0_pieces.h"
 
 namespace rlx_q5x8 {
-
-#define RLX_Q5X8_INLINE static inline __attribute__((always_inline))
-
-constexpr float kRange = 127.0f;       // |p0| <= 127
-constexpr float kStep = 181.0f;        // p(i + 1) = round(remainder(i) * 181), |.| <= 91
-constexpr float kMinBlockMax = 1e-24f;   // see "Precision" above
-constexpr float kWideFloor = 1.0f;     // see "Precision" above
-
-// x rows as three int8 pieces a 32-element block.
-struct XPieces : RlxXKey {
-    bool usable = false;
-    RlxHeapBuffer<int8_t> p;      // [m][k / 32][3][32]
-    RlxHeapBuffer<float> scale;   // [m][k / 32]: s / 181^2, P's scale
-    RlxHeapBuffer<float> sum;     // [m][k / 32]: f32 sum of the block's x
-};
-
-RLX_Q5X8_INLINE __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
-RLX_Q5X8_INLINE __m256 load8(const half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-
-RLX_Q5X8_INLINE float hsum8(__m256 v) {
-    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 d = _mm_add_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_add_ss(d, _mm_shuffle_ps(d, d, 1)));
-}
-RLX_Q5X8_INLINE float hmax8(__m256 v) {
-    const __m128 q = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 d = _mm_max_ps(q, _mm_movehl_ps(q, q));
-    return _mm_cvtss_f32(_mm_max_ss(d, _mm_shuffle_ps(d, d, 1)));
-}
-
-// Four vectors of 8 rounded values as 32 int8 in element order.
-RLX_Q5X8_INLINE __m256i pack32(__m256 a, __m256 b, __m256 c, __m256 d) {
-    const __m256i ab = _mm256_packs_epi32(_mm256_cvtps_epi32(a), _mm256_cvtps_epi32(b));   // per 128-bit lane
-    const __m256i cd = _mm256_packs_epi32(_mm256_cvtps_epi32(c), _mm256_cvtps_epi32(d));
-    const __m256i bytes = _mm256_packs_epi16(ab, cd);
-    // The two in-lane packs leave the 4-element groups as 0 2 4 6 1 3 5 7.
-    return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-}
-
-// Fills c for this dispatch's x (m rows of k, k a multiple of 32); false
-// where x needs the f32 form.
-template <typename T>
-static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_t dispatch) {
-    const RlxXKey want{dispatch, x, m, k, stride, 0};
-    if (rlx_x_key_holds(c, want)) return c.usable;
-    c.dispatch = 0;   // stays invalid until filled
-    const uint blocks = k / 32u;
-    if (!c.p.reserve((size_t)m * blocks * 96u) || !c.scale.reserve((size_t)m * blocks) ||
-        !c.sum.reserve((size_t)m * blocks))
-        return false;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    c.usable = true;
-    for (uint r = 0; r < m && c.usable; ++r) {
-        for (uint b = 0; b < blocks; ++b) {
-            const T *xb = x + (uint64_t)r * stride + 32u * b;
-            __m256 v[4], amax = _mm256_setzero_ps(), abs_sum = _mm256_setzero_ps(), sum = _mm256_setzero_ps(),
-                         unordered = _mm256_setzero_ps();
-            for (uint i = 0; i < 4u; ++i) {
-                v[i] = load8(xb + 8u * i);
-                const __m256 a = _mm256_andnot_ps(sign, v[i]);
-                amax = _mm256_max_ps(amax, a);
-                abs_sum = _mm256_add_ps(abs_sum, a);
-                sum = _mm256_add_ps(sum, v[i]);
-                const __m256 z = _mm256_sub_ps(v[i], v[i]);   // NaN exactly for NaN and +-inf
-                unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
-            }
-            const float a = hmax8(amax), total = hsum8(abs_sum);
-            if (_mm256_movemask_ps(unordered) != 0 || (a != 0.0f && (a < kMinBlockMax || total - a < kWideFloor * a))) {
-                c.usable = false;
-                break;
-            }
-            const size_t at = (size_t)r * blocks + b;
-            c.scale[at] = a / (kRange * kStep * kStep);
-            c.sum[at] = hsum8(sum);
-            const __m256 inv = _mm256_set1_ps(a > 0.0f ? kRange / a : 0.0f), step = _mm256_set1_ps(kStep);
-            __m256 t[4], p[4];
-            int8_t *out = c.p.data() + at * 96u;
-            for (uint i = 0; i < 4u; ++i) t[i] = _mm256_mul_ps(v[i], inv);
-            for (uint piece = 0; piece < 3u; ++piece) {
-                for (uint i = 0; i < 4u; ++i) {
-                    p[i] = _mm256_round_ps(t[i], kNearest);
-                    t[i] = _mm256_mul_ps(_mm256_sub_ps(t[i], p[i]), step);   // |remainder| <= 1/2
-                }
-                _mm256_storeu_si256((__m256i *)(out + 32u * piece), pack32(p[0], p[1], p[2], p[3]));
-            }
-        }
-    }
-    rlx_x_key_store(c, want);
-    return c.usable;
-}
+namespace {
 
 // A q5_0 block's 32 codes (0..31) as bytes in element order: element e < 16
 // is the low nibble of byte e, 16 + e its high nibble; bit e of the u32 qh
@@ -171,10 +52,10 @@ RLX_Q5X8_INLINE void block(const uchar *wr, uint b, const int8_t *const *xp, con
     const __m256 d = _mm256_cvtph_ps(_mm_set1_epi16((short)rlx_q_u16(blk)));
     const float ds = _mm256_cvtss_f32(d);
     for (uint r = 0; r < M; ++r) {
-        const int8_t *p = xp[r] + 96u * b;
+        const int8_t *p = xp[r] + piece_at(b, 0);
         const __m256i s0 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)p));
-        const __m256i s1 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 32)));
-        const __m256i s2 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 64)));
+        const __m256i s1 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 64)));
+        const __m256i s2 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 128)));
         const __m256i P = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(s0, w0), _mm256_madd_epi16(s1, w1)),
                                            _mm256_madd_epi16(s2, w2));
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P), _mm256_mul_ps(d, _mm256_broadcast_ss(xs[r] + b)), acc[r]);
@@ -194,7 +75,7 @@ template <uint M> struct Rows {
         for (uint r = 0; r < M; ++r) {
             even[r] = odd[r] = _mm256_setzero_ps();
             offset[r] = offset_odd[r] = 0.0f;
-            xp[r] = c.p.data() + (size_t)xrow[r] * blocks * 96u;
+            xp[r] = c.p.data() + (size_t)xrow[r] * row_pitch(blocks);
             xs[r] = c.scale.data() + (size_t)xrow[r] * blocks;
             xsum[r] = c.sum.data() + (size_t)xrow[r] * blocks;
         }
@@ -231,6 +112,7 @@ static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGem
     return true;
 }
 
+}  // namespace
 }  // namespace rlx_q5x8
 
 RLX_QINT_GEMV_KERNEL(gemv_q5_0_int8x, rlx_q5x8::gemv)

@@ -93,21 +93,23 @@ RLX_QDOT float rlx_q6k_scale(const uchar *b, uint g) { return rlx_q_f16(b + 208)
 // operations a chunk against ~30 in the 8-lane form above (4096 x 4096,
 // one thread: 3.97 -> 1.96 ms). q4_0 measured slower this way (0.94 ->
 // 1.55 ms) and keeps the generic path.
-template <typename Q> struct RlxQ512 { static constexpr bool has = false; };
+template <typename Q> struct RlxQ512 { static constexpr bool has = false, unscaled = false; };
 // Formats whose two consecutive chunks decode cheaper together (one load of shared bytes).
 template <typename Q> struct RlxQ512Pair { static constexpr bool has = false; };
 template <> struct RlxQ512<QFmtQ8_0> {
-    static constexpr bool has = true;
-    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+    static constexpr bool has = true, unscaled = true;
+    // The chunk's 32 codes as floats (exact); returns its scale d.
+    static inline __attribute__((always_inline)) float codes(const uchar *wr, uint c, __m512 &q0, __m512 &q1) {
         const uchar *b = wr + (uint64_t)c * 34u;
-        const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
-        w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2)))), d);
-        w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18)))), d);
+        q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2))));
+        q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 18))));
+        return rlx_q_f16(b);
     }
 };
 template <> struct RlxQ512<QFmtQ5_0> {
-    static constexpr bool has = true;
-    static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
+    static constexpr bool has = true, unscaled = true;
+    // The chunk's 32 codes q - 16 as floats; returns its scale d.
+    static inline __attribute__((always_inline)) float codes(const uchar *wr, uint c, __m512 &q0, __m512 &q1) {
         const uchar *b = wr + (uint64_t)c * 22u;
         const __m512 neg = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
         const __m512 pos = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -115,11 +117,11 @@ template <> struct RlxQ512<QFmtQ5_0> {
         const uint bits = rlx_q_u32(b + 2);
         const __m512i by = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b + 6)));
         const __m512i lo = _mm512_and_si512(by, _mm512_set1_epi32(15)), hi = _mm512_srli_epi32(by, 4);
-        const __m512 d = _mm512_set1_ps(rlx_q_f16(b));
-        w0 = _mm512_mul_ps(_mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(lo, (__mmask16)(bits & 0xffffu), lo,
-                                                                            sixteen), pos), d);   // elements 0..15
-        w1 = _mm512_mul_ps(_mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(hi, (__mmask16)(bits >> 16), hi,
-                                                                            sixteen), pos), d);   // 16..31
+        q0 = _mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(lo, (__mmask16)(bits & 0xffffu), lo, sixteen),
+                                    pos);   // elements 0..15
+        q1 = _mm512_permutex2var_ps(neg, _mm512_mask_add_epi32(hi, (__mmask16)(bits >> 16), hi, sixteen),
+                                    pos);   // 16..31
+        return rlx_q_f16(b);
     }
 };
 
@@ -128,7 +130,7 @@ static inline __attribute__((always_inline)) __m512i rlx_q_u8x16(const uchar *p)
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 template <> struct RlxQ512<QFmtQ4_K> {   // chunk c: sub-block c % 8 of block c / 8
-    static constexpr bool has = true;
+    static constexpr bool has = true, unscaled = false;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 144u;
         const uint s = c & 7u;
@@ -161,7 +163,7 @@ template <> struct RlxQ512Pair<QFmtQ4_K> {
     }
 };
 template <> struct RlxQ512<QFmtQ6_K> {   // chunk c: 32 elements of block c / 8, two int8 scales
-    static constexpr bool has = true;
+    static constexpr bool has = true, unscaled = false;
     static inline __attribute__((always_inline)) void chunk(const uchar *wr, uint c, __m512 &w0, __m512 &w1) {
         const uchar *b = wr + (uint64_t)(c >> 3u) * 210u;
         const uint s = c & 7u, g = s >> 2u, t = s & 3u;
@@ -198,13 +200,27 @@ static inline void rlx_q_rows_avx512(const float *const *xr, const uchar *wr, ui
             }
         }
     }
-    for (; c < chunks; ++c) {
-        __m512 w0, w1;
-        RlxQ512<Q>::chunk(wr, c, w0, w1);
-        for (uint r = 0; r < M; ++r) {   // two chains a row: a chunk does not wait for the previous one's FMAs
-            const float *xc = xr[r] + 32u * c;
-            acc[r][c & 1u] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xc), acc[r][c & 1u]);
-            acc[r][c & 1u] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xc + 16), acc[r][c & 1u]);
+    if constexpr (RlxQ512<Q>::unscaled) {
+        // The chunk's dot with its codes, then the scale once (one multiply
+        // a chunk where scaling both halves of the weights took two).
+        for (; c < chunks; ++c) {
+            __m512 q0, q1;
+            const __m512 d = _mm512_set1_ps(RlxQ512<Q>::codes(wr, c, q0, q1));
+            for (uint r = 0; r < M; ++r) {
+                const float *xc = xr[r] + 32u * c;
+                const __m512 t = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xc + 16), _mm512_mul_ps(q0, _mm512_loadu_ps(xc)));
+                acc[r][c & 1u] = _mm512_fmadd_ps(t, d, acc[r][c & 1u]);
+            }
+        }
+    } else {
+        for (; c < chunks; ++c) {
+            __m512 w0, w1;
+            RlxQ512<Q>::chunk(wr, c, w0, w1);
+            for (uint r = 0; r < M; ++r) {   // two chains a row: a chunk does not wait for the previous one's FMAs
+                const float *xc = xr[r] + 32u * c;
+                acc[r][c & 1u] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(xc), acc[r][c & 1u]);
+                acc[r][c & 1u] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xc + 16), acc[r][c & 1u]);
+            }
         }
     }
     for (uint r = 0; r < M; ++r) out[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));

@@ -262,14 +262,21 @@ def test_a_wrong_scale_fails_the_checks(qdev):
 @pytest.mark.parametrize("fmt", INTEGER_X_FORMATS)
 def test_gemv_of_hard_x(qdev, fmt, dt):
     """gemv_<fmt> where the CPU's integer forms split x into pieces
-    (csrc/host_quant_vnni.h for the K-quants, csrc/host_quant_q5_0_avx2.h for
-    q5_0 on AVX2, csrc/host_quant_arm64.h on ARM64): x with an outlier in
+    (csrc/host_quant_vnni.h for the K-quants, csrc/host_quant_q5_0_avx2.h and
+    _avx512.h for q5_0, csrc/host_quant_arm64.h on ARM64): x with an outlier in
     every block that the pieces still take (20 times the rest), a spike over
     small values that sends the dispatch to the f32 form, a block of
     zeros, a block under 1e-30, a one-hot row, and rows of different
-    scales in one dispatch. Every case against the same float64 bound."""
-    rng = np.random.default_rng(abs(hash((fmt, dt, "hard x"))) % 2**32)
-    n, k = 19, 640 if block_size(fmt)[0] == 32 else 768
+    scales in one dispatch. Every case against the same float64 bound.
+    Rows of 32-element blocks come in three lengths: the AVX-512 q5_0 form
+    takes blocks four at a time, then a pair, then a lone block."""
+    for k in (640, 672, 704) if block_size(fmt)[0] == 32 else (768,):
+        _hard_x_case(qdev, fmt, dt, k)
+
+
+def _hard_x_case(qdev, fmt, dt, k):
+    rng = np.random.default_rng(abs(hash((fmt, dt, k, "hard x"))) % 2**32)
+    n = 19
     w_data = random_blocks(fmt, n, k, rng)
     w = dequantize_reference(fmt, w_data, n, k)
     big = 3e4 if dt == "f32" else 1.0
@@ -290,4 +297,4 @@ def test_gemv_of_hard_x(qdev, fmt, dt):
             try:
                 _gemv_case(qdev, fmt, dt, w_data, w, m, n, k, 4, 32, 1, ACT_NONE, rng, "gemv", x[:m])
             except AssertionError as e:
-                raise AssertionError(f"x {name}: {e}") from None
+                raise AssertionError(f"x {name}, k={k}: {e}") from None
