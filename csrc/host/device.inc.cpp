@@ -213,14 +213,41 @@ rlx_status device_info(rlx_device *d, rlx_device_info *out) {
 }
 
 // ---- buffers --------------------------------------------------------------------------------
+constexpr uint64_t kMapFrom = 1u << 20;    // buffers from this size up come from mmap
+constexpr uint64_t kHugePage = 2u << 20;   // x86-64's and ARM64's (4 KiB granule) transparent huge page
+
+// `bytes` (a multiple of 4 KiB) of zero memory from mmap, or MAP_FAILED.
+// From 2 MiB up the mapping starts on a 2 MiB boundary and asks for
+// transparent huge pages: Linux's default THP mode ("madvise") gives
+// anonymous memory 4 KiB pages unless asked, and a weight streamed once a
+// token (Gemma 3's 178 MB vocabulary projection) then pays a page walk
+// every 4 KiB and loses the hardware prefetcher at every page's end (a
+// 2-thread read of 178 MiB: 26 GB/s on 4 KiB pages, 31-36 on 2 MiB,
+// benchmarks/README.md, session 31). The slack around the aligned range is
+// unmapped again, so buffer_free's munmap(ptr, mapped) stays exact.
+static void *map_buffer(uint64_t bytes) {
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= kHugePage) {
+        uint8_t *raw = (uint8_t *)mmap(nullptr, bytes + kHugePage, prot, flags, -1, 0);
+        if (raw == (uint8_t *)MAP_FAILED) return MAP_FAILED;
+        uint8_t *p = (uint8_t *)(((uintptr_t)raw + kHugePage - 1) & ~(uintptr_t)(kHugePage - 1));
+        if (p > raw) munmap(raw, (size_t)(p - raw));
+        if (raw + kHugePage > p) munmap(p + bytes, (size_t)(raw + kHugePage - p));
+        madvise(p, bytes, MADV_HUGEPAGE);   // advice only: 4 KiB pages where the kernel has no huge ones
+        return p;
+    }
+#endif
+    return mmap(nullptr, bytes, prot, flags, -1, 0);
+}
+
 rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
     RLX_CHECK_BUFFER_ALLOC(d, size, out);
     // Large buffers come from mmap: page-aligned and zero without touching
     // every page up front. Small ones from aligned_alloc + memset.
     const uint64_t rounded = std::max<uint64_t>(kAlign, (size + kAlign - 1) / kAlign * kAlign);
-    const uint64_t mapped = rounded >= (1u << 20) ? rounded : 0;
-    void *p = mapped ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                     : aligned_alloc(kAlign, rounded);
+    const uint64_t mapped = rounded >= kMapFrom ? (rounded + 4095u) / 4096u * 4096u : 0;
+    void *p = mapped ? map_buffer(mapped) : aligned_alloc(kAlign, rounded);
     if (p == MAP_FAILED || !p)
         return fail(RLX_ERR_OOM, "buffer_alloc: cannot allocate %llu bytes", (unsigned long long)size);
     if (!mapped) memset(p, 0, rounded);
