@@ -89,27 +89,12 @@ template <uint M> struct Rows {
     }
 };
 
-// rlx_qint_rows' Dot: the rows of x in tiles of 1, 2, 4 or 8.
-struct RowDots {
-    RLX_Q5X8_INLINE void run(const XPieces &c, uint m, const uint *xrow, const uchar *wr, uint blocks, float *s) {
-        if (m <= 1u) Rows<1>::run(c, xrow, wr, blocks, s);
-        else if (m <= 2u) Rows<2>::run(c, xrow, wr, blocks, s);
-        else if (m <= 4u) Rows<4>::run(c, xrow, wr, blocks, s);
-        else Rows<8>::run(c, xrow, wr, blocks, s);
-    }
-};
-
 // Rows [j0, j1) of y = act(x W^T + bias); false (nothing written) where x
 // needs the f32 form.
 template <typename Q, typename T>
 static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
                  uint64_t dispatch) {
-    static thread_local XPieces cache;
-    const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k;
-    if (!prepare(cache, x, m, k, p->x_stride, dispatch)) return false;
-    const uint blocks = k / 32u;
-    rlx_qint_rows<RowDots>(cache, w, (uint64_t)blocks * 22u, blocks, y, bias, p, m, j0, j1);
-    return true;
+    return rlx_q5x8::gemv_rows<Rows>(x, w, y, bias, p, j0, j1, dispatch);
 }
 
 }  // namespace
@@ -117,10 +102,6 @@ static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGem
 
 RLX_QINT_GEMV_KERNEL(gemv_q5_0_int8x, rlx_q5x8::gemv)
 
-// gemv_ and gemv1_ are one computation on the CPU (as in quant.h).
-RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, float, gemv_q5_0_f32)
-RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, half, gemv_q5_0_f16)
-RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, float, gemv1_q5_0_f32)
-RLX_CPU_EXPORT2(gemv_q5_0_int8x, QFmtQ5_0, half, gemv1_q5_0_f16)
+RLX_Q5_0_INT_EXPORTS(gemv_q5_0_int8x)
 
 #endif

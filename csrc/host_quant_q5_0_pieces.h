@@ -144,7 +144,39 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
     return c.usable;
 }
 
+// rlx_qint_rows' Dot over a form's Rows<M> (a weight row's sums against M
+// rows of x): the rows of x in tiles of 1, 2, 4 or 8.
+template <template <uint> class Rows> struct RowDots {
+    RLX_Q5X8_INLINE void run(const XPieces &c, uint m, const uint *xrow, const uchar *wr, uint blocks, float *s) {
+        if (m <= 1u) Rows<1>::run(c, xrow, wr, blocks, s);
+        else if (m <= 2u) Rows<2>::run(c, xrow, wr, blocks, s);
+        else if (m <= 4u) Rows<4>::run(c, xrow, wr, blocks, s);
+        else Rows<8>::run(c, xrow, wr, blocks, s);
+    }
+};
+
+// Rows [j0, j1) of y = act(x W^T + bias) through a form's Rows; false
+// (nothing written) where x needs the f32 form.
+template <template <uint> class Rows, typename T>
+static bool gemv_rows(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
+                      uint64_t dispatch) {
+    static thread_local XPieces cache;
+    const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k;
+    if (!prepare(cache, x, m, k, p->x_stride, dispatch)) return false;
+    const uint blocks = k / 32u;
+    rlx_qint_rows<RowDots<Rows>>(cache, w, (uint64_t)blocks * 22u, blocks, y, bias, p, m, j0, j1);
+    return true;
+}
+
 }  // namespace
 }  // namespace rlx_q5x8
+
+// A form's kernel as q5_0's exports: gemv_ and gemv1_ are one computation on
+// the CPU (as in quant.h).
+#define RLX_Q5_0_INT_EXPORTS(kernel)                          \
+    RLX_CPU_EXPORT2(kernel, QFmtQ5_0, float, gemv_q5_0_f32)   \
+    RLX_CPU_EXPORT2(kernel, QFmtQ5_0, half, gemv_q5_0_f16)    \
+    RLX_CPU_EXPORT2(kernel, QFmtQ5_0, float, gemv1_q5_0_f32)  \
+    RLX_CPU_EXPORT2(kernel, QFmtQ5_0, half, gemv1_q5_0_f16)
 
 #endif
