@@ -230,7 +230,7 @@ static void *map_buffer(uint64_t bytes) {
 #ifdef MADV_HUGEPAGE
     if (bytes >= kHugePage) {
         uint8_t *raw = (uint8_t *)mmap(nullptr, bytes + kHugePage, prot, flags, -1, 0);
-        if (raw == (uint8_t *)MAP_FAILED) return MAP_FAILED;
+        if (raw == (uint8_t *)MAP_FAILED) return mmap(nullptr, bytes, prot, flags, -1, 0);   // no room for the slack
         uint8_t *p = (uint8_t *)(((uintptr_t)raw + kHugePage - 1) & ~(uintptr_t)(kHugePage - 1));
         if (p > raw) munmap(raw, (size_t)(p - raw));
         if (raw + kHugePage > p) munmap(p + bytes, (size_t)(raw + kHugePage - p));
