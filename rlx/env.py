@@ -37,6 +37,11 @@ VARIABLES: tuple[EnvVar, ...] = (
            "has them) for gemms with bf16 weights (`precision=\"bf16\"`): those then widen the weights to f32, "
            "in registers in the small-M kernel (up to 16 rows, AVX2 or AVX-512) or in memory before the BLAS "
            "sgemm; read when the device is opened."),
+    EnvVar("RLX_HOST_HUGE_PAGES", "1", "`0` keeps the host device's buffers in 4 KiB pages. By default buffers "
+           "of 2 MiB and more start on 2 MiB boundaries and ask Linux for transparent huge pages "
+           "(`MADV_HUGEPAGE`), which streams large weights faster (the LLM decode step's vocabulary "
+           "projection); on a VM that returns freed memory to its host their first touch costs more "
+           "(a model load ~0.5 s slower for 250 MB of weights); read when the device is opened."),
     EnvVar("RLX_HOST_ISA", "best the CPU has",
            "The highest instruction set the host device's kernels use: on x86-64 `baseline`, `avx2`, "
            "`avx2vnni`, `avx512` or `avx512vnni` (the VNNI levels: the K-quant decode GEMVs in 16-bit integer "
@@ -129,6 +134,11 @@ def with_num_threads(environ: dict[str, str], threads: int) -> dict[str, str]:
 
 def host_bf16() -> bool:
     return _flag("RLX_HOST_BF16", True)
+
+
+def host_huge_pages() -> bool:
+    """RLX_HOST_HUGE_PAGES: large host buffers in transparent huge pages."""
+    return _flag("RLX_HOST_HUGE_PAGES", True)
 
 
 # x86-64: the first five; ARM64: baseline, neon, neondot.

@@ -93,6 +93,9 @@ rlx_status parse_options(rlx_device *d, const char *options) {
         } else if (key == "bf16") {
             ARG_CHECK(value == "0" || value == "1", "device_open: bf16=%s: expected 0 or 1", value.c_str());
             d->bf16_kernels = value == "1";
+        } else if (key == "huge_pages") {
+            ARG_CHECK(value == "0" || value == "1", "device_open: huge_pages=%s: expected 0 or 1", value.c_str());
+            d->huge_pages = value == "1";
         } else if (key == "isa") {
             // The levels of this architecture, lowest first (rlx_device::isa).
 #ifdef __aarch64__
@@ -108,7 +111,7 @@ rlx_status parse_options(rlx_device *d, const char *options) {
                       n == 3 ? "baseline, neon, neondot" : "baseline, avx2, avx2vnni, avx512, avx512vnni");
         } else {
             return fail(RLX_ERR_ARG, "device_open: unknown option '%s' (known: threads, blas, cache_dir, cxx, "
-                        "include_dir, bf16, isa)", key.c_str());
+                        "include_dir, bf16, huge_pages, isa)", key.c_str());
         }
     }
     return RLX_OK;
@@ -217,18 +220,21 @@ constexpr uint64_t kMapFrom = 1u << 20;    // buffers from this size up come fro
 constexpr uint64_t kHugePage = 2u << 20;   // x86-64's and ARM64's (4 KiB granule) transparent huge page
 
 // `bytes` (a multiple of 4 KiB) of zero memory from mmap, or MAP_FAILED.
-// From 2 MiB up the mapping starts on a 2 MiB boundary and asks for
+// With `huge` (the device's huge_pages option), from 2 MiB up the mapping starts on a 2 MiB boundary and asks for
 // transparent huge pages: Linux's default THP mode ("madvise") gives
 // anonymous memory 4 KiB pages unless asked, and a weight streamed once a
 // token (Gemma 3's 178 MB vocabulary projection) then pays a page walk
 // every 4 KiB and loses the hardware prefetcher at every page's end (a
 // 2-thread read of 178 MiB: 26 GB/s on 4 KiB pages, 31-36 on 2 MiB,
 // benchmarks/README.md, session 31). The slack around the aligned range is
-// unmapped again, so buffer_free's munmap(ptr, mapped) stays exact.
-static void *map_buffer(uint64_t bytes) {
+// unmapped again, so buffer_free's munmap(ptr, mapped) stays exact. The
+// price is the first touch: on a VM that hands freed memory back to its
+// host, a process's fresh huge pages fault in at ~2 ms a MiB (Gemma 3's
+// load 2.0 -> 2.5 s there); RLX_HOST_HUGE_PAGES=0 keeps 4 KiB pages.
+static void *map_buffer(uint64_t bytes, bool huge) {
     const int prot = PROT_READ | PROT_WRITE, flags = MAP_PRIVATE | MAP_ANONYMOUS;
 #ifdef MADV_HUGEPAGE
-    if (bytes >= kHugePage) {
+    if (huge && bytes >= kHugePage) {
         uint8_t *raw = (uint8_t *)mmap(nullptr, bytes + kHugePage, prot, flags, -1, 0);
         if (raw == (uint8_t *)MAP_FAILED) return mmap(nullptr, bytes, prot, flags, -1, 0);   // no room for the slack
         uint8_t *p = (uint8_t *)(((uintptr_t)raw + kHugePage - 1) & ~(uintptr_t)(kHugePage - 1));
@@ -247,7 +253,7 @@ rlx_status buffer_alloc(rlx_device *d, uint64_t size, rlx_buffer **out) {
     // every page up front. Small ones from aligned_alloc + memset.
     const uint64_t rounded = std::max<uint64_t>(kAlign, (size + kAlign - 1) / kAlign * kAlign);
     const uint64_t mapped = rounded >= kMapFrom ? (rounded + 4095u) / 4096u * 4096u : 0;
-    void *p = mapped ? map_buffer(mapped) : aligned_alloc(kAlign, rounded);
+    void *p = mapped ? map_buffer(mapped, d->huge_pages) : aligned_alloc(kAlign, rounded);
     if (p == MAP_FAILED || !p)
         return fail(RLX_ERR_OOM, "buffer_alloc: cannot allocate %llu bytes", (unsigned long long)size);
     if (!mapped) memset(p, 0, rounded);

@@ -73,6 +73,7 @@ struct rlx_device {
     std::string blas_path, cache_dir, cxx = "c++", include_dir;
     sgemm_fn sgemm = nullptr;   // NULL: the C++ fallback gemm
     bool bf16_kernels = true;   // option bf16=0 (RLX_HOST_BF16=0): widen bf16 weights, sgemm
+    bool huge_pages = true;     // option huge_pages=0 (RLX_HOST_HUGE_PAGES=0): 4 KiB pages for every buffer
     int bf16_level = 0;         // 2: the AVX-512 BF16 kernels of host_bf16.h run here
     int small_m = 0;            // host_small_m.h's kernel here: 2 AVX-512, 1 AVX2 (ARM64: NEON), 0 none
     // The kernels' instruction set (csrc/host_kernels_<isa>.cpp): 0 the

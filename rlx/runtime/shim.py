@@ -324,6 +324,8 @@ def _options(backend: str, override: dict[str, str] | None) -> dict[str, str]:
             opts["blas"] = blas
         if not env.host_bf16():
             opts["bf16"] = "0"   # RLX_HOST_BF16=0: bf16 weights widen to f32 for the BLAS
+        if not env.host_huge_pages():
+            opts["huge_pages"] = "0"   # RLX_HOST_HUGE_PAGES=0: every buffer in 4 KiB pages
         if env.host_isa():
             opts["isa"] = env.host_isa()   # RLX_HOST_ISA: at most this instruction set
     opts.update(override or {})

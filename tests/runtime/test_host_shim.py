@@ -94,3 +94,21 @@ def test_large_host_buffers_zero_whole_and_aligned(size):
             buf.free()
     finally:
         dev.close()
+
+
+def test_huge_pages_option(monkeypatch):
+    """huge_pages=0 (RLX_HOST_HUGE_PAGES=0) keeps 4 KiB pages: large
+    buffers still zero and whole; a bad value is refused at open."""
+    with pytest.raises(RlxError, match="huge_pages"):
+        Device.open("host", options_override={"huge_pages": "yes"})
+    monkeypatch.setenv("RLX_HOST_HUGE_PAGES", "0")
+    dev = Device.open("host")
+    try:
+        size = (6 << 20) + 5
+        buf = dev.alloc(size)
+        assert not np.frombuffer(buf.read(size - 4096, 4096), np.uint8).any()
+        buf.write(size - 8, np.arange(8, dtype=np.uint8))
+        assert np.frombuffer(buf.read(size - 8, 8), np.uint8).tolist() == list(range(8))
+        buf.free()
+    finally:
+        dev.close()
