@@ -16,7 +16,7 @@
 // with vpmaddwd for vpdpwssd): 1.7-2x the f32 form's speed at this level.
 #define RLX_CPU_INT_KQUANT_GEMV 1
 // q5_0's from bytes (csrc/host_quant_q5_0_avx2.h: vpmaddubsw over x in int8
-// pieces), which the AVX-VNNI level takes from this build too.
+// pieces; the AVX-VNNI level builds its own with vpdpwssd).
 #define RLX_CPU_INT_Q5_0_GEMV 1
 #include "host_kernels.cpp"
 #include "host_quant_vnni.h"

@@ -1,5 +1,5 @@
-// The quantized GEMVs that have a VNNI form (csrc/host_quant_vnni.h), in
-// AVX-VNNI (AVX2 machines with it: Intel client cores since Alder Lake),
+// The quantized GEMVs that have a VNNI form (csrc/host_quant_vnni.h, and
+// q5_0's in csrc/host_quant_q5_0_avx2.h), in AVX-VNNI (AVX2 machines with it: Intel client cores since Alder Lake),
 // exported as rlx_k_<name>__avx2vnni. The host shim looks a kernel up from
 // the device's level down (csrc/host/device.inc.cpp, pipeline_get), so every
 // kernel without such a form comes from the AVX2 build at this level: this
@@ -18,6 +18,7 @@
 #include "movement.h"   // quant.h uses its GatherParams
 #include "quant.h"
 #include "host_quant_vnni.h"
+#include "host_quant_q5_0_avx2.h"   // q5_0's GEMV from bytes, its multiply-adds in vpdpwssd
 
 #if defined(__clang__)
 #pragma clang attribute pop

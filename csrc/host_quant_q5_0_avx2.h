@@ -1,5 +1,5 @@
-// The q5_0 decode GEMV y = x W^T on AVX2 (csrc/host_kernels_avx2.cpp; the
-// AVX-VNNI level takes it from there too), in vpmaddubsw: unsigned bytes
+// The q5_0 decode GEMV y = x W^T on AVX2 (csrc/host_kernels_avx2.cpp, and
+// csrc/host_kernels_avx2vnni.cpp with vpdpwssd), in vpmaddubsw: unsigned bytes
 // times signed bytes, summed in pairs into 16 bits. Included after
 // shaders/quant.h (the block layout, rlx_q_gemv_cpu: the f32 form); x's
 // int8 pieces and their precision: csrc/host_quant_q5_0_pieces.h.
@@ -56,8 +56,12 @@ RLX_Q5X8_INLINE void block(const uchar *wr, uint b, const int8_t *const *xp, con
         const __m256i s0 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)p));
         const __m256i s1 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 64)));
         const __m256i s2 = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)(p + 128)));
+#if defined(RLX_CPU_AVXVNNI)   // the AVX-VNNI build: vpdpwssd for the second and third vpmaddwd and their adds
+        const __m256i P = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(_mm256_madd_epi16(s0, w0), s1, w1), s2, w2);
+#else
         const __m256i P = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(s0, w0), _mm256_madd_epi16(s1, w1)),
                                            _mm256_madd_epi16(s2, w2));
+#endif
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(P), _mm256_mul_ps(d, _mm256_broadcast_ss(xs[r] + b)), acc[r]);
         offset[r] = fmaf(ds, xsum[r][b], offset[r]);
     }
