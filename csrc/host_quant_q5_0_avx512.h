@@ -8,8 +8,8 @@
 //
 // Why: Gemma 3 270M's q/k/v and gate/up matrices are q5_0, 36 GEMVs of a
 // decode step, and the f32 form ran them from cache at ~14 GB/s on two
-// cores of an Intel Xeon (benchmarks/README.md, "Quantized GEMV", session
-// 31), bound by its instructions. Here the fifth bits are a mask register
+// cores of an Intel Xeon (benchmarks/README.md, "CPU (2026-12-05, session
+// 31)"), bound by its instructions. Here the fifth bits are a mask register
 // (one masked byte add of 16 for the AVX2 form's five operations), and
 // vpdpwssd folds each piece's multiplier and the sum into one instruction.
 #ifndef RLX_HOST_QUANT_Q5_0_AVX512_H

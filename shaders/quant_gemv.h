@@ -85,9 +85,11 @@ RLX_QDOT float rlx_q6k_scale(const uchar *b, uint g) { return rlx_q_f16(b + 208)
 // Rows of q5_0, q8_0, q4_k and q6_k in 16-lane AVX-512 (the AVX-512 build
 // of the host kernels, csrc/host_kernels_avx512.cpp, or an AVX-512 -march).
 // A 32-element chunk becomes two vectors of its dequantized weights,
-// rounded as the generic decoders round them (d * q exact for q8_0 / q5_0;
-// one rounding of dl * q - ml for q4_k, of dl * q for q6_k), dotted with
-// every x row in f32 (another summation order, inside the GEMV's bound).
+// rounded as the generic decoders round them (one rounding of dl * q - ml
+// for q4_k, of dl * q for q6_k), dotted with every x row in f32 (another
+// summation order, inside the GEMV's bound); q8_0 and q5_0 give their codes
+// unscaled and their block scale multiplies the chunk's dot once, as the
+// AVX2 form below does.
 // q5_0's fifth bits are mask registers (a masked add of 16) and a
 // two-table permute turns its 5-bit codes into q - 16: ~12 vector
 // operations a chunk against ~30 in the 8-lane form above (4096 x 4096,

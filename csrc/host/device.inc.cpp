@@ -220,8 +220,9 @@ constexpr uint64_t kMapFrom = 1u << 20;    // buffers from this size up come fro
 constexpr uint64_t kHugePage = 2u << 20;   // x86-64's and ARM64's (4 KiB granule) transparent huge page
 
 // `bytes` (a multiple of 4 KiB) of zero memory from mmap, or MAP_FAILED.
-// With `huge` (the device's huge_pages option), from 2 MiB up the mapping starts on a 2 MiB boundary and asks for
-// transparent huge pages: Linux's default THP mode ("madvise") gives
+// With `huge` (the device's huge_pages option), from 2 MiB up the mapping
+// starts on a 2 MiB boundary and asks for transparent huge pages: Linux's
+// default THP mode ("madvise") gives
 // anonymous memory 4 KiB pages unless asked, and a weight streamed once a
 // token (Gemma 3's 178 MB vocabulary projection) then pays a page walk
 // every 4 KiB and loses the hardware prefetcher at every page's end (a
