@@ -351,6 +351,269 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
     }
 }
 
+// ---- fft_shared's power-of-two form on GPUs: digit passes in registers ----
+//
+// N = 2^bits as in-place decimation-in-time passes of radix 16 (the last
+// one 2, 4, 8 or 16; one pass of N itself up to 16). Pass 0 reads the
+// source straight into registers, butterfly t of a row taking elements
+// t + r N / R0 (adjacent threads, adjacent elements), and writes its
+// outputs to group memory in digit-reversed order; each later pass q (span
+// h, the product of the radices before it) reads elements c h R + k + r h,
+// twiddles element r by W_{hR}^{k r}, and writes its outputs back to the
+// same slots; the last pass's outputs are the transform's elements
+// k + r h in natural order and go straight to the destination. So a row of
+// 256 makes one trip through group memory where the bit-reversed load,
+// radix-16 passes and store above make three, and every barrier is
+// between passes (benchmarks/gpu/fft_proto.cu is the standalone form this
+// was measured as first). Each butterfly's values live in one thread's
+// registers for one pass only, so the passes are exact for any threads
+// per group, the CPU's one included.
+#ifndef RLX_FFT_DIGIT_PASSES
+#define RLX_FFT_DIGIT_PASSES 1
+#endif
+
+// R complex values passed by value (a thread array's pointer would need an
+// address space on Metal).
+template <uint R>
+struct rlx_cfv {
+    rlx_cf v[R];
+};
+
+// exp(sg 2 pi i k / 16), k < 8, from literals: with the loops unrolled k is
+// a constant, so each is two immediates.
+RLX_INLINE rlx_cf rlx_w16(uint k, float sg) {
+    const float c1 = 0.92387953251128674f, s1 = 0.38268343236508977f, h = 0.70710678118654752f;
+    const float re = k == 0u ? 1.0f : k == 1u ? c1 : k == 2u ? h : k == 3u ? s1
+                   : k == 4u ? 0.0f : k == 5u ? -s1 : k == 6u ? -h : -c1;
+    const float im = k == 0u ? 0.0f : k == 1u ? s1 : k == 2u ? h : k == 3u ? c1
+                   : k == 4u ? 1.0f : k == 5u ? c1 : k == 6u ? h : s1;
+    return rlx_cf_make(re, sg * im);
+}
+
+// DFTs of 1, 2, 4, 8 and 16 points, y_q = sum_r x_r exp(sg 2 pi i q r / R):
+// the even and odd halves' transforms joined by W_R^k = rlx_w16(16 k / R).
+RLX_INLINE rlx_cfv<1> rlx_fft_dft_pow2(rlx_cfv<1> x, float) { return x; }
+RLX_INLINE rlx_cfv<2> rlx_fft_dft_pow2(rlx_cfv<2> x, float) {
+    rlx_cfv<2> y;
+    y.v[0] = rlx_cf_add(x.v[0], x.v[1]);
+    y.v[1] = rlx_cf_sub(x.v[0], x.v[1]);
+    return y;
+}
+RLX_INLINE rlx_cfv<4> rlx_fft_dft_pow2(rlx_cfv<4> x, float sg) {
+    const rlx_cf a = rlx_cf_add(x.v[0], x.v[2]), b = rlx_cf_sub(x.v[0], x.v[2]);
+    const rlx_cf c = rlx_cf_add(x.v[1], x.v[3]), d = rlx_cf_turn(rlx_cf_sub(x.v[1], x.v[3]), sg);
+    rlx_cfv<4> y;
+    y.v[0] = rlx_cf_add(a, c);
+    y.v[2] = rlx_cf_sub(a, c);
+    y.v[1] = rlx_cf_add(b, d);
+    y.v[3] = rlx_cf_sub(b, d);
+    return y;
+}
+RLX_INLINE rlx_cfv<8> rlx_fft_dft_pow2(rlx_cfv<8> x, float sg) {
+    rlx_cfv<4> e, o;
+    RLX_UNROLL
+    for (uint i = 0u; i < 4u; ++i) {
+        e.v[i] = x.v[2u * i];
+        o.v[i] = x.v[2u * i + 1u];
+    }
+    e = rlx_fft_dft_pow2(e, sg);
+    o = rlx_fft_dft_pow2(o, sg);
+    rlx_cfv<8> y;
+    RLX_UNROLL
+    for (uint k = 0u; k < 4u; ++k) {
+        const rlx_cf t = k == 0u ? o.v[0] : rlx_cf_mul(o.v[k], rlx_w16(2u * k, sg));
+        y.v[k] = rlx_cf_add(e.v[k], t);
+        y.v[k + 4u] = rlx_cf_sub(e.v[k], t);
+    }
+    return y;
+}
+RLX_INLINE rlx_cfv<16> rlx_fft_dft_pow2(rlx_cfv<16> x, float sg) {
+    rlx_cfv<8> e, o;
+    RLX_UNROLL
+    for (uint i = 0u; i < 8u; ++i) {
+        e.v[i] = x.v[2u * i];
+        o.v[i] = x.v[2u * i + 1u];
+    }
+    e = rlx_fft_dft_pow2(e, sg);
+    o = rlx_fft_dft_pow2(o, sg);
+    rlx_cfv<16> y;
+    RLX_UNROLL
+    for (uint k = 0u; k < 8u; ++k) {
+        const rlx_cf t = k == 0u ? o.v[0] : k == 4u ? rlx_cf_turn(o.v[4], sg) : rlx_cf_mul(o.v[k], rlx_w16(k, sg));
+        y.v[k] = rlx_cf_add(e.v[k], t);
+        y.v[k + 8u] = rlx_cf_sub(e.v[k], t);
+    }
+    return y;
+}
+
+// A row's plain source and destination (complex, no pre- or post-multiply,
+// padding, zeros or rows in blocks): the passes read and write them
+// directly. Any other load or store goes through group memory and the
+// general helpers, out of the passes' loops, whose radix-16 butterflies
+// leave few registers for them.
+RLX_INLINE bool rlx_fft_plain_src(RLX_CONSTANT FftParams *p) {
+    return p->load_mode == 0u && p->pre_mul == 0u && p->src_valid == 0u && p->src_rpb == 0u && p->src_len >= p->n;
+}
+RLX_INLINE bool rlx_fft_plain_dst(RLX_CONSTANT FftParams *p) {
+    return p->store_mode == 0u && p->post_mul == 0u && p->dst_rpb == 0u && p->dst_count >= p->n;
+}
+
+// The group-memory slot of element j of a row: pass 0's butterfly t = j mod
+// (N / R0) holds j as its value j / (N / R0), and writes it at c R0 + that,
+// c = t's digits below R0's (radix 16, the lowest last_bits wide) in
+// reverse order.
+RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint last_bits) {
+    const uint rbits = bits >= 4u ? 4u : bits, tbits = bits - rbits;
+    const uint t = j & ((1u << tbits) - 1u);
+    uint c = 0u, below = tbits, placed = 0u;
+    while (below > 0u) {
+        const uint db = below == last_bits ? last_bits : 4u;
+        below -= db;
+        c |= ((t >> below) & ((1u << db) - 1u)) << placed;
+        placed += db;
+    }
+    return (c << rbits) | (j >> tbits);
+}
+
+// Pass 0 of radix R = N / 2^tbits from a plain source (to_dst: the only
+// pass, its outputs in natural order to a plain destination).
+template <uint R, typename G>
+RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p,
+                                   G sre, G sim, uint row0, uint rows_here, uint bits, uint last_bits, bool to_dst,
+                                   uint swz, uint tid, uint nt) {
+    const uint tbits = bits - (bits >= 4u ? 4u : bits), per = 1u << tbits;
+    const float sg = p->inverse ? 1.0f : -1.0f;
+    for (uint g = tid; g < (rows_here << tbits); g += nt) {
+        const uint lr = g >> tbits, t = g & (per - 1u);
+        const uint64_t row = (uint64_t)p->src_offset + (uint64_t)(row0 + lr) * p->src_row;
+        rlx_cfv<R> x;
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            const uint64_t at = row + (uint64_t)(t + r * per) * p->src_step;
+            x.v[r] = rlx_cf_make(src[at], src[at + 1u]);
+        }
+        x = rlx_fft_dft_pow2(x, sg);
+        if (to_dst) {   // per == 1: the outputs in natural order
+            const uint64_t out = (uint64_t)p->dst_offset + (uint64_t)(row0 + lr) * p->dst_row;
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                const uint64_t at = out + (uint64_t)r * p->dst_step;
+                dst[at] = x.v[r].re * p->scale;
+                dst[at + 1u] = x.v[r].im * p->scale;
+            }
+            continue;
+        }
+        const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, last_bits);
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            const uint a = rlx_fft_slot(base + r, swz);
+            sre[a] = x.v[r].re;
+            sim[a] = x.v[r].im;
+        }
+    }
+}
+
+// Pass q of radix R over span h = 2^hbits (pass 0 too, hbits 0, when the
+// source was staged in group memory), in place, or (to_dst: the last pass)
+// from group memory to a plain destination in natural order.
+template <uint R, typename G>
+RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float *tw, RLX_CONSTANT FftParams *p,
+                                   G sre, G sim, uint row0, uint rows_here, uint bits, uint hbits, bool to_dst,
+                                   uint swz, uint tid, uint nt) {
+    const uint rbits = R == 16u ? 4u : R == 8u ? 3u : R == 4u ? 2u : R == 2u ? 1u : 0u;
+    const uint gbits = bits - rbits, h = 1u << hbits, twshift = bits - hbits - rbits, inv = p->inverse;
+    const float sg = inv ? 1.0f : -1.0f;
+    for (uint g = tid; g < (rows_here << gbits); g += nt) {
+        const uint lr = g >> gbits, u = g & ((1u << gbits) - 1u), k = u & (h - 1u);
+        const uint base = (lr << bits) + ((u >> hbits) << (hbits + rbits)) + k;
+        rlx_cfv<R> x;
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            const uint a = rlx_fft_slot(base + r * h, swz);
+            rlx_cf v = rlx_cf_make(sre[a], sim[a]);
+            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, (k * r) << twshift, inv));
+            x.v[r] = v;
+        }
+        x = rlx_fft_dft_pow2(x, sg);
+        if (to_dst) {   // the last pass: u < h, so these are elements k + r h of the transform
+            const uint64_t out = (uint64_t)p->dst_offset + (uint64_t)(row0 + lr) * p->dst_row;
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                const uint64_t at = out + (uint64_t)(k + r * h) * p->dst_step;
+                dst[at] = x.v[r].re * p->scale;
+                dst[at + 1u] = x.v[r].im * p->scale;
+            }
+            continue;
+        }
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            const uint a = rlx_fft_slot(base + r * h, swz);
+            sre[a] = x.v[r].re;
+            sim[a] = x.v[r].im;
+        }
+    }
+}
+
+template <typename G>
+RLX_INLINE void rlx_fft_digit_pass_of(uint rb, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                      RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here, uint bits,
+                                      uint hbits, bool to_dst, uint swz, uint tid, uint nt) {
+    if (rb == 4u) rlx_fft_digit_pass<16u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 3u) rlx_fft_digit_pass<8u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 2u) rlx_fft_digit_pass<4u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 1u) rlx_fft_digit_pass<2u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 0u) rlx_fft_digit_pass<1u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+}
+
+// The whole power-of-two transform of the group's rows (see above).
+template <typename G>
+RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                     RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                     RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here, uint bits,
+                                     uint swz, uint tid, uint nt) {
+    const uint n = 1u << bits, passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
+    const uint first_bits = bits >= 4u ? 4u : bits, last_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u);
+    const bool plain_dst = rlx_fft_plain_dst(p);
+    if (rlx_fft_plain_src(p)) {
+        const bool only = passes == 1u && plain_dst;
+        if (first_bits == 4u) rlx_fft_first_pass<16u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 3u) rlx_fft_first_pass<8u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 2u) rlx_fft_first_pass<4u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 1u) rlx_fft_first_pass<2u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (only) return;
+    } else {   // staged: every element at its pass-0 slot, then pass 0 in place
+        RLX_FOR_GROUP(e, rows_here << bits) {
+            const uint lr = e >> bits, j = e & (n - 1u);
+            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
+            const uint a = rlx_fft_slot((lr << bits) + rlx_fft_digit_slot(j, bits, last_bits), swz);
+            sre[a] = v.re;
+            sim[a] = v.im;
+        }
+        rlx_barrier();
+        const bool only = passes == 1u && plain_dst;
+        rlx_fft_digit_pass_of(first_bits, dst, tw, p, sre, sim, row0, rows_here, bits, 0u, only, swz, tid, nt);
+        if (only) return;
+    }
+    rlx_barrier();
+    for (uint q = 1u; q < passes; ++q) {
+        const bool last = q + 1u == passes, to_dst = last && plain_dst;
+        rlx_fft_digit_pass_of(last ? last_bits : 4u, dst, tw, p, sre, sim, row0, rows_here, bits, 4u * q, to_dst, swz,
+                              tid, nt);
+        if (to_dst) return;
+        rlx_barrier();
+    }
+    // The transform sits in group memory in natural order.
+    if (p->store_mode == 2u) {
+        rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, n, swz, tid, nt);
+        return;
+    }
+    RLX_FOR_GROUP(e, rows_here << bits) {
+        const uint a = rlx_fft_slot(e, swz);
+        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));
+    }
+}
+
 // Radix-2 stages a fft_shared pass (1-4) and, on CUDA, the groups of 256
 // threads an SM its registers must allow (__launch_bounds__): compile-time
 // switches, so that benchmarks/gpu/kernel_defines.py can time the choices
@@ -393,6 +656,11 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
 #endif
     if (p->radix == 1u) {   // mixed radix (uniform): Stockham passes between the memory's two halves
         rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x, rlx_group_size.x);
+        return;
+    }
+    if (RLX_FFT_DIGIT_PASSES) {
+        rlx_fft_digit_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, bits, swz, rlx_local_id.x,
+                             rlx_group_size.x);
         return;
     }
     RLX_FOR_GROUP(e, rows_here << bits) {
