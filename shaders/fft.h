@@ -451,11 +451,29 @@ RLX_INLINE rlx_cfv<16> rlx_fft_dft_pow2(rlx_cfv<16> x, float sg) {
 // directly. Any other load or store goes through group memory and the
 // general helpers, out of the passes' loops, whose radix-16 butterflies
 // leave few registers for them.
+// Plain rows are also adjacent complex pairs at even float offsets, so the
+// passes move each element as one 8-byte unit.
 RLX_INLINE bool rlx_fft_plain_src(RLX_CONSTANT FftParams *p) {
-    return p->load_mode == 0u && p->pre_mul == 0u && p->src_valid == 0u && p->src_rpb == 0u && p->src_len >= p->n;
+    return p->load_mode == 0u && p->pre_mul == 0u && p->src_valid == 0u && p->src_rpb == 0u && p->src_len >= p->n &&
+           p->src_step == 2u && ((p->src_offset | p->src_row) & 1u) == 0u;
 }
 RLX_INLINE bool rlx_fft_plain_dst(RLX_CONSTANT FftParams *p) {
-    return p->store_mode == 0u && p->post_mul == 0u && p->dst_rpb == 0u && p->dst_count >= p->n;
+    return p->store_mode == 0u && p->post_mul == 0u && p->dst_rpb == 0u && p->dst_count >= p->n &&
+           p->dst_step == 2u && ((p->dst_offset | p->dst_row) & 1u) == 0u;
+}
+// Element 0 of a plain row (the offsets count floats).
+RLX_INLINE RLX_DEVICE const rlx_float2 *rlx_fft_src_row(RLX_DEVICE const float *src, RLX_CONSTANT FftParams *p,
+                                                         uint row) {
+    return (RLX_DEVICE const rlx_float2 *)(src + p->src_offset + (uint64_t)row * p->src_row);
+}
+RLX_INLINE RLX_DEVICE rlx_float2 *rlx_fft_dst_row(RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p, uint row) {
+    return (RLX_DEVICE rlx_float2 *)(dst + p->dst_offset + (uint64_t)row * p->dst_row);
+}
+RLX_INLINE rlx_float2 rlx_fft_scaled(rlx_cf v, float scale) {
+    rlx_float2 o;
+    o.x = v.re * scale;
+    o.y = v.im * scale;
+    return o;
 }
 
 // The group-memory slot of element j of a row: pass 0's butterfly t = j mod
@@ -485,22 +503,18 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
     const float sg = p->inverse ? 1.0f : -1.0f;
     for (uint g = tid; g < (rows_here << tbits); g += nt) {
         const uint lr = g >> tbits, t = g & (per - 1u);
-        const uint64_t row = (uint64_t)p->src_offset + (uint64_t)(row0 + lr) * p->src_row;
+        RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row0 + lr) + t;
         rlx_cfv<R> x;
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
-            const uint64_t at = row + (uint64_t)(t + r * per) * p->src_step;
-            x.v[r] = rlx_cf_make(src[at], src[at + 1u]);
+            const rlx_float2 v = in[r * per];
+            x.v[r] = rlx_cf_make(v.x, v.y);
         }
         x = rlx_fft_dft_pow2(x, sg);
         if (to_dst) {   // per == 1: the outputs in natural order
-            const uint64_t out = (uint64_t)p->dst_offset + (uint64_t)(row0 + lr) * p->dst_row;
+            RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr);
             RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) {
-                const uint64_t at = out + (uint64_t)r * p->dst_step;
-                dst[at] = x.v[r].re * p->scale;
-                dst[at + 1u] = x.v[r].im * p->scale;
-            }
+            for (uint r = 0u; r < R; ++r) out[r] = rlx_fft_scaled(x.v[r], p->scale);
             continue;
         }
         const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, last_bits);
@@ -536,13 +550,9 @@ RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float
         }
         x = rlx_fft_dft_pow2(x, sg);
         if (to_dst) {   // the last pass: u < h, so these are elements k + r h of the transform
-            const uint64_t out = (uint64_t)p->dst_offset + (uint64_t)(row0 + lr) * p->dst_row;
+            RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr) + k;
             RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) {
-                const uint64_t at = out + (uint64_t)(k + r * h) * p->dst_step;
-                dst[at] = x.v[r].re * p->scale;
-                dst[at + 1u] = x.v[r].im * p->scale;
-            }
+            for (uint r = 0u; r < R; ++r) out[r * h] = rlx_fft_scaled(x.v[r], p->scale);
             continue;
         }
         RLX_UNROLL

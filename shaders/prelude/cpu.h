@@ -25,6 +25,8 @@ typedef unsigned int uint;
 typedef unsigned char uchar;    // MSL's names (the GGUF block kernels read bytes)
 typedef unsigned short ushort;
 struct uint3 { uint x, y, z; };
+// Two floats read or written as one 8-byte unit (MSL's and CUDA's float2).
+struct alignas(8) rlx_float2 { float x, y; };
 // IEEE half: ARM64's __fp16 (a storage type that computes in float; GCC
 // before 13 has no _Float16 in C++ there), _Float16 elsewhere. Kernels only
 // load and store halves and compute in float, so the two behave the same.

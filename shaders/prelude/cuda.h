@@ -10,6 +10,7 @@
 typedef unsigned int uint;
 typedef unsigned char uchar;    // MSL's names (the GGUF block kernels read bytes)
 typedef unsigned short ushort;
+typedef float2 rlx_float2;   // two floats as one 8-byte load or store
 typedef unsigned long long rlx_u64;
 #ifndef __CUDACC_RTC__
 #include <stdint.h>

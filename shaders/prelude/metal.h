@@ -6,6 +6,7 @@
 
 #include <metal_stdlib>
 using namespace metal;
+typedef float2 rlx_float2;   // two floats as one 8-byte load or store
 
 #define RLX_TARGET_METAL 1
 

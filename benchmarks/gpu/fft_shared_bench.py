@@ -1,0 +1,126 @@
+"""fft_shared itself, built by nvcc from the library's flattened source
+under compile-time variants (-D flags), each checked against torch.fft and
+timed beside cuFFT in one process (issue 19). Seconds a variant, where
+KERNEL_DEFINES through the shim rebuilds the whole kernel library through
+NVRTC (~100 s): for choosing among forms; fft_variants.py then confirms the
+chosen one through rlx itself.
+
+    python3 benchmarks/gpu/fft_shared_bench.py OUT.json ["" "-DRLX_FFT_MIN_GROUPS=3" ...]
+
+Plain complex rows of 2^22 points a case, the lowering's grid
+(rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
+events around 200 back-to-back launches."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from rlx.runtime.shader_source import kernel_source
+
+LAUNCHER = r"""
+extern "C" int rlx_bench_params(void **dp, int n, int rows, int inverse, int group_rows, int swizzle) {
+    FftParams h = {};
+    h.n = n; h.rows = rows; h.span = 31 - __builtin_clz(n); h.inverse = inverse;
+    h.src_row = 2 * n; h.src_step = 2; h.src_len = n;
+    h.dst_row = 2 * n; h.dst_step = 2; h.dst_count = n;
+    h.scale = 1.0f; h.group_rows = group_rows; h.swizzle = swizzle;
+    if (!*dp && cudaMalloc(dp, sizeof h) != cudaSuccess) return 1;
+    return (int)cudaMemcpy(*dp, &h, sizeof h, cudaMemcpyHostToDevice);
+}
+extern "C" int rlx_bench_launch(const float *src, float *dst, const float *tw, const void *dp, int groups, int threads,
+                                void *stream) {
+    fft_shared<float><<<groups, threads, 0, (cudaStream_t)stream>>>(src, dst, tw, nullptr, nullptr,
+                                                                    (const FftParams *)dp);
+    return (int)cudaGetLastError();
+}
+"""
+
+
+def build(defines: str, tmp: str, i: int) -> tuple[str, str]:
+    src = os.path.join(tmp, f"v{i}.cu")
+    with open(src, "w") as f:
+        f.write(kernel_source("cuda", '#include "fft.h"\n') + LAUNCHER)
+    out = os.path.join(tmp, f"v{i}.so")
+    cmd = ["nvcc", "-O3", "-std=c++17", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
+           *defines.split(), src, "-o", out]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    usage = [ln.strip() for ln in res.stderr.splitlines() if "Used" in ln or "stack frame" in ln]
+    if res.returncode:
+        raise RuntimeError(res.stderr[-2000:])
+    return out, " | ".join(usage[-2:])
+
+
+def time_ms(fn, reps: int = 200) -> float:
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / reps
+
+
+def grid(n: int, rows: int, units: int) -> tuple[int, int, int]:
+    group_rows = max(1, min(4096 // n, rows // (2 * units)))
+    butterflies = group_rows * max(n // 4, 1)
+    threads = min(256, -(-butterflies // 32) * 32)
+    return -(-rows // group_rows), threads, group_rows
+
+
+def main() -> None:
+    out_path = sys.argv[1]
+    variants = sys.argv[2:] or [""]
+    units = torch.cuda.get_device_properties(0).multi_processor_count
+    stream = torch.cuda.current_stream().cuda_stream
+    with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(8) as pool:
+        built = list(pool.map(lambda a: build(a[1], tmp, a[0]), enumerate(variants)))
+        rows_out, cufft = [], {}
+        for defines, (so, usage) in zip(variants, built):
+            lib = ctypes.CDLL(so)
+            lib.rlx_bench_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_int] * 5
+            lib.rlx_bench_launch.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
+            for n in (256, 1024, 4096, 64, 2048):
+                rows = (1 << 22) // n
+                torch.manual_seed(n)
+                x = torch.randn(rows, n, dtype=torch.complex64, device="cuda")
+                y = torch.empty_like(x)
+                tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
+                groups, threads, group_rows = grid(n, rows, units)
+                for swizzle in (1, 0):
+                    dp = ctypes.c_void_p()
+                    assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, 0, group_rows, swizzle) == 0
+
+                    def run(lib=lib, dp=dp, x=x, y=y, tw=tw, groups=groups, threads=threads):
+                        assert lib.rlx_bench_launch(x.data_ptr(), y.data_ptr(), tw.data_ptr(), dp, groups, threads,
+                                                    stream) == 0
+
+                    run()
+                    want = torch.fft.fft(x)
+                    err = float((y - want).abs().max() / want.abs().max())
+                    ms = time_ms(run)
+                    if n not in cufft:
+                        cufft[n] = time_ms(lambda x=x: torch.fft.fft(x))
+                    row = {"defines": defines, "usage": usage, "n": n, "swizzle": swizzle, "rel_err": err,
+                           "us": round(ms * 1e3, 2), "cufft_us": round(cufft[n] * 1e3, 2),
+                           "ratio": round(ms / cufft[n], 3)}
+                    print(json.dumps(row), flush=True)
+                    rows_out.append(row)
+    with open(out_path, "w") as f:
+        json.dump({"device": torch.cuda.get_device_name(), "rows": rows_out}, f,
+                  indent=1)
+
+
+if __name__ == "__main__":
+    main()
