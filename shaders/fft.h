@@ -371,6 +371,9 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 #ifndef RLX_FFT_DIGIT_PASSES
 #define RLX_FFT_DIGIT_PASSES 1
 #endif
+#ifndef RLX_FFT_DIGIT_CONST
+#define RLX_FFT_DIGIT_CONST 1
+#endif
 
 // R complex values passed by value (a thread array's pointer would need an
 // address space on Metal).
@@ -593,7 +596,7 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
         if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
         if (only) return;
     } else {   // staged: every element at its pass-0 slot, then pass 0 in place
-        RLX_FOR_GROUP(e, rows_here << bits) {
+        for (uint e = tid; e < (rows_here << bits); e += nt) {
             const uint lr = e >> bits, j = e & (n - 1u);
             const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
             const uint a = rlx_fft_slot((lr << bits) + rlx_fft_digit_slot(j, bits, last_bits), swz);
@@ -618,7 +621,7 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
         rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, n, swz, tid, nt);
         return;
     }
-    RLX_FOR_GROUP(e, rows_here << bits) {
+    for (uint e = tid; e < (rows_here << bits); e += nt) {
         const uint a = rlx_fft_slot(e, swz);
         rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));
     }
@@ -669,8 +672,22 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
         return;
     }
     if (RLX_FFT_DIGIT_PASSES) {
-        rlx_fft_digit_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, bits, swz, rlx_local_id.x,
-                             rlx_group_size.x);
+        const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
+        if (RLX_FFT_DIGIT_CONST) {
+            // One inlined copy per length, so that every shift, mask and
+            // loop bound of the passes is a constant.
+#define RLX_FFT_DIGITS_AT(b) \
+    case b: rlx_fft_digit_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, b##u, swz, tid, nt); return;
+            switch (bits) {
+                RLX_FFT_DIGITS_AT(0) RLX_FFT_DIGITS_AT(1) RLX_FFT_DIGITS_AT(2) RLX_FFT_DIGITS_AT(3)
+                RLX_FFT_DIGITS_AT(4) RLX_FFT_DIGITS_AT(5) RLX_FFT_DIGITS_AT(6) RLX_FFT_DIGITS_AT(7)
+                RLX_FFT_DIGITS_AT(8) RLX_FFT_DIGITS_AT(9) RLX_FFT_DIGITS_AT(10) RLX_FFT_DIGITS_AT(11)
+                RLX_FFT_DIGITS_AT(12)
+                default: break;
+            }
+#undef RLX_FFT_DIGITS_AT
+        }
+        rlx_fft_digit_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, bits, swz, tid, nt);
         return;
     }
     RLX_FOR_GROUP(e, rows_here << bits) {
