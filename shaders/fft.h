@@ -220,9 +220,37 @@ RLX_INLINE uint rlx_fft_slot(uint a, uint swizzle) {
     return swizzle ? a ^ (((a >> 5u) ^ (a >> 10u)) & 31u) : a;
 }
 
+// The digit passes' slot of element a among pairs: with swizzle, bits 4..
+// of a are XORed into its low 4 bits. A SIMD group's 8-byte accesses are
+// served sixteen lanes at a time, sixteen pairs to a row of banks, and the
+// passes stride by powers of two of at least 16.
+RLX_INLINE uint rlx_fft_pair_slot(uint a, uint swizzle) {
+    return swizzle ? a ^ (((a >> 4u) ^ (a >> 8u)) & 15u) : a;
+}
+
+// Element i (slot base + its swizzled place) of group memory held as
+// separate real and imaginary arrays, or (the digit passes below) as one
+// array of pairs, whose second pointer is unused.
+RLX_INLINE rlx_cf rlx_fft_get(RLX_GROUP_MEM const float *re, RLX_GROUP_MEM const float *im, uint base, uint i,
+                              uint swz) {
+    const uint a = base + rlx_fft_slot(i, swz);
+    return rlx_cf_make(re[a], im[a]);
+}
+RLX_INLINE rlx_cf rlx_fft_get(RLX_GROUP_MEM const rlx_float2 *c, RLX_GROUP_MEM const rlx_float2 *, uint base, uint i,
+                              uint swz) {
+    const rlx_float2 v = c[base + rlx_fft_pair_slot(i, swz)];
+    return rlx_cf_make(v.x, v.y);
+}
+RLX_INLINE rlx_float2 rlx_fft_pair(rlx_cf v) {
+    rlx_float2 o;
+    o.x = v.re;
+    o.y = v.im;
+    return o;
+}
+
 // store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs: group memory holds
-// each row's length-m transform Z of the packed real signal (slot base +
-// rlx_fft_slot(row m + i)); the store writes bins k = 0..m of the length-2m
+// each row's length-m transform Z of the packed real signal (element
+// row m + i at base, read through rlx_fft_get: either layout); the store writes bins k = 0..m of the length-2m
 // real transform, X[k] = E[k] + W_2m^k O[k] (rfft_post's algebra below),
 // with post the length-2m twiddles, so no second dispatch unpacks them.
 // The CPU's rows-across-lanes form has its own (fft_cpu.h).
@@ -234,8 +262,9 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
     for (uint e = tid; e < rows_here * bins; e += nt) {
         const uint lr = e / bins, k = e - lr * bins;
         const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m
-        const uint sa = base + rlx_fft_slot(lr * m + a, swz), sb = base + rlx_fft_slot(lr * m + b, swz);
-        const rlx_cf za = rlx_cf_make(sre[sa], sim[sa]), zb = rlx_cf_make(sre[sb], -sim[sb]);
+        const rlx_cf za = rlx_fft_get(sre, sim, base, lr * m + a, swz);
+        const rlx_cf zb_conj = rlx_fft_get(sre, sim, base, lr * m + b, swz);
+        const rlx_cf zb = rlx_cf_make(zb_conj.re, -zb_conj.im);
         const rlx_cf even = rlx_cf_scale(rlx_cf_add(za, zb), 0.5f);
         const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
         const rlx_cf x = rlx_cf_add(even, rlx_cf_mul(rlx_fft_twiddle(post, k, 0u), odd));
@@ -496,11 +525,18 @@ RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint last_bits) {
     return (c << rbits) | (j >> tbits);
 }
 
+// Twiddle m as one 8-byte read (the tables are resident buffers of their
+// own, aligned far beyond 8 bytes: rlx/runtime/compiler.py).
+RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint inverse) {
+    const rlx_float2 w = ((RLX_DEVICE const rlx_float2 *)tw)[m];
+    return rlx_cf_make(w.x, inverse ? -w.y : w.y);
+}
+
 // Pass 0 of radix R = N / 2^tbits from a plain source (to_dst: the only
 // pass, its outputs in natural order to a plain destination).
 template <uint R, typename G>
 RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p,
-                                   G sre, G sim, uint row0, uint rows_here, uint bits, uint last_bits, bool to_dst,
+                                   G sc, uint row0, uint rows_here, uint bits, uint last_bits, bool to_dst,
                                    uint swz, uint tid, uint nt) {
     const uint tbits = bits - (bits >= 4u ? 4u : bits), per = 1u << tbits;
     const float sg = p->inverse ? 1.0f : -1.0f;
@@ -523,9 +559,7 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
         const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, last_bits);
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
-            const uint a = rlx_fft_slot(base + r, swz);
-            sre[a] = x.v[r].re;
-            sim[a] = x.v[r].im;
+            sc[rlx_fft_pair_slot(base + r, swz)] = rlx_fft_pair(x.v[r]);
         }
     }
 }
@@ -535,7 +569,7 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
 // from group memory to a plain destination in natural order.
 template <uint R, typename G>
 RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float *tw, RLX_CONSTANT FftParams *p,
-                                   G sre, G sim, uint row0, uint rows_here, uint bits, uint hbits, bool to_dst,
+                                   G sc, uint row0, uint rows_here, uint bits, uint hbits, bool to_dst,
                                    uint swz, uint tid, uint nt) {
     const uint rbits = R == 16u ? 4u : R == 8u ? 3u : R == 4u ? 2u : R == 2u ? 1u : 0u;
     const uint gbits = bits - rbits, h = 1u << hbits, twshift = bits - hbits - rbits, inv = p->inverse;
@@ -546,9 +580,9 @@ RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float
         rlx_cfv<R> x;
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
-            const uint a = rlx_fft_slot(base + r * h, swz);
-            rlx_cf v = rlx_cf_make(sre[a], sim[a]);
-            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, (k * r) << twshift, inv));
+            const rlx_float2 q = sc[rlx_fft_pair_slot(base + r * h, swz)];
+            rlx_cf v = rlx_cf_make(q.x, q.y);
+            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle_pair(tw, (k * r) << twshift, inv));
             x.v[r] = v;
         }
         x = rlx_fft_dft_pow2(x, sg);
@@ -560,70 +594,65 @@ RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float
         }
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
-            const uint a = rlx_fft_slot(base + r * h, swz);
-            sre[a] = x.v[r].re;
-            sim[a] = x.v[r].im;
+            sc[rlx_fft_pair_slot(base + r * h, swz)] = rlx_fft_pair(x.v[r]);
         }
     }
 }
 
 template <typename G>
 RLX_INLINE void rlx_fft_digit_pass_of(uint rb, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
-                                      RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here, uint bits,
+                                      RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint bits,
                                       uint hbits, bool to_dst, uint swz, uint tid, uint nt) {
-    if (rb == 4u) rlx_fft_digit_pass<16u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
-    if (rb == 3u) rlx_fft_digit_pass<8u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
-    if (rb == 2u) rlx_fft_digit_pass<4u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
-    if (rb == 1u) rlx_fft_digit_pass<2u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
-    if (rb == 0u) rlx_fft_digit_pass<1u>(dst, tw, p, sre, sim, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 4u) rlx_fft_digit_pass<16u>(dst, tw, p, sc, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 3u) rlx_fft_digit_pass<8u>(dst, tw, p, sc, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 2u) rlx_fft_digit_pass<4u>(dst, tw, p, sc, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 1u) rlx_fft_digit_pass<2u>(dst, tw, p, sc, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
+    if (rb == 0u) rlx_fft_digit_pass<1u>(dst, tw, p, sc, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
 }
 
 // The whole power-of-two transform of the group's rows (see above).
 template <typename G>
 RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
                                      RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
-                                     RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here, uint bits,
+                                     RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint bits,
                                      uint swz, uint tid, uint nt) {
     const uint n = 1u << bits, passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
     const uint first_bits = bits >= 4u ? 4u : bits, last_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u);
     const bool plain_dst = rlx_fft_plain_dst(p);
     if (rlx_fft_plain_src(p)) {
         const bool only = passes == 1u && plain_dst;
-        if (first_bits == 4u) rlx_fft_first_pass<16u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 3u) rlx_fft_first_pass<8u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 2u) rlx_fft_first_pass<4u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 1u) rlx_fft_first_pass<2u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sre, sim, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 4u) rlx_fft_first_pass<16u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 3u) rlx_fft_first_pass<8u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 2u) rlx_fft_first_pass<4u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 1u) rlx_fft_first_pass<2u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
         if (only) return;
     } else {   // staged: every element at its pass-0 slot, then pass 0 in place
         for (uint e = tid; e < (rows_here << bits); e += nt) {
             const uint lr = e >> bits, j = e & (n - 1u);
             const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
-            const uint a = rlx_fft_slot((lr << bits) + rlx_fft_digit_slot(j, bits, last_bits), swz);
-            sre[a] = v.re;
-            sim[a] = v.im;
+            sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, last_bits), swz)] = rlx_fft_pair(v);
         }
         rlx_barrier();
         const bool only = passes == 1u && plain_dst;
-        rlx_fft_digit_pass_of(first_bits, dst, tw, p, sre, sim, row0, rows_here, bits, 0u, only, swz, tid, nt);
+        rlx_fft_digit_pass_of(first_bits, dst, tw, p, sc, row0, rows_here, bits, 0u, only, swz, tid, nt);
         if (only) return;
     }
     rlx_barrier();
     for (uint q = 1u; q < passes; ++q) {
         const bool last = q + 1u == passes, to_dst = last && plain_dst;
-        rlx_fft_digit_pass_of(last ? last_bits : 4u, dst, tw, p, sre, sim, row0, rows_here, bits, 4u * q, to_dst, swz,
+        rlx_fft_digit_pass_of(last ? last_bits : 4u, dst, tw, p, sc, row0, rows_here, bits, 4u * q, to_dst, swz,
                               tid, nt);
         if (to_dst) return;
         rlx_barrier();
     }
     // The transform sits in group memory in natural order.
     if (p->store_mode == 2u) {
-        rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, n, swz, tid, nt);
+        rlx_fft_store_rfft(dst, post, p, sc, sc, 0u, row0, rows_here, n, swz, tid, nt);
         return;
     }
     for (uint e = tid; e < (rows_here << bits); e += nt) {
-        const uint a = rlx_fft_slot(e, swz);
-        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));
+        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_fft_get(sc, sc, 0u, e, swz));
     }
 }
 
@@ -651,8 +680,11 @@ template <typename T>
 RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
                       RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
                       RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
-    RLX_SHARED(float, sre, RLX_FFT_SHARED_MAX);
-    RLX_SHARED(float, sim, RLX_FFT_SHARED_MAX);
+    // One array of pairs (the digit passes move an element as one 8-byte
+    // unit); the other forms view it as a real and an imaginary half.
+    RLX_SHARED(rlx_float2, spairs, RLX_FFT_SHARED_MAX);
+    RLX_GROUP_MEM float *sre = (RLX_GROUP_MEM float *)spairs;
+    RLX_GROUP_MEM float *sim = sre + RLX_FFT_SHARED_MAX;
     // group_rows rows per group (group_rows * n <= RLX_FFT_SHARED_MAX): short
     // rows share a group so that it has work for all its threads. The test is
     // uniform over the group, so the return skips no barrier of others.
@@ -677,7 +709,7 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
             // One inlined copy per length, so that every shift, mask and
             // loop bound of the passes is a constant.
 #define RLX_FFT_DIGITS_AT(b) \
-    case b: rlx_fft_digit_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, b##u, swz, tid, nt); return;
+    case b: rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, b##u, swz, tid, nt); return;
             switch (bits) {
                 RLX_FFT_DIGITS_AT(0) RLX_FFT_DIGITS_AT(1) RLX_FFT_DIGITS_AT(2) RLX_FFT_DIGITS_AT(3)
                 RLX_FFT_DIGITS_AT(4) RLX_FFT_DIGITS_AT(5) RLX_FFT_DIGITS_AT(6) RLX_FFT_DIGITS_AT(7)
@@ -687,7 +719,7 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
             }
 #undef RLX_FFT_DIGITS_AT
         }
-        rlx_fft_digit_passes(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, bits, swz, tid, nt);
+        rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, bits, swz, tid, nt);
         return;
     }
     RLX_FOR_GROUP(e, rows_here << bits) {
