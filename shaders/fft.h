@@ -403,6 +403,9 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 #ifndef RLX_FFT_DIGIT_CONST
 #define RLX_FFT_DIGIT_CONST 1
 #endif
+#ifndef RLX_FFT_SMALL_FIRST
+#define RLX_FFT_SMALL_FIRST 0
+#endif
 
 // R complex values passed by value (a thread array's pointer would need an
 // address space on Metal).
@@ -508,12 +511,12 @@ RLX_INLINE rlx_float2 rlx_fft_scaled(rlx_cf v, float scale) {
     return o;
 }
 
-// The group-memory slot of element j of a row: pass 0's butterfly t = j mod
-// (N / R0) holds j as its value j / (N / R0), and writes it at c R0 + that,
-// c = t's digits below R0's (radix 16, the lowest last_bits wide) in
-// reverse order.
-RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint last_bits) {
-    const uint rbits = bits >= 4u ? 4u : bits, tbits = bits - rbits;
+// The group-memory slot of element j of a row: pass 0 (radix 2^first_bits)
+// has butterfly t = j mod (N / R0) hold j as its value j / (N / R0) and
+// write it at c R0 + that, c = t's digits (the later passes' radices, the
+// lowest last_bits wide, the others 16) in reverse order.
+RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint first_bits, uint last_bits) {
+    const uint tbits = bits - first_bits;
     const uint t = j & ((1u << tbits) - 1u);
     uint c = 0u, below = tbits, placed = 0u;
     while (below > 0u) {
@@ -522,7 +525,7 @@ RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint last_bits) {
         c |= ((t >> below) & ((1u << db) - 1u)) << placed;
         placed += db;
     }
-    return (c << rbits) | (j >> tbits);
+    return (c << first_bits) | (j >> tbits);
 }
 
 // Twiddle m as one 8-byte read (the tables are resident buffers of their
@@ -538,7 +541,8 @@ template <uint R, typename G>
 RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p,
                                    G sc, uint row0, uint rows_here, uint bits, uint last_bits, bool to_dst,
                                    uint swz, uint tid, uint nt) {
-    const uint tbits = bits - (bits >= 4u ? 4u : bits), per = 1u << tbits;
+    const uint first_bits = R == 16u ? 4u : R == 8u ? 3u : R == 4u ? 2u : R == 2u ? 1u : 0u;
+    const uint tbits = bits - first_bits, per = 1u << tbits;
     const float sg = p->inverse ? 1.0f : -1.0f;
     for (uint g = tid; g < (rows_here << tbits); g += nt) {
         const uint lr = g >> tbits, t = g & (per - 1u);
@@ -556,7 +560,7 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
             for (uint r = 0u; r < R; ++r) out[r] = rlx_fft_scaled(x.v[r], p->scale);
             continue;
         }
-        const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, last_bits);
+        const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, first_bits, last_bits);
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             sc[rlx_fft_pair_slot(base + r, swz)] = rlx_fft_pair(x.v[r]);
@@ -582,7 +586,10 @@ RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float
         for (uint r = 0u; r < R; ++r) {
             const rlx_float2 q = sc[rlx_fft_pair_slot(base + r * h, swz)];
             rlx_cf v = rlx_cf_make(q.x, q.y);
-            if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle_pair(tw, (k * r) << twshift, inv));
+            // Every lane multiplies (k = 0's twiddle is exactly 1): a
+            // per-lane branch would keep the loads from being issued
+            // together.
+            if (r > 0u && hbits > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle_pair(tw, (k * r) << twshift, inv));
             x.v[r] = v;
         }
         x = rlx_fft_dft_pow2(x, sg);
@@ -617,7 +624,11 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
                                      RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint bits,
                                      uint swz, uint tid, uint nt) {
     const uint n = 1u << bits, passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
-    const uint first_bits = bits >= 4u ? 4u : bits, last_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u);
+    // The radix that is not 16 (if any) comes first with RLX_FFT_SMALL_FIRST,
+    // last otherwise.
+    const uint odd_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u);
+    const uint first_bits = RLX_FFT_SMALL_FIRST || bits <= 4u ? odd_bits : 4u;
+    const uint last_bits = RLX_FFT_SMALL_FIRST ? 4u : odd_bits;
     const bool plain_dst = rlx_fft_plain_dst(p);
     if (rlx_fft_plain_src(p)) {
         const bool only = passes == 1u && plain_dst;
@@ -631,7 +642,7 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
         for (uint e = tid; e < (rows_here << bits); e += nt) {
             const uint lr = e >> bits, j = e & (n - 1u);
             const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
-            sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, last_bits), swz)] = rlx_fft_pair(v);
+            sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, first_bits, last_bits), swz)] = rlx_fft_pair(v);
         }
         rlx_barrier();
         const bool only = passes == 1u && plain_dst;
@@ -641,7 +652,7 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
     rlx_barrier();
     for (uint q = 1u; q < passes; ++q) {
         const bool last = q + 1u == passes, to_dst = last && plain_dst;
-        rlx_fft_digit_pass_of(last ? last_bits : 4u, dst, tw, p, sc, row0, rows_here, bits, 4u * q, to_dst, swz,
+        rlx_fft_digit_pass_of(last ? last_bits : 4u, dst, tw, p, sc, row0, rows_here, bits, first_bits + 4u * (q - 1u), to_dst, swz,
                               tid, nt);
         if (to_dst) return;
         rlx_barrier();

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Device, session 32, call b (issue 19): compute-sanitizer on the digit
-# passes (memcheck and racecheck over the forced GPU form's cases and the
-# windowed / padded frames), then the same-machine A/B against the form
-# before them (KERNEL_DEFINES=RLX_FFT_DIGIT_PASSES=0, its own NVRTC build).
-WARM_CACHE=0 source "$(dirname "$0")/common.sh"
-SAN_TIMEOUT=120 sanitize memcheck "memcheck fft shared" memcheck.log tests/ops/test_fft.py -k "shared_transform or half_length" --rlx-device cuda
-SAN_TIMEOUT=120 sanitize racecheck "racecheck fft shared" racecheck.log tests/ops/test_fft.py -k "shared_transform" --rlx-device cuda
-SAN_TIMEOUT=100 sanitize racecheck "racecheck window" racecheck-w.log tests/ops/test_fft_window.py -k "padded or window" --rlx-device cuda
+# Device, session 32, call b (issue 19): fft_shared's digit passes as kept
+# after fft_shared_bench.py's variants (pairs in group memory, twiddles as
+# pairs, no per-lane twiddle branch): the FFT, window and signal suites on
+# cuda at group sizes 0 and 64, the kernel beside cuFFT's through rlx
+# (fft_variants.py, CUPTI), fft_cuda.py's table and the log-mel breakdown,
+# then compute-sanitizer memcheck and racecheck on the forced GPU form's
+# cases and the windowed / padded frames.
+source "$(dirname "$0")/common.sh"
+W="tests/ops/test_fft.py tests/ops/test_fft_window.py"
+suite "fft + window + signal (cuda, gs 0)" fft.log $W tests/test_signal.py --rlx-device cuda
+suite "fft + window (cuda, gs 64)" fft64.log $W --rlx-device cuda --rlx-group-size 64
 t0=$(date +%s)
-KERNEL_DEFINES="RLX_FFT_DIGIT_PASSES=0" timeout 200 python3 benchmarks/gpu/fft_variants.py \
-  >"$OUT/fft-variants-before.json" 2>"$OUT/fft-variants-before.log"
-note "fft_variants (before: RLX_FFT_DIGIT_PASSES=0) rc=$? in $(( $(date +%s) - t0 )) s"; cat "$OUT/fft-variants-before.json" | tee -a "$S"
-rm -f "$OUT"/build.log "$OUT"/pip.log
+timeout 120 python3 benchmarks/gpu/fft_variants.py >"$OUT/fft-variants.json" 2>"$OUT/fft-variants.log"
+note "fft_variants rc=$? in $(( $(date +%s) - t0 )) s"; cat "$OUT/fft-variants.json" | tee -a "$S"
+fft_benches
+SAN_TIMEOUT=100 sanitize memcheck "memcheck fft shared" memcheck.log tests/ops/test_fft.py -k "shared_transform or half_length" --rlx-device cuda
+SAN_TIMEOUT=100 sanitize racecheck "racecheck fft shared" racecheck.log tests/ops/test_fft.py -k "shared_transform" --rlx-device cuda
+SAN_TIMEOUT=80 sanitize racecheck "racecheck window" racecheck-w.log tests/ops/test_fft_window.py -k "padded or window" --rlx-device cuda
+mkdir -p /tmp/setup-logs && mv "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log "$OUT"/fft64.log /tmp/setup-logs/ 2>/dev/null
 echo "=== summary"; cat "$S"
