@@ -401,10 +401,10 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 #define RLX_FFT_DIGIT_PASSES 1
 #endif
 #ifndef RLX_FFT_DIGIT_CONST
-#define RLX_FFT_DIGIT_CONST 1
+#define RLX_FFT_DIGIT_CONST 0
 #endif
 #ifndef RLX_FFT_SMALL_FIRST
-#define RLX_FFT_SMALL_FIRST 0
+#define RLX_FFT_SMALL_FIRST 1
 #endif
 
 // R complex values passed by value (a thread array's pointer would need an

@@ -7,7 +7,8 @@ chosen one through rlx itself.
 
     python3 benchmarks/gpu/fft_shared_bench.py OUT.json ["" "-DRLX_FFT_MIN_GROUPS=3" ...]
 
-Plain complex rows of 2^22 points a case, the lowering's grid
+FFT_SIZES (default "256 1024 4096 64 2048") and FFT_SWIZZLE ("1 0") pick
+the cases. Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
 
@@ -91,14 +92,14 @@ def main() -> None:
             lib = ctypes.CDLL(so)
             lib.rlx_bench_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_int] * 5
             lib.rlx_bench_launch.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
-            for n in (256, 1024, 4096, 64, 2048):
+            for n in [int(v) for v in os.environ.get("FFT_SIZES", "256 1024 4096 64 2048").split()]:
                 rows = (1 << 22) // n
                 torch.manual_seed(n)
                 x = torch.randn(rows, n, dtype=torch.complex64, device="cuda")
                 y = torch.empty_like(x)
                 tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
                 groups, threads, group_rows = grid(n, rows, units)
-                for swizzle in (1, 0):
+                for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "1 0").split()]:
                     dp = ctypes.c_void_p()
                     assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, 0, group_rows, swizzle) == 0
 
