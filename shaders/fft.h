@@ -2,11 +2,12 @@
 // the algorithm per length N and chains these kernels:
 //
 //   fft_shared  N a power of two <= RLX_FFT_SHARED_MAX, one group per
-//               group_rows rows (group_rows * N <= the maximum): each row
-//               is read bit-reversed into group memory, then
-//               radix-4 passes (two radix-2 stages fused, half the
-//               barriers) and one radix-2 pass when log2 N is odd, in place.
-//               The CPU runs its own form (fft_cpu.h: rows across vector
+//               group_rows rows (group_rows * N <= the maximum): in-place
+//               decimation-in-time passes of radix 16 in registers, the
+//               first reading the source and the last writing the
+//               destination (the digit passes below); N = 2^a 3^b 5^c up
+//               to half the maximum as Stockham passes between the halves
+//               of group memory. The CPU runs its own form (fft_cpu.h: rows across vector
 //               lanes, radix-8 passes, rfft/irfft unpacking fused, and a
 //               four-step of two dispatches for powers of two above the
 //               shared limit).
@@ -211,15 +212,7 @@ RLX_INLINE rlx_fft5 rlx_fft_dft(rlx_fft5 x, uint radix, uint inverse) {
 
 // The templates are for RLX_INSTANTIATE only: the FFT reads and writes f32
 // (c64 pairs) and has no f16 form (the precision pass keeps it in f32).
-// Group-memory index of element a: with swizzle, bits 5.. of a are XORed
-// into its low 5 bits (a bijection that keeps a's row of the array). The
-// bit-reversed stores and the first radix-4 passes stride by powers of two,
-// which on a GPU would put up to 32 lanes of a SIMD group on one bank; the
-// swizzle spreads them. The CPU (one thread per group) skips it.
-RLX_INLINE uint rlx_fft_slot(uint a, uint swizzle) {
-    return swizzle ? a ^ (((a >> 5u) ^ (a >> 10u)) & 31u) : a;
-}
-
+//
 // The digit passes' slot of element a among pairs: with swizzle, bits 4..
 // of a are XORed into its low 4 bits. A SIMD group's 8-byte accesses are
 // served sixteen lanes at a time, sixteen pairs to a row of banks, and the
@@ -228,13 +221,12 @@ RLX_INLINE uint rlx_fft_pair_slot(uint a, uint swizzle) {
     return swizzle ? a ^ (((a >> 4u) ^ (a >> 8u)) & 15u) : a;
 }
 
-// Element i (slot base + its swizzled place) of group memory held as
-// separate real and imaginary arrays, or (the digit passes below) as one
-// array of pairs, whose second pointer is unused.
+// Element i of group memory from base: the mixed-radix form's separate
+// real and imaginary arrays (never swizzled), or the digit passes' array
+// of pairs (swizzled as above; the second pointer is unused).
 RLX_INLINE rlx_cf rlx_fft_get(RLX_GROUP_MEM const float *re, RLX_GROUP_MEM const float *im, uint base, uint i,
-                              uint swz) {
-    const uint a = base + rlx_fft_slot(i, swz);
-    return rlx_cf_make(re[a], im[a]);
+                              uint) {   // the mixed-radix form's halves are not swizzled
+    return rlx_cf_make(re[base + i], im[base + i]);
 }
 RLX_INLINE rlx_cf rlx_fft_get(RLX_GROUP_MEM const rlx_float2 *c, RLX_GROUP_MEM const rlx_float2 *, uint base, uint i,
                               uint swz) {
@@ -337,52 +329,9 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
     }
 }
 
-// M radix-2 stages of fft_shared's in-place DIT (stages s .. s + M - 1,
-// data bit-reversed in group memory) in registers: each butterfly group
-// holds 2^M elements b0 + r h (h = 2^s), so one read and one write of group
-// memory and one barrier (the caller's) serve M stages where radix-2 would
-// take M of each. Stage t pairs r with r + 2^t (bit t of r clear) under
-// the twiddle W_{2H}^(k + (r mod 2^t) h), H = h 2^t, which is tw[(k + (r
-// mod 2^t) h) n / 2H]: 2^M - 1 table reads a group. M is a template
-// parameter so the arrays stay in registers.
-template <uint M, typename G>
-RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uint n, uint bits, uint s,
-                                   uint rows_here, uint inv, uint swz, uint tid, uint nt) {
-    const uint R = 1u << M, h = 1u << s;
-    for (uint jg = tid; jg < (rows_here << (bits - M)); jg += nt) {
-        const uint base = (jg >> (bits - M)) << bits, j = jg & ((n >> M) - 1u);
-        const uint k = j & (h - 1u);
-        const uint b0 = ((j >> s) << (s + M)) + k + base;
-        rlx_cf x[1u << M];
-        for (uint r = 0u; r < R; ++r) {
-            const uint a = rlx_fft_slot(b0 + r * h, swz);
-            x[r] = rlx_cf_make(sre[a], sim[a]);
-        }
-        for (uint t = 0u; t < M; ++t) {
-            // Stage t's 2^t twiddles, loaded as the stage starts (registers:
-            // at most half the group's elements besides them).
-            const uint half = 1u << t, stride = n >> (s + t + 1u);
-            rlx_cf w[1u << (M - 1u)];
-            for (uint q = 0u; q < half; ++q) w[q] = rlx_fft_twiddle(tw, (k + q * h) * stride, inv);
-            for (uint r = 0u; r < R; ++r) {
-                if (r & half) continue;
-                const rlx_cf b = rlx_cf_mul(w[r & (half - 1u)], x[r + half]);
-                const rlx_cf a = x[r];
-                x[r] = rlx_cf_add(a, b);
-                x[r + half] = rlx_cf_sub(a, b);
-            }
-        }
-        for (uint r = 0u; r < R; ++r) {
-            const uint a = rlx_fft_slot(b0 + r * h, swz);
-            sre[a] = x[r].re;
-            sim[a] = x[r].im;
-        }
-    }
-}
-
 // ---- fft_shared's power-of-two form on GPUs: digit passes in registers ----
 //
-// N = 2^bits as in-place decimation-in-time passes of radix 16 (the last
+// N = 2^bits as in-place decimation-in-time passes of radix 16 (the first
 // one 2, 4, 8 or 16; one pass of N itself up to 16). Pass 0 reads the
 // source straight into registers, butterfly t of a row taking elements
 // t + r N / R0 (adjacent threads, adjacent elements), and writes its
@@ -391,22 +340,14 @@ RLX_INLINE void rlx_fft_dit_stages(G sre, G sim, RLX_DEVICE const float *tw, uin
 // twiddles element r by W_{hR}^{k r}, and writes its outputs back to the
 // same slots; the last pass's outputs are the transform's elements
 // k + r h in natural order and go straight to the destination. So a row of
-// 256 makes one trip through group memory where the bit-reversed load,
-// radix-16 passes and store above make three, and every barrier is
-// between passes (benchmarks/gpu/fft_proto.cu is the standalone form this
-// was measured as first). Each butterfly's values live in one thread's
-// registers for one pass only, so the passes are exact for any threads
-// per group, the CPU's one included.
-#ifndef RLX_FFT_DIGIT_PASSES
-#define RLX_FFT_DIGIT_PASSES 1
-#endif
-#ifndef RLX_FFT_DIGIT_CONST
-#define RLX_FFT_DIGIT_CONST 0
-#endif
-#ifndef RLX_FFT_SMALL_FIRST
-#define RLX_FFT_SMALL_FIRST 1
-#endif
-
+// 256 makes one trip through group memory (a bit-reversed load into it,
+// passes in place and a store out of it made three), and every barrier is
+// between passes. benchmarks/gpu/fft_proto.cu is the standalone Stockham
+// form first measured; fft_shared_bench.py times this one's compile-time
+// variants. Each butterfly's values live in one thread's registers for
+// one pass only, so the passes are exact for any threads per group, the
+// CPU's one included.
+//
 // R complex values passed by value (a thread array's pointer would need an
 // address space on Metal).
 template <uint R>
@@ -624,11 +565,10 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
                                      RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint bits,
                                      uint swz, uint tid, uint nt) {
     const uint n = 1u << bits, passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
-    // The radix that is not 16 (if any) comes first with RLX_FFT_SMALL_FIRST,
-    // last otherwise.
-    const uint odd_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u);
-    const uint first_bits = RLX_FFT_SMALL_FIRST || bits <= 4u ? odd_bits : 4u;
-    const uint last_bits = RLX_FFT_SMALL_FIRST ? 4u : odd_bits;
+    // The radix that is not 16 (if any) comes first: pass 0's scattered
+    // writes then land on distinct banks (measured faster than last at
+    // N = 512 to 2048: benchmarks/README.md, "H100 (session 32)").
+    const uint first_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u), last_bits = 4u;
     const bool plain_dst = rlx_fft_plain_dst(p);
     if (rlx_fft_plain_src(p)) {
         const bool only = passes == 1u && plain_dst;
@@ -667,13 +607,11 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
     }
 }
 
-// Radix-2 stages a fft_shared pass (1-4) and, on CUDA, the groups of 256
-// threads an SM its registers must allow (__launch_bounds__): compile-time
-// switches, so that benchmarks/gpu/kernel_defines.py can time the choices
-// against each other in one process (benchmarks/README.md, "H200: FFT").
-#ifndef RLX_FFT_PASS_STAGES
-#define RLX_FFT_PASS_STAGES 4u
-#endif
+// On CUDA, the groups of 256 threads an SM fft_shared's registers must
+// allow (__launch_bounds__): a compile-time switch, so that
+// benchmarks/gpu/fft_shared_bench.py and kernel_defines.py can time the
+// choices against each other in one process (benchmarks/README.md, "H200:
+// FFT").
 #ifndef RLX_FFT_MIN_GROUPS
 #define RLX_FFT_MIN_GROUPS 4
 #endif
@@ -701,11 +639,11 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     // uniform over the group, so the return skips no barrier of others.
     const uint gr = p->group_rows, row0 = rlx_group_id.x * gr;
     if (row0 >= p->rows) return;
-    const uint n = p->n, bits = p->span, inv = p->inverse, swz = p->swizzle;
+    const uint bits = p->span, swz = p->swizzle;
     const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
 #ifdef RLX_TARGET_CPU
     if (gr <= RLX_FFT_CPU_ROWS && !swz) {   // the lowering's CPU grid: rows across vector lanes (fft_cpu.h)
-        (void)sre, (void)sim, (void)n, (void)bits, (void)inv;
+        (void)spairs, (void)sre, (void)sim, (void)bits;
         rlx_fft_shared_rows(src, dst, tw, pre, post, p, row0, rows_here);
         return;
     }
@@ -714,57 +652,8 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
         rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x, rlx_group_size.x);
         return;
     }
-    if (RLX_FFT_DIGIT_PASSES) {
-        const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
-        if (RLX_FFT_DIGIT_CONST) {
-            // One inlined copy per length, so that every shift, mask and
-            // loop bound of the passes is a constant.
-#define RLX_FFT_DIGITS_AT(b) \
-    case b: rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, b##u, swz, tid, nt); return;
-            switch (bits) {
-                RLX_FFT_DIGITS_AT(0) RLX_FFT_DIGITS_AT(1) RLX_FFT_DIGITS_AT(2) RLX_FFT_DIGITS_AT(3)
-                RLX_FFT_DIGITS_AT(4) RLX_FFT_DIGITS_AT(5) RLX_FFT_DIGITS_AT(6) RLX_FFT_DIGITS_AT(7)
-                RLX_FFT_DIGITS_AT(8) RLX_FFT_DIGITS_AT(9) RLX_FFT_DIGITS_AT(10) RLX_FFT_DIGITS_AT(11)
-                RLX_FFT_DIGITS_AT(12)
-                default: break;
-            }
-#undef RLX_FFT_DIGITS_AT
-        }
-        rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, bits, swz, tid, nt);
-        return;
-    }
-    RLX_FOR_GROUP(e, rows_here << bits) {
-        const uint lr = e >> bits, i = e & (n - 1u);
-        const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, i);
-        const uint r = bits ? rlx_reverse_bits(i) >> (32u - bits) : 0u;
-        const uint a = rlx_fft_slot((lr << bits) | r, swz);
-        sre[a] = v.re;
-        sim[a] = v.im;
-    }
-    rlx_barrier();
-    // RLX_FFT_PASS_STAGES stages a pass (radix 16 by default), then the
-    // stages left, each pass ending in a barrier.
-    const uint tid = rlx_local_id.x, nt = rlx_group_size.x, L = RLX_FFT_PASS_STAGES;
-    uint s = 0u;
-    for (; s + L <= bits; s += L) {
-        if (L == 4u) rlx_fft_dit_stages<4u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-        if (L == 3u) rlx_fft_dit_stages<3u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-        if (L == 2u) rlx_fft_dit_stages<2u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-        if (L == 1u) rlx_fft_dit_stages<1u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-        rlx_barrier();
-    }
-    if (bits - s == 3u) rlx_fft_dit_stages<3u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-    if (bits - s == 2u) rlx_fft_dit_stages<2u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-    if (bits - s == 1u) rlx_fft_dit_stages<1u>(sre, sim, tw, n, bits, s, rows_here, inv, swz, tid, nt);
-    if (bits > s) rlx_barrier();
-    if (p->store_mode == 2u) {
-        rlx_fft_store_rfft(dst, post, p, sre, sim, 0u, row0, rows_here, n, swz, tid, nt);
-        return;
-    }
-    RLX_FOR_GROUP(e, rows_here << bits) {
-        const uint a = rlx_fft_slot(e, swz);
-        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_cf_make(sre[a], sim[a]));
-    }
+    rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, bits, swz, rlx_local_id.x,
+                         rlx_group_size.x);
 }
 RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
 

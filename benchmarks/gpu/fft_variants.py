@@ -6,7 +6,7 @@ transforms of about 2^22 points at N = 256, 1024 and 4096 and the mixed
 radix N = 200 (log-mel's half-length rfft) and 1000, checked against
 numpy.fft first, beside cuFFT's kernel in the same process.
 
-    KERNEL_DEFINES="RLX_FFT_PASS_STAGES=2" python3 benchmarks/gpu/fft_variants.py"""
+    KERNEL_DEFINES="RLX_FFT_MIN_GROUPS=3" python3 benchmarks/gpu/fft_variants.py"""
 
 from __future__ import annotations
 

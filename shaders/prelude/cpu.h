@@ -201,15 +201,6 @@ static inline float rlx_cpu_log(float x) {
 #define rlx_fmin rlx_cpu_min
 #define rlx_fabs fabsf
 #define RLX_UNROLL   /* full unrolling of a constant-count loop: a GPU hint (prelude/cuda.h) */
-// The 32 bits of x in reverse order (fft.h's bit-reversed loads); the
-// classic swap ladder, which compilers for ARM64 turn into one rbit.
-static inline uint rlx_reverse_bits(uint x) {
-    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
-    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
-    x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
-    x = ((x >> 8) & 0x00FF00FFu) | ((x & 0x00FF00FFu) << 8);
-    return (x >> 16) | (x << 16);
-}
 #define RLX_INFINITY INFINITY
 
 // ---- elementwise range loop -----------------------------------------------

@@ -208,7 +208,6 @@ RLX_INLINE float rlx_half_bits_to_float(uint bits) { return __half2float(__ushor
 #define rlx_fmin fminf
 #define rlx_fabs fabsf
 #define RLX_UNROLL _Pragma("unroll")   /* unroll the next constant-count loop */
-#define rlx_reverse_bits(x) __brev(x)   /* the 32 bits in reverse order (fft.h) */
 #define RLX_INFINITY __int_as_float(0x7f800000)
 
 // ---- loops -----------------------------------------------------------------

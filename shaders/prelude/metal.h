@@ -80,7 +80,6 @@ RLX_INLINE float rlx_half_bits_to_float(uint bits) { return float(as_type<half>(
 #define rlx_fmin(a, b) metal::fmin((a), (b))
 #define rlx_fabs(x) metal::fabs(x)
 #define RLX_UNROLL _Pragma("unroll")   /* unroll the next constant-count loop */
-#define rlx_reverse_bits(x) metal::reverse_bits(x)   /* the 32 bits in reverse order (fft.h) */
 #define RLX_INFINITY INFINITY
 
 // ---- loops -----------------------------------------------------------------
