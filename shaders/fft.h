@@ -366,8 +366,7 @@ RLX_INLINE rlx_cf rlx_w16(uint k, float sg) {
     return rlx_cf_make(re, sg * im);
 }
 
-// DFTs of 1, 2, 4, 8 and 16 points, y_q = sum_r x_r exp(sg 2 pi i q r / R):
-// the even and odd halves' transforms joined by W_R^k = rlx_w16(16 k / R).
+// DFTs of 1, 2, 4, 8 and 16 points, y_q = sum_r x_r exp(sg 2 pi i q r / R).
 RLX_INLINE rlx_cfv<1> rlx_fft_dft_pow2(rlx_cfv<1> x, float) { return x; }
 RLX_INLINE rlx_cfv<2> rlx_fft_dft_pow2(rlx_cfv<2> x, float) {
     rlx_cfv<2> y;
@@ -385,50 +384,36 @@ RLX_INLINE rlx_cfv<4> rlx_fft_dft_pow2(rlx_cfv<4> x, float sg) {
     y.v[3] = rlx_cf_sub(b, d);
     return y;
 }
-RLX_INLINE rlx_cfv<8> rlx_fft_dft_pow2(rlx_cfv<8> x, float sg) {
-    rlx_cfv<4> e, o;
+// 8 and 16 points: R / 2-point DFTs of the even and odd halves, then
+// y_k = e_k + W_R^k o_k and y_{k + R/2} = e_k - W_R^k o_k (W_R^k =
+// rlx_w16(16 k / R); a quarter turn exactly where it is +-i).
+template <uint R>
+RLX_INLINE rlx_cfv<R> rlx_fft_dft_pow2(rlx_cfv<R> x, float sg) {
+    rlx_cfv<R / 2u> e, o;
     RLX_UNROLL
-    for (uint i = 0u; i < 4u; ++i) {
+    for (uint i = 0u; i < R / 2u; ++i) {
         e.v[i] = x.v[2u * i];
         o.v[i] = x.v[2u * i + 1u];
     }
     e = rlx_fft_dft_pow2(e, sg);
     o = rlx_fft_dft_pow2(o, sg);
-    rlx_cfv<8> y;
+    rlx_cfv<R> y;
     RLX_UNROLL
-    for (uint k = 0u; k < 4u; ++k) {
-        const rlx_cf t = k == 0u ? o.v[0] : rlx_cf_mul(o.v[k], rlx_w16(2u * k, sg));
+    for (uint k = 0u; k < R / 2u; ++k) {
+        const uint w = k * (16u / R);
+        const rlx_cf t = k == 0u ? o.v[0] : w == 4u ? rlx_cf_turn(o.v[k], sg) : rlx_cf_mul(o.v[k], rlx_w16(w, sg));
         y.v[k] = rlx_cf_add(e.v[k], t);
-        y.v[k + 4u] = rlx_cf_sub(e.v[k], t);
-    }
-    return y;
-}
-RLX_INLINE rlx_cfv<16> rlx_fft_dft_pow2(rlx_cfv<16> x, float sg) {
-    rlx_cfv<8> e, o;
-    RLX_UNROLL
-    for (uint i = 0u; i < 8u; ++i) {
-        e.v[i] = x.v[2u * i];
-        o.v[i] = x.v[2u * i + 1u];
-    }
-    e = rlx_fft_dft_pow2(e, sg);
-    o = rlx_fft_dft_pow2(o, sg);
-    rlx_cfv<16> y;
-    RLX_UNROLL
-    for (uint k = 0u; k < 8u; ++k) {
-        const rlx_cf t = k == 0u ? o.v[0] : k == 4u ? rlx_cf_turn(o.v[4], sg) : rlx_cf_mul(o.v[k], rlx_w16(k, sg));
-        y.v[k] = rlx_cf_add(e.v[k], t);
-        y.v[k + 8u] = rlx_cf_sub(e.v[k], t);
+        y.v[k + R / 2u] = rlx_cf_sub(e.v[k], t);
     }
     return y;
 }
 
-// A row's plain source and destination (complex, no pre- or post-multiply,
-// padding, zeros or rows in blocks): the passes read and write them
-// directly. Any other load or store goes through group memory and the
+// A row's plain source and destination (complex pairs adjacent at even
+// float offsets; no pre- or post-multiply, padding, zeros or rows in
+// blocks): the passes read and write them directly, an element as one
+// 8-byte unit. Any other load or store goes through group memory and the
 // general helpers, out of the passes' loops, whose radix-16 butterflies
 // leave few registers for them.
-// Plain rows are also adjacent complex pairs at even float offsets, so the
-// passes move each element as one 8-byte unit.
 RLX_INLINE bool rlx_fft_plain_src(RLX_CONSTANT FftParams *p) {
     return p->load_mode == 0u && p->pre_mul == 0u && p->src_valid == 0u && p->src_rpb == 0u && p->src_len >= p->n &&
            p->src_step == 2u && ((p->src_offset | p->src_row) & 1u) == 0u;

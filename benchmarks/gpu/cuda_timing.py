@@ -9,6 +9,24 @@ import statistics
 from collections.abc import Callable
 
 
+def back_to_back_ms(fn: Callable[[], object], reps: int = 200, warmup: int = 5) -> float:
+    """Mean milliseconds of ``fn()`` over ``reps`` calls queued back to back
+    between two CUDA events: a kernel's own time once it runs well past the
+    launch cost (no synchronization between calls)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / reps
+
+
 def events_ms(fn: Callable[[], object], reps: int, warmup: int = 0) -> float:
     """Median milliseconds of ``fn()`` between two CUDA events, each rep
     synchronized on its end event, after ``warmup`` untimed calls."""

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 import torch
+from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -31,19 +32,6 @@ def build() -> ctypes.CDLL:
             print(line, flush=True)
     res.check_returncode()
     return ctypes.CDLL(out)
-
-
-def time_ms(fn, reps: int = 200) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / reps
 
 
 def main() -> None:
@@ -71,10 +59,10 @@ def main() -> None:
         run()
         want = torch.fft.fft(x)
         err = float((y - want).abs().max() / want.abs().max())
-        ms = time_ms(run)
+        ms = back_to_back_ms(run)
         if n not in cufft:
             z = torch.empty_like(x)
-            eager = time_ms(lambda x=x: torch.fft.fft(x))
+            eager = back_to_back_ms(lambda x=x: torch.fft.fft(x))
             graph = torch.cuda.CUDAGraph()
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
@@ -84,8 +72,8 @@ def main() -> None:
             with torch.cuda.graph(graph):
                 gy = torch.fft.fft(x)
             del gy
-            replay = time_ms(graph.replay)
-            copy = time_ms(lambda x=x, z=z: z.copy_(x))
+            replay = back_to_back_ms(graph.replay)
+            copy = back_to_back_ms(lambda x=x, z=z: z.copy_(x))
             cufft[n] = (min(eager, replay), eager, replay, copy)
         best, eager, replay, copy = cufft[n]
         row = {"variant": name, "n": n, "rows": rows, "rel_err": err, "us": ms * 1e3,

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
 from rlx.runtime.shader_source import kernel_source
 
@@ -58,19 +59,6 @@ def build(defines: str, tmp: str, i: int) -> tuple[str, str]:
     if res.returncode:
         raise RuntimeError(res.stderr[-2000:])
     return out, " | ".join(usage[-2:])
-
-
-def time_ms(fn, reps: int = 200) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(reps):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / reps
 
 
 def grid(n: int, rows: int, units: int) -> tuple[int, int, int]:
@@ -110,9 +98,9 @@ def main() -> None:
                     run()
                     want = torch.fft.fft(x)
                     err = float((y - want).abs().max() / want.abs().max())
-                    ms = time_ms(run)
+                    ms = back_to_back_ms(run)
                     if n not in cufft:
-                        cufft[n] = time_ms(lambda x=x: torch.fft.fft(x))
+                        cufft[n] = back_to_back_ms(lambda x=x: torch.fft.fft(x))
                     row = {"defines": defines, "usage": usage, "n": n, "swizzle": swizzle, "rel_err": err,
                            "us": round(ms * 1e3, 2), "cufft_us": round(cufft[n] * 1e3, 2),
                            "ratio": round(ms / cufft[n], 3)}
