@@ -439,18 +439,13 @@ RLX_INLINE rlx_float2 rlx_fft_scaled(rlx_cf v, float scale) {
 
 // The group-memory slot of element j of a row: pass 0 (radix 2^first_bits)
 // has butterfly t = j mod (N / R0) hold j as its value j / (N / R0) and
-// write it at c R0 + that, c = t's digits (the later passes' radices, the
-// lowest last_bits wide, the others 16) in reverse order.
-RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint first_bits, uint last_bits) {
+// write it at c R0 + that, c = t's radix-16 digits (the later passes') in
+// reverse order.
+RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint first_bits) {
     const uint tbits = bits - first_bits;
     const uint t = j & ((1u << tbits) - 1u);
-    uint c = 0u, below = tbits, placed = 0u;
-    while (below > 0u) {
-        const uint db = below == last_bits ? last_bits : 4u;
-        below -= db;
-        c |= ((t >> below) & ((1u << db) - 1u)) << placed;
-        placed += db;
-    }
+    uint c = 0u;
+    for (uint d = 0u; d < tbits; d += 4u) c |= ((t >> d) & 15u) << (tbits - 4u - d);
     return (c << first_bits) | (j >> tbits);
 }
 
@@ -465,7 +460,7 @@ RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint 
 // pass, its outputs in natural order to a plain destination).
 template <uint R, typename G>
 RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p,
-                                   G sc, uint row0, uint rows_here, uint bits, uint last_bits, bool to_dst,
+                                   G sc, uint row0, uint rows_here, uint bits, bool to_dst,
                                    uint swz, uint tid, uint nt) {
     const uint first_bits = R == 16u ? 4u : R == 8u ? 3u : R == 4u ? 2u : R == 2u ? 1u : 0u;
     const uint tbits = bits - first_bits, per = 1u << tbits;
@@ -486,7 +481,7 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
             for (uint r = 0u; r < R; ++r) out[r] = rlx_fft_scaled(x.v[r], p->scale);
             continue;
         }
-        const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, first_bits, last_bits);
+        const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, first_bits);
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             sc[rlx_fft_pair_slot(base + r, swz)] = rlx_fft_pair(x.v[r]);
@@ -552,22 +547,22 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
     const uint n = 1u << bits, passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
     // The radix that is not 16 (if any) comes first: pass 0's scattered
     // writes then land on distinct banks (measured faster than last at
-    // N = 512 to 2048: benchmarks/README.md, "H100 (session 32)").
-    const uint first_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u), last_bits = 4u;
+    // N = 512 to 2048: benchmarks/README.md, "H100, session 32").
+    const uint first_bits = bits <= 4u ? bits : bits - 4u * (passes - 1u);
     const bool plain_dst = rlx_fft_plain_dst(p);
     if (rlx_fft_plain_src(p)) {
         const bool only = passes == 1u && plain_dst;
-        if (first_bits == 4u) rlx_fft_first_pass<16u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 3u) rlx_fft_first_pass<8u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 2u) rlx_fft_first_pass<4u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 1u) rlx_fft_first_pass<2u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
-        if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sc, row0, rows_here, bits, last_bits, only, swz, tid, nt);
+        if (first_bits == 4u) rlx_fft_first_pass<16u>(src, dst, p, sc, row0, rows_here, bits, only, swz, tid, nt);
+        if (first_bits == 3u) rlx_fft_first_pass<8u>(src, dst, p, sc, row0, rows_here, bits, only, swz, tid, nt);
+        if (first_bits == 2u) rlx_fft_first_pass<4u>(src, dst, p, sc, row0, rows_here, bits, only, swz, tid, nt);
+        if (first_bits == 1u) rlx_fft_first_pass<2u>(src, dst, p, sc, row0, rows_here, bits, only, swz, tid, nt);
+        if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sc, row0, rows_here, bits, only, swz, tid, nt);
         if (only) return;
     } else {   // staged: every element at its pass-0 slot, then pass 0 in place
         for (uint e = tid; e < (rows_here << bits); e += nt) {
             const uint lr = e >> bits, j = e & (n - 1u);
             const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
-            sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, first_bits, last_bits), swz)] = rlx_fft_pair(v);
+            sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, first_bits), swz)] = rlx_fft_pair(v);
         }
         rlx_barrier();
         const bool only = passes == 1u && plain_dst;
@@ -576,9 +571,9 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
     }
     rlx_barrier();
     for (uint q = 1u; q < passes; ++q) {
-        const bool last = q + 1u == passes, to_dst = last && plain_dst;
-        rlx_fft_digit_pass_of(last ? last_bits : 4u, dst, tw, p, sc, row0, rows_here, bits, first_bits + 4u * (q - 1u), to_dst, swz,
-                              tid, nt);
+        const bool to_dst = q + 1u == passes && plain_dst;
+        const uint hbits = first_bits + 4u * (q - 1u);
+        rlx_fft_digit_pass<16u>(dst, tw, p, sc, row0, rows_here, bits, hbits, to_dst, swz, tid, nt);
         if (to_dst) return;
         rlx_barrier();
     }
