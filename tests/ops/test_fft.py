@@ -189,8 +189,8 @@ def test_cost_model_follows_the_measured_fft_paths():
     assert any("fft 1 x 4096: 6 fft_stage passes" in line for line in slow_shared.describe_decisions())
 
 
-# powers of two: every pass size (16, 8, 4, 2) as the only, second and third
-# pass; then mixed radix
+# powers of two: every pass size (16, 8, 4, 2) as the only pass and as the first
+# of two or three; then mixed radix
 @pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 6, 100, 1000, 2025])
 @pytest.mark.parametrize("group_rows", [2, 3, 16])
 def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, monkeypatch, rng):
