@@ -158,6 +158,94 @@ __global__ void __launch_bounds__(BLOCK, MINB) fft_rows(const float2 *__restrict
     }
 }
 
+// The library's shape (shaders/fft.h's digit passes: in-place DIT, the
+// radix that is not 16 first, pass 0 from global memory, the last pass to
+// it) with what the library lacks: N at compile time and a slot layout
+// linear in r within a pass (a pair of padding after every 16, and with
+// PAD2 after every 256 too, for pass 0's stride-256 writes at N = 4096),
+// so that the offsets fold into immediates as the Stockham kernel's do.
+// Written for the next A/B (session 32's SASS: the library's swizzle costs
+// ~5 instructions a group-memory access); not yet run on a GPU.
+template <int PAD2> __device__ __forceinline__ int dit_slot(int a) { return a + (a >> 4) + (PAD2 ? (a >> 8) : 0); }
+
+__host__ __device__ constexpr int ilog2(int n) { return n <= 1 ? 0 : 1 + ilog2(n / 2); }
+
+template <int N, int T, int R, int HBITS, bool LAST, int PAD2>
+__device__ __forceinline__ void dit_pass(float2 *s, float2 *y, const float2 *__restrict__ tw, int t, bool live) {
+    constexpr int H = 1 << HBITS, BITS = ilog2(N), RB = ilog2(R);
+#pragma unroll
+    for (int i = 0; i < N / (R * T); ++i) {
+        const int u = t + i * T, k = u & (H - 1), base = ((u >> HBITS) << (HBITS + RB)) + k;
+        cf x[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float2 q = s[dit_slot<PAD2>(base + r * H)];
+            x[r] = mk(q.x, q.y);
+            if (r > 0) {
+                const float2 w = __ldg(tw + ((k * r) << (BITS - HBITS - RB)));
+                x[r] = mul(x[r], mk(w.x, w.y));
+            }
+        }
+        Dft<R>::run(x);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (LAST) {
+                if (live) y[k + r * H] = make_float2(x[r].x, x[r].y);
+            } else {
+                s[dit_slot<PAD2>(base + r * H)] = make_float2(x[r].x, x[r].y);
+            }
+        }
+    }
+}
+
+template <int N, int T, int BLOCK, int MINB, int PAD2>
+__global__ void __launch_bounds__(BLOCK, MINB) fft_dit_rows(const float2 *__restrict__ src, float2 *__restrict__ dst,
+                                                            const float2 *__restrict__ tw, int rows) {
+    constexpr int BITS = ilog2(N), PASSES = BITS <= 4 ? 1 : (BITS + 3) / 4;
+    constexpr int FB = BITS <= 4 ? BITS : BITS - 4 * (PASSES - 1), R0 = 1 << FB, TB = BITS - FB;
+    constexpr int RPB = BLOCK / T, SN = N + N / 16 + (PAD2 ? N / 256 : 0);
+    static_assert(PASSES >= 2 && PASSES <= 3, "256 <= N <= 4096 here");
+    __shared__ float2 smem[RPB * SN];
+    const int lr = threadIdx.x / T, t = threadIdx.x % T;
+    const int row = blockIdx.x * RPB + lr;
+    const bool live = row < rows;
+    float2 *s = smem + lr * SN;
+    const float2 *x = src + (size_t)row * N;
+#pragma unroll
+    for (int i = 0; i < N / (R0 * T); ++i) {
+        const int b = t + i * T;
+        cf v[R0];
+#pragma unroll
+        for (int r = 0; r < R0; ++r) {
+            const float2 q = live ? __ldg(x + b + r * (N / R0)) : make_float2(0.f, 0.f);
+            v[r] = mk(q.x, q.y);
+        }
+        Dft<R0>::run(v);
+        int c = 0;   // b's radix-16 digits in reverse order
+#pragma unroll
+        for (int d = 0; d < TB; d += 4) c |= ((b >> d) & 15) << (TB - 4 - d);
+#pragma unroll
+        for (int r = 0; r < R0; ++r) s[dit_slot<PAD2>(c * R0 + r)] = make_float2(v[r].x, v[r].y);
+    }
+    sync_row<T>();
+    float2 *y = dst + (size_t)row * N;
+    if constexpr (PASSES == 2) {
+        dit_pass<N, T, 16, FB, true, PAD2>(s, y, tw, t, live);
+    } else {
+        dit_pass<N, T, 16, FB, false, PAD2>(s, y, tw, t, live);
+        sync_row<T>();
+        dit_pass<N, T, 16, FB + 4, true, PAD2>(s, y, tw, t, live);
+    }
+}
+
+#define VARIANT_DIT(name, N, T, BLOCK, MINB, PAD2)                                                            \
+    extern "C" int name(const void *src, void *dst, const void *tw, int rows, void *stream) {                \
+        constexpr int RPB = BLOCK / T;                                                                        \
+        fft_dit_rows<N, T, BLOCK, MINB, PAD2><<<(rows + RPB - 1) / RPB, BLOCK, 0, (cudaStream_t)stream>>>(   \
+            (const float2 *)src, (float2 *)dst, (const float2 *)tw, rows);                                    \
+        return (int)cudaGetLastError();                                                                       \
+    }
+
 #define VARIANT(name, N, T, BLOCK, MINB, R0, R1, R2, R3)                                                      \
     extern "C" int name(const void *src, void *dst, const void *tw, int rows, void *stream) {                \
         constexpr int RPB = BLOCK / T;                                                                        \
@@ -186,3 +274,8 @@ VARIANT(n2048_t128_b256_16_16_8, 2048, 128, 256, 1, 16, 16, 8, 0)
 VARIANT(n2048_t256_b256_8_8_8_4, 2048, 256, 256, 1, 8, 8, 8, 4)
 VARIANT(n64_t8_b256_8_8, 64, 8, 256, 1, 8, 8, 0, 0)
 VARIANT(n16_t1_b256_16, 16, 1, 256, 1, 16, 0, 0, 0)
+VARIANT_DIT(n256_dit_t16_b256_pad1, 256, 16, 256, 4, 0)
+VARIANT_DIT(n1024_dit_t64_b256_pad2, 1024, 64, 256, 4, 1)
+VARIANT_DIT(n4096_dit_t256_b256_pad1, 4096, 256, 256, 4, 0)
+VARIANT_DIT(n4096_dit_t256_b256_pad2, 4096, 256, 256, 4, 1)
+VARIANT_DIT(n4096_dit_t256_b256_pad2_m3, 4096, 256, 256, 3, 1)

@@ -36,7 +36,7 @@ def build() -> ctypes.CDLL:
 
 def main() -> None:
     lib = build()
-    names = re.findall(r"^VARIANT\((\w+),", open(os.path.join(HERE, "fft_proto.cu")).read(), re.M)
+    names = re.findall(r"^VARIANT(?:_DIT)?\((\w+),", open(os.path.join(HERE, "fft_proto.cu")).read(), re.M)
     names = [n for n in names if re.search(os.environ.get("ONLY", ""), n)]   # ONLY: a regex over the names
     stream = torch.cuda.current_stream().cuda_stream
     rows_out = []
