@@ -348,6 +348,9 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
 // one pass only, so the passes are exact for any threads per group, the
 // CPU's one included.
 //
+// log2 of a pass's radix (1, 2, 4, 8 or 16).
+RLX_INLINE uint rlx_fft_radix_bits(uint r) { return r == 16u ? 4u : r == 8u ? 3u : r == 4u ? 2u : r == 2u ? 1u : 0u; }
+
 // R complex values passed by value (a thread array's pointer would need an
 // address space on Metal).
 template <uint R>
@@ -462,7 +465,7 @@ template <uint R, typename G>
 RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p,
                                    G sc, uint row0, uint rows_here, uint bits, bool to_dst,
                                    uint swz, uint tid, uint nt) {
-    const uint first_bits = R == 16u ? 4u : R == 8u ? 3u : R == 4u ? 2u : R == 2u ? 1u : 0u;
+    const uint first_bits = rlx_fft_radix_bits(R);
     const uint tbits = bits - first_bits, per = 1u << tbits;
     const float sg = p->inverse ? 1.0f : -1.0f;
     for (uint g = tid; g < (rows_here << tbits); g += nt) {
@@ -496,7 +499,7 @@ template <uint R, typename G>
 RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float *tw, RLX_CONSTANT FftParams *p,
                                    G sc, uint row0, uint rows_here, uint bits, uint hbits, bool to_dst,
                                    uint swz, uint tid, uint nt) {
-    const uint rbits = R == 16u ? 4u : R == 8u ? 3u : R == 4u ? 2u : R == 2u ? 1u : 0u;
+    const uint rbits = rlx_fft_radix_bits(R);
     const uint gbits = bits - rbits, h = 1u << hbits, twshift = bits - hbits - rbits, inv = p->inverse;
     const float sg = inv ? 1.0f : -1.0f;
     for (uint g = tid; g < (rows_here << gbits); g += nt) {

@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_suites, fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model, decode_speed and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -46,6 +46,18 @@ fft_benches() {
   python3 benchmarks/gpu/summaries.py fft-breakdown "$OUT/fft-breakdown.json" 2>&1 | tee -a "$S"
   timeout 100 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>/dev/null \
     | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
+}
+
+# fft_suites LABEL: the FFT, window and signal suites on cuda at group sizes
+# 0 and 64, then fft_variants.py (fft_shared's kernel beside cuFFT's, CUPTI)
+# into fft-variants-LABEL.json and the summary.
+fft_suites() {
+  local label=$1 W="tests/ops/test_fft.py tests/ops/test_fft_window.py" t0
+  suite "fft + window + signal (cuda, gs 0)" fft.log $W tests/test_signal.py --rlx-device cuda
+  suite "fft + window (cuda, gs 64)" fft64.log $W --rlx-device cuda --rlx-group-size 64
+  t0=$(date +%s)
+  timeout 120 python3 benchmarks/gpu/fft_variants.py >"$OUT/fft-variants-$label.json" 2>"$OUT/fft-variants-$label.log"
+  note "fft_variants ($label) rc=$? in $(( $(date +%s) - t0 )) s"; tee -a "$S" <"$OUT/fft-variants-$label.json"
 }
 
 # gemv_table FILE: quant_gemv_cuda.py's rows, a line each, into the summary.

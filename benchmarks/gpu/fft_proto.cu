@@ -238,21 +238,18 @@ __global__ void __launch_bounds__(BLOCK, MINB) fft_dit_rows(const float2 *__rest
     }
 }
 
-#define VARIANT_DIT(name, N, T, BLOCK, MINB, PAD2)                                                            \
+// An exported launcher of one kernel instance (the template arguments ride
+// in __VA_ARGS__, commas and all): a group per RPB rows.
+#define LAUNCHER(name, RPB, BLOCK, ...)                                                                         \
     extern "C" int name(const void *src, void *dst, const void *tw, int rows, void *stream) {                \
-        constexpr int RPB = BLOCK / T;                                                                        \
-        fft_dit_rows<N, T, BLOCK, MINB, PAD2><<<(rows + RPB - 1) / RPB, BLOCK, 0, (cudaStream_t)stream>>>(   \
+        __VA_ARGS__<<<(rows + (RPB) - 1) / (RPB), BLOCK, 0, (cudaStream_t)stream>>>(                          \
             (const float2 *)src, (float2 *)dst, (const float2 *)tw, rows);                                    \
         return (int)cudaGetLastError();                                                                       \
     }
-
-#define VARIANT(name, N, T, BLOCK, MINB, R0, R1, R2, R3)                                                      \
-    extern "C" int name(const void *src, void *dst, const void *tw, int rows, void *stream) {                \
-        constexpr int RPB = BLOCK / T;                                                                        \
-        fft_rows<N, T, BLOCK, MINB, R0, R1, R2, R3><<<(rows + RPB - 1) / RPB, BLOCK, 0, (cudaStream_t)stream>>>( \
-            (const float2 *)src, (float2 *)dst, (const float2 *)tw, rows);                                    \
-        return (int)cudaGetLastError();                                                                       \
-    }
+#define VARIANT(name, N, T, BLOCK, MINB, R0, R1, R2, R3) \
+    LAUNCHER(name, BLOCK / T, BLOCK, fft_rows<N, T, BLOCK, MINB, R0, R1, R2, R3>)
+#define VARIANT_DIT(name, N, T, BLOCK, MINB, PAD2) \
+    LAUNCHER(name, BLOCK / T, BLOCK, fft_dit_rows<N, T, BLOCK, MINB, PAD2>)
 
 VARIANT(n256_t16_b256_16_16, 256, 16, 256, 1, 16, 16, 0, 0)
 VARIANT(n256_t16_b128_16_16, 256, 16, 128, 1, 16, 16, 0, 0)

@@ -5,6 +5,7 @@ the host everywhere."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -70,6 +71,23 @@ def test_a_slow_compile_says_so_on_stderr_and_a_quick_one_does_not(capsys):
     assert capsys.readouterr().err == ""
 
 
+def _huge_page_advised(address: int) -> bool | None:
+    """Whether the mapping holding `address` carries MADV_HUGEPAGE (VmFlags
+    "hg" in /proc/self/smaps); None where Linux has no transparent huge pages."""
+    if not os.path.isdir("/sys/kernel/mm/transparent_hugepage"):
+        return None
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and all(c in "0123456789abcdef-" for c in head):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and line.startswith("VmFlags:"):
+                return "hg" in line.split()[1:]
+    return None
+
+
 @pytest.mark.parametrize("size", [(1 << 20) - 128, (1 << 20) + 1, (2 << 20) - 1, 2 << 20, (5 << 20) + 4097,
                                   (64 << 20) + 3])
 def test_large_host_buffers_zero_whole_and_aligned(size):
@@ -84,6 +102,7 @@ def test_large_host_buffers_zero_whole_and_aligned(size):
             buf = dev.alloc(size)
             if size >= 2 << 20 and sys.platform.startswith("linux"):
                 assert buf.host_address % (2 << 20) == 0
+                assert _huge_page_advised(buf.host_address) in (True, None)
             head = np.frombuffer(buf.read(0, 4096), np.uint8)
             tail = np.frombuffer(buf.read(size - 4096, 4096), np.uint8)
             assert not head.any() and not tail.any()
@@ -97,8 +116,9 @@ def test_large_host_buffers_zero_whole_and_aligned(size):
 
 
 def test_huge_pages_option(monkeypatch):
-    """huge_pages=0 (RLX_HOST_HUGE_PAGES=0) keeps 4 KiB pages: large
-    buffers still zero and whole; a bad value is refused at open."""
+    """huge_pages=0 (RLX_HOST_HUGE_PAGES=0) keeps 4 KiB pages: the mapping
+    carries no huge-page advice, and large buffers are still zero and whole;
+    a bad value is refused at open."""
     with pytest.raises(RlxError, match="huge_pages"):
         Device.open("host", options_override={"huge_pages": "yes"})
     monkeypatch.setenv("RLX_HOST_HUGE_PAGES", "0")
@@ -106,6 +126,7 @@ def test_huge_pages_option(monkeypatch):
     try:
         size = (6 << 20) + 5
         buf = dev.alloc(size)
+        assert _huge_page_advised(buf.host_address) in (False, None)
         assert not np.frombuffer(buf.read(size - 4096, 4096), np.uint8).any()
         buf.write(size - 8, np.arange(8, dtype=np.uint8))
         assert np.frombuffer(buf.read(size - 8, 8), np.uint8).tolist() == list(range(8))
