@@ -95,8 +95,9 @@ def test_large_host_buffers_zero_whole_and_aligned(size):
     boundary with the slack around it unmapped again (csrc/host/device.inc.cpp,
     map_buffer: transparent huge pages for streamed weights). Every byte
     reads zero, the first and last bytes take writes, and freeing many of
-    them leaves the process whole."""
-    dev = Device.open("host")
+    them leaves the process whole. The option is set here, whatever
+    RLX_HOST_HUGE_PAGES says."""
+    dev = Device.open("host", options_override={"huge_pages": "1"})
     try:
         for _ in range(3):
             buf = dev.alloc(size)
