@@ -213,12 +213,17 @@ RLX_INLINE rlx_fft5 rlx_fft_dft(rlx_fft5 x, uint radix, uint inverse) {
 // The templates are for RLX_INSTANTIATE only: the FFT reads and writes f32
 // (c64 pairs) and has no f16 form (the precision pass keeps it in f32).
 //
-// The digit passes' slot of element a among pairs: with swizzle, bits 4..
-// of a are XORed into its low 4 bits. A SIMD group's 8-byte accesses are
-// served sixteen lanes at a time, sixteen pairs to a row of banks, and the
-// passes stride by powers of two of at least 16.
+// The slot of element a in the array of pairs, by FftParams.swizzle (the
+// lowering's slot_layout): 0 as is (the CPU); 1 (Metal) bits 4.. of a XORed
+// into its low 4 bits; 2 (CUDA) a pair of padding after every 16. A SIMD
+// group's 8-byte accesses are served sixteen lanes at a time, sixteen pairs
+// to a row of banks, and the passes stride by powers of two of at least 16:
+// either layout spreads sixteen such accesses over the banks. Padding
+// costs an add where the XOR costs shifts and logic on every access (its
+// offsets fold into immediates: session 33's SASS), but needs
+// RLX_FFT_SHARED_PAIRS slots, more than Metal's 32 KB of group memory holds.
 RLX_INLINE uint rlx_fft_pair_slot(uint a, uint swizzle) {
-    return swizzle ? a ^ (((a >> 4u) ^ (a >> 8u)) & 15u) : a;
+    return swizzle == 2u ? a + (a >> 4u) : swizzle ? a ^ (((a >> 4u) ^ (a >> 8u)) & 15u) : a;
 }
 
 // Element i of group memory from base: the mixed-radix form's separate
@@ -459,6 +464,37 @@ RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint 
     return rlx_cf_make(w.x, inverse ? -w.y : w.y);
 }
 
+// A source that is not plain, staged: every element j of the group's rows
+// through the general load helper into slot digit_slot(j) of its row (the
+// digit passes' pass-0 order; first_bits == bits gives natural order), then
+// a barrier.
+template <typename G>
+RLX_INLINE void rlx_fft_stage_rows(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
+                                   G sc, uint row0, uint rows_here, uint bits, uint first_bits, uint swz, uint tid,
+                                   uint nt) {
+    for (uint e = tid; e < (rows_here << bits); e += nt) {
+        const uint lr = e >> bits, j = e & ((1u << bits) - 1u);
+        const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
+        sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, first_bits), swz)] = rlx_fft_pair(v);
+    }
+    rlx_barrier();
+}
+
+// The group's transforms, in group memory in natural order, to a
+// destination that is not plain: rfft's unpacking (store_mode 2) or the
+// general store helper.
+template <typename G>
+RLX_INLINE void rlx_fft_store_rows(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
+                                   G sc, uint row0, uint rows_here, uint bits, uint swz, uint tid, uint nt) {
+    if (p->store_mode == 2u) {
+        rlx_fft_store_rfft(dst, post, p, sc, sc, 0u, row0, rows_here, 1u << bits, swz, tid, nt);
+        return;
+    }
+    for (uint e = tid; e < (rows_here << bits); e += nt) {
+        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & ((1u << bits) - 1u), rlx_fft_get(sc, sc, 0u, e, swz));
+    }
+}
+
 // Pass 0 of radix R = N / 2^tbits from a plain source (to_dst: the only
 // pass, its outputs in natural order to a plain destination).
 template <uint R, typename G>
@@ -547,7 +583,7 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
                                      RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
                                      RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint bits,
                                      uint swz, uint tid, uint nt) {
-    const uint n = 1u << bits, passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
+    const uint passes = bits <= 4u ? 1u : (bits + 3u) / 4u;
     // The radix that is not 16 (if any) comes first: pass 0's scattered
     // writes then land on distinct banks (measured faster than last at
     // N = 512 to 2048: benchmarks/README.md, "H100, session 32").
@@ -562,12 +598,7 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
         if (first_bits == 0u) rlx_fft_first_pass<1u>(src, dst, p, sc, row0, rows_here, bits, only, swz, tid, nt);
         if (only) return;
     } else {   // staged: every element at its pass-0 slot, then pass 0 in place
-        for (uint e = tid; e < (rows_here << bits); e += nt) {
-            const uint lr = e >> bits, j = e & (n - 1u);
-            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
-            sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, first_bits), swz)] = rlx_fft_pair(v);
-        }
-        rlx_barrier();
+        rlx_fft_stage_rows(src, pre, p, sc, row0, rows_here, bits, first_bits, swz, tid, nt);
         const bool only = passes == 1u && plain_dst;
         rlx_fft_digit_pass_of(first_bits, dst, tw, p, sc, row0, rows_here, bits, 0u, only, swz, tid, nt);
         if (only) return;
@@ -580,13 +611,171 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
         if (to_dst) return;
         rlx_barrier();
     }
-    // The transform sits in group memory in natural order.
-    if (p->store_mode == 2u) {
-        rlx_fft_store_rfft(dst, post, p, sc, sc, 0u, row0, rows_here, n, swz, tid, nt);
+    rlx_fft_store_rows(dst, post, p, sc, row0, rows_here, bits, swz, tid, nt);
+}
+
+// ---- The register form ------------------------------------------------
+// fft_shared's power-of-two form on GPUs, 32 <= N <= 4096, where the group
+// has exactly T = N / P threads a row (the lowering's GPU grid,
+// rlx/lowering/fft.py register_threads): each thread holds P = 8 or 16 of
+// its row's elements in registers for the whole transform, as Stockham
+// passes of radix P (the last one smaller where log2 N is not a multiple of
+// log2 P). Pass q's butterfly b (b = t + i T, i < P / R) reads elements
+// b + r N / R (r < R), twiddles them by W_{SR}^{r (b mod S)} (S: the
+// product of the earlier radices) and writes its outputs to
+// (b / S) S R + b mod S + q' S. So the first pass reads a plain source and
+// the last writes a plain destination in natural order, adjacent threads
+// on adjacent elements, and each pass between is one round of barrier,
+// write, barrier, read through group memory. N, P and the radices are
+// compile-time (a switch over log2 N), so the slots' offsets fold into
+// immediates. benchmarks/gpu/fft_proto.cu measured this form beside cuFFT
+// first (benchmarks/README.md, "H100, session 33"). Other sources and
+// destinations go through group memory in natural order and the general
+// helpers, before the first pass and after the last.
+//
+// log2 P at log2 N = bits (8 points a thread at 32, 64 and 512, where the
+// radices then divide log2 N evenly or the rows get twice the threads).
+RLX_INLINE uint rlx_fft_register_per_bits(uint bits) { return bits == 5u || bits == 6u || bits == 9u ? 3u : 4u; }
+
+// Whether fft_shared runs the register form: a uniform test on the group
+// (p->swizzle: a GPU's slot layout; nt: the group's threads).
+RLX_INLINE bool rlx_fft_register_form_applies(uint bits, uint swz, uint group_rows, uint nt) {
+    return bits >= 5u && bits <= 12u && swz != 0u && nt == (group_rows << (bits - rlx_fft_register_per_bits(bits)));
+}
+
+// Slot of element a + d from a, d a compile-time multiple of 16 (padded
+// layout: the padding of a plus d's own).
+template <uint L>
+RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
+    return L == 2u && (d & 15u) == 0u ? a + (a >> 4u) + d + (d >> 4u) : rlx_fft_pair_slot(a + d, L);
+}
+
+// Element r of butterfly i of a thread's P values, twiddled and
+// transformed: the radix-R butterflies of one pass over span S.
+template <uint N, uint P, uint R, uint S>
+RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE const float *tw, uint t, uint inv) {
+    const float sg = inv ? 1.0f : -1.0f;
+    RLX_UNROLL
+    for (uint i = 0u; i < P / R; ++i) {
+        const uint k = (t + i * (N / P)) & (S - 1u);
+        rlx_cfv<R> x;
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            x.v[r] = v.v[i * R + r];
+            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, k * r * (N / (S * R)), inv));
+        }
+        x = rlx_fft_dft_pow2(x, sg);
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) v.v[i * R + r] = x.v[r];
+    }
+    return v;
+}
+
+// A pass's inputs from group memory: butterfly b's element r is b + r N / R
+// of the row at slot base a0 (the row's first element).
+template <uint N, uint P, uint R, uint L, typename G>
+RLX_INLINE rlx_cfv<P> rlx_fft_register_read(G sc, uint a0, uint t) {
+    rlx_cfv<P> v;
+    RLX_UNROLL
+    for (uint i = 0u; i < P / R; ++i) {
+        const uint a = a0 + t + i * (N / P);
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            const rlx_float2 q = sc[rlx_fft_slot_plus<L>(a, r * (N / R))];
+            v.v[i * R + r] = rlx_cf_make(q.x, q.y);
+        }
+    }
+    return v;
+}
+
+// A pass's outputs to group memory: butterfly b's output r goes to
+// (b / S) S R + b mod S + r S.
+template <uint N, uint P, uint R, uint S, uint L, typename G>
+RLX_INLINE void rlx_fft_register_write(G sc, rlx_cfv<P> v, uint a0, uint t) {
+    RLX_UNROLL
+    for (uint i = 0u; i < P / R; ++i) {
+        const uint b = t + i * (N / P), o = a0 + (b / S) * S * R + (b & (S - 1u));
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            // S = 1, R = 16: o is a multiple of 16 and r its offset in o's
+            // block of 16 (padded: one add).
+            const uint slot = S == 1u && R == 16u && L != 1u ? rlx_fft_pair_slot(o, L) + r
+                                                             : rlx_fft_slot_plus<L>(o, r * S);
+            sc[slot] = rlx_fft_pair(v.v[i * R + r]);
+        }
+    }
+}
+
+// The group's rows (row0 + tid / T, thread t = tid mod T of its row) in
+// the register form of log2 N = BITS, slot layout L.
+template <uint BITS, uint L, typename G>
+RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                      RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                      RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint tid,
+                                      uint nt) {
+    const uint N = 1u << BITS, PB = (BITS == 5u || BITS == 6u || BITS == 9u) ? 3u : 4u, P = 1u << PB;
+    const uint T = N / P, Q = (BITS + PB - 1u) / PB;                 // threads a row, passes (2 or 3)
+    const uint RL = 1u << (BITS - PB * (Q - 1u));                    // the last pass's radix
+    const uint R1 = Q == 2u ? RL : P, R2 = Q == 3u ? RL : 1u;      // pass 0's radix is P
+    const uint lr = tid / T, t = tid & (T - 1u), a0 = lr << BITS, inv = p->inverse;
+    const bool live = lr < rows_here, plain_src = rlx_fft_plain_src(p), plain_dst = rlx_fft_plain_dst(p);
+    rlx_cfv<P> v;
+    if (plain_src) {
+        RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row0 + (live ? lr : 0u)) + t;
+        RLX_UNROLL
+        for (uint r = 0u; r < P; ++r) {   // pass 0: one butterfly a thread, b = t
+            const rlx_float2 q = in[r * T];
+            v.v[r] = rlx_cf_make(q.x, q.y);
+        }
+    } else {
+        rlx_fft_stage_rows(src, pre, p, sc, row0, rows_here, BITS, BITS, L, tid, nt);
+        v = rlx_fft_register_read<N, P, P, L>(sc, a0, t);
+        rlx_barrier();   // every thread has its inputs before pass 0's outputs overwrite them
+    }
+    v = rlx_fft_register_butterflies<N, P, P, 1u>(v, tw, t, inv);
+    rlx_fft_register_write<N, P, P, 1u, L>(sc, v, a0, t);
+    rlx_barrier();
+    v = rlx_fft_register_read<N, P, R1, L>(sc, a0, t);
+    v = rlx_fft_register_butterflies<N, P, R1, P>(v, tw, t, inv);
+    if (Q == 3u) {
+        rlx_barrier();
+        rlx_fft_register_write<N, P, R1, P, L>(sc, v, a0, t);
+        rlx_barrier();
+        v = rlx_fft_register_read<N, P, R2, L>(sc, a0, t);
+        v = rlx_fft_register_butterflies<N, P, R2, P * P>(v, tw, t, inv);
+    }
+    // The last pass's butterfly b (< N / RL, its span) has outputs b + r N / RL.
+    if (plain_dst) {
+        if (!live) return;   // no barrier follows
+        RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr) + t;
+        RLX_UNROLL
+        for (uint i = 0u; i < P / RL; ++i) {
+            RLX_UNROLL
+            for (uint r = 0u; r < RL; ++r) out[i * T + r * (N / RL)] = rlx_fft_scaled(v.v[i * RL + r], p->scale);
+        }
         return;
     }
-    for (uint e = tid; e < (rows_here << bits); e += nt) {
-        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & (n - 1u), rlx_fft_get(sc, sc, 0u, e, swz));
+    rlx_barrier();
+    rlx_fft_register_write<N, P, RL, N / RL, L>(sc, v, a0, t);
+    rlx_barrier();
+    rlx_fft_store_rows(dst, post, p, sc, row0, rows_here, BITS, L, tid, nt);
+}
+
+// The register form at run-time log2 N (5..12).
+template <uint L, typename G>
+RLX_INLINE void rlx_fft_register_form(uint bits, RLX_DEVICE const float *src, RLX_DEVICE float *dst,
+                                      RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
+                                      RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sc, uint row0,
+                                      uint rows_here, uint tid, uint nt) {
+    switch (bits) {
+    case 5u: rlx_fft_register_rows<5u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    case 6u: rlx_fft_register_rows<6u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    case 7u: rlx_fft_register_rows<7u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    case 8u: rlx_fft_register_rows<8u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    case 9u: rlx_fft_register_rows<9u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    case 10u: rlx_fft_register_rows<10u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    case 11u: rlx_fft_register_rows<11u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
+    default: rlx_fft_register_rows<12u, L>(src, dst, tw, pre, post, p, sc, row0, rows_here, tid, nt); break;
     }
 }
 
@@ -598,6 +787,32 @@ RLX_INLINE void rlx_fft_digit_passes(RLX_DEVICE const float *src, RLX_DEVICE flo
 #ifndef RLX_FFT_MIN_GROUPS
 #define RLX_FFT_MIN_GROUPS 4
 #endif
+// The slot layouts (rlx_fft_pair_slot) whose register form a target
+// compiles: CUDA's padded one, Metal's XOR (its 32 KB of group memory
+// hold no padding at N = 4096), both on the CPU, where
+// tests/c/group_threads.cpp runs them with real threads. A layout not
+// compiled runs the digit passes. Group memory holds the padded layout
+// where it is compiled.
+#ifndef RLX_FFT_PADDED_SLOTS
+#ifdef RLX_TARGET_METAL
+#define RLX_FFT_PADDED_SLOTS 0
+#else
+#define RLX_FFT_PADDED_SLOTS 1
+#endif
+#endif
+#ifndef RLX_FFT_SWIZZLED_SLOTS
+#ifdef RLX_TARGET_CUDA
+#define RLX_FFT_SWIZZLED_SLOTS 0
+#else
+#define RLX_FFT_SWIZZLED_SLOTS 1
+#endif
+#endif
+#if RLX_FFT_PADDED_SLOTS
+#define RLX_FFT_SHARED_PAIRS (RLX_FFT_SHARED_MAX + RLX_FFT_SHARED_MAX / 16u)
+#else
+#define RLX_FFT_SHARED_PAIRS RLX_FFT_SHARED_MAX
+#endif
+
 #ifdef RLX_TARGET_CUDA
 #define RLX_FFT_SHARED_BOUNDS __launch_bounds__(256, RLX_FFT_MIN_GROUPS)
 #else
@@ -614,7 +829,7 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
                       RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
     // One array of pairs (the digit passes move an element as one 8-byte
     // unit); the other forms view it as a real and an imaginary half.
-    RLX_SHARED(rlx_float2, spairs, RLX_FFT_SHARED_MAX);
+    RLX_SHARED(rlx_float2, spairs, RLX_FFT_SHARED_PAIRS);
     RLX_GROUP_MEM float *sre = (RLX_GROUP_MEM float *)spairs;
     RLX_GROUP_MEM float *sim = sre + RLX_FFT_SHARED_MAX;
     // group_rows rows per group (group_rows * n <= RLX_FFT_SHARED_MAX): short
@@ -635,8 +850,22 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
         rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x, rlx_group_size.x);
         return;
     }
-    rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, bits, swz, rlx_local_id.x,
-                         rlx_group_size.x);
+    const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
+    if (rlx_fft_register_form_applies(bits, swz, gr, nt)) {
+#if RLX_FFT_PADDED_SLOTS
+        if (swz == 2u) {
+            rlx_fft_register_form<2u>(bits, src, dst, tw, pre, post, p, spairs, row0, rows_here, tid, nt);
+            return;
+        }
+#endif
+#if RLX_FFT_SWIZZLED_SLOTS
+        if (swz == 1u) {
+            rlx_fft_register_form<1u>(bits, src, dst, tw, pre, post, p, spairs, row0, rows_here, tid, nt);
+            return;
+        }
+#endif
+    }
+    rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, bits, swz, tid, nt);
 }
 RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
 

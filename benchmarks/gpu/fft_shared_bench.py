@@ -7,8 +7,9 @@ chosen one through rlx itself.
 
     python3 benchmarks/gpu/fft_shared_bench.py OUT.json ["" "-DRLX_FFT_MIN_GROUPS=3" ...]
 
-FFT_SIZES (default "256 1024 4096 64 2048") and FFT_SWIZZLE ("1 0") pick
-the cases. Plain complex rows of 2^22 points a case, the lowering's grid
+FFT_SIZES (default "256 1024 4096 64 2048") and FFT_SWIZZLE ("2 1": the
+slot layouts, FftParams.swizzle; CUDA compiles the register form for 2
+only, so 1 times the digit passes in the same process) pick the cases. Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
 
@@ -21,11 +22,13 @@ import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
+from rlx.lowering.fft import shared_grid
 from rlx.runtime.shader_source import kernel_source
 
 LAUNCHER = r"""
@@ -62,10 +65,10 @@ def build(defines: str, tmp: str, i: int) -> tuple[str, str]:
 
 
 def grid(n: int, rows: int, units: int) -> tuple[int, int, int]:
-    group_rows = max(1, min(4096 // n, rows // (2 * units)))
-    butterflies = group_rows * max(n // 4, 1)
-    threads = min(256, -(-butterflies // 32) * 32)
-    return -(-rows // group_rows), threads, group_rows
+    """The lowering's grid for a CUDA GPU of `units` SMs: (groups, threads, rows a group)."""
+    target = SimpleNamespace(one_thread_groups=False, compute_units=units, simd_width=32, max_threads_per_group=1024)
+    ((groups, _, _), (threads, _, _)), group_rows = shared_grid(target, rows, n)
+    return groups, threads, group_rows
 
 
 def main() -> None:
@@ -87,7 +90,7 @@ def main() -> None:
                 y = torch.empty_like(x)
                 tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
                 groups, threads, group_rows = grid(n, rows, units)
-                for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "1 0").split()]:
+                for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "2 1").split()]:
                     dp = ctypes.c_void_p()
                     assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, 0, group_rows, swizzle) == 0
 

@@ -53,6 +53,7 @@ SHARED_MAX = 4096            # RLX_FFT_SHARED_MAX in shaders/fft.h (two f32 arra
 # Stockham passes ping-pong between the two halves of that memory, so at
 # most half the points; the radices ride in one 32-bit param, 3 bits each.
 MIXED_SHARED_MAX = SHARED_MAX // 2
+REGISTER_MIN_BITS, REGISTER_MAX_BITS = 5, 12   # fft_shared's register form: 32 <= N <= 4096
 MIXED_MAX_PASSES = 10
 RADICES = (4, 2, 3, 5)       # fft_stage's butterflies; 4 first: fewest passes for powers of two
 LOAD_COMPLEX, LOAD_REAL, LOAD_HALF_SPECTRUM = 0, 1, 2
@@ -167,7 +168,7 @@ def _table(lw: Lowering, key: tuple, make) -> View:
 
 
 def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_rows: int = 1,
-               swizzle: bool = False) -> bytes:
+               swizzle: int = 0) -> bytes:
     """FftParams of shaders/fft.h (offsets, strides in floats)."""
     fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
               load["len"], load.get("herm_n", 0), load.get("avail", 0),
@@ -189,6 +190,16 @@ STORE_RFFT, LOAD_IRFFT = 2, 3
 PRE_WINDOW = 2   # FftParams.pre_mul: a real window over the row's floats (windowed_rfft)
 
 
+def register_threads(n: int) -> int:
+    """fft_shared's threads a row in its register form (shaders/fft.h
+    rlx_fft_register_per_bits: N / 8 at N = 32, 64 and 512, N / 16 at the
+    other powers of two from 32 to 4096), 0 for lengths it does not take."""
+    bits = n.bit_length() - 1
+    if n & (n - 1) or not REGISTER_MIN_BITS <= bits <= REGISTER_MAX_BITS:
+        return 0
+    return n >> (3 if bits in (5, 6, 9) else 4)
+
+
 def shared_grid(target, rows: int, n: int, capacity: int = SHARED_MAX
                 ) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], int]:
     """(grid, rows per group) of fft_shared. The CPU runs a group on one
@@ -197,21 +208,34 @@ def shared_grid(target, rows: int, n: int, capacity: int = SHARED_MAX
     per compute unit, with up to SHARED_THREADS threads: each group's
     memory is sized for SHARED_MAX points whatever n is, so a core holds
     the same number of groups at every n and short rows alone would starve
-    it of threads (a row of 256 points has 64 butterflies)."""
+    it of threads (a row of 256 points has 64 butterflies). Powers of two
+    from 32 to 4096 get exactly register_threads(n) threads a row, which
+    fft_shared checks before it runs its register form."""
     if target.one_thread_groups:   # up to CPU_ROWS rows a group, one per vector lane (shaders/fft_cpu.h)
         group_rows = min(rows, CPU_ROWS)
         return ((-(-rows // group_rows), 1, 1), (1, 1, 1)), group_rows
     group_rows = max(1, min(capacity // n, rows // (2 * max(target.compute_units, 1))))
+    per_row = register_threads(n) if capacity == SHARED_MAX else 0
+    if per_row and per_row <= min(target.max_threads_per_group, SHARED_THREADS):
+        group_rows = min(group_rows, SHARED_THREADS // per_row)
+        return ((-(-rows // group_rows), 1, 1), (group_rows * per_row, 1, 1)), group_rows
     width = max(target.simd_width, 1)
     butterflies = group_rows * max(n // 4, 1)
     threads = min(target.max_threads_per_group, SHARED_THREADS, -(-butterflies // width) * width)
     return ((-(-rows // group_rows), 1, 1), (threads, 1, 1)), group_rows
 
 
-def swizzled(target) -> bool:
-    """fft_shared's swizzled group-memory slots: on GPUs (bank conflicts),
-    not on the CPU, whose one thread per group has none to avoid."""
-    return not target.one_thread_groups
+SLOTS_PLAIN, SLOTS_SWIZZLED, SLOTS_PADDED = 0, 1, 2   # FftParams.swizzle (shaders/fft.h rlx_fft_pair_slot)
+
+
+def slot_layout(target) -> int:
+    """fft_shared's group-memory slots: as is on the CPU (one thread a group
+    has no bank conflicts to avoid); on GPUs spread over the banks, padded
+    on CUDA, XOR-swizzled on Metal (whose 32 KB of group memory leave no
+    room for padding at N = 4096)."""
+    if target.one_thread_groups:
+        return SLOTS_PLAIN
+    return SLOTS_PADDED if target.backend == "cuda" else SLOTS_SWIZZLED
 
 
 def _scale(op: str, norm: str, n: int) -> float:
@@ -476,7 +500,7 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
     capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
     grid, group_rows = shared_grid(lw.target, rows, m, capacity)
-    params = fft_params(node, p, rows, load, store, group_rows, swizzle=swizzled(lw.target) and p.radix == 0)
+    params = fft_params(node, p, rows, load, store, group_rows, swizzle=slot_layout(lw.target) if p.radix == 0 else SLOTS_PLAIN)
     pre_binding = (half_tw, "r") if pre is None else (pre, "r@")
     lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
                 [(src, "r"), (dst, "w"), (tw, "r"), pre_binding, (half_tw, "r")], params, grid, fft_work(p, rows))
@@ -522,7 +546,7 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
     for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
         grid, group_rows = shared_grid(lw.target, prows, p.n)
-        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=False)
+        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=SLOTS_PLAIN)
         lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
                     [(a, "r"), (b, "w"), (tw, "r"), (tw, "r"), (grid_table if i == 0 else tw, "r")],
                     params, grid, fft_work(p, prows))
@@ -572,7 +596,7 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
             else:
                 kernel, group_rows = "fft_stage_c64", 1
                 grid = lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True)
-            params = fft_params(node, p, rows, p_load, p_store, group_rows, swizzle=swizzled(lw.target))
+            params = fft_params(node, p, rows, p_load, p_store, group_rows, swizzle=slot_layout(lw.target))
             lw.dispatch(f"{node!r} pass {step + 1}/{total}", kernel,
                         [(src_view, "r"), (dst_view, "w"), (tw, "r"), (pre, "r"), (post, "r")],
                         params, grid, fft_work(p, rows))

@@ -1,4 +1,5 @@
-// The sort, scan, splat and fused norm kernels (shaders/sort.h, shaders/splat.h,
+// The sort, scan, splat, FFT and fused norm kernels (shaders/sort.h, shaders/splat.h,
+// fft_shared of shaders/fft.h,
 // rmsnorm_add of shaders/norm.h, rmsnorm_rope of shaders/rope.h, gemv1n's
 // norm-chain staging of shaders/quant_gemv.h) run with G
 // real threads per group on the CPU: the CPU prelude with its one-thread
@@ -66,6 +67,7 @@ static float rlx_gt_group_sum(float v, float *scratch) {
 #include "rope.h"
 #include "movement.h"   // quant.h reads its GatherParams
 #include "quant.h"
+#include "fft.h"
 
 namespace {
 
@@ -260,9 +262,31 @@ void rmsnorm_rope_body(void *c, rlx_ids ids) {
     rmsnorm_rope<float>(n->x, n->pos, n->inv_freq, n->w, n->w_next, n->y, &n->rp, ids);
 }
 
+struct FftCtx {
+    const float *src, *tw, *pre, *post;
+    float *dst;
+    const FftParams *p;
+};
+
+void fft_shared_body(void *c, rlx_ids rlx_ids_arg) {
+    FftCtx *f = static_cast<FftCtx *>(c);
+    fft_shared<float>(f->src, f->dst, f->tw, f->pre, f->post, f->p, rlx_ids_arg);
+}
+
 }  // namespace
 
 extern "C" {
+
+// One fft_shared dispatch (rlx/lowering/fft.py fft_params' FftParams): groups
+// of `threads` threads; returns whether those groups take the register form.
+__attribute__((visibility("default"))) int gt_fft_shared(const float *src, float *dst, const float *tw,
+                                                         const float *pre, const float *post, const void *params,
+                                                         uint groups, uint threads) {
+    const FftParams *p = static_cast<const FftParams *>(params);
+    FftCtx c{src, tw, pre, post, dst, p};
+    dispatch(groups, threads, fft_shared_body, &c);
+    return rlx_fft_register_form_applies(p->span, p->swizzle, p->group_rows, threads) && p->radix != 1u;
+}
 
 // rmsnorm_add over dense rows (rlx/lowering/norm.py): y is [rows, cols], or
 // with then_norm [2, rows, cols] (the normed sums, then the sums).

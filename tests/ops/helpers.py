@@ -152,12 +152,15 @@ def assert_gelu_accurate(got, x):
     assert rel[near].max() < 2e-6, (rel[near].max(), x[nz][near][rel[near].argmax()])
 
 
-def force_gpu_fft_form(monkeypatch, group_rows: int) -> None:
+def force_gpu_fft_form(monkeypatch, group_rows: int, layout: int = 1) -> None:
     """fft_shared as GPUs run it, forced on whatever device runs the suite:
-    up to ``group_rows`` rows a group (as many as fit the group memory) and
-    swizzled group-memory slots, and the cost model's pick of fft_shared
-    wherever it covers N (GPUs pass few long rows on to the Stockham
-    passes)."""
+    up to ``group_rows`` rows a group (as many as fit the group memory),
+    a GPU's group-memory slot layout (rlx/lowering/fft.py slot_layout: 1
+    XOR-swizzled, Metal's; 2 padded, CUDA's), and the cost model's pick of
+    fft_shared wherever it covers N (GPUs pass few long rows on to the
+    Stockham passes). The grid's threads stay the device's own, so a
+    CPU's one-thread groups run the digit passes
+    (tests/ops/test_fft_group_threads.py runs the register form)."""
     from rlx.lowering import fft as fft_lowering
     from rlx.tune.cost import CostModel
 
@@ -169,5 +172,5 @@ def force_gpu_fft_form(monkeypatch, group_rows: int) -> None:
         return ((-(-rows // per), 1, 1), threads), per
 
     monkeypatch.setattr(fft_lowering, "shared_grid", grid)
-    monkeypatch.setattr(fft_lowering, "swizzled", lambda target: True)
+    monkeypatch.setattr(fft_lowering, "slot_layout", lambda target: layout)
     monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)

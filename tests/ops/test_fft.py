@@ -192,14 +192,14 @@ def test_cost_model_follows_the_measured_fft_paths():
 # powers of two: every pass size (16, 8, 4, 2) as the only pass and as the first
 # of two or three; then mixed radix
 @pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 6, 100, 1000, 2025])
-@pytest.mark.parametrize("group_rows", [2, 3, 16])
-def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, monkeypatch, rng):
-    """fft_shared as GPUs run it (several rows per group, swizzled group-memory
-    slots; for 2^a 3^b 5^c lengths the mixed-radix passes between the two
+@pytest.mark.parametrize("group_rows,layout", [(2, 1), (3, 2), (16, 1)])
+def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, layout, monkeypatch, rng):
+    """fft_shared as GPUs run it (several rows per group, GPU group-memory
+    slots, XOR-swizzled and padded; for 2^a 3^b 5^c lengths the mixed-radix passes between the two
     halves of group memory), forced on whatever device runs the suite: rows
     that fill a group, a last group holding fewer, and the swizzle across
     rows of the array."""
-    force_gpu_fft_form(monkeypatch, group_rows)
+    force_gpu_fft_form(monkeypatch, group_rows, layout)
     for rows in (1, 5, 37):
         x = _cdata(rng, (rows, n))
         g = rlx.Graph()
