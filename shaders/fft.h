@@ -2,10 +2,12 @@
 // the algorithm per length N and chains these kernels:
 //
 //   fft_shared  N a power of two <= RLX_FFT_SHARED_MAX, one group per
-//               group_rows rows (group_rows * N <= the maximum): in-place
-//               decimation-in-time passes of radix 16 in registers, the
-//               first reading the source and the last writing the
-//               destination (the digit passes below); N = 2^a 3^b 5^c up
+//               group_rows rows (group_rows * N <= the maximum): on GPUs
+//               from 32 to 4096 the register form (each row's elements in
+//               its threads' registers across Stockham passes, below);
+//               otherwise in-place decimation-in-time passes of radix 16
+//               in registers, the first reading the source and the last
+//               writing the destination (the digit passes); N = 2^a 3^b 5^c up
 //               to half the maximum as Stockham passes between the halves
 //               of group memory. The CPU runs its own form (fft_cpu.h: rows across vector
 //               lanes, radix-8 passes, rfft/irfft unpacking fused, and a

@@ -9,7 +9,8 @@ chosen one through rlx itself.
 
 FFT_SIZES (default "256 1024 4096 64 2048") and FFT_SWIZZLE ("2 1": the
 slot layouts, FftParams.swizzle; CUDA compiles the register form for 2
-only, so 1 times the digit passes in the same process) pick the cases. Plain complex rows of 2^22 points a case, the lowering's grid
+only, so 1 times the digit passes in the same process) pick the cases.
+Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
 

@@ -500,7 +500,8 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
     capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
     grid, group_rows = shared_grid(lw.target, rows, m, capacity)
-    params = fft_params(node, p, rows, load, store, group_rows, swizzle=slot_layout(lw.target) if p.radix == 0 else SLOTS_PLAIN)
+    layout = slot_layout(lw.target) if p.radix == 0 else SLOTS_PLAIN
+    params = fft_params(node, p, rows, load, store, group_rows, swizzle=layout)
     pre_binding = (half_tw, "r") if pre is None else (pre, "r@")
     lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
                 [(src, "r"), (dst, "w"), (tw, "r"), pre_binding, (half_tw, "r")], params, grid, fft_work(p, rows))

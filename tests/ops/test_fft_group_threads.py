@@ -27,8 +27,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rlx.lowering.fft import (SHARED_MAX, SLOTS_PADDED, SLOTS_SWIZZLED, STORE_RFFT, register_threads, shared_grid,
-                              twiddles)
+from rlx.lowering.fft import (
+    SHARED_MAX,
+    SLOTS_PADDED,
+    SLOTS_SWIZZLED,
+    STORE_RFFT,
+    register_threads,
+    shared_grid,
+    twiddles,
+)
 
 from .test_splat_group_threads import _ptr, lib  # noqa: F401  (lib: the harness build, a module fixture)
 
@@ -47,16 +54,21 @@ def _params(**fields) -> np.ndarray:
     return np.frombuffer(raw, np.uint8).copy()
 
 
-def _run(lib, src, dst, n, rows, group_rows, threads, layout, inverse=0, post=None, **fields) -> bool:
+@pytest.fixture(scope="module")
+def gt(lib):  # noqa: F811
+    lib.gt_fft_shared.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_uint] * 2
+    lib.gt_fft_shared.restype = ctypes.c_int
+    return lib
+
+
+def _run(gt, src, dst, n, rows, group_rows, threads, layout, inverse=0, post=None, **fields) -> bool:
     tw = twiddles(n)
     post = tw if post is None else post
     p = _params(**{"n": n, "rows": rows, "span": n.bit_length() - 1, "inverse": inverse, "src_len": n,
                    "src_row": 2 * n, "src_step": 2, "dst_count": n, "dst_row": 2 * n, "dst_step": 2, "scale": 1.0,
                    "group_rows": group_rows, "swizzle": layout, **fields})
-    lib.gt_fft_shared.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_uint] * 2
-    lib.gt_fft_shared.restype = ctypes.c_int
     groups = -(-rows // group_rows)
-    return bool(lib.gt_fft_shared(_ptr(src), _ptr(dst), _ptr(tw), _ptr(tw), _ptr(post), _ptr(p), groups, threads))
+    return bool(gt.gt_fft_shared(_ptr(src), _ptr(dst), _ptr(tw), _ptr(tw), _ptr(post), _ptr(p), groups, threads))
 
 
 def _assert_close(got, want, x, n, scale=1.0):
@@ -75,20 +87,20 @@ def _group_rows(n):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", LENGTHS)
-def test_register_form_plain_rows(lib, rng, n, layout):
+def test_register_form_plain_rows(gt, rng, n, layout):
     gr = _group_rows(n)
     rows = 2 * gr + 1
     x = _complex_rows(rng, rows, n)
     for inverse in (0, 1):
         y = np.full((rows, n), np.nan, np.complex64)
-        assert _run(lib, x, y, n, rows, gr, gr * register_threads(n), layout, inverse=inverse)
+        assert _run(gt, x, y, n, rows, gr, gr * register_threads(n), layout, inverse=inverse)
         want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
         _assert_close(y, want, x, n)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", [32, 128, 512, 4096])
-def test_register_form_staged_source_and_destination(lib, rng, n, layout):
+def test_register_form_staged_source_and_destination(gt, rng, n, layout):
     """A real source (load mode 1: staged through group memory) into every
     other complex slot of the destination (dst_step 4: stored from group
     memory), and a complex source to the real part only, scaled."""
@@ -96,33 +108,33 @@ def test_register_form_staged_source_and_destination(lib, rng, n, layout):
     rows, threads = 2 * gr + 1, gr * register_threads(n)
     xr = rng.standard_normal((rows, n)).astype(np.float32)
     y = np.zeros((rows, 2 * n), np.complex64)
-    assert _run(lib, xr, y, n, rows, gr, threads, layout, load_mode=1, src_row=n, src_step=1,
+    assert _run(gt, xr, y, n, rows, gr, threads, layout, load_mode=1, src_row=n, src_step=1,
                 dst_row=4 * n, dst_step=4)
     _assert_close(y[:, ::2], np.fft.fft(xr.astype(np.float64)), xr, n)
     assert not y[:, 1::2].any()
     x = _complex_rows(rng, rows, n)
     yr = np.zeros((rows, n), np.float32)
-    assert _run(lib, x, yr, n, rows, gr, threads, layout, store_mode=1, dst_row=n, dst_step=1, scale=0.5,
+    assert _run(gt, x, yr, n, rows, gr, threads, layout, store_mode=1, dst_row=n, dst_step=1, scale=0.5,
                 inverse=1)
     _assert_close(yr, (np.fft.ifft(x.astype(np.complex128)) * n * 0.5).real, x, n, 0.5)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("m", [32, 256, 2048])
-def test_register_form_rfft_unpacked_in_the_store(lib, rng, m, layout):
+def test_register_form_rfft_unpacked_in_the_store(gt, rng, m, layout):
     """rfft of 2m as the length-m transform of the packed signal, its m + 1
     bins unpacked by the store (store mode 2, post: the length-2m twiddles)."""
     gr = _group_rows(m)
     rows = 2 * gr + 1
     x = rng.standard_normal((rows, 2 * m)).astype(np.float32)
     y = np.zeros((rows, m + 1), np.complex64)
-    assert _run(lib, x, y, m, rows, gr, gr * register_threads(m), layout, post=twiddles(2 * m),
+    assert _run(gt, x, y, m, rows, gr, gr * register_threads(m), layout, post=twiddles(2 * m),
                 store_mode=STORE_RFFT, dst_row=2 * (m + 1), dst_count=m + 1)
     _assert_close(y, np.fft.rfft(x.astype(np.float64)), x, 2 * m)
 
 
 @pytest.mark.parametrize("n", [64, 1024])
-def test_gpu_grid_takes_the_register_form(lib, rng, n):
+def test_gpu_grid_takes_the_register_form(gt, rng, n):
     """The lowering's grid for a CUDA-like GPU of few compute units has
     exactly register_threads(n) threads a row, which the kernel's test
     accepts."""
@@ -132,16 +144,16 @@ def test_gpu_grid_takes_the_register_form(lib, rng, n):
     assert threads == gr * register_threads(n) and groups == -(-rows // gr)
     x = _complex_rows(rng, rows, n)
     y = np.zeros_like(x)
-    assert _run(lib, x, y, n, rows, gr, threads, SLOTS_PADDED)
+    assert _run(gt, x, y, n, rows, gr, threads, SLOTS_PADDED)
     _assert_close(y, np.fft.fft(x.astype(np.complex128)), x, n)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n,threads", [(1024, 64), (256, 33), (4096, 128)])
-def test_other_thread_counts_take_the_digit_passes(lib, rng, n, threads, layout):
+def test_other_thread_counts_take_the_digit_passes(gt, rng, n, threads, layout):
     gr = _group_rows(n)
     rows = 2 * gr + 1
     x = _complex_rows(rng, rows, n)
     y = np.zeros_like(x)
-    assert not _run(lib, x, y, n, rows, gr, threads, layout)
+    assert not _run(gt, x, y, n, rows, gr, threads, layout)
     _assert_close(y, np.fft.fft(x.astype(np.complex128)), x, n)
