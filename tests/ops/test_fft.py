@@ -28,7 +28,7 @@ from rlx.tune.cost import CostModel, decision_model
 from .helpers import force_gpu_fft_form, kernels_of
 
 NORMS = ["backward", "ortho", "forward"]
-SMALL = [1, 2, 3, 5, 7, 8, 16, 100, 128, 400, 512, 1000, 1024, 4096]
+SMALL = [1, 2, 3, 5, 7, 8, 16, 32, 64, 100, 128, 256, 400, 512, 1000, 1024, 2048, 4096]
 LARGE = [4097, 8192, 65536]
 # Batch 37 only where the group-memory and short pass chains run; the large
 # sizes (multi-pass and Bluestein over global memory) run one or two rows.
