@@ -505,7 +505,7 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
                                    uint swz, uint tid, uint nt) {
     const uint first_bits = rlx_fft_radix_bits(R);
     const uint tbits = bits - first_bits, per = 1u << tbits;
-    const float sg = p->inverse ? 1.0f : -1.0f;
+    const float sg = p->inverse ? 1.0f : -1.0f, scale = p->scale;   // read once (see rlx_fft_register_rows)
     for (uint g = tid; g < (rows_here << tbits); g += nt) {
         const uint lr = g >> tbits, t = g & (per - 1u);
         RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row0 + lr) + t;
@@ -519,7 +519,7 @@ RLX_INLINE void rlx_fft_first_pass(RLX_DEVICE const float *src, RLX_DEVICE float
         if (to_dst) {   // per == 1: the outputs in natural order
             RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr);
             RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) out[r] = rlx_fft_scaled(x.v[r], p->scale);
+            for (uint r = 0u; r < R; ++r) out[r] = rlx_fft_scaled(x.v[r], scale);
             continue;
         }
         const uint base = (lr << bits) + rlx_fft_digit_slot(t, bits, first_bits);
@@ -539,7 +539,7 @@ RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float
                                    uint swz, uint tid, uint nt) {
     const uint rbits = rlx_fft_radix_bits(R);
     const uint gbits = bits - rbits, h = 1u << hbits, twshift = bits - hbits - rbits, inv = p->inverse;
-    const float sg = inv ? 1.0f : -1.0f;
+    const float sg = inv ? 1.0f : -1.0f, scale = p->scale;   // read once (see rlx_fft_register_rows)
     for (uint g = tid; g < (rows_here << gbits); g += nt) {
         const uint lr = g >> gbits, u = g & ((1u << gbits) - 1u), k = u & (h - 1u);
         const uint base = (lr << bits) + ((u >> hbits) << (hbits + rbits)) + k;
@@ -558,7 +558,7 @@ RLX_INLINE void rlx_fft_digit_pass(RLX_DEVICE float *dst, RLX_DEVICE const float
         if (to_dst) {   // the last pass: u < h, so these are elements k + r h of the transform
             RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr) + k;
             RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) out[r * h] = rlx_fft_scaled(x.v[r], p->scale);
+            for (uint r = 0u; r < R; ++r) out[r * h] = rlx_fft_scaled(x.v[r], scale);
             continue;
         }
         RLX_UNROLL
@@ -749,11 +749,14 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
     // The last pass's butterfly b (< N / RL, its span) has outputs b + r N / RL.
     if (plain_dst) {
         if (!live) return;   // no barrier follows
+        // The scale read once: the destination may alias the params for
+        // all the compiler knows, so it would reload them after each store.
+        const float scale = p->scale;
         RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr) + t;
         RLX_UNROLL
         for (uint i = 0u; i < P / RL; ++i) {
             RLX_UNROLL
-            for (uint r = 0u; r < RL; ++r) out[i * T + r * (N / RL)] = rlx_fft_scaled(v.v[i * RL + r], p->scale);
+            for (uint r = 0u; r < RL; ++r) out[i * T + r * (N / RL)] = rlx_fft_scaled(v.v[i * RL + r], scale);
         }
         return;
     }

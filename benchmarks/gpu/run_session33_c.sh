@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Device, session 33, call c (issue 19): the register form after the fix
+# that reads the scale once (the plain stores had reloaded it from the
+# params after every store): fft_shared_bench.py under three register
+# budgets (RLX_FFT_MIN_GROUPS 4, 3, 2) at every length 32..4096, layout 2
+# (register form) and 1 (digit passes) beside cuFFT; the FFT, window and
+# signal suites on cuda (group sizes 0 and 64) with fft_variants.py;
+# fft_cuda.py's table with the log-mel breakdown; then racecheck and
+# memcheck on the register form's cases (default grid: plain rows, rfft's
+# fused store, the window and signal suites' staged loads).
+source "$(dirname "$0")/common.sh"
+t0=$(date +%s)
+FFT_SIZES="32 64 128 256 512 1024 2048 4096" FFT_SWIZZLE="2 1" timeout 200 python3 benchmarks/gpu/fft_shared_bench.py \
+  "$OUT/fft-shared-bench.json" "" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=2" >"$OUT/fft-shared-bench.log" 2>&1
+note "fft_shared_bench rc=$? in $(( $(date +%s) - t0 )) s"
+python3 -c "
+import json, sys
+for r in json.load(open(sys.argv[1]))['rows']:
+    print(r['defines'] or 'default', r['n'], 'layout', r['swizzle'], r['us'], 'cufft', r['cufft_us'], 'ratio', r['ratio'], 'err', '%.1e' % r['rel_err'], r['usage'][:44])
+" "$OUT/fft-shared-bench.json" 2>&1 | tee -a "$S"
+fft_suites register
+fft_benches
+K="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
+SAN_TIMEOUT=100 sanitize racecheck "racecheck fft register" racecheck.log tests/ops/test_fft.py -k "$K" --rlx-device cuda
+SAN_TIMEOUT=100 sanitize memcheck "memcheck fft register" memcheck.log tests/ops/test_fft.py -k "$K or half_length" --rlx-device cuda
+SAN_TIMEOUT=100 sanitize racecheck "racecheck window+signal" racecheck-w.log tests/ops/test_fft_window.py tests/test_signal.py --rlx-device cuda
+SAN_TIMEOUT=100 sanitize memcheck "memcheck window+signal" memcheck-w.log tests/ops/test_fft_window.py tests/test_signal.py --rlx-device cuda
+mkdir -p /tmp/setup-logs && mv "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log "$OUT"/fft64.log /tmp/setup-logs/ 2>/dev/null
+echo "=== summary"; cat "$S"
