@@ -9,7 +9,8 @@ chosen one through rlx itself.
 
 FFT_SIZES (default "256 1024 4096 64 2048") and FFT_SWIZZLE ("2 1": the
 slot layouts, FftParams.swizzle; CUDA compiles the register form for 2
-only, so 1 times the digit passes in the same process) pick the cases.
+only, so 1 times the digit passes in the same process) pick the cases;
+FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own.
 Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
@@ -46,6 +47,20 @@ extern "C" int rlx_bench_launch(const float *src, float *dst, const float *tw, c
                                 void *stream) {
     fft_shared<float><<<groups, threads, 0, (cudaStream_t)stream>>>(src, dst, tw, nullptr, nullptr,
                                                                     (const FftParams *)dp);
+    return (int)cudaGetLastError();
+}
+// The register form alone (FFT_REGISTER_ONLY=1): its own kernel, its own
+// register budget, none of fft_shared's other forms beside it.
+extern "C" __global__ void __launch_bounds__(256, 3) fft_register_only(const float *src, float *dst, const float *tw,
+                                                                       const FftParams *p) {
+    __shared__ rlx_float2 sp[RLX_FFT_SHARED_PAIRS];
+    const uint gr = p->group_rows, row0 = blockIdx.x * gr;
+    const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
+    rlx_fft_register_form<2u>(p->span, src, dst, tw, tw, tw, p, sp, row0, rows_here, threadIdx.x, blockDim.x);
+}
+extern "C" int rlx_bench_launch_register(const float *src, float *dst, const float *tw, const void *dp, int groups,
+                                         int threads, void *stream) {
+    fft_register_only<<<groups, threads, 0, (cudaStream_t)stream>>>(src, dst, tw, (const FftParams *)dp);
     return (int)cudaGetLastError();
 }
 """
@@ -95,21 +110,28 @@ def main() -> None:
                     dp = ctypes.c_void_p()
                     assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, 0, group_rows, swizzle) == 0
 
-                    def run(lib=lib, dp=dp, x=x, y=y, tw=tw, groups=groups, threads=threads):
-                        assert lib.rlx_bench_launch(x.data_ptr(), y.data_ptr(), tw.data_ptr(), dp, groups, threads,
-                                                    stream) == 0
+                    kernels = [("fft_shared", lib.rlx_bench_launch)]
+                    if swizzle == 2 and os.environ.get("FFT_REGISTER_ONLY") == "1":
+                        kernels.append(("fft_register_only", lib.rlx_bench_launch_register))
+                    for kernel, launch in kernels:
+                        launch.argtypes = lib.rlx_bench_launch.argtypes
 
-                    run()
-                    want = torch.fft.fft(x)
-                    err = float((y - want).abs().max() / want.abs().max())
-                    ms = back_to_back_ms(run)
-                    if n not in cufft:
-                        cufft[n] = back_to_back_ms(lambda x=x: torch.fft.fft(x))
-                    row = {"defines": defines, "usage": usage, "n": n, "swizzle": swizzle, "rel_err": err,
-                           "us": round(ms * 1e3, 2), "cufft_us": round(cufft[n] * 1e3, 2),
-                           "ratio": round(ms / cufft[n], 3)}
-                    print(json.dumps(row), flush=True)
-                    rows_out.append(row)
+                        def run(launch=launch, dp=dp, x=x, y=y, tw=tw, groups=groups, threads=threads):
+                            assert launch(x.data_ptr(), y.data_ptr(), tw.data_ptr(), dp, groups, threads,
+                                          stream) == 0
+
+                        y.zero_()
+                        run()
+                        want = torch.fft.fft(x)
+                        err = float((y - want).abs().max() / want.abs().max())
+                        ms = back_to_back_ms(run)
+                        if n not in cufft:
+                            cufft[n] = back_to_back_ms(lambda x=x: torch.fft.fft(x))
+                        row = {"defines": defines, "kernel": kernel, "usage": usage, "n": n, "swizzle": swizzle,
+                               "rel_err": err, "us": round(ms * 1e3, 2), "cufft_us": round(cufft[n] * 1e3, 2),
+                               "ratio": round(ms / cufft[n], 3)}
+                        print(json.dumps(row), flush=True)
+                        rows_out.append(row)
     with open(out_path, "w") as f:
         json.dump({"device": torch.cuda.get_device_name(), "rows": rows_out}, f,
                   indent=1)
