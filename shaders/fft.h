@@ -652,8 +652,31 @@ RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
     return L == 2u && (d & 15u) == 0u ? a + (a >> 4u) + d + (d >> 4u) : rlx_fft_pair_slot(a + d, L);
 }
 
+// The inverse transform as the forward one of the conjugate, conjugated
+// (conj(F conj(x)) = n F^-1 x): the passes then always run forward, with
+// every twiddle sign and quarter turn a compile-time constant (the sign of
+// a run-time direction cost a multiply a turn and a select a twiddle),
+// and the direction costs one multiply an element at the load and none at
+// the store (folded into the scale). A compile-time switch, so that
+// fft_shared_bench.py can time both in one process.
+#ifndef RLX_FFT_REGISTER_CONJ
+#define RLX_FFT_REGISTER_CONJ 1
+#endif
+// Twiddle m of the register form: on CUDA optionally through the
+// read-only path (RLX_FFT_TWIDDLE_LDG, for the same A/B), which may move
+// above a barrier.
+RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *tw, uint m, uint inv) {
+#if defined(RLX_TARGET_CUDA) && defined(RLX_FFT_TWIDDLE_LDG) && RLX_FFT_TWIDDLE_LDG
+    const rlx_float2 w = __ldg((const rlx_float2 *)tw + m);
+    return rlx_cf_make(w.x, inv ? -w.y : w.y);
+#else
+    return rlx_fft_twiddle_pair(tw, m, inv);
+#endif
+}
+
 // Element r of butterfly i of a thread's P values, twiddled and
-// transformed: the radix-R butterflies of one pass over span S.
+// transformed: the radix-R butterflies of one pass over span S (inv:
+// the direction, 0 under RLX_FFT_REGISTER_CONJ).
 template <uint N, uint P, uint R, uint S>
 RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE const float *tw, uint t, uint inv) {
     const float sg = inv ? 1.0f : -1.0f;
@@ -664,7 +687,7 @@ RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE cons
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             x.v[r] = v.v[i * R + r];
-            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, k * r * (N / (S * R)), inv));
+            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(tw, k * r * (N / (S * R)), inv));
         }
         x = rlx_fft_dft_pow2(x, sg);
         RLX_UNROLL
@@ -719,19 +742,28 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
     const uint T = N / P, Q = (BITS + PB - 1u) / PB;                 // threads a row, passes (2 or 3)
     const uint RL = 1u << (BITS - PB * (Q - 1u));                    // the last pass's radix
     const uint R1 = Q == 2u ? RL : P, R2 = Q == 3u ? RL : 1u;      // pass 0's radix is P
-    const uint lr = tid / T, t = tid & (T - 1u), a0 = lr << BITS, inv = p->inverse;
+    const uint lr = tid / T, t = tid & (T - 1u), a0 = lr << BITS;
     const bool live = lr < rows_here, plain_src = rlx_fft_plain_src(p), plain_dst = rlx_fft_plain_dst(p);
+#if RLX_FFT_REGISTER_CONJ
+    const uint inv = 0u;                              // the passes run forward on the conjugate
+    const float conj = p->inverse ? -1.0f : 1.0f;     // its sign of the imaginary parts
+#else
+    const uint inv = p->inverse;
+    const float conj = 1.0f;
+#endif
     rlx_cfv<P> v;
     if (plain_src) {
         RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row0 + (live ? lr : 0u)) + t;
         RLX_UNROLL
         for (uint r = 0u; r < P; ++r) {   // pass 0: one butterfly a thread, b = t
             const rlx_float2 q = in[r * T];
-            v.v[r] = rlx_cf_make(q.x, q.y);
+            v.v[r] = rlx_cf_make(q.x, q.y * conj);
         }
     } else {
         rlx_fft_stage_rows(src, pre, p, sc, row0, rows_here, BITS, BITS, L, tid, nt);
         v = rlx_fft_register_read<N, P, P, L>(sc, a0, t);
+        RLX_UNROLL
+        for (uint r = 0u; r < P; ++r) v.v[r].im *= conj;
         rlx_barrier();   // every thread has its inputs before pass 0's outputs overwrite them
     }
     v = rlx_fft_register_butterflies<N, P, P, 1u>(v, tw, t, inv);
@@ -751,15 +783,22 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
         if (!live) return;   // no barrier follows
         // The scale read once: the destination may alias the params for
         // all the compiler knows, so it would reload them after each store.
-        const float scale = p->scale;
+        const float scale = p->scale, scale_im = scale * conj;
         RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row0 + lr) + t;
         RLX_UNROLL
         for (uint i = 0u; i < P / RL; ++i) {
             RLX_UNROLL
-            for (uint r = 0u; r < RL; ++r) out[i * T + r * (N / RL)] = rlx_fft_scaled(v.v[i * RL + r], scale);
+            for (uint r = 0u; r < RL; ++r) {
+                rlx_float2 o;
+                o.x = v.v[i * RL + r].re * scale;
+                o.y = v.v[i * RL + r].im * scale_im;
+                out[i * T + r * (N / RL)] = o;
+            }
         }
         return;
     }
+    RLX_UNROLL
+    for (uint r = 0u; r < P; ++r) v.v[r].im *= conj;   // the transform itself, for the general store
     rlx_barrier();
     rlx_fft_register_write<N, P, RL, N / RL, L>(sc, v, a0, t);
     rlx_barrier();
