@@ -12,8 +12,9 @@ from 32 to 4096, both GPU slot layouts (2 padded: CUDA's; 1 XOR-swizzled:
 Metal's), forward and inverse, a last group holding fewer rows, sources
 and destinations that go through group memory (real input, a strided
 destination, the real part with a scale, rfft's unpacked bins), the grid
-the lowering picks for a GPU, and a thread count that does not match
-(the digit passes, with the same threads). A race that does not fire in a
+the lowering picks for a GPU, a thread count that does not match (the
+digit passes, with the same threads), and the run-time-sign variant
+(RLX_FFT_REGISTER_CONJ=0, a second build of the harness). A race that does not fire in a
 run is not caught; GPUs stay unverified here (benchmarks/gpu runs the
 suites on CUDA)."""
 
@@ -37,7 +38,7 @@ from rlx.lowering.fft import (
     twiddles,
 )
 
-from .test_splat_group_threads import _ptr, lib  # noqa: F401  (lib: the harness build, a module fixture)
+from .test_splat_group_threads import _ptr, build_harness, lib  # noqa: F401  (lib: the harness build, a fixture)
 
 LENGTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 LAYOUTS = [SLOTS_PADDED, SLOTS_SWIZZLED]
@@ -54,11 +55,23 @@ def _params(**fields) -> np.ndarray:
     return np.frombuffer(raw, np.uint8).copy()
 
 
+def _declare(harness: ctypes.CDLL) -> ctypes.CDLL:
+    harness.gt_fft_shared.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_uint] * 2
+    harness.gt_fft_shared.restype = ctypes.c_int
+    return harness
+
+
 @pytest.fixture(scope="module")
 def gt(lib):  # noqa: F811
-    lib.gt_fft_shared.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_uint] * 2
-    lib.gt_fft_shared.restype = ctypes.c_int
-    return lib
+    return _declare(lib)
+
+
+@pytest.fixture(scope="module")
+def gt_runtime_sign(tmp_path_factory):
+    """The harness with RLX_FFT_REGISTER_CONJ=0: the register form's passes
+    take the direction's sign at run time (the A/B switch of shaders/fft.h)."""
+    return _declare(build_harness(tmp_path_factory.mktemp("gt_sign") / "group_threads.so",
+                                  ("-DRLX_FFT_REGISTER_CONJ=0",)))
 
 
 def _run(gt, src, dst, n, rows, group_rows, threads, layout, inverse=0, post=None, **fields) -> bool:
@@ -157,3 +170,20 @@ def test_other_thread_counts_take_the_digit_passes(gt, rng, n, threads, layout):
     y = np.zeros_like(x)
     assert not _run(gt, x, y, n, rows, gr, threads, layout)
     _assert_close(y, np.fft.fft(x.astype(np.complex128)), x, n)
+
+
+@pytest.mark.parametrize("n", [32, 256, 4096])
+def test_register_form_with_the_run_time_sign(gt_runtime_sign, rng, n):
+    gr = _group_rows(n)
+    rows, threads = 2 * gr + 1, gr * register_threads(n)
+    x = _complex_rows(rng, rows, n)
+    for inverse in (0, 1):
+        y = np.zeros_like(x)
+        assert _run(gt_runtime_sign, x, y, n, rows, gr, threads, SLOTS_PADDED, inverse=inverse)
+        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
+        _assert_close(y, want, x, n)
+    xr = rng.standard_normal((rows, n)).astype(np.float32)
+    yr = np.zeros((rows, n), np.float32)
+    assert _run(gt_runtime_sign, xr, yr, n, rows, gr, threads, SLOTS_SWIZZLED, inverse=1, load_mode=1, src_row=n,
+                src_step=1, store_mode=1, dst_row=n, dst_step=1)
+    _assert_close(yr, (np.fft.ifft(xr.astype(np.float64)) * n).real, xr, n)
