@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_suites, fft_benches, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_suites, fft_benches, shared_bench, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model, decode_speed and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -58,6 +58,22 @@ fft_suites() {
   t0=$(date +%s)
   timeout 120 python3 benchmarks/gpu/fft_variants.py >"$OUT/fft-variants-$label.json" 2>"$OUT/fft-variants-$label.log"
   note "fft_variants ($label) rc=$? in $(( $(date +%s) - t0 )) s"; tee -a "$S" <"$OUT/fft-variants-$label.json"
+}
+
+# shared_bench LABEL DEFINES...: fft_shared_bench.py (FFT_SIZES,
+# FFT_SWIZZLE and FFT_REGISTER_ONLY from the caller's environment) under
+# each -D variant into fft-shared-LABEL.json, a line a row into the summary.
+shared_bench() {
+  local label=$1 t0=$(date +%s); shift
+  timeout 200 python3 benchmarks/gpu/fft_shared_bench.py "$OUT/fft-shared-$label.json" "$@" \
+    >"$OUT/fft-shared-$label.log" 2>&1
+  note "fft_shared_bench $label rc=$? in $(( $(date +%s) - t0 )) s"
+  python3 -c "
+import json, sys
+for r in json.load(open(sys.argv[1]))['rows']:
+    print(r['defines'] or 'default', r.get('kernel', 'fft_shared'), r['n'], 'layout', r['swizzle'], r['us'], 'cufft',
+          r['cufft_us'], 'ratio', r['ratio'], 'err', '%.1e' % r['rel_err'], r['usage'][:44])
+" "$OUT/fft-shared-$label.json" 2>&1 | tee -a "$S"
 }
 
 # gemv_table FILE: quant_gemv_cuda.py's rows, a line each, into the summary.

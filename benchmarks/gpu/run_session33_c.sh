@@ -9,15 +9,8 @@
 # memcheck on the register form's cases (default grid: plain rows, rfft's
 # fused store, the window and signal suites' staged loads).
 source "$(dirname "$0")/common.sh"
-t0=$(date +%s)
-FFT_SIZES="32 64 128 256 512 1024 2048 4096" FFT_SWIZZLE="2 1" timeout 200 python3 benchmarks/gpu/fft_shared_bench.py \
-  "$OUT/fft-shared-bench.json" "" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=2" >"$OUT/fft-shared-bench.log" 2>&1
-note "fft_shared_bench rc=$? in $(( $(date +%s) - t0 )) s"
-python3 -c "
-import json, sys
-for r in json.load(open(sys.argv[1]))['rows']:
-    print(r['defines'] or 'default', r['n'], 'layout', r['swizzle'], r['us'], 'cufft', r['cufft_us'], 'ratio', r['ratio'], 'err', '%.1e' % r['rel_err'], r['usage'][:44])
-" "$OUT/fft-shared-bench.json" 2>&1 | tee -a "$S"
+FFT_SIZES="32 64 128 256 512 1024 2048 4096" FFT_SWIZZLE="2 1" \
+  shared_bench register "" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=2"
 fft_suites register
 fft_benches
 K="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
