@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_suites, fft_benches, shared_bench, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model, decode_speed and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -74,6 +74,20 @@ for r in json.load(open(sys.argv[1]))['rows']:
     print(r['defines'] or 'default', r.get('kernel', 'fft_shared'), r['n'], 'layout', r['swizzle'], r['us'], 'cufft',
           r['cufft_us'], 'ratio', r['ratio'], 'err', '%.1e' % r['rel_err'], r['usage'][:44])
 " "$OUT/fft-shared-$label.json" 2>&1 | tee -a "$S"
+}
+
+# fft_sanitizers: racecheck and memcheck on fft_shared's register form as
+# the lowering runs it on cuda (every register-form length of
+# test_transforms_match_numpy, rfft's fused half-length store, the window
+# and signal suites' staged loads).
+fft_sanitizers() {
+  local k="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
+  local w="tests/ops/test_fft_window.py tests/test_signal.py"
+  SAN_TIMEOUT=100 sanitize racecheck "racecheck fft register" racecheck.log tests/ops/test_fft.py -k "$k" --rlx-device cuda
+  SAN_TIMEOUT=100 sanitize memcheck "memcheck fft register" memcheck.log tests/ops/test_fft.py -k "$k or half_length" \
+    --rlx-device cuda
+  SAN_TIMEOUT=100 sanitize racecheck "racecheck window+signal" racecheck-w.log $w --rlx-device cuda
+  SAN_TIMEOUT=100 sanitize memcheck "memcheck window+signal" memcheck-w.log $w --rlx-device cuda
 }
 
 # gemv_table FILE: quant_gemv_cuda.py's rows, a line each, into the summary.

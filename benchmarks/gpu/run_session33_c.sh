@@ -13,10 +13,6 @@ FFT_SIZES="32 64 128 256 512 1024 2048 4096" FFT_SWIZZLE="2 1" \
   shared_bench register "" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=2"
 fft_suites register
 fft_benches
-K="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
-SAN_TIMEOUT=100 sanitize racecheck "racecheck fft register" racecheck.log tests/ops/test_fft.py -k "$K" --rlx-device cuda
-SAN_TIMEOUT=100 sanitize memcheck "memcheck fft register" memcheck.log tests/ops/test_fft.py -k "$K or half_length" --rlx-device cuda
-SAN_TIMEOUT=100 sanitize racecheck "racecheck window+signal" racecheck-w.log tests/ops/test_fft_window.py tests/test_signal.py --rlx-device cuda
-SAN_TIMEOUT=100 sanitize memcheck "memcheck window+signal" memcheck-w.log tests/ops/test_fft_window.py tests/test_signal.py --rlx-device cuda
+fft_sanitizers
 mkdir -p /tmp/setup-logs && mv "$OUT"/build.log "$OUT"/pip.log "$OUT"/warm.log "$OUT"/fft64.log /tmp/setup-logs/ 2>/dev/null
 echo "=== summary"; cat "$S"
