@@ -7,6 +7,8 @@ import pytest
 
 from rlx.lowering import attention as lowering_attention
 
+from .helpers import build_harness
+
 
 @pytest.fixture
 def fused_attention_kernel(monkeypatch):
@@ -19,3 +21,11 @@ def fused_attention_kernel(monkeypatch):
     # test_attention.py's split tests turn it on at chosen chunk sizes.
     monkeypatch.setattr(lowering_attention, "split_keys", lambda lw, rows, tk: 0)
     monkeypatch.setattr(lowering_attention, "gqa_split_keys", lambda lw, b, tq, hq, hkv, tk: 0)
+
+
+@pytest.fixture(scope="session")
+def group_threads_lib(tmp_path_factory):
+    """tests/c/group_threads.cpp built once for every group-thread suite
+    (splat, norm, FFT: ~15 s a build on 2 cores); each suite declares the
+    functions it calls."""
+    return build_harness(tmp_path_factory.mktemp("gt") / "group_threads.so")

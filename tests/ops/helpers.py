@@ -19,13 +19,32 @@ option of conftest.py runs all of this at a GPU group size too.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import TOL
 
 import rlx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_harness(out: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """tests/c/group_threads.cpp built as `out` (with -D `defines`) and loaded."""
+    cxx = shutil.which("g++")
+    assert cxx, "g++ builds rlx's host shim; the group-thread harness needs it too"   # a failure, not a skip
+    build = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{ROOT / 'shaders'}",
+                            "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros",
+                            "-fopenmp-simd", "-Wall", "-Werror", "-Wno-unused-function", *defines,
+                            str(ROOT / "tests/c/group_threads.cpp"), "-o", str(out)],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-4000:]
+    return ctypes.CDLL(str(out))
 
 DTYPES = ["f32", "f16"]
 

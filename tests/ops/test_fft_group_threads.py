@@ -38,7 +38,8 @@ from rlx.lowering.fft import (
     twiddles,
 )
 
-from .test_splat_group_threads import _ptr, build_harness, lib  # noqa: F401  (lib: the harness build, a fixture)
+from .helpers import build_harness
+from .test_splat_group_threads import _ptr
 
 LENGTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 LAYOUTS = [SLOTS_PADDED, SLOTS_SWIZZLED]
@@ -62,8 +63,8 @@ def _declare(harness: ctypes.CDLL) -> ctypes.CDLL:
 
 
 @pytest.fixture(scope="module")
-def gt(lib):  # noqa: F811
-    return _declare(lib)
+def gt(group_threads_lib):
+    return _declare(group_threads_lib)
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,6 @@ not caught; GPUs stay unverified."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -34,22 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GROUP_SIZES = [1, 2, 3, 32, 64, 256, 1024]   # 1024: the scans' partials group on CUDA takes that many
 
 
-def build_harness(out: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """tests/c/group_threads.cpp built as `out` (with -D `defines`) and loaded."""
-    cxx = shutil.which("g++")
-    assert cxx, "g++ builds rlx's host shim; the group-thread harness needs it too"   # a failure, not a skip
-    build = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{ROOT / 'shaders'}",
-                            "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros",
-                            "-fopenmp-simd", "-Wall", "-Werror", "-Wno-unused-function", *defines,
-                            str(ROOT / "tests/c/group_threads.cpp"), "-o", str(out)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-4000:]
-    return ctypes.CDLL(str(out))
-
-
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    lib = build_harness(tmp_path_factory.mktemp("gt") / "group_threads.so")
+def lib(group_threads_lib):
+    lib = group_threads_lib
     u, i, p, f = ctypes.c_uint, ctypes.c_int, ctypes.c_void_p, ctypes.c_float
     lib.gt_sort.argtypes = [p, u, u, u, u, i, u, u, u, p]
     lib.gt_sort.restype = None

@@ -39,7 +39,7 @@ LEVEL_BELOW_SUITES = {"avx512": QUANT_SUITES, "avx2vnni": QUANT_SUITES, "neon": 
 # changes nothing in them, and they are 75% of tests/ops' time, so a forced
 # level leaves them to the default run.
 HARNESS_SUITES = ["tests/ops/test_splat_group_threads.py", "tests/ops/test_quant_pieces_host.py",
-                  "tests/ops/test_norm_group_threads.py"]
+                  "tests/ops/test_norm_group_threads.py", "tests/ops/test_fft_group_threads.py"]
 
 
 def test_harness_suites_never_open_the_host_device():
