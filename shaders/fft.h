@@ -163,12 +163,19 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
     return v;
 }
 
-// Output k of row `row`: kept only for k < dst_count.
+// Output k of row `row`: kept only for k < dst_count. post_mul 1
+// multiplies it by post[k]; 2 (the four-step's first dispatch, rows in
+// blocks of dst_rpb) by post[k dst_rpb + row mod dst_rpb], conjugated for
+// the inverse.
 RLX_INLINE void rlx_fft_store(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
                               uint row, uint k, rlx_cf v) {
     if (k >= p->dst_count) return;
-    if (p->post_mul != 0u) v = rlx_cf_mul(v, rlx_cf_make(post[2u * k], post[2u * k + 1u]));
-    const uint64_t at = (uint64_t)p->dst_offset + (uint64_t)row * p->dst_row + (uint64_t)k * p->dst_step;
+    if (p->post_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(post[2u * k], post[2u * k + 1u]));
+    if (p->post_mul == 2u) {
+        v = rlx_cf_mul(v, rlx_fft_twiddle(post, k * p->dst_rpb + row % p->dst_rpb, p->inverse));
+    }
+    const uint64_t at = rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, row) +
+                        (uint64_t)k * p->dst_step;
     dst[at] = v.re * p->scale;
     if (p->store_mode == 0u) dst[at + 1u] = v.im * p->scale;
 }
@@ -470,12 +477,25 @@ RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint 
 // through the general load helper into slot digit_slot(j) of its row (the
 // digit passes' pass-0 order; first_bits == bits gives natural order), then
 // a barrier.
+// Element e of a group's loop over its rows' elements: row-major, or with
+// `across` (rows closer in memory than a row's elements: the four-step's
+// columns) the rows fastest, so that adjacent threads read or write
+// adjacent memory.
+RLX_INLINE uint rlx_fft_loop_row(uint e, uint rows_here, uint bits, bool across) {
+    return across ? e % rows_here : e >> bits;
+}
+RLX_INLINE uint rlx_fft_loop_element(uint e, uint rows_here, uint bits, bool across) {
+    return across ? e / rows_here : e & ((1u << bits) - 1u);
+}
+
 template <typename G>
 RLX_INLINE void rlx_fft_stage_rows(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
                                    G sc, uint row0, uint rows_here, uint bits, uint first_bits, uint swz, uint tid,
                                    uint nt) {
+    const bool across = p->src_row < p->src_step;
     for (uint e = tid; e < (rows_here << bits); e += nt) {
-        const uint lr = e >> bits, j = e & ((1u << bits) - 1u);
+        const uint lr = rlx_fft_loop_row(e, rows_here, bits, across);
+        const uint j = rlx_fft_loop_element(e, rows_here, bits, across);
         const rlx_cf v = rlx_fft_load(src, pre, p, row0 + lr, j);
         sc[rlx_fft_pair_slot((lr << bits) + rlx_fft_digit_slot(j, bits, first_bits), swz)] = rlx_fft_pair(v);
     }
@@ -492,8 +512,11 @@ RLX_INLINE void rlx_fft_store_rows(RLX_DEVICE float *dst, RLX_DEVICE const float
         rlx_fft_store_rfft(dst, post, p, sc, sc, 0u, row0, rows_here, 1u << bits, swz, tid, nt);
         return;
     }
+    const bool across = p->dst_row < p->dst_step;
     for (uint e = tid; e < (rows_here << bits); e += nt) {
-        rlx_fft_store(dst, post, p, row0 + (e >> bits), e & ((1u << bits) - 1u), rlx_fft_get(sc, sc, 0u, e, swz));
+        const uint lr = rlx_fft_loop_row(e, rows_here, bits, across);
+        const uint k = rlx_fft_loop_element(e, rows_here, bits, across);
+        rlx_fft_store(dst, post, p, row0 + lr, k, rlx_fft_get(sc, sc, 0u, (lr << bits) + k, swz));
     }
 }
 

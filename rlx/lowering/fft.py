@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlx import env
 from rlx.ir.dtype import c64, f32
 from rlx.ir.graph import Node
 from rlx.lowering.core import ABSORBERS, Lowering, ResidentTensor, Work, lowers, rows_view
@@ -508,12 +509,16 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
 
 
 def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
-    """(n1, n2), n = n1 n2, when the CPU runs a power of two above
-    SHARED_MAX as two fft_shared dispatches (the four-step): complex rows of
-    unit step in and out, read and written whole, and both factors within
-    fft_shared and multiples of CPU_ROWS (every group of lanes lies in one
-    block of columns)."""
-    if not lw.target.one_thread_groups or n & (n - 1) or n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
+    """(n1, n2), n = n1 n2, when a power of two above SHARED_MAX runs as two
+    fft_shared dispatches (the four-step): on the CPU, and on GPUs where
+    RLX_FFT_GPU_FOUR_STEP=1 asks for it (not yet measured on one; by
+    default they take a Stockham pass per radix). Complex rows of unit step
+    in and out, read and written whole, and both factors within fft_shared
+    and multiples of CPU_ROWS (every group of lanes lies in one block of
+    columns)."""
+    if not (lw.target.one_thread_groups or env.fft_gpu_four_step()):
+        return None
+    if n & (n - 1) or n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
         return None
     if (load["mode"] != LOAD_COMPLEX or load["step"] != 2 or load.get("pre") is not None or load["len"] != n
             or "rpb" in load
@@ -547,7 +552,7 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
     for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
         grid, group_rows = shared_grid(lw.target, prows, p.n)
-        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=SLOTS_PLAIN)
+        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=slot_layout(lw.target))
         lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
                     [(a, "r"), (b, "w"), (tw, "r"), (tw, "r"), (grid_table if i == 0 else tw, "r")],
                     params, grid, fft_work(p, prows))

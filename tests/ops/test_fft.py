@@ -221,6 +221,43 @@ def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, layout,
                           1.0, "rfft")
 
 
+@pytest.mark.parametrize("n", [8192, 32768])
+@pytest.mark.parametrize("group_rows,layout", [(3, 2), (16, 1)])
+def test_four_step_in_the_gpu_form(n, group_rows, layout, monkeypatch, rng):
+    """Powers of two above 4096 as the four-step's two fft_shared dispatches
+    in the GPU form (RLX_FFT_GPU_FOUR_STEP; the CPU's own form runs it by
+    default): rows in blocks, the twiddle of the first dispatch's store
+    (post_mul 2), stores as columns of the result."""
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
+    force_gpu_fft_form(monkeypatch, group_rows, layout)
+    for rows in (1, 3):
+        x = _cdata(rng, (rows, n))
+        g = rlx.Graph()
+        node = g.input("x", x.shape, "c64")
+        g.set_outputs(y=g.fft(node), z=g.ifft(node))
+        exe = rlx.compile(g)
+        assert kernels_of(exe) == ["fft_shared_c64"] * 4
+        out = exe.run(x=x)
+        norm = np.linalg.norm(x, axis=-1)
+        _assert_close(out["y"], np.fft.fft(x.astype(np.complex128)), norm, n, 1.0, "fft")
+        _assert_close(out["z"], np.fft.ifft(x.astype(np.complex128)), norm, n, 1 / n, "ifft")
+
+
+def test_gpus_take_the_four_step_only_when_asked(monkeypatch):
+    from types import SimpleNamespace
+
+    from rlx.lowering.fft import _four_step_split
+
+    gpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=False))
+    load = {"mode": 0, "step": 2, "len": 65536, "row": 2 * 65536}
+    store = {"mode": 0, "step": 2, "count": 65536}
+    monkeypatch.delenv("RLX_FFT_GPU_FOUR_STEP", raising=False)
+    assert _four_step_split(gpu, 65536, load, store) is None
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
+    assert _four_step_split(gpu, 65536, load, store) == (256, 256)
+    assert _four_step_split(gpu, 4096, load, store) is None
+
+
 def test_rfft_of_even_length_is_a_half_length_transform(rng):
     """rfft of an even N >= 4 with contiguous samples: the N / 2 complex
     transform of the packed signal (any algorithm: here shared, Stockham

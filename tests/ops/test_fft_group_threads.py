@@ -188,3 +188,28 @@ def test_register_form_with_the_run_time_sign(gt_runtime_sign, rng, n):
     assert _run(gt_runtime_sign, xr, yr, n, rows, gr, threads, SLOTS_SWIZZLED, inverse=1, load_mode=1, src_row=n,
                 src_step=1, store_mode=1, dst_row=n, dst_step=1)
     _assert_close(yr, (np.fft.ifft(xr.astype(np.float64)) * n).real, xr, n)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n1,n2", [(128, 64), (128, 128)])
+def test_register_form_runs_the_four_step(gt, rng, n1, n2, layout):
+    """rlx/lowering/fft.py _four_step's two dispatches (RLX_FFT_GPU_FOUR_STEP
+    on GPUs): the n2 columns of each row (rows in blocks, adjacent columns
+    adjacent: loads and stores with the rows fastest), each output twiddled
+    (post_mul 2, conjugated for the inverse), then the n1 rows, written as
+    columns of the result."""
+    n, rows, gr = n1 * n2, 3, 2
+    x = _complex_rows(rng, rows, n)
+    k1, j2 = np.meshgrid(np.arange(n1), np.arange(n2), indexing="ij")
+    grid = np.exp(-2j * np.pi * k1 * j2 / n)
+    grid = np.stack([grid.real, grid.imag], axis=-1).astype(np.float32)
+    for inverse in (0, 1):
+        y = np.zeros_like(x)
+        out = np.zeros_like(x)
+        assert _run(gt, x, y, n1, rows * n2, gr, gr * register_threads(n1), layout, inverse=inverse, post=grid,
+                    src_row=2, src_step=2 * n2, src_rpb=n2, src_block=2 * n,
+                    dst_row=2, dst_step=2 * n2, dst_rpb=n2, dst_block=2 * n, post_mul=2)
+        assert _run(gt, y, out, n2, rows * n1, gr, gr * register_threads(n2), layout, inverse=inverse,
+                    src_row=2 * n2, dst_row=2, dst_step=2 * n1, dst_rpb=n1, dst_block=2 * n)
+        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
+        _assert_close(out, want, x, n)
