@@ -50,6 +50,19 @@ def _assert_close(got, want, x_norm, n, scale, what):
     assert (err <= bound).all(), f"{what}: row {worst} error {err[worst]:.3g} > bound {bound[worst]:.3g}"
 
 
+def _check_fft_and_ifft(x: np.ndarray, kernels: list[str]) -> None:
+    """fft and ifft of x's rows in one graph: its kernels, and both against numpy."""
+    g = rlx.Graph()
+    node = g.input("x", x.shape, "c64")
+    g.set_outputs(y=g.fft(node), z=g.ifft(node))
+    exe = rlx.compile(g)
+    assert kernels_of(exe) == kernels
+    out = exe.run(x=x)
+    n, norm = x.shape[-1], np.linalg.norm(x, axis=-1)
+    _assert_close(out["y"], np.fft.fft(x.astype(np.complex128)), norm, n, 1.0, "fft")
+    _assert_close(out["z"], np.fft.ifft(x.astype(np.complex128)), norm, n, 1 / n, "ifft")
+
+
 def _cpu_form() -> bool:
     """Whether this device runs fft_shared's CPU form (shaders/fft_cpu.h; groups
     of one thread): irfft_pre fused into its load, long powers of two
@@ -202,15 +215,7 @@ def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, layout,
     force_gpu_fft_form(monkeypatch, group_rows, layout)
     for rows in (1, 5, 37):
         x = _cdata(rng, (rows, n))
-        g = rlx.Graph()
-        node = g.input("x", x.shape, "c64")
-        g.set_outputs(y=g.fft(node), z=g.ifft(node))
-        exe = rlx.compile(g)
-        assert kernels_of(exe) == ["fft_shared_c64"] * 2
-        out = exe.run(x=x)
-        norm = np.linalg.norm(x, axis=-1)
-        _assert_close(out["y"], np.fft.fft(x.astype(np.complex128)), norm, n, 1.0, "fft")
-        _assert_close(out["z"], np.fft.ifft(x.astype(np.complex128)), norm, n, 1 / n, "ifft")
+        _check_fft_and_ifft(x, ["fft_shared_c64"] * 2)
         if 2 <= n <= 2048:   # rfft of 2n: the length-n transform, its bins unpacked in the same dispatch's store
             xr = rng.standard_normal((rows, 2 * n)).astype(np.float32)
             g = rlx.Graph()
@@ -232,15 +237,7 @@ def test_four_step_in_the_gpu_form(n, group_rows, layout, monkeypatch, rng):
     force_gpu_fft_form(monkeypatch, group_rows, layout)
     for rows in (1, 3):
         x = _cdata(rng, (rows, n))
-        g = rlx.Graph()
-        node = g.input("x", x.shape, "c64")
-        g.set_outputs(y=g.fft(node), z=g.ifft(node))
-        exe = rlx.compile(g)
-        assert kernels_of(exe) == ["fft_shared_c64"] * 4
-        out = exe.run(x=x)
-        norm = np.linalg.norm(x, axis=-1)
-        _assert_close(out["y"], np.fft.fft(x.astype(np.complex128)), norm, n, 1.0, "fft")
-        _assert_close(out["z"], np.fft.ifft(x.astype(np.complex128)), norm, n, 1 / n, "ifft")
+        _check_fft_and_ifft(x, ["fft_shared_c64"] * 4)
 
 
 def test_gpus_take_the_four_step_only_when_asked(monkeypatch):
