@@ -473,10 +473,6 @@ RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint 
     return rlx_cf_make(w.x, inverse ? -w.y : w.y);
 }
 
-// A source that is not plain, staged: every element j of the group's rows
-// through the general load helper into slot digit_slot(j) of its row (the
-// digit passes' pass-0 order; first_bits == bits gives natural order), then
-// a barrier.
 // Element e of a group's loop over its rows' elements: row-major, or with
 // `across` (rows closer in memory than a row's elements: the four-step's
 // columns) the rows fastest, so that adjacent threads read or write
@@ -488,6 +484,10 @@ RLX_INLINE uint rlx_fft_loop_element(uint e, uint rows_here, uint bits, bool acr
     return across ? e / rows_here : e & ((1u << bits) - 1u);
 }
 
+// A source that is not plain, staged: every element j of the group's rows
+// through the general load helper into slot digit_slot(j) of its row (the
+// digit passes' pass-0 order; first_bits == bits gives natural order), then
+// a barrier.
 template <typename G>
 RLX_INLINE void rlx_fft_stage_rows(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
                                    G sc, uint row0, uint rows_here, uint bits, uint first_bits, uint swz, uint tid,
@@ -761,6 +761,7 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
                                       RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
                                       RLX_CONSTANT FftParams *p, G sc, uint row0, uint rows_here, uint tid,
                                       uint nt) {
+    // PB: rlx_fft_register_per_bits(BITS), spelled out as a constant expression.
     const uint N = 1u << BITS, PB = (BITS == 5u || BITS == 6u || BITS == 9u) ? 3u : 4u, P = 1u << PB;
     const uint T = N / P, Q = (BITS + PB - 1u) / PB;                 // threads a row, passes (2 or 3)
     const uint RL = 1u << (BITS - PB * (Q - 1u));                    // the last pass's radix

@@ -223,8 +223,9 @@ constexpr uint64_t kHugePage = 2u << 20;   // x86-64's and ARM64's (4 KiB granul
 // With `huge` (the device's huge_pages option), from 2 MiB up the mapping
 // starts on a 2 MiB boundary and asks for transparent huge pages: Linux's
 // default THP mode ("madvise") gives anonymous memory 4 KiB pages unless
-// asked, and a weight streamed once a token (Gemma 3's 178 MB vocabulary projection) then pays a page walk
-// every 4 KiB and loses the hardware prefetcher at every page's end (a
+// asked, and a weight streamed once a token (Gemma 3's 178 MB vocabulary
+// projection) then pays a page walk every 4 KiB and loses the hardware
+// prefetcher at every page's end (a
 // 2-thread read of 178 MiB: 26 GB/s on 4 KiB pages, 31-36 on 2 MiB,
 // benchmarks/README.md, session 31). The slack around the aligned range is
 // unmapped again, so buffer_free's munmap(ptr, mapped) stays exact. The
