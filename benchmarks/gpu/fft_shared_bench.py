@@ -10,7 +10,10 @@ chosen one through rlx itself.
 FFT_SIZES (default "256 1024 4096 64 2048") and FFT_SWIZZLE ("2 1": the
 slot layouts, FftParams.swizzle; CUDA compiles the register form for 2
 only, so 1 times the digit passes in the same process) pick the cases;
-FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own.
+FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own;
+FFT_INVERSE=1 times the inverse transform (unscaled) instead. Lengths that
+are not powers of two run the mixed-radix form (the lowering's passes and
+grid for it).
 Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
@@ -30,13 +33,14 @@ import numpy as np
 import torch
 from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
-from rlx.lowering.fft import shared_grid
+from rlx.lowering.fft import MIXED_SHARED_MAX, SHARED_MAX, shared_grid, transform_passes
 from rlx.runtime.shader_source import kernel_source
 
 LAUNCHER = r"""
-extern "C" int rlx_bench_params(void **dp, int n, int rows, int inverse, int group_rows, int swizzle) {
+extern "C" int rlx_bench_params(void **dp, int n, int rows, int inverse, int group_rows, int swizzle, int radix,
+                                int span, int passes) {
     FftParams h = {};
-    h.n = n; h.rows = rows; h.span = 31 - __builtin_clz(n); h.inverse = inverse;
+    h.n = n; h.rows = rows; h.radix = radix; h.span = span; h.passes = passes; h.inverse = inverse;
     h.src_row = 2 * n; h.src_step = 2; h.src_len = n;
     h.dst_row = 2 * n; h.dst_step = 2; h.dst_count = n;
     h.scale = 1.0f; h.group_rows = group_rows; h.swizzle = swizzle;
@@ -83,13 +87,15 @@ def build(defines: str, tmp: str, i: int) -> tuple[str, str]:
 def grid(n: int, rows: int, units: int) -> tuple[int, int, int]:
     """The lowering's grid for a CUDA GPU of `units` SMs: (groups, threads, rows a group)."""
     target = SimpleNamespace(one_thread_groups=False, compute_units=units, simd_width=32, max_threads_per_group=1024)
-    ((groups, _, _), (threads, _, _)), group_rows = shared_grid(target, rows, n)
+    capacity = SHARED_MAX if n & (n - 1) == 0 else MIXED_SHARED_MAX
+    ((groups, _, _), (threads, _, _)), group_rows = shared_grid(target, rows, n, capacity)
     return groups, threads, group_rows
 
 
 def main() -> None:
     out_path = sys.argv[1]
     variants = sys.argv[2:] or [""]
+    inverse = int(os.environ.get("FFT_INVERSE", "0"))
     units = torch.cuda.get_device_properties(0).multi_processor_count
     stream = torch.cuda.current_stream().cuda_stream
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(8) as pool:
@@ -97,21 +103,23 @@ def main() -> None:
         rows_out, cufft = [], {}
         for defines, (so, usage) in zip(variants, built):
             lib = ctypes.CDLL(so)
-            lib.rlx_bench_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_int] * 5
+            lib.rlx_bench_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)] + [ctypes.c_int] * 8
             lib.rlx_bench_launch.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 2 + [ctypes.c_void_p]
             for n in [int(v) for v in os.environ.get("FFT_SIZES", "256 1024 4096 64 2048").split()]:
-                rows = (1 << 22) // n
+                rows = (1 << 22) // n   # about 2^22 points
                 torch.manual_seed(n)
                 x = torch.randn(rows, n, dtype=torch.complex64, device="cuda")
                 y = torch.empty_like(x)
                 tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
                 groups, threads, group_rows = grid(n, rows, units)
+                (form,) = transform_passes(n, bool(inverse))   # fft_shared's one dispatch
                 for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "2 1").split()]:
                     dp = ctypes.c_void_p()
-                    assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, 0, group_rows, swizzle) == 0
+                    assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, inverse, group_rows, swizzle, form.radix,
+                                                form.span, form.count) == 0
 
                     kernels = [("fft_shared", lib.rlx_bench_launch)]
-                    if swizzle == 2 and os.environ.get("FFT_REGISTER_ONLY") == "1":
+                    if swizzle == 2 and form.radix == 0 and os.environ.get("FFT_REGISTER_ONLY") == "1":
                         kernels.append(("fft_register_only", lib.rlx_bench_launch_register))
                     for kernel, launch in kernels:
                         launch.argtypes = lib.rlx_bench_launch.argtypes
@@ -122,14 +130,14 @@ def main() -> None:
 
                         y.zero_()
                         run()
-                        want = torch.fft.fft(x)
+                        want = torch.fft.ifft(x, norm="forward") if inverse else torch.fft.fft(x)
                         err = float((y - want).abs().max() / want.abs().max())
                         ms = back_to_back_ms(run)
                         if n not in cufft:
                             cufft[n] = back_to_back_ms(lambda x=x: torch.fft.fft(x))
-                        row = {"defines": defines, "kernel": kernel, "usage": usage, "n": n, "swizzle": swizzle,
-                               "rel_err": err, "us": round(ms * 1e3, 2), "cufft_us": round(cufft[n] * 1e3, 2),
-                               "ratio": round(ms / cufft[n], 3)}
+                        row = {"defines": defines, "kernel": kernel, "inverse": inverse, "usage": usage, "n": n,
+                               "swizzle": swizzle, "rows": rows, "rel_err": err, "us": round(ms * 1e3, 2),
+                               "cufft_us": round(cufft[n] * 1e3, 2), "ratio": round(ms / cufft[n], 3)}
                         print(json.dumps(row), flush=True)
                         rows_out.append(row)
     with open(out_path, "w") as f:
