@@ -254,6 +254,24 @@ RLX_INLINE rlx_float2 rlx_fft_pair(rlx_cf v) {
     return o;
 }
 
+// A group's loop over (row, index) pairs, index < len, thread tid of nt
+// starting at flat position tid and stepping by nt: the row and index
+// advance by nt's quotient and remainder, so the loop divides once, not
+// once an element (a division by a run-time value is a sequence of some
+// twenty instructions on a GPU).
+struct rlx_fft_walk { uint row, at, step_rows, step_at, len; };
+RLX_INLINE rlx_fft_walk rlx_fft_walk_start(uint len, uint tid, uint nt) {
+    rlx_fft_walk w;
+    w.row = tid / len, w.at = tid - w.row * len, w.step_rows = nt / len, w.step_at = nt - w.step_rows * len;
+    w.len = len;
+    return w;
+}
+RLX_INLINE rlx_fft_walk rlx_fft_walk_next(rlx_fft_walk w) {
+    w.at += w.step_at, w.row += w.step_rows;
+    if (w.at >= w.len) w.at -= w.len, ++w.row;
+    return w;
+}
+
 // store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs: group memory holds
 // each row's length-m transform Z of the packed real signal (element
 // row m + i at base, read through rlx_fft_get: either layout); the store writes bins k = 0..m of the length-2m
@@ -264,9 +282,8 @@ template <typename G>
 RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
                                    G sre, G sim, uint base, uint row0, uint rows_here, uint m, uint swz, uint tid,
                                    uint nt) {
-    const uint bins = m + 1u;
-    for (uint e = tid; e < rows_here * bins; e += nt) {
-        const uint lr = e / bins, k = e - lr * bins;
+    for (rlx_fft_walk w = rlx_fft_walk_start(m + 1u, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
+        const uint lr = w.row, k = w.at;
         const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m
         const rlx_cf za = rlx_fft_get(sre, sim, base, lr * m + a, swz);
         const rlx_cf zb_conj = rlx_fft_get(sre, sim, base, lr * m + b, swz);
@@ -280,11 +297,68 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
     }
 }
 
+// One Stockham pass of fft_stage's butterflies (natural order in and out)
+// of compile-time radix R over span `span`, rows side by side: butterfly
+// j = jq span + k (k < span) of row lr reads elements j + r m (m = n / R)
+// from group memory at `from`, or with from_src pass 0's from the source
+// (span 1: no twiddles), and writes j's outputs to (j - k) R + k + r span
+// at `to`, or with to_dst (the last pass, span m: elements j + r m) to the
+// destination. j's quotient and remainder by span step as the walk's do.
+template <uint R, typename G>
+RLX_INLINE void rlx_fft_mixed_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                   RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                   RLX_CONSTANT FftParams *p, G sre, G sim, uint from, uint to, bool from_src,
+                                   bool to_dst, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
+                                   uint nt) {
+    const uint m = n / R, tstride = n / (span * R), spans = m / span;
+    rlx_fft_walk w = rlx_fft_walk_start(m, tid, nt);
+    uint jq = w.at / span, k = w.at - jq * span;
+    const uint step_q = w.step_at / span, step_k = w.step_at - step_q * span;
+    while (w.row < rows_here) {
+        const uint j = jq * span + k, base = w.row * n;
+        rlx_fft5 x;
+        RLX_UNROLL
+        for (uint r = 0u; r < 5u; ++r) {
+            x.v[r] = rlx_cf_make(0.0f, 0.0f);
+            if (r < R) {
+                if (from_src) {
+                    x.v[r] = rlx_fft_load(src, pre, p, row0 + w.row, j + r * m);
+                } else {
+                    const uint at = from + base + j + r * m;
+                    rlx_cf v = rlx_cf_make(sre[at], sim[at]);
+                    if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+                    x.v[r] = v;
+                }
+            }
+        }
+        const rlx_fft5 y = rlx_fft_dft(x, R, inv);
+        const uint out0 = (j - k) * R + k;
+        RLX_UNROLL
+        for (uint r = 0u; r < R; ++r) {
+            if (to_dst) {
+                rlx_fft_store(dst, post, p, row0 + w.row, out0 + r * span, y.v[r]);
+            } else {
+                sre[to + base + out0 + r * span] = y.v[r].re;
+                sim[to + base + out0 + r * span] = y.v[r].im;
+            }
+        }
+        // w.at = jq span + k, stepped by step_at = step_q span + step_k.
+        k += step_k, jq += step_q;
+        if (k >= span) k -= span, ++jq;
+        w.row += w.step_rows;
+        if (jq >= spans) jq -= spans, ++w.row;
+    }
+}
+
 // fft_shared's mixed-radix form (radix == 1): N = 2^a 3^b 5^c up to half
 // the group memory, p->passes passes whose radices (2, 3, 4, 5) sit 3 bits
-// each in p->span, first pass lowest. Each pass is fft_stage's Stockham
-// pass (natural order in and out) from one half of the memory to the other,
-// rows of the group side by side in each half. Every pass ends in a barrier.
+// each in p->span, first pass lowest: rlx_fft_mixed_pass, from one half of
+// the memory to the other. With two passes or more the first reads the
+// source and, unless the store is rfft's unpacking (which reads the
+// transform out of order), the last writes the destination: the group
+// has read all its source before it writes any of its destination, as
+// when it staged the rows first, so a transform in place stays correct.
+// Every pass ends in a barrier (uniform: the pass count is the group's).
 // Thread tid of nt strides the loops (Metal's ids are the kernel's
 // parameters, so a helper takes them as arguments).
 template <typename G>
@@ -292,54 +366,49 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
                                     RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
                                     RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here,
                                     uint tid, uint nt) {
-    const uint n = p->n, inv = p->inverse, half = RLX_FFT_SHARED_MAX / 2u;
-    for (uint e = tid; e < rows_here * n; e += nt) {
-        const rlx_cf v = rlx_fft_load(src, pre, p, row0 + e / n, e % n);
-        sre[e] = v.re;
-        sim[e] = v.im;
+    const uint n = p->n, inv = p->inverse, half = RLX_FFT_SHARED_MAX / 2u, passes = p->passes;
+    const bool unpack = p->store_mode == 2u, direct = passes >= 2u;
+    if (!direct) {
+        for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
+            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + w.row, w.at);
+            sre[w.row * n + w.at] = v.re;
+            sim[w.row * n + w.at] = v.im;
+        }
+        rlx_barrier();
     }
-    rlx_barrier();
     uint cur = 0u, span = 1u;
-    for (uint q = 0u; q < p->passes; ++q) {
-        const uint radix = (p->span >> (3u * q)) & 7u, m = n / radix, tstride = n / (span * radix);
-        const uint from = cur * half, to = (cur ^ 1u) * half;
-        for (uint jg = tid; jg < rows_here * m; jg += nt) {
-            const uint lr = jg / m, j = jg % m, k = j % span, base = lr * n;
-            // Loops over all five slots, unrolled, with the radix as a
-            // guard: constant indices keep x and y in registers (a loop
-            // bounded by the radix put them on the stack on CUDA).
-            rlx_fft5 x;
-            RLX_UNROLL
-            for (uint r = 0u; r < 5u; ++r) {
-                x.v[r] = rlx_cf_make(0.0f, 0.0f);
-                if (r < radix) {
-                    const uint at = from + base + j + r * m;
-                    rlx_cf v = rlx_cf_make(sre[at], sim[at]);
-                    if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
-                    x.v[r] = v;
-                }
-            }
-            const rlx_fft5 y = rlx_fft_dft(x, radix, inv);
-            const uint out0 = to + base + (j - k) * radix + k;
-            RLX_UNROLL
-            for (uint r = 0u; r < 5u; ++r) {
-                if (r < radix) {
-                    sre[out0 + r * span] = y.v[r].re;
-                    sim[out0 + r * span] = y.v[r].im;
-                }
-            }
+    for (uint q = 0u; q < passes; ++q) {
+        const uint radix = (p->span >> (3u * q)) & 7u, from = cur * half, to = (cur ^ 1u) * half;
+        const bool first = direct && q == 0u, last = direct && q + 1u == passes && !unpack;
+        switch (radix) {   // uniform: the radix is the pass's
+        case 2u:
+            rlx_fft_mixed_pass<2u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+                                   rows_here, inv, tid, nt);
+            break;
+        case 3u:
+            rlx_fft_mixed_pass<3u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+                                   rows_here, inv, tid, nt);
+            break;
+        case 4u:
+            rlx_fft_mixed_pass<4u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+                                   rows_here, inv, tid, nt);
+            break;
+        default:
+            rlx_fft_mixed_pass<5u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+                                   rows_here, inv, tid, nt);
+            break;
         }
         rlx_barrier();
         cur ^= 1u;
         span *= radix;
     }
-    if (p->store_mode == 2u) {
+    if (unpack) {
         rlx_fft_store_rfft(dst, post, p, sre, sim, cur * half, row0, rows_here, n, 0u, tid, nt);
-        return;
-    }
-    for (uint e = tid; e < rows_here * n; e += nt) {
-        const uint at = cur * half + e;
-        rlx_fft_store(dst, post, p, row0 + e / n, e % n, rlx_cf_make(sre[at], sim[at]));
+    } else if (!direct) {
+        for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
+            const uint at = cur * half + w.row * n + w.at;
+            rlx_fft_store(dst, post, p, row0 + w.row, w.at, rlx_cf_make(sre[at], sim[at]));
+        }
     }
 }
 

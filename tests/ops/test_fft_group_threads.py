@@ -14,7 +14,11 @@ and destinations that go through group memory (real input, a strided
 destination, the real part with a scale, rfft's unpacked bins), the grid
 the lowering picks for a GPU, a thread count that does not match (the
 digit passes, with the same threads), and the run-time-sign variant
-(RLX_FFT_REGISTER_CONJ=0, a second build of the harness). A race that does not fire in a
+(RLX_FFT_REGISTER_CONJ=0, a second build of the harness). Also the GPUs'
+mixed-radix form (N = 2^a 3^b 5^c: Stockham passes of radix 2 to 5
+between the halves of group memory, the first reading the source and the
+last writing the destination where there are two passes or more) at
+several thread counts, in place, staged and unpacking rfft's bins. A race that does not fire in a
 run is not caught; GPUs stay unverified here (benchmarks/gpu runs the
 suites on CUDA)."""
 
@@ -29,12 +33,14 @@ import numpy as np
 import pytest
 
 from rlx.lowering.fft import (
+    MIXED_SHARED_MAX,
     SHARED_MAX,
     SLOTS_PADDED,
     SLOTS_SWIZZLED,
     STORE_RFFT,
     register_threads,
     shared_grid,
+    transform_passes,
     twiddles,
 )
 
@@ -213,3 +219,75 @@ def test_register_form_runs_the_four_step(gt, rng, n1, n2, layout):
                     src_row=2 * n2, dst_row=2, dst_step=2 * n1, dst_rpb=n1, dst_block=2 * n)
         want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
         _assert_close(out, want, x, n)
+
+
+MIXED_LENGTHS = [3, 5, 6, 12, 15, 100, 200, 400, 1000, 2000]
+
+
+def _mixed_form(n: int) -> dict:
+    """FftParams of fft_shared's mixed-radix form for n (the lowering's)."""
+    (form,) = transform_passes(n, False)
+    assert form.radix == 1
+    return {"radix": 1, "span": form.span, "passes": form.count}
+
+
+def _mixed_group_rows(n: int) -> int:
+    return max(1, min(MIXED_SHARED_MAX // n, 3))
+
+
+@pytest.mark.parametrize("threads", [32, 96, 256])
+@pytest.mark.parametrize("n", MIXED_LENGTHS)
+def test_mixed_radix_form_plain_rows(gt, rng, n, threads):
+    gr = _mixed_group_rows(n)
+    rows = 2 * gr + 1
+    x = _complex_rows(rng, rows, n)
+    for inverse in (0, 1):
+        y = np.full((rows, n), np.nan, np.complex64)
+        assert not _run(gt, x, y, n, rows, gr, threads, SLOTS_PADDED, inverse=inverse, **_mixed_form(n))
+        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
+        _assert_close(y, want, x, n)
+
+
+@pytest.mark.parametrize("n", [3, 12, 200, 1000])
+def test_mixed_radix_form_in_place(gt, rng, n):
+    """Source and destination one buffer: every group reads all its rows
+    before it writes any (the first pass reads the source, the last writes
+    the destination, a barrier or more between)."""
+    gr = _mixed_group_rows(n)
+    rows = 2 * gr + 1
+    x = _complex_rows(rng, rows, n)
+    y = x.copy()
+    _run(gt, y, y, n, rows, gr, 64, SLOTS_PADDED, **_mixed_form(n))
+    _assert_close(y, np.fft.fft(x.astype(np.complex128)), x, n)
+
+
+@pytest.mark.parametrize("n", [5, 100, 400])
+def test_mixed_radix_form_staged_source_and_destination(gt, rng, n):
+    """A real source into every other complex slot of the destination, and
+    a complex source to the real part only, scaled."""
+    gr = _mixed_group_rows(n)
+    rows = 2 * gr + 1
+    xr = rng.standard_normal((rows, n)).astype(np.float32)
+    y = np.zeros((rows, 2 * n), np.complex64)
+    _run(gt, xr, y, n, rows, gr, 128, SLOTS_SWIZZLED, load_mode=1, src_row=n, src_step=1, dst_row=4 * n,
+         dst_step=4, **_mixed_form(n))
+    _assert_close(y[:, ::2], np.fft.fft(xr.astype(np.float64)), xr, n)
+    assert not y[:, 1::2].any()
+    x = _complex_rows(rng, rows, n)
+    yr = np.zeros((rows, n), np.float32)
+    _run(gt, x, yr, n, rows, gr, 128, SLOTS_SWIZZLED, store_mode=1, dst_row=n, dst_step=1, scale=0.5, inverse=1,
+         **_mixed_form(n))
+    _assert_close(yr, (np.fft.ifft(x.astype(np.complex128)) * n * 0.5).real, x, n, 0.5)
+
+
+@pytest.mark.parametrize("m", [3, 100, 200, 1000])
+def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, m):
+    """rfft of 2m (Whisper's 400: m = 200) as the length-m transform of the
+    packed signal, its m + 1 bins unpacked by the store."""
+    gr = _mixed_group_rows(m)
+    rows = 2 * gr + 1
+    x = rng.standard_normal((rows, 2 * m)).astype(np.float32)
+    y = np.zeros((rows, m + 1), np.complex64)
+    _run(gt, x, y, m, rows, gr, 256, SLOTS_PADDED, post=twiddles(2 * m), store_mode=STORE_RFFT,
+         dst_row=2 * (m + 1), dst_count=m + 1, **_mixed_form(m))
+    _assert_close(y, np.fft.rfft(x.astype(np.float64)), x, 2 * m)
