@@ -105,17 +105,22 @@ def _group_rows(n):
     return 1 if n == SHARED_MAX else 2   # with rows = 2 * group_rows + 1: a last group of one row
 
 
+def _check_both_directions(gt, x, n, group_rows, threads, layout, register_form, **fields):
+    """Forward and unscaled inverse of x's rows against numpy, and whether
+    the kernel took the register form."""
+    rows = x.shape[0]
+    for inverse in (0, 1):
+        y = np.full((rows, n), np.nan, np.complex64)
+        assert _run(gt, x, y, n, rows, group_rows, threads, layout, inverse=inverse, **fields) == register_form
+        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
+        _assert_close(y, want, x, n)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", LENGTHS)
 def test_register_form_plain_rows(gt, rng, n, layout):
     gr = _group_rows(n)
-    rows = 2 * gr + 1
-    x = _complex_rows(rng, rows, n)
-    for inverse in (0, 1):
-        y = np.full((rows, n), np.nan, np.complex64)
-        assert _run(gt, x, y, n, rows, gr, gr * register_threads(n), layout, inverse=inverse)
-        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
-        _assert_close(y, want, x, n)
+    _check_both_directions(gt, _complex_rows(rng, 2 * gr + 1, n), n, gr, gr * register_threads(n), layout, True)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -239,13 +244,8 @@ def _mixed_group_rows(n: int) -> int:
 @pytest.mark.parametrize("n", MIXED_LENGTHS)
 def test_mixed_radix_form_plain_rows(gt, rng, n, threads):
     gr = _mixed_group_rows(n)
-    rows = 2 * gr + 1
-    x = _complex_rows(rng, rows, n)
-    for inverse in (0, 1):
-        y = np.full((rows, n), np.nan, np.complex64)
-        assert not _run(gt, x, y, n, rows, gr, threads, SLOTS_PADDED, inverse=inverse, **_mixed_form(n))
-        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
-        _assert_close(y, want, x, n)
+    _check_both_directions(gt, _complex_rows(rng, 2 * gr + 1, n), n, gr, threads, SLOTS_PADDED, False,
+                           **_mixed_form(n))
 
 
 @pytest.mark.parametrize("n", [3, 12, 200, 1000])
