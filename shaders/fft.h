@@ -56,16 +56,21 @@ struct FftParams {
     uint herm_n;     // mode 2: length of the full spectrum
     uint src_avail;  // mode 2: bins present in each row (fewer: zeros; more: unused)
     uint pre_mul;    // 1: multiply element i < src_len by pre[i] (complex); 2: a real window,
-                     // each loaded float times the window's float at its place in the row
+                     // each loaded float times the window's float at its place in the row;
+                     // 3: rows in blocks as columns of one sequence (the four-step's first
+                     // dispatch): element i of row r is the sequence's g = i src_rpb +
+                     // r mod src_rpb, times pre[g], and zero from g = limit on (Bluestein's
+                     // chirp and zero padding)
     uint store_mode; // 0 complex, 1 real part only
     uint dst_offset, dst_row, dst_step;   // floats
     uint dst_count;  // outputs k < dst_count of each row are stored
-    uint post_mul;   // multiply output k by post[k] (complex) before the scale
+    uint post_mul;   // 1: multiply output k by post[k] (complex) before the scale; 2 and 3:
+                     // rows in blocks as columns (rlx_fft_store)
     float scale;
     uint group_rows; // fft_shared: rows per group
     uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
     uint passes;     // fft_shared, mixed radix (radix 1): the passes whose radices span holds
-    uint pad0;
+    uint limit;      // pre_mul / post_mul 3: the whole sequence's elements (below)
     // Rows in blocks (0: one stride): rows come in blocks of *_rpb rows,
     // *_block floats apart, so row r starts at (r / rpb) * block + (r % rpb)
     // * row. The source's on every target (a [B, frames, n] framing view of
@@ -130,6 +135,8 @@ RLX_INLINE float rlx_fft_padded(RLX_DEVICE const float *src, RLX_CONSTANT FftPar
 RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
                                uint row, uint i) {
     if (i >= p->src_len) return rlx_cf_make(0.0f, 0.0f);
+    const uint g = p->pre_mul == 3u ? i * p->src_rpb + row % p->src_rpb : 0u;   // in the whole sequence
+    if (p->pre_mul == 3u && g >= p->limit) return rlx_cf_make(0.0f, 0.0f);     // not read: past the row
     rlx_cf v = rlx_cf_make(0.0f, 0.0f);
     const uint64_t base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
     if (p->src_valid != 0u) {   // a padded signal (rfft's real or packed samples)
@@ -156,6 +163,7 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
         v = rlx_cf_make(src[at], src[at + 1u]);
     }
     if (p->pre_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));
+    if (p->pre_mul == 3u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * g], pre[2u * g + 1u]));
     if (p->pre_mul == 2u) {   // a window over the row's floats: one a real element, two (rfft's packed pairs)
         if (p->load_mode == 1u) v.re *= pre[i];
         else v = rlx_cf_make(v.re * pre[2u * i], v.im * pre[2u * i + 1u]);
@@ -164,15 +172,22 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
 }
 
 // Output k of row `row`: kept only for k < dst_count. post_mul 1
-// multiplies it by post[k]; 2 (the four-step's first dispatch, rows in
-// blocks of dst_rpb) by post[k dst_rpb + row mod dst_rpb], conjugated for
-// the inverse.
+// multiplies it by post[k]; with rows in blocks of dst_rpb, output k of
+// row r is the whole sequence's g = k dst_rpb + r mod dst_rpb: post_mul 2
+// (the four-step's first dispatch) multiplies it by post[g], conjugated
+// for the inverse, 3 (its second, Bluestein's) by post[g] and keeps it
+// only for g < limit.
 RLX_INLINE void rlx_fft_store(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
                               uint row, uint k, rlx_cf v) {
     if (k >= p->dst_count) return;
     if (p->post_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(post[2u * k], post[2u * k + 1u]));
     if (p->post_mul == 2u) {
         v = rlx_cf_mul(v, rlx_fft_twiddle(post, k * p->dst_rpb + row % p->dst_rpb, p->inverse));
+    }
+    if (p->post_mul == 3u) {
+        const uint g = k * p->dst_rpb + row % p->dst_rpb;
+        if (g >= p->limit) return;
+        v = rlx_cf_mul(v, rlx_fft_twiddle(post, g, 0u));
     }
     const uint64_t at = rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, row) +
                         (uint64_t)k * p->dst_step;
@@ -305,7 +320,7 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
 // at `to`, or with to_dst (the last pass, span m: elements j + r m) to the
 // destination. j's quotient and remainder by span step as the walk's do.
 template <uint R, typename G>
-RLX_INLINE void rlx_fft_mixed_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
                                    RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
                                    RLX_CONSTANT FftParams *p, G sre, G sim, uint from, uint to, bool from_src,
                                    bool to_dst, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
@@ -352,7 +367,7 @@ RLX_INLINE void rlx_fft_mixed_pass(RLX_DEVICE const float *src, RLX_DEVICE float
 
 // fft_shared's mixed-radix form (radix == 1): N = 2^a 3^b 5^c up to half
 // the group memory, p->passes passes whose radices (2, 3, 4, 5) sit 3 bits
-// each in p->span, first pass lowest: rlx_fft_mixed_pass, from one half of
+// each in p->span, first pass lowest: rlx_fft_group_pass, from one half of
 // the memory to the other. With two passes or more the first reads the
 // source and, unless the store is rfft's unpacking (which reads the
 // transform out of order), the last writes the destination: the group
@@ -382,19 +397,19 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
         const bool first = direct && q == 0u, last = direct && q + 1u == passes && !unpack;
         switch (radix) {   // uniform: the radix is the pass's
         case 2u:
-            rlx_fft_mixed_pass<2u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+            rlx_fft_group_pass<2u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
                                    rows_here, inv, tid, nt);
             break;
         case 3u:
-            rlx_fft_mixed_pass<3u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+            rlx_fft_group_pass<3u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
                                    rows_here, inv, tid, nt);
             break;
         case 4u:
-            rlx_fft_mixed_pass<4u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+            rlx_fft_group_pass<4u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
                                    rows_here, inv, tid, nt);
             break;
         default:
-            rlx_fft_mixed_pass<5u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
+            rlx_fft_group_pass<5u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
                                    rows_here, inv, tid, nt);
             break;
         }

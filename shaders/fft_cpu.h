@@ -298,7 +298,7 @@ RLX_INLINE uint64_t rlx_fft_dst_at(const FftParams *p, uint r) {
 // step read whole (load mode 0, no pre-multiply but a window): the fast path.
 RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0, uint nrows,
                                  const float **rowp) {
-    if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul == 1u || p->src_len != p->n)
+    if (p->load_mode != 0u || p->src_step != 2u || p->pre_mul == 1u || p->pre_mul == 3u || p->src_len != p->n)
         return false;
     if (p->src_valid != 0u) {   // a padded signal: only rows wholly inside its own floats
         for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
@@ -339,6 +339,29 @@ RLX_INLINE void rlx_fft_merge(float *at, rlx_fft_v re, rlx_fft_v im) {
     memcpy(at, &a, sizeof a);
     memcpy(at + RLX_FFT_LANES, &b, sizeof b);
 }
+// pre_mul 3 on the four-step's columns: the sequence's elements g .. g +
+// lanes - 1 at `at` times pre[g ..], zero from g = limit on (not read:
+// past the source's row).
+RLX_INLINE void rlx_fft_load_sequence(const float *at, const float *pre, uint limit, uint g, rlx_fft_v &re,
+                                      rlx_fft_v &im) {
+    if (g + RLX_FFT_LANES <= limit) {
+        rlx_fft_v wr, wi;
+        rlx_fft_split(at, re, im);
+        rlx_fft_split(pre + 2u * (uint64_t)g, wr, wi);
+        const rlx_fft_v r = re * wr - im * wi;
+        im = re * wi + im * wr;
+        re = r;
+        return;
+    }
+    re = rlx_fft_v{};
+    im = re;
+    for (uint l = 0u; l < RLX_FFT_LANES && g + l < limit; ++l) {
+        const rlx_cf v = rlx_cf_mul(rlx_cf_make(at[2u * l], at[2u * l + 1u]),
+                                    rlx_cf_make(pre[2u * (g + l)], pre[2u * (g + l) + 1u]));
+        re[l] = v.re;
+        im[l] = v.im;
+    }
+}
 RLX_INLINE bool rlx_fft_columns(uint row, uint rpb, uint row0, uint nrows) {
     return row == 2u && rpb != 0u && nrows == RLX_FFT_LANES && row0 % rpb + RLX_FFT_LANES <= rpb;
 }
@@ -350,11 +373,16 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
                                       uint row0, uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
     const uint n = p->n, bits = reversed ? p->span : 0u;
     const float *rowp[RLX_FFT_LANES];
-    if (p->load_mode == 0u && p->pre_mul == 0u && p->src_len == n && p->src_valid == 0u
+    if (p->load_mode == 0u && (p->pre_mul == 0u || p->pre_mul == 3u) && p->src_len == n && p->src_valid == 0u
         && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
         const float *at = src + rlx_fft_src_at(p, row0);
         for (uint i = 0u; i < n; ++i) {
             const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
+            if (p->pre_mul == 3u) {   // Bluestein's chirp and zero padding (fft.h's pre_mul 3)
+                rlx_fft_load_sequence(at + (uint64_t)i * p->src_step, pre, p->limit,
+                                      i * p->src_rpb + row0 % p->src_rpb, re[s], im[s]);
+                continue;
+            }
             rlx_fft_split(at + (uint64_t)i * p->src_step, re[s], im[s]);
         }
         return 0u;
@@ -392,13 +420,14 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
     q.src_offset = 0u;
     q.src_row = 0u;
     q.src_rpb = 0u;
-    const bool padded = p->src_valid != 0u;
+    // So do pre_mul 3's columns of one sequence (their index in it).
+    const bool whole = p->src_valid != 0u || p->pre_mul == 3u;
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-        const float *row = padded ? src : src + (l < nrows ? rlx_fft_src_at(p, row0 + l) : 0u);
+        const float *row = whole ? src : src + (l < nrows ? rlx_fft_src_at(p, row0 + l) : 0u);
         for (uint i = 0u; i < n; ++i) {
             const uint at = (reversed ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES + l;
             const rlx_cf v = l >= nrows ? rlx_cf_make(0.0f, 0.0f)
-                           : padded ? rlx_fft_load(src, pre, p, row0 + l, i) : rlx_fft_load(row, pre, &q, 0u, i);
+                           : whole ? rlx_fft_load(src, pre, p, row0 + l, i) : rlx_fft_load(row, pre, &q, 0u, i);
             fre[at] = v.re;
             fim[at] = v.im;
         }
@@ -456,22 +485,40 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
     const uint n = p->n;
     float *rowp[RLX_FFT_LANES];
     for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = dst + rlx_fft_dst_at(p, row0 + (l < nrows ? l : 0u));
-    if (p->store_mode == 0u && p->post_mul != 1u && p->dst_count == n && rlx_fft_columns(p->dst_row, p->dst_rpb, row0, nrows)) {
+    if (p->store_mode == 0u && p->post_mul != 1u && p->dst_count == n
+        && rlx_fft_columns(p->dst_row, p->dst_rpb, row0, nrows)) {
         // The four-step's columns, with its twiddles (post_mul 2) for the
         // first of its two dispatches.
+        // With post_mul 3 (Bluestein's second) its chirp, and only the
+        // sequence's first `limit` elements kept (the rest lie past the
+        // destination's row).
         float *at = rowp[0];
-        const float s = p->scale, sg = p->inverse ? -1.0f : 1.0f;
+        const float s = p->scale, sg = p->inverse && p->post_mul == 2u ? -1.0f : 1.0f;
         for (uint k = 0u; k < n; ++k) {
             rlx_fft_v vr = re[k], vi = im[k];
-            if (p->post_mul == 2u) {
-                rlx_fft_v wr, wi;
-                rlx_fft_split(post + 2u * ((uint64_t)k * p->dst_rpb + row0 % p->dst_rpb), wr, wi);
+            const uint g = k * p->dst_rpb + row0 % p->dst_rpb;
+            if (p->post_mul == 3u && g >= p->limit) continue;
+            if (p->post_mul != 0u) {
+                rlx_fft_v wr = rlx_fft_v{}, wi = wr;
+                if (g + RLX_FFT_LANES <= p->limit || p->post_mul == 2u) {
+                    rlx_fft_split(post + 2u * (uint64_t)g, wr, wi);
+                } else {
+                    for (uint l = 0u; g + l < p->limit; ++l) {
+                        wr[l] = post[2u * (g + l)];
+                        wi[l] = post[2u * (g + l) + 1u];
+                    }
+                }
                 wi *= sg;
                 const rlx_fft_v r = vr * wr - vi * wi;
                 vi = vr * wi + vi * wr;
                 vr = r;
             }
-            rlx_fft_merge(at + (uint64_t)k * p->dst_step, vr * s, vi * s);
+            float *out = at + (uint64_t)k * p->dst_step;
+            if (p->post_mul != 3u || g + RLX_FFT_LANES <= p->limit) {
+                rlx_fft_merge(out, vr * s, vi * s);
+                continue;
+            }
+            for (uint l = 0u; g + l < p->limit; ++l) out[2u * l] = vr[l] * s, out[2u * l + 1u] = vi[l] * s;
         }
         return;
     }
@@ -501,15 +548,21 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         return;
     }
     // Anything else element by element, each lane's row at row 0 of a copy
-    // of the params and a pointer to its first float (post_mul 2 is only
-    // asked for with the columns above).
+    // of the params and a pointer to its first float (post_mul 2 and 3,
+    // whose outputs' places in the sequence need the row, through the
+    // params themselves).
     FftParams q = *p;
     q.dst_offset = 0u;
     q.dst_row = 0u;
     q.dst_rpb = 0u;
+    const bool whole = p->post_mul >= 2u;
     for (uint l = 0u; l < nrows; ++l) {
         float *row = dst + rlx_fft_dst_at(p, row0 + l);
-        for (uint k = 0u; k < n; ++k) rlx_fft_store(row, post, &q, 0u, k, rlx_cf_make(re[k][l], im[k][l]));
+        for (uint k = 0u; k < n; ++k) {
+            const rlx_cf v = rlx_cf_make(re[k][l], im[k][l]);
+            if (whole) rlx_fft_store(dst, post, p, row0 + l, k, v);
+            else rlx_fft_store(row, post, &q, 0u, k, v);
+        }
     }
 }
 

@@ -178,8 +178,11 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
               store.get("post_mode", int(store.get("post") is not None))]
     blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0),
               load.get("pad", 0), load.get("valid", 0), int(load.get("reflect", False)), 0]
+    # One bound a dispatch: the load's (pre_mul 3) or the store's (post_mul 3).
+    assert not ("limit" in load and "limit" in store), "fft_params: a load limit and a store limit"
+    limit = load.get("limit", store.get("limit", 0))
     return struct.pack("<19If12I", *P.u32_fields(node, fields), float(store.get("scale", 1.0)), group_rows,
-                       int(swizzle), p.count, 0, *P.u32_fields(node, blocks))
+                       int(swizzle), *P.u32_fields(node, [p.count, limit]), *P.u32_fields(node, blocks))
 
 
 SHARED_THREADS = 256   # fft_shared's threads per GPU group (its __launch_bounds__ on CUDA, shaders/fft.h)
@@ -530,16 +533,21 @@ def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int
 
 
 def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: bool, load: dict, store: dict,
-               src: View, dst: View) -> None:
+               src: View, dst: View, y: View | None = None) -> None:
     """A length-n = n1 n2 transform as x[j1 n2 + j2] -> columns: the n2
     length-n1 transforms over j1 (lanes over adjacent j2), each output k1
     times exp(-+2 pi i j2 k1 / n) into Y[k1, j2] -> rows: the n1 length-n2
     transforms of Y's rows (lanes over adjacent k1), output k1 + n1 k2 of
     the row. Both dispatches read and write vectors of adjacent lanes
     (shaders/fft_cpu.h), and each row of lanes is short enough for L2,
-    where fft_stage's passes each sweep all rows through memory."""
+    where fft_stage's passes each sweep all rows through memory. The load
+    may multiply element j by pre[j] and read zeros from j = limit on
+    (pre_mode 3), the store multiply output k by post[k] and keep it only
+    below its limit (post_mode 3): Bluestein's chirps (_bluestein_four_step).
+    y: the scratch between the two dispatches (a new one by default)."""
     n = n1 * n2
-    y = View.dense(lw.scratch(node, rows * n * c64.itemsize), f32, (rows * n * 2,))
+    if y is None:
+        y = View.dense(lw.scratch(node, rows * n * c64.itemsize), f32, (rows * n * 2,))
     cols_load = dict(load, row=2, step=2 * n2, len=n1, rpb=n2, block=load["row"])
     cols_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2, "step": 2 * n2, "count": n1, "rpb": n2,
                   "block": 2 * n, "post_mode": 2}
@@ -553,9 +561,50 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
         grid, group_rows = shared_grid(lw.target, prows, p.n)
         params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=slot_layout(lw.target))
+        pre = p_load.get("pre") if i == 0 else None
+        post = grid_table if i == 0 else p_store.get("post")
         lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
-                    [(a, "r"), (b, "w"), (tw, "r"), (tw, "r"), (grid_table if i == 0 else tw, "r")],
+                    [(a, "r"), (b, "w"), (tw, "r"), (pre or tw, "r"), (post or tw, "r")],
                     params, grid, fft_work(p, prows))
+
+
+def _plain_rows(load: dict, store: dict, n: int) -> bool:
+    """Whether a transform of length n reads complex rows of unit step
+    (zeros past load["len"] allowed) and writes them, up to store["count"]
+    outputs, with no other mode (no pre- or post-multiply, no blocks, no
+    padded signal)."""
+    return (load["mode"] == LOAD_COMPLEX and load["step"] == 2 and load.get("pre") is None and "rpb" not in load
+            and not load.get("valid") and load["len"] <= n
+            and store["mode"] == STORE_COMPLEX and store["step"] == 2 and store.get("post") is None
+            and "rpb" not in store and store["count"] <= n)
+
+
+def _bluestein_four_step(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
+                         src: View, dst: View) -> bool:
+    """Bluestein's transform of length n as two four-steps of its power of
+    two L, four fft_shared dispatches where fft_stage would take a pass per
+    radix each way: the forward four-step's load multiplies by the chirp
+    and reads zeros past the row (pre_mode 3), its store multiplies by the
+    convolution's spectrum (post_mode 3); the inverse's store multiplies by
+    the chirp and keeps the first outputs (post_mode 3). False where the
+    four-step does not take L or the rows are not plain (then the Stockham
+    passes run)."""
+    length = bluestein_length(n)
+    plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
+    plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
+    split = _four_step_split(lw, length, plain_load, plain_store)
+    if split is None or not _plain_rows(load, store, n):
+        return False
+    w = _table(lw, ("chirp", n, int(inverse)), lambda: _pairs(chirp(n, inverse)))
+    spectrum = _table(lw, ("bluestein", n, int(inverse)), lambda: _pairs(bluestein_spectrum(n, length, inverse)))
+    # Two scratch rows of L a row, each the other's input in turn (the
+    # memory plan keeps a storage live from its first thunk to its last).
+    a, b = (View.dense(lw.scratch(node, rows * length * c64.itemsize), f32, (rows * length * 2,)) for _ in range(2))
+    _four_step(lw, node, rows, *split, False, dict(load, pre=w, pre_mode=3, limit=load["len"]),
+               dict(plain_store, post=spectrum, post_mode=3, limit=length), src, b, y=a)
+    _four_step(lw, node, rows, *split, True, plain_load,
+               dict(store, post=w, post_mode=3, limit=store["count"]), b, dst, y=a)
+    return True
 
 
 def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
@@ -565,6 +614,8 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
     split = _four_step_split(lw, n, load, store)
     if split is not None:
         _four_step(lw, node, rows, *split, inverse, load, store, src, dst)
+        return
+    if factor(n) is None and _bluestein_four_step(lw, node, rows, n, inverse, load, store, src, dst):
         return
     spectrum: View | None = None
     if factor(n) is not None:

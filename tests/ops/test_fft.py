@@ -109,7 +109,9 @@ def test_transforms_match_numpy(n, batch, norm, rng):
 @pytest.mark.parametrize("n", [6, 9, 15, 27, 45, 360, 1536, 2187, 3125, 6000, 11, 13, 97, 2047, 2049, 12289])
 def test_more_radix_mixes_and_bluestein_lengths(n, rng):
     """Radix-3 and radix-5 passes in every position, and Bluestein over
-    both inner paths (L <= 4096 in group memory, larger by passes)."""
+    every inner path (L <= 4096 in group memory; larger as the four-step
+    where the rows are plain complex (fft, ifft) on the CPU, by passes
+    elsewhere (odd rfft's real samples, GPUs by default))."""
     g = rlx.Graph()
     x = g.input("x", (3, n), "c64")
     r = g.input("r", (3, n), "f32")
@@ -145,7 +147,8 @@ def test_algorithm_per_length(monkeypatch):
     2^a 3^b 5^c up to 2048 (where the cost model prefers it: pinned here), a
     Stockham pass per radix for longer ones, and Bluestein (two inner
     transforms) for the rest. The CPU runs powers of two above 4096 as two
-    fft_shared dispatches (the four-step)."""
+    fft_shared dispatches (the four-step), and so Bluestein's longer inner
+    transforms of plain complex rows."""
     monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
 
     def kernels(n):
@@ -159,7 +162,8 @@ def test_algorithm_per_length(monkeypatch):
     assert kernels(8192) == (["fft_shared_c64"] * 2 if _cpu_form()        # 128 x 64
                              else ["fft_stage_c64"] * 7)                  # 4^6 * 2
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
-    assert kernels(4097) == ["fft_stage_c64"] * 14           # Bluestein, L = 16384 = 4^7, forward and inverse
+    assert kernels(4097) == (["fft_shared_c64"] * 4 if _cpu_form()       # Bluestein, L = 16384: 128 x 128
+                             else ["fft_stage_c64"] * 14)                 # 4^7, forward and inverse
 
 
 @pytest.mark.parametrize("n", [8, 256, 1024, 4096, 6, 100, 400, 1000, 2025])
@@ -238,6 +242,44 @@ def test_four_step_in_the_gpu_form(n, group_rows, layout, monkeypatch, rng):
     for rows in (1, 3):
         x = _cdata(rng, (rows, n))
         _check_fft_and_ifft(x, ["fft_shared_c64"] * 4)
+
+
+@pytest.mark.parametrize("n", [2053, 4097])
+@pytest.mark.parametrize("group_rows,layout", [(3, 2), (16, 1)])
+def test_bluestein_four_step_in_the_gpu_form(n, group_rows, layout, monkeypatch, rng):
+    """Bluestein's inner transforms of L = 8192 and 16384 as two four-steps
+    in the GPU form (RLX_FFT_GPU_FOUR_STEP): the first load's chirp and
+    zero padding past the row (pre_mul 3), the spectrum in the forward
+    store and the chirp and the first n outputs in the inverse's (post_mul
+    3), through the shared load and store helpers of shaders/fft.h."""
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
+    force_gpu_fft_form(monkeypatch, group_rows, layout)
+    for rows in (1, 3):
+        _check_fft_and_ifft(_cdata(rng, (rows, n)), ["fft_shared_c64"] * 8)
+
+
+def test_bluestein_takes_the_four_step_only_for_plain_rows(rng):
+    """Odd rfft's real samples and real samples of a strided source take the
+    Stockham passes (fft_stage), plain complex rows the four-step (the CPU
+    form)."""
+    if not _cpu_form():
+        pytest.skip("the GPUs' Bluestein takes the four-step only under RLX_FFT_GPU_FOUR_STEP")
+    n = 2053
+    g = rlx.Graph()
+    t = g.input("t", (n, 2), "f32")            # transposed: real elements two floats apart
+    r = g.input("r", (2, n), "f32")
+    x = g.input("x", (2, n), "c64")
+    g.set_outputs(s=g.fft(g.transpose(t, (1, 0))), rf=g.rfft(r), y=g.fft(g.ifft(x)))
+    exe = rlx.compile(g)
+    assert kernels_of(exe).count("fft_stage_c64") == 2 * 2 * 7   # two transforms, L = 8192 = 4^6 * 2 each way
+    assert kernels_of(exe).count("fft_shared_c64") == 2 * 4
+    tv, rv = (rng.standard_normal(shape).astype(np.float32) for shape in ((n, 2), (2, n)))
+    xv = _cdata(rng, (2, n))
+    out = exe.run(t=tv, r=rv, x=xv)
+    t64, x64 = tv.T.astype(np.float64), xv.astype(np.complex128)
+    _assert_close(out["s"], np.fft.fft(t64), np.linalg.norm(t64, axis=-1), n, 1.0, "strided fft")
+    _assert_close(out["rf"], np.fft.rfft(rv.astype(np.float64)), np.linalg.norm(rv, axis=-1), n, 1.0, "odd rfft")
+    _assert_close(out["y"], x64, np.linalg.norm(x64, axis=-1), n, 1.0, "fft(ifft(x))")
 
 
 def test_gpus_take_the_four_step_only_when_asked(monkeypatch):

@@ -38,6 +38,8 @@ from rlx.lowering.fft import (
     SLOTS_PADDED,
     SLOTS_SWIZZLED,
     STORE_RFFT,
+    bluestein_spectrum,
+    chirp,
     register_threads,
     shared_grid,
     transform_passes,
@@ -52,7 +54,7 @@ LAYOUTS = [SLOTS_PADDED, SLOTS_SWIZZLED]
 
 # FftParams (shaders/fft.h) field order; `scale` is the one float.
 _FIELDS = ("n rows radix span inverse load_mode src_offset src_row src_step src_len herm_n src_avail pre_mul "
-           "store_mode dst_offset dst_row dst_step dst_count post_mul scale group_rows swizzle passes pad0 "
+           "store_mode dst_offset dst_row dst_step dst_count post_mul scale group_rows swizzle passes limit "
            "src_rpb src_block dst_rpb dst_block src_pad src_valid src_reflect pad1").split()
 
 
@@ -81,20 +83,25 @@ def gt_runtime_sign(tmp_path_factory):
                                   ("-DRLX_FFT_REGISTER_CONJ=0",)))
 
 
-def _run(gt, src, dst, n, rows, group_rows, threads, layout, inverse=0, post=None, **fields) -> bool:
+def _run(gt, src, dst, n, rows, group_rows, threads, layout, inverse=0, post=None, pre=None, **fields) -> bool:
     tw = twiddles(n)
     post = tw if post is None else post
+    pre = tw if pre is None else pre
     p = _params(**{"n": n, "rows": rows, "span": n.bit_length() - 1, "inverse": inverse, "src_len": n,
                    "src_row": 2 * n, "src_step": 2, "dst_count": n, "dst_row": 2 * n, "dst_step": 2, "scale": 1.0,
                    "group_rows": group_rows, "swizzle": layout, **fields})
     groups = -(-rows // group_rows)
-    return bool(gt.gt_fft_shared(_ptr(src), _ptr(dst), _ptr(tw), _ptr(tw), _ptr(post), _ptr(p), groups, threads))
+    return bool(gt.gt_fft_shared(_ptr(src), _ptr(dst), _ptr(tw), _ptr(pre), _ptr(post), _ptr(p), groups, threads))
 
 
 def _assert_close(got, want, x, n, scale=1.0):
     err = np.abs(got.astype(np.complex128) - want).max(axis=-1)
     bound = 1e-5 * math.log2(n) * np.linalg.norm(x, axis=-1) * scale
     assert (err <= bound).all(), f"error {err.max():.3g} > bound {bound.min():.3g}"
+
+
+def _pairs(z: np.ndarray) -> np.ndarray:
+    return np.stack([z.real, z.imag], axis=-1).astype(np.float32)
 
 
 def _complex_rows(rng, rows, n):
@@ -212,8 +219,7 @@ def test_register_form_runs_the_four_step(gt, rng, n1, n2, layout):
     n, rows, gr = n1 * n2, 3, 2
     x = _complex_rows(rng, rows, n)
     k1, j2 = np.meshgrid(np.arange(n1), np.arange(n2), indexing="ij")
-    grid = np.exp(-2j * np.pi * k1 * j2 / n)
-    grid = np.stack([grid.real, grid.imag], axis=-1).astype(np.float32)
+    grid = _pairs(np.exp(-2j * np.pi * k1 * j2 / n))
     for inverse in (0, 1):
         y = np.zeros_like(x)
         out = np.zeros_like(x)
@@ -224,6 +230,37 @@ def test_register_form_runs_the_four_step(gt, rng, n1, n2, layout):
                     src_row=2 * n2, dst_row=2, dst_step=2 * n1, dst_rpb=n1, dst_block=2 * n)
         want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
         _assert_close(out, want, x, n)
+
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n", [2053, 2500])
+def test_register_form_runs_bluesteins_four_steps(gt, rng, n, layout):
+    """rlx/lowering/fft.py _bluestein_four_step's four dispatches (L = 8192 =
+    128 x 64): the first load multiplies by the chirp and reads zeros past
+    the row's n elements (pre_mul 3), the forward store multiplies by the
+    convolution's spectrum, the inverse's by the chirp, keeping the first
+    n outputs (post_mul 3)."""
+    length, n1, n2, rows, gr = 8192, 128, 64, 3, 2
+    k1, j2 = np.meshgrid(np.arange(n1), np.arange(n2), indexing="ij")
+    grid = _pairs(np.exp(-2j * np.pi * k1 * j2 / length))
+    x = _complex_rows(rng, rows, n)
+    for inverse in (0, 1):
+        w, spectrum = _pairs(chirp(n, bool(inverse))), _pairs(bluestein_spectrum(n, length, bool(inverse)))
+        cols = dict(src_row=2, src_step=2 * n2, src_rpb=n2, dst_row=2, dst_step=2 * n2, dst_rpb=n2,
+                    dst_block=2 * length, post_mul=2)
+        by_rows = dict(src_row=2 * n2, dst_row=2, dst_step=2 * n1, dst_rpb=n1, post_mul=3)
+        a, b = (np.zeros((rows, length), np.complex64) for _ in range(2))
+        y = np.full((rows, n), np.nan, np.complex64)
+        t1, t2 = gr * register_threads(n1), gr * register_threads(n2)   # all four take the register form
+        assert _run(gt, x, a, n1, rows * n2, gr, t1, layout, post=grid, pre=w, src_block=2 * n, pre_mul=3, limit=n,
+                    **cols)
+        assert _run(gt, a, b, n2, rows * n1, gr, t2, layout, post=spectrum, dst_block=2 * length, limit=length,
+                    **by_rows)
+        assert _run(gt, b, a, n1, rows * n2, gr, t1, layout, inverse=1, post=grid, src_block=2 * length, **cols)
+        assert _run(gt, a, y, n2, rows * n1, gr, t2, layout, inverse=1, post=w, dst_block=2 * n, limit=n, **by_rows)
+        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
+        _assert_close(y, want, x, n)
 
 
 MIXED_LENGTHS = [3, 5, 6, 12, 15, 100, 200, 400, 1000, 2000]
