@@ -548,11 +548,14 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
     n = n1 * n2
     if y is None:
         y = View.dense(lw.scratch(node, rows * n * c64.itemsize), f32, (rows * n * 2,))
-    cols_load = dict(load, row=2, step=2 * n2, len=n1, rpb=n2, block=load["row"])
+    # Columns of the source's rows (elements load["step"] floats apart: 2
+    # for complex values, 1 for real ones; Bluestein's may be either) and
+    # of the destination's.
+    cols_load = dict(load, row=load["step"], step=load["step"] * n2, len=n1, rpb=n2, block=load["row"])
     cols_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2, "step": 2 * n2, "count": n1, "rpb": n2,
                   "block": 2 * n, "post_mode": 2}
     rows_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * n2, "step": 2, "len": n2}
-    rows_store = dict(store, row=2, step=2 * n1, count=n2, rpb=n1, block=store["row"])
+    rows_store = dict(store, row=store["step"], step=store["step"] * n1, count=n2, rpb=n1, block=store["row"])
     grid_table = _table(lw, ("four_step", n1, n2), lambda: _pairs(np.exp(
         -2j * np.pi * np.outer(np.arange(n1), np.arange(n2)) / n)))
     steps = [(Pass(n1, 0, n1.bit_length() - 1, inverse), rows * n2, cols_load, cols_store, src, y),
@@ -568,14 +571,17 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
                     params, grid, fft_work(p, prows))
 
 
-def _plain_rows(load: dict, store: dict, n: int) -> bool:
-    """Whether a transform of length n reads complex rows of unit step
-    (zeros past load["len"] allowed) and writes them, up to store["count"]
-    outputs, with no other mode (no pre- or post-multiply, no blocks, no
-    padded signal)."""
-    return (load["mode"] == LOAD_COMPLEX and load["step"] == 2 and load.get("pre") is None and "rpb" not in load
+def _sequence_rows(load: dict, store: dict, n: int) -> bool:
+    """Whether a transform of length n reads each element of a row from one
+    place (complex or real samples, any step, zeros past load["len"]) and
+    writes its first store["count"] outputs (complex or the real part, any
+    step), so that the four-step's columns can address them by their index
+    in the sequence: not irfft's Hermitian half spectrum (which mirrors by
+    the row's own index), rows in blocks, a padded signal, or a pre- or
+    post-multiply of their own."""
+    return (load["mode"] in (LOAD_COMPLEX, LOAD_REAL) and load.get("pre") is None and "rpb" not in load
             and not load.get("valid") and load["len"] <= n
-            and store["mode"] == STORE_COMPLEX and store["step"] == 2 and store.get("post") is None
+            and store["mode"] in (STORE_COMPLEX, STORE_REAL) and store.get("post") is None
             and "rpb" not in store and store["count"] <= n)
 
 
@@ -587,13 +593,13 @@ def _bluestein_four_step(lw: Lowering, node: Node, rows: int, n: int, inverse: b
     and reads zeros past the row (pre_mode 3), its store multiplies by the
     convolution's spectrum (post_mode 3); the inverse's store multiplies by
     the chirp and keeps the first outputs (post_mode 3). False where the
-    four-step does not take L or the rows are not plain (then the Stockham
-    passes run)."""
+    four-step does not take L or the rows are not a sequence's
+    (_sequence_rows; then the Stockham passes run)."""
     length = bluestein_length(n)
     plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
     plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
     split = _four_step_split(lw, length, plain_load, plain_store)
-    if split is None or not _plain_rows(load, store, n):
+    if split is None or not _sequence_rows(load, store, n):
         return False
     w = _table(lw, ("chirp", n, int(inverse)), lambda: _pairs(chirp(n, inverse)))
     spectrum = _table(lw, ("bluestein", n, int(inverse)), lambda: _pairs(bluestein_spectrum(n, length, inverse)))

@@ -110,8 +110,8 @@ def test_transforms_match_numpy(n, batch, norm, rng):
 def test_more_radix_mixes_and_bluestein_lengths(n, rng):
     """Radix-3 and radix-5 passes in every position, and Bluestein over
     every inner path (L <= 4096 in group memory; larger as the four-step
-    where the rows are plain complex (fft, ifft) on the CPU, by passes
-    elsewhere (odd rfft's real samples, GPUs by default))."""
+    on the CPU (fft, ifft, rfft), by passes elsewhere (odd irfft's half
+    spectrum, GPUs by default))."""
     g = rlx.Graph()
     x = g.input("x", (3, n), "c64")
     r = g.input("r", (3, n), "f32")
@@ -148,7 +148,7 @@ def test_algorithm_per_length(monkeypatch):
     Stockham pass per radix for longer ones, and Bluestein (two inner
     transforms) for the rest. The CPU runs powers of two above 4096 as two
     fft_shared dispatches (the four-step), and so Bluestein's longer inner
-    transforms of plain complex rows."""
+    transforms."""
     monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
 
     def kernels(n):
@@ -258,10 +258,12 @@ def test_bluestein_four_step_in_the_gpu_form(n, group_rows, layout, monkeypatch,
         _check_fft_and_ifft(_cdata(rng, (rows, n)), ["fft_shared_c64"] * 8)
 
 
-def test_bluestein_takes_the_four_step_only_for_plain_rows(rng):
-    """Odd rfft's real samples and real samples of a strided source take the
-    Stockham passes (fft_stage), plain complex rows the four-step (the CPU
-    form)."""
+def test_bluestein_four_step_reads_any_sequence(rng):
+    """Bluestein's four-steps (the CPU form) take complex and real samples
+    of any step and store complex bins or the real part: a transposed real
+    input (elements two floats apart), odd rfft's first n // 2 + 1 bins and
+    fft(ifft(x)); irfft's Hermitian half spectrum (mirrored by the row's own
+    index) still takes the Stockham passes."""
     if not _cpu_form():
         pytest.skip("the GPUs' Bluestein takes the four-step only under RLX_FFT_GPU_FOUR_STEP")
     n = 2053
@@ -269,17 +271,20 @@ def test_bluestein_takes_the_four_step_only_for_plain_rows(rng):
     t = g.input("t", (n, 2), "f32")            # transposed: real elements two floats apart
     r = g.input("r", (2, n), "f32")
     x = g.input("x", (2, n), "c64")
-    g.set_outputs(s=g.fft(g.transpose(t, (1, 0))), rf=g.rfft(r), y=g.fft(g.ifft(x)))
+    h = g.input("h", (2, n // 2 + 1), "c64")
+    g.set_outputs(s=g.fft(g.transpose(t, (1, 0))), rf=g.rfft(r), y=g.fft(g.ifft(x)), ir=g.irfft(h, n))
     exe = rlx.compile(g)
-    assert kernels_of(exe).count("fft_stage_c64") == 2 * 2 * 7   # two transforms, L = 8192 = 4^6 * 2 each way
-    assert kernels_of(exe).count("fft_shared_c64") == 2 * 4
+    assert kernels_of(exe).count("fft_stage_c64") == 2 * 7   # irfft's: L = 8192 = 4^6 * 2, each way
+    assert kernels_of(exe).count("fft_shared_c64") == 4 * 4
     tv, rv = (rng.standard_normal(shape).astype(np.float32) for shape in ((n, 2), (2, n)))
-    xv = _cdata(rng, (2, n))
-    out = exe.run(t=tv, r=rv, x=xv)
+    xv, hv = _cdata(rng, (2, n)), _cdata(rng, (2, n // 2 + 1))
+    out = exe.run(t=tv, r=rv, x=xv, h=hv)
     t64, x64 = tv.T.astype(np.float64), xv.astype(np.complex128)
-    _assert_close(out["s"], np.fft.fft(t64), np.linalg.norm(t64, axis=-1), n, 1.0, "strided fft")
+    _assert_close(out["s"], np.fft.fft(t64), np.linalg.norm(t64, axis=-1), n, 1.0, "strided real fft")
     _assert_close(out["rf"], np.fft.rfft(rv.astype(np.float64)), np.linalg.norm(rv, axis=-1), n, 1.0, "odd rfft")
     _assert_close(out["y"], x64, np.linalg.norm(x64, axis=-1), n, 1.0, "fft(ifft(x))")
+    _assert_close(out["ir"], np.fft.irfft(hv.astype(np.complex128), n), math.sqrt(2) * np.linalg.norm(hv, axis=-1),
+                  n, 1 / n, "odd irfft")
 
 
 def test_gpus_take_the_four_step_only_when_asked(monkeypatch):
