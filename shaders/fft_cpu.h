@@ -339,14 +339,21 @@ RLX_INLINE void rlx_fft_merge(float *at, rlx_fft_v re, rlx_fft_v im) {
     memcpy(at, &a, sizeof a);
     memcpy(at + RLX_FFT_LANES, &b, sizeof b);
 }
-// pre_mul 3 on the four-step's columns: the sequence's elements g .. g +
-// lanes - 1 at `at` times pre[g ..], zero from g = limit on (not read:
-// past the source's row).
-RLX_INLINE void rlx_fft_load_sequence(const float *at, const float *pre, uint limit, uint g, rlx_fft_v &re,
-                                      rlx_fft_v &im) {
-    if (g + RLX_FFT_LANES <= limit) {
+// The four-step's columns of complex values (`real` false: pairs) or of
+// real samples (one float each), lanes' elements g .. g + lanes - 1 at
+// `at`; with pre_mul 3 times pre[g ..] and zero from g = limit on (not
+// read: past the source's row).
+RLX_INLINE void rlx_fft_load_column(const float *at, bool real, const float *pre, bool chirp, uint limit, uint g,
+                                    rlx_fft_v &re, rlx_fft_v &im) {
+    if (!chirp || g + RLX_FFT_LANES <= limit) {
+        if (real) {
+            memcpy(&re, at, sizeof re);
+            im = rlx_fft_v{};
+        } else {
+            rlx_fft_split(at, re, im);
+        }
+        if (!chirp) return;
         rlx_fft_v wr, wi;
-        rlx_fft_split(at, re, im);
         rlx_fft_split(pre + 2u * (uint64_t)g, wr, wi);
         const rlx_fft_v r = re * wr - im * wi;
         im = re * wi + im * wr;
@@ -356,8 +363,8 @@ RLX_INLINE void rlx_fft_load_sequence(const float *at, const float *pre, uint li
     re = rlx_fft_v{};
     im = re;
     for (uint l = 0u; l < RLX_FFT_LANES && g + l < limit; ++l) {
-        const rlx_cf v = rlx_cf_mul(rlx_cf_make(at[2u * l], at[2u * l + 1u]),
-                                    rlx_cf_make(pre[2u * (g + l)], pre[2u * (g + l) + 1u]));
+        const rlx_cf x = real ? rlx_cf_make(at[l], 0.0f) : rlx_cf_make(at[2u * l], at[2u * l + 1u]);
+        const rlx_cf v = rlx_cf_mul(x, rlx_cf_make(pre[2u * (g + l)], pre[2u * (g + l) + 1u]));
         re[l] = v.re;
         im[l] = v.im;
     }
@@ -373,17 +380,16 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
                                       uint row0, uint nrows, bool reversed, rlx_fft_v *re, rlx_fft_v *im) {
     const uint n = p->n, bits = reversed ? p->span : 0u;
     const float *rowp[RLX_FFT_LANES];
-    if (p->load_mode == 0u && (p->pre_mul == 0u || p->pre_mul == 3u) && p->src_len == n && p->src_valid == 0u
-        && rlx_fft_columns(p->src_row, p->src_rpb, row0, nrows)) {
+    // The four-step's columns: complex values (row stride 2 floats) or real
+    // samples (1), with Bluestein's chirp and zero padding (pre_mul 3).
+    const bool real = p->load_mode == 1u;
+    if ((p->load_mode == 0u || real) && (p->pre_mul == 0u || p->pre_mul == 3u) && p->src_len == n
+        && p->src_valid == 0u && rlx_fft_columns(p->src_row * (real ? 2u : 1u), p->src_rpb, row0, nrows)) {
         const float *at = src + rlx_fft_src_at(p, row0);
         for (uint i = 0u; i < n; ++i) {
             const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
-            if (p->pre_mul == 3u) {   // Bluestein's chirp and zero padding (fft.h's pre_mul 3)
-                rlx_fft_load_sequence(at + (uint64_t)i * p->src_step, pre, p->limit,
-                                      i * p->src_rpb + row0 % p->src_rpb, re[s], im[s]);
-                continue;
-            }
-            rlx_fft_split(at + (uint64_t)i * p->src_step, re[s], im[s]);
+            rlx_fft_load_column(at + (uint64_t)i * p->src_step, real, pre, p->pre_mul == 3u, p->limit,
+                                i * p->src_rpb + row0 % p->src_rpb, re[s], im[s]);
         }
         return 0u;
     }
