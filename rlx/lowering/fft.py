@@ -558,12 +558,15 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
     rows_store = dict(store, row=store["step"], step=store["step"] * n1, count=n2, rpb=n1, block=store["row"])
     grid_table = _table(lw, ("four_step", n1, n2), lambda: _pairs(np.exp(
         -2j * np.pi * np.outer(np.arange(n1), np.arange(n2)) / n)))
-    steps = [(Pass(n1, 0, n1.bit_length() - 1, inverse), rows * n2, cols_load, cols_store, src, y),
-             (Pass(n2, 0, n2.bit_length() - 1, inverse), rows * n1, rows_load, rows_store, y, dst)]
+    # Each factor in one fft_shared dispatch: a power of two, or (Bluestein's
+    # lengths on the CPU) its mixed-radix form.
+    (p1,), (p2,) = transform_passes(n1, inverse), transform_passes(n2, inverse)
+    steps = [(p1, rows * n2, cols_load, cols_store, src, y), (p2, rows * n1, rows_load, rows_store, y, dst)]
     for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
-        grid, group_rows = shared_grid(lw.target, prows, p.n)
-        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=slot_layout(lw.target))
+        capacity, layout = (SHARED_MAX, slot_layout(lw.target)) if p.radix == 0 else (MIXED_SHARED_MAX, SLOTS_PLAIN)
+        grid, group_rows = shared_grid(lw.target, prows, p.n, capacity)
+        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=layout)
         pre = p_load.get("pre") if i == 0 else None
         post = grid_table if i == 0 else p_store.get("post")
         lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
@@ -585,30 +588,61 @@ def _sequence_rows(load: dict, store: dict, n: int) -> bool:
             and "rpb" not in store and store["count"] <= n)
 
 
-def _bluestein_four_step(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
-                         src: View, dst: View) -> bool:
-    """Bluestein's transform of length n as two four-steps of its power of
-    two L, four fft_shared dispatches where fft_stage would take a pass per
-    radix each way: the forward four-step's load multiplies by the chirp
-    and reads zeros past the row (pre_mode 3), its store multiplies by the
-    convolution's spectrum (post_mode 3); the inverse's store multiplies by
-    the chirp and keeps the first outputs (post_mode 3). False where the
-    four-step does not take L or the rows are not a sequence's
-    (_sequence_rows; then the Stockham passes run)."""
+def _smooth_factors(limit: int) -> list[int]:
+    """fft_shared's one-dispatch lengths up to ``limit`` that the CPU's
+    four-step takes as a factor: multiples of CPU_ROWS, powers of two up
+    to SHARED_MAX or other 2^a 3^b 5^c up to MIXED_SHARED_MAX."""
+    return [m for m in range(CPU_ROWS, min(limit, SHARED_MAX) + 1, CPU_ROWS)
+            if (m & (m - 1) == 0) or (m <= MIXED_SHARED_MAX and factor(m) is not None)]
+
+
+def _bluestein_split(lw: Lowering, n: int) -> tuple[int, int, int] | None:
+    """(L, n1, n2): the length L >= 2n - 1 of Bluestein's convolution as a
+    four-step of n1 x n2, or None where the four-step does not take it.
+    The power of two above 2n - 1, or on the CPU the least L = n1 n2 of two
+    of its factors (_smooth_factors: 9216 = 96 x 96 at n = 4097, where the
+    power of two is 16384) when that saves a quarter of the points or
+    more; ties go to the most balanced pair."""
     length = bluestein_length(n)
     plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
     plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
     split = _four_step_split(lw, length, plain_load, plain_store)
+    if split is None:
+        return None
+    if not lw.target.one_thread_groups:   # GPUs: powers of two (their mixed form is untimed as a factor)
+        return (length, *split)
+    sizes = _smooth_factors(length)
+    best = min(((a * b, abs(a - b), a, b) for a in sizes for b in sizes if a * b >= 2 * n - 1), default=None)
+    if best is None or 4 * best[0] > 3 * length:
+        return (length, *split)
+    return best[0], best[2], best[3]
+
+
+def _bluestein_four_step(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict,
+                         src: View, dst: View) -> bool:
+    """Bluestein's transform of length n as two four-steps of L
+    (_bluestein_split), four fft_shared dispatches where fft_stage would
+    take a pass per radix each way: the forward four-step's load
+    multiplies by the chirp and reads zeros past the row (pre_mode 3), its
+    store multiplies by the convolution's spectrum (post_mode 3); the
+    inverse's store multiplies by the chirp and keeps the first outputs
+    (post_mode 3). False where the four-step does not take L or the rows
+    are not a sequence's (_sequence_rows; then the Stockham passes run)."""
+    split = _bluestein_split(lw, n)
     if split is None or not _sequence_rows(load, store, n):
         return False
+    length, n1, n2 = split
+    plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
+    plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
     w = _table(lw, ("chirp", n, int(inverse)), lambda: _pairs(chirp(n, inverse)))
-    spectrum = _table(lw, ("bluestein", n, int(inverse)), lambda: _pairs(bluestein_spectrum(n, length, inverse)))
+    spectrum = _table(lw, ("bluestein", n, int(inverse), length),
+                      lambda: _pairs(bluestein_spectrum(n, length, inverse)))
     # Two scratch rows of L a row, each the other's input in turn (the
     # memory plan keeps a storage live from its first thunk to its last).
     a, b = (View.dense(lw.scratch(node, rows * length * c64.itemsize), f32, (rows * length * 2,)) for _ in range(2))
-    _four_step(lw, node, rows, *split, False, dict(load, pre=w, pre_mode=3, limit=load["len"]),
+    _four_step(lw, node, rows, n1, n2, False, dict(load, pre=w, pre_mode=3, limit=load["len"]),
                dict(plain_store, post=spectrum, post_mode=3, limit=length), src, b, y=a)
-    _four_step(lw, node, rows, *split, True, plain_load,
+    _four_step(lw, node, rows, n1, n2, True, plain_load,
                dict(store, post=w, post_mode=3, limit=store["count"]), b, dst, y=a)
     return True
 

@@ -106,7 +106,7 @@ def test_transforms_match_numpy(n, batch, norm, rng):
     _assert_close(got["round_r"], r64, rn, n, 2.0, "irfft(rfft(x))")
 
 
-@pytest.mark.parametrize("n", [6, 9, 15, 27, 45, 360, 1536, 2187, 3125, 6000, 11, 13, 97, 2047, 2049, 12289])
+@pytest.mark.parametrize("n", [6, 9, 15, 27, 45, 360, 1536, 2187, 3125, 6000, 11, 13, 97, 2047, 2049, 5003, 12289])
 def test_more_radix_mixes_and_bluestein_lengths(n, rng):
     """Radix-3 and radix-5 passes in every position, and Bluestein over
     every inner path (L <= 4096 in group memory; larger as the four-step
@@ -285,6 +285,32 @@ def test_bluestein_four_step_reads_any_sequence(rng):
     _assert_close(out["y"], x64, np.linalg.norm(x64, axis=-1), n, 1.0, "fft(ifft(x))")
     _assert_close(out["ir"], np.fft.irfft(hv.astype(np.complex128), n), math.sqrt(2) * np.linalg.norm(hv, axis=-1),
                   n, 1 / n, "odd irfft")
+
+
+def test_bluestein_length_and_factors(monkeypatch):
+    """Bluestein's convolution length on the CPU: the least product of two
+    of the four-step's factors (multiples of 16, each one fft_shared
+    dispatch) at or above 2n - 1 where it saves a quarter of the points
+    against the power of two; on GPUs the power of two, and only under
+    RLX_FFT_GPU_FOUR_STEP."""
+    from types import SimpleNamespace
+
+    from rlx.lowering.fft import _bluestein_split, factor
+
+    cpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=True))
+    gpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=False))
+    assert _bluestein_split(cpu, 4097) == (9216, 96, 96)          # the power of two: 16384
+    assert _bluestein_split(cpu, 2049) == (4608, 48, 96)
+    assert _bluestein_split(cpu, 12289) == (32768, 256, 128)      # 25600 = 16 x 1600 saves less than a quarter
+    assert _bluestein_split(cpu, 2047) is None                    # L = 4096: one dispatch, no four-step
+    for n in (2049, 3001, 4099, 10007, 65537):
+        length, n1, n2 = _bluestein_split(cpu, n)
+        assert length == n1 * n2 >= 2 * n - 1 and n1 % 16 == 0 and n2 % 16 == 0
+        assert factor(n1) is not None and factor(n2) is not None
+    monkeypatch.delenv("RLX_FFT_GPU_FOUR_STEP", raising=False)
+    assert _bluestein_split(gpu, 4097) is None
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
+    assert _bluestein_split(gpu, 4097) == (16384, 128, 128)
 
 
 def test_gpus_take_the_four_step_only_when_asked(monkeypatch):
