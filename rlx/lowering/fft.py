@@ -574,6 +574,13 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
                     params, grid, fft_work(p, prows))
 
 
+def _plain_rows(length: int) -> tuple[dict, dict]:
+    """The load and store of dense complex rows of ``length`` values (the
+    scratch between a transform's dispatches)."""
+    return ({"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length},
+            {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length})
+
+
 def _sequence_rows(load: dict, store: dict, n: int) -> bool:
     """Whether a transform of length n reads each element of a row from one
     place (complex or real samples, any step, zeros past load["len"]) and
@@ -604,8 +611,7 @@ def _bluestein_split(lw: Lowering, n: int) -> tuple[int, int, int] | None:
     power of two is 16384) when that saves a quarter of the points or
     more; ties go to the most balanced pair."""
     length = bluestein_length(n)
-    plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
-    plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
+    plain_load, plain_store = _plain_rows(length)
     split = _four_step_split(lw, length, plain_load, plain_store)
     if split is None:
         return None
@@ -632,8 +638,7 @@ def _bluestein_four_step(lw: Lowering, node: Node, rows: int, n: int, inverse: b
     if split is None or not _sequence_rows(load, store, n):
         return False
     length, n1, n2 = split
-    plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
-    plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
+    plain_load, plain_store = _plain_rows(length)
     w = _table(lw, ("chirp", n, int(inverse)), lambda: _pairs(chirp(n, inverse)))
     spectrum = _table(lw, ("bluestein", n, int(inverse), length),
                       lambda: _pairs(bluestein_spectrum(n, length, inverse)))
@@ -675,8 +680,7 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
     # the last, so two buffers serve the whole chain).
     total = sum(len(c) for c in chain)
     scratch: list[Storage] = [lw.scratch(node, rows * length * c64.itemsize) for _ in range(min(total - 1, 2))]
-    plain_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "len": length}
-    plain_store = {"mode": STORE_COMPLEX, "offset": 0, "row": 2 * length, "step": 2, "count": length}
+    plain_load, plain_store = _plain_rows(length)
     src_view, step = src, 0
     for ci, passes in enumerate(chain):
         for pi, p in enumerate(passes):
