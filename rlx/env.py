@@ -69,8 +69,8 @@ VARIABLES: tuple[EnvVar, ...] = (
            "several threads overlap on the GPU); `0` runs them all on the device's one stream."),
     EnvVar("RLX_FFT_GPU_FOUR_STEP", "0", "`1` runs complex transforms of powers of two from 8192 to 2^24 points "
            "on GPUs as two `fft_shared` dispatches (the four-step the CPU runs: columns, a twiddle, rows) instead "
-           "of one Stockham pass per radix, and so Bluestein's longer inner transforms (but irfft's); verified on "
-           "the CPU only, not yet measured on a GPU; read at compile time."),
+           "of one Stockham pass per radix, and so Bluestein's longer inner transforms (but of framed or padded rows); "
+           "verified on the CPU only, not yet measured on a GPU; read at compile time."),
     EnvVar("RLX_CUDA_FP8_GEMM", "1", "`0` keeps FP8 x FP8 `scaled_linear` off cuBLASLt's FP8 gemm on CUDA "
            "(the kernel path: dequantize, gemm, epilogue), as on devices without FP8 tensor cores."),
     EnvVar("RLX_CUDA_STAGING_MAX", "268435456", "Largest input or output (bytes) a CUDA run copies through "

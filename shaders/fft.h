@@ -59,8 +59,9 @@ struct FftParams {
                      // each loaded float times the window's float at its place in the row;
                      // 3: rows in blocks as columns of one sequence (the four-step's first
                      // dispatch): element i of row r is the sequence's g = i src_rpb +
-                     // r mod src_rpb, times pre[g], and zero from g = limit on (Bluestein's
-                     // chirp and zero padding)
+                     // r mod src_rpb (at src_offset + (r / src_rpb) src_block + g src_row,
+                     // in any load mode), times pre[g], and zero from g = limit on
+                     // (Bluestein's chirp and zero padding)
     uint store_mode; // 0 complex, 1 real part only
     uint dst_offset, dst_row, dst_step;   // floats
     uint dst_count;  // outputs k < dst_count of each row are stored
@@ -135,31 +136,41 @@ RLX_INLINE float rlx_fft_padded(RLX_DEVICE const float *src, RLX_CONSTANT FftPar
 RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const float *pre, RLX_CONSTANT FftParams *p,
                                uint row, uint i) {
     if (i >= p->src_len) return rlx_cf_make(0.0f, 0.0f);
-    const uint g = p->pre_mul == 3u ? i * p->src_rpb + row % p->src_rpb : 0u;   // in the whole sequence
-    if (p->pre_mul == 3u && g >= p->limit) return rlx_cf_make(0.0f, 0.0f);     // not read: past the row
+    // The element's index in its sequence and the sequence's first float
+    // and element step: the row's own, or with pre_mul 3 (columns of one
+    // sequence: src_row is its element step) g and the block's.
+    uint g = i;
+    uint64_t base, step = p->src_step;
+    if (p->pre_mul == 3u) {
+        g = i * p->src_rpb + row % p->src_rpb;
+        if (g >= p->limit) return rlx_cf_make(0.0f, 0.0f);   // not read: past the row
+        base = (uint64_t)p->src_offset + (uint64_t)(row / p->src_rpb) * p->src_block;
+        step = p->src_row;
+    } else {
+        base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
+    }
     rlx_cf v = rlx_cf_make(0.0f, 0.0f);
-    const uint64_t base = rlx_fft_row_at(p->src_offset, p->src_row, p->src_rpb, p->src_block, row);
     if (p->src_valid != 0u) {   // a padded signal (rfft's real or packed samples)
         const uint64_t o = (uint64_t)i * p->src_step;
         v = rlx_cf_make(rlx_fft_padded(src, p, row, o),
                         p->load_mode == 1u ? 0.0f : rlx_fft_padded(src, p, row, o + 1u));
     } else if (p->load_mode == 1u) {
-        v.re = src[base + (uint64_t)i * p->src_step];
+        v.re = src[base + (uint64_t)g * step];
     } else if (p->load_mode == 2u) {
-        // Y[i] = X[i] for i <= n/2, conj(X[n - i]) above; bins 0 and n/2
+        // Y[g] = X[g] for g <= n/2, conj(X[n - g]) above; bins 0 and n/2
         // (even n) are real by symmetry, so their imaginary parts are
         // dropped, as numpy's irfft does.
         const uint hn = p->herm_n;
-        const bool mirrored = i > hn / 2u;
-        const uint k = mirrored ? hn - i : i;
+        const bool mirrored = g > hn / 2u;
+        const uint k = mirrored ? hn - g : g;
         if (k < p->src_avail) {
-            const uint64_t at = base + (uint64_t)k * p->src_step;
+            const uint64_t at = base + (uint64_t)k * step;
             const bool real_bin = k == 0u || 2u * k == hn;
             const float im = src[at + 1u];
             v = rlx_cf_make(src[at], real_bin ? 0.0f : (mirrored ? -im : im));
         }
     } else {
-        const uint64_t at = base + (uint64_t)i * p->src_step;
+        const uint64_t at = base + (uint64_t)g * step;
         v = rlx_cf_make(src[at], src[at + 1u]);
     }
     if (p->pre_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));

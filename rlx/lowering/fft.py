@@ -582,14 +582,14 @@ def _plain_rows(length: int) -> tuple[dict, dict]:
 
 
 def _sequence_rows(load: dict, store: dict, n: int) -> bool:
-    """Whether a transform of length n reads each element of a row from one
-    place (complex or real samples, any step, zeros past load["len"]) and
-    writes its first store["count"] outputs (complex or the real part, any
-    step), so that the four-step's columns can address them by their index
-    in the sequence: not irfft's Hermitian half spectrum (which mirrors by
-    the row's own index), rows in blocks, a padded signal, or a pre- or
-    post-multiply of their own."""
-    return (load["mode"] in (LOAD_COMPLEX, LOAD_REAL) and load.get("pre") is None and "rpb" not in load
+    """Whether a transform of length n reads its rows' elements by their
+    index in the row (complex or real samples or irfft's half spectrum, any
+    step, zeros past load["len"]) and writes its first store["count"]
+    outputs (complex or the real part, any step), so that the four-step's
+    columns can address them by their index in the sequence: not rows in
+    blocks, a padded signal, or a pre- or post-multiply of their own."""
+    return (load["mode"] in (LOAD_COMPLEX, LOAD_REAL, LOAD_HALF_SPECTRUM) and load.get("pre") is None
+            and "rpb" not in load
             and not load.get("valid") and load["len"] <= n
             and store["mode"] in (STORE_COMPLEX, STORE_REAL) and store.get("post") is None
             and "rpb" not in store and store["count"] <= n)

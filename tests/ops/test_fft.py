@@ -260,10 +260,11 @@ def test_bluestein_four_step_in_the_gpu_form(n, group_rows, layout, monkeypatch,
 
 def test_bluestein_four_step_reads_any_sequence(rng):
     """Bluestein's four-steps (the CPU form) take complex and real samples
-    of any step and store complex bins or the real part: a transposed real
-    input (elements two floats apart), odd rfft's first n // 2 + 1 bins and
-    fft(ifft(x)); irfft's Hermitian half spectrum (mirrored by the row's own
-    index) still takes the Stockham passes."""
+    of any step and irfft's half spectrum (mirrored by the index in the
+    sequence), and store complex bins or the real part: a transposed real
+    input (elements two floats apart), odd rfft's first n // 2 + 1 bins,
+    fft(ifft(x)) and odd irfft, short and long spectra; a framing view
+    (rows in blocks) takes the Stockham passes."""
     if not _cpu_form():
         pytest.skip("the GPUs' Bluestein takes the four-step only under RLX_FFT_GPU_FOUR_STEP")
     n = 2053
@@ -272,19 +273,26 @@ def test_bluestein_four_step_reads_any_sequence(rng):
     r = g.input("r", (2, n), "f32")
     x = g.input("x", (2, n), "c64")
     h = g.input("h", (2, n // 2 + 1), "c64")
-    g.set_outputs(s=g.fft(g.transpose(t, (1, 0))), rf=g.rfft(r), y=g.fft(g.ifft(x)), ir=g.irfft(h, n))
+    short = g.input("short", (2, 700), "c64")
+    framed = g.input("framed", (2, n, 3), "f32")   # transpose(0, 2, 1): rows in blocks
+    g.set_outputs(s=g.fft(g.transpose(t, (1, 0))), rf=g.rfft(r), y=g.fft(g.ifft(x)), ir=g.irfft(h, n),
+                  irs=g.irfft(short, n), fr=g.fft(g.transpose(framed, (0, 2, 1))))
     exe = rlx.compile(g)
-    assert kernels_of(exe).count("fft_stage_c64") == 2 * 7   # irfft's: L = 8192 = 4^6 * 2, each way
-    assert kernels_of(exe).count("fft_shared_c64") == 4 * 4
+    assert kernels_of(exe).count("fft_stage_c64") == 2 * 7   # the framed rows: L = 8192 = 4^6 * 2, each way
+    assert kernels_of(exe).count("fft_shared_c64") == 6 * 4
     tv, rv = (rng.standard_normal(shape).astype(np.float32) for shape in ((n, 2), (2, n)))
-    xv, hv = _cdata(rng, (2, n)), _cdata(rng, (2, n // 2 + 1))
-    out = exe.run(t=tv, r=rv, x=xv, h=hv)
+    xv, hv, sv = _cdata(rng, (2, n)), _cdata(rng, (2, n // 2 + 1)), _cdata(rng, (2, 700))
+    fv = rng.standard_normal((2, n, 3)).astype(np.float32)
+    out = exe.run(t=tv, r=rv, x=xv, h=hv, short=sv, framed=fv)
     t64, x64 = tv.T.astype(np.float64), xv.astype(np.complex128)
     _assert_close(out["s"], np.fft.fft(t64), np.linalg.norm(t64, axis=-1), n, 1.0, "strided real fft")
     _assert_close(out["rf"], np.fft.rfft(rv.astype(np.float64)), np.linalg.norm(rv, axis=-1), n, 1.0, "odd rfft")
     _assert_close(out["y"], x64, np.linalg.norm(x64, axis=-1), n, 1.0, "fft(ifft(x))")
-    _assert_close(out["ir"], np.fft.irfft(hv.astype(np.complex128), n), math.sqrt(2) * np.linalg.norm(hv, axis=-1),
-                  n, 1 / n, "odd irfft")
+    for key, spectrum in (("ir", hv), ("irs", sv)):
+        _assert_close(out[key], np.fft.irfft(spectrum.astype(np.complex128), n),
+                      math.sqrt(2) * np.linalg.norm(spectrum, axis=-1), n, 1 / n, "odd irfft")
+    f64 = fv.transpose(0, 2, 1).astype(np.float64)
+    _assert_close(out["fr"], np.fft.fft(f64), np.linalg.norm(f64, axis=-1).reshape(-1), n, 1.0, "framed fft")
 
 
 def test_bluestein_length_and_factors(monkeypatch):
