@@ -110,8 +110,7 @@ def test_transforms_match_numpy(n, batch, norm, rng):
 def test_more_radix_mixes_and_bluestein_lengths(n, rng):
     """Radix-3 and radix-5 passes in every position, and Bluestein over
     every inner path (L <= 4096 in group memory; larger as the four-step
-    on the CPU (fft, ifft, rfft), by passes elsewhere (odd irfft's half
-    spectrum, GPUs by default))."""
+    on the CPU (fft, ifft, rfft, irfft), by passes on GPUs by default)."""
     g = rlx.Graph()
     x = g.input("x", (3, n), "c64")
     r = g.input("r", (3, n), "f32")
