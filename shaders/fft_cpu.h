@@ -494,10 +494,9 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
     if (p->store_mode == 0u && p->post_mul != 1u && p->dst_count == n
         && rlx_fft_columns(p->dst_row, p->dst_rpb, row0, nrows)) {
         // The four-step's columns, with its twiddles (post_mul 2) for the
-        // first of its two dispatches.
-        // With post_mul 3 (Bluestein's second) its chirp, and only the
-        // sequence's first `limit` elements kept (the rest lie past the
-        // destination's row).
+        // first of its two dispatches, or with Bluestein's spectrum or
+        // chirp for the second (post_mul 3), keeping only the sequence's
+        // first `limit` elements (the rest lie past the destination's row).
         float *at = rowp[0];
         const float s = p->scale, sg = p->inverse && p->post_mul == 2u ? -1.0f : 1.0f;
         for (uint k = 0u; k < n; ++k) {
