@@ -192,13 +192,10 @@ RLX_INLINE void rlx_fft_store(RLX_DEVICE float *dst, RLX_DEVICE const float *pos
                               uint row, uint k, rlx_cf v) {
     if (k >= p->dst_count) return;
     if (p->post_mul == 1u) v = rlx_cf_mul(v, rlx_cf_make(post[2u * k], post[2u * k + 1u]));
-    if (p->post_mul == 2u) {
-        v = rlx_cf_mul(v, rlx_fft_twiddle(post, k * p->dst_rpb + row % p->dst_rpb, p->inverse));
-    }
-    if (p->post_mul == 3u) {
-        const uint g = k * p->dst_rpb + row % p->dst_rpb;
-        if (g >= p->limit) return;
-        v = rlx_cf_mul(v, rlx_fft_twiddle(post, g, 0u));
+    if (p->post_mul >= 2u) {
+        const uint g = k * p->dst_rpb + row % p->dst_rpb;   // in the whole sequence
+        if (p->post_mul == 3u && g >= p->limit) return;
+        v = rlx_cf_mul(v, rlx_fft_twiddle(post, g, p->post_mul == 2u ? p->inverse : 0u));
     }
     const uint64_t at = rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, row) +
                         (uint64_t)k * p->dst_step;

@@ -6,14 +6,7 @@
 # conjugate form's first run on a GPU).
 export PYTHONPATH=$PWD OUT=${OUT:-/tmp/rlx-out} PATH=/usr/local/cuda/bin:$PATH; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader
-show() {
-  python3 -c "
-import json, sys
-for line in sys.stdin:
-    try: r = json.loads(line)
-    except ValueError: print(line.rstrip()[:200]); continue
-    print(r['defines'] or 'default', 'inv' if r.get('inverse') else 'fwd', r['n'], r['us'], 'cufft', r['cufft_us'], 'ratio', r['ratio'], '%.1e' % r['rel_err'], r['usage'][:40])"
-}
+show() { python3 benchmarks/gpu/summaries.py fft-shared; }
 FFT_SIZES="256 1024 2048 4096 200 1000 400" FFT_SWIZZLE=2 timeout 120 python3 benchmarks/gpu/fft_shared_bench.py \
   "$OUT/bench.json" "" "-DRLX_FFT_TWIDDLE_LDG=1" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=3 -DRLX_FFT_TWIDDLE_LDG=1" 2>&1 | show
 FFT_INVERSE=1 FFT_SIZES="256 4096 200" FFT_SWIZZLE=2 timeout 60 python3 benchmarks/gpu/fft_shared_bench.py \

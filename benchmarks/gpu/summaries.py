@@ -3,7 +3,8 @@ file (the run_session*.sh scripts pipe them through tee):
 
     python3 benchmarks/gpu/summaries.py fft-breakdown OUT.json   # fft_breakdown.py's rows
     python3 benchmarks/gpu/summaries.py gemv-trace OUT.json      # quant_gemv_cuda.py with KERNEL_TRACE=1
-    ... | python3 benchmarks/gpu/summaries.py fft-cuda           # fft_cuda.py's JSON lines on stdin"""
+    ... | python3 benchmarks/gpu/summaries.py fft-cuda           # fft_cuda.py's JSON lines on stdin
+    ... | python3 benchmarks/gpu/summaries.py fft-shared         # fft_shared_bench.py's lines on stdin"""
 
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ def fft_cuda() -> None:
                   {k: round(v, 4) for k, v in r.items() if k.endswith("_ms") or k.startswith("rlx_over")})
 
 
+def fft_shared() -> None:
+    """fft_shared_bench.py's JSON lines a line each; its other output as is."""
+    for line in sys.stdin:
+        try:
+            r = json.loads(line)
+        except ValueError:
+            print(line.rstrip()[:200])
+            continue
+        print(r["defines"] or "default", "inv" if r.get("inverse") else "fwd", r["kernel"], r["n"], r["us"], "cufft",
+              r["cufft_us"], "ratio", r["ratio"], f"{r['rel_err']:.1e}", r["usage"][:40])
+
+
 def gemv_trace(path: str) -> None:
     for r in json.load(open(path))["rows"]:
         if "kernel_trace_error" in r:
@@ -45,4 +58,6 @@ def gemv_trace(path: str) -> None:
 
 if __name__ == "__main__":
     what, *args = sys.argv[1:]
-    {"fft-breakdown": fft_breakdown, "fft-cuda": fft_cuda, "gemv-trace": gemv_trace}[what](*args)
+    summaries = {"fft-breakdown": fft_breakdown, "fft-cuda": fft_cuda, "fft-shared": fft_shared,
+                 "gemv-trace": gemv_trace}
+    summaries[what](*args)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 import rlx
+from rlx import env
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.dtype import c64
 from rlx.reference import run_reference
@@ -263,9 +264,9 @@ def test_bluestein_four_step_reads_any_sequence(rng):
     sequence), and store complex bins or the real part: a transposed real
     input (elements two floats apart), odd rfft's first n // 2 + 1 bins,
     fft(ifft(x)) and odd irfft, short and long spectra; a framing view
-    (rows in blocks) takes the Stockham passes."""
-    if not _cpu_form():
-        pytest.skip("the GPUs' Bluestein takes the four-step only under RLX_FFT_GPU_FOUR_STEP")
+    (rows in blocks) takes the Stockham passes. GPUs take the passes for
+    all of them unless RLX_FFT_GPU_FOUR_STEP=1; the numerics hold either way."""
+    four_steps = 6 if _cpu_form() or env.fft_gpu_four_step() else 0
     n = 2053
     g = rlx.Graph()
     t = g.input("t", (n, 2), "f32")            # transposed: real elements two floats apart
@@ -277,8 +278,9 @@ def test_bluestein_four_step_reads_any_sequence(rng):
     g.set_outputs(s=g.fft(g.transpose(t, (1, 0))), rf=g.rfft(r), y=g.fft(g.ifft(x)), ir=g.irfft(h, n),
                   irs=g.irfft(short, n), fr=g.fft(g.transpose(framed, (0, 2, 1))))
     exe = rlx.compile(g)
-    assert kernels_of(exe).count("fft_stage_c64") == 2 * 7   # the framed rows: L = 8192 = 4^6 * 2, each way
-    assert kernels_of(exe).count("fft_shared_c64") == 6 * 4
+    # The framed rows (and the rest without the four-step): L = 8192 = 4^6 * 2, a pass a radix each way.
+    assert kernels_of(exe).count("fft_stage_c64") == (7 - four_steps) * 2 * 7
+    assert kernels_of(exe).count("fft_shared_c64") == four_steps * 4
     tv, rv = (rng.standard_normal(shape).astype(np.float32) for shape in ((n, 2), (2, n)))
     xv, hv, sv = _cdata(rng, (2, n)), _cdata(rng, (2, n // 2 + 1)), _cdata(rng, (2, 700))
     fv = rng.standard_normal((2, n, 3)).astype(np.float32)
