@@ -48,7 +48,7 @@ __all__ = ["clear_cache", "get_window", "hz_to_mel", "istft", "istft_array", "lo
            "stft", "stft_array"]
 
 PadMode = Literal["constant", "reflect"]
-WindowSpec = str | Sequence[float] | np.ndarray
+WindowSpec = str | tuple | Sequence[float] | np.ndarray
 
 
 def _int_arg(what: str, name: str, value: object) -> int:
@@ -74,33 +74,66 @@ def _real_arg(what: str, name: str, value: object) -> float:
 # ---------------------------------------------------------------- numpy helpers (build time)
 
 
+# scipy.signal's generalized cosine windows: w[k] = sum_j (-1)^j a_j cos(2 pi j k / M).
+_COSINE_WINDOWS = {"hann": (0.5, 0.5), "hanning": (0.5, 0.5), "hamming": (0.54, 0.46),
+                   "blackman": (0.42, 0.5, 0.08)}
+_FLAT_WINDOWS = ("ones", "boxcar", "box", "rectangular")
+_PARAMETRIC_WINDOWS = ("kaiser", "gaussian")
+_WINDOW_NAMES = "'hann', 'hamming', 'blackman', 'bartlett', 'ones', ('kaiser', beta), ('gaussian', std)"
+
+
+def _named_window(window: str | tuple, win_length: int) -> np.ndarray:
+    """scipy.signal.get_window(window, win_length, fftbins=True) for the
+    windows named in _WINDOW_NAMES: the periodic window is the symmetric one
+    of win_length + 1 samples without its last, and one sample is [1]."""
+    name, *args = (window,) if isinstance(window, str) else window
+    if not isinstance(name, str):
+        raise GraphError(f"window: {window!r} is neither a window name ({_WINDOW_NAMES}) nor its samples")
+    known = name in _COSINE_WINDOWS or name in _FLAT_WINDOWS or name in ("bartlett", *_PARAMETRIC_WINDOWS)
+    if not known:
+        raise GraphError(f"window: unknown window {name!r}; use {_WINDOW_NAMES} or an array")
+    wanted = 1 if name in _PARAMETRIC_WINDOWS else 0
+    if len(args) != wanted:
+        takes = f"one parameter: ('{name}', value)" if wanted else "no parameter"
+        raise GraphError(f"window: {name!r} takes {takes}; got {window!r}")
+    param = _real_arg("window", f"the {name} window's parameter", args[0]) if args else 0.0
+    if win_length == 1:
+        return np.ones(1)
+    k = np.arange(win_length, dtype=np.float64)
+    if name in _COSINE_WINDOWS:
+        coeffs = _COSINE_WINDOWS[name]
+        return sum((-1) ** j * a * np.cos(2.0 * np.pi * j * k / win_length) for j, a in enumerate(coeffs))
+    if name in _FLAT_WINDOWS:
+        return np.ones(win_length)
+    if name == "bartlett":
+        return np.bartlett(win_length + 1)[:-1]
+    if name == "kaiser":
+        return np.kaiser(win_length + 1, param)[:-1]
+    if param <= 0:
+        raise GraphError(f"window: the gaussian window's std must be > 0, got {param}")
+    return np.exp(-0.5 * ((k - win_length / 2.0) / param) ** 2)
+
+
 def get_window(window: WindowSpec, win_length: int, n_fft: int | None = None) -> np.ndarray:
     """The analysis window as float64 [n_fft]: a periodic window of
-    ``win_length`` samples ("hann", "hamming", or "ones"/"boxcar"/
-    "rectangular"; or the samples themselves, of length ``win_length``),
-    zero-padded in the centre of ``n_fft`` (default ``win_length``) as
-    librosa's ``get_window(..., fftbins=True)`` + ``util.pad_center``."""
+    ``win_length`` samples (a name, or a (name, parameter) tuple, as
+    scipy.signal.get_window takes them: "hann", "hamming", "blackman",
+    "bartlett", "ones"/"boxcar"/"rectangular", ("kaiser", beta),
+    ("gaussian", std); or the samples themselves, of length
+    ``win_length``), zero-padded in the centre of ``n_fft`` (default
+    ``win_length``) as librosa's ``get_window(..., fftbins=True)`` +
+    ``util.pad_center``."""
     win_length = _int_arg("window", "win_length", win_length)
     n_fft = win_length if n_fft is None else _int_arg("window", "n_fft", n_fft)
     if not 1 <= win_length <= n_fft:
         raise GraphError(f"window: win_length must be in [1, n_fft = {n_fft}], got {win_length}")
-    if isinstance(window, str):
-        k = np.arange(win_length, dtype=np.float64)
-        if win_length == 1 and window in ("hann", "hanning", "hamming"):
-            w = np.ones(1)   # scipy's (and so librosa's) window of one sample, where the formula gives 0 / 0.08
-        elif window in ("hann", "hanning"):
-            w = 0.5 - 0.5 * np.cos(2.0 * np.pi * k / win_length)
-        elif window == "hamming":
-            w = 0.54 - 0.46 * np.cos(2.0 * np.pi * k / win_length)
-        elif window in ("ones", "boxcar", "rectangular"):
-            w = np.ones(win_length)
-        else:
-            raise GraphError(f"window: unknown window {window!r}; use 'hann', 'hamming', 'ones' or an array")
+    if isinstance(window, str) or (isinstance(window, tuple) and window and isinstance(window[0], str)):
+        w = _named_window(window, win_length)
     else:
         try:
             w = np.asarray(window, dtype=np.float64)
-        except (TypeError, ValueError):   # e.g. scipy's ("kaiser", beta) tuples
-            raise GraphError(f"window: {window!r} is neither a window name ('hann', 'hamming', 'ones') nor its "
+        except (TypeError, ValueError):
+            raise GraphError(f"window: {window!r} is neither a window name ({_WINDOW_NAMES}) nor its "
                              "samples") from None
         if w.shape != (win_length,):
             raise ShapeError(f"window: an array window must have shape ({win_length},), got {w.shape}")
@@ -435,8 +468,8 @@ def _key_part(v: Any) -> Any:
     if isinstance(v, np.ndarray) or (isinstance(v, Sequence) and not isinstance(v, str)):
         try:
             a = np.asarray(v, dtype=np.float64)
-        except (TypeError, ValueError):   # not samples (a tuple window spec): the build says why
-            return ("unreadable", repr(v))
+        except (TypeError, ValueError):   # not samples: a (name, parameter) window, or what the build rejects
+            return ("spec", repr(v))
         return ("array", a.shape, a.tobytes())
     return v
 

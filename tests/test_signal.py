@@ -249,14 +249,29 @@ def test_log_mel_graph_is_one_compiled_graph():
 
 
 @pytest.mark.usefixtures("_need_librosa")
-@pytest.mark.parametrize("window", ["hann", "hamming", "ones"])
-@pytest.mark.parametrize("win_length,n_fft", [(1, 1), (1, 4), (2, 5), (7, 7), (6, 9)])
+@pytest.mark.parametrize("window", ["hann", "hamming", "ones", "blackman", "bartlett", ("kaiser", 8.0),
+                                    ("gaussian", 7.0), ("hann",)])
+@pytest.mark.parametrize("win_length,n_fft", [(1, 1), (1, 4), (2, 5), (7, 7), (6, 9), (401, 512)])
 def test_windows_equal_librosas_even_one_sample_long(window, win_length, n_fft):
     """signal.get_window against librosa's (scipy's periodic windows,
     centred): a window of one sample is [1], as scipy has it, not the
     formula's 0 (hann) or 0.08 (hamming); found by a random stft sweep."""
     want = librosa.util.pad_center(librosa.filters.get_window(window, win_length, fftbins=True), size=n_fft)
     np.testing.assert_allclose(signal.get_window(window, win_length, n_fft), want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.usefixtures("_need_librosa")
+@pytest.mark.parametrize("window", ["blackman", ("kaiser", 8.0)])
+def test_stft_and_istft_with_parametric_windows_match_librosa(window, rng):
+    """scipy's window specs that librosa passes on (a name, or a (name,
+    parameter) tuple) through stft, istft and the eager forms' cache key."""
+    y = rng.standard_normal((2, 1000)).astype(np.float32)
+    want = librosa.stft(y, n_fft=256, hop_length=64, win_length=200, window=window)
+    got = signal.stft_array(y, n_fft=256, hop_length=64, win_length=200, window=window)
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-6 * float(np.abs(want).max()))
+    back = librosa.istft(want, hop_length=64, win_length=200, n_fft=256, window=window, length=1000)
+    np.testing.assert_allclose(signal.istft_array(want, hop_length=64, win_length=200, n_fft=256, window=window,
+                                                  length=1000), back, rtol=0, atol=1e-5 * float(np.abs(back).max()))
 
 
 @pytest.mark.usefixtures("_need_librosa")
@@ -298,13 +313,19 @@ def test_bad_arguments_are_refused():
     with pytest.raises(rlx.GraphError, match="pad_mode"):
         signal.stft(g, x, n_fft=64, pad_mode="edge")
     with pytest.raises(rlx.GraphError, match="unknown window"):
+        signal.stft(g, x, n_fft=64, window="tukey")
+    with pytest.raises(rlx.GraphError, match="takes one parameter"):
         signal.stft(g, x, n_fft=64, window="kaiser")
+    with pytest.raises(rlx.GraphError, match="takes no parameter"):
+        signal.stft(g, x, n_fft=64, window=("hann", 2.0))
+    with pytest.raises(rlx.GraphError, match="std must be > 0"):
+        signal.stft(g, x, n_fft=64, window=("gaussian", 0.0))
     with pytest.raises(rlx.GraphError, match="power"):
         signal.log_mel_spectrogram(g, x, n_fft=64, power=3.0)
 
 
 @pytest.mark.parametrize("kw", [{"n_fft": None}, {"n_fft": float("nan")}, {"n_fft": "64"}, {"hop_length": 2.5},
-                                {"win_length": []}, {"window": ("kaiser", 4.0)}, {"n_fft": True}])
+                                {"win_length": []}, {"window": ("kaiser", "4")}, {"n_fft": True}])
 def test_arguments_of_the_wrong_type_are_rlx_errors(kw):
     # int() / float() conversions raised TypeError and ValueError before.
     from rlx.errors import RlxError

@@ -485,8 +485,10 @@ def _fuses_half(lw: Lowering, m: int, inverse: bool = False) -> bool:
     """Whether the half-length rfft / irfft of length 2m fuses its unpacking
     into one fft_shared dispatch, when fft_shared alone covers m: rfft's
     unpacking in the store on every target, irfft's spectrum in the load on
-    the CPU only (shaders/fft_cpu.h; the GPU form has no LOAD_IRFFT)."""
-    if (inverse and not lw.target.one_thread_groups) or factor(m) is None:
+    the CPU only (shaders/fft_cpu.h, which fft_shared runs for plain slots
+    alone; the GPU form has no LOAD_IRFFT)."""
+    cpu_form = lw.target.one_thread_groups and slot_layout(lw.target) == SLOTS_PLAIN
+    if (inverse and not cpu_form) or factor(m) is None:
         return False
     passes = transform_passes(m, False)
     return len(passes) == 1 and passes[0].radix in (0, 1)

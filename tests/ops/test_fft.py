@@ -228,6 +228,12 @@ def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, layout,
             assert kernels_of(exe) == ["fft_shared_c64"], kernels_of(exe)
             _assert_close(exe.run(x=xr)["y"], np.fft.rfft(xr.astype(np.float64)), np.linalg.norm(xr, axis=-1), 2 * n,
                           1.0, "rfft")
+            # irfft to 2n: its half-length spectrum built where the form can (the CPU's load), else by irfft_pre
+            h = np.fft.rfft(xr.astype(np.float64)).astype(np.complex64)
+            g = rlx.Graph()
+            g.set_outputs(y=g.irfft(g.input("h", h.shape, "c64"), 2 * n))
+            _assert_close(rlx.compile(g).run(h=h)["y"], np.fft.irfft(h.astype(np.complex128), 2 * n),
+                          np.sqrt(2) * np.linalg.norm(h, axis=-1), 2 * n, 1 / (2 * n), "irfft")
 
 
 @pytest.mark.parametrize("n", [8192, 32768])
