@@ -13,7 +13,7 @@ only, so 1 times the digit passes in the same process) pick the cases;
 FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own;
 FFT_INVERSE=1 times the inverse transform (unscaled) instead. Lengths that
 are not powers of two run the mixed-radix form (the lowering's passes and
-grid for it).
+grid for it; FFT_RADIX_ORDER=odd runs its odd radices first).
 Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
@@ -21,6 +21,7 @@ events around 200 back-to-back launches."""
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import subprocess
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
-from rlx.lowering.fft import MIXED_SHARED_MAX, SHARED_MAX, shared_grid, transform_passes
+from rlx.lowering.fft import MIXED_SHARED_MAX, SHARED_MAX, factor, mixed_span, shared_grid, transform_passes
 from rlx.runtime.shader_source import kernel_source
 
 LAUNCHER = r"""
@@ -113,6 +114,9 @@ def main() -> None:
                 tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
                 groups, threads, group_rows = grid(n, rows, units)
                 (form,) = transform_passes(n, bool(inverse))   # fft_shared's one dispatch
+                if form.radix == 1 and os.environ.get("FFT_RADIX_ORDER") == "odd":   # 5s and 3s, then 4s and 2
+                    radices = sorted(factor(n), key=lambda r: r % 2 == 0)
+                    form = dataclasses.replace(form, span=mixed_span(radices))
                 for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "2 1").split()]:
                     dp = ctypes.c_void_p()
                     assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, inverse, group_rows, swizzle, form.radix,

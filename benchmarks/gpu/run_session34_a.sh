@@ -13,6 +13,8 @@ show() { python3 benchmarks/gpu/summaries.py fft-shared; }
 FFT_SIZES="64 256 512 1024 2048 4096 200 1000 400 100" FFT_SWIZZLE=2 FFT_REGISTER_ONLY=1 timeout 150 python3 benchmarks/gpu/fft_shared_bench.py \
   "$OUT/bench.json" "" "-DRLX_FFT_TWIDDLE_LDG=1" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=3 -DRLX_FFT_TWIDDLE_LDG=1" \
   "-DRLX_FFT_REGISTER_CONJ=0" 2>&1 | show
+FFT_RADIX_ORDER=odd FFT_SIZES="200 1000 400 100" FFT_SWIZZLE=2 timeout 40 python3 benchmarks/gpu/fft_shared_bench.py \
+  "$OUT/bench-odd-first.json" "" 2>&1 | { echo "=== odd radices first"; show; }
 FFT_INVERSE=1 FFT_SIZES="256 1024 4096 200" FFT_SWIZZLE=2 timeout 80 python3 benchmarks/gpu/fft_shared_bench.py \
   "$OUT/bench-inverse.json" "" "-DRLX_FFT_TWIDDLE_LDG=1" "-DRLX_FFT_REGISTER_CONJ=0" 2>&1 | show
 ONLY='n64_t8|n256_t16_b256_16_16$|n512_t32|n1024_t64_b256_16_16_4$|n1024_t64_b256_16_16_4_m3$|n2048_t128|n4096_t256_b256_16x3$|n4096_t256_b256_16x3_m3$' \

@@ -9,5 +9,7 @@ nvidia-smi --query-gpu=name --format=csv,noheader
 show() { python3 benchmarks/gpu/summaries.py fft-shared; }
 FFT_SIZES="256 1024 2048 4096 200 1000 400" FFT_SWIZZLE=2 timeout 120 python3 benchmarks/gpu/fft_shared_bench.py \
   "$OUT/bench.json" "" "-DRLX_FFT_TWIDDLE_LDG=1" "-DRLX_FFT_MIN_GROUPS=3" "-DRLX_FFT_MIN_GROUPS=3 -DRLX_FFT_TWIDDLE_LDG=1" 2>&1 | show
+FFT_RADIX_ORDER=odd FFT_SIZES="200 1000 400 100" FFT_SWIZZLE=2 timeout 40 python3 benchmarks/gpu/fft_shared_bench.py \
+  "$OUT/bench-odd-first.json" "" 2>&1 | { echo "=== odd radices first"; show; }
 FFT_INVERSE=1 FFT_SIZES="256 4096 200" FFT_SWIZZLE=2 timeout 60 python3 benchmarks/gpu/fft_shared_bench.py \
   "$OUT/bench-inverse.json" "" 2>&1 | show

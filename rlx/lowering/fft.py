@@ -91,6 +91,12 @@ def factor(n: int) -> list[int] | None:
     return out if n == 1 else None
 
 
+def mixed_span(radices: list[int]) -> int:
+    """fft_shared's mixed-radix form's FftParams.span: the radix of pass i
+    in bits 3i to 3i + 2, in the order the passes run (the form takes any)."""
+    return sum(r << (3 * i) for i, r in enumerate(radices))
+
+
 def transform_passes(n: int, inverse: bool, shared: bool = True) -> list[Pass]:
     """The passes of one length-n transform whose length fft_stage or
     fft_shared covers: fft_shared's one dispatch where it covers n and
@@ -101,7 +107,7 @@ def transform_passes(n: int, inverse: bool, shared: bool = True) -> list[Pass]:
     if radices is None:
         raise ValueError(f"transform_passes: {n} is not 2^a 3^b 5^c")
     if shared and n <= MIXED_SHARED_MAX and len(radices) <= MIXED_MAX_PASSES:
-        return [Pass(n, 1, sum(r << (3 * i) for i, r in enumerate(radices)), inverse, len(radices))]
+        return [Pass(n, 1, mixed_span(radices), inverse, len(radices))]
     passes, span = [], 1
     for r in radices:
         passes.append(Pass(n, r, span, inverse))

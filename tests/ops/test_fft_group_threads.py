@@ -40,6 +40,7 @@ from rlx.lowering.fft import (
     STORE_RFFT,
     bluestein_spectrum,
     chirp,
+    mixed_span,
     register_threads,
     shared_grid,
     transform_passes,
@@ -271,6 +272,16 @@ def _mixed_form(n: int) -> dict:
     (form,) = transform_passes(n, False)
     assert form.radix == 1
     return {"radix": 1, "span": form.span, "passes": form.count}
+
+
+@pytest.mark.parametrize("n,radices", [(200, [5, 5, 4, 2]), (200, [2, 5, 4, 5]), (1000, [5, 2, 5, 4, 5]),
+                                       (2000, [5, 5, 5, 4, 4]), (30, [3, 5, 2])])
+def test_mixed_radix_form_takes_its_radices_in_any_order(gt, rng, n, radices):
+    """The passes' order is the span's (benchmarks/gpu/fft_shared_bench.py
+    FFT_RADIX_ORDER times odd radices first against the lowering's)."""
+    gr = _mixed_group_rows(n)
+    _check_both_directions(gt, _complex_rows(rng, 2 * gr + 1, n), n, gr, 96, SLOTS_PADDED, False,
+                           radix=1, span=mixed_span(radices), passes=len(radices))
 
 
 def _mixed_group_rows(n: int) -> int:
