@@ -97,16 +97,38 @@ def mixed_span(radices: list[int]) -> int:
     return sum(r << (3 * i) for i, r in enumerate(radices))
 
 
-def transform_passes(n: int, inverse: bool, shared: bool = True) -> list[Pass]:
+def mixed_max(target) -> int:
+    """The longest row fft_shared's mixed-radix form takes on ``target``:
+    MIXED_SHARED_MAX on GPUs (two ping-pong halves of group memory), the
+    CPU form's SHARED_MAX (shaders/fft_cpu.h: four arrays of SHARED_MAX
+    vectors a thread)."""
+    return SHARED_MAX if target.one_thread_groups else MIXED_SHARED_MAX
+
+
+def shared_capacity(target, p: Pass) -> int:
+    """The points of group memory a row of fft_shared's form ``p`` takes
+    (shared_grid's capacity)."""
+    return SHARED_MAX if p.radix == 0 else mixed_max(target)
+
+
+def pass_layout(target, p: Pass) -> int:
+    """FftParams.swizzle of fft_shared's form ``p``: the target's slot_layout
+    for powers of two; plain for the mixed-radix form, whose halves are
+    never swizzled (and whose CPU form runs only with plain slots)."""
+    return slot_layout(target) if p.radix == 0 else SLOTS_PLAIN
+
+
+def transform_passes(n: int, inverse: bool, shared: bool = True, mixed_limit: int = MIXED_SHARED_MAX) -> list[Pass]:
     """The passes of one length-n transform whose length fft_stage or
-    fft_shared covers: fft_shared's one dispatch where it covers n and
+    fft_shared covers: fft_shared's one dispatch where it covers n (its
+    mixed-radix form up to ``mixed_limit``: the target's mixed_max) and
     ``shared``, else a Stockham pass per radix."""
     if shared and n & (n - 1) == 0 and n <= SHARED_MAX:
         return [Pass(n, 0, n.bit_length() - 1, inverse)]
     radices = factor(n)
     if radices is None:
         raise ValueError(f"transform_passes: {n} is not 2^a 3^b 5^c")
-    if shared and n <= MIXED_SHARED_MAX and len(radices) <= MIXED_MAX_PASSES:
+    if shared and n <= mixed_limit and len(radices) <= MIXED_MAX_PASSES:
         return [Pass(n, 1, mixed_span(radices), inverse, len(radices))]
     passes, span = [], 1
     for r in radices:
@@ -120,12 +142,11 @@ def chosen_passes(lw: Lowering, n: int, rows: int, inverse: bool) -> list[Pass]:
     one dispatch and the Stockham passes where both cover n (the passes
     spread few long rows over a whole GPU, at a global-memory round trip a
     pass: which wins is the calibration's call)."""
-    one = transform_passes(n, inverse)
+    one = transform_passes(n, inverse, mixed_limit=mixed_max(lw.target))
     if n < 2 or len(one) != 1 or one[0].radix not in (0, 1):   # n = 1 has no Stockham pass
         return one
     passes = transform_passes(n, inverse, shared=False)
-    capacity = SHARED_MAX if one[0].radix == 0 else MIXED_SHARED_MAX
-    (groups, _), _ = shared_grid(lw.target, rows, n, capacity)
+    (groups, _), _ = shared_grid(lw.target, rows, n, shared_capacity(lw.target, one[0]))
     return one if lw.decider.prefer_fft_shared(n, rows, groups[0], len(passes)) else passes
 
 
@@ -496,7 +517,7 @@ def _fuses_half(lw: Lowering, m: int, inverse: bool = False) -> bool:
     cpu_form = lw.target.one_thread_groups and slot_layout(lw.target) == SLOTS_PLAIN
     if (inverse and not cpu_form) or factor(m) is None:
         return False
-    passes = transform_passes(m, False)
+    passes = transform_passes(m, False, mixed_limit=mixed_max(lw.target))
     return len(passes) == 1 and passes[0].radix in (0, 1)
 
 
@@ -507,12 +528,11 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     spectrum (LOAD_IRFFT); the length-n twiddles ride in the pre and post
     bindings, which those modes read instead of multiplying by them (pre:
     rfft's window instead, bound at its first float)."""
-    (p,) = transform_passes(m, inverse)
+    (p,) = transform_passes(m, inverse, mixed_limit=mixed_max(lw.target))
     tw = _table(lw, ("twiddles", m), lambda: twiddles(m))
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
-    capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
-    grid, group_rows = shared_grid(lw.target, rows, m, capacity)
-    layout = slot_layout(lw.target) if p.radix == 0 else SLOTS_PLAIN
+    grid, group_rows = shared_grid(lw.target, rows, m, shared_capacity(lw.target, p))
+    layout = pass_layout(lw.target, p)
     params = fft_params(node, p, rows, load, store, group_rows, swizzle=layout)
     pre_binding = (half_tw, "r") if pre is None else (pre, "r@")
     lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
@@ -520,24 +540,32 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
 
 
 def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
-    """(n1, n2), n = n1 n2, when a power of two above SHARED_MAX runs as two
-    fft_shared dispatches (the four-step): on the CPU, and on GPUs where
-    RLX_FFT_GPU_FOUR_STEP=1 asks for it (not yet measured on one; by
-    default they take a Stockham pass per radix). Complex rows of unit step
-    in and out, read and written whole, and both factors within fft_shared
-    and multiples of CPU_ROWS (every group of lanes lies in one block of
-    columns)."""
+    """(n1, n2), n = n1 n2 with n1 >= n2, when a length above SHARED_MAX runs
+    as two fft_shared dispatches (the four-step): powers of two on the CPU,
+    and on GPUs where RLX_FFT_GPU_FOUR_STEP=1 asks for it (not yet
+    measured on one; by default they take a Stockham pass per radix); on
+    the CPU also other 2^a 3^b 5^c that are a product of two of
+    _smooth_factors (the most balanced pair: 6144 = 96 x 64). Complex rows
+    of unit step in and out, read and written whole, and both factors
+    within fft_shared and multiples of CPU_ROWS (every group of lanes lies
+    in one block of columns)."""
     if not (lw.target.one_thread_groups or env.fft_gpu_four_step()):
         return None
-    if n & (n - 1) or n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
+    if n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
         return None
     if (load["mode"] != LOAD_COMPLEX or load["step"] != 2 or load.get("pre") is not None or load["len"] != n
             or "rpb" in load
             or store["mode"] != STORE_COMPLEX or store["step"] != 2 or store.get("post") is not None
             or store["count"] != n):
         return None
-    n2 = 1 << ((n.bit_length() - 1) // 2)
-    return n // n2, n2
+    if n & (n - 1) == 0:
+        n2 = 1 << ((n.bit_length() - 1) // 2)
+        return n // n2, n2
+    if not lw.target.one_thread_groups or factor(n) is None:   # GPUs: powers of two
+        return None
+    sizes = set(_smooth_factors(SHARED_MAX))
+    pairs = [(n // a - a, n // a, a) for a in sizes if n % a == 0 and n // a >= a and n // a in sizes]
+    return min(pairs)[1:] if pairs else None
 
 
 def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: bool, load: dict, store: dict,
@@ -568,11 +596,12 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
         -2j * np.pi * np.outer(np.arange(n1), np.arange(n2)) / n)))
     # Each factor in one fft_shared dispatch: a power of two, or (Bluestein's
     # lengths on the CPU) its mixed-radix form.
-    (p1,), (p2,) = transform_passes(n1, inverse), transform_passes(n2, inverse)
+    limit = mixed_max(lw.target)
+    (p1,), (p2,) = (transform_passes(m, inverse, mixed_limit=limit) for m in (n1, n2))
     steps = [(p1, rows * n2, cols_load, cols_store, src, y), (p2, rows * n1, rows_load, rows_store, y, dst)]
     for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
-        capacity, layout = (SHARED_MAX, slot_layout(lw.target)) if p.radix == 0 else (MIXED_SHARED_MAX, SLOTS_PLAIN)
+        capacity, layout = shared_capacity(lw.target, p), pass_layout(lw.target, p)
         grid, group_rows = shared_grid(lw.target, prows, p.n, capacity)
         params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=layout)
         pre = p_load.get("pre") if i == 0 else None
@@ -604,11 +633,10 @@ def _sequence_rows(load: dict, store: dict, n: int) -> bool:
 
 
 def _smooth_factors(limit: int) -> list[int]:
-    """fft_shared's one-dispatch lengths up to ``limit`` that the CPU's
-    four-step takes as a factor: multiples of CPU_ROWS, powers of two up
-    to SHARED_MAX or other 2^a 3^b 5^c up to MIXED_SHARED_MAX."""
-    return [m for m in range(CPU_ROWS, min(limit, SHARED_MAX) + 1, CPU_ROWS)
-            if (m & (m - 1) == 0) or (m <= MIXED_SHARED_MAX and factor(m) is not None)]
+    """fft_shared's one-dispatch lengths on the CPU up to ``limit`` that its
+    four-step takes as a factor: multiples of CPU_ROWS that are 2^a 3^b
+    5^c, up to SHARED_MAX (the CPU's mixed_max)."""
+    return [m for m in range(CPU_ROWS, min(limit, SHARED_MAX) + 1, CPU_ROWS) if factor(m) is not None]
 
 
 def _bluestein_split(lw: Lowering, n: int) -> tuple[int, int, int] | None:
@@ -668,7 +696,12 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
     if split is not None:
         _four_step(lw, node, rows, *split, inverse, load, store, src, dst)
         return
-    if factor(n) is None and _bluestein_four_step(lw, node, rows, n, inverse, load, store, src, dst):
+    # Bluestein for n that fft_stage does not cover, and on the CPU for 2^a 3^b
+    # 5^c above SHARED_MAX that no four-step splits (10000 = 16 x 625): its
+    # four dispatches beat a pass per radix, each a sweep of memory.
+    smooth_but_long = lw.target.one_thread_groups and n > SHARED_MAX
+    if ((factor(n) is None or smooth_but_long)
+            and _bluestein_four_step(lw, node, rows, n, inverse, load, store, src, dst)):
         return
     spectrum: View | None = None
     if factor(n) is not None:
@@ -700,12 +733,12 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
             dst_view = dst if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
             pre, post = p_load.get("pre") or tw, p_store.get("post") or tw
             if p.radix in (0, 1):
-                capacity = SHARED_MAX if p.radix == 0 else MIXED_SHARED_MAX
+                capacity = shared_capacity(lw.target, p)
                 kernel, (grid, group_rows) = "fft_shared_c64", shared_grid(lw.target, rows, p.n, capacity)
             else:
                 kernel, group_rows = "fft_stage_c64", 1
                 grid = lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True)
-            params = fft_params(node, p, rows, p_load, p_store, group_rows, swizzle=slot_layout(lw.target))
+            params = fft_params(node, p, rows, p_load, p_store, group_rows, swizzle=pass_layout(lw.target, p))
             lw.dispatch(f"{node!r} pass {step + 1}/{total}", kernel,
                         [(src_view, "r"), (dst_view, "w"), (tw, "r"), (pre, "r"), (post, "r")],
                         params, grid, fft_work(p, rows))

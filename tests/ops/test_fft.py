@@ -34,6 +34,9 @@ LARGE = [4097, 8192, 65536]
 # Batch 37 only where the group-memory and short pass chains run; the large
 # sizes (multi-pass and Bluestein over global memory) run one or two rows.
 CASES = [(n, b) for n in SMALL for b in (1, 37)] + [(4097, 1), (4097, 2), (8192, 1), (8192, 3), (65536, 1)]
+# 2^a 3^b 5^c past a GPU's mixed-radix form: in the CPU's one dispatch, its
+# four-step (6144 = 96 x 64) and its Bluestein (10000); GPUs' Stockham passes.
+CASES += [(3000, 1), (3000, 5), (6144, 2), (10000, 2)]
 
 
 def _scale(norm: str, n: int, inverse: bool) -> float:
@@ -144,11 +147,13 @@ def test_irfft_default_length_is_numpys():
 
 def test_algorithm_per_length(monkeypatch):
     """One group-memory dispatch for powers of two up to 4096 and for other
-    2^a 3^b 5^c up to 2048 (where the cost model prefers it: pinned here), a
-    Stockham pass per radix for longer ones, and Bluestein (two inner
-    transforms) for the rest. The CPU runs powers of two above 4096 as two
-    fft_shared dispatches (the four-step), and so Bluestein's longer inner
-    transforms."""
+    2^a 3^b 5^c up to 2048 on GPUs, 4096 on the CPU (where the cost model
+    prefers it: pinned here), a Stockham pass per radix for longer ones,
+    and Bluestein (two inner transforms) for the rest. The CPU runs powers
+    of two above 4096 as two fft_shared dispatches (the four-step), other
+    2^a 3^b 5^c too where two of its factors make them (6144 = 96 x 64),
+    the rest as Bluestein, and Bluestein's longer inner transforms as
+    four-steps."""
     monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
 
     def kernels(n):
@@ -158,11 +163,17 @@ def test_algorithm_per_length(monkeypatch):
 
     assert kernels(1024) == ["fft_shared_c64"]
     assert kernels(100) == ["fft_shared_c64"]               # mixed radix 4, 5, 5 in group memory
-    assert kernels(3000) == ["fft_stage_c64"] * 6           # past half the group memory: 4, 2, 3, 5, 5, 5
-    assert kernels(8192) == (["fft_shared_c64"] * 2 if _cpu_form()        # 128 x 64
+    cpu = _cpu_form()
+    assert kernels(3000) == (["fft_shared_c64"] if cpu                  # mixed radix in the CPU form's arrays
+                             else ["fft_stage_c64"] * 6)                 # past half the group memory: 4, 2, 3, 5, 5, 5
+    assert kernels(6144) == (["fft_shared_c64"] * 2 if cpu              # 96 x 64
+                             else ["fft_stage_c64"] * 7)                 # 4^5, 2, 3
+    assert kernels(10000) == (["fft_shared_c64"] * 4 if cpu             # no split in multiples of 16: Bluestein
+                              else ["fft_stage_c64"] * 6)                # 4, 4, 5, 5, 5, 5
+    assert kernels(8192) == (["fft_shared_c64"] * 2 if cpu                # 128 x 64
                              else ["fft_stage_c64"] * 7)                  # 4^6 * 2
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
-    assert kernels(4097) == (["fft_shared_c64"] * 4 if _cpu_form()       # Bluestein, L = 16384: 128 x 128
+    assert kernels(4097) == (["fft_shared_c64"] * 4 if cpu               # Bluestein, L = 9216: 96 x 96
                              else ["fft_stage_c64"] * 14)                 # 4^7, forward and inverse
 
 
