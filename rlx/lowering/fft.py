@@ -544,11 +544,11 @@ def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int
     as two fft_shared dispatches (the four-step): powers of two on the CPU,
     and on GPUs where RLX_FFT_GPU_FOUR_STEP=1 asks for it (not yet
     measured on one; by default they take a Stockham pass per radix); on
-    the CPU also other 2^a 3^b 5^c that are a product of two of
-    _smooth_factors (the most balanced pair: 6144 = 96 x 64). Complex rows
-    of unit step in and out, read and written whole, and both factors
-    within fft_shared and multiples of CPU_ROWS (every group of lanes lies
-    in one block of columns)."""
+    the CPU also other 2^a 3^b 5^c as two factors of at most SHARED_MAX,
+    multiples of CPU_ROWS where they can be, else the most balanced pair
+    (6144 = 96 x 64, 10000 = 100 x 100). Complex rows of unit step in and
+    out, read and written whole; the powers of two's factors are multiples
+    of CPU_ROWS (every group of lanes lies in one block of columns)."""
     if not (lw.target.one_thread_groups or env.fft_gpu_four_step()):
         return None
     if n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
@@ -563,9 +563,22 @@ def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int
         return n // n2, n2
     if not lw.target.one_thread_groups or factor(n) is None:   # GPUs: powers of two
         return None
-    sizes = set(_smooth_factors(SHARED_MAX))
-    pairs = [(n // a - a, n // a, a) for a in sizes if n % a == 0 and n // a >= a and n // a in sizes]
-    return min(pairs)[1:] if pairs else None
+    # A group of CPU_ROWS lanes inside one block of columns reads and writes
+    # whole vectors; one that straddles two blocks goes element by element
+    # (at 10000 = 100 x 100 still half scipy's time, where Bluestein took
+    # 4.5x). So the fewest straddling groups over both dispatches, then the
+    # most balanced pair.
+    pairs = [(_straddling(n // a) + _straddling(a), n // a - a, n // a, a)
+             for a in range(2, SHARED_MAX + 1) if n % a == 0 and a <= n // a <= SHARED_MAX]
+    return min(pairs)[2:] if pairs else None
+
+
+def _straddling(block: int) -> float:
+    """The share of CPU groups (CPU_ROWS consecutive rows) that straddle two
+    blocks of ``block`` rows: over lcm(block, CPU_ROWS) rows every block
+    boundary but the last falls inside a group."""
+    span = math.lcm(block, CPU_ROWS)
+    return (span // block - 1) / (span // CPU_ROWS)
 
 
 def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: bool, load: dict, store: dict,
@@ -697,8 +710,9 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
         _four_step(lw, node, rows, *split, inverse, load, store, src, dst)
         return
     # Bluestein for n that fft_stage does not cover, and on the CPU for 2^a 3^b
-    # 5^c above SHARED_MAX that no four-step splits (10000 = 16 x 625): its
-    # four dispatches beat a pass per radix, each a sweep of memory.
+    # 5^c above SHARED_MAX that no four-step splits (3^15, no two factors
+    # within SHARED_MAX): its four dispatches beat a pass per radix, each a
+    # sweep of memory.
     smooth_but_long = lw.target.one_thread_groups and n > SHARED_MAX
     if ((factor(n) is None or smooth_but_long)
             and _bluestein_four_step(lw, node, rows, n, inverse, load, store, src, dst)):
