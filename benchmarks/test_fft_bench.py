@@ -1,5 +1,6 @@
 """FFT on the CPU (shaders/fft.h, issue 19): a batched complex transform at
-N = 256, 1024, 4096 and 65536 (and 4097, Bluestein) and a batched rfft and irfft at N = 400
+N = 256, 1024, 4096 and 65536 (and 4097, Bluestein; 3000 and 10000, other
+2^a 3^b 5^c) and a batched rfft and irfft at N = 400
 (Whisper's 25 ms frames at 16 kHz), rlx against scipy.fft (the same worker count as
 rlx's threads) and numpy.fft in the same run. Each case transforms about
 the same number of points (BATCH_POINTS) so the times compare across N.
@@ -24,7 +25,9 @@ from conftest import device_threads
 import rlx
 
 BATCH_POINTS = 1 << 18
-COMPLEX_SIZES = [256, 1024, 4096, 65536, 4097]   # 4097 = 17 x 241: Bluestein
+# 4097 = 17 x 241: Bluestein; 3000 and 10000: 2^a 3^b 5^c past 2048 (the CPU's
+# mixed-radix form in one dispatch; its four-step of 625 x 16)
+COMPLEX_SIZES = [256, 1024, 4096, 65536, 4097, 3000, 10000]
 REAL_SIZES = [400]
 
 

@@ -2,9 +2,10 @@
 
 Each transform of length N along the last axis becomes a chain of passes:
 - N a power of two <= SHARED_MAX: one fft_shared dispatch, a group per row
-  (the whole row in group memory), or 2^a 3^b 5^c up to MIXED_SHARED_MAX
-  in its mixed-radix form, where the cost model prefers that dispatch to
-  the Stockham passes (chosen_passes, from the calibrated rates);
+  (the whole row in group memory), or 2^a 3^b 5^c up to mixed_max (GPUs
+  MIXED_SHARED_MAX, the CPU SHARED_MAX) in its mixed-radix form, where the
+  cost model prefers that dispatch to the Stockham passes (chosen_passes,
+  from the calibrated rates);
 - N = 2^a 3^b 5^c otherwise (large powers of two included): one fft_stage
   dispatch per Stockham pass over global memory, radices 4, 2, 3, 5;
 - any other N: Bluestein's chirp-z, a length-L power-of-two transform of
@@ -27,9 +28,10 @@ node of that length.
 
 On the CPU (groups of one thread, shaders/fft_cpu.h) fft_shared also
 unpacks rfft's bins in its store and builds irfft's half spectrum in its
-load (one dispatch where it covers N / 2), and powers of two above
+load (one dispatch where it covers N / 2), and 2^a 3^b 5^c above
 SHARED_MAX whose rows are plain complex run as a four-step of two
-fft_shared dispatches (_four_step) rather than a Stockham pass per radix.
+fft_shared dispatches (_four_step) rather than a Stockham pass per radix,
+as do Bluestein's inner transforms.
 """
 
 from __future__ import annotations
