@@ -86,7 +86,13 @@ struct FftParams {
     // block's and the rest zeros, or with src_reflect the block mirrored
     // about its first and last float (numpy.pad's "reflect", once: src_pad
     // < src_valid): frames of rlx.signal's centre padding.
-    uint src_pad, src_valid, src_reflect, pad1;
+    uint src_pad, src_valid, src_reflect;
+    // group_block != 0 (the CPU's four-step, whose blocks of columns are not
+    // a multiple of its groups' rows): groups never straddle two blocks of
+    // that many rows; each block's rows take ceil(group_block / group_rows)
+    // groups, the last of them short, so every group reads and writes runs
+    // of adjacent columns (fft_cpu.h rlx_fft_columns).
+    uint group_block;
 };
 
 struct rlx_cf { float re, im; };
@@ -995,10 +1001,16 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     // group_rows rows per group (group_rows * n <= RLX_FFT_SHARED_MAX): short
     // rows share a group so that it has work for all its threads. The test is
     // uniform over the group, so the return skips no barrier of others.
-    const uint gr = p->group_rows, row0 = rlx_group_id.x * gr;
+    const uint gr = p->group_rows, gb = p->group_block;
+    uint row0 = rlx_group_id.x * gr, block_end = p->rows;
+    if (gb != 0u) {
+        const uint per = (gb + gr - 1u) / gr, in_block = rlx_group_id.x % per;
+        row0 = (rlx_group_id.x / per) * gb + in_block * gr;
+        block_end = row0 - in_block * gr + gb < p->rows ? row0 - in_block * gr + gb : p->rows;
+    }
     if (row0 >= p->rows) return;
     const uint bits = p->span, swz = p->swizzle;
-    const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
+    const uint rows_here = block_end - row0 < gr ? block_end - row0 : gr;
 #ifdef RLX_TARGET_CPU
     if (gr <= RLX_FFT_CPU_ROWS && !swz) {   // the lowering's CPU grid: rows across vector lanes (fft_cpu.h)
         (void)spairs, (void)sre, (void)sim, (void)bits;

@@ -341,11 +341,12 @@ RLX_INLINE void rlx_fft_merge(float *at, rlx_fft_v re, rlx_fft_v im) {
 }
 // The four-step's columns of complex values (`real` false: pairs) or of
 // real samples (one float each), lanes' elements g .. g + lanes - 1 at
-// `at`; with pre_mul 3 times pre[g ..] and zero from g = limit on (not
-// read: past the source's row).
+// `at` (lanes <= RLX_FFT_LANES: the last group of a block may be short;
+// the others read zeros); with pre_mul 3 times pre[g ..] and zero from
+// g = limit on (not read: past the source's row).
 RLX_INLINE void rlx_fft_load_column(const float *at, bool real, const float *pre, bool chirp, uint limit, uint g,
-                                    rlx_fft_v &re, rlx_fft_v &im) {
-    if (!chirp || g + RLX_FFT_LANES <= limit) {
+                                    uint lanes, rlx_fft_v &re, rlx_fft_v &im) {
+    if (lanes == RLX_FFT_LANES && (!chirp || g + RLX_FFT_LANES <= limit)) {
         if (real) {
             memcpy(&re, at, sizeof re);
             im = rlx_fft_v{};
@@ -362,15 +363,17 @@ RLX_INLINE void rlx_fft_load_column(const float *at, bool real, const float *pre
     }
     re = rlx_fft_v{};
     im = re;
-    for (uint l = 0u; l < RLX_FFT_LANES && g + l < limit; ++l) {
-        const rlx_cf x = real ? rlx_cf_make(at[l], 0.0f) : rlx_cf_make(at[2u * l], at[2u * l + 1u]);
-        const rlx_cf v = rlx_cf_mul(x, rlx_cf_make(pre[2u * (g + l)], pre[2u * (g + l) + 1u]));
+    for (uint l = 0u; l < lanes && (!chirp || g + l < limit); ++l) {
+        rlx_cf v = real ? rlx_cf_make(at[l], 0.0f) : rlx_cf_make(at[2u * l], at[2u * l + 1u]);
+        if (chirp) v = rlx_cf_mul(v, rlx_cf_make(pre[2u * (g + l)], pre[2u * (g + l) + 1u]));
         re[l] = v.re;
         im[l] = v.im;
     }
 }
+// Whether the chunk's rows are adjacent columns (row stride 2 floats) of one
+// block: a whole group of lanes, or a block's short last group (FftParams.group_block).
 RLX_INLINE bool rlx_fft_columns(uint row, uint rpb, uint row0, uint nrows) {
-    return row == 2u && rpb != 0u && nrows == RLX_FFT_LANES && row0 % rpb + RLX_FFT_LANES <= rpb;
+    return row == 2u && rpb != 0u && nrows <= RLX_FFT_LANES && row0 % rpb + nrows <= rpb;
 }
 
 // Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
@@ -389,7 +392,7 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
         for (uint i = 0u; i < n; ++i) {
             const uint s = reversed ? rlx_fft_bitrev(i, bits) : i;
             rlx_fft_load_column(at + (uint64_t)i * p->src_step, real, pre, p->pre_mul == 3u, p->limit,
-                                i * p->src_rpb + row0 % p->src_rpb, re[s], im[s]);
+                                i * p->src_rpb + row0 % p->src_rpb, nrows, re[s], im[s]);
         }
         return 0u;
     }
@@ -497,18 +500,21 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         // first of its two dispatches, or with Bluestein's spectrum or
         // chirp for the second (post_mul 3), keeping only the sequence's
         // first `limit` elements (the rest lie past the destination's row).
+        // Lanes past a block's short last group, or (post_mul 3) past the
+        // limit, are neither read from post nor written.
         float *at = rowp[0];
         const float s = p->scale, sg = p->inverse && p->post_mul == 2u ? -1.0f : 1.0f;
         for (uint k = 0u; k < n; ++k) {
             rlx_fft_v vr = re[k], vi = im[k];
             const uint g = k * p->dst_rpb + row0 % p->dst_rpb;
             if (p->post_mul == 3u && g >= p->limit) continue;
+            const uint lanes = p->post_mul == 3u && p->limit - g < nrows ? p->limit - g : nrows;
             if (p->post_mul != 0u) {
                 rlx_fft_v wr = rlx_fft_v{}, wi = wr;
-                if (g + RLX_FFT_LANES <= p->limit || p->post_mul == 2u) {
+                if (lanes == RLX_FFT_LANES) {
                     rlx_fft_split(post + 2u * (uint64_t)g, wr, wi);
                 } else {
-                    for (uint l = 0u; g + l < p->limit; ++l) {
+                    for (uint l = 0u; l < lanes; ++l) {
                         wr[l] = post[2u * (g + l)];
                         wi[l] = post[2u * (g + l) + 1u];
                     }
@@ -519,11 +525,11 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
                 vr = r;
             }
             float *out = at + (uint64_t)k * p->dst_step;
-            if (p->post_mul != 3u || g + RLX_FFT_LANES <= p->limit) {
+            if (lanes == RLX_FFT_LANES) {
                 rlx_fft_merge(out, vr * s, vi * s);
                 continue;
             }
-            for (uint l = 0u; g + l < p->limit; ++l) out[2u * l] = vr[l] * s, out[2u * l + 1u] = vi[l] * s;
+            for (uint l = 0u; l < lanes; ++l) out[2u * l] = vr[l] * s, out[2u * l + 1u] = vi[l] * s;
         }
         return;
     }

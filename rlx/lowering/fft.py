@@ -198,7 +198,7 @@ def _table(lw: Lowering, key: tuple, make) -> View:
 
 
 def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_rows: int = 1,
-               swizzle: int = 0) -> bytes:
+               swizzle: int = 0, group_block: int = 0) -> bytes:
     """FftParams of shaders/fft.h (offsets, strides in floats)."""
     fields = [p.n, rows, p.radix, p.span, int(p.inverse), load["mode"], load["offset"], load["row"], load["step"],
               load["len"], load.get("herm_n", 0), load.get("avail", 0),
@@ -206,7 +206,7 @@ def fft_params(node: Node, p: Pass, rows: int, load: dict, store: dict, group_ro
               store["mode"], store["offset"], store["row"], store["step"], store["count"],
               store.get("post_mode", int(store.get("post") is not None))]
     blocks = [load.get("rpb", 0), load.get("block", 0), store.get("rpb", 0), store.get("block", 0),
-              load.get("pad", 0), load.get("valid", 0), int(load.get("reflect", False)), 0]
+              load.get("pad", 0), load.get("valid", 0), int(load.get("reflect", False)), group_block]
     # One bound a dispatch: the load's (pre_mul 3) or the store's (post_mul 3).
     assert not ("limit" in load and "limit" in store), "fft_params: a load limit and a store limit"
     limit = load.get("limit", store.get("limit", 0))
@@ -546,11 +546,11 @@ def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int
     as two fft_shared dispatches (the four-step): powers of two on the CPU,
     and on GPUs where RLX_FFT_GPU_FOUR_STEP=1 asks for it (not yet
     measured on one; by default they take a Stockham pass per radix); on
-    the CPU also other 2^a 3^b 5^c as two factors of at most SHARED_MAX,
-    multiples of CPU_ROWS where they can be, else the most balanced pair
-    (6144 = 96 x 64, 10000 = 100 x 100). Complex rows of unit step in and
-    out, read and written whole; the powers of two's factors are multiples
-    of CPU_ROWS (every group of lanes lies in one block of columns)."""
+    the CPU also other 2^a 3^b 5^c as two factors of at most SHARED_MAX
+    (_idle_lanes: 6144 = 96 x 64, 10000 = 625 x 16). Complex rows of unit
+    step in and out, read and written whole; the powers of two's factors
+    are multiples of CPU_ROWS (every group of lanes fills one block of
+    columns)."""
     if not (lw.target.one_thread_groups or env.fft_gpu_four_step()):
         return None
     if n <= SHARED_MAX or n > SHARED_MAX * SHARED_MAX:
@@ -565,22 +565,22 @@ def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int
         return n // n2, n2
     if not lw.target.one_thread_groups or factor(n) is None:   # GPUs: powers of two
         return None
-    # A group of CPU_ROWS lanes inside one block of columns reads and writes
-    # whole vectors; one that straddles two blocks goes element by element
-    # (at 10000 = 100 x 100 still half scipy's time, where Bluestein took
-    # 4.5x). So the fewest straddling groups over both dispatches, then the
+    # Factors that are multiples of CPU_ROWS fill every group of lanes; the
+    # others leave each block's last group short (FftParams.group_block). So
+    # factors of CPU_ROWS or more where there are (a shorter one runs short
+    # transforms in short groups: 4500 = 300 x 15 measured 1.4x the time of
+    # 75 x 60), then the fewest lanes idle over both dispatches, then the
     # most balanced pair.
-    pairs = [(_straddling(n // a) + _straddling(a), n // a - a, n // a, a)
+    pairs = [(a < CPU_ROWS, _idle_lanes(n // a) + _idle_lanes(a), n // a - a, n // a, a)
              for a in range(2, SHARED_MAX + 1) if n % a == 0 and a <= n // a <= SHARED_MAX]
-    return min(pairs)[2:] if pairs else None
+    return min(pairs)[3:] if pairs else None
 
 
-def _straddling(block: int) -> float:
-    """The share of CPU groups (CPU_ROWS consecutive rows) that straddle two
-    blocks of ``block`` rows: over lcm(block, CPU_ROWS) rows every block
-    boundary but the last falls inside a group."""
-    span = math.lcm(block, CPU_ROWS)
-    return (span // block - 1) / (span // CPU_ROWS)
+def _idle_lanes(block: int) -> float:
+    """The share of CPU lanes (CPU_ROWS a group) a block of ``block`` rows
+    leaves idle in its groups: the last group's unused lanes."""
+    groups = -(-block // CPU_ROWS)
+    return (groups * CPU_ROWS - block) / (groups * CPU_ROWS)
 
 
 def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: bool, load: dict, store: dict,
@@ -613,12 +613,21 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
     # lengths on the CPU) its mixed-radix form.
     limit = mixed_max(lw.target)
     (p1,), (p2,) = (transform_passes(m, inverse, mixed_limit=limit) for m in (n1, n2))
-    steps = [(p1, rows * n2, cols_load, cols_store, src, y), (p2, rows * n1, rows_load, rows_store, y, dst)]
-    for i, (p, prows, p_load, p_store, a, b) in enumerate(steps):
+    # Each dispatch's rows come in blocks of adjacent columns: n2 a sequence,
+    # then n1.
+    steps = [(p1, n2, cols_load, cols_store, src, y), (p2, n1, rows_load, rows_store, y, dst)]
+    for i, (p, block, p_load, p_store, a, b) in enumerate(steps):
+        prows = rows * block
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
         capacity, layout = shared_capacity(lw.target, p), pass_layout(lw.target, p)
         grid, group_rows = shared_grid(lw.target, prows, p.n, capacity)
-        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=layout)
+        group_block = 0
+        if lw.target.one_thread_groups and block % group_rows:
+            # No group straddles two blocks: a block's last group is short, but
+            # every group reads and writes one run of columns.
+            group_block = block
+            grid = ((rows * -(-block // group_rows), 1, 1), grid[1])
+        params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=layout, group_block=group_block)
         pre = p_load.get("pre") if i == 0 else None
         post = grid_table if i == 0 else p_store.get("post")
         lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",

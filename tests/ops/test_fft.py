@@ -35,9 +35,9 @@ LARGE = [4097, 8192, 65536]
 # sizes (multi-pass and Bluestein over global memory) run one or two rows.
 CASES = [(n, b) for n in SMALL for b in (1, 37)] + [(4097, 1), (4097, 2), (8192, 1), (8192, 3), (65536, 1)]
 # 2^a 3^b 5^c past a GPU's mixed-radix form: in the CPU's one dispatch and
-# its four-step (6144 = 96 x 64; 5000 = 125 x 40, whose groups of lanes
-# straddle blocks of columns); GPUs' Stockham passes.
-CASES += [(3000, 1), (3000, 5), (6144, 2), (10000, 2), (5000, 3)]
+# its four-step (6144 = 96 x 64; 5000 = 125 x 40 and 4500 = 75 x 60, whose
+# blocks of columns end in a short group of lanes); GPUs' Stockham passes.
+CASES += [(3000, 1), (3000, 5), (6144, 2), (10000, 2), (5000, 3), (4500, 3)]
 
 
 def _scale(norm: str, n: int, inverse: bool) -> float:
@@ -152,7 +152,7 @@ def test_algorithm_per_length(monkeypatch):
     prefers it: pinned here), a Stockham pass per radix for longer ones,
     and Bluestein (two inner transforms) for the rest. The CPU runs powers
     of two above 4096 as two fft_shared dispatches (the four-step), other
-    2^a 3^b 5^c (6144 = 96 x 64, 10000 = 625 x 16), and Bluestein's longer
+    2^a 3^b 5^c (6144 = 96 x 64, 10000 = 125 x 80), and Bluestein's longer
     inner transforms as four-steps."""
     monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
 
@@ -168,7 +168,7 @@ def test_algorithm_per_length(monkeypatch):
                              else ["fft_stage_c64"] * 6)                 # past half the group memory: 4, 2, 3, 5, 5, 5
     assert kernels(6144) == (["fft_shared_c64"] * 2 if cpu              # 96 x 64
                              else ["fft_stage_c64"] * 7)                 # 4^5, 2, 3
-    assert kernels(10000) == (["fft_shared_c64"] * 2 if cpu             # 625 x 16
+    assert kernels(10000) == (["fft_shared_c64"] * 2 if cpu             # 125 x 80
                               else ["fft_stage_c64"] * 6)                # 4, 4, 5, 5, 5, 5
     assert kernels(8192) == (["fft_shared_c64"] * 2 if cpu                # 128 x 64
                              else ["fft_stage_c64"] * 7)                  # 4^6 * 2
@@ -179,8 +179,8 @@ def test_algorithm_per_length(monkeypatch):
 
 def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
     """The CPU's four-step factors (n1 >= n2, both within fft_shared):
-    powers of two balanced, other 2^a 3^b 5^c with the fewest groups of
-    lanes straddling two blocks of columns; none where no two factors
+    powers of two balanced, other 2^a 3^b 5^c with factors of 16 or more,
+    the fewest lanes idle in each block's short last group; none where no two factors
     within SHARED_MAX make n (3^15: Bluestein takes it), none on GPUs
     unless RLX_FFT_GPU_FOUR_STEP, and then powers of two alone."""
     from types import SimpleNamespace
@@ -193,14 +193,14 @@ def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
     def split(lw, n):
         return fft_lowering._four_step_split(lw, n, *fft_lowering._plain_rows(n))
 
-    want = {8192: (128, 64), 65536: (256, 256), 6144: (96, 64), 10000: (625, 16), 5000: (125, 40),
-            59049: (243, 243), 4096: None, 3**15: None, 4097: None}
+    want = {8192: (128, 64), 65536: (256, 256), 6144: (96, 64), 10000: (125, 80), 5000: (125, 40),
+            4500: (75, 60), 15000: (125, 120), 59049: (243, 243), 4096: None, 3**15: None, 4097: None}
     assert {n: split(cpu, n) for n in want} == want
     assert split(gpu, 8192) is None and split(gpu, 6144) is None
     monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
     assert split(gpu, 8192) == (128, 64) and split(gpu, 6144) is None
-    assert fft_lowering._straddling(16) == 0 and fft_lowering._straddling(8) == 1.0
-    assert fft_lowering._straddling(40) == 1 / 5   # lcm 80: 2 blocks, 5 groups, one boundary inside a group
+    assert fft_lowering._idle_lanes(16) == 0 and fft_lowering._idle_lanes(8) == 0.5
+    assert fft_lowering._idle_lanes(40) == 1 / 6   # three groups of 16 lanes, the last with 8 rows
 
 
 @pytest.mark.parametrize("n", [8, 256, 1024, 4096, 6, 100, 400, 1000, 2025])
