@@ -376,6 +376,42 @@ RLX_INLINE bool rlx_fft_columns(uint row, uint rpb, uint row0, uint nrows) {
     return row == 2u && rpb != 0u && nrows <= RLX_FFT_LANES && row0 % rpb + nrows <= rpb;
 }
 
+// Lane l's element i (i < len, l < nrows) of rows of their own, read
+// through a pointer a lane: complex values (MODE 0), real samples (1) or a
+// half spectrum's Hermitian extension (2, as rlx_fft_load), times pre[i]
+// with `chirp` (Bluestein's); the rest zeros. The mode is a template
+// argument so the inner loop over lanes carries no branch on it.
+template <uint MODE>
+static inline void rlx_fft_load_own_rows(const float *const *rows, const float *pre, bool chirp, const FftParams *p,
+                                         uint nrows, uint bits, float *fre, float *fim) {
+    const uint n = p->n, len = p->src_len < n ? p->src_len : n, hn = p->herm_n, avail = p->src_avail;
+    const uint64_t step = p->src_step;
+    for (uint i = 0u; i < n; ++i) {
+        const uint at = (bits ? rlx_fft_bitrev(i, bits) : i) * RLX_FFT_LANES;
+        if (i >= len) {
+            for (uint l = 0u; l < RLX_FFT_LANES; ++l) fre[at + l] = 0.0f, fim[at + l] = 0.0f;
+            continue;
+        }
+        // MODE 2: Y[i] = X[i] for i <= hn / 2, conj(X[hn - i]) above; bins 0
+        // and hn / 2 real (numpy's irfft drops their imaginary parts).
+        const bool mirrored = MODE == 2u && i > hn / 2u;
+        const uint k = mirrored ? hn - i : i;
+        const bool present = MODE != 2u || k < avail, real_bin = MODE == 2u && (k == 0u || 2u * k == hn);
+        const uint64_t o = (uint64_t)k * step;
+        const float wr = chirp ? pre[2u * i] : 1.0f, wi = chirp ? pre[2u * i + 1u] : 0.0f;
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+            float vr = 0.0f, vi = 0.0f;
+            if (l < nrows && present) {
+                vr = rows[l][o];
+                if (MODE == 0u) vi = rows[l][o + 1u];
+                if (MODE == 2u && !real_bin) vi = mirrored ? -rows[l][o + 1u] : rows[l][o + 1u];
+            }
+            fre[at + l] = vr * wr - vi * wi;
+            fim[at + l] = vr * wi + vi * wr;
+        }
+    }
+}
+
 // Rows row0 .. row0 + nrows - 1 into lane vectors re[i], im[i] (lanes past
 // nrows zero or a copy), element i at slot i, or at its bit reversal with
 // `reversed`. load_mode 3 (the CPU's fused irfft_pre) is handled by the caller.
@@ -416,6 +452,35 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
             return first;
         }
         rlx_fft_load_rows(rowp, n, bits, re, im);
+        return 0u;
+    }
+    // Rows of their own in any other mode, step or length, with no
+    // pre-multiply but Bluestein's chirp: rfft and irfft of odd N,
+    // Bluestein's first dispatch.
+    if (p->src_valid == 0u && p->pre_mul <= 1u && p->load_mode <= 2u) {
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+        float *fre = (float *)re, *fim = (float *)im;
+        const bool chirp = p->pre_mul == 1u;
+        if (p->load_mode == 0u && p->src_step == 2u) {   // complex pairs: the transposes, then the chirp
+            const uint len = p->src_len < n ? p->src_len : n;
+            rlx_fft_load_rows(rowp, len, bits, re, im);
+            for (uint i = 0u; i < n; ++i) {
+                const uint at = bits ? rlx_fft_bitrev(i, bits) : i;
+                if (i >= len) {
+                    re[at] = rlx_fft_v{};
+                    im[at] = rlx_fft_v{};
+                } else if (chirp) {
+                    const float wr = pre[2u * i], wi = pre[2u * i + 1u];
+                    const rlx_fft_v r = re[at] * wr - im[at] * wi;
+                    im[at] = re[at] * wi + im[at] * wr;
+                    re[at] = r;
+                }
+            }
+            return 0u;
+        }
+        if (p->load_mode == 0u) rlx_fft_load_own_rows<0u>(rowp, pre, chirp, p, nrows, bits, fre, fim);
+        if (p->load_mode == 1u) rlx_fft_load_own_rows<1u>(rowp, pre, chirp, p, nrows, bits, fre, fim);
+        if (p->load_mode == 2u) rlx_fft_load_own_rows<2u>(rowp, pre, chirp, p, nrows, bits, fre, fim);
         return 0u;
     }
     // Any other layout: element by element through the shared load helper,
@@ -554,8 +619,46 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         rlx_fft_store_rows(rowp, nrows, n + 1u, re, im, p->scale);
         return;
     }
-    if (p->store_mode == 0u && p->dst_step == 2u && p->post_mul == 0u && p->dst_count == n) {
-        rlx_fft_store_rows(rowp, nrows, n, re, im, p->scale);
+    // Complex pairs of unit step, the first dst_count, times post[k] first
+    // (Bluestein's chirp and spectrum): through the transposes. Rows of 512
+    // pairs are 4 KB apart, so storing each lane's value on its own would
+    // hit one L1 set sixteen times (Bluestein's N = 255 took 4x its time).
+    if (p->store_mode == 0u && p->dst_step == 2u && p->post_mul <= 1u) {
+        const uint count = p->dst_count < n ? p->dst_count : n;
+        if (p->post_mul == 1u) {
+            for (uint k = 0u; k < count; ++k) {
+                const float wr = post[2u * k], wi = post[2u * k + 1u];
+                const rlx_fft_v r = re[k] * wr - im[k] * wi;
+                im[k] = re[k] * wi + im[k] * wr;
+                re[k] = r;
+            }
+        }
+        rlx_fft_store_rows(rowp, nrows, count, re, im, p->scale);
+        return;
+    }
+    // Complex values or the real part at any step, the first dst_count of
+    // them, times post[k] (Bluestein's chirp and spectrum): each lane's row
+    // through its pointer.
+    if (p->post_mul <= 1u && p->store_mode <= 1u) {
+        const uint count = p->dst_count < n ? p->dst_count : n;
+        const uint64_t step = p->dst_step;
+        const float s = p->scale;
+        for (uint k = 0u; k < count; ++k) {
+            rlx_fft_v vr = re[k], vi = im[k];
+            if (p->post_mul == 1u) {
+                const float wr = post[2u * k], wi = post[2u * k + 1u];
+                const rlx_fft_v r = vr * wr - vi * wi;
+                vi = vr * wi + vi * wr;
+                vr = r;
+            }
+            vr *= s;
+            vi *= s;
+            const uint64_t o = (uint64_t)k * step;
+            for (uint l = 0u; l < nrows; ++l) {
+                rowp[l][o] = vr[l];
+                if (p->store_mode == 0u) rowp[l][o + 1u] = vi[l];
+            }
+        }
         return;
     }
     // Anything else element by element, each lane's row at row 0 of a copy
