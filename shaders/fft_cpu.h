@@ -747,11 +747,20 @@ static inline void rlx_fft_pow2_lanes(rlx_fft_v *re, rlx_fft_v *im, const float 
 }
 
 // fft_shared on the CPU for the group's rows row0 .. row0 + nrows - 1,
-// RLX_FFT_LANES at a time.
-static inline void rlx_fft_shared_rows(const float *src, float *dst, const float *tw, const float *pre,
-                                       const float *post, const FftParams *p, uint row0, uint nrows) {
-    alignas(64) static thread_local rlx_fft_cpu_bufs bufs_tls;
-    rlx_fft_cpu_bufs *const b = &bufs_tls;   // the TLS lookup once, not per access
+// RLX_FFT_LANES at a time, in the thread's buffers b. Opaque to its caller,
+// which looks b up: with the thread-local's address in reach (inlined, or
+// propagated as a constant argument), GCC rematerialized it (a
+// __tls_get_addr call) inside the loops rather than keep it, 11% of an
+// odd-length rfft's time.
+#if defined(__clang__)
+#define RLX_FFT_OPAQUE __attribute__((noinline))
+#else
+#define RLX_FFT_OPAQUE __attribute__((noinline, noipa))
+#endif
+RLX_FFT_OPAQUE static void rlx_fft_shared_rows_in(const float *src, float *dst, const float *tw,
+                                                             const float *pre, const float *post,
+                                                             const FftParams *p, uint row0, uint nrows,
+                                                             rlx_fft_cpu_bufs *b) {
     const bool pow2 = p->radix == 0u;
     for (uint c = 0u; c < nrows; c += RLX_FFT_LANES) {
         const uint rows = nrows - c < RLX_FFT_LANES ? nrows - c : RLX_FFT_LANES;
@@ -769,4 +778,10 @@ static inline void rlx_fft_shared_rows(const float *src, float *dst, const float
         }
         rlx_fft_store_lanes(dst, post, post, p, row0 + c, rows, re, im);
     }
+}
+
+static inline void rlx_fft_shared_rows(const float *src, float *dst, const float *tw, const float *pre,
+                                       const float *post, const FftParams *p, uint row0, uint nrows) {
+    alignas(64) static thread_local rlx_fft_cpu_bufs bufs_tls;
+    rlx_fft_shared_rows_in(src, dst, tw, pre, post, p, row0, nrows, &bufs_tls);
 }
