@@ -6,7 +6,8 @@
 # RLX_FFT_TWIDDLE_LDG=1 is timed at both register budgets beside the
 # default, the run-time-sign inverse, the register form as a kernel of its
 # own and the prototype; the inverse direction too; then Nsight Compute on
-# fft_shared at N = 4096 with the read-only twiddles.
+# fft_shared at N = 4096 with the read-only twiddles. Needs the extension
+# built first (rlx.lowering imports rlx._core).
 export PYTHONPATH=$PWD OUT=${OUT:-/tmp/rlx-out} PATH=/usr/local/cuda/bin:$PATH; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 show() { python3 benchmarks/gpu/summaries.py fft-shared; }

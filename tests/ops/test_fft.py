@@ -170,11 +170,12 @@ def test_algorithm_per_length(monkeypatch):
                              else ["fft_stage_c64"] * 7)                 # 4^5, 2, 3
     assert kernels(10000) == (["fft_shared_c64"] * 2 if cpu             # 125 x 80
                               else ["fft_stage_c64"] * 6)                # 4, 4, 5, 5, 5, 5
-    assert kernels(8192) == (["fft_shared_c64"] * 2 if cpu                # 128 x 64
-                             else ["fft_stage_c64"] * 7)                  # 4^6 * 2
+    assert kernels(8192) == ["fft_shared_c64"] * 2                        # the four-step: 128 x 64
     assert kernels(7) == ["fft_shared_c64"] * 2              # Bluestein, L = 16
-    assert kernels(4097) == (["fft_shared_c64"] * 4 if cpu               # Bluestein, L = 9216: 96 x 96
-                             else ["fft_stage_c64"] * 14)                 # 4^7, forward and inverse
+    assert kernels(4097) == ["fft_shared_c64"] * 4           # Bluestein's four-steps: 96 x 96 (GPUs: 128 x 128)
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "0")         # GPUs then take a Stockham pass per radix
+    assert kernels(8192) == (["fft_shared_c64"] * 2 if cpu else ["fft_stage_c64"] * 7)       # 4^6 * 2
+    assert kernels(4097) == (["fft_shared_c64"] * 4 if cpu else ["fft_stage_c64"] * 14)      # 4^7 each way
 
 
 def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
@@ -189,6 +190,7 @@ def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
 
     cpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=True))
     gpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=False))
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "0")
 
     def split(lw, n):
         return fft_lowering._four_step_split(lw, n, *fft_lowering._plain_rows(n))
@@ -351,6 +353,7 @@ def test_bluestein_length_and_factors(monkeypatch):
 
     cpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=True))
     gpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=False))
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "0")
     assert _bluestein_split(cpu, 4097) == (9216, 96, 96)          # the power of two: 16384
     assert _bluestein_split(cpu, 2049) == (4608, 48, 96)
     assert _bluestein_split(cpu, 12289) == (32768, 256, 128)      # 25600 = 16 x 1600 saves less than a quarter
@@ -359,13 +362,12 @@ def test_bluestein_length_and_factors(monkeypatch):
         length, n1, n2 = _bluestein_split(cpu, n)
         assert length == n1 * n2 >= 2 * n - 1 and n1 % 16 == 0 and n2 % 16 == 0
         assert factor(n1) is not None and factor(n2) is not None
-    monkeypatch.delenv("RLX_FFT_GPU_FOUR_STEP", raising=False)
     assert _bluestein_split(gpu, 4097) is None
-    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
+    monkeypatch.delenv("RLX_FFT_GPU_FOUR_STEP", raising=False)   # the default: on
     assert _bluestein_split(gpu, 4097) == (16384, 128, 128)
 
 
-def test_gpus_take_the_four_step_only_when_asked(monkeypatch):
+def test_gpus_take_the_four_step_unless_told_not_to(monkeypatch):
     from types import SimpleNamespace
 
     from rlx.lowering.fft import _four_step_split
@@ -373,9 +375,9 @@ def test_gpus_take_the_four_step_only_when_asked(monkeypatch):
     gpu = SimpleNamespace(target=SimpleNamespace(one_thread_groups=False))
     load = {"mode": 0, "step": 2, "len": 65536, "row": 2 * 65536}
     store = {"mode": 0, "step": 2, "count": 65536}
-    monkeypatch.delenv("RLX_FFT_GPU_FOUR_STEP", raising=False)
+    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "0")
     assert _four_step_split(gpu, 65536, load, store) is None
-    monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "1")
+    monkeypatch.delenv("RLX_FFT_GPU_FOUR_STEP", raising=False)   # the default: on
     assert _four_step_split(gpu, 65536, load, store) == (256, 256)
     assert _four_step_split(gpu, 4096, load, store) is None
 
