@@ -4,6 +4,8 @@
 # twiddles (RLX_FFT_TWIDDLE_LDG) at both register budgets beside cuFFT,
 # powers of two and the mixed-radix form's lengths, then the inverse (the
 # conjugate form's first run on a GPU).
+# Needs the extension built first (rlx.lowering imports rlx._core):
+# python3 setup.py build_ext --inplace -j 16.
 export PYTHONPATH=$PWD OUT=${OUT:-/tmp/rlx-out} PATH=/usr/local/cuda/bin:$PATH; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name --format=csv,noheader
 show() { python3 benchmarks/gpu/summaries.py fft-shared; }
