@@ -26,7 +26,7 @@ import rlx
 
 BATCH_POINTS = 1 << 18
 # 4097 = 17 x 241: Bluestein; 3000 and 10000: 2^a 3^b 5^c past 2048 (the CPU's
-# mixed-radix form in one dispatch; its four-step of 625 x 16)
+# mixed-radix form in one dispatch; its four-step of 125 x 80)
 COMPLEX_SIZES = [256, 1024, 4096, 65536, 4097, 3000, 10000]
 REAL_SIZES = [400, 2025]   # 2025 = 3^4 5^2: odd, a full-length transform of real samples
 

@@ -69,9 +69,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "several threads overlap on the GPU); `0` runs them all on the device's one stream."),
     EnvVar("RLX_FFT_GPU_FOUR_STEP", "1", "GPUs run complex transforms of powers of two from 8192 to 2^24 points "
            "as two `fft_shared` dispatches (the four-step the CPU runs: columns, a twiddle, rows), and so "
-           "Bluestein's longer inner transforms (but of framed or padded rows): on an H100, N = 65536 at 2.2x "
-           "cuFFT's time and Bluestein's 4099 at 2.3x, where one Stockham pass per radix took 7.4x and 7.2x; `0` "
-           "takes the passes; read at compile time."),
+           "Bluestein's longer inner transforms (but of framed or padded rows); measured faster than the "
+           "Stockham passes on an H100 (benchmarks/README.md, \"H100, session 35\"); `0` takes one Stockham "
+           "pass per radix; read at compile time."),
     EnvVar("RLX_CUDA_FP8_GEMM", "1", "`0` keeps FP8 x FP8 `scaled_linear` off cuBLASLt's FP8 gemm on CUDA "
            "(the kernel path: dequantize, gemm, epilogue), as on devices without FP8 tensor cores."),
     EnvVar("RLX_CUDA_STAGING_MAX", "268435456", "Largest input or output (bytes) a CUDA run copies through "

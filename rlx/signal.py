@@ -87,10 +87,7 @@ def _named_window(window: str | tuple, win_length: int) -> np.ndarray:
     windows named in _WINDOW_NAMES: the periodic window is the symmetric one
     of win_length + 1 samples without its last, and one sample is [1]."""
     name, *args = (window,) if isinstance(window, str) else window
-    if not isinstance(name, str):
-        raise GraphError(f"window: {window!r} is neither a window name ({_WINDOW_NAMES}) nor its samples")
-    known = name in _COSINE_WINDOWS or name in _FLAT_WINDOWS or name in ("bartlett", *_PARAMETRIC_WINDOWS)
-    if not known:
+    if name not in (*_COSINE_WINDOWS, *_FLAT_WINDOWS, "bartlett", *_PARAMETRIC_WINDOWS):
         raise GraphError(f"window: unknown window {name!r}; use {_WINDOW_NAMES} or an array")
     wanted = 1 if name in _PARAMETRIC_WINDOWS else 0
     if len(args) != wanted:

@@ -783,12 +783,6 @@ RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
 #ifndef RLX_FFT_REGISTER_CONJ
 #define RLX_FFT_REGISTER_CONJ 1
 #endif
-// Twiddle m of the register form. (Read-only __ldg loads, which the
-// prototype's SASS hoists above barriers, measured the same on an H100 in
-// session 35: 44.4 against 44.9 us at N = 4096, so plain loads stay.)
-RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *tw, uint m, uint inv) {
-    return rlx_fft_twiddle_pair(tw, m, inv);
-}
 
 // Element r of butterfly i of a thread's P values, twiddled and
 // transformed: the radix-R butterflies of one pass over span S (inv:
@@ -803,7 +797,9 @@ RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE cons
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             x.v[r] = v.v[i * R + r];
-            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(tw, k * r * (N / (S * R)), inv));
+            // Plain loads: read-only __ldg ones, which the prototype's SASS
+            // hoists above barriers, measured the same on an H100 (session 35).
+            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, k * r * (N / (S * R)), inv));
         }
         x = rlx_fft_dft_pow2(x, sg);
         RLX_UNROLL
@@ -999,9 +995,9 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     const uint gr = p->group_rows, gb = p->group_block;
     uint row0 = rlx_group_id.x * gr, block_end = p->rows;
     if (gb != 0u) {
-        const uint per = (gb + gr - 1u) / gr, in_block = rlx_group_id.x % per;
-        row0 = (rlx_group_id.x / per) * gb + in_block * gr;
-        block_end = row0 - in_block * gr + gb < p->rows ? row0 - in_block * gr + gb : p->rows;
+        const uint per = (gb + gr - 1u) / gr, start = (rlx_group_id.x / per) * gb;
+        row0 = start + (rlx_group_id.x % per) * gr;
+        block_end = start + gb < p->rows ? start + gb : p->rows;
     }
     if (row0 >= p->rows) return;
     const uint bits = p->span, swz = p->swizzle;

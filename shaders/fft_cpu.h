@@ -60,6 +60,12 @@ RLX_INLINE void rlx_fft_vmul(rlx_fft_v &re, rlx_fft_v &im, rlx_cf w) {
     im = re * w.im + im * w.re;
     re = r;
 }
+// The same with a factor a lane (wr, wi).
+RLX_INLINE void rlx_fft_vmul(rlx_fft_v &re, rlx_fft_v &im, rlx_fft_v wr, rlx_fft_v wi) {
+    const rlx_fft_v r = re * wr - im * wi;
+    im = re * wi + im * wr;
+    re = r;
+}
 
 // rlx_fft_dft on lane vectors, radix 2, 3, 4 or 5, in place.
 RLX_INLINE void rlx_fft_dft_v(rlx_fft_v *xr, rlx_fft_v *xi, uint radix, uint inverse) {
@@ -356,9 +362,7 @@ RLX_INLINE void rlx_fft_load_column(const float *at, bool real, const float *pre
         if (!chirp) return;
         rlx_fft_v wr, wi;
         rlx_fft_split(pre + 2u * (uint64_t)g, wr, wi);
-        const rlx_fft_v r = re * wr - im * wi;
-        im = re * wi + im * wr;
-        re = r;
+        rlx_fft_vmul(re, im, wr, wi);
         return;
     }
     re = rlx_fft_v{};
@@ -470,10 +474,7 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
                     re[at] = rlx_fft_v{};
                     im[at] = rlx_fft_v{};
                 } else if (chirp) {
-                    const float wr = pre[2u * i], wi = pre[2u * i + 1u];
-                    const rlx_fft_v r = re[at] * wr - im[at] * wi;
-                    im[at] = re[at] * wi + im[at] * wr;
-                    re[at] = r;
+                    rlx_fft_vmul(re[at], im[at], rlx_cf_make(pre[2u * i], pre[2u * i + 1u]));
                 }
             }
             return 0u;
@@ -584,10 +585,7 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
                         wi[l] = post[2u * (g + l) + 1u];
                     }
                 }
-                wi *= sg;
-                const rlx_fft_v r = vr * wr - vi * wi;
-                vi = vr * wi + vi * wr;
-                vr = r;
+                rlx_fft_vmul(vr, vi, wr, wi * sg);
             }
             float *out = at + (uint64_t)k * p->dst_step;
             if (lanes == RLX_FFT_LANES) {
@@ -619,40 +617,25 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         rlx_fft_store_rows(rowp, nrows, n + 1u, re, im, p->scale);
         return;
     }
-    // Complex pairs of unit step, the first dst_count, times post[k] first
-    // (Bluestein's chirp and spectrum): through the transposes. Rows of 512
-    // pairs are 4 KB apart, so storing each lane's value on its own would
-    // hit one L1 set sixteen times (Bluestein's N = 255 took 4x its time).
-    if (p->store_mode == 0u && p->dst_step == 2u && p->post_mul <= 1u) {
-        const uint count = p->dst_count < n ? p->dst_count : n;
-        if (p->post_mul == 1u) {
-            for (uint k = 0u; k < count; ++k) {
-                const float wr = post[2u * k], wi = post[2u * k + 1u];
-                const rlx_fft_v r = re[k] * wr - im[k] * wi;
-                im[k] = re[k] * wi + im[k] * wr;
-                re[k] = r;
-            }
-        }
-        rlx_fft_store_rows(rowp, nrows, count, re, im, p->scale);
-        return;
-    }
     // Complex values or the real part at any step, the first dst_count of
-    // them, times post[k] (Bluestein's chirp and spectrum): each lane's row
-    // through its pointer.
+    // them, times post[k] first (Bluestein's chirp and spectrum). Complex
+    // pairs of unit step go through the transposes: rows of 512 pairs are
+    // 4 KB apart, so storing each lane's value on its own hits one L1 set
+    // sixteen times (Bluestein's N = 255 took 4x its time). The rest go
+    // through each lane's row pointer.
     if (p->post_mul <= 1u && p->store_mode <= 1u) {
         const uint count = p->dst_count < n ? p->dst_count : n;
+        if (p->post_mul == 1u) {
+            for (uint k = 0u; k < count; ++k) rlx_fft_vmul(re[k], im[k], rlx_cf_make(post[2u * k], post[2u * k + 1u]));
+        }
+        if (p->store_mode == 0u && p->dst_step == 2u) {
+            rlx_fft_store_rows(rowp, nrows, count, re, im, p->scale);
+            return;
+        }
         const uint64_t step = p->dst_step;
-        const float s = p->scale;
+        const float s = p->scale;   // read once: the stores may alias the params for all the compiler knows
         for (uint k = 0u; k < count; ++k) {
-            rlx_fft_v vr = re[k], vi = im[k];
-            if (p->post_mul == 1u) {
-                const float wr = post[2u * k], wi = post[2u * k + 1u];
-                const rlx_fft_v r = vr * wr - vi * wi;
-                vi = vr * wi + vi * wr;
-                vr = r;
-            }
-            vr *= s;
-            vi *= s;
+            const rlx_fft_v vr = re[k] * s, vi = im[k] * s;
             const uint64_t o = (uint64_t)k * step;
             for (uint l = 0u; l < nrows; ++l) {
                 rowp[l][o] = vr[l];

@@ -139,12 +139,17 @@ def transform_passes(n: int, inverse: bool, shared: bool = True, mixed_limit: in
     return passes
 
 
+def target_passes(lw: Lowering, n: int, inverse: bool) -> list[Pass]:
+    """transform_passes with the target's mixed_max."""
+    return transform_passes(n, inverse, mixed_limit=mixed_max(lw.target))
+
+
 def chosen_passes(lw: Lowering, n: int, rows: int, inverse: bool) -> list[Pass]:
     """transform_passes, with the cost model choosing between fft_shared's
     one dispatch and the Stockham passes where both cover n (the passes
     spread few long rows over a whole GPU, at a global-memory round trip a
     pass: which wins is the calibration's call)."""
-    one = transform_passes(n, inverse, mixed_limit=mixed_max(lw.target))
+    one = target_passes(lw, n, inverse)
     if n < 2 or len(one) != 1 or one[0].radix not in (0, 1):   # n = 1 has no Stockham pass
         return one
     passes = transform_passes(n, inverse, shared=False)
@@ -519,7 +524,7 @@ def _fuses_half(lw: Lowering, m: int, inverse: bool = False) -> bool:
     cpu_form = lw.target.one_thread_groups and slot_layout(lw.target) == SLOTS_PLAIN
     if (inverse and not cpu_form) or factor(m) is None:
         return False
-    passes = transform_passes(m, False, mixed_limit=mixed_max(lw.target))
+    passes = target_passes(lw, m, False)
     return len(passes) == 1 and passes[0].radix in (0, 1)
 
 
@@ -530,7 +535,7 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     spectrum (LOAD_IRFFT); the length-n twiddles ride in the pre and post
     bindings, which those modes read instead of multiplying by them (pre:
     rfft's window instead, bound at its first float)."""
-    (p,) = transform_passes(m, inverse, mixed_limit=mixed_max(lw.target))
+    (p,) = target_passes(lw, m, inverse)
     tw = _table(lw, ("twiddles", m), lambda: twiddles(m))
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
     grid, group_rows = shared_grid(lw.target, rows, m, shared_capacity(lw.target, p))
@@ -544,10 +549,10 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
 def _four_step_split(lw: Lowering, n: int, load: dict, store: dict) -> tuple[int, int] | None:
     """(n1, n2), n = n1 n2 with n1 >= n2, when a length above SHARED_MAX runs
     as two fft_shared dispatches (the four-step): powers of two on the CPU,
-    and on GPUs where RLX_FFT_GPU_FOUR_STEP=1 asks for it (not yet
-    measured on one; by default they take a Stockham pass per radix); on
-    the CPU also other 2^a 3^b 5^c as two factors of at most SHARED_MAX
-    (_idle_lanes: 6144 = 96 x 64, 10000 = 625 x 16). Complex rows of unit
+    and on GPUs unless RLX_FFT_GPU_FOUR_STEP=0 (then a Stockham pass per
+    radix; on an H100 the four-step took a third of their time at 65536);
+    on the CPU also other 2^a 3^b 5^c as two factors of at most SHARED_MAX
+    (_idle_lanes: 6144 = 96 x 64, 10000 = 125 x 80). Complex rows of unit
     step in and out, read and written whole; the powers of two's factors
     are multiples of CPU_ROWS (every group of lanes fills one block of
     columns)."""
@@ -611,8 +616,7 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
         -2j * np.pi * np.outer(np.arange(n1), np.arange(n2)) / n)))
     # Each factor in one fft_shared dispatch: a power of two, or (Bluestein's
     # lengths on the CPU) its mixed-radix form.
-    limit = mixed_max(lw.target)
-    (p1,), (p2,) = (transform_passes(m, inverse, mixed_limit=limit) for m in (n1, n2))
+    (p1,), (p2,) = (target_passes(lw, m, inverse) for m in (n1, n2))
     # Each dispatch's rows come in blocks of adjacent columns: n2 a sequence,
     # then n1.
     steps = [(p1, n2, cols_load, cols_store, src, y), (p2, n1, rows_load, rows_store, y, dst)]

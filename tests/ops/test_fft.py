@@ -182,8 +182,8 @@ def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
     """The CPU's four-step factors (n1 >= n2, both within fft_shared):
     powers of two balanced, other 2^a 3^b 5^c with factors of 16 or more,
     the fewest lanes idle in each block's short last group; none where no two factors
-    within SHARED_MAX make n (3^15: Bluestein takes it), none on GPUs
-    unless RLX_FFT_GPU_FOUR_STEP, and then powers of two alone."""
+    within SHARED_MAX make n (3^15: Bluestein takes it); on GPUs powers of
+    two alone, and none under RLX_FFT_GPU_FOUR_STEP=0."""
     from types import SimpleNamespace
 
     from rlx.lowering import fft as fft_lowering
@@ -309,8 +309,8 @@ def test_bluestein_four_step_reads_any_sequence(rng):
     sequence), and store complex bins or the real part: a transposed real
     input (elements two floats apart), odd rfft's first n // 2 + 1 bins,
     fft(ifft(x)) and odd irfft, short and long spectra; a framing view
-    (rows in blocks) takes the Stockham passes. GPUs take the passes for
-    all of them unless RLX_FFT_GPU_FOUR_STEP=1; the numerics hold either way."""
+    (rows in blocks) takes the Stockham passes. GPUs take the four-steps
+    too unless RLX_FFT_GPU_FOUR_STEP=0; the numerics hold either way."""
     four_steps = 6 if _cpu_form() or env.fft_gpu_four_step() else 0
     n = 2053
     g = rlx.Graph()
@@ -345,8 +345,8 @@ def test_bluestein_length_and_factors(monkeypatch):
     """Bluestein's convolution length on the CPU: the least product of two
     of the four-step's factors (multiples of 16, each one fft_shared
     dispatch) at or above 2n - 1 where it saves a quarter of the points
-    against the power of two; on GPUs the power of two, and only under
-    RLX_FFT_GPU_FOUR_STEP."""
+    against the power of two; on GPUs the power of two, and none under
+    RLX_FFT_GPU_FOUR_STEP=0."""
     from types import SimpleNamespace
 
     from rlx.lowering.fft import _bluestein_split, factor
