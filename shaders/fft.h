@@ -9,7 +9,9 @@
 //               in registers, the first reading the source and the last
 //               writing the destination (the digit passes); N = 2^a 3^b 5^c up
 //               to half the maximum as Stockham passes between the halves
-//               of group memory. The CPU runs its own form (fft_cpu.h: rows across vector
+//               of group memory (on GPUs up to RLX_FFT_MIXED_MAX in
+//               fft_mixed, that form alone in a kernel of its own). The
+//               CPU runs its own form (fft_cpu.h: rows across vector
 //               lanes, radix-8 passes, rfft/irfft unpacking fused, and a
 //               four-step of two dispatches for powers of two above the
 //               shared limit).
@@ -393,9 +395,9 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
 template <typename G>
 RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
                                     RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
-                                    RLX_CONSTANT FftParams *p, G sre, G sim, uint row0, uint rows_here,
-                                    uint tid, uint nt) {
-    const uint n = p->n, inv = p->inverse, half = RLX_FFT_SHARED_MAX / 2u, passes = p->passes;
+                                    RLX_CONSTANT FftParams *p, G sre, G sim, uint half, uint row0,
+                                    uint rows_here, uint tid, uint nt) {
+    const uint n = p->n, inv = p->inverse, passes = p->passes;
     const bool unpack = p->store_mode == 2u, direct = passes >= 2u;
     if (!direct) {
         for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
@@ -980,6 +982,24 @@ RLX_INLINE void rlx_fft_register_form(uint bits, RLX_DEVICE const float *src, RL
 #include "fft_cpu.h"
 #endif
 
+// The rows group g of fft_shared or fft_mixed takes: group_rows of them
+// from row0 (fewer at the end, or at the end of a block of group_block
+// rows), none past the last row.
+struct rlx_fft_rows { uint row0, here; };
+RLX_INLINE rlx_fft_rows rlx_fft_group_rows(RLX_CONSTANT FftParams *p, uint g) {
+    const uint gr = p->group_rows, gb = p->group_block;
+    uint row0 = g * gr, block_end = p->rows;
+    if (gb != 0u) {
+        const uint per = (gb + gr - 1u) / gr, start = (g / per) * gb;
+        row0 = start + (g % per) * gr;
+        block_end = start + gb < p->rows ? start + gb : p->rows;
+    }
+    rlx_fft_rows r;
+    r.row0 = row0;
+    r.here = row0 >= block_end ? 0u : block_end - row0 < gr ? block_end - row0 : gr;
+    return r;
+}
+
 template <typename T>
 RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
                       RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
@@ -992,16 +1012,10 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     // group_rows rows per group (group_rows * n <= RLX_FFT_SHARED_MAX): short
     // rows share a group so that it has work for all its threads. The test is
     // uniform over the group, so the return skips no barrier of others.
-    const uint gr = p->group_rows, gb = p->group_block;
-    uint row0 = rlx_group_id.x * gr, block_end = p->rows;
-    if (gb != 0u) {
-        const uint per = (gb + gr - 1u) / gr, start = (rlx_group_id.x / per) * gb;
-        row0 = start + (rlx_group_id.x % per) * gr;
-        block_end = start + gb < p->rows ? start + gb : p->rows;
-    }
-    if (row0 >= p->rows) return;
-    const uint bits = p->span, swz = p->swizzle;
-    const uint rows_here = block_end - row0 < gr ? block_end - row0 : gr;
+    const uint gr = p->group_rows;
+    const rlx_fft_rows rs = rlx_fft_group_rows(p, rlx_group_id.x);
+    if (rs.here == 0u) return;
+    const uint row0 = rs.row0, rows_here = rs.here, bits = p->span, swz = p->swizzle;
 #ifdef RLX_TARGET_CPU
     if (gr <= RLX_FFT_CPU_ROWS && !swz) {   // the lowering's CPU grid: rows across vector lanes (fft_cpu.h)
         (void)spairs, (void)sre, (void)sim, (void)bits;
@@ -1010,7 +1024,8 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     }
 #endif
     if (p->radix == 1u) {   // mixed radix (uniform): Stockham passes between the memory's two halves
-        rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, row0, rows_here, rlx_local_id.x, rlx_group_size.x);
+        rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, RLX_FFT_SHARED_MAX / 2u, row0, rows_here,
+                            rlx_local_id.x, rlx_group_size.x);
         return;
     }
     const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
@@ -1031,6 +1046,38 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     rlx_fft_digit_passes(src, dst, tw, pre, post, p, spairs, row0, rows_here, bits, swz, tid, nt);
 }
 RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
+
+// fft_mixed: the mixed-radix form as a kernel of its own on GPUs, for N up
+// to RLX_FFT_MIXED_MAX. fft_shared's group memory and registers are sized
+// for its power-of-two forms (4096 points, 64 registers: four groups an SM
+// on an H100), and the mixed form, which waits on group memory and barriers
+// between short passes, ran 20% slower at three groups an SM than at four
+// (benchmarks/README.md, H100 session 35): here it has memory for its two
+// halves alone and a register budget for more groups an SM.
+#ifndef RLX_FFT_MIXED_MAX
+#define RLX_FFT_MIXED_MAX 1024u
+#endif
+#ifndef RLX_FFT_MIXED_MIN_GROUPS
+#define RLX_FFT_MIXED_MIN_GROUPS 6
+#endif
+#ifdef RLX_TARGET_CUDA
+#define RLX_FFT_MIXED_BOUNDS __launch_bounds__(256, RLX_FFT_MIXED_MIN_GROUPS)
+#else
+#define RLX_FFT_MIXED_BOUNDS
+#endif
+
+template <typename T>
+RLX_KERNEL RLX_FFT_MIXED_BOUNDS fft_mixed(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
+                      RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
+                      RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
+    RLX_SHARED(float, sre, 2u * RLX_FFT_MIXED_MAX);
+    RLX_SHARED(float, sim, 2u * RLX_FFT_MIXED_MAX);
+    const rlx_fft_rows rs = rlx_fft_group_rows(p, rlx_group_id.x);
+    if (rs.here == 0u) return;   // uniform over the group
+    rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, RLX_FFT_MIXED_MAX, rs.row0, rs.here, rlx_local_id.x,
+                        rlx_group_size.x);
+}
+RLX_INSTANTIATE(fft_mixed, float, fft_mixed_c64)
 
 // One Stockham pass (radix R, span P = product of the earlier radices):
 // butterfly j of a row reads elements j + r n / R, twiddles them by

@@ -71,8 +71,9 @@ shared_bench() {
   python3 -c "
 import json, sys
 for r in json.load(open(sys.argv[1]))['rows']:
-    print(r['defines'] or 'default', r.get('kernel', 'fft_shared'), r['n'], 'layout', r['swizzle'], r['us'], 'cufft',
-          r['cufft_us'], 'ratio', r['ratio'], 'err', '%.1e' % r['rel_err'], r['usage'][:44])
+    print(r['defines'] or 'default', r.get('kernel', 'fft_shared'), r['n'], 'layout', r['swizzle'], 't', r.get('threads'),
+          'gr', r.get('group_rows'), r['us'], 'cufft', r['cufft_us'], 'ratio', r['ratio'], 'err', '%.1e' % r['rel_err'],
+          str(r['usage'])[:60])
 " "$OUT/fft-shared-$label.json" 2>&1 | tee -a "$S"
 }
 

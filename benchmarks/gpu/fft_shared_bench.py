@@ -13,7 +13,11 @@ only, so 1 times the digit passes in the same process) pick the cases;
 FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own;
 FFT_INVERSE=1 times the inverse transform (unscaled) instead. Lengths that
 are not powers of two run the mixed-radix form (the lowering's passes and
-grid for it; FFT_RADIX_ORDER=odd runs its odd radices first).
+grid for it; FFT_RADIX_ORDER=odd runs its odd radices first) in fft_shared
+and, up to its RLX_FFT_MIXED_MAX, in fft_mixed (FFT_MIXED_THREADS: its
+threads a group instead of the lowering's, one case each). A variant
+"old:PATH -D..." builds another fft.h (an earlier commit's) beside the
+current one.
 Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
@@ -34,7 +38,15 @@ import numpy as np
 import torch
 from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
-from rlx.lowering.fft import MIXED_SHARED_MAX, SHARED_MAX, factor, mixed_span, shared_grid, transform_passes
+from rlx.lowering.fft import (
+    MIXED_KERNEL_MAX,
+    MIXED_SHARED_MAX,
+    SHARED_MAX,
+    factor,
+    mixed_span,
+    shared_grid,
+    transform_passes,
+)
 from rlx.runtime.shader_source import kernel_source
 
 LAUNCHER = r"""
@@ -63,6 +75,14 @@ extern "C" __global__ void __launch_bounds__(256, 3) fft_register_only(const flo
     const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
     rlx_fft_register_form<2u>(p->span, src, dst, tw, tw, tw, p, sp, row0, rows_here, threadIdx.x, blockDim.x);
 }
+#ifdef RLX_FFT_MIXED_MAX   // fft.h from before fft_mixed (a variant "old:PATH") has none
+extern "C" int rlx_bench_launch_mixed(const float *src, float *dst, const float *tw, const void *dp, int groups,
+                                      int threads, void *stream) {
+    fft_mixed<float><<<groups, threads, 0, (cudaStream_t)stream>>>(src, dst, tw, nullptr, nullptr,
+                                                                   (const FftParams *)dp);
+    return (int)cudaGetLastError();
+}
+#endif
 extern "C" int rlx_bench_launch_register(const float *src, float *dst, const float *tw, const void *dp, int groups,
                                          int threads, void *stream) {
     fft_register_only<<<groups, threads, 0, (cudaStream_t)stream>>>(src, dst, tw, (const FftParams *)dp);
@@ -71,26 +91,51 @@ extern "C" int rlx_bench_launch_register(const float *src, float *dst, const flo
 """
 
 
-def build(defines: str, tmp: str, i: int) -> tuple[str, str]:
+def build(variant: str, tmp: str, i: int) -> tuple[str, str]:
+    """A variant is -D flags, or "old:PATH -D..." for another fft.h (an
+    earlier commit's, for an A/B in one process)."""
+    header, defines = "fft.h", variant
+    if variant.startswith("old:"):
+        header, _, defines = variant[4:].partition(" ")
+        header = os.path.abspath(header)
     src = os.path.join(tmp, f"v{i}.cu")
     with open(src, "w") as f:
-        f.write(kernel_source("cuda", '#include "fft.h"\n') + LAUNCHER)
+        f.write(kernel_source("cuda", f'#include "{header}"\n') + LAUNCHER)
     out = os.path.join(tmp, f"v{i}.so")
     cmd = ["nvcc", "-O3", "-std=c++17", "-arch=sm_90", "-shared", "-Xcompiler", "-fPIC", "-Xptxas", "-v",
            *defines.split(), src, "-o", out]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    usage = [ln.strip() for ln in res.stderr.splitlines() if "Used" in ln or "stack frame" in ln]
     if res.returncode:
         raise RuntimeError(res.stderr[-2000:])
-    return out, " | ".join(usage[-2:])
+    return out, kernel_usage(res.stderr)
 
 
-def grid(n: int, rows: int, units: int) -> tuple[int, int, int]:
+def kernel_usage(ptxas_log: str) -> dict[str, str]:
+    """ptxas -v's registers and stack per kernel of this file (by the
+    kernel's name in its mangled entry name)."""
+    usage: dict[str, list[str]] = {}
+    entry = ""
+    for line in ptxas_log.splitlines():
+        if "entry function" in line:
+            entry = next((k for k in ("fft_register_only", "fft_mixed", "fft_shared") if k in line), "")
+        elif entry and ("Used" in line or "stack frame" in line):
+            usage.setdefault(entry, []).append(line.strip())
+    return {k: " | ".join(v) for k, v in usage.items()}
+
+
+def grid(n: int, rows: int, units: int, capacity: int) -> tuple[int, int, int]:
     """The lowering's grid for a CUDA GPU of `units` SMs: (groups, threads, rows a group)."""
     target = SimpleNamespace(one_thread_groups=False, compute_units=units, simd_width=32, max_threads_per_group=1024)
-    capacity = SHARED_MAX if n & (n - 1) == 0 else MIXED_SHARED_MAX
     ((groups, _, _), (threads, _, _)), group_rows = shared_grid(target, rows, n, capacity)
     return groups, threads, group_rows
+
+
+def mixed_capacity(defines: str) -> int:
+    """fft_mixed's points a half under `defines` (-DRLX_FFT_MIXED_MAX=...)."""
+    for d in defines.split():
+        if d.startswith("-DRLX_FFT_MIXED_MAX="):
+            return int(d.split("=", 1)[1].rstrip("u"))
+    return MIXED_KERNEL_MAX
 
 
 def main() -> None:
@@ -112,21 +157,27 @@ def main() -> None:
                 x = torch.randn(rows, n, dtype=torch.complex64, device="cuda")
                 y = torch.empty_like(x)
                 tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
-                groups, threads, group_rows = grid(n, rows, units)
                 (form,) = transform_passes(n, bool(inverse))   # fft_shared's one dispatch
                 if form.radix == 1 and os.environ.get("FFT_RADIX_ORDER") == "odd":   # 5s and 3s, then 4s and 2
                     radices = sorted(factor(n), key=lambda r: r % 2 == 0)
                     form = dataclasses.replace(form, span=mixed_span(radices))
+                shared_cap = SHARED_MAX if form.radix == 0 else MIXED_SHARED_MAX
+                # (kernel, launch, grid): fft_shared's form, the register form
+                # alone where asked, fft_mixed for the mixed-radix lengths it takes.
+                kernels = [("fft_shared", lib.rlx_bench_launch, grid(n, rows, units, shared_cap))]
+                if form.radix == 1 and n <= mixed_capacity(defines) and hasattr(lib, "rlx_bench_launch_mixed"):
+                    groups, threads, group_rows = grid(n, rows, units, mixed_capacity(defines))
+                    for t in os.environ.get("FFT_MIXED_THREADS", str(threads)).split():
+                        kernels.append(("fft_mixed", lib.rlx_bench_launch_mixed, (groups, int(t), group_rows)))
                 for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "2 1").split()]:
-                    dp = ctypes.c_void_p()
-                    assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, inverse, group_rows, swizzle, form.radix,
-                                                form.span, form.count) == 0
-
-                    kernels = [("fft_shared", lib.rlx_bench_launch)]
+                    cases = list(kernels)
                     if swizzle == 2 and form.radix == 0 and os.environ.get("FFT_REGISTER_ONLY") == "1":
-                        kernels.append(("fft_register_only", lib.rlx_bench_launch_register))
-                    for kernel, launch in kernels:
+                        cases.append(("fft_register_only", lib.rlx_bench_launch_register, kernels[0][2]))
+                    for kernel, launch, (groups, threads, group_rows) in cases:
                         launch.argtypes = lib.rlx_bench_launch.argtypes
+                        dp = ctypes.c_void_p()
+                        assert lib.rlx_bench_params(ctypes.byref(dp), n, rows, inverse, group_rows, swizzle,
+                                                    form.radix, form.span, form.count) == 0
 
                         def run(launch=launch, dp=dp, x=x, y=y, tw=tw, groups=groups, threads=threads):
                             assert launch(x.data_ptr(), y.data_ptr(), tw.data_ptr(), dp, groups, threads,
@@ -139,8 +190,9 @@ def main() -> None:
                         ms = back_to_back_ms(run)
                         if n not in cufft:
                             cufft[n] = back_to_back_ms(lambda x=x: torch.fft.fft(x))
-                        row = {"defines": defines, "kernel": kernel, "inverse": inverse, "usage": usage, "n": n,
-                               "swizzle": swizzle, "rows": rows, "rel_err": err, "us": round(ms * 1e3, 2),
+                        row = {"defines": defines, "kernel": kernel, "inverse": inverse,
+                               "usage": usage.get(kernel, ""), "n": n, "swizzle": swizzle, "threads": threads,
+                               "group_rows": group_rows, "rows": rows, "rel_err": err, "us": round(ms * 1e3, 2),
                                "cufft_us": round(cufft[n] * 1e3, 2), "ratio": round(ms / cufft[n], 3)}
                         print(json.dumps(row), flush=True)
                         rows_out.append(row)

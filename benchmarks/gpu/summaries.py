@@ -28,7 +28,7 @@ def fft_cuda() -> None:
     for line in sys.stdin:
         if line.startswith("{"):
             r = json.loads(line)
-            print(r.get("op"), r.get("n", r.get("batch")), r.get("correct"),
+            print(r.get("op"), r.get("n", r.get("batch")), r.get("correct"), r.get("rlx_kernels"),
                   {k: round(v, 4) for k, v in r.items() if k.endswith("_ms") or k.startswith("rlx_over")})
 
 
@@ -41,7 +41,8 @@ def fft_shared() -> None:
             print(line.rstrip()[:200])
             continue
         print(r["defines"] or "default", "inv" if r.get("inverse") else "fwd", r["kernel"], r["n"], r["us"], "cufft",
-              r["cufft_us"], "ratio", r["ratio"], f"{r['rel_err']:.1e}", r["usage"][:40])
+              r["cufft_us"], "ratio", r["ratio"], f"{r['rel_err']:.1e}", f"t{r.get('threads')}",
+              f"gr{r.get('group_rows')}", r["usage"][:60])
 
 
 def gemv_trace(path: str) -> None:

@@ -3,9 +3,10 @@
 Each transform of length N along the last axis becomes a chain of passes:
 - N a power of two <= SHARED_MAX: one fft_shared dispatch, a group per row
   (the whole row in group memory), or 2^a 3^b 5^c up to mixed_max (GPUs
-  MIXED_SHARED_MAX, the CPU SHARED_MAX) in its mixed-radix form, where the
-  cost model prefers that dispatch to the Stockham passes (chosen_passes,
-  from the calibrated rates);
+  MIXED_SHARED_MAX, the CPU SHARED_MAX) in its mixed-radix form (on GPUs
+  up to MIXED_KERNEL_MAX as fft_mixed, that form's own kernel:
+  shared_kernel), where the cost model prefers that dispatch to the
+  Stockham passes (chosen_passes, from the calibrated rates);
 - N = 2^a 3^b 5^c otherwise (large powers of two included): one fft_stage
   dispatch per Stockham pass over global memory, radices 4, 2, 3, 5;
 - any other N: Bluestein's chirp-z, a length-L power-of-two transform of
@@ -56,6 +57,7 @@ SHARED_MAX = 4096            # RLX_FFT_SHARED_MAX in shaders/fft.h (two f32 arra
 # Stockham passes ping-pong between the two halves of that memory, so at
 # most half the points; the radices ride in one 32-bit param, 3 bits each.
 MIXED_SHARED_MAX = SHARED_MAX // 2
+MIXED_KERNEL_MAX = 1024      # RLX_FFT_MIXED_MAX in shaders/fft.h: fft_mixed's points a half (GPUs)
 REGISTER_MIN_BITS, REGISTER_MAX_BITS = 5, 12   # fft_shared's register form: 32 <= N <= 4096
 MIXED_MAX_PASSES = 10
 RADICES = (4, 2, 3, 5)       # fft_stage's butterflies; 4 first: fewest passes for powers of two
@@ -113,6 +115,17 @@ def shared_capacity(target, p: Pass) -> int:
     return SHARED_MAX if p.radix == 0 else mixed_max(target)
 
 
+def shared_kernel(target, p: Pass) -> tuple[str, int]:
+    """The kernel of a one-dispatch form ``p`` (radix 0 or 1) on ``target``
+    and its capacity (shared_grid's): GPUs run the mixed-radix form up to
+    MIXED_KERNEL_MAX in fft_mixed, its own kernel with group memory for its
+    two halves alone and room for more groups a core; fft_shared runs the
+    rest, and every form on the CPU (fft_cpu.h)."""
+    if p.radix == 1 and not target.one_thread_groups and p.n <= MIXED_KERNEL_MAX:
+        return "fft_mixed_c64", MIXED_KERNEL_MAX
+    return "fft_shared_c64", shared_capacity(target, p)
+
+
 def pass_layout(target, p: Pass) -> int:
     """FftParams.swizzle of fft_shared's form ``p``: the target's slot_layout
     for powers of two; plain for the mixed-radix form, whose halves are
@@ -153,7 +166,7 @@ def chosen_passes(lw: Lowering, n: int, rows: int, inverse: bool) -> list[Pass]:
     if n < 2 or len(one) != 1 or one[0].radix not in (0, 1):   # n = 1 has no Stockham pass
         return one
     passes = transform_passes(n, inverse, shared=False)
-    (groups, _), _ = shared_grid(lw.target, rows, n, shared_capacity(lw.target, one[0]))
+    (groups, _), _ = shared_grid(lw.target, rows, n, shared_kernel(lw.target, one[0])[1])
     return one if lw.decider.prefer_fft_shared(n, rows, groups[0], len(passes)) else passes
 
 
@@ -538,11 +551,12 @@ def _fused_half(lw: Lowering, node: Node, rows: int, m: int, inverse: bool, load
     (p,) = target_passes(lw, m, inverse)
     tw = _table(lw, ("twiddles", m), lambda: twiddles(m))
     half_tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
-    grid, group_rows = shared_grid(lw.target, rows, m, shared_capacity(lw.target, p))
+    kernel, capacity = shared_kernel(lw.target, p)
+    grid, group_rows = shared_grid(lw.target, rows, m, capacity)
     layout = pass_layout(lw.target, p)
     params = fft_params(node, p, rows, load, store, group_rows, swizzle=layout)
     pre_binding = (half_tw, "r") if pre is None else (pre, "r@")
-    lw.dispatch(f"{node!r} (half length, fused)", "fft_shared_c64",
+    lw.dispatch(f"{node!r} (half length, fused)", kernel,
                 [(src, "r"), (dst, "w"), (tw, "r"), pre_binding, (half_tw, "r")], params, grid, fft_work(p, rows))
 
 
@@ -623,7 +637,7 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
     for i, (p, block, p_load, p_store, a, b) in enumerate(steps):
         prows = rows * block
         tw = _table(lw, ("twiddles", p.n), lambda m=p.n: twiddles(m))
-        capacity, layout = shared_capacity(lw.target, p), pass_layout(lw.target, p)
+        (kernel, capacity), layout = shared_kernel(lw.target, p), pass_layout(lw.target, p)
         grid, group_rows = shared_grid(lw.target, prows, p.n, capacity)
         group_block = 0
         if lw.target.one_thread_groups and block % group_rows:
@@ -634,7 +648,7 @@ def _four_step(lw: Lowering, node: Node, rows: int, n1: int, n2: int, inverse: b
         params = fft_params(node, p, prows, p_load, p_store, group_rows, swizzle=layout, group_block=group_block)
         pre = p_load.get("pre") if i == 0 else None
         post = grid_table if i == 0 else p_store.get("post")
-        lw.dispatch(f"{node!r} four-step {i + 1}/2", "fft_shared_c64",
+        lw.dispatch(f"{node!r} four-step {i + 1}/2", kernel,
                     [(a, "r"), (b, "w"), (tw, "r"), (pre or tw, "r"), (post or tw, "r")],
                     params, grid, fft_work(p, prows))
 
@@ -762,8 +776,8 @@ def _transform(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load:
             dst_view = dst if last else View.dense(scratch[step % 2], f32, (rows * length * 2,))
             pre, post = p_load.get("pre") or tw, p_store.get("post") or tw
             if p.radix in (0, 1):
-                capacity = shared_capacity(lw.target, p)
-                kernel, (grid, group_rows) = "fft_shared_c64", shared_grid(lw.target, rows, p.n, capacity)
+                kernel, capacity = shared_kernel(lw.target, p)
+                grid, group_rows = shared_grid(lw.target, rows, p.n, capacity)
             else:
                 kernel, group_rows = "fft_stage_c64", 1
                 grid = lw.target.elementwise_grid(rows * (p.n // p.radix), scalar=True)

@@ -1,5 +1,5 @@
 // The sort, scan, splat, FFT and fused norm kernels (shaders/sort.h, shaders/splat.h,
-// fft_shared of shaders/fft.h,
+// fft_shared and fft_mixed of shaders/fft.h,
 // rmsnorm_add of shaders/norm.h, rmsnorm_rope of shaders/rope.h, gemv1n's
 // norm-chain staging of shaders/quant_gemv.h) run with G
 // real threads per group on the CPU: the CPU prelude with its one-thread
@@ -273,6 +273,11 @@ void fft_shared_body(void *c, rlx_ids rlx_ids_arg) {
     fft_shared<float>(f->src, f->dst, f->tw, f->pre, f->post, f->p, rlx_ids_arg);
 }
 
+void fft_mixed_body(void *c, rlx_ids rlx_ids_arg) {
+    FftCtx *f = static_cast<FftCtx *>(c);
+    fft_mixed<float>(f->src, f->dst, f->tw, f->pre, f->post, f->p, rlx_ids_arg);
+}
+
 }  // namespace
 
 extern "C" {
@@ -286,6 +291,14 @@ __attribute__((visibility("default"))) int gt_fft_shared(const float *src, float
     FftCtx c{src, tw, pre, post, dst, p};
     dispatch(groups, threads, fft_shared_body, &c);
     return rlx_fft_register_form_applies(p->span, p->swizzle, p->group_rows, threads) && p->radix != 1u;
+}
+
+// One fft_mixed dispatch (GPUs' mixed-radix form in its own kernel).
+__attribute__((visibility("default"))) void gt_fft_mixed(const float *src, float *dst, const float *tw,
+                                                         const float *pre, const float *post, const void *params,
+                                                         uint groups, uint threads) {
+    FftCtx c{src, tw, pre, post, dst, static_cast<const FftParams *>(params)};
+    dispatch(groups, threads, fft_mixed_body, &c);
 }
 
 // rmsnorm_add over dense rows (rlx/lowering/norm.py): y is [rows, cols], or
