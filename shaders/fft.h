@@ -328,6 +328,43 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
     }
 }
 
+// A row's plain source and destination (complex pairs adjacent at even
+// float offsets; no pre- or post-multiply, padding, zeros or rows in
+// blocks): the passes read and write them directly, an element as one
+// 8-byte unit. The digit passes stage any other load or store through
+// group memory and the general helpers, out of their loops, whose
+// radix-16 butterflies leave few registers for them; the mixed-radix
+// passes call the general helpers in theirs.
+RLX_INLINE bool rlx_fft_plain_src(RLX_CONSTANT FftParams *p) {
+    return p->load_mode == 0u && p->pre_mul == 0u && p->src_valid == 0u && p->src_rpb == 0u && p->src_len >= p->n &&
+           p->src_step == 2u && ((p->src_offset | p->src_row) & 1u) == 0u;
+}
+RLX_INLINE bool rlx_fft_plain_dst(RLX_CONSTANT FftParams *p) {
+    return p->store_mode == 0u && p->post_mul == 0u && p->dst_rpb == 0u && p->dst_count >= p->n &&
+           p->dst_step == 2u && ((p->dst_offset | p->dst_row) & 1u) == 0u;
+}
+// Element 0 of a plain row (the offsets count floats).
+RLX_INLINE RLX_DEVICE const rlx_float2 *rlx_fft_src_row(RLX_DEVICE const float *src, RLX_CONSTANT FftParams *p,
+                                                         uint row) {
+    return (RLX_DEVICE const rlx_float2 *)(src + p->src_offset + (uint64_t)row * p->src_row);
+}
+RLX_INLINE RLX_DEVICE rlx_float2 *rlx_fft_dst_row(RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p, uint row) {
+    return (RLX_DEVICE rlx_float2 *)(dst + p->dst_offset + (uint64_t)row * p->dst_row);
+}
+RLX_INLINE rlx_float2 rlx_fft_scaled(rlx_cf v, float scale) {
+    rlx_float2 o;
+    o.x = v.re * scale;
+    o.y = v.im * scale;
+    return o;
+}
+
+// Twiddle m as one 8-byte read (the tables are resident buffers of their
+// own, aligned far beyond 8 bytes: rlx/runtime/compiler.py).
+RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint inverse) {
+    const rlx_float2 w = ((RLX_DEVICE const rlx_float2 *)tw)[m];
+    return rlx_cf_make(w.x, inverse ? -w.y : w.y);
+}
+
 // One Stockham pass of fft_stage's butterflies (natural order in and out)
 // of compile-time radix R over span `span`, rows side by side: butterfly
 // j = jq span + k (k < span) of row lr reads elements j + r m (m = n / R)
@@ -335,6 +372,8 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
 // (span 1: no twiddles), and writes j's outputs to (j - k) R + k + r span
 // at `to`, or with to_dst (the last pass, span m: elements j + r m) to the
 // destination. j's quotient and remainder by span step as the walk's do.
+// A plain source or destination is read or written an element as one
+// 8-byte unit, any other through the general helpers.
 template <uint R, typename G>
 RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
                                    RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
@@ -342,6 +381,7 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
                                    bool to_dst, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
                                    uint nt) {
     const uint m = n / R, tstride = n / (span * R), spans = m / span;
+    const bool plain_in = from_src && rlx_fft_plain_src(p), plain_out = to_dst && rlx_fft_plain_dst(p);
     rlx_fft_walk w = rlx_fft_walk_start(m, tid, nt);
     uint jq = w.at / span, k = w.at - jq * span;
     const uint step_q = w.step_at / span, step_k = w.step_at - step_q * span;
@@ -352,12 +392,15 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
         for (uint r = 0u; r < 5u; ++r) {
             x.v[r] = rlx_cf_make(0.0f, 0.0f);
             if (r < R) {
-                if (from_src) {
+                if (plain_in) {
+                    const rlx_float2 v = rlx_fft_src_row(src, p, row0 + w.row)[j + r * m];
+                    x.v[r] = rlx_cf_make(v.x, v.y);
+                } else if (from_src) {
                     x.v[r] = rlx_fft_load(src, pre, p, row0 + w.row, j + r * m);
                 } else {
                     const uint at = from + base + j + r * m;
                     rlx_cf v = rlx_cf_make(sre[at], sim[at]);
-                    if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle(tw, r * k * tstride, inv));
+                    if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle_pair(tw, r * k * tstride, inv));
                     x.v[r] = v;
                 }
             }
@@ -366,7 +409,9 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
         const uint out0 = (j - k) * R + k;
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
-            if (to_dst) {
+            if (plain_out) {
+                rlx_fft_dst_row(dst, p, row0 + w.row)[out0 + r * span] = rlx_fft_scaled(y.v[r], p->scale);
+            } else if (to_dst) {
                 rlx_fft_store(dst, post, p, row0 + w.row, out0 + r * span, y.v[r]);
             } else {
                 sre[to + base + out0 + r * span] = y.v[r].re;
@@ -525,35 +570,6 @@ RLX_INLINE rlx_cfv<R> rlx_fft_dft_pow2(rlx_cfv<R> x, float sg) {
     return y;
 }
 
-// A row's plain source and destination (complex pairs adjacent at even
-// float offsets; no pre- or post-multiply, padding, zeros or rows in
-// blocks): the passes read and write them directly, an element as one
-// 8-byte unit. Any other load or store goes through group memory and the
-// general helpers, out of the passes' loops, whose radix-16 butterflies
-// leave few registers for them.
-RLX_INLINE bool rlx_fft_plain_src(RLX_CONSTANT FftParams *p) {
-    return p->load_mode == 0u && p->pre_mul == 0u && p->src_valid == 0u && p->src_rpb == 0u && p->src_len >= p->n &&
-           p->src_step == 2u && ((p->src_offset | p->src_row) & 1u) == 0u;
-}
-RLX_INLINE bool rlx_fft_plain_dst(RLX_CONSTANT FftParams *p) {
-    return p->store_mode == 0u && p->post_mul == 0u && p->dst_rpb == 0u && p->dst_count >= p->n &&
-           p->dst_step == 2u && ((p->dst_offset | p->dst_row) & 1u) == 0u;
-}
-// Element 0 of a plain row (the offsets count floats).
-RLX_INLINE RLX_DEVICE const rlx_float2 *rlx_fft_src_row(RLX_DEVICE const float *src, RLX_CONSTANT FftParams *p,
-                                                         uint row) {
-    return (RLX_DEVICE const rlx_float2 *)(src + p->src_offset + (uint64_t)row * p->src_row);
-}
-RLX_INLINE RLX_DEVICE rlx_float2 *rlx_fft_dst_row(RLX_DEVICE float *dst, RLX_CONSTANT FftParams *p, uint row) {
-    return (RLX_DEVICE rlx_float2 *)(dst + p->dst_offset + (uint64_t)row * p->dst_row);
-}
-RLX_INLINE rlx_float2 rlx_fft_scaled(rlx_cf v, float scale) {
-    rlx_float2 o;
-    o.x = v.re * scale;
-    o.y = v.im * scale;
-    return o;
-}
-
 // The group-memory slot of element j of a row: pass 0 (radix 2^first_bits)
 // has butterfly t = j mod (N / R0) hold j as its value j / (N / R0) and
 // write it at c R0 + that, c = t's radix-16 digits (the later passes') in
@@ -564,13 +580,6 @@ RLX_INLINE uint rlx_fft_digit_slot(uint j, uint bits, uint first_bits) {
     uint c = 0u;
     for (uint d = 0u; d < tbits; d += 4u) c |= ((t >> d) & 15u) << (tbits - 4u - d);
     return (c << first_bits) | (j >> tbits);
-}
-
-// Twiddle m as one 8-byte read (the tables are resident buffers of their
-// own, aligned far beyond 8 bytes: rlx/runtime/compiler.py).
-RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint inverse) {
-    const rlx_float2 w = ((RLX_DEVICE const rlx_float2 *)tw)[m];
-    return rlx_cf_make(w.x, inverse ? -w.y : w.y);
 }
 
 // Element e of a group's loop over its rows' elements: row-major, or with
@@ -1058,7 +1067,7 @@ RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
 #define RLX_FFT_MIXED_MAX 1024u
 #endif
 #ifndef RLX_FFT_MIXED_MIN_GROUPS
-#define RLX_FFT_MIXED_MIN_GROUPS 6
+#define RLX_FFT_MIXED_MIN_GROUPS 4
 #endif
 #ifdef RLX_TARGET_CUDA
 #define RLX_FFT_MIXED_BOUNDS __launch_bounds__(256, RLX_FFT_MIXED_MIN_GROUPS)

@@ -427,7 +427,7 @@ def _padded_rows(lw: Lowering, pf: PaddedFrames) -> tuple[View, dict]:
 
 
 @lowers("fft", "ifft", "rfft", "irfft", "windowed_rfft", reads={0: "rows"},
-        kernels=("fft_shared", "fft_stage", "rfft_post", "irfft_pre", "binary"))
+        kernels=("fft_shared", "fft_mixed", "fft_stage", "rfft_post", "irfft_pre", "binary"))
 def _fft(lw: Lowering, node: Node) -> View:
     op, x_node = node.op, node.inputs[0]
     out = lw.new_value(node)

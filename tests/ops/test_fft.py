@@ -23,8 +23,10 @@ from rlx import env
 from rlx.errors import DTypeError, GraphError, ShapeError
 from rlx.ir.dtype import c64
 from rlx.reference import run_reference
+from rlx.runtime.target import Target
 from rlx.tune.calibration import default_calibration
 from rlx.tune.cost import CostModel, decision_model
+from rlx.tune.decide import lower_for
 
 from .helpers import force_gpu_fft_form, kernels_of
 
@@ -183,6 +185,32 @@ def test_algorithm_per_length(monkeypatch):
     monkeypatch.setenv("RLX_FFT_GPU_FOUR_STEP", "0")         # GPUs then take a Stockham pass per radix
     assert kernels(8192) == (["fft_shared_c64"] * 2 if cpu else ["fft_stage_c64"] * 7)       # 4^6 * 2
     assert kernels(4097) == (["fft_shared_c64"] * 4 if cpu else ["fft_stage_c64"] * 14)      # 4^7 each way
+
+
+@pytest.mark.parametrize("backend", ["cuda", "metal"])
+def test_gpu_lowering_runs_mixed_lengths_in_fft_mixed(backend, monkeypatch):
+    """Lowered for a GPU without one (lower_for: the compile's own pipeline
+    over a Target): mixed-radix lengths up to MIXED_KERNEL_MAX run in
+    fft_mixed, longer ones in fft_shared's mixed form, powers of two in
+    fft_shared; rfft's half length and irfft's too. Every kernel the
+    lowering dispatches is one the op declares (lowers(kernels=...))."""
+    monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
+    gpu = Target(backend=backend, compute_units=132, max_threads_per_group=1024, simd_width=32,
+                 max_buffer_length=1 << 36)
+
+    def kernels(op, n):
+        g = rlx.Graph()
+        x = g.input("x", (64, n // 2 + 1 if op == "irfft" else n), "f32" if op == "rfft" else "c64")
+        g.set_outputs(y=g.irfft(x, n) if op == "irfft" else getattr(g, op)(x))
+        return [t.kernel for t in lower_for(g, gpu, decision_model(backend)) if t.kernel]
+
+    assert kernels("fft", 1000) == ["fft_mixed_c64"]
+    assert kernels("ifft", 100) == ["fft_mixed_c64"]
+    assert kernels("fft", 2000) == ["fft_shared_c64"]          # past fft_mixed's 1024: fft_shared's half
+    assert kernels("fft", 1024) == ["fft_shared_c64"]
+    assert kernels("rfft", 400) == ["fft_mixed_c64"]           # 200, bins unpacked in the store
+    assert kernels("irfft", 400) == ["irfft_pre_c64", "fft_mixed_c64"]
+    assert kernels("rfft", 4000) == ["fft_shared_c64"]         # 2000
 
 
 def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
