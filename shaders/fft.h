@@ -7,14 +7,14 @@
 //               its threads' registers across Stockham passes, below);
 //               otherwise in-place decimation-in-time passes of radix 16
 //               in registers, the first reading the source and the last
-//               writing the destination (the digit passes); N = 2^a 3^b 5^c up
-//               to half the maximum as Stockham passes between the halves
-//               of group memory (on GPUs up to RLX_FFT_MIXED_MAX in
-//               fft_mixed, that form alone in a kernel of its own). The
-//               CPU runs its own form (fft_cpu.h: rows across vector
-//               lanes, radix-8 passes, rfft/irfft unpacking fused, and a
-//               four-step of two dispatches for powers of two above the
-//               shared limit).
+//               writing the destination (the digit passes). The CPU runs
+//               its own form (fft_cpu.h: rows across vector lanes,
+//               radix-8 passes, rfft/irfft unpacking fused, a four-step of
+//               two dispatches above the shared limit), N = 2^a 3^b 5^c
+//               up to the maximum included.
+//   fft_mixed   GPUs' N = 2^a 3^b 5^c up to RLX_FFT_MIXED_MAX: Stockham
+//               passes of radix 2, 3, 4 and 5 between the two halves of
+//               group memory (the mixed-radix form, below).
 //   fft_stage   one Stockham pass of radix 2, 3, 4 or 5 over global memory
 //               (out of place, natural order in and out: no bit reversal):
 //               N = 2^a 3^b 5^c, and powers of two above the shared limit,
@@ -426,10 +426,11 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
     }
 }
 
-// fft_shared's mixed-radix form (radix == 1): N = 2^a 3^b 5^c up to half
-// the group memory, p->passes passes whose radices (2, 3, 4, 5) sit 3 bits
-// each in p->span, first pass lowest: rlx_fft_group_pass, from one half of
-// the memory to the other. With two passes or more the first reads the
+// The mixed-radix form (radix == 1, fft_mixed): N = 2^a 3^b 5^c up to
+// `half` points of a group's rows (sre and sim hold two halves each),
+// p->passes passes whose radices (2, 3, 4, 5) sit 3 bits each in p->span,
+// first pass lowest: rlx_fft_group_pass, from one half of the memory to
+// the other. With two passes or more the first reads the
 // source and, unless the store is rfft's unpacking (which reads the
 // transform out of order), the last writes the destination: the group
 // has read all its source before it writes any of its destination, as
@@ -1013,11 +1014,8 @@ template <typename T>
 RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE T *, dst, 1),
                       RLX_BUF(RLX_DEVICE const T *, tw, 2), RLX_BUF(RLX_DEVICE const T *, pre, 3),
                       RLX_BUF(RLX_DEVICE const T *, post, 4), RLX_PARAMS(FftParams, p, 5) RLX_IDS) {
-    // One array of pairs (the digit passes move an element as one 8-byte
-    // unit); the other forms view it as a real and an imaginary half.
+    // One array of pairs: the passes move an element as one 8-byte unit.
     RLX_SHARED(rlx_float2, spairs, RLX_FFT_SHARED_PAIRS);
-    RLX_GROUP_MEM float *sre = (RLX_GROUP_MEM float *)spairs;
-    RLX_GROUP_MEM float *sim = sre + RLX_FFT_SHARED_MAX;
     // group_rows rows per group (group_rows * n <= RLX_FFT_SHARED_MAX): short
     // rows share a group so that it has work for all its threads. The test is
     // uniform over the group, so the return skips no barrier of others.
@@ -1027,16 +1025,11 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     const uint row0 = rs.row0, rows_here = rs.here, bits = p->span, swz = p->swizzle;
 #ifdef RLX_TARGET_CPU
     if (gr <= RLX_FFT_CPU_ROWS && !swz) {   // the lowering's CPU grid: rows across vector lanes (fft_cpu.h)
-        (void)spairs, (void)sre, (void)sim, (void)bits;
+        (void)spairs, (void)bits;
         rlx_fft_shared_rows(src, dst, tw, pre, post, p, row0, rows_here);
         return;
     }
 #endif
-    if (p->radix == 1u) {   // mixed radix (uniform): Stockham passes between the memory's two halves
-        rlx_fft_mixed_group(src, dst, tw, pre, post, p, sre, sim, RLX_FFT_SHARED_MAX / 2u, row0, rows_here,
-                            rlx_local_id.x, rlx_group_size.x);
-        return;
-    }
     const uint tid = rlx_local_id.x, nt = rlx_group_size.x;
     if (rlx_fft_register_form_applies(bits, swz, gr, nt)) {
 #if RLX_FFT_PADDED_SLOTS
@@ -1056,15 +1049,14 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
 }
 RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
 
-// fft_mixed: the mixed-radix form as a kernel of its own on GPUs, for N up
-// to RLX_FFT_MIXED_MAX. fft_shared's group memory and registers are sized
-// for its power-of-two forms (4096 points, 64 registers: four groups an SM
-// on an H100), and the mixed form, which waits on group memory and barriers
-// between short passes, ran 20% slower at three groups an SM than at four
-// (benchmarks/README.md, H100 session 35): here it has memory for its two
-// halves alone and a register budget for more groups an SM.
+// fft_mixed: the mixed-radix form (rlx_fft_mixed_group) on GPUs, in a
+// kernel of its own: group memory for its two halves alone (16 KB where
+// fft_shared's power-of-two forms take 34 KB), at four groups an SM (the
+// register budget of 64 that keeps it from spilling on an H100; six and
+// eight spilled and ran slower, three lost 20% in session 35). The CPU's
+// fft_shared form runs these lengths itself (fft_cpu.h).
 #ifndef RLX_FFT_MIXED_MAX
-#define RLX_FFT_MIXED_MAX 1024u
+#define RLX_FFT_MIXED_MAX 2048u   // rlx/lowering/fft.py MIXED_SHARED_MAX
 #endif
 #ifndef RLX_FFT_MIXED_MIN_GROUPS
 #define RLX_FFT_MIXED_MIN_GROUPS 4

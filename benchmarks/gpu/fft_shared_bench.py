@@ -13,11 +13,11 @@ only, so 1 times the digit passes in the same process) pick the cases;
 FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own;
 FFT_INVERSE=1 times the inverse transform (unscaled) instead. Lengths that
 are not powers of two run the mixed-radix form (the lowering's passes and
-grid for it; FFT_RADIX_ORDER=odd runs its odd radices first) in fft_shared
-and, up to its RLX_FFT_MIXED_MAX, in fft_mixed (FFT_MIXED_THREADS: its
-threads a group instead of the lowering's, one case each). A variant
-"old:PATH -D..." builds another fft.h (an earlier commit's) beside the
-current one.
+grid for it; FFT_RADIX_ORDER=odd runs its odd radices first) in fft_mixed
+(FFT_MIXED_THREADS: its threads a group instead of the lowering's, one
+case each). A variant "old:PATH -D..." builds another fft.h (an earlier
+commit's) beside the current one; one from before fft_mixed runs those
+lengths in fft_shared.
 Plain complex rows of 2^22 points a case, the lowering's grid
 (rlx/lowering/fft.py shared_grid) for a 132-unit GPU; kernel time from CUDA
 events around 200 back-to-back launches."""
@@ -39,7 +39,6 @@ import torch
 from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
 from rlx.lowering.fft import (
-    MIXED_KERNEL_MAX,
     MIXED_SHARED_MAX,
     SHARED_MAX,
     factor,
@@ -135,7 +134,7 @@ def mixed_capacity(defines: str) -> int:
     for d in defines.split():
         if d.startswith("-DRLX_FFT_MIXED_MAX="):
             return int(d.split("=", 1)[1].rstrip("u"))
-    return MIXED_KERNEL_MAX
+    return MIXED_SHARED_MAX
 
 
 def main() -> None:
@@ -161,14 +160,18 @@ def main() -> None:
                 if form.radix == 1 and os.environ.get("FFT_RADIX_ORDER") == "odd":   # 5s and 3s, then 4s and 2
                     radices = sorted(factor(n), key=lambda r: r % 2 == 0)
                     form = dataclasses.replace(form, span=mixed_span(radices))
-                shared_cap = SHARED_MAX if form.radix == 0 else MIXED_SHARED_MAX
-                # (kernel, launch, grid): fft_shared's form, the register form
-                # alone where asked, fft_mixed for the mixed-radix lengths it takes.
-                kernels = [("fft_shared", lib.rlx_bench_launch, grid(n, rows, units, shared_cap))]
-                if form.radix == 1 and n <= mixed_capacity(defines) and hasattr(lib, "rlx_bench_launch_mixed"):
+                # (kernel, launch, grid): fft_shared's power-of-two forms (the
+                # register form alone too where asked), fft_mixed for the
+                # mixed-radix lengths, or fft_shared's mixed form in an fft.h
+                # from before fft_mixed.
+                if form.radix == 0:
+                    kernels = [("fft_shared", lib.rlx_bench_launch, grid(n, rows, units, SHARED_MAX))]
+                elif not hasattr(lib, "rlx_bench_launch_mixed"):
+                    kernels = [("fft_shared", lib.rlx_bench_launch, grid(n, rows, units, MIXED_SHARED_MAX))]
+                else:
                     groups, threads, group_rows = grid(n, rows, units, mixed_capacity(defines))
-                    for t in os.environ.get("FFT_MIXED_THREADS", str(threads)).split():
-                        kernels.append(("fft_mixed", lib.rlx_bench_launch_mixed, (groups, int(t), group_rows)))
+                    kernels = [("fft_mixed", lib.rlx_bench_launch_mixed, (groups, int(t), group_rows))
+                               for t in os.environ.get("FFT_MIXED_THREADS", str(threads)).split()]
                 for swizzle in [int(v) for v in os.environ.get("FFT_SWIZZLE", "2 1").split()]:
                     cases = list(kernels)
                     if swizzle == 2 and form.radix == 0 and os.environ.get("FFT_REGISTER_ONLY") == "1":

@@ -3,10 +3,10 @@
 Each transform of length N along the last axis becomes a chain of passes:
 - N a power of two <= SHARED_MAX: one fft_shared dispatch, a group per row
   (the whole row in group memory), or 2^a 3^b 5^c up to mixed_max (GPUs
-  MIXED_SHARED_MAX, the CPU SHARED_MAX) in its mixed-radix form (on GPUs
-  up to MIXED_KERNEL_MAX as fft_mixed, that form's own kernel:
-  shared_kernel), where the cost model prefers that dispatch to the
-  Stockham passes (chosen_passes, from the calibrated rates);
+  MIXED_SHARED_MAX, the CPU SHARED_MAX) in a mixed-radix form (on GPUs
+  fft_mixed, that form's own kernel: shared_kernel), where the cost model
+  prefers that dispatch to the Stockham passes (chosen_passes, from the
+  calibrated rates);
 - N = 2^a 3^b 5^c otherwise (large powers of two included): one fft_stage
   dispatch per Stockham pass over global memory, radices 4, 2, 3, 5;
 - any other N: Bluestein's chirp-z, a length-L power-of-two transform of
@@ -53,11 +53,11 @@ from rlx.runtime import params as P
 from rlx.runtime.views import RESIDENT, Storage, View
 
 SHARED_MAX = 4096            # RLX_FFT_SHARED_MAX in shaders/fft.h (two f32 arrays: 32 KB of group memory)
-# fft_shared's mixed-radix form (N = 2^a 3^b 5^c, not a power of two): its
-# Stockham passes ping-pong between the two halves of that memory, so at
-# most half the points; the radices ride in one 32-bit param, 3 bits each.
+# The GPUs' mixed-radix form (N = 2^a 3^b 5^c, not a power of two; fft_mixed):
+# its Stockham passes ping-pong between two halves of group memory of this
+# many points (RLX_FFT_MIXED_MAX in shaders/fft.h); the radices ride in one
+# 32-bit param, 3 bits each.
 MIXED_SHARED_MAX = SHARED_MAX // 2
-MIXED_KERNEL_MAX = 1024      # RLX_FFT_MIXED_MAX in shaders/fft.h: fft_mixed's points a half (GPUs)
 REGISTER_MIN_BITS, REGISTER_MAX_BITS = 5, 12   # fft_shared's register form: 32 <= N <= 4096
 MIXED_MAX_PASSES = 10
 RADICES = (4, 2, 3, 5)       # fft_stage's butterflies; 4 first: fewest passes for powers of two
@@ -117,12 +117,11 @@ def shared_capacity(target, p: Pass) -> int:
 
 def shared_kernel(target, p: Pass) -> tuple[str, int]:
     """The kernel of a one-dispatch form ``p`` (radix 0 or 1) on ``target``
-    and its capacity (shared_grid's): GPUs run the mixed-radix form up to
-    MIXED_KERNEL_MAX in fft_mixed, its own kernel with group memory for its
-    two halves alone and room for more groups a core; fft_shared runs the
-    rest, and every form on the CPU (fft_cpu.h)."""
-    if p.radix == 1 and not target.one_thread_groups and p.n <= MIXED_KERNEL_MAX:
-        return "fft_mixed_c64", MIXED_KERNEL_MAX
+    and its capacity (shared_grid's): GPUs run the mixed-radix form in
+    fft_mixed (shaders/fft.h: group memory for its two halves alone),
+    fft_shared the powers of two, and every form on the CPU (fft_cpu.h)."""
+    if p.radix == 1 and not target.one_thread_groups:
+        return "fft_mixed_c64", MIXED_SHARED_MAX
     return "fft_shared_c64", shared_capacity(target, p)
 
 

@@ -79,11 +79,11 @@ def _cpu_form() -> bool:
     return rlx.compile(g).target.one_thread_groups
 
 
-def _mixed_kernel() -> str:
-    """The kernel of the mixed-radix form's one dispatch up to 1024 on this
-    device: fft_mixed on GPUs (rlx/lowering/fft.py shared_kernel), fft_shared's
-    CPU form on the CPU."""
-    return "fft_shared_c64" if _cpu_form() else "fft_mixed_c64"
+def _one_dispatch_kernel(n: int) -> str:
+    """The kernel of a length-n transform's one dispatch on this device:
+    fft_shared, or on GPUs fft_mixed where n is not a power of two
+    (rlx/lowering/fft.py shared_kernel)."""
+    return "fft_mixed_c64" if n & (n - 1) and not _cpu_form() else "fft_shared_c64"
 
 
 def _cdata(rng, shape):
@@ -171,7 +171,7 @@ def test_algorithm_per_length(monkeypatch):
         return kernels_of(rlx.compile(g))
 
     assert kernels(1024) == ["fft_shared_c64"]
-    assert kernels(100) == [_mixed_kernel()]                # mixed radix 4, 5, 5 in group memory
+    assert kernels(100) == [_one_dispatch_kernel(100)]     # mixed radix 4, 5, 5 in group memory
     cpu = _cpu_form()
     assert kernels(3000) == (["fft_shared_c64"] if cpu                  # mixed radix in the CPU form's arrays
                              else ["fft_stage_c64"] * 6)                 # past half the group memory: 4, 2, 3, 5, 5, 5
@@ -190,8 +190,7 @@ def test_algorithm_per_length(monkeypatch):
 @pytest.mark.parametrize("backend", ["cuda", "metal"])
 def test_gpu_lowering_runs_mixed_lengths_in_fft_mixed(backend, monkeypatch):
     """Lowered for a GPU without one (lower_for: the compile's own pipeline
-    over a Target): mixed-radix lengths up to MIXED_KERNEL_MAX run in
-    fft_mixed, longer ones in fft_shared's mixed form, powers of two in
+    over a Target): mixed-radix lengths run in fft_mixed, powers of two in
     fft_shared; rfft's half length and irfft's too. Every kernel the
     lowering dispatches is one the op declares (lowers(kernels=...))."""
     monkeypatch.setattr(CostModel, "prefer_fft_shared", lambda self, *a: True)
@@ -206,11 +205,12 @@ def test_gpu_lowering_runs_mixed_lengths_in_fft_mixed(backend, monkeypatch):
 
     assert kernels("fft", 1000) == ["fft_mixed_c64"]
     assert kernels("ifft", 100) == ["fft_mixed_c64"]
-    assert kernels("fft", 2000) == ["fft_shared_c64"]          # past fft_mixed's 1024: fft_shared's half
+    assert kernels("fft", 2000) == ["fft_mixed_c64"]
     assert kernels("fft", 1024) == ["fft_shared_c64"]
     assert kernels("rfft", 400) == ["fft_mixed_c64"]           # 200, bins unpacked in the store
     assert kernels("irfft", 400) == ["irfft_pre_c64", "fft_mixed_c64"]
-    assert kernels("rfft", 4000) == ["fft_shared_c64"]         # 2000
+    assert kernels("rfft", 4096) == ["fft_shared_c64"]
+    assert kernels("fft", 3000) == ["fft_stage_c64"] * 6       # past fft_mixed's 2048: a Stockham pass per radix
 
 
 def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
@@ -293,13 +293,13 @@ def test_shared_transform_with_rows_per_group_and_swizzle(n, group_rows, layout,
     force_gpu_fft_form(monkeypatch, group_rows, layout)
     for rows in (1, 5, 37):
         x = _cdata(rng, (rows, n))
-        _check_fft_and_ifft(x, ["fft_shared_c64"] * 2)
+        _check_fft_and_ifft(x, [_one_dispatch_kernel(n)] * 2)
         if 2 <= n <= 2048:   # rfft of 2n: the length-n transform, its bins unpacked in the same dispatch's store
             xr = rng.standard_normal((rows, 2 * n)).astype(np.float32)
             g = rlx.Graph()
             g.set_outputs(y=g.rfft(g.input("x", xr.shape)))
             exe = rlx.compile(g)
-            assert kernels_of(exe) == ["fft_shared_c64"], kernels_of(exe)
+            assert kernels_of(exe) == [_one_dispatch_kernel(n)], kernels_of(exe)
             _assert_close(exe.run(x=xr)["y"], np.fft.rfft(xr.astype(np.float64)), np.linalg.norm(xr, axis=-1), 2 * n,
                           1.0, "rfft")
             # irfft to 2n: its half-length spectrum built where the form can (the CPU's load), else by irfft_pre
@@ -432,7 +432,7 @@ def test_rfft_of_even_length_is_a_half_length_transform(rng):
         return kernels_of(rlx.compile(g))
 
     assert kernels(1024) == ["fft_shared_c64"]                         # 512 in group memory
-    assert kernels(400) == [_mixed_kernel()]                           # 200 = 4 * 2 * 5 * 5 in group memory
+    assert kernels(400) == [_one_dispatch_kernel(200)]                 # 200 = 4 * 2 * 5 * 5 in group memory
     assert kernels(14) == ["fft_shared_c64"] * 2 + ["rfft_post_c64"]  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     assert kernels(16, strided=True) == ["fft_shared_c64"]
@@ -462,7 +462,7 @@ def test_irfft_of_even_length_is_a_half_length_transform(rng):
     shared_half = ["fft_shared_c64"] if _cpu_form() else ["irfft_pre_c64", "fft_shared_c64"]
     assert kernels(1024) == shared_half                               # 512 in group memory
     assert kernels(400) == (shared_half if _cpu_form()                # 200 = 4 * 2 * 5 * 5 in group memory
-                            else ["irfft_pre_c64", _mixed_kernel()])
+                            else ["irfft_pre_c64", _one_dispatch_kernel(200)])
     assert kernels(14) == ["irfft_pre_c64"] + ["fft_shared_c64"] * 2  # 7: Bluestein, L = 16
     assert kernels(7) == ["fft_shared_c64"] * 2                       # odd: full length (Bluestein)
     for n, bins in ((4, 3), (6, 2), (14, 8), (22, 15), (400, 201), (8194, 4098), (16384, 8193)):

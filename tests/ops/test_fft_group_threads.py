@@ -17,10 +17,9 @@ digit passes, with the same threads), and the run-time-sign variant
 (RLX_FFT_REGISTER_CONJ=0, a second build of the harness). Also the GPUs'
 mixed-radix form (N = 2^a 3^b 5^c: Stockham passes of radix 2 to 5
 between the halves of group memory, the first reading the source and the
-last writing the destination where there are two passes or more) in
-both kernels that run it (fft_shared, and fft_mixed: the GPUs' kernel of
-its own) at several thread counts, in place, staged and unpacking rfft's
-bins. A race that does not fire in a
+last writing the destination where there are two passes or more), as
+fft_mixed runs it, at several thread counts, in place, staged and
+unpacking rfft's bins. A race that does not fire in a
 run is not caught; GPUs stay unverified here (benchmarks/gpu runs the
 suites on CUDA)."""
 
@@ -35,7 +34,6 @@ import numpy as np
 import pytest
 
 from rlx.lowering.fft import (
-    MIXED_KERNEL_MAX,
     MIXED_SHARED_MAX,
     SHARED_MAX,
     SLOTS_PADDED,
@@ -272,85 +270,78 @@ def test_register_form_runs_bluesteins_four_steps(gt, rng, n, layout):
 
 
 MIXED_LENGTHS = [3, 5, 6, 12, 15, 100, 200, 400, 1000, 2000]
-# The mixed-radix form's two kernels and the longest row each takes: fft_shared
-# (its half of group memory), and fft_mixed (GPUs' own kernel for it).
-MIXED_KERNELS = {"fft_shared": MIXED_SHARED_MAX, "fft_mixed": MIXED_KERNEL_MAX}
 
 
-def _mixed_cases(lengths):
-    return [(kernel, n) for kernel, cap in MIXED_KERNELS.items() for n in lengths if n <= cap]
-
-
-def _mixed_form(n: int, kernel: str) -> dict:
-    """FftParams of the mixed-radix form for n (the lowering's), as ``kernel``."""
+def _mixed_form(n: int) -> dict:
+    """FftParams of fft_mixed's mixed-radix form for n (the lowering's)."""
     (form,) = transform_passes(n, False)
     assert form.radix == 1
-    return {"radix": 1, "span": form.span, "passes": form.count, "kernel": kernel}
+    return {"radix": 1, "span": form.span, "passes": form.count, "kernel": "fft_mixed"}
 
 
-@pytest.mark.parametrize("kernel,n,radices", [(k, n, r) for k, cap in MIXED_KERNELS.items() for n, r in (
-    (200, [5, 5, 4, 2]), (200, [2, 5, 4, 5]), (1000, [5, 2, 5, 4, 5]), (2000, [5, 5, 5, 4, 4]), (30, [3, 5, 2]))
-    if n <= cap])
-def test_mixed_radix_form_takes_its_radices_in_any_order(gt, rng, kernel, n, radices):
+@pytest.mark.parametrize("n,radices", [(200, [5, 5, 4, 2]), (200, [2, 5, 4, 5]), (1000, [5, 2, 5, 4, 5]),
+                                       (2000, [5, 5, 5, 4, 4]), (30, [3, 5, 2])])
+def test_mixed_radix_form_takes_its_radices_in_any_order(gt, rng, n, radices):
     """The passes' order is the span's (benchmarks/gpu/fft_shared_bench.py
     FFT_RADIX_ORDER times odd radices first against the lowering's)."""
-    gr = _mixed_group_rows(n, kernel)
+    gr = _mixed_group_rows(n)
     _check_both_directions(gt, _complex_rows(rng, 2 * gr + 1, n), n, gr, 96, SLOTS_PADDED, False,
-                           radix=1, span=mixed_span(radices), passes=len(radices), kernel=kernel)
+                           **dict(_mixed_form(n), span=mixed_span(radices), passes=len(radices)))
 
 
-def _mixed_group_rows(n: int, kernel: str) -> int:
-    return max(1, min(MIXED_KERNELS[kernel] // n, 3))
+def _mixed_group_rows(n: int) -> int:
+    return max(1, min(MIXED_SHARED_MAX // n, 3))
 
 
 @pytest.mark.parametrize("threads", [32, 96, 256])
-@pytest.mark.parametrize("kernel,n", _mixed_cases(MIXED_LENGTHS))
-def test_mixed_radix_form_plain_rows(gt, rng, kernel, n, threads):
-    gr = _mixed_group_rows(n, kernel)
+@pytest.mark.parametrize("n", MIXED_LENGTHS)
+def test_mixed_radix_form_plain_rows(gt, rng, n, threads):
+    gr = _mixed_group_rows(n)
     _check_both_directions(gt, _complex_rows(rng, 2 * gr + 1, n), n, gr, threads, SLOTS_PADDED, False,
-                           **_mixed_form(n, kernel))
+                           **_mixed_form(n))
 
 
-@pytest.mark.parametrize("kernel,n", _mixed_cases([3, 12, 200, 1000]))
-def test_mixed_radix_form_in_place(gt, rng, kernel, n):
+@pytest.mark.parametrize("n", [3, 12, 200, 1000])
+def test_mixed_radix_form_in_place(gt, rng, n):
     """Source and destination one buffer: every group reads all its rows
     before it writes any (the first pass reads the source, the last writes
     the destination, a barrier or more between)."""
-    gr = _mixed_group_rows(n, kernel)
+    gr = _mixed_group_rows(n)
     rows = 2 * gr + 1
     x = _complex_rows(rng, rows, n)
     y = x.copy()
-    _run(gt, y, y, n, rows, gr, 64, SLOTS_PADDED, **_mixed_form(n, kernel))
+    _run(gt, y, y, n, rows, gr, 64, SLOTS_PADDED, **_mixed_form(n))
     _assert_close(y, np.fft.fft(x.astype(np.complex128)), x, n)
 
 
-@pytest.mark.parametrize("kernel,n", _mixed_cases([5, 100, 400]))
-def test_mixed_radix_form_staged_source_and_destination(gt, rng, kernel, n):
+@pytest.mark.parametrize("n", [5, 100, 400])
+def test_mixed_radix_form_staged_source_and_destination(gt, rng, n):
     """A real source into every other complex slot of the destination, and
-    a complex source to the real part only, scaled."""
-    gr = _mixed_group_rows(n, kernel)
+    a complex source to the real part only, scaled (the general helpers
+    in the first and last passes)."""
+    gr = _mixed_group_rows(n)
     rows = 2 * gr + 1
     xr = rng.standard_normal((rows, n)).astype(np.float32)
     y = np.zeros((rows, 2 * n), np.complex64)
     _run(gt, xr, y, n, rows, gr, 128, SLOTS_SWIZZLED, load_mode=1, src_row=n, src_step=1, dst_row=4 * n,
-         dst_step=4, **_mixed_form(n, kernel))
+         dst_step=4, **_mixed_form(n))
     _assert_close(y[:, ::2], np.fft.fft(xr.astype(np.float64)), xr, n)
     assert not y[:, 1::2].any()
     x = _complex_rows(rng, rows, n)
     yr = np.zeros((rows, n), np.float32)
     _run(gt, x, yr, n, rows, gr, 128, SLOTS_SWIZZLED, store_mode=1, dst_row=n, dst_step=1, scale=0.5, inverse=1,
-         **_mixed_form(n, kernel))
+         **_mixed_form(n))
     _assert_close(yr, (np.fft.ifft(x.astype(np.complex128)) * n * 0.5).real, x, n, 0.5)
 
 
-@pytest.mark.parametrize("kernel,m", _mixed_cases([3, 100, 200, 1000]))
-def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, kernel, m):
+@pytest.mark.parametrize("m", [3, 100, 200, 1000])
+def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, m):
     """rfft of 2m (Whisper's 400: m = 200) as the length-m transform of the
     packed signal, its m + 1 bins unpacked by the store."""
-    gr = _mixed_group_rows(m, kernel)
+    gr = _mixed_group_rows(m)
     rows = 2 * gr + 1
     x = rng.standard_normal((rows, 2 * m)).astype(np.float32)
     y = np.zeros((rows, m + 1), np.complex64)
     _run(gt, x, y, m, rows, gr, 256, SLOTS_PADDED, post=twiddles(2 * m), store_mode=STORE_RFFT,
-         dst_row=2 * (m + 1), dst_count=m + 1, **_mixed_form(m, kernel))
+         dst_row=2 * (m + 1), dst_count=m + 1, **_mixed_form(m))
     _assert_close(y, np.fft.rfft(x.astype(np.float64)), x, 2 * m)
