@@ -303,31 +303,6 @@ RLX_INLINE rlx_fft_walk rlx_fft_walk_next(rlx_fft_walk w) {
     return w;
 }
 
-// store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs: group memory holds
-// each row's length-m transform Z of the packed real signal (element
-// row m + i at base, read through rlx_fft_get: either layout); the store writes bins k = 0..m of the length-2m
-// real transform, X[k] = E[k] + W_2m^k O[k] (rfft_post's algebra below),
-// with post the length-2m twiddles, so no second dispatch unpacks them.
-// The CPU's rows-across-lanes form has its own (fft_cpu.h).
-template <typename G>
-RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
-                                   G sre, G sim, uint base, uint row0, uint rows_here, uint m, uint swz, uint tid,
-                                   uint nt) {
-    for (rlx_fft_walk w = rlx_fft_walk_start(m + 1u, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
-        const uint lr = w.row, k = w.at;
-        const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m
-        const rlx_cf za = rlx_fft_get(sre, sim, base, lr * m + a, swz);
-        const rlx_cf zb_conj = rlx_fft_get(sre, sim, base, lr * m + b, swz);
-        const rlx_cf zb = rlx_cf_make(zb_conj.re, -zb_conj.im);
-        const rlx_cf even = rlx_cf_scale(rlx_cf_add(za, zb), 0.5f);
-        const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
-        const rlx_cf x = rlx_cf_add(even, rlx_cf_mul(rlx_fft_twiddle(post, k, 0u), odd));
-        const uint64_t at = (uint64_t)p->dst_offset + (uint64_t)(row0 + lr) * p->dst_row + (uint64_t)k * p->dst_step;
-        dst[at] = x.re * p->scale;
-        dst[at + 1u] = x.im * p->scale;
-    }
-}
-
 // A row's plain source and destination (complex pairs adjacent at even
 // float offsets; no pre- or post-multiply, padding, zeros or rows in
 // blocks): the passes read and write them directly, an element as one
@@ -365,55 +340,105 @@ RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint 
     return rlx_cf_make(w.x, inverse ? -w.y : w.y);
 }
 
+// store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs: group memory holds
+// each row's length-m transform Z of the packed real signal (element
+// row m + i at base, read through rlx_fft_get: either layout); the store writes bins k = 0..m of the length-2m
+// real transform, X[k] = E[k] + W_2m^k O[k] (rfft_post's algebra below),
+// with post the length-2m twiddles, so no second dispatch unpacks them.
+// The CPU's rows-across-lanes form has its own (fft_cpu.h).
+template <typename G>
+RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
+                                   G sre, G sim, uint base, uint row0, uint rows_here, uint m, uint swz, uint tid,
+                                   uint nt) {
+    // The params in registers (the stores to dst could alias them, so the
+    // compiler would reload them an element), bins as 8-byte units where
+    // the rows allow.
+    const uint offset = p->dst_offset, row_floats = p->dst_row, step = p->dst_step;
+    const float scale = p->scale;
+    const bool pairs = step == 2u && ((offset | row_floats) & 1u) == 0u;
+    for (rlx_fft_walk w = rlx_fft_walk_start(m + 1u, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
+        const uint lr = w.row, k = w.at;
+        const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m
+        const rlx_cf za = rlx_fft_get(sre, sim, base, lr * m + a, swz);
+        const rlx_cf zb_conj = rlx_fft_get(sre, sim, base, lr * m + b, swz);
+        const rlx_cf zb = rlx_cf_make(zb_conj.re, -zb_conj.im);
+        const rlx_cf even = rlx_cf_scale(rlx_cf_add(za, zb), 0.5f);
+        const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
+        const rlx_cf x = rlx_cf_add(even, rlx_cf_mul(rlx_fft_twiddle_pair(post, k, 0u), odd));
+        const uint64_t row_at = (uint64_t)offset + (uint64_t)(row0 + lr) * row_floats;
+        if (pairs) {
+            ((RLX_DEVICE rlx_float2 *)(dst + row_at))[k] = rlx_fft_scaled(x, scale);
+        } else {
+            dst[row_at + (uint64_t)k * step] = x.re * scale;
+            dst[row_at + (uint64_t)k * step + 1u] = x.im * scale;
+        }
+    }
+}
+
+// Where a pass of the mixed-radix form reads or writes (compile-time, so
+// that the pass's loop is straight-line code whose loads the compiler
+// issues together): a half of group memory, a plain row of the source or
+// destination (rlx_fft_plain_src / _dst: an element as one 8-byte unit),
+// or any other through the general helpers.
+#define RLX_FFT_AT_GROUP 0u
+#define RLX_FFT_AT_PLAIN 1u
+#define RLX_FFT_AT_GENERAL 2u
+
 // One Stockham pass of fft_stage's butterflies (natural order in and out)
 // of compile-time radix R over span `span`, rows side by side: butterfly
 // j = jq span + k (k < span) of row lr reads elements j + r m (m = n / R)
-// from group memory at `from`, or with from_src pass 0's from the source
-// (span 1: no twiddles), and writes j's outputs to (j - k) R + k + r span
-// at `to`, or with to_dst (the last pass, span m: elements j + r m) to the
-// destination. j's quotient and remainder by span step as the walk's do.
-// A plain source or destination is read or written an element as one
-// 8-byte unit, any other through the general helpers.
-template <uint R, typename G>
+// from group memory at `from`, twiddled, or (FROM, pass 0 of two or more:
+// span 1, no twiddles) from the source, and writes j's outputs to
+// (j - k) R + k + r span at `to`, or (TO, the last pass: span m, elements
+// j + r m) to the destination. j's quotient and remainder by span step as
+// the walk's do. Twiddle r of butterfly j is W^(r k tstride) whatever k:
+// at k = 0 the table's element 0, exactly 1, so no branch guards it.
+template <uint R, uint FROM, uint TO, typename G>
 RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
                                    RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
-                                   RLX_CONSTANT FftParams *p, G sre, G sim, uint from, uint to, bool from_src,
-                                   bool to_dst, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
-                                   uint nt) {
+                                   RLX_CONSTANT FftParams *p, G sre, G sim, uint from, uint to, uint n, uint span,
+                                   uint row0, uint rows_here, uint inv, uint tid, uint nt) {
     const uint m = n / R, tstride = n / (span * R), spans = m / span;
-    const bool plain_in = from_src && rlx_fft_plain_src(p), plain_out = to_dst && rlx_fft_plain_dst(p);
+    const float scale = p->scale;
     rlx_fft_walk w = rlx_fft_walk_start(m, tid, nt);
     uint jq = w.at / span, k = w.at - jq * span;
     const uint step_q = w.step_at / span, step_k = w.step_at - step_q * span;
     while (w.row < rows_here) {
-        const uint j = jq * span + k, base = w.row * n;
+        const uint j = jq * span + k, base = w.row * n, row = row0 + w.row;
         rlx_fft5 x;
         RLX_UNROLL
-        for (uint r = 0u; r < 5u; ++r) {
-            x.v[r] = rlx_cf_make(0.0f, 0.0f);
-            if (r < R) {
-                if (plain_in) {
-                    const rlx_float2 v = rlx_fft_src_row(src, p, row0 + w.row)[j + r * m];
-                    x.v[r] = rlx_cf_make(v.x, v.y);
-                } else if (from_src) {
-                    x.v[r] = rlx_fft_load(src, pre, p, row0 + w.row, j + r * m);
-                } else {
-                    const uint at = from + base + j + r * m;
-                    rlx_cf v = rlx_cf_make(sre[at], sim[at]);
-                    if (r > 0u && k > 0u) v = rlx_cf_mul(v, rlx_fft_twiddle_pair(tw, r * k * tstride, inv));
-                    x.v[r] = v;
-                }
+        for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
+        if (FROM == RLX_FFT_AT_PLAIN) {
+            RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row);
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                const rlx_float2 v = in[j + r * m];
+                x.v[r] = rlx_cf_make(v.x, v.y);
             }
+        } else if (FROM == RLX_FFT_AT_GENERAL) {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
+        } else {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                const uint at = from + base + j + r * m;
+                x.v[r] = rlx_cf_make(sre[at], sim[at]);
+            }
+            RLX_UNROLL
+            for (uint r = 1u; r < R; ++r) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, r * k * tstride, inv));
         }
         const rlx_fft5 y = rlx_fft_dft(x, R, inv);
         const uint out0 = (j - k) * R + k;
-        RLX_UNROLL
-        for (uint r = 0u; r < R; ++r) {
-            if (plain_out) {
-                rlx_fft_dst_row(dst, p, row0 + w.row)[out0 + r * span] = rlx_fft_scaled(y.v[r], p->scale);
-            } else if (to_dst) {
-                rlx_fft_store(dst, post, p, row0 + w.row, out0 + r * span, y.v[r]);
-            } else {
+        if (TO == RLX_FFT_AT_PLAIN) {
+            RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row);
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) out[out0 + r * span] = rlx_fft_scaled(y.v[r], scale);
+        } else if (TO == RLX_FFT_AT_GENERAL) {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) rlx_fft_store(dst, post, p, row, out0 + r * span, y.v[r]);
+        } else {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
                 sre[to + base + out0 + r * span] = y.v[r].re;
                 sim[to + base + out0 + r * span] = y.v[r].im;
             }
@@ -423,6 +448,32 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
         if (k >= span) k -= span, ++jq;
         w.row += w.step_rows;
         if (jq >= spans) jq -= spans, ++w.row;
+    }
+}
+
+// A pass of radix R reading `in` and writing `out` (RLX_FFT_AT_*; never
+// both outside group memory: the first and last passes are two).
+template <uint R, typename G>
+RLX_INLINE void rlx_fft_mixed_pass(uint in, uint out, RLX_DEVICE const float *src, RLX_DEVICE float *dst,
+                                   RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
+                                   RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sre, G sim, uint from,
+                                   uint to, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
+                                   uint nt) {
+    if (in == RLX_FFT_AT_PLAIN) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_PLAIN, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                  span, row0, rows_here, inv, tid, nt);
+    } else if (in == RLX_FFT_AT_GENERAL) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GENERAL, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                    span, row0, rows_here, inv, tid, nt);
+    } else if (out == RLX_FFT_AT_PLAIN) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_PLAIN>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                  span, row0, rows_here, inv, tid, nt);
+    } else if (out == RLX_FFT_AT_GENERAL) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_GENERAL>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                    span, row0, rows_here, inv, tid, nt);
+    } else {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                  span, row0, rows_here, inv, tid, nt);
     }
 }
 
@@ -453,26 +504,32 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
         }
         rlx_barrier();
     }
+    // Where the first pass reads and the last writes: the source and the
+    // destination themselves with two passes or more (not rfft's unpacking,
+    // which reads the transform out of order), else group memory.
+    const uint src_at = !direct ? RLX_FFT_AT_GROUP : rlx_fft_plain_src(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
+    const uint dst_at = !direct || unpack ? RLX_FFT_AT_GROUP
+                        : rlx_fft_plain_dst(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
     uint cur = 0u, span = 1u;
     for (uint q = 0u; q < passes; ++q) {
         const uint radix = (p->span >> (3u * q)) & 7u, from = cur * half, to = (cur ^ 1u) * half;
-        const bool first = direct && q == 0u, last = direct && q + 1u == passes && !unpack;
+        const uint in = q == 0u ? src_at : RLX_FFT_AT_GROUP, out = q + 1u == passes ? dst_at : RLX_FFT_AT_GROUP;
         switch (radix) {   // uniform: the radix is the pass's
         case 2u:
-            rlx_fft_group_pass<2u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
-                                   rows_here, inv, tid, nt);
+            rlx_fft_mixed_pass<2u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
             break;
         case 3u:
-            rlx_fft_group_pass<3u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
-                                   rows_here, inv, tid, nt);
+            rlx_fft_mixed_pass<3u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
             break;
         case 4u:
-            rlx_fft_group_pass<4u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
-                                   rows_here, inv, tid, nt);
+            rlx_fft_mixed_pass<4u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
             break;
         default:
-            rlx_fft_group_pass<5u>(src, dst, tw, pre, post, p, sre, sim, from, to, first, last, n, span, row0,
-                                   rows_here, inv, tid, nt);
+            rlx_fft_mixed_pass<5u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
             break;
         }
         rlx_barrier();

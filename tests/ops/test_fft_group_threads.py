@@ -335,13 +335,17 @@ def test_mixed_radix_form_staged_source_and_destination(gt, rng, n):
 
 
 @pytest.mark.parametrize("m", [3, 100, 200, 1000])
-def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, m):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, m, slots):
     """rfft of 2m (Whisper's 400: m = 200) as the length-m transform of the
-    packed signal, its m + 1 bins unpacked by the store."""
+    packed signal, its m + 1 bins unpacked by the store: into dense rows
+    (8-byte stores), or every other complex slot (a float at a time)."""
     gr = _mixed_group_rows(m)
     rows = 2 * gr + 1
     x = rng.standard_normal((rows, 2 * m)).astype(np.float32)
-    y = np.zeros((rows, m + 1), np.complex64)
+    y = np.zeros((rows, slots * (m + 1)), np.complex64)
     _run(gt, x, y, m, rows, gr, 256, SLOTS_PADDED, post=twiddles(2 * m), store_mode=STORE_RFFT,
-         dst_row=2 * (m + 1), dst_count=m + 1, **_mixed_form(m))
-    _assert_close(y, np.fft.rfft(x.astype(np.float64)), x, 2 * m)
+         dst_row=2 * slots * (m + 1), dst_step=2 * slots, dst_count=m + 1, **_mixed_form(m))
+    _assert_close(y[:, ::slots], np.fft.rfft(x.astype(np.float64)), x, 2 * m)
+    if slots == 2:
+        assert not y[:, 1::2].any()
