@@ -50,7 +50,8 @@ struct FftParams {
     uint n;          // length of the transform these passes compute
     uint rows;       // rows (the batch: every leading dimension)
     uint radix;      // fft_stage: this pass's radix (2, 3, 4 or 5)
-    uint span;       // fft_stage: product of the earlier passes' radices; fft_shared: log2 n
+    uint span;       // fft_stage: product of the earlier passes' radices; fft_shared: log2 n;
+                     // the mixed-radix form (radix 1): its passes' radices, 4 bits each
     uint inverse;    // 0: exp(-2 pi i jk / n); 1: exp(+2 pi i jk / n)
     uint load_mode;  // 0 complex, 1 real, 2 half spectrum (Hermitian extension)
     uint src_offset, src_row, src_step;   // floats: first element, between rows, between elements
@@ -375,199 +376,6 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
     }
 }
 
-// Where a pass of the mixed-radix form reads or writes (compile-time, so
-// that the pass's loop is straight-line code whose loads the compiler
-// issues together): a half of group memory, a plain row of the source or
-// destination (rlx_fft_plain_src / _dst: an element as one 8-byte unit),
-// or any other through the general helpers.
-#define RLX_FFT_AT_GROUP 0u
-#define RLX_FFT_AT_PLAIN 1u
-#define RLX_FFT_AT_GENERAL 2u
-
-// One Stockham pass of fft_stage's butterflies (natural order in and out)
-// of compile-time radix R over span `span`, rows side by side: butterfly
-// j = jq span + k (k < span) of row lr reads elements j + r m (m = n / R)
-// from group memory at `from`, twiddled, or (FROM, pass 0 of two or more:
-// span 1, no twiddles) from the source, and writes j's outputs to
-// (j - k) R + k + r span at `to`, or (TO, the last pass: span m, elements
-// j + r m) to the destination. j's quotient and remainder by span step as
-// the walk's do. Twiddle r of butterfly j is W^(r k tstride) whatever k:
-// at k = 0 the table's element 0, exactly 1, so no branch guards it.
-template <uint R, uint FROM, uint TO, typename G>
-RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
-                                   RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
-                                   RLX_CONSTANT FftParams *p, G sre, G sim, uint from, uint to, uint n, uint span,
-                                   uint row0, uint rows_here, uint inv, uint tid, uint nt) {
-    const uint m = n / R, tstride = n / (span * R), spans = m / span;
-    const float scale = p->scale;
-    rlx_fft_walk w = rlx_fft_walk_start(m, tid, nt);
-    uint jq = w.at / span, k = w.at - jq * span;
-    const uint step_q = w.step_at / span, step_k = w.step_at - step_q * span;
-    while (w.row < rows_here) {
-        const uint j = jq * span + k, base = w.row * n, row = row0 + w.row;
-        rlx_fft5 x;
-        RLX_UNROLL
-        for (uint r = 0u; r < 5u; ++r) x.v[r] = rlx_cf_make(0.0f, 0.0f);
-        if (FROM == RLX_FFT_AT_PLAIN) {
-            RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row);
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) {
-                const rlx_float2 v = in[j + r * m];
-                x.v[r] = rlx_cf_make(v.x, v.y);
-            }
-        } else if (FROM == RLX_FFT_AT_GENERAL) {
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
-        } else {
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) {
-                const uint at = from + base + j + r * m;
-                x.v[r] = rlx_cf_make(sre[at], sim[at]);
-            }
-            RLX_UNROLL
-            for (uint r = 1u; r < R; ++r) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, r * k * tstride, inv));
-        }
-        const rlx_fft5 y = rlx_fft_dft(x, R, inv);
-        const uint out0 = (j - k) * R + k;
-        if (TO == RLX_FFT_AT_PLAIN) {
-            RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row);
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) out[out0 + r * span] = rlx_fft_scaled(y.v[r], scale);
-        } else if (TO == RLX_FFT_AT_GENERAL) {
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) rlx_fft_store(dst, post, p, row, out0 + r * span, y.v[r]);
-        } else {
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) {
-                sre[to + base + out0 + r * span] = y.v[r].re;
-                sim[to + base + out0 + r * span] = y.v[r].im;
-            }
-        }
-        // w.at = jq span + k, stepped by step_at = step_q span + step_k.
-        k += step_k, jq += step_q;
-        if (k >= span) k -= span, ++jq;
-        w.row += w.step_rows;
-        if (jq >= spans) jq -= spans, ++w.row;
-    }
-}
-
-// A pass of radix R reading `in` and writing `out` (RLX_FFT_AT_*; never
-// both outside group memory: the first and last passes are two).
-template <uint R, typename G>
-RLX_INLINE void rlx_fft_mixed_pass(uint in, uint out, RLX_DEVICE const float *src, RLX_DEVICE float *dst,
-                                   RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
-                                   RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sre, G sim, uint from,
-                                   uint to, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
-                                   uint nt) {
-    if (in == RLX_FFT_AT_PLAIN) {
-        rlx_fft_group_pass<R, RLX_FFT_AT_PLAIN, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
-                                                                  span, row0, rows_here, inv, tid, nt);
-    } else if (in == RLX_FFT_AT_GENERAL) {
-        rlx_fft_group_pass<R, RLX_FFT_AT_GENERAL, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
-                                                                    span, row0, rows_here, inv, tid, nt);
-    } else if (out == RLX_FFT_AT_PLAIN) {
-        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_PLAIN>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
-                                                                  span, row0, rows_here, inv, tid, nt);
-    } else if (out == RLX_FFT_AT_GENERAL) {
-        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_GENERAL>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
-                                                                    span, row0, rows_here, inv, tid, nt);
-    } else {
-        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
-                                                                  span, row0, rows_here, inv, tid, nt);
-    }
-}
-
-// The mixed-radix form (radix == 1, fft_mixed): N = 2^a 3^b 5^c up to
-// `half` points of a group's rows (sre and sim hold two halves each),
-// p->passes passes whose radices (2, 3, 4, 5) sit 3 bits each in p->span,
-// first pass lowest: rlx_fft_group_pass, from one half of the memory to
-// the other. With two passes or more the first reads the
-// source and, unless the store is rfft's unpacking (which reads the
-// transform out of order), the last writes the destination: the group
-// has read all its source before it writes any of its destination, as
-// when it staged the rows first, so a transform in place stays correct.
-// Every pass ends in a barrier (uniform: the pass count is the group's).
-// Thread tid of nt strides the loops (Metal's ids are the kernel's
-// parameters, so a helper takes them as arguments).
-template <typename G>
-RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
-                                    RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
-                                    RLX_CONSTANT FftParams *p, G sre, G sim, uint half, uint row0,
-                                    uint rows_here, uint tid, uint nt) {
-    const uint n = p->n, inv = p->inverse, passes = p->passes;
-    const bool unpack = p->store_mode == 2u, direct = passes >= 2u;
-    if (!direct) {
-        for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
-            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + w.row, w.at);
-            sre[w.row * n + w.at] = v.re;
-            sim[w.row * n + w.at] = v.im;
-        }
-        rlx_barrier();
-    }
-    // Where the first pass reads and the last writes: the source and the
-    // destination themselves with two passes or more (not rfft's unpacking,
-    // which reads the transform out of order), else group memory.
-    const uint src_at = !direct ? RLX_FFT_AT_GROUP : rlx_fft_plain_src(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
-    const uint dst_at = !direct || unpack ? RLX_FFT_AT_GROUP
-                        : rlx_fft_plain_dst(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
-    uint cur = 0u, span = 1u;
-    for (uint q = 0u; q < passes; ++q) {
-        const uint radix = (p->span >> (3u * q)) & 7u, from = cur * half, to = (cur ^ 1u) * half;
-        const uint in = q == 0u ? src_at : RLX_FFT_AT_GROUP, out = q + 1u == passes ? dst_at : RLX_FFT_AT_GROUP;
-        switch (radix) {   // uniform: the radix is the pass's
-        case 2u:
-            rlx_fft_mixed_pass<2u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
-                                   inv, tid, nt);
-            break;
-        case 3u:
-            rlx_fft_mixed_pass<3u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
-                                   inv, tid, nt);
-            break;
-        case 4u:
-            rlx_fft_mixed_pass<4u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
-                                   inv, tid, nt);
-            break;
-        default:
-            rlx_fft_mixed_pass<5u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
-                                   inv, tid, nt);
-            break;
-        }
-        rlx_barrier();
-        cur ^= 1u;
-        span *= radix;
-    }
-    if (unpack) {
-        rlx_fft_store_rfft(dst, post, p, sre, sim, cur * half, row0, rows_here, n, 0u, tid, nt);
-    } else if (!direct) {
-        for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
-            const uint at = cur * half + w.row * n + w.at;
-            rlx_fft_store(dst, post, p, row0 + w.row, w.at, rlx_cf_make(sre[at], sim[at]));
-        }
-    }
-}
-
-// ---- fft_shared's power-of-two form on GPUs: digit passes in registers ----
-//
-// N = 2^bits as in-place decimation-in-time passes of radix 16 (the first
-// one 2, 4, 8 or 16; one pass of N itself up to 16). Pass 0 reads the
-// source straight into registers, butterfly t of a row taking elements
-// t + r N / R0 (adjacent threads, adjacent elements), and writes its
-// outputs to group memory in digit-reversed order; each later pass q (span
-// h, the product of the radices before it) reads elements c h R + k + r h,
-// twiddles element r by W_{hR}^{k r}, and writes its outputs back to the
-// same slots; the last pass's outputs are the transform's elements
-// k + r h in natural order and go straight to the destination. So a row of
-// 256 makes one trip through group memory (a bit-reversed load into it,
-// passes in place and a store out of it made three), and every barrier is
-// between passes. benchmarks/gpu/fft_proto.cu is the standalone Stockham
-// form first measured; fft_shared_bench.py times this one's compile-time
-// variants. Each butterfly's values live in one thread's registers for
-// one pass only, so the passes are exact for any threads per group, the
-// CPU's one included.
-//
-// log2 of a pass's radix (1, 2, 4, 8 or 16).
-RLX_INLINE uint rlx_fft_radix_bits(uint r) { return r == 16u ? 4u : r == 8u ? 3u : r == 4u ? 2u : r == 2u ? 1u : 0u; }
-
 // R complex values passed by value (a thread array's pointer would need an
 // address space on Metal).
 template <uint R>
@@ -627,6 +435,218 @@ RLX_INLINE rlx_cfv<R> rlx_fft_dft_pow2(rlx_cfv<R> x, float sg) {
     }
     return y;
 }
+
+// One butterfly of the mixed-radix form: radix 8 through the power-of-two
+// DFT, radices 2 to 5 through rlx_fft_dft.
+RLX_INLINE rlx_cfv<8u> rlx_fft_dft_radix(rlx_cfv<8u> x, uint inverse) {
+    return rlx_fft_dft_pow2(x, inverse ? 1.0f : -1.0f);
+}
+template <uint R>
+RLX_INLINE rlx_cfv<R> rlx_fft_dft_radix(rlx_cfv<R> x, uint inverse) {
+    rlx_fft5 f;
+    RLX_UNROLL
+    for (uint r = 0u; r < 5u; ++r) f.v[r] = r < R ? x.v[r] : rlx_cf_make(0.0f, 0.0f);
+    f = rlx_fft_dft(f, R, inverse);
+    rlx_cfv<R> y;
+    RLX_UNROLL
+    for (uint r = 0u; r < R; ++r) y.v[r] = f.v[r];
+    return y;
+}
+
+// Where a pass of the mixed-radix form reads or writes (compile-time, so
+// that the pass's loop is straight-line code whose loads the compiler
+// issues together): a half of group memory, a plain row of the source or
+// destination (rlx_fft_plain_src / _dst: an element as one 8-byte unit),
+// or any other through the general helpers.
+#define RLX_FFT_AT_GROUP 0u
+#define RLX_FFT_AT_PLAIN 1u
+#define RLX_FFT_AT_GENERAL 2u
+
+// One Stockham pass of fft_stage's butterflies (natural order in and out)
+// of compile-time radix R over span `span`, rows side by side: butterfly
+// j = jq span + k (k < span) of row lr reads elements j + r m (m = n / R)
+// from group memory at `from`, twiddled, or (FROM, pass 0 of two or more:
+// span 1, no twiddles) from the source, and writes j's outputs to
+// (j - k) R + k + r span at `to`, or (TO, the last pass: span m, elements
+// j + r m) to the destination. j's quotient and remainder by span step as
+// the walk's do. Twiddle r of butterfly j is W^(r k tstride) whatever k:
+// at k = 0 the table's element 0, exactly 1, so no branch guards it.
+template <uint R, uint FROM, uint TO, typename G>
+RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                   RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                   RLX_CONSTANT FftParams *p, G sre, G sim, uint from, uint to, uint n, uint span,
+                                   uint row0, uint rows_here, uint inv, uint tid, uint nt) {
+    const uint m = n / R, tstride = n / (span * R), spans = m / span;
+    const float scale = p->scale;
+    rlx_fft_walk w = rlx_fft_walk_start(m, tid, nt);
+    uint jq = w.at / span, k = w.at - jq * span;
+    const uint step_q = w.step_at / span, step_k = w.step_at - step_q * span;
+    while (w.row < rows_here) {
+        const uint j = jq * span + k, base = w.row * n, row = row0 + w.row;
+        rlx_cfv<R> x;
+        if (FROM == RLX_FFT_AT_PLAIN) {
+            RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row);
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                const rlx_float2 v = in[j + r * m];
+                x.v[r] = rlx_cf_make(v.x, v.y);
+            }
+        } else if (FROM == RLX_FFT_AT_GENERAL) {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
+        } else {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                const uint at = from + base + j + r * m;
+                x.v[r] = rlx_cf_make(sre[at], sim[at]);
+            }
+            RLX_UNROLL
+            for (uint r = 1u; r < R; ++r) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, r * k * tstride, inv));
+        }
+        const rlx_cfv<R> y = rlx_fft_dft_radix(x, inv);
+        const uint out0 = (j - k) * R + k;
+        if (TO == RLX_FFT_AT_PLAIN) {
+            RLX_DEVICE rlx_float2 *out = rlx_fft_dst_row(dst, p, row);
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) out[out0 + r * span] = rlx_fft_scaled(y.v[r], scale);
+        } else if (TO == RLX_FFT_AT_GENERAL) {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) rlx_fft_store(dst, post, p, row, out0 + r * span, y.v[r]);
+        } else {
+            RLX_UNROLL
+            for (uint r = 0u; r < R; ++r) {
+                sre[to + base + out0 + r * span] = y.v[r].re;
+                sim[to + base + out0 + r * span] = y.v[r].im;
+            }
+        }
+        // w.at = jq span + k, stepped by step_at = step_q span + step_k.
+        k += step_k, jq += step_q;
+        if (k >= span) k -= span, ++jq;
+        w.row += w.step_rows;
+        if (jq >= spans) jq -= spans, ++w.row;
+    }
+}
+
+// A pass of radix R reading `in` and writing `out` (RLX_FFT_AT_*; never
+// both outside group memory: the first and last passes are two).
+template <uint R, typename G>
+RLX_INLINE void rlx_fft_mixed_pass(uint in, uint out, RLX_DEVICE const float *src, RLX_DEVICE float *dst,
+                                   RLX_DEVICE const float *tw, RLX_DEVICE const float *pre,
+                                   RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p, G sre, G sim, uint from,
+                                   uint to, uint n, uint span, uint row0, uint rows_here, uint inv, uint tid,
+                                   uint nt) {
+    if (in == RLX_FFT_AT_PLAIN) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_PLAIN, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                  span, row0, rows_here, inv, tid, nt);
+    } else if (in == RLX_FFT_AT_GENERAL) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GENERAL, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                    span, row0, rows_here, inv, tid, nt);
+    } else if (out == RLX_FFT_AT_PLAIN) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_PLAIN>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                  span, row0, rows_here, inv, tid, nt);
+    } else if (out == RLX_FFT_AT_GENERAL) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_GENERAL>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                    span, row0, rows_here, inv, tid, nt);
+    } else {
+        rlx_fft_group_pass<R, RLX_FFT_AT_GROUP, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                  span, row0, rows_here, inv, tid, nt);
+    }
+}
+
+// The mixed-radix form (radix == 1, fft_mixed): N = 2^a 3^b 5^c up to
+// `half` points of a group's rows (sre and sim hold two halves each),
+// p->passes passes whose radices (2, 3, 4, 5, 8) sit 4 bits each in
+// p->span, first pass lowest: rlx_fft_group_pass, from one half of the memory to
+// the other. With two passes or more the first reads the
+// source and, unless the store is rfft's unpacking (which reads the
+// transform out of order), the last writes the destination: the group
+// has read all its source before it writes any of its destination, as
+// when it staged the rows first, so a transform in place stays correct.
+// Every pass ends in a barrier (uniform: the pass count is the group's).
+// Thread tid of nt strides the loops (Metal's ids are the kernel's
+// parameters, so a helper takes them as arguments).
+template <typename G>
+RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE float *dst, RLX_DEVICE const float *tw,
+                                    RLX_DEVICE const float *pre, RLX_DEVICE const float *post,
+                                    RLX_CONSTANT FftParams *p, G sre, G sim, uint half, uint row0,
+                                    uint rows_here, uint tid, uint nt) {
+    const uint n = p->n, inv = p->inverse, passes = p->passes;
+    const bool unpack = p->store_mode == 2u, direct = passes >= 2u;
+    if (!direct) {
+        for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
+            const rlx_cf v = rlx_fft_load(src, pre, p, row0 + w.row, w.at);
+            sre[w.row * n + w.at] = v.re;
+            sim[w.row * n + w.at] = v.im;
+        }
+        rlx_barrier();
+    }
+    // Where the first pass reads and the last writes: the source and the
+    // destination themselves with two passes or more (not rfft's unpacking,
+    // which reads the transform out of order), else group memory.
+    const uint src_at = !direct ? RLX_FFT_AT_GROUP : rlx_fft_plain_src(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
+    const uint dst_at = !direct || unpack ? RLX_FFT_AT_GROUP
+                        : rlx_fft_plain_dst(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
+    uint cur = 0u, span = 1u;
+    for (uint q = 0u; q < passes; ++q) {
+        const uint radix = (p->span >> (4u * q)) & 15u, from = cur * half, to = (cur ^ 1u) * half;
+        const uint in = q == 0u ? src_at : RLX_FFT_AT_GROUP, out = q + 1u == passes ? dst_at : RLX_FFT_AT_GROUP;
+        switch (radix) {   // uniform: the radix is the pass's
+        case 2u:
+            rlx_fft_mixed_pass<2u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
+            break;
+        case 3u:
+            rlx_fft_mixed_pass<3u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
+            break;
+        case 4u:
+            rlx_fft_mixed_pass<4u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
+            break;
+        case 8u:
+            rlx_fft_mixed_pass<8u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
+            break;
+        default:
+            rlx_fft_mixed_pass<5u>(in, out, src, dst, tw, pre, post, p, sre, sim, from, to, n, span, row0, rows_here,
+                                   inv, tid, nt);
+            break;
+        }
+        rlx_barrier();
+        cur ^= 1u;
+        span *= radix;
+    }
+    if (unpack) {
+        rlx_fft_store_rfft(dst, post, p, sre, sim, cur * half, row0, rows_here, n, 0u, tid, nt);
+    } else if (!direct) {
+        for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
+            const uint at = cur * half + w.row * n + w.at;
+            rlx_fft_store(dst, post, p, row0 + w.row, w.at, rlx_cf_make(sre[at], sim[at]));
+        }
+    }
+}
+
+// ---- fft_shared's power-of-two form on GPUs: digit passes in registers ----
+//
+// N = 2^bits as in-place decimation-in-time passes of radix 16 (the first
+// one 2, 4, 8 or 16; one pass of N itself up to 16). Pass 0 reads the
+// source straight into registers, butterfly t of a row taking elements
+// t + r N / R0 (adjacent threads, adjacent elements), and writes its
+// outputs to group memory in digit-reversed order; each later pass q (span
+// h, the product of the radices before it) reads elements c h R + k + r h,
+// twiddles element r by W_{hR}^{k r}, and writes its outputs back to the
+// same slots; the last pass's outputs are the transform's elements
+// k + r h in natural order and go straight to the destination. So a row of
+// 256 makes one trip through group memory (a bit-reversed load into it,
+// passes in place and a store out of it made three), and every barrier is
+// between passes. benchmarks/gpu/fft_proto.cu is the standalone Stockham
+// form first measured; fft_shared_bench.py times this one's compile-time
+// variants. Each butterfly's values live in one thread's registers for
+// one pass only, so the passes are exact for any threads per group, the
+// CPU's one included.
+//
+// log2 of a pass's radix (1, 2, 4, 8 or 16).
+RLX_INLINE uint rlx_fft_radix_bits(uint r) { return r == 16u ? 4u : r == 8u ? 3u : r == 4u ? 2u : r == 2u ? 1u : 0u; }
 
 // The group-memory slot of element j of a row: pass 0 (radix 2^first_bits)
 // has butterfly t = j mod (N / R0) hold j as its value j / (N / R0) and

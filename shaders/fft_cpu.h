@@ -701,7 +701,7 @@ static inline void rlx_fft_mixed_lanes(const FftParams *p, const float *tw, rlx_
     rlx_fft_v *fr = re, *fi = im, *tr = re2, *ti = im2;
     uint span = 1u;
     for (uint q = 0u; q < p->passes; ++q) {
-        const uint radix = (p->span >> (3u * q)) & 7u;
+        const uint radix = (p->span >> (4u * q)) & 15u;   // 2, 3, 4 or 5 (the CPU's factors: no 8)
         switch (radix) {   // a template per radix: its values stay in registers
             case 2u: rlx_fft_mixed_pass<2u>(fr, fi, tr, ti, tw, n, span, inv); break;
             case 3u: rlx_fft_mixed_pass<3u>(fr, fi, tr, ti, tw, n, span, inv); break;

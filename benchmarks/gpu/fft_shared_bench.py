@@ -41,7 +41,7 @@ from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the sc
 from rlx.lowering.fft import (
     MIXED_SHARED_MAX,
     SHARED_MAX,
-    factor,
+    mixed_radices,
     mixed_span,
     shared_grid,
     transform_passes,
@@ -158,7 +158,7 @@ def main() -> None:
                 tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
                 (form,) = transform_passes(n, bool(inverse))   # fft_shared's one dispatch
                 if form.radix == 1 and os.environ.get("FFT_RADIX_ORDER") == "odd":   # 5s and 3s, then 4s and 2
-                    radices = sorted(factor(n), key=lambda r: r % 2 == 0)
+                    radices = sorted(mixed_radices(n, True), key=lambda r: r % 2 == 0)
                     form = dataclasses.replace(form, span=mixed_span(radices))
                 # (kernel, launch, grid): fft_shared's power-of-two forms (the
                 # register form alone too where asked), fft_mixed for the

@@ -56,10 +56,10 @@ SHARED_MAX = 4096            # RLX_FFT_SHARED_MAX in shaders/fft.h (two f32 arra
 # The GPUs' mixed-radix form (N = 2^a 3^b 5^c, not a power of two; fft_mixed):
 # its Stockham passes ping-pong between two halves of group memory of this
 # many points (RLX_FFT_MIXED_MAX in shaders/fft.h); the radices ride in one
-# 32-bit param, 3 bits each.
+# 32-bit param, 4 bits each (7 passes at most within 4096: 3^7).
 MIXED_SHARED_MAX = SHARED_MAX // 2
 REGISTER_MIN_BITS, REGISTER_MAX_BITS = 5, 12   # fft_shared's register form: 32 <= N <= 4096
-MIXED_MAX_PASSES = 10
+MIXED_MAX_PASSES = 8
 RADICES = (4, 2, 3, 5)       # fft_stage's butterflies; 4 first: fewest passes for powers of two
 LOAD_COMPLEX, LOAD_REAL, LOAD_HALF_SPECTRUM = 0, 1, 2
 STORE_COMPLEX, STORE_REAL = 0, 1
@@ -96,9 +96,24 @@ def factor(n: int) -> list[int] | None:
 
 
 def mixed_span(radices: list[int]) -> int:
-    """fft_shared's mixed-radix form's FftParams.span: the radix of pass i
-    in bits 3i to 3i + 2, in the order the passes run (the form takes any)."""
-    return sum(r << (3 * i) for i, r in enumerate(radices))
+    """The mixed-radix form's FftParams.span: the radix of pass i in bits
+    4i to 4i + 3, in the order the passes run (the form takes any)."""
+    return sum(r << (4 * i) for i, r in enumerate(radices))
+
+
+def mixed_radices(n: int, eights: bool) -> list[int] | None:
+    """The mixed-radix form's passes for n = 2^a 3^b 5^c (None otherwise):
+    factor's, or with ``eights`` (the GPUs' fft_mixed, whose butterflies
+    take radix 8) the fewest passes for the 2^a, ceil(a / 3) of radix 8
+    and 4 as even as they come (2^7 = 8 x 4 x 4), then the 3s and 5s; each
+    pass fewer is a barrier and a trip through group memory fewer."""
+    radices = factor(n)
+    if radices is None or not eights:
+        return radices
+    a = (n & -n).bit_length() - 1
+    passes = -(-a // 3)
+    bits = [a // passes + (1 if i < a % passes else 0) for i in range(passes)]
+    return [1 << b for b in bits] + [r for r in radices if r in (3, 5)]
 
 
 def mixed_max(target) -> int:
@@ -132,18 +147,21 @@ def pass_layout(target, p: Pass) -> int:
     return slot_layout(target) if p.radix == 0 else SLOTS_PLAIN
 
 
-def transform_passes(n: int, inverse: bool, shared: bool = True, mixed_limit: int = MIXED_SHARED_MAX) -> list[Pass]:
+def transform_passes(n: int, inverse: bool, shared: bool = True, mixed_limit: int = MIXED_SHARED_MAX,
+                     eights: bool = True) -> list[Pass]:
     """The passes of one length-n transform whose length fft_stage or
-    fft_shared covers: fft_shared's one dispatch where it covers n (its
-    mixed-radix form up to ``mixed_limit``: the target's mixed_max) and
-    ``shared``, else a Stockham pass per radix."""
+    fft_shared covers: one dispatch where fft_shared or fft_mixed covers n
+    (the mixed-radix form up to ``mixed_limit``: the target's mixed_max;
+    ``eights``: with radix-8 passes, as GPUs run it) and ``shared``, else a
+    Stockham pass per radix."""
     if shared and n & (n - 1) == 0 and n <= SHARED_MAX:
         return [Pass(n, 0, n.bit_length() - 1, inverse)]
     radices = factor(n)
     if radices is None:
         raise ValueError(f"transform_passes: {n} is not 2^a 3^b 5^c")
-    if shared and n <= mixed_limit and len(radices) <= MIXED_MAX_PASSES:
-        return [Pass(n, 1, mixed_span(radices), inverse, len(radices))]
+    mixed = mixed_radices(n, eights)
+    if shared and n <= mixed_limit and len(mixed) <= MIXED_MAX_PASSES:
+        return [Pass(n, 1, mixed_span(mixed), inverse, len(mixed))]
     passes, span = [], 1
     for r in radices:
         passes.append(Pass(n, r, span, inverse))
@@ -152,8 +170,9 @@ def transform_passes(n: int, inverse: bool, shared: bool = True, mixed_limit: in
 
 
 def target_passes(lw: Lowering, n: int, inverse: bool) -> list[Pass]:
-    """transform_passes with the target's mixed_max."""
-    return transform_passes(n, inverse, mixed_limit=mixed_max(lw.target))
+    """transform_passes with the target's mixed_max and radices (the CPU's
+    form has no radix-8 pass in its mixed-radix form)."""
+    return transform_passes(n, inverse, mixed_limit=mixed_max(lw.target), eights=not lw.target.one_thread_groups)
 
 
 def chosen_passes(lw: Lowering, n: int, rows: int, inverse: bool) -> list[Pass]:

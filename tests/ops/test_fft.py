@@ -213,6 +213,23 @@ def test_gpu_lowering_runs_mixed_lengths_in_fft_mixed(backend, monkeypatch):
     assert kernels("fft", 3000) == ["fft_stage_c64"] * 6       # past fft_mixed's 2048: a Stockham pass per radix
 
 
+def test_mixed_radices_take_the_fewest_passes_on_gpus():
+    """The mixed-radix form's passes: factor's on the CPU; on GPUs radix-8
+    and radix-4 passes for the power of two, ceil(a / 3) of them, as even
+    as they come, then the 3s and 5s."""
+    from rlx.lowering.fft import MIXED_MAX_PASSES, mixed_radices, mixed_span
+
+    assert mixed_radices(200, False) == [4, 2, 5, 5]
+    want = {200: [8, 5, 5], 1000: [8, 5, 5, 5], 2000: [4, 4, 5, 5, 5], 100: [4, 5, 5], 6: [2, 3], 15: [3, 5],
+            1536: [8, 8, 8, 3], 384: [8, 4, 4, 3], 7: None}
+    assert {n: mixed_radices(n, True) for n in want} == want
+    for n in range(2, 4097):
+        radices = mixed_radices(n, True)
+        if radices is not None:
+            assert math.prod(radices) == n and len(radices) <= MIXED_MAX_PASSES, n
+    assert mixed_span([8, 5, 5]) == 8 | 5 << 4 | 5 << 8
+
+
 def test_four_step_split_of_smooth_lengths_on_the_cpu(monkeypatch):
     """The CPU's four-step factors (n1 >= n2, both within fft_shared):
     powers of two balanced, other 2^a 3^b 5^c with factors of 16 or more,

@@ -269,7 +269,7 @@ def test_register_form_runs_bluesteins_four_steps(gt, rng, n, layout):
         _assert_close(y, want, x, n)
 
 
-MIXED_LENGTHS = [3, 5, 6, 12, 15, 100, 200, 400, 1000, 2000]
+MIXED_LENGTHS = [3, 5, 6, 12, 15, 24, 100, 200, 400, 1000, 1536, 2000]   # 8 x 3, 8 x 8 x 8 x 3: radix-8 passes
 
 
 def _mixed_form(n: int) -> dict:
@@ -280,7 +280,8 @@ def _mixed_form(n: int) -> dict:
 
 
 @pytest.mark.parametrize("n,radices", [(200, [5, 5, 4, 2]), (200, [2, 5, 4, 5]), (1000, [5, 2, 5, 4, 5]),
-                                       (2000, [5, 5, 5, 4, 4]), (30, [3, 5, 2])])
+                                       (2000, [5, 5, 5, 4, 4]), (30, [3, 5, 2]), (200, [5, 8, 5]),
+                                       (1000, [5, 5, 5, 8]), (1536, [8, 3, 8, 8]), (24, [3, 8])])
 def test_mixed_radix_form_takes_its_radices_in_any_order(gt, rng, n, radices):
     """The passes' order is the span's (benchmarks/gpu/fft_shared_bench.py
     FFT_RADIX_ORDER times odd radices first against the lowering's)."""
