@@ -457,10 +457,23 @@ RLX_INLINE rlx_cfv<R> rlx_fft_dft_radix(rlx_cfv<R> x, uint inverse) {
 // that the pass's loop is straight-line code whose loads the compiler
 // issues together): a half of group memory, a plain row of the source or
 // destination (rlx_fft_plain_src / _dst: an element as one 8-byte unit),
-// or any other through the general helpers.
+// frames of padded signals (below), or any other through the general
+// helpers.
 #define RLX_FFT_AT_GROUP 0u
 #define RLX_FFT_AT_PLAIN 1u
 #define RLX_FFT_AT_GENERAL 2u
+#define RLX_FFT_AT_FRAMES 3u
+
+// A source of frames of padded signals read in place (rlx.signal's centre
+// padding: src_valid != 0) as complex pairs of adjacent floats (rfft's
+// packed samples), at even float offsets, with at most a window
+// (pre_mul 2): a frame wholly inside its signal reads its pairs as 8-byte
+// units, one that reaches into the padding the general helper.
+RLX_INLINE bool rlx_fft_frames_src(RLX_CONSTANT FftParams *p) {
+    return p->src_valid != 0u && p->src_rpb != 0u && p->load_mode == 0u && p->src_step == 2u && p->src_len >= p->n &&
+           (p->pre_mul == 0u || p->pre_mul == 2u) &&
+           ((p->src_offset | p->src_row | p->src_block | p->src_pad) & 1u) == 0u;
+}
 
 // One Stockham pass of fft_stage's butterflies (natural order in and out)
 // of compile-time radix R over span `span`, rows side by side: butterfly
@@ -478,6 +491,11 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
                                    uint row0, uint rows_here, uint inv, uint tid, uint nt) {
     const uint m = n / R, tstride = n / (span * R), spans = m / span;
     const float scale = p->scale;
+    // The frames' params in registers (RLX_FFT_AT_FRAMES; the compiler
+    // would reload them after every store, which might alias them).
+    const uint rpb = p->src_rpb, hop = p->src_row, pad = p->src_pad, pad_end = pad + p->src_valid;
+    const uint64_t offset = p->src_offset, block = p->src_block;
+    const bool window = p->pre_mul == 2u;
     rlx_fft_walk w = rlx_fft_walk_start(m, tid, nt);
     uint jq = w.at / span, k = w.at - jq * span;
     const uint step_q = w.step_at / span, step_k = w.step_at - step_q * span;
@@ -490,6 +508,29 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
             for (uint r = 0u; r < R; ++r) {
                 const rlx_float2 v = in[j + r * m];
                 x.v[r] = rlx_cf_make(v.x, v.y);
+            }
+        } else if (FROM == RLX_FFT_AT_FRAMES) {
+            // Frame f of signal b starts at float f src_row of the padded
+            // signal, src_pad floats before the signal's own.
+            const uint b = row / rpb, f = row - b * rpb, lo = f * hop;
+            if (lo >= pad && lo + 2u * n <= pad_end) {
+                RLX_DEVICE const rlx_float2 *in =
+                    (RLX_DEVICE const rlx_float2 *)(src + offset + (uint64_t)b * block + (lo - pad));
+                RLX_UNROLL
+                for (uint r = 0u; r < R; ++r) {
+                    const rlx_float2 v = in[j + r * m];
+                    x.v[r] = rlx_cf_make(v.x, v.y);
+                }
+                if (window) {   // its floats one at a time: the window's view may start at an odd float
+                    RLX_UNROLL
+                    for (uint r = 0u; r < R; ++r) {
+                        const uint i = j + r * m;
+                        x.v[r] = rlx_cf_make(x.v[r].re * pre[2u * i], x.v[r].im * pre[2u * i + 1u]);
+                    }
+                }
+            } else {
+                RLX_UNROLL
+                for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
             }
         } else if (FROM == RLX_FFT_AT_GENERAL) {
             RLX_UNROLL
@@ -538,6 +579,9 @@ RLX_INLINE void rlx_fft_mixed_pass(uint in, uint out, RLX_DEVICE const float *sr
     if (in == RLX_FFT_AT_PLAIN) {
         rlx_fft_group_pass<R, RLX_FFT_AT_PLAIN, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
                                                                   span, row0, rows_here, inv, tid, nt);
+    } else if (in == RLX_FFT_AT_FRAMES) {
+        rlx_fft_group_pass<R, RLX_FFT_AT_FRAMES, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
+                                                                   span, row0, rows_here, inv, tid, nt);
     } else if (in == RLX_FFT_AT_GENERAL) {
         rlx_fft_group_pass<R, RLX_FFT_AT_GENERAL, RLX_FFT_AT_GROUP>(src, dst, tw, pre, post, p, sre, sim, from, to, n,
                                                                     span, row0, rows_here, inv, tid, nt);
@@ -583,7 +627,10 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
     // Where the first pass reads and the last writes: the source and the
     // destination themselves with two passes or more (not rfft's unpacking,
     // which reads the transform out of order), else group memory.
-    const uint src_at = !direct ? RLX_FFT_AT_GROUP : rlx_fft_plain_src(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
+    const uint src_at = !direct                 ? RLX_FFT_AT_GROUP
+                        : rlx_fft_plain_src(p)  ? RLX_FFT_AT_PLAIN
+                        : rlx_fft_frames_src(p) ? RLX_FFT_AT_FRAMES
+                                                : RLX_FFT_AT_GENERAL;
     const uint dst_at = !direct || unpack ? RLX_FFT_AT_GROUP
                         : rlx_fft_plain_dst(p) ? RLX_FFT_AT_PLAIN : RLX_FFT_AT_GENERAL;
     uint cur = 0u, span = 1u;

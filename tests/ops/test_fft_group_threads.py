@@ -18,8 +18,9 @@ digit passes, with the same threads), and the run-time-sign variant
 mixed-radix form (N = 2^a 3^b 5^c: Stockham passes of radix 2 to 5
 between the halves of group memory, the first reading the source and the
 last writing the destination where there are two passes or more), as
-fft_mixed runs it, at several thread counts, in place, staged and
-unpacking rfft's bins. A race that does not fire in a
+fft_mixed runs it, at several thread counts, in place, staged,
+unpacking rfft's bins and reading the windowed frames of padded signals
+(the log-mel front end's source). A race that does not fire in a
 run is not caught; GPUs stay unverified here (benchmarks/gpu runs the
 suites on CUDA)."""
 
@@ -350,3 +351,28 @@ def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, m, slots):
     _assert_close(y[:, ::slots], np.fft.rfft(x.astype(np.float64)), x, 2 * m)
     if slots == 2:
         assert not y[:, 1::2].any()
+
+
+@pytest.mark.parametrize("m,hop,pad,reflect", [(200, 160, 200, 0), (200, 160, 200, 1), (100, 50, 100, 1),
+                                               (200, 161, 200, 0), (12, 6, 12, 0)])
+def test_mixed_radix_form_reads_windowed_frames_of_padded_signals(gt, rng, m, hop, pad, reflect):
+    """The log-mel front end's rfft (rlx.signal): frames of 2m samples, hop
+    apart, of signals padded by `pad` on each side (zeros, or numpy.pad's
+    reflect) read in place, times a window, packed as m complex pairs,
+    bins unpacked by the store. Even hops and pads read the frames inside
+    their signal as 8-byte pairs (the first pass's frames form), frames
+    reaching into the padding and an odd hop through the general helper."""
+    signals, length = 2, 2 * m * 5 + 2 * hop
+    frames = 1 + (length + 2 * pad - 2 * m) // hop
+    x = rng.standard_normal((signals, length)).astype(np.float32)
+    window = rng.uniform(0.5, 1.5, 2 * m).astype(np.float32)
+    padded = np.pad(x.astype(np.float64), ((0, 0), (pad, pad)), mode="reflect" if reflect else "constant")
+    want_frames = np.stack([padded[:, f * hop:f * hop + 2 * m] for f in range(frames)], axis=1) * window
+    rows = signals * frames
+    gr = _mixed_group_rows(m)
+    y = np.zeros((rows, m + 1), np.complex64)
+    _run(gt, x, y, m, rows, gr, 128, SLOTS_PADDED, pre=window, post=twiddles(2 * m), pre_mul=2, src_row=hop,
+         src_step=2, src_len=m, src_rpb=frames, src_block=length, src_pad=pad, src_valid=length,
+         src_reflect=reflect, store_mode=STORE_RFFT, dst_row=2 * (m + 1), dst_count=m + 1, **_mixed_form(m))
+    want = np.fft.rfft(want_frames.reshape(rows, 2 * m))
+    _assert_close(y, want, want_frames.reshape(rows, 2 * m), 2 * m)
