@@ -317,6 +317,32 @@ def test_chain_reads_strided_views_and_a_value_twice(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_chain_reads_long_strided_runs_across_blocks(rng, dtype):
+    """A transposed [4, 300, 77] view and a narrowed one, big enough for
+    many blocks of the CPU's chain and several groups, so that blocks and
+    chunks start mid-row and runs wrap across two dimensions."""
+    def build(g, a, b):
+        t = g.transpose(a, (0, 2, 1))                # (4, 77, 300), strided
+        n = g.narrow(b, 2, 3, 300)                    # (4, 77, 300), offset and strided rows
+        return g.add(g.mul(t, t), g.mul(n, n))
+    exe = _chain_check(rng, build, [(4, 300, 77), (4, 77, 305)], dtype)
+    assert exe.stats.thunks == 1
+
+
+def test_power_of_a_spectrum_reads_its_parts_in_place(rng):
+    """re^2 + im^2 of a c64 [3, 301, 201] (log-mel's power): the real and
+    imaginary views, stride 2, read by one chain against numpy."""
+    z = (rng.standard_normal((3, 301, 201)) + 1j * rng.standard_normal((3, 301, 201))).astype(np.complex64)
+    g = rlx.Graph()
+    x = g.input("z", z.shape, "c64")
+    re, im = g.real(x), g.imag(x)
+    g.set_outputs(y=g.add(g.mul(re, re), g.mul(im, im)))
+    exe = rlx.compile(g)
+    assert [t.kernel for t in exe.thunks if t.kernel] == ["ew_chain_f32"]
+    np.testing.assert_allclose(exe.run(z=z)["y"], np.abs(z.astype(np.complex128)) ** 2, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_chain_splits_past_four_inputs_and_eight_steps(rng, dtype):
     def wide(g, *xs):               # six distinct inputs: two passes
         t = xs[0]
