@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model, decode_speed and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -31,11 +31,19 @@ P="python3 -m pytest -q -p no:cacheprovider"
 # with NVRTC (123 s on 2026-12-01, more as the library grows); a pytest step
 # under its own timeout that pays it is killed before the cache is written.
 # Pay it once here, untimed by the steps.
-if [ "${WARM_CACHE:-1}" = 1 ]; then
-  t0=$(date +%s)
+# WARM_CACHE=bg starts it in the background instead (beside a step that
+# builds with nvcc), and wait_warm waits for it and notes its line.
+warm_kernel_cache() {
+  local t0=$(date +%s)
   python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
-    >"$OUT/warm.log" 2>&1; note "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s"
-fi
+    >"$OUT/warm.log" 2>&1
+  echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log"
+}
+wait_warm() { [ -n "${WARM_PID:-}" ] && wait "$WARM_PID"; tail -1 "$OUT/warm.log" | tee -a "$S"; }
+case "${WARM_CACHE:-1}" in
+  1) warm_kernel_cache; tail -1 "$OUT/warm.log" | tee -a "$S" ;;
+  bg) warm_kernel_cache & WARM_PID=$! ;;
+esac
 
 # fft_benches: fft_breakdown.py (where the log-mel and FFT graphs spend
 # their GPU time) and fft_cuda.py's table, their summaries into the summary.
@@ -120,6 +128,17 @@ suite() {
   local label=$1 log=$2; shift 2
   timeout 90 $P "$@" >"$OUT/$log" 2>&1
   note "$label rc=$? $(tail -1 "$OUT/$log")"; grep -E "^FAILED" "$OUT/$log" | head -8 | cut -c1-250
+}
+
+# mixed_checks: the FFT, window and signal suites on cuda, racecheck on the
+# mixed-radix lengths, memcheck on them and the half-length tests.
+mixed_checks() {
+  suite "fft + window + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/ops/test_fft_window.py \
+    tests/test_signal.py --rlx-device cuda
+  local k="transforms_match_numpy and (N100- or N400- or N1000-) and backward"
+  SAN_TIMEOUT=100 sanitize racecheck "racecheck fft mixed" racecheck-m.log tests/ops/test_fft.py --rlx-device cuda -k "$k"
+  SAN_TIMEOUT=100 sanitize memcheck "memcheck fft mixed + half lengths" memcheck-m.log tests/ops/test_fft.py \
+    --rlx-device cuda -k "$k or half_length"
 }
 
 # sanitize TOOL LABEL LOG PYTEST_ARGS...: compute-sanitizer (memcheck or

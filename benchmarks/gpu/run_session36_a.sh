@@ -10,16 +10,13 @@
 # then fft_cuda.py's table through rlx, the FFT/window/signal suites on
 # cuda, and racecheck on the mixed lengths. The build and the NVRTC cache
 # warm-up run first (the warm-up beside the nvcc builds of the bench).
-WARM_CACHE=0 source "$(dirname "$0")/common.sh"
+# The earlier fft.h, untracked: git show 1f45f05^:shaders/fft.h > benchmarks/gpu/fft_pre34.h.
+WARM_CACHE=bg source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a "$S"
-( t0=$(date +%s)
-  python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
-    >"$OUT/warm.log" 2>&1; echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log" ) &
-WARM=$!
 FFT_SIZES="200 400 1000 100 2000" FFT_SWIZZLE=2 FFT_MIXED_THREADS="256 128" shared_bench mixed "" \
   "-DRLX_FFT_MIXED_MIN_GROUPS=8" "-DRLX_FFT_MIXED_MIN_GROUPS=4" "-DRLX_FFT_MIXED_MAX=2048u" \
   "-DRLX_FFT_MIXED_MAX=512u -DRLX_FFT_MIXED_MIN_GROUPS=8" "old:benchmarks/gpu/fft_pre34.h"
-wait $WARM; tail -1 "$OUT/warm.log" | tee -a "$S"
+wait_warm
 timeout 120 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>"$OUT/fft-cuda.log" \
   | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
 suite "fft + window + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/ops/test_fft_window.py tests/test_signal.py \

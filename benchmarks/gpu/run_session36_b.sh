@@ -10,12 +10,9 @@
 # fft_cuda.py's table, the FFT/window/signal suites on cuda (call a's
 # failures: the op did not declare fft_mixed) and racecheck on the mixed
 # lengths.
-WARM_CACHE=0 source "$(dirname "$0")/common.sh"
+# The earlier fft.h, untracked: git show 1ac2fc5:shaders/fft.h > benchmarks/gpu/fft_base36.h.
+WARM_CACHE=bg source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a "$S"
-( t0=$(date +%s)
-  python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
-    >"$OUT/warm.log" 2>&1; echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log" ) &
-WARM=$!
 FFT_SIZES="200 400 1000 100 2000" FFT_SWIZZLE=2 FFT_MIXED_THREADS="64 128 256" shared_bench mixed "" \
   "old:benchmarks/gpu/fft_base36.h -DRLX_FFT_MIXED_MIN_GROUPS=4" "-DRLX_FFT_MIXED_MIN_GROUPS=3" \
   "-DRLX_FFT_MIXED_MIN_GROUPS=5" "-DRLX_FFT_MIXED_MAX=2048u"
@@ -25,7 +22,7 @@ FFT_SIZES=200 FFT_SWIZZLE=2 FFT_MIXED_THREADS=128 timeout 90 ncu --clock-control
 note "ncu rc=$?"
 grep -E "Duration|Executed Instructions |Issued Ipc|No Eligible|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Bank|L1/TEX Hit|Memory Throughput|Compute \(SM\)|Stall|stall" \
   "$OUT/ncu-mixed.log" | head -40 | tee -a "$S"
-wait $WARM; tail -1 "$OUT/warm.log" | tee -a "$S"
+wait_warm
 timeout 120 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>"$OUT/fft-cuda.log" \
   | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
 tail -3 "$OUT/fft-cuda.log"

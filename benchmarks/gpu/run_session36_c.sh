@@ -8,12 +8,9 @@
 # counted ~270 instructions a butterfly); then fft_cuda.py's table, the
 # FFT/window/signal suites on cuda, racecheck and memcheck on the mixed
 # lengths.
-WARM_CACHE=0 source "$(dirname "$0")/common.sh"
+# The earlier fft.h, untracked: git show 1f45f05^:shaders/fft.h > benchmarks/gpu/fft_pre34.h; git show 1ac2fc5:shaders/fft.h > benchmarks/gpu/fft_base36.h.
+WARM_CACHE=bg source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a "$S"
-( t0=$(date +%s)
-  python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
-    >"$OUT/warm.log" 2>&1; echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log" ) &
-WARM=$!
 ( python3 -c "from rlx.runtime.shader_source import kernel_source; open('/tmp/fft.cu', 'w').write(kernel_source('cuda', '#include \"fft.h\"\n'))"
   nvcc -cubin -O3 -std=c++17 -arch=sm_90 -lineinfo /tmp/fft.cu -o /tmp/fft.cubin >"$OUT/sass-build.log" 2>&1
   cuobjdump -sass /tmp/fft.cubin | awk '/Function : .*fft_mixed/{on=1} /Function : /{if ($0 !~ /fft_mixed/) on=0} on' >"$OUT/fft_mixed.sass"
@@ -26,7 +23,7 @@ FFT_SIZES=200 FFT_SWIZZLE=2 timeout 120 ncu --clock-control none --kernel-name r
   --launch-count 1 --section SourceCounters --section WarpStateStats --import-source no --page source --print-source sass \
   --csv python3 benchmarks/gpu/fft_shared_bench.py /tmp/x.json "-lineinfo" >"$OUT/ncu-mixed-source.csv" 2>"$OUT/ncu-mixed-source.err"
 note "ncu source rc=$? lines $(wc -l <"$OUT/ncu-mixed-source.csv")"; tail -3 "$OUT/ncu-mixed-source.err"
-wait $WARM; tail -1 "$OUT/warm.log" | tee -a "$S"
+wait_warm
 timeout 120 python3 benchmarks/gpu/fft_cuda.py "$OUT/fft-cuda.json" 2>"$OUT/fft-cuda.log" \
   | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
 tail -2 "$OUT/fft-cuda.log"

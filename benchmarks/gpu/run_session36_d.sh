@@ -9,14 +9,11 @@
 # fft.h (fft_base36b.h, carried untracked), the new SASS and Nsight
 # Compute's per-instruction samples, fft_cuda.py's table, the suites on
 # cuda, racecheck and memcheck. Logs stay in /tmp; $OUT gets five files.
+# The earlier fft.h, untracked: git show 1b41c44:shaders/fft.h > benchmarks/gpu/fft_base36b.h.
 FINAL=${OUT:-/tmp/rlx-out}
 export OUT=/tmp/rlx-work
-WARM_CACHE=0 source "$(dirname "$0")/common.sh"
+WARM_CACHE=bg source "$(dirname "$0")/common.sh"
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a "$S"
-( t0=$(date +%s)
-  python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
-    >"$OUT/warm.log" 2>&1; echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log" ) &
-WARM=$!
 ( python3 -c "from rlx.runtime.shader_source import kernel_source; open('/tmp/fft.cu', 'w').write(kernel_source('cuda', '#include \"fft.h\"\n'))"
   nvcc -cubin -O3 -std=c++17 -arch=sm_90 -lineinfo /tmp/fft.cu -o /tmp/fft.cubin >"$OUT/sass-build.log" 2>&1
   cuobjdump -sass /tmp/fft.cubin | awk '/Function : .*fft_mixed/{on=1} /Function : /{if ($0 !~ /fft_mixed/) on=0} on' >"$FINAL/fft_mixed.sass" ) &
@@ -29,16 +26,11 @@ FFT_SIZES=200 FFT_SWIZZLE=2 timeout 120 ncu --clock-control none --kernel-name r
   --launch-count 1 --section SourceCounters --section WarpStateStats --import-source no --page source --print-source sass \
   --csv python3 benchmarks/gpu/fft_shared_bench.py /tmp/x.json "-lineinfo" >"$FINAL/ncu-mixed-source.csv" 2>"$OUT/ncu.err"
 note "ncu source rc=$? lines $(wc -l <"$FINAL/ncu-mixed-source.csv")"; tail -3 "$OUT/ncu.err" | tee -a "$S"
-wait $WARM; tail -1 "$OUT/warm.log" | tee -a "$S"
+wait_warm
 timeout 120 python3 benchmarks/gpu/fft_cuda.py "$FINAL/fft-cuda.json" 2>"$OUT/fft-cuda.log" \
   | python3 benchmarks/gpu/summaries.py fft-cuda 2>&1 | tee -a "$S"
 tail -2 "$OUT/fft-cuda.log" | tee -a "$S"
-suite "fft + window + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/ops/test_fft_window.py tests/test_signal.py \
-  --rlx-device cuda
-MIXED_K="transforms_match_numpy and (N100- or N400- or N1000-) and backward"
-SAN_TIMEOUT=100 sanitize racecheck "racecheck fft mixed" racecheck-m.log tests/ops/test_fft.py --rlx-device cuda -k "$MIXED_K"
-SAN_TIMEOUT=100 sanitize memcheck "memcheck fft mixed + half lengths" memcheck-m.log tests/ops/test_fft.py \
-  --rlx-device cuda -k "$MIXED_K or half_length"
+mixed_checks
 SAN_TIMEOUT=100 sanitize memcheck "memcheck window + signal" memcheck-w.log tests/ops/test_fft_window.py \
   tests/test_signal.py --rlx-device cuda
 cp "$S" "$FINAL/summary.txt"

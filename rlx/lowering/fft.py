@@ -74,7 +74,7 @@ _TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple, View]] = weakref.WeakKe
 class Pass:
     """One dispatch of a transform of length n: fft_shared's power-of-two
     form (radix 0, span = log2 n) or its mixed-radix form (radix 1, span =
-    the radices 3 bits each, first pass lowest, ``count`` of them), or one
+    the radices 4 bits each, first pass lowest, ``count`` of them), or one
     fft_stage pass (radix, span = product of earlier radices)."""
 
     n: int
