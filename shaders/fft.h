@@ -65,7 +65,9 @@ struct FftParams {
                      // r mod src_rpb (at src_offset + (r / src_rpb) src_block + g src_row,
                      // in any load mode), times pre[g], and zero from g = limit on
                      // (Bluestein's chirp and zero padding)
-    uint store_mode; // 0 complex, 1 real part only
+    uint store_mode; // 0 complex, 1 real part only, 2 rfft's bins unpacked from the half-length
+                     // transform (the lowering's STORE_RFFT), 3 those bins' power |X|^2, 4 the
+                     // power of each output (one float: windowed_rfft_power)
     uint dst_offset, dst_row, dst_step;   // floats
     uint dst_count;  // outputs k < dst_count of each row are stored
     uint post_mul;   // 1: multiply output k by post[k] (complex) before the scale; 2 and 3:
@@ -191,6 +193,12 @@ RLX_INLINE rlx_cf rlx_fft_load(RLX_DEVICE const float *src, RLX_DEVICE const flo
     return v;
 }
 
+// |v scale|^2: a bin's power (store modes 3 and 4).
+RLX_INLINE float rlx_fft_power(rlx_cf v, float scale) {
+    const float re = v.re * scale, im = v.im * scale;
+    return re * re + im * im;
+}
+
 // Output k of row `row`: kept only for k < dst_count. post_mul 1
 // multiplies it by post[k]; with rows in blocks of dst_rpb, output k of
 // row r is the whole sequence's g = k dst_rpb + r mod dst_rpb: post_mul 2
@@ -208,6 +216,10 @@ RLX_INLINE void rlx_fft_store(RLX_DEVICE float *dst, RLX_DEVICE const float *pos
     }
     const uint64_t at = rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, row) +
                         (uint64_t)k * p->dst_step;
+    if (p->store_mode == 4u) {   // the power of the scaled output
+        dst[at] = rlx_fft_power(v, p->scale);
+        return;
+    }
     dst[at] = v.re * p->scale;
     if (p->store_mode == 0u) dst[at + 1u] = v.im * p->scale;
 }
@@ -341,7 +353,8 @@ RLX_INLINE rlx_cf rlx_fft_twiddle_pair(RLX_DEVICE const float *tw, uint m, uint 
     return rlx_cf_make(w.x, inverse ? -w.y : w.y);
 }
 
-// store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs: group memory holds
+// store_mode 2 (rlx/lowering/fft.py STORE_RFFT) on GPUs, or 3 (the bins'
+// power, one float each: windowed_rfft_power): group memory holds
 // each row's length-m transform Z of the packed real signal (element
 // row m + i at base, read through rlx_fft_get: either layout); the store writes bins k = 0..m of the length-2m
 // real transform, X[k] = E[k] + W_2m^k O[k] (rfft_post's algebra below),
@@ -356,7 +369,7 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
     // the rows allow.
     const uint offset = p->dst_offset, row_floats = p->dst_row, step = p->dst_step;
     const float scale = p->scale;
-    const bool pairs = step == 2u && ((offset | row_floats) & 1u) == 0u;
+    const bool power = p->store_mode == 3u, pairs = !power && step == 2u && ((offset | row_floats) & 1u) == 0u;
     for (rlx_fft_walk w = rlx_fft_walk_start(m + 1u, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
         const uint lr = w.row, k = w.at;
         const uint a = k == m ? 0u : k, b = k == 0u ? 0u : m - k;   // k mod m, (m - k) mod m
@@ -367,7 +380,9 @@ RLX_INLINE void rlx_fft_store_rfft(RLX_DEVICE float *dst, RLX_DEVICE const float
         const rlx_cf odd = rlx_cf_turn(rlx_cf_scale(rlx_cf_sub(za, zb), 0.5f), -1.0f);
         const rlx_cf x = rlx_cf_add(even, rlx_cf_mul(rlx_fft_twiddle_pair(post, k, 0u), odd));
         const uint64_t row_at = (uint64_t)offset + (uint64_t)(row0 + lr) * row_floats;
-        if (pairs) {
+        if (power) {
+            dst[row_at + (uint64_t)k * step] = rlx_fft_power(x, scale);
+        } else if (pairs) {
             ((RLX_DEVICE rlx_float2 *)(dst + row_at))[k] = rlx_fft_scaled(x, scale);
         } else {
             dst[row_at + (uint64_t)k * step] = x.re * scale;
@@ -615,7 +630,7 @@ RLX_INLINE void rlx_fft_mixed_group(RLX_DEVICE const float *src, RLX_DEVICE floa
                                     RLX_CONSTANT FftParams *p, G sre, G sim, uint half, uint row0,
                                     uint rows_here, uint tid, uint nt) {
     const uint n = p->n, inv = p->inverse, passes = p->passes;
-    const bool unpack = p->store_mode == 2u, direct = passes >= 2u;
+    const bool unpack = p->store_mode == 2u || p->store_mode == 3u, direct = passes >= 2u;
     if (!direct) {
         for (rlx_fft_walk w = rlx_fft_walk_start(n, tid, nt); w.row < rows_here; w = rlx_fft_walk_next(w)) {
             const rlx_cf v = rlx_fft_load(src, pre, p, row0 + w.row, w.at);
@@ -742,7 +757,7 @@ RLX_INLINE void rlx_fft_stage_rows(RLX_DEVICE const float *src, RLX_DEVICE const
 template <typename G>
 RLX_INLINE void rlx_fft_store_rows(RLX_DEVICE float *dst, RLX_DEVICE const float *post, RLX_CONSTANT FftParams *p,
                                    G sc, uint row0, uint rows_here, uint bits, uint swz, uint tid, uint nt) {
-    if (p->store_mode == 2u) {
+    if (p->store_mode == 2u || p->store_mode == 3u) {
         rlx_fft_store_rfft(dst, post, p, sc, sc, 0u, row0, rows_here, 1u << bits, swz, tid, nt);
         return;
     }

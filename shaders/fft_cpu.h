@@ -24,6 +24,7 @@
 // Only the CPU lowering asks for the modes and blocks.
 #define RLX_FFT_CPU_ROWS 16u   // the lowering's rows per CPU group (CPU_ROWS in rlx/lowering/fft.py)
 #define RLX_FFT_STORE_RFFT 2u  // store_mode: Z of length n -> bins 0..n of the length-2n real transform
+#define RLX_FFT_STORE_RFFT_POWER 3u  // the same bins' power |X|^2, one float each
 #define RLX_FFT_LOAD_IRFFT 3u  // load_mode: bins 0..n of a length-2n spectrum -> Z of length n
 
 #if defined(RLX_CPU_AVX512)
@@ -596,7 +597,7 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
         }
         return;
     }
-    if (p->store_mode == RLX_FFT_STORE_RFFT) {
+    if (p->store_mode == RLX_FFT_STORE_RFFT || p->store_mode == RLX_FFT_STORE_RFFT_POWER) {
         // X[k] = E[k] + W_2n^k O[k] for k = 0..n from Z = re, im (fft.h's
         // rfft_post), in place: bins k and n - k both come from Z[k] and
         // Z[n - k], so each pair is done at once; bin n goes to slot n.
@@ -614,7 +615,19 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
                 im[bin] = ei + oi;
             }
         }
-        rlx_fft_store_rows(rowp, nrows, n + 1u, re, im, p->scale);
+        if (p->store_mode == RLX_FFT_STORE_RFFT) {
+            rlx_fft_store_rows(rowp, nrows, n + 1u, re, im, p->scale);
+            return;
+        }
+        // The power: one float a bin, scaled first (|X scale|^2); rows of
+        // n + 1 floats are not 4 KB apart, so a lane's stores go straight
+        // to its row.
+        const float s = p->scale;   // read once: the stores may alias the params
+        const uint64_t step = p->dst_step;
+        for (uint k = 0u; k <= n; ++k) {
+            const rlx_fft_v vr = re[k] * s, vi = im[k] * s, pw = vr * vr + vi * vi;
+            for (uint l = 0u; l < nrows; ++l) rowp[l][(uint64_t)k * step] = pw[l];
+        }
         return;
     }
     // Complex values or the real part at any step, the first dst_count of

@@ -576,6 +576,13 @@ class Graph:
         from rfft(mul(x, window)))."""
         return self.op("windowed_rfft", (x, window), norm=norm, name=name)
 
+    def windowed_rfft_power(self, x: Node, window: Node, norm: str | None = None, *,
+                            name: str | None = None) -> Node:
+        """|rfft(x * window)|^2 of each bin, f32 [..., N // 2 + 1]: one pass
+        where the FFT's store writes the power (fusion builds it from
+        real(X)^2 + imag(X)^2 of a windowed rfft X that nothing else reads)."""
+        return self.op("windowed_rfft_power", (x, window), norm=norm, name=name)
+
     def irfft(self, x: Node, n: int | None = None, norm: str | None = None, *, name: str | None = None) -> Node:
         """The real f32 [..., n] signal of a c64 half spectrum x [..., M]
         (numpy.fft.irfft; n defaults to 2 (M - 1))."""

@@ -256,6 +256,11 @@ CPU_ROWS = 16          # fft_shared's rows per CPU group (RLX_FFT_CPU_ROWS, shad
 # target; shaders/fft_cpu.h on the CPU, rlx_fft_store_rfft in fft.h on GPUs),
 # irfft_pre in the load (the CPU only).
 STORE_RFFT, LOAD_IRFFT = 2, 3
+# windowed_rfft_power: the unpacked bins' power (fft_shared's and fft_mixed's
+# fused store), and the power of each output (the general store helper).
+STORE_RFFT_POWER, STORE_POWER = 3, 4
+_WINDOWED_OPS = ("windowed_rfft", "windowed_rfft_power")
+_REAL_INPUT_OPS = ("rfft", *_WINDOWED_OPS)
 PRE_WINDOW = 2   # FftParams.pre_mul: a real window over the row's floats (windowed_rfft)
 
 
@@ -396,12 +401,12 @@ def _padded_frames(lw: Lowering, node: Node, consumers: dict[Node, list[Node]], 
     a windowed_rfft whose window rides in fft_shared's load: the product
     pass of its other paths reads no padding) of frames of a concat padded
     with zeros or rlx.signal's reflect gathers, that nothing else reads."""
-    if node.op not in ("rfft", "windowed_rfft") or node.inputs[0].op != "frames":
+    if node.op not in _REAL_INPUT_OPS or node.inputs[0].op != "frames":
         return None
     frames = node.inputs[0]
     cat = frames.inputs[0]
     n = frames.attrs["frame_length"]
-    if node.op == "windowed_rfft" and not (n % 2 == 0 and n >= 4 and _fuses_half(lw, n // 2)):
+    if node.op in _WINDOWED_OPS and not (n % 2 == 0 and n >= 4 and _fuses_half(lw, n // 2)):
         return None
     if (cat.op != "concat" or len(cat.inputs) != 3 or cat.attrs["axis"] != len(cat.shape) - 1
             or cat.inputs[1].dtype != f32 or frames in outputs or cat in outputs
@@ -424,7 +429,7 @@ _PADDED: weakref.WeakKeyDictionary[Lowering, dict[Node, PaddedFrames]] = weakref
 def _absorb_padding(lw: Lowering, order: list[Node]) -> set[Node]:
     """The frames views and concats that PaddedFrames reads through: not
     lowered (no copy writes the padded signal)."""
-    if not any(node.op in ("rfft", "windowed_rfft") for node in order):
+    if not any(node.op in _REAL_INPUT_OPS for node in order):
         return set()
     consumers, outputs = lw.graph.consumers(), set(lw.graph.outputs.values())
     found = {node: pf for node in order if (pf := _padded_frames(lw, node, consumers, outputs)) is not None}
@@ -444,13 +449,13 @@ def _padded_rows(lw: Lowering, pf: PaddedFrames) -> tuple[View, dict]:
                     "pad": pf.pad, "valid": length, "reflect": pf.reflect}
 
 
-@lowers("fft", "ifft", "rfft", "irfft", "windowed_rfft", reads={0: "rows"},
+@lowers("fft", "ifft", "rfft", "irfft", *_WINDOWED_OPS, reads={0: "rows"},
         kernels=("fft_shared", "fft_mixed", "fft_stage", "rfft_post", "irfft_pre", "binary"))
 def _fft(lw: Lowering, node: Node) -> View:
     op, x_node = node.op, node.inputs[0]
     out = lw.new_value(node)
     rows = int(np.prod(node.shape[:-1], dtype=np.int64))
-    n = node.shape[-1] if op not in ("rfft", "windowed_rfft") else x_node.shape[-1]    # the transform's length
+    n = node.shape[-1] if op not in _REAL_INPUT_OPS else x_node.shape[-1]    # the transform's length
     inverse = op in _INVERSE_OPS
     if rows == 0:
         return out
@@ -458,7 +463,8 @@ def _fft(lw: Lowering, node: Node) -> View:
     x, load = _padded_rows(lw, padded) if padded is not None else _source_rows(lw, x_node)
     load.update(len=n, mode=LOAD_REAL if x.dtype == f32 else LOAD_COMPLEX)
     x_step = load["step"]
-    window = lw.dense(node.inputs[1]) if op == "windowed_rfft" else None
+    window = lw.dense(node.inputs[1]) if op in _WINDOWED_OPS else None
+    power = op == "windowed_rfft_power"
     if op == "irfft":
         load.update(mode=LOAD_HALF_SPECTRUM, herm_n=n, avail=x_node.shape[-1])
     count = out.shape[-1]
@@ -473,13 +479,18 @@ def _fft(lw: Lowering, node: Node) -> View:
             # The window in fft_shared's load (over the packed pairs, in the pre binding,
             # which the store's unpacking leaves free), the bins unpacked in its store.
             packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m, pre=window, pre_mode=PRE_WINDOW)
-            _fused_half(lw, node, rows, m, False, packed, dict(store, mode=STORE_RFFT), x, out, n, pre=window)
+            unpacked = dict(store, mode=STORE_RFFT_POWER if power else STORE_RFFT)
+            _fused_half(lw, node, rows, m, False, packed, unpacked, x, out, n, pre=window)
             return out
-        # Any other length or layout: the product first, then rfft's own path.
+        # Any other length or layout: the product first, then rfft's own path
+        # (the power: the full-length transform, whose general store writes it).
         x = _windowed(lw, node, x, load, window, rows, n)
         load = {"offset": 0, "row": n, "step": 1, "len": n, "mode": LOAD_REAL}
         x_step = 1
-    if op in ("rfft", "windowed_rfft") and n % 2 == 0 and n >= 4 and x_step == 1:
+        if power:
+            _transform(lw, node, rows, n, False, load, dict(store, mode=STORE_POWER), x, out)
+            return out
+    if op in _REAL_INPUT_OPS and n % 2 == 0 and n >= 4 and x_step == 1:
         # Half length: x read as n / 2 complex values, unpacked by rfft_post.
         m = n // 2
         packed = dict(load, mode=LOAD_COMPLEX, step=2, len=m)

@@ -26,6 +26,10 @@ has exactly one consumer and is not a graph output:
 - windowed_rfft: rfft(mul(x, window)) with an f32 window [N] (leading dimensions of one) over
                  x [..., N]: the FFT's load applies the window (a framed signal is read in
                  place, the product never stored)
+- windowed_rfft_power: add(mul(real(X), real(X)), mul(imag(X), imag(X))) of a windowed
+                 rfft X (rfft(mul(x, window)) as above, or already windowed_rfft) that
+                 nothing else reads: the FFT's store writes the power (a spectrogram's
+                 power spectrum, the c64 spectrum never stored)
 - attention:     matmul(softmax(add(mul(matmul(Q, K^T), scale), mask)), V) with Q, K, V
                  heads-first transposes of [B, T, H, D] tensors (mul and add optional; the
                  add only where no masked_softmax scale follows it, see _match_attention)
@@ -50,7 +54,8 @@ from rlx.opt.rewrite import SKIP, rebuild
 from rlx.runtime.params import MAX_DIMS
 
 FUSED_OPS = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu", "glu_linear", "attention",
-                       "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope", "windowed_rfft"})
+                       "rmsnorm_add_rmsnorm", "rmsnorm_add", "rmsnorm_rope", "windowed_rfft",
+                       "windowed_rfft_power"})
 _ACT_OF = {("gelu", "none"): "gelu", ("gelu", "tanh"): "gelu_tanh", ("silu", None): "silu", ("relu", None): "relu"}
 
 
@@ -130,6 +135,8 @@ def fuse(graph: Graph, capabilities: frozenset[str]) -> tuple[Graph, FusionRepor
                                         ("rmsnorm_rope", _match_rmsnorm_rope),
                                         ("glu_linear", _match_glu_linear),
                                         ("glu", _match_glu),
+                                        # before windowed_rfft, which would take the transform alone
+                                        ("windowed_rfft_power", _match_windowed_rfft_power),
                                         ("windowed_rfft", _match_windowed_rfft)) if op in capabilities]
     for node in reversed(order):
         if node in absorbed or node in plan:
@@ -298,15 +305,54 @@ def _match_rmsnorm_rope(node: Node, m: _Matcher) -> Match | None:
         layout=r["layout"], rotary_dim=r["rotary_dim"])
 
 
-def _match_windowed_rfft(node: Node, m: _Matcher) -> Match | None:
+def _windowed_signal(node: Node, m: _Matcher) -> tuple[Node, Node] | None:
+    """(x, window) where node is rfft(mul(x, window)), the product read by
+    the rfft alone, with an f32 window [N] (leading dimensions of one)."""
     if node.op != "rfft" or node.inputs[0].op != "mul" or not m.private(node.inputs[0]):
         return None
     product, n = node.inputs[0], node.inputs[0].shape[-1]
     for x, window in (product.inputs, product.inputs[::-1]):
         if (tuple(x.shape) == tuple(product.shape) and window.shape and window.shape[-1] == n
                 and all(d == 1 for d in window.shape[:-1]) and len(window.shape) <= len(x.shape)):
-            return "windowed_rfft", [product], lambda mapped, g, x=x, window=window: g.windowed_rfft(
-                mapped(x), mapped(window), norm=node.attrs["norm"])
+            return x, window
+    return None
+
+
+def _match_windowed_rfft(node: Node, m: _Matcher) -> Match | None:
+    found = _windowed_signal(node, m)
+    if found is None:
+        return None
+    x, window = found
+    return "windowed_rfft", [node.inputs[0]], lambda mapped, g: g.windowed_rfft(mapped(x), mapped(window),
+                                                                               norm=node.attrs["norm"])
+
+
+def _square_of(node: Node, m: _Matcher, part: str) -> Node | None:
+    """X where node is mul(part(X), part(X)) read by its root alone."""
+    if node.op != "mul" or not m.private(node) or node.inputs[0] is not node.inputs[1]:
+        return None
+    view = node.inputs[0]
+    return view.inputs[0] if view.op == part and m.uses[view] == 2 else None
+
+
+def _match_windowed_rfft_power(node: Node, m: _Matcher) -> Match | None:
+    if node.op != "add":
+        return None
+    for sq_re, sq_im in (node.inputs, node.inputs[::-1]):
+        spec = _square_of(sq_re, m, "real")
+        if spec is None or spec is not _square_of(sq_im, m, "imag") or m.uses[spec] != 2:
+            continue
+        norm = spec.attrs.get("norm")
+        if spec.op == "windowed_rfft":
+            (x, window), absorbed = spec.inputs, [spec]
+        else:
+            found = _windowed_signal(spec, m)
+            if found is None:
+                return None
+            (x, window), absorbed = found, [spec, spec.inputs[0]]
+        absorbed += [sq_re, sq_im, sq_re.inputs[0], sq_im.inputs[0]]
+        return "windowed_rfft_power", absorbed, lambda mapped, g, x=x, window=window, norm=norm: (
+            g.windowed_rfft_power(mapped(x), mapped(window), norm=norm))
     return None
 
 

@@ -35,6 +35,11 @@ def _windowed_rfft(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.nda
     return np.fft.rfft(x * window.reshape(-1), axis=-1, norm=attrs["norm"])
 
 
+@reference_for("windowed_rfft_power")
+def _windowed_rfft_power(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
+    return np.abs(_windowed_rfft(xs, attrs, out)) ** 2
+
+
 @reference_for("irfft")
 def _irfft(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     return np.fft.irfft(_c128(xs[0]), n=attrs["n"], axis=-1, norm=attrs["norm"])

@@ -42,7 +42,8 @@ class Target:
     capabilities: frozenset[str] = frozenset({"fused_elementwise", "linear", "add_layernorm", "add_rmsnorm", "glu",
                                               "glu_linear", "attention", "rmsnorm_add_rmsnorm", "rmsnorm_add",
                                               "rmsnorm_rope", "linear_siblings", "sibling_ropes",
-                                              "attention_split_merge", "windowed_rfft", "norm_gemv",
+                                              "attention_split_merge", "windowed_rfft", "windowed_rfft_power",
+                                              "norm_gemv",
                                               "rope_cache"})
     # The shim's gemm adds a per-column bias itself (rlx_device_info.gemm_bias:
     # host after the BLAS, cuda through cuBLASLt, not Metal's MPS).

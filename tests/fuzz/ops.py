@@ -376,9 +376,11 @@ def _fft(b: Builder, op: str) -> dict:
         y = getattr(b.g, op)(x, norm)
     elif op == "rfft":
         y = b.g.rfft(b.value(shape, "finite", dtype="f32"), norm)
-    elif op == "windowed_rfft":
+    elif op in ("windowed_rfft", "windowed_rfft_power"):
         window = b.value(shape[-1:], "norm_weight", dtype="f32", param=bool(b.rng.random() < 0.5))
-        y = b.g.windowed_rfft(b.value(shape, "finite", dtype="f32"), window, norm)
+        y = getattr(b.g, op)(b.value(shape, "finite", dtype="f32"), window, norm)
+        if op == "windowed_rfft_power":
+            return {"y": y}
     else:   # irfft of a half spectrum of M points; n the default 2 (M - 1), or odd, or padding / truncating
         m = max(2, shape[-1] // 2 + 1)
         half = shape[:-1] + (m,)
@@ -391,7 +393,7 @@ def _fft(b: Builder, op: str) -> dict:
     return {"re": b.g.real(y), "im": b.g.imag(y)}
 
 
-for _n in ("fft", "ifft", "rfft", "irfft", "windowed_rfft"):
+for _n in ("fft", "ifft", "rfft", "irfft", "windowed_rfft", "windowed_rfft_power"):
     OP_GENS[_n] = _transform(_n)
 
 

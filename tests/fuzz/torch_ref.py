@@ -243,6 +243,11 @@ def _windowed_rfft(xs, attrs, node):
     return torch.fft.rfft(_c128(xs[0] * xs[1]), norm=attrs["norm"]).to(torch.complex64)
 
 
+@_op("windowed_rfft_power")
+def _windowed_rfft_power(xs, attrs, node):
+    return torch.fft.rfft(_c128(xs[0] * xs[1]), norm=attrs["norm"]).abs().square().to(torch.float32)
+
+
 @_op("irfft")
 def _irfft(xs, attrs, node):
     return torch.fft.irfft(_c128(xs[0]), n=attrs["n"], norm=attrs["norm"]).to(torch.float32)

@@ -40,6 +40,7 @@ from rlx.lowering.fft import (
     SLOTS_PADDED,
     SLOTS_SWIZZLED,
     STORE_RFFT,
+    STORE_RFFT_POWER,
     bluestein_spectrum,
     chirp,
     mixed_span,
@@ -170,6 +171,18 @@ def test_register_form_rfft_unpacked_in_the_store(gt, rng, m, layout):
     assert _run(gt, x, y, m, rows, gr, gr * register_threads(m), layout, post=twiddles(2 * m),
                 store_mode=STORE_RFFT, dst_row=2 * (m + 1), dst_count=m + 1)
     _assert_close(y, np.fft.rfft(x.astype(np.float64)), x, 2 * m)
+    power = np.zeros((rows, m + 1), np.float32)   # store mode 3: the bins' power, scaled first
+    assert _run(gt, x, power, m, rows, gr, gr * register_threads(m), layout, post=twiddles(2 * m),
+                store_mode=STORE_RFFT_POWER, dst_row=m + 1, dst_step=1, dst_count=m + 1, scale=0.5)
+    _assert_power_close(power, np.fft.rfft(x.astype(np.float64)) * 0.5, x, 2 * m, 0.5)
+
+
+def _assert_power_close(got, spec, x, n, scale=1.0):
+    """got against |spec|^2 within the FFT bound of spec times twice its
+    bins' magnitudes (|a|^2 - |b|^2 = (|a| - |b|)(|a| + |b|))."""
+    fft_bound = 1e-5 * math.log2(n) * np.linalg.norm(x, axis=-1)[:, None] * scale
+    err = np.abs(got.astype(np.float64) - np.abs(spec) ** 2)
+    assert (err <= fft_bound * (2 * np.abs(spec) + fft_bound)).all(), f"power error {err.max():.3g}"
 
 
 @pytest.mark.parametrize("n", [64, 1024])
@@ -351,6 +364,12 @@ def test_mixed_radix_form_rfft_unpacked_in_the_store(gt, rng, m, slots):
     _assert_close(y[:, ::slots], np.fft.rfft(x.astype(np.float64)), x, 2 * m)
     if slots == 2:
         assert not y[:, 1::2].any()
+    power = np.zeros((rows, slots * (m + 1)), np.float32)   # store mode 3: the power, a float every `slots`
+    _run(gt, x, power, m, rows, gr, 256, SLOTS_PADDED, post=twiddles(2 * m), store_mode=STORE_RFFT_POWER,
+         dst_row=slots * (m + 1), dst_step=slots, dst_count=m + 1, **_mixed_form(m))
+    _assert_power_close(power[:, ::slots], np.fft.rfft(x.astype(np.float64)), x, 2 * m)
+    if slots == 2:
+        assert not power[:, 1::2].any()
 
 
 @pytest.mark.parametrize("m,hop,pad,reflect", [(200, 160, 200, 0), (200, 160, 200, 1), (100, 50, 100, 1),

@@ -226,3 +226,65 @@ def test_padding_read_elsewhere_is_written():
     np.testing.assert_array_equal(got["cat"], padded)
     want, row_norms = _want(padded, np.ones(8, np.float32), 8, 3, None)
     _check(got["y"].reshape(want.shape), want, row_norms, 8, None, "padding read elsewhere")
+
+
+def _power_graph(batch: int, length: int, n: int, hop: int, norm: str | None, pad: int = 0, spec_is_output=False):
+    g = rlx.Graph()
+    x = g.input("x", (batch, length))
+    if pad:
+        zeros = g.constant(np.zeros((batch, pad), np.float32))
+        x = g.concat([zeros, x, zeros], axis=-1)
+    spec = g.rfft(g.mul(g.frames(x, n, hop), g.param("w", (n,))), norm)
+    re, im = g.real(spec), g.imag(spec)
+    outputs = {"y": g.add(g.mul(re, re), g.mul(im, im))}
+    if spec_is_output:
+        outputs["spec"] = spec
+    g.set_outputs(**outputs)
+    return g
+
+
+def test_power_fusion_fires_only_on_a_private_windowed_spectrum():
+    """re^2 + im^2 of a windowed rfft that nothing else reads becomes
+    windowed_rfft_power (either operand order of the add); a spectrum that
+    is an output keeps its windowed_rfft, and the power its chain."""
+    assert _ops(fuse(_power_graph(2, 100, 16, 8, None), CAPS)[0])["windowed_rfft_power"] == 1
+    g = rlx.Graph()
+    spec = g.windowed_rfft(g.frames(g.input("x", (2, 100)), 16, 8), g.param("w", (16,)))
+    re, im = g.real(spec), g.imag(spec)
+    g.set_outputs(y=g.add(g.mul(im, im), g.mul(re, re)))
+    assert _ops(fuse(g, CAPS)[0])["windowed_rfft_power"] == 1
+    ops = _ops(fuse(_power_graph(2, 100, 16, 8, None, spec_is_output=True), CAPS)[0])
+    assert ops["windowed_rfft_power"] == 0 and ops["windowed_rfft"] == 1
+    ops = _ops(fuse(_power_graph(2, 100, 16, 8, None), CAPS - {"windowed_rfft_power"})[0])
+    assert ops["windowed_rfft_power"] == 0 and ops["windowed_rfft"] == 1
+
+
+@pytest.mark.parametrize("form", ["device", "gpu_form"])
+@pytest.mark.parametrize("n, hop, pad", [(400, 160, 200), (400, 160, 0), (512, 128, 256), (14, 5, 7), (401, 100, 0),
+                                         (4098, 2000, 0), (8, 3, 0)])
+def test_power_of_windowed_frames_matches_numpy(n, hop, pad, form, monkeypatch, rng):
+    """windowed_rfft_power against numpy's |rfft(frames x window)|^2 in
+    float64: the power written by the fused store where one dispatch covers
+    N / 2 (400, 512, 8; with zero padding read in place), else by the
+    general store after the full-length transform (14, 401, 4098), every
+    norm; one dispatch and no copy of the padded signal where it fuses."""
+    if form == "gpu_form":
+        force_gpu_fft_form(monkeypatch, 3)
+    for batch, norm in ((1, None), (3, "ortho"), (2, "forward")):
+        length = 2 * n + 3 * hop + 1
+        g = _power_graph(batch, length, n, hop, norm, pad)
+        w = rng.uniform(0.2, 1.0, n).astype(np.float32)
+        exe = rlx.compile(g, params={"w": w})
+        kernels = kernels_of(exe)
+        if n in (400, 512, 8):
+            assert len(kernels) == 1 and kernels[0] in ("fft_shared_c64", "fft_mixed_c64"), kernels
+        signal = rng.standard_normal((batch, length)).astype(np.float32)
+        spec, row_norms = _want(np.pad(signal, ((0, 0), (pad, pad))), w, n, hop, norm)
+        want = np.abs(spec) ** 2
+        got = exe.run(x=signal)["y"].reshape(want.shape).astype(np.float64)
+        scale = {"backward": 1.0, None: 1.0, "ortho": 1 / math.sqrt(n), "forward": 1 / n}[norm]
+        # |a|^2 - |b|^2 = (|a| - |b|)(|a| + |b|): the FFT's bound times twice the bin's magnitude
+        fft_bound = 1e-5 * math.log2(n) * row_norms[:, None] * scale
+        bound = fft_bound * (2 * np.abs(spec).reshape(len(row_norms), -1) + fft_bound)
+        err = np.abs(got - want).reshape(len(row_norms), -1)
+        assert (err <= bound).all(), f"N={n} B={batch} {norm}: {np.max(err / np.maximum(bound, 1e-300)):.3g}"

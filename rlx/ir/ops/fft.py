@@ -9,6 +9,10 @@ windowed_rfft(x, window, norm): rfft(x * window) for an f32 window [N]
   (leading dimensions of one allowed) over every row: fusion's form of
   rfft(mul(frames, window)) (rlx/opt/fusion.py), whose window the FFT's load
   applies.
+windowed_rfft_power(x, window, norm): f32 [..., N // 2 + 1], the power
+  |windowed_rfft(x, window, norm)|^2 of each bin: fusion's form of
+  real(X)^2 + imag(X)^2 of a windowed rfft X read by nothing else (a
+  spectrogram's power), whose FFT store writes the power itself.
 irfft(x, n, norm): c64 [..., M] -> f32 [..., n], the real signal whose
   half spectrum x is (numpy's rules: x is cut or zero-padded to n // 2 + 1
   bins, the imaginary parts of bin 0 and, for even n, bin n / 2 are
@@ -98,6 +102,10 @@ def _infer_windowed_rfft(types: list[TensorType], attrs: dict) -> TensorType:
     return out
 
 
+def _infer_windowed_rfft_power(types: list[TensorType], attrs: dict) -> TensorType:
+    return TensorType(_infer_windowed_rfft(types, attrs).shape, f32)
+
+
 def _infer_irfft(types: list[TensorType], attrs: dict) -> TensorType:
     _attrs("irfft", attrs, {"n": None, "norm": None})
     _norm("irfft", attrs)
@@ -144,6 +152,8 @@ OPS: tuple[OpDef, ...] = (
          "frequencies (c64).", precision="f32"),
     _reg("windowed_rfft", 2, _infer_windowed_rfft, "rfft of a real f32 signal times a window [N] along its "
          "last axis (fusion's form of rfft(mul(x, window))).", precision="f32"),
+    _reg("windowed_rfft_power", 2, _infer_windowed_rfft_power, "|windowed_rfft(x, window)|^2 of each bin, f32 "
+         "(fusion's form of a windowed rfft's power, re^2 + im^2).", precision="f32"),
     _reg("irfft", 1, _infer_irfft, "Inverse of rfft: the real f32 signal of length n of a half spectrum.",
          precision="f32"),
     _reg("real", 1, _infer_part("real"), "The real parts of a c64 tensor (an f32 view).", is_view=True),
