@@ -13,7 +13,7 @@
 //               two dispatches above the shared limit), N = 2^a 3^b 5^c
 //               up to the maximum included.
 //   fft_mixed   GPUs' N = 2^a 3^b 5^c up to RLX_FFT_MIXED_MAX: Stockham
-//               passes of radix 2, 3, 4 and 5 between the two halves of
+//               passes of radix 2, 3, 4, 5 and 8 between the two halves of
 //               group memory (the mixed-radix form, below).
 //   fft_stage   one Stockham pass of radix 2, 3, 4 or 5 over global memory
 //               (out of place, natural order in and out: no bit reversal):

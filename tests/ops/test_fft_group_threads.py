@@ -15,7 +15,7 @@ destination, the real part with a scale, rfft's unpacked bins), the grid
 the lowering picks for a GPU, a thread count that does not match (the
 digit passes, with the same threads), and the run-time-sign variant
 (RLX_FFT_REGISTER_CONJ=0, a second build of the harness). Also the GPUs'
-mixed-radix form (N = 2^a 3^b 5^c: Stockham passes of radix 2 to 5
+mixed-radix form (N = 2^a 3^b 5^c: Stockham passes of radix 2 to 5 and 8
 between the halves of group memory, the first reading the source and the
 last writing the destination where there are two passes or more), as
 fft_mixed runs it, at several thread counts, in place, staged,
