@@ -23,7 +23,10 @@ and rfft_post unpacks the N / 2 + 1 bins: half the work. irfft of an even
 N >= 4 is its mirror: irfft_pre makes the length N / 2 spectrum of the
 output packed in pairs, whose inverse is stored as complex pairs into the
 real output. Odd N and strided rfft samples run a full-length complex
-transform. Twiddle, chirp and spectrum tables are computed in float64 and
+transform. windowed_rfft_power (fusion's power of a windowed spectrum)
+writes each bin's power from the unpacking store where one dispatch
+covers N / 2 (STORE_RFFT_POWER), else from the full-length transform's
+general store (STORE_POWER). Twiddle, chirp and spectrum tables are computed in float64 and
 rounded to f32 once per compile, as resident constants shared by every
 node of that length.
 
