@@ -490,6 +490,27 @@ RLX_INLINE bool rlx_fft_frames_src(RLX_CONSTANT FftParams *p) {
            ((p->src_offset | p->src_row | p->src_block | p->src_pad) & 1u) == 0u;
 }
 
+// Elements j + r m (r < R) of a butterfly: from a row of 8-byte pairs, or
+// through the general load helper.
+template <uint R>
+RLX_INLINE rlx_cfv<R> rlx_fft_pairs_at(RLX_DEVICE const rlx_float2 *in, uint j, uint m) {
+    rlx_cfv<R> x;
+    RLX_UNROLL
+    for (uint r = 0u; r < R; ++r) {
+        const rlx_float2 v = in[j + r * m];
+        x.v[r] = rlx_cf_make(v.x, v.y);
+    }
+    return x;
+}
+template <uint R>
+RLX_INLINE rlx_cfv<R> rlx_fft_loads_at(RLX_DEVICE const float *src, RLX_DEVICE const float *pre,
+                                       RLX_CONSTANT FftParams *p, uint row, uint j, uint m) {
+    rlx_cfv<R> x;
+    RLX_UNROLL
+    for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
+    return x;
+}
+
 // One Stockham pass of fft_stage's butterflies (natural order in and out)
 // of compile-time radix R over span `span`, rows side by side: butterfly
 // j = jq span + k (k < span) of row lr reads elements j + r m (m = n / R)
@@ -518,24 +539,14 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
         const uint j = jq * span + k, base = w.row * n, row = row0 + w.row;
         rlx_cfv<R> x;
         if (FROM == RLX_FFT_AT_PLAIN) {
-            RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row);
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) {
-                const rlx_float2 v = in[j + r * m];
-                x.v[r] = rlx_cf_make(v.x, v.y);
-            }
+            x = rlx_fft_pairs_at<R>(rlx_fft_src_row(src, p, row), j, m);
         } else if (FROM == RLX_FFT_AT_FRAMES) {
             // Frame f of signal b starts at float f src_row of the padded
             // signal, src_pad floats before the signal's own.
             const uint b = row / rpb, f = row - b * rpb, lo = f * hop;
             if (lo >= pad && lo + 2u * n <= pad_end) {
-                RLX_DEVICE const rlx_float2 *in =
-                    (RLX_DEVICE const rlx_float2 *)(src + offset + (uint64_t)b * block + (lo - pad));
-                RLX_UNROLL
-                for (uint r = 0u; r < R; ++r) {
-                    const rlx_float2 v = in[j + r * m];
-                    x.v[r] = rlx_cf_make(v.x, v.y);
-                }
+                x = rlx_fft_pairs_at<R>(
+                    (RLX_DEVICE const rlx_float2 *)(src + offset + (uint64_t)b * block + (lo - pad)), j, m);
                 if (window) {   // its floats one at a time: the window's view may start at an odd float
                     RLX_UNROLL
                     for (uint r = 0u; r < R; ++r) {
@@ -544,12 +555,10 @@ RLX_INLINE void rlx_fft_group_pass(RLX_DEVICE const float *src, RLX_DEVICE float
                     }
                 }
             } else {
-                RLX_UNROLL
-                for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
+                x = rlx_fft_loads_at<R>(src, pre, p, row, j, m);
             }
         } else if (FROM == RLX_FFT_AT_GENERAL) {
-            RLX_UNROLL
-            for (uint r = 0u; r < R; ++r) x.v[r] = rlx_fft_load(src, pre, p, row, j + r * m);
+            x = rlx_fft_loads_at<R>(src, pre, p, row, j, m);
         } else {
             RLX_UNROLL
             for (uint r = 0u; r < R; ++r) {
@@ -1163,7 +1172,9 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
     if (rs.here == 0u) return;
     const uint row0 = rs.row0, rows_here = rs.here, bits = p->span, swz = p->swizzle;
 #ifdef RLX_TARGET_CPU
-    if (gr <= RLX_FFT_CPU_ROWS && !swz) {   // the lowering's CPU grid: rows across vector lanes (fft_cpu.h)
+    // The lowering's CPU grid: rows across vector lanes (fft_cpu.h), the only
+    // place the mixed-radix form (radix 1) comes to this kernel (GPUs: fft_mixed).
+    if (gr <= RLX_FFT_CPU_ROWS && !swz) {
         (void)spairs, (void)bits;
         rlx_fft_shared_rows(src, dst, tw, pre, post, p, row0, rows_here);
         return;
@@ -1189,9 +1200,11 @@ RLX_KERNEL RLX_FFT_SHARED_BOUNDS fft_shared(RLX_BUF(RLX_DEVICE const T *, src, 0
 RLX_INSTANTIATE(fft_shared, float, fft_shared_c64)
 
 // fft_mixed: the mixed-radix form (rlx_fft_mixed_group) on GPUs, in a
-// kernel of its own: group memory for its two halves alone (16 KB where
-// fft_shared's power-of-two forms take 34 KB), at four groups an SM (the
-// register budget of 64 that keeps it from spilling on an H100; six and
+// kernel of its own: its registers and code apart from fft_shared's
+// power-of-two forms (3-6% faster than the same form inside fft_shared on
+// an H100, benchmarks/README.md "H100, session 36"), two arrays of two
+// 2048-point halves (32 KB, no padding: Metal's limit), at four groups an
+// SM (the register budget of 64 that keeps it from spilling; six and
 // eight spilled and ran slower, three lost 20% in session 35). The CPU's
 // fft_shared form runs these lengths itself (fft_cpu.h).
 #ifndef RLX_FFT_MIXED_MAX

@@ -138,9 +138,8 @@ def shared_kernel(target, p: Pass) -> tuple[str, int]:
     and its capacity (shared_grid's): GPUs run the mixed-radix form in
     fft_mixed (shaders/fft.h: group memory for its two halves alone),
     fft_shared the powers of two, and every form on the CPU (fft_cpu.h)."""
-    if p.radix == 1 and not target.one_thread_groups:
-        return "fft_mixed_c64", MIXED_SHARED_MAX
-    return "fft_shared_c64", shared_capacity(target, p)
+    kernel = "fft_mixed_c64" if p.radix == 1 and not target.one_thread_groups else "fft_shared_c64"
+    return kernel, shared_capacity(target, p)
 
 
 def pass_layout(target, p: Pass) -> int:
