@@ -1095,6 +1095,25 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     if constexpr (PIPELINED) area = rlx_q_stage_area();
     else area = rlx_q_gemv1i_shared() + RLX_QGEMV1I_STAGE_AT / 16u;
     uint4 *stage = area + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
+#if RLX_QGEMV_ROWS_DIRECT   // 0 unless an experiment's KERNEL_DEFINES sets it
+    // Experiment (KERNEL_DEFINES): a SIMD group a row, lane l on chunks l,
+    // l + 32, ... read straight from the weight (no stage, no scan).
+    if (PIPELINED && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_ROWS_DIRECT) {
+        const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
+        for (uint j = j0 + sid; j < j1; j += n_work) {
+            RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
+            RlxQAcc<M> acc;
+            for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
+#pragma unroll 2
+            for (uint c = lane; c < chunks; c += 32u) acc = dot(wr, c, c, acc);
+            for (uint r = 0; r < M; ++r)
+                if (r < m)
+                    rlx_q_gemv_finish<Q, T>(acc.v[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias,
+                                            act, y + (uint64_t)r * ys, j);
+        }
+        return;
+    }
+#endif
     if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;

@@ -59,6 +59,16 @@ RLX_INLINE uint rlx_qx_stored_pieces(uint kp, uint tile_bytes) {
 }
 
 #ifdef RLX_TARGET_CUDA
+// Chunks of x a SIMD group splits together (rlx_qx_split): their loads
+// issue together and the next batch's while this one reduces, and their
+// reductions interleave. One chunk at a time, each chunk was an L2 round
+// trip then a chain of ~15 dependent shuffles: for k = 4096 a group's 16
+// chunks took ~9K cycles a SIMD group, which was most of gemv1i's time on
+// weights of a few thousand rows (benchmarks/README.md, "H100, session 37").
+#ifndef RLX_QX_SPLIT_BATCH   // an experiment's KERNEL_DEFINES may set another
+#define RLX_QX_SPLIT_BATCH 4u
+#endif
+
 // x's row (k = 32 chunks elements) into its pieces in the tile, a SIMD group
 // a chunk, a lane an element. Every thread of the group calls it (full
 // warps: nt % 32 == 0). Returns bit 0: some chunk needs the f32 form; bit
@@ -66,28 +76,51 @@ RLX_INLINE uint rlx_qx_stored_pieces(uint kp, uint tile_bytes) {
 // group barrier, so the pieces are visible on return).
 template <typename T>
 RLX_INLINE uint rlx_qx_split(RLX_DEVICE const T *x, uchar *xq, uint chunks, uint stored, uint tid, uint nt) {
+    const uint B = RLX_QX_SPLIT_BATCH;
     const uint lane = tid & 31u, warp = tid >> 5u, warps = nt >> 5u;
     float *scale = (float *)(xq + stored * chunks * 32u), *sum16 = scale + chunks;
     int special = 0, wide = 0;
-    for (uint c = warp; c < chunks; c += warps) {   // warp-uniform bounds: full-mask shuffles
-        const float v = rlx_to_float(x[c * 32u + lane]);
-        const bool finite = isfinite(v);
-        float a = finite ? fabsf(v) : 0.0f, amax = a, asum = a, s16 = finite ? v : 0.0f;
+    // Chunk i of a batch starting at c0 is c0 + i warps (warp-uniform
+    // bounds: full-mask shuffles); chunks past the end load 0 and store nothing.
+    float next[B];
+#pragma unroll
+    for (uint i = 0; i < B; ++i) next[i] = warp + i * warps < chunks ? rlx_to_float(x[(warp + i * warps) * 32u + lane]) : 0.0f;
+    for (uint c0 = warp; c0 < chunks; c0 += B * warps) {
+        float v[B], amax[B], asum[B], s16[B];
+        bool finite[B];
+#pragma unroll
+        for (uint i = 0; i < B; ++i) {
+            v[i] = next[i];
+            const uint cn = c0 + (B + i) * warps;
+            next[i] = cn < chunks ? rlx_to_float(x[cn * 32u + lane]) : 0.0f;
+            finite[i] = isfinite(v[i]);
+            amax[i] = asum[i] = finite[i] ? fabsf(v[i]) : 0.0f;
+            s16[i] = finite[i] ? v[i] : 0.0f;
+        }
+#pragma unroll
         for (uint off = 16u; off > 0u; off >>= 1u) {
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-            asum += __shfl_xor_sync(0xffffffffu, asum, off);
-            if (off < 16u) s16 += __shfl_xor_sync(0xffffffffu, s16, off);   // within each half
+#pragma unroll
+            for (uint i = 0; i < B; ++i) {
+                amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xffffffffu, amax[i], off));
+                asum[i] += __shfl_xor_sync(0xffffffffu, asum[i], off);
+                if (off < 16u) s16[i] += __shfl_xor_sync(0xffffffffu, s16[i], off);   // within each half
+            }
         }
-        if (!__all_sync(0xffffffffu, finite) || (amax != 0.0f && amax < RLX_QX_MIN_MAX)) special = 1;
-        if (amax * 32.0f > RLX_QX_NARROW_RATIO * asum) wide = 1;
-        float t = amax > 0.0f && finite ? v * (127.0f / amax) : 0.0f;
-        for (uint p = 0; p < stored; ++p) {
-            const float r = rintf(t);
-            xq[((2u * p + (lane >> 4u)) * chunks + c) * 16u + (lane & 15u)] = (uchar)(int)r;
-            t = (t - r) * 254.0f;
+#pragma unroll
+        for (uint i = 0; i < B; ++i) {
+            const uint c = c0 + i * warps;
+            if (c >= chunks) break;   // uniform
+            if (!__all_sync(0xffffffffu, finite[i]) || (amax[i] != 0.0f && amax[i] < RLX_QX_MIN_MAX)) special = 1;
+            if (amax[i] * 32.0f > RLX_QX_NARROW_RATIO * asum[i]) wide = 1;
+            float t = amax[i] > 0.0f && finite[i] ? v[i] * (127.0f / amax[i]) : 0.0f;
+            for (uint p = 0; p < stored; ++p) {
+                const float r = rintf(t);
+                xq[((2u * p + (lane >> 4u)) * chunks + c) * 16u + (lane & 15u)] = (uchar)(int)r;
+                t = (t - r) * 254.0f;
+            }
+            if (lane == 0u) scale[c] = amax[i] / 127.0f;
+            if ((lane & 15u) == 0u) sum16[2u * c + (lane >> 4u)] = s16[i];
         }
-        if (lane == 0u) scale[c] = amax / 127.0f;
-        if ((lane & 15u) == 0u) sum16[2u * c + (lane >> 4u)] = s16;
     }
     const uint flags = __syncthreads_or(special) ? 1u : 0u;
     return flags | (__syncthreads_or(wide) ? 2u : 0u);
