@@ -819,6 +819,12 @@ struct RlxQDotTile {
 // front (up to 15) and rlx_qi_words' reads up to 3 bytes past an unaligned
 // run of codes (RlxQDotTile).
 #define RLX_QGEMV_CODES_SLACK 20u
+// The least chunks a weight row has for gemv1's direct rows (rlx_q_gemv_whole_x).
+#define RLX_QGEMV_DIRECT_CHUNKS 32u
+// Chunks of a row a lane has in flight there (an experiment's KERNEL_DEFINES may set another).
+#ifndef RLX_QGEMV_DIRECT_UNROLL
+#define RLX_QGEMV_DIRECT_UNROLL 2
+#endif
 // rlx_q_gemv_flat's pre step for the f32 form: none.
 struct RlxQNoPre {
     template <typename Dot>
@@ -1095,25 +1101,27 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     if constexpr (PIPELINED) area = rlx_q_stage_area();
     else area = rlx_q_gemv1i_shared() + RLX_QGEMV1I_STAGE_AT / 16u;
     uint4 *stage = area + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
-#if RLX_QGEMV_ROWS_DIRECT   // 0 unless an experiment's KERNEL_DEFINES sets it
-    // Experiment (KERNEL_DEFINES): a SIMD group a row, lane l on chunks l,
-    // l + 32, ... read straight from the weight (no stage, no scan).
-    if (PIPELINED && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_ROWS_DIRECT) {
+    // One row of x (gemv1, gemv1n) over rows of at least RLX_QGEMV_DIRECT_CHUNKS
+    // chunks, in formats with int8 codes: a SIMD group a weight row, lane l
+    // on chunks l, l + 32, ... read straight from the weight (through L1),
+    // then one SIMD reduction a row. The staged flat passes below exist for
+    // narrow rows (the vocabulary projection's 20 chunks would leave 12 of 32
+    // lanes idle here); on rows this wide their stage copy, barriers and
+    // segmented scan cost more than they save (H100, session 37: 4096 x 4096
+    // 10.5-12.5 -> 8.3-10.4 us, 640 x 2048 3.2-3.9 -> 3.0-3.4 us).
+    if (PIPELINED && M == 1u && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_DIRECT_CHUNKS) {
         const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
         for (uint j = j0 + sid; j < j1; j += n_work) {
             RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
             RlxQAcc<M> acc;
-            for (uint r = 0; r < M; ++r) acc.v[r] = 0.0f;
-#pragma unroll 2
+            acc.v[0] = 0.0f;
+            constexpr int unroll = RLX_QGEMV_DIRECT_UNROLL;   // a macro is not expanded in the pragma
+#pragma unroll(unroll)
             for (uint c = lane; c < chunks; c += 32u) acc = dot(wr, c, c, acc);
-            for (uint r = 0; r < M; ++r)
-                if (r < m)
-                    rlx_q_gemv_finish<Q, T>(acc.v[r], wr, x + (uint64_t)r * xs, tail, k, lane, lanes, bias, has_bias,
-                                            act, y + (uint64_t)r * ys, j);
+            rlx_q_gemv_finish<Q, T>(acc.v[0], wr, x, tail, k, lane, lanes, bias, has_bias, act, y, j);
         }
         return;
     }
-#endif
     if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
