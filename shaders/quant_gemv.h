@@ -821,9 +821,10 @@ struct RlxQDotTile {
 #define RLX_QGEMV_CODES_SLACK 20u
 // The least chunks a weight row has for gemv1's direct rows (rlx_q_gemv_whole_x).
 #define RLX_QGEMV_DIRECT_CHUNKS 32u
-// Chunks of a row a lane has in flight there (an experiment's KERNEL_DEFINES may set another).
+// Chunks of a row a lane has in flight there: four were 2-6% faster than two
+// at 4096 x 4096 (H100, session 37). An experiment's KERNEL_DEFINES may set another.
 #ifndef RLX_QGEMV_DIRECT_UNROLL
-#define RLX_QGEMV_DIRECT_UNROLL 2
+#define RLX_QGEMV_DIRECT_UNROLL 4
 #endif
 // rlx_q_gemv_flat's pre step for the f32 form: none.
 struct RlxQNoPre {
@@ -1108,7 +1109,7 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     // narrow rows (the vocabulary projection's 20 chunks would leave 12 of 32
     // lanes idle here); on rows this wide their stage copy, barriers and
     // segmented scan cost more than they save (H100, session 37: 4096 x 4096
-    // 10.5-12.5 -> 8.3-10.4 us, 640 x 2048 3.2-3.9 -> 3.0-3.4 us).
+    // 10.5-12.5 -> 7.8-10.3 us, 640 x 2048 3.2-3.9 -> 2.9-3.4 us).
     if (PIPELINED && M == 1u && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_DIRECT_CHUNKS) {
         const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
         for (uint j = j0 + sid; j < j1; j += n_work) {

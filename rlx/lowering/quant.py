@@ -36,7 +36,9 @@ GEMV_SIMD_GROUPS = 8
 # its start. H200 (benchmarks/README.md): 262144 x 640/768, 8 rows a SIMD
 # group 119-151 us, 16 107-137, 32 102-133 (session 8); 4096 x 4096 in
 # gemv1's f32 form, 8 rows a group (512 groups) 14.2-15.2 us, 16 rows
-# 12.1-13.2, 32 rows 14.2-15.4 (session 22).
+# 12.1-13.2, 32 rows 14.2-15.4 (session 22); H100, session 37, with the
+# direct rows (a SIMD group a weight row): 8 rows 9.7-11.9, 16 rows 8.3-10.4,
+# 32 rows 9.7-11.6.
 GEMV_MAX_ROWS_PER_SIMD = 32
 GEMV_MIN_GROUPS = 256
 # m = 1 with k (rounded up to 32) at most this takes gemv1_<fmt>, the decode
@@ -49,7 +51,9 @@ GEMV1_MAX_K = 8192
 # rows: weights of >= 16384 rows). H200, session 22: 4096 x 4096 took
 # 17-22 us in gemv1i at 8-32 rows a group against 12-15 in gemv1's f32
 # form, and the decode step's 1024 x 640 and 640 x 2048 4.4-8.4 us against
-# 3.0-4.4 (benchmarks/README.md).
+# 3.0-4.4 (benchmarks/README.md). H100, session 37, with x split in
+# batches: gemv1i 14.5-17.2 us at 16 rows against 7.8-10.3 in gemv1's
+# direct rows; 1024 x 640 and 640 x 2048 4.3-7.1 against 2.7-3.4.
 GEMV1I_FORMATS = frozenset({"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"})
 GEMV1I_MIN_ROWS = 64
 # ... and k (rounded up to 32) at most this: x's int8 pieces share gemv1i's
