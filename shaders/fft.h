@@ -53,7 +53,8 @@ struct FftParams {
     uint span;       // fft_stage: product of the earlier passes' radices; fft_shared: log2 n;
                      // the mixed-radix form (radix 1): its passes' radices, 4 bits each
     uint inverse;    // 0: exp(-2 pi i jk / n); 1: exp(+2 pi i jk / n)
-    uint load_mode;  // 0 complex, 1 real, 2 half spectrum (Hermitian extension)
+    uint load_mode;  // 0 complex, 1 real, 2 half spectrum (Hermitian extension); the CPU's
+                     // fused modes in fft_cpu.h (3 irfft's half-length spectrum, 4 and 5 real rows in pairs)
     uint src_offset, src_row, src_step;   // floats: first element, between rows, between elements
     uint src_len;    // the sequence's elements; the rest up to n read as zeros
     uint herm_n;     // mode 2: length of the full spectrum
@@ -67,7 +68,8 @@ struct FftParams {
                      // (Bluestein's chirp and zero padding)
     uint store_mode; // 0 complex, 1 real part only, 2 rfft's bins unpacked from the half-length
                      // transform (the lowering's STORE_RFFT), 3 those bins' power |X|^2, 4 the
-                     // power of each output (one float: windowed_rfft_power)
+                     // power of each output (one float: windowed_rfft_power); on the CPU 5 and 6
+                     // two rows' rfft bins / irfft samples from one transform (fft_cpu.h)
     uint dst_offset, dst_row, dst_step;   // floats
     uint dst_count;  // outputs k < dst_count of each row are stored
     uint post_mul;   // 1: multiply output k by post[k] (complex) before the scale; 2 and 3:
@@ -76,7 +78,8 @@ struct FftParams {
     uint group_rows; // fft_shared: rows per group
     uint swizzle;    // fft_shared: 1 = swizzled group-memory slots (GPUs)
     uint passes;     // fft_shared, mixed radix (radix 1): the passes whose radices span holds
-    uint limit;      // pre_mul / post_mul 3: the whole sequence's elements (below)
+    uint limit;      // pre_mul / post_mul 3: the whole sequence's elements (below); the CPU's
+                     // real rows in pairs: the real rows
     // Rows in blocks (0: one stride): rows come in blocks of *_rpb rows,
     // *_block floats apart, so row r starts at (r / rpb) * block + (r % rpb)
     // * row. The source's on every target (a [B, frames, n] framing view of

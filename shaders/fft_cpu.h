@@ -26,6 +26,12 @@
 #define RLX_FFT_STORE_RFFT 2u  // store_mode: Z of length n -> bins 0..n of the length-2n real transform
 #define RLX_FFT_STORE_RFFT_POWER 3u  // the same bins' power |X|^2, one float each
 #define RLX_FFT_LOAD_IRFFT 3u  // load_mode: bins 0..n of a length-2n spectrum -> Z of length n
+// Real rows two to a transform (odd n: rlx_fft_pairs below). The params'
+// rows are pairs, their strides a real row's, `limit` the real rows.
+#define RLX_FFT_LOAD_REAL_PAIRS 4u   // load_mode: real rows 2r and 2r + 1 as row r's real and imaginary parts
+#define RLX_FFT_LOAD_HALF_PAIRS 5u   // load_mode: the half spectra of rows 2r and 2r + 1 (irfft)
+#define RLX_FFT_STORE_RFFT_PAIRS 5u  // store_mode: rfft's bins of rows 2r and 2r + 1
+#define RLX_FFT_STORE_REAL_PAIRS 6u  // store_mode: irfft's samples of rows 2r and 2r + 1
 
 #if defined(RLX_CPU_AVX512)
 #define RLX_FFT_LANES 16u
@@ -290,6 +296,64 @@ static inline void rlx_fft_store_rows(float *const *rowp, uint nrows, uint count
                 rowp[8u * h + l][2u * k + 1u] = im[k][8u * h + l] * scale;
             }
         }
+    }
+}
+
+// Real rows of unit step in and out through the transpose (the pairs'
+// rfft samples and irfft outputs, rlx_fft_pairs): elements i .. i + 7 of
+// eight rows are eight loads or stores of 32 bytes and one transpose from
+// eight-lane vectors; element by element they took most of an odd-length
+// rfft's time. Loads: slots v[0 .. count - 1] from the rows rowp[l] (every
+// lane's pointer valid: rows past the chunk repeat a real one).
+static inline void rlx_fft_load_real_rows(const float *const *rowp, uint count, rlx_fft_v *v) {
+    uint i = 0u;
+    for (; i + 8u <= count; i += 8u) {
+        rlx_fft_v8 r8[RLX_FFT_LANES / 8u][8];
+        for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) {
+            for (uint l = 0u; l < 8u; ++l) memcpy(&r8[h][l], rowp[8u * h + l] + i, sizeof(rlx_fft_v8));
+            rlx_fft_t8(r8[h]);
+        }
+        for (uint q = 0u; q < 8u; ++q)
+            for (uint h = 0u; h < RLX_FFT_LANES / 8u; ++h) memcpy((float *)&v[i + q] + 8u * h, &r8[h][q], sizeof(rlx_fft_v8));
+    }
+    for (; i < count; ++i)
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) v[i][l] = rowp[l][i];
+}
+
+// An odd-n half spectrum's Hermitian extension (load mode 2's values) from
+// rows of complex bins of unit step: bins k < min(avail, n / 2 + 1) through
+// the transposes, zeros past avail, bin 0's imaginary part dropped, and
+// X[n - k] = conj X[k].
+static inline void rlx_fft_load_half_rows(const float *const *rowp, uint n, uint avail, rlx_fft_v *re,
+                                          rlx_fft_v *im) {
+    const uint half = n / 2u + 1u, count = avail < half ? avail : half;
+    rlx_fft_load_rows(rowp, count, 0u, re, im);
+    for (uint k = count; k < half; ++k) re[k] = im[k] = rlx_fft_v{};
+    im[0] = rlx_fft_v{};
+    for (uint k = 1u; k < half; ++k) {
+        re[n - k] = re[k];
+        im[n - k] = -im[k];
+    }
+}
+
+// Stores: slots v[0 .. count - 1] times scale to the rows rowp[l], l < nrows,
+// eight rows at a time (as rlx_fft_store_rows, for the same L1 sets).
+static inline void rlx_fft_store_real_rows(float *const *rowp, uint nrows, uint count, const rlx_fft_v *v,
+                                           float scale) {
+    for (uint h = 0u; h < RLX_FFT_LANES / 8u && 8u * h < nrows; ++h) {
+        const uint ln = nrows - 8u * h < 8u ? nrows - 8u * h : 8u;
+        uint k = 0u;
+        for (; k + 8u <= count; k += 8u) {
+            rlx_fft_v8 t[8];
+            for (uint q = 0u; q < 8u; ++q) {
+                memcpy(&t[q], (const float *)&v[k + q] + 8u * h, sizeof(rlx_fft_v8));
+                t[q] *= scale;
+            }
+            rlx_fft_t8(t);
+            for (uint l = 0u; l < ln; ++l) memcpy(rowp[8u * h + l] + k, &t[l], sizeof(rlx_fft_v8));
+        }
+        for (; k < count; ++k)
+            for (uint l = 0u; l < ln; ++l) rowp[8u * h + l][k] = v[k][8u * h + l] * scale;
     }
 }
 
@@ -753,11 +817,40 @@ static inline void rlx_fft_pow2_lanes(rlx_fft_v *re, rlx_fft_v *im, const float 
 #else
 #define RLX_FFT_OPAQUE __attribute__((noinline, noipa))
 #endif
+// Two real rows a transform: rfft of a and b from one complex transform of
+// z = a + i s b, A[k] = (Z[k] + conj Z[n - k]) / 2 and B[k] = (Z[k] -
+// conj Z[n - k]) / (2 i s); irfft of A and B as the real and imaginary
+// parts of the inverse of A + i s B (each half spectrum's Hermitian
+// extension). Half the transforms of rows one at a time, whose imaginary
+// lanes held zeros (rfft and irfft of odd n, where no half-length form
+// applies). s, a power of two a pair, brings b to a's magnitude, so that
+// each row's rounding stays relative to its own values; a chunk where a
+// pair has an infinity or a NaN (which the separation would spread to its
+// partner), or rows more than 2^120 apart in magnitude, runs its rows one
+// at a time instead. The last pair of an odd row count has no b (zeros).
+// s from the rows' sums of magnitudes (sa, sb), within 2^+-120 so that s
+// and 1 / s are normal floats (rows further apart run alone).
+RLX_INLINE float rlx_fft_pair_scale(float sa, float sb) {
+    if (!(sa > 0.0f) || !(sb > 0.0f)) return 1.0f;   // a zero row: nothing to balance
+    const float e = rintf(log2f(sa / sb));
+    return exp2f(e < -120.0f ? -120.0f : e > 120.0f ? 120.0f : e);
+}
+typedef int rlx_fft_vi __attribute__((vector_size(sizeof(rlx_fft_v))));
+// |v| a lane (the sign bit cleared).
+RLX_INLINE rlx_fft_v rlx_fft_vabs(rlx_fft_v v) { return (rlx_fft_v)((rlx_fft_vi)v & 0x7fffffff); }
+
+static inline void rlx_fft_pairs(const float *src, float *dst, const float *tw, const FftParams *p, uint row0,
+                                 uint npairs, rlx_fft_cpu_bufs *b);
+
 RLX_FFT_OPAQUE static void rlx_fft_shared_rows_in(const float *src, float *dst, const float *tw,
                                                              const float *pre, const float *post,
                                                              const FftParams *p, uint row0, uint nrows,
                                                              rlx_fft_cpu_bufs *b) {
     const bool pow2 = p->radix == 0u;
+    if (p->load_mode == RLX_FFT_LOAD_REAL_PAIRS || p->load_mode == RLX_FFT_LOAD_HALF_PAIRS) {
+        rlx_fft_pairs(src, dst, tw, p, row0, nrows, b);
+        return;
+    }
     for (uint c = 0u; c < nrows; c += RLX_FFT_LANES) {
         const uint rows = nrows - c < RLX_FFT_LANES ? nrows - c : RLX_FFT_LANES;
         rlx_fft_v *re = b->re, *im = b->im;
@@ -773,6 +866,132 @@ RLX_FFT_OPAQUE static void rlx_fft_shared_rows_in(const float *src, float *dst, 
             rlx_fft_mixed_lanes(p, tw, b->re, b->im, b->re2, b->im2, &re, &im);
         }
         rlx_fft_store_lanes(dst, post, post, p, row0 + c, rows, re, im);
+    }
+}
+
+// One chunk of real rows one a lane (rows r0 .. r0 + rows - 1 of q, the
+// even or the odd rows of the pairs' params): load, transform, store.
+static inline void rlx_fft_pair_rows_alone(const float *src, float *dst, const float *tw, const FftParams *q,
+                                           uint r0, uint rows, rlx_fft_cpu_bufs *b) {
+    if (rows == 0u) return;
+    rlx_fft_v *re = b->re, *im = b->im;
+    rlx_fft_load_lanes(src, tw, nullptr, q, r0, rows, false, re, im);
+    rlx_fft_mixed_lanes(q, tw, b->re, b->im, b->re2, b->im2, &re, &im);
+    rlx_fft_store_lanes(dst, tw, nullptr, q, r0, rows, re, im);
+}
+
+static inline void rlx_fft_pairs(const float *src, float *dst, const float *tw, const FftParams *p, uint row0,
+                                 uint npairs, rlx_fft_cpu_bufs *b) {
+    const uint n = p->n, reals = p->limit;
+    const bool forward = p->load_mode == RLX_FFT_LOAD_REAL_PAIRS;
+    // The even rows (a) and the odd rows (b) as rows of their own.
+    FftParams qa = *p;
+    qa.load_mode = forward ? 1u : 2u;
+    qa.store_mode = forward ? 0u : 1u;
+    qa.src_row = 2u * p->src_row;
+    qa.dst_row = 2u * p->dst_row;
+    qa.limit = 0u;
+    FftParams qb = qa;
+    qb.src_offset += p->src_row;
+    qb.dst_offset += p->dst_row;
+    // Real samples of unit step, every one present: through the transposes.
+    const bool plain = forward && p->src_step == 1u && p->src_len == n && p->pre_mul == 0u && p->src_rpb == 0u
+                       && p->src_valid == 0u;
+    // irfft's half spectra as complex pairs of unit step (n odd: no Nyquist bin).
+    const bool half = !forward && p->src_step == 2u && p->herm_n == n && p->src_len == n && p->pre_mul == 0u
+                      && p->src_rpb == 0u && p->src_valid == 0u;
+    const bool plain_out = !forward && p->dst_step == 1u && p->dst_count == n && p->post_mul == 0u && p->dst_rpb == 0u;
+    for (uint c = 0u; c < npairs; c += RLX_FFT_LANES) {
+        const uint rows = npairs - c < RLX_FFT_LANES ? npairs - c : RLX_FFT_LANES, r0 = row0 + c;
+        const uint with_b = 2u * (r0 + rows) <= reals ? rows : rows - 1u;   // lanes whose b exists
+        if (plain) {
+            const float *ap[RLX_FFT_LANES], *bp[RLX_FFT_LANES];
+            for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+                ap[l] = src + rlx_fft_src_at(&qa, r0 + (l < rows ? l : 0u));
+                bp[l] = src + rlx_fft_src_at(&qb, r0 + (l < with_b ? l : 0u));
+            }
+            rlx_fft_load_real_rows(ap, n, b->re);
+            if (with_b > 0u) rlx_fft_load_real_rows(bp, n, b->re2);
+            for (uint i = 0u; i < n; ++i) b->im[i] = b->im2[i] = rlx_fft_v{};
+            if (with_b < RLX_FFT_LANES) {   // lanes without a b: zeros, not a repeated row
+                for (uint i = 0u; i < n; ++i)
+                    for (uint l = with_b; l < RLX_FFT_LANES; ++l) b->re2[i][l] = 0.0f;
+            }
+        } else if (half) {
+            const float *ap[RLX_FFT_LANES], *bp[RLX_FFT_LANES];
+            for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+                ap[l] = src + rlx_fft_src_at(&qa, r0 + (l < rows ? l : 0u));
+                bp[l] = src + rlx_fft_src_at(&qb, r0 + (l < with_b ? l : 0u));
+            }
+            rlx_fft_load_half_rows(ap, n, p->src_avail, b->re, b->im);
+            if (with_b > 0u) rlx_fft_load_half_rows(bp, n, p->src_avail, b->re2, b->im2);
+            for (uint i = 0u; i < n; ++i) {   // lanes without a b: zeros
+                if (with_b == 0u) b->re2[i] = b->im2[i] = rlx_fft_v{};
+                for (uint l = with_b; with_b > 0u && l < RLX_FFT_LANES; ++l) b->re2[i][l] = b->im2[i][l] = 0.0f;
+            }
+        } else {
+            rlx_fft_load_lanes(src, tw, nullptr, &qa, r0, rows, false, b->re, b->im);
+            rlx_fft_load_lanes(src, tw, nullptr, &qb, r0, with_b, false, b->re2, b->im2);
+        }
+        // Each lane's sums of magnitudes (an infinity or a NaN stays one).
+        rlx_fft_v sa = rlx_fft_v{}, sb = sa;
+        for (uint i = 0u; i < n; ++i) {
+            sa += rlx_fft_vabs(b->re[i]) + rlx_fft_vabs(b->im[i]);
+            sb += rlx_fft_vabs(b->re2[i]) + rlx_fft_vabs(b->im2[i]);
+        }
+        // ka, inv_s: zero for an all-zero a or b, whose outputs are then
+        // exact zeros (not its partner's rounding).
+        rlx_fft_v s = rlx_fft_v{}, inv_s = s, ka = s;
+        bool paired = true;
+        for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+            paired = paired && (l >= rows || (isfinite(sa[l]) && isfinite(sb[l])));
+            if (sa[l] > 0.0f && sb[l] > 0.0f) paired = paired && fabsf(log2f(sa[l] / sb[l])) <= 120.0f;
+            s[l] = l < with_b ? rlx_fft_pair_scale(sa[l], sb[l]) : 0.0f;
+            inv_s[l] = l < with_b && sb[l] > 0.0f ? 1.0f / s[l] : 0.0f;
+            ka[l] = sa[l] > 0.0f ? 1.0f : 0.0f;
+        }
+        if (!paired) {
+            rlx_fft_pair_rows_alone(src, dst, tw, &qa, r0, rows, b);
+            rlx_fft_pair_rows_alone(src, dst, tw, &qb, r0, with_b, b);
+            continue;
+        }
+        for (uint i = 0u; i < n; ++i) {   // z = a + i s b
+            const rlx_fft_v br = b->re2[i] * s, bi = b->im2[i] * s;
+            b->re[i] -= bi;
+            b->im[i] += br;
+        }
+        rlx_fft_v *zr = b->re, *zi = b->im;
+        rlx_fft_mixed_lanes(p, tw, b->re, b->im, b->re2, b->im2, &zr, &zi);
+        if (!forward) {   // a and s b: the real and imaginary parts
+            for (uint i = 0u; i < n; ++i) zr[i] *= ka, zi[i] *= inv_s;
+            if (plain_out) {
+                float *ap[RLX_FFT_LANES], *bp[RLX_FFT_LANES];
+                for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
+                    ap[l] = dst + rlx_fft_dst_at(&qa, r0 + (l < rows ? l : 0u));
+                    bp[l] = dst + rlx_fft_dst_at(&qb, r0 + (l < with_b ? l : 0u));
+                }
+                rlx_fft_store_real_rows(ap, rows, n, zr, p->scale);
+                rlx_fft_store_real_rows(bp, with_b, n, zi, p->scale);
+                continue;
+            }
+            rlx_fft_store_lanes(dst, tw, nullptr, &qa, r0, rows, zr, zr);
+            rlx_fft_store_lanes(dst, tw, nullptr, &qb, r0, with_b, zi, zi);
+            continue;
+        }
+        // A's bins in the other buffers' first h slots, B's in the next h (2 h = n + 1).
+        rlx_fft_v *ar = zr == b->re ? b->re2 : b->re, *ai = zr == b->re ? b->im2 : b->im;
+        const uint h = p->dst_count;
+        rlx_fft_v *br = ar + h, *bi = ai + h;
+        for (uint k = 0u; k < h; ++k) {
+            const uint m = k == 0u ? 0u : n - k;
+            const rlx_fft_v xr = zr[k], xi = zi[k], yr = zr[m], yi = zi[m];   // Z[k], Z[n - k]
+            ar[k] = (0.5f * (xr + yr)) * ka;
+            ai[k] = (0.5f * (xi - yi)) * ka;
+            br[k] = (0.5f * (xi + yi)) * inv_s;
+            bi[k] = (0.5f * (yr - xr)) * inv_s;
+        }
+        rlx_fft_store_lanes(dst, tw, nullptr, &qa, r0, rows, ar, ai);
+        rlx_fft_store_lanes(dst, tw, nullptr, &qb, r0, with_b, br, bi);
     }
 }
 

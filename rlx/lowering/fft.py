@@ -23,12 +23,13 @@ and rfft_post unpacks the N / 2 + 1 bins: half the work. irfft of an even
 N >= 4 is its mirror: irfft_pre makes the length N / 2 spectrum of the
 output packed in pairs, whose inverse is stored as complex pairs into the
 real output. Odd N and strided rfft samples run a full-length complex
-transform. windowed_rfft_power (fusion's power of a windowed spectrum)
-writes each bin's power from the unpacking store where one dispatch
-covers N / 2 (STORE_RFFT_POWER), else from the full-length transform's
-general store (STORE_POWER). Twiddle, chirp and spectrum tables are computed in float64 and
-rounded to f32 once per compile, as resident constants shared by every
-node of that length.
+transform; on the CPU, odd N two real rows a transform (_real_pairs).
+windowed_rfft_power (fusion's power of a windowed spectrum) writes each
+bin's power from the unpacking store where one dispatch covers N / 2
+(STORE_RFFT_POWER), else from the full-length transform's general store
+(STORE_POWER). Twiddle, chirp and spectrum tables are computed in float64
+and rounded to f32 once per compile, as resident constants shared by
+every node of that length.
 
 On the CPU (groups of one thread, shaders/fft_cpu.h) fft_shared also
 unpacks rfft's bins in its store and builds irfft's half spectrum in its
@@ -261,6 +262,11 @@ STORE_RFFT, LOAD_IRFFT = 2, 3
 # windowed_rfft_power: the unpacked bins' power (fft_shared's and fft_mixed's
 # fused store), and the power of each output (the general store helper).
 STORE_RFFT_POWER, STORE_POWER = 3, 4
+# The CPU's odd-length rfft and irfft, two real rows a transform
+# (shaders/fft_cpu.h rlx_fft_pairs; the params' rows are pairs, their
+# `limit` the real rows).
+LOAD_REAL_PAIRS, LOAD_HALF_PAIRS = 4, 5
+STORE_RFFT_PAIRS, STORE_REAL_PAIRS = 5, 6
 _WINDOWED_OPS = ("windowed_rfft", "windowed_rfft_power")
 _REAL_INPUT_OPS = ("rfft", *_WINDOWED_OPS)
 PRE_WINDOW = 2   # FftParams.pre_mul: a real window over the row's floats (windowed_rfft)
@@ -530,8 +536,40 @@ def _fft(lw: Lowering, node: Node) -> View:
         packed_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "len": m}
         _transform(lw, node, rows, m, True, packed_load, packed_store, z, out)
         return out
+    if _real_pairs(lw, node, rows, n, load, store, x, out):
+        return out
     _transform(lw, node, rows, n, inverse, load, store, x, out)
     return out
+
+
+def _real_pairs(lw: Lowering, node: Node, rows: int, n: int, load: dict, store: dict, src: View,
+                dst: View) -> bool:
+    """rfft and irfft of odd n (no half-length form) on the CPU, two real
+    rows a transform: rows 2r and 2r + 1 as the real and imaginary parts of
+    one complex row (shaders/fft_cpu.h rlx_fft_pairs separates rfft's bins
+    in its store; irfft's two half spectra combine in its load), where one
+    fft_shared dispatch covers n. Half the transforms of the full-length
+    form, whose imaginary lanes held zeros."""
+    cpu_form = lw.target.one_thread_groups and slot_layout(lw.target) == SLOTS_PLAIN
+    forward = load["mode"] == LOAD_REAL and store["mode"] == STORE_COMPLEX
+    inverse = load["mode"] == LOAD_HALF_SPECTRUM and store["mode"] == STORE_REAL
+    if (not cpu_form or n % 2 == 0 or rows < 2 or not (forward or inverse) or factor(n) is None
+            or any(key in load for key in ("pre", "rpb", "valid")) or store.get("post") is not None):
+        return False
+    passes = target_passes(lw, n, inverse)
+    if len(passes) != 1 or passes[0].radix != 1:
+        return False
+    (p,) = passes
+    pairs = (rows + 1) // 2
+    pair_load = dict(load, mode=LOAD_REAL_PAIRS if forward else LOAD_HALF_PAIRS, limit=rows)
+    pair_store = dict(store, mode=STORE_RFFT_PAIRS if forward else STORE_REAL_PAIRS)
+    tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
+    kernel, capacity = shared_kernel(lw.target, p)
+    grid, group_rows = shared_grid(lw.target, pairs, n, capacity)
+    params = fft_params(node, p, pairs, pair_load, pair_store, group_rows, swizzle=pass_layout(lw.target, p))
+    lw.dispatch(f"{node!r} (real rows in pairs)", kernel, [(src, "r"), (dst, "w"), (tw, "r"), (tw, "r"), (tw, "r")],
+                params, grid, fft_work(p, pairs))
+    return True
 
 
 def _windowed(lw: Lowering, node: Node, x: View, load: dict, window: View, rows: int, n: int) -> View:

@@ -493,6 +493,70 @@ def test_irfft_of_even_length_is_a_half_length_transform(rng):
             _assert_close(got, want, math.sqrt(2) * np.linalg.norm(h, axis=-1), n, scale, f"irfft N={n} {norm}")
 
 
+def _norms(x: np.ndarray) -> np.ndarray:
+    """Each row's 2-norm in float64 (f32 norms of 1e-15-scale rows lose the bound's floor)."""
+    return np.linalg.norm(x.astype(np.complex128 if np.iscomplexobj(x) else np.float64), axis=-1)
+
+
+def _odd_length_rows(rng, rows: int, n: int, complex_bins: int = 0) -> np.ndarray:
+    """rows of n real samples (or complex_bins half-spectrum bins) whose
+    magnitudes span 1e-15 to 1e15 by row, one row of zeros: pairs of rows
+    of very different scales share a transform on the CPU."""
+    shape = (rows, complex_bins) if complex_bins else (rows, n)
+    x = _cdata(rng, shape) if complex_bins else rng.standard_normal(shape).astype(np.float32)
+    scales = 10.0 ** rng.uniform(-15, 15, size=(rows, 1))
+    x = (x * scales).astype(x.dtype)
+    x[rows // 3] = 0
+    return x
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 17, 40])
+def test_odd_length_rfft_and_irfft_of_many_rows(rows, rng):
+    """rfft and irfft of odd N over many rows: on the CPU two real rows a
+    transform (shaders/fft_cpu.h rlx_fft_pairs, one fft_shared dispatch;
+    odd row counts leave the last pair one row), each row's error within
+    the bound of its own norm however different its partner's scale; a
+    NaN or an infinity stays in its own row (the chunk runs its rows one at
+    a time). Against numpy for every norm, N of one and several passes."""
+    for n in (5, 45, 2025):
+        x = _odd_length_rows(rng, rows, n)
+        h = _odd_length_rows(rng, rows, n, n // 2 + 1)
+        for norm in NORMS:
+            g = rlx.Graph()
+            g.set_outputs(y=g.rfft(g.input("x", x.shape, "f32"), norm),
+                          z=g.irfft(g.input("h", h.shape, "c64"), n, norm))
+            exe = rlx.compile(g)
+            if _cpu_form():
+                assert kernels_of(exe) == ["fft_shared_c64"] * 2
+                assert all(("real rows in pairs" in t.label) == (rows > 1) for t in exe.thunks)
+            out = exe.run(x=x, h=h)
+            scale = _scale(norm, n, False)
+            _assert_close(out["y"], np.fft.rfft(x.astype(np.float64), norm=norm), _norms(x), n, scale,
+                          f"rfft N={n} rows={rows} {norm}")
+            _assert_close(out["z"], np.fft.irfft(h.astype(np.complex128), n, norm=norm),
+                          math.sqrt(2) * _norms(h), n, _scale(norm, n, True),
+                          f"irfft N={n} rows={rows} {norm}")
+    if rows < 2:
+        return
+    n = 45
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    h = _cdata(rng, (rows, n // 2 + 1))
+    x[1, 3], h[1, 2] = np.nan, np.inf   # row 1 pairs with row 0
+    if rows > 3:
+        x[rows - 2, 0] = np.inf
+    g = rlx.Graph()
+    g.set_outputs(y=g.rfft(g.input("x", x.shape, "f32")), z=g.irfft(g.input("h", h.shape, "c64"), n))
+    out = rlx.compile(g).run(x=x, h=h)
+    with np.errstate(invalid="ignore"):
+        want_y, want_z = np.fft.rfft(x.astype(np.float64)), np.fft.irfft(h.astype(np.complex128), n)
+    clean = [r for r in range(rows) if np.isfinite(x[r]).all()]
+    _assert_close(out["y"][clean], want_y[clean], _norms(x[clean]), n, 1.0, "rfft beside NaN")
+    assert not np.isfinite(out["y"][1]).all()
+    clean = [r for r in range(rows) if np.isfinite(h[r].view(np.float32)).all()]
+    _assert_close(out["z"][clean], want_z[clean], math.sqrt(2) * _norms(h[clean]), n, 1 / n, "irfft beside an infinity")
+    assert not np.isfinite(out["z"][1]).all()
+
+
 def test_batch_dims_strided_inputs_and_parts(rng):
     """Leading batch dims of any rank; a real(x) view (stride 2) and a
     transposed input are read in place; complex(real(x), imag(x)) is x."""
