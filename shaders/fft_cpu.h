@@ -978,20 +978,26 @@ static inline void rlx_fft_pairs(const float *src, float *dst, const float *tw, 
             rlx_fft_store_lanes(dst, tw, nullptr, &qb, r0, with_b, zi, zi);
             continue;
         }
-        // A's bins in the other buffers' first h slots, B's in the next h (2 h = n + 1).
+        // A's bins in the other buffers, B's in place of Z: bin k <= n / 2
+        // reads Z[k] and Z[n - k], and n - k is past every bin written
+        // before it. A full spectrum (fft of real rows: dst_count n) takes
+        // its upper bins as the conjugates of the lower.
         rlx_fft_v *ar = zr == b->re ? b->re2 : b->re, *ai = zr == b->re ? b->im2 : b->im;
-        const uint h = p->dst_count;
-        rlx_fft_v *br = ar + h, *bi = ai + h;
+        const uint count = p->dst_count < n ? p->dst_count : n, h = count < n / 2u + 1u ? count : n / 2u + 1u;
         for (uint k = 0u; k < h; ++k) {
             const uint m = k == 0u ? 0u : n - k;
             const rlx_fft_v xr = zr[k], xi = zi[k], yr = zr[m], yi = zi[m];   // Z[k], Z[n - k]
             ar[k] = (0.5f * (xr + yr)) * ka;
             ai[k] = (0.5f * (xi - yi)) * ka;
-            br[k] = (0.5f * (xi + yi)) * inv_s;
-            bi[k] = (0.5f * (yr - xr)) * inv_s;
+            zr[k] = (0.5f * (xi + yi)) * inv_s;
+            zi[k] = (0.5f * (yr - xr)) * inv_s;
+        }
+        for (uint k = h; k < count; ++k) {
+            ar[k] = ar[n - k], ai[k] = -ai[n - k];
+            zr[k] = zr[n - k], zi[k] = -zi[n - k];
         }
         rlx_fft_store_lanes(dst, tw, nullptr, &qa, r0, rows, ar, ai);
-        rlx_fft_store_lanes(dst, tw, nullptr, &qb, r0, with_b, br, bi);
+        rlx_fft_store_lanes(dst, tw, nullptr, &qb, r0, with_b, zr, zi);
     }
 }
 

@@ -544,12 +544,12 @@ def _fft(lw: Lowering, node: Node) -> View:
 
 def _real_pairs(lw: Lowering, node: Node, rows: int, n: int, load: dict, store: dict, src: View,
                 dst: View) -> bool:
-    """rfft and irfft of odd n (no half-length form) on the CPU, two real
-    rows a transform: rows 2r and 2r + 1 as the real and imaginary parts of
-    one complex row (shaders/fft_cpu.h rlx_fft_pairs separates rfft's bins
-    in its store; irfft's two half spectra combine in its load), where one
-    fft_shared dispatch covers n. Half the transforms of the full-length
-    form, whose imaginary lanes held zeros."""
+    """rfft, fft of real rows and irfft of odd n (no half-length form) on
+    the CPU, two real rows a transform: rows 2r and 2r + 1 as the real and
+    imaginary parts of one complex row (shaders/fft_cpu.h rlx_fft_pairs
+    separates the two spectra in its store; irfft's two half spectra
+    combine in its load), where one fft_shared dispatch covers n. Half the
+    transforms of the full-length form, whose imaginary lanes held zeros."""
     cpu_form = lw.target.one_thread_groups and slot_layout(lw.target) == SLOTS_PLAIN
     forward = load["mode"] == LOAD_REAL and store["mode"] == STORE_COMPLEX
     inverse = load["mode"] == LOAD_HALF_SPECTRUM and store["mode"] == STORE_REAL
