@@ -424,6 +424,14 @@ RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
 // registers (one group an SM, with the padded tile; 4096 x 4096 13.1 ->
 // 15.1 us), so it is not known to be faster. Four partial sums a row (two
 // where the scale comes out) keep the adds' dependency chains short.
+// RLX_QDOT_SPLIT_SCALE_OUT 1 (an experiment's KERNEL_DEFINES): q3_k and
+// q6_k take each half's scale out of that half's sum as well (two sums a
+// half and row), not one FMA a weight. Untimed with the direct rows, where
+// q6_k is the one format not ahead of PyTorch at 4096 x 4096 (1.00x, H100,
+// session 37); the CPU harness checks both forms.
+#ifndef RLX_QDOT_SPLIT_SCALE_OUT
+#define RLX_QDOT_SPLIT_SCALE_OUT 0
+#endif
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {
     RLX_GROUP_MEM const T *xt;
@@ -437,7 +445,24 @@ struct RlxQDotCodes {
         float f[2];
         F::scales(b, s, f[0], f[1]);
         const uint row = rlx_q_xt_row(kp);
-        if constexpr (F::MINS || F::SPLIT16) {
+        if constexpr (F::SPLIT16 && !F::MINS && RLX_QDOT_SPLIT_SCALE_OUT) {   // a scale a half, none a weight
+            float d[M][2][2];
+            for (uint r = 0; r < M; ++r) d[r][0][0] = d[r][0][1] = d[r][1][0] = d[r][1][1] = 0.0f;
+            for (uint g = 0; g < 8u; ++g) {   // elements 4 g .. 4 g + 3: code word g, half g / 4
+                const uint wg = w[g] ^ 0x80808080u, hf = g >> 2u;
+                float q[4];
+                for (uint t = 0; t < 4u; ++t) q[t] = rlx_qi_code_float(wg, t);
+                for (uint r = 0; r < M; ++r) {
+                    if (r < m) {
+                        const float4 x4 = rlx_qi_x_group(xt + r * row + c * RLX_QXT_PITCH, c, g);
+                        d[r][hf][0] = fmaf(x4.z, q[2], fmaf(x4.x, q[0], d[r][hf][0]));
+                        d[r][hf][1] = fmaf(x4.w, q[3], fmaf(x4.y, q[1], d[r][hf][1]));
+                    }
+                }
+            }
+            for (uint r = 0; r < M; ++r)
+                if (r < m) acc.v[r] += f[0] * (d[r][0][0] + d[r][0][1]) + f[1] * (d[r][1][0] + d[r][1][1]);
+        } else if constexpr (F::MINS || F::SPLIT16) {
             const float mn[2] = {F::MINS ? F::mins(b, s, 1.0f, 0.0f) : 0.0f, F::MINS ? F::mins(b, s, 0.0f, 1.0f) : 0.0f};
             float d[M][4];
             for (uint r = 0; r < M; ++r) d[r][0] = d[r][1] = d[r][2] = d[r][3] = 0.0f;

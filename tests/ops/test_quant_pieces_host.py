@@ -29,14 +29,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]   # the harness's order
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+def _build(tmp_path_factory, *defines: str):
+    """The harness as a shared library, with -D defines (an experiment switch's other form)."""
     cxx = shutil.which("g++")
     assert cxx, "g++ builds rlx's host shim; the quant-pieces harness needs it too"   # a failure, not a skip
     out = tmp_path_factory.mktemp("qp") / "quant_pieces_host.so"
     build = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-I{ROOT / 'shaders'}", "-Wall",
                             "-Werror", "-Wno-unused-function", "-fopenmp-simd",
-                            "-Wno-unknown-pragmas", str(ROOT / "tests/c/quant_pieces_host.cpp"),
+                            "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
+                            str(ROOT / "tests/c/quant_pieces_host.cpp"),
                             "-o", str(out)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-4000:]
     lib = ctypes.CDLL(str(out))
@@ -46,6 +47,18 @@ def lib(tmp_path_factory):
     lib.qph_dot_f32.argtypes = [i, p, u, u, u, p, p]
     lib.qph_dot_f32.restype = i
     return lib
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return _build(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def lib_split_scale_out(tmp_path_factory):
+    """RLX_QDOT_SPLIT_SCALE_OUT=1: q3_k and q6_k's f32 dot with each half's
+    scale out of its sum (shaders/quant_pieces.h; a GPU experiment's form)."""
+    return _build(tmp_path_factory, "RLX_QDOT_SPLIT_SCALE_OUT=1")
 
 
 def split_pieces(x: np.ndarray, pieces: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -214,3 +227,25 @@ def test_gemv_tile_forms_the_glu_of_x(lib, rng, act, name, k, threads):
     want = REFERENCE["glu"]([gate, up], {"activation": name}, None)
     np.testing.assert_allclose(x[:k], want, rtol=2e-6, atol=1e-6)   # atol: gelu tails near 0 (f32 sigmoid)
     assert (x[k:] == 0).all()
+
+
+@pytest.mark.parametrize("fmt", ["q3_k", "q6_k"])
+def test_f32_chunk_dot_with_each_half_scale_out_of_its_sum(lib_split_scale_out, rng, fmt):
+    """The formats with a scale a half and no min, in RLX_QDOT_SPLIT_SCALE_OUT's
+    form: one and several rows of x against the float64 product, every byte
+    alignment, and an infinite x as the dequantized product has it."""
+    lib = lib_split_scale_out
+    n, k = 9, 768
+    w_data = random_blocks(fmt, n, k, rng)
+    w = dequantize_reference(fmt, w_data, n, k)
+    for align in range(4):
+        x = (rng.standard_normal(k) * 10.0 ** (align - 2)).astype(np.float32)
+        _check(_run_f32(lib, fmt, w_data, n, k, x, align), x, w)
+    x = (rng.standard_normal((5, k)) * np.logspace(-2, 2, 5)[:, None]).astype(np.float32)
+    y = _run_f32(lib, fmt, w_data, n, k, x)
+    for r in range(5):
+        _check(y[r], x[r], w)
+    x = (rng.standard_normal(k) * 0.5).astype(np.float32)
+    x[5] = np.inf
+    want = np.where(w[:, 5] > 0, np.inf, np.where(w[:, 5] < 0, -np.inf, np.nan)).astype(np.float32)
+    np.testing.assert_array_equal(_run_f32(lib, fmt, w_data, n, k, x), want)
