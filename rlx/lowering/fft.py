@@ -536,24 +536,26 @@ def _fft(lw: Lowering, node: Node) -> View:
         packed_load = {"mode": LOAD_COMPLEX, "offset": 0, "row": 2 * m, "step": 2, "len": m}
         _transform(lw, node, rows, m, True, packed_load, packed_store, z, out)
         return out
-    if _real_pairs(lw, node, rows, n, load, store, x, out):
+    if _real_pairs(lw, node, rows, n, inverse, load, store, x, out):
         return out
     _transform(lw, node, rows, n, inverse, load, store, x, out)
     return out
 
 
-def _real_pairs(lw: Lowering, node: Node, rows: int, n: int, load: dict, store: dict, src: View,
+def _real_pairs(lw: Lowering, node: Node, rows: int, n: int, inverse: bool, load: dict, store: dict, src: View,
                 dst: View) -> bool:
-    """rfft, fft of real rows and irfft of odd n (no half-length form) on
-    the CPU, two real rows a transform: rows 2r and 2r + 1 as the real and
-    imaginary parts of one complex row (shaders/fft_cpu.h rlx_fft_pairs
-    separates the two spectra in its store; irfft's two half spectra
-    combine in its load), where one fft_shared dispatch covers n. Half the
-    transforms of the full-length form, whose imaginary lanes held zeros."""
+    """rfft, fft / ifft of real rows and irfft of odd n (no half-length
+    form) on the CPU, two real rows a transform (``inverse``: the
+    transform's direction): rows 2r and 2r + 1 as the real and imaginary
+    parts of one complex row (shaders/fft_cpu.h rlx_fft_pairs separates the
+    two spectra in its store, each conjugate-symmetric; irfft's two half
+    spectra combine in its load), where one fft_shared dispatch covers n.
+    Half the transforms of the full-length form, whose imaginary lanes held
+    zeros."""
     cpu_form = lw.target.one_thread_groups and slot_layout(lw.target) == SLOTS_PLAIN
-    forward = load["mode"] == LOAD_REAL and store["mode"] == STORE_COMPLEX
-    inverse = load["mode"] == LOAD_HALF_SPECTRUM and store["mode"] == STORE_REAL
-    if (not cpu_form or n % 2 == 0 or rows < 2 or not (forward or inverse) or factor(n) is None
+    real_rows = load["mode"] == LOAD_REAL and store["mode"] == STORE_COMPLEX
+    half_spectra = load["mode"] == LOAD_HALF_SPECTRUM and store["mode"] == STORE_REAL
+    if (not cpu_form or n % 2 == 0 or rows < 2 or not (real_rows or half_spectra) or factor(n) is None
             or any(key in load for key in ("pre", "rpb", "valid")) or store.get("post") is not None):
         return False
     passes = target_passes(lw, n, inverse)
@@ -561,8 +563,8 @@ def _real_pairs(lw: Lowering, node: Node, rows: int, n: int, load: dict, store: 
         return False
     (p,) = passes
     pairs = (rows + 1) // 2
-    pair_load = dict(load, mode=LOAD_REAL_PAIRS if forward else LOAD_HALF_PAIRS, limit=rows)
-    pair_store = dict(store, mode=STORE_RFFT_PAIRS if forward else STORE_REAL_PAIRS)
+    pair_load = dict(load, mode=LOAD_REAL_PAIRS if real_rows else LOAD_HALF_PAIRS, limit=rows)
+    pair_store = dict(store, mode=STORE_RFFT_PAIRS if real_rows else STORE_REAL_PAIRS)
     tw = _table(lw, ("twiddles", n), lambda: twiddles(n))
     kernel, capacity = shared_kernel(lw.target, p)
     grid, group_rows = shared_grid(lw.target, pairs, n, capacity)

@@ -517,7 +517,7 @@ def test_odd_length_rfft_and_irfft_of_many_rows(rows, rng):
     odd row counts leave the last pair one row), each row's error within
     the bound of its own norm however different its partner's scale; a
     NaN or an infinity stays in its own row (the chunk runs its rows one at
-    a time). fft of real rows (the full spectrum) takes the same form.
+    a time). fft and ifft of real rows (full spectra) take the same form.
     Against numpy for every norm, N of one and several passes."""
     for n in (5, 45, 2025, 3375):
         x = _odd_length_rows(rng, rows, n)
@@ -525,15 +525,18 @@ def test_odd_length_rfft_and_irfft_of_many_rows(rows, rng):
         for norm in NORMS:
             g = rlx.Graph()
             xin = g.input("x", x.shape, "f32")
-            g.set_outputs(y=g.rfft(xin, norm), z=g.irfft(g.input("h", h.shape, "c64"), n, norm), f=g.fft(xin, norm))
+            g.set_outputs(y=g.rfft(xin, norm), z=g.irfft(g.input("h", h.shape, "c64"), n, norm), f=g.fft(xin, norm),
+                          i=g.ifft(xin, norm))
             exe = rlx.compile(g)
             if _cpu_form():
-                assert kernels_of(exe) == ["fft_shared_c64"] * 3
+                assert kernels_of(exe) == ["fft_shared_c64"] * 4
                 assert all(("real rows in pairs" in t.label) == (rows > 1) for t in exe.thunks)
             out = exe.run(x=x, h=h)
             scale = _scale(norm, n, False)
             _assert_close(out["f"], np.fft.fft(x.astype(np.float64), norm=norm), _norms(x), n, scale,
                           f"fft of real rows N={n} rows={rows} {norm}")
+            _assert_close(out["i"], np.fft.ifft(x.astype(np.float64), norm=norm), _norms(x), n, _scale(norm, n, True),
+                          f"ifft of real rows N={n} rows={rows} {norm}")
             _assert_close(out["y"], np.fft.rfft(x.astype(np.float64), norm=norm), _norms(x), n, scale,
                           f"rfft N={n} rows={rows} {norm}")
             _assert_close(out["z"], np.fft.irfft(h.astype(np.complex128), n, norm=norm),
