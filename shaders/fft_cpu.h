@@ -74,7 +74,7 @@ RLX_INLINE void rlx_fft_vmul(rlx_fft_v &re, rlx_fft_v &im, rlx_fft_v wr, rlx_fft
     re = r;
 }
 
-// rlx_fft_dft on lane vectors, radix 2, 3, 4 or 5, in place.
+// rlx_fft_dft on lane vectors, radix 2, 3, 4 or 5, in place (radix 9: rlx_fft_dft9_v).
 RLX_INLINE void rlx_fft_dft_v(rlx_fft_v *xr, rlx_fft_v *xi, uint radix, uint inverse) {
     const float sg = inverse ? 1.0f : -1.0f;
     if (radix == 2u) {
@@ -112,6 +112,31 @@ RLX_INLINE void rlx_fft_dft_v(rlx_fft_v *xr, rlx_fft_v *xi, uint radix, uint inv
         xr[4] = m1r - n1r; xi[4] = m1i - n1i;
         xr[2] = m2r + n2r; xi[2] = m2i + n2i;
         xr[3] = m2r - n2r; xi[3] = m2i - n2i;
+    }
+}
+
+// Radix 9 as 3 x 3 in registers (the CPU's passes pair their 3s: a sweep
+// over the row fewer for every two): x[n2 + 3 n1] -> a radix-3 DFT over n1
+// for each n2, times W_9^(n2 k1), then one over n2 gives X[k1 + 3 k2].
+RLX_INLINE void rlx_fft_dft9_v(rlx_fft_v *xr, rlx_fft_v *xi, uint inverse) {
+    const float sg = inverse ? 1.0f : -1.0f;
+    // cos and sin of 2 pi m / 9 for m = 1, 2, 4 (n2 k1 takes 0, 1, 2, 4)
+    const float wc[5] = {1.0f, 0.76604444311897804f, 0.17364817766693035f, 0.0f, -0.93969262078590838f};
+    const float ws[5] = {0.0f, 0.64278760968653933f, 0.98480775301220806f, 0.0f, 0.34202014332566873f};
+    rlx_fft_v yr[9], yi[9];
+    for (uint n2 = 0u; n2 < 3u; ++n2) {
+        rlx_fft_v tr[3] = {xr[n2], xr[n2 + 3u], xr[n2 + 6u]}, ti[3] = {xi[n2], xi[n2 + 3u], xi[n2 + 6u]};
+        rlx_fft_dft_v(tr, ti, 3u, inverse);
+        for (uint k1 = 0u; k1 < 3u; ++k1) {
+            yr[3u * n2 + k1] = tr[k1], yi[3u * n2 + k1] = ti[k1];
+            if (n2 * k1 != 0u) rlx_fft_vmul(yr[3u * n2 + k1], yi[3u * n2 + k1],
+                                            rlx_cf_make(wc[n2 * k1], sg * ws[n2 * k1]));
+        }
+    }
+    for (uint k1 = 0u; k1 < 3u; ++k1) {
+        rlx_fft_v tr[3] = {yr[k1], yr[3u + k1], yr[6u + k1]}, ti[3] = {yi[k1], yi[3u + k1], yi[6u + k1]};
+        rlx_fft_dft_v(tr, ti, 3u, inverse);
+        for (uint k2 = 0u; k2 < 3u; ++k2) xr[k1 + 3u * k2] = tr[k2], xi[k1 + 3u * k2] = ti[k2];
     }
 }
 
@@ -755,13 +780,14 @@ static inline void rlx_fft_mixed_pass(const rlx_fft_v *fr, const rlx_fft_v *fi, 
     const uint m = n / R, tstride = n / (span * R);
     for (uint j = 0u; j < m; ++j) {
         const uint k = j % span;
-        rlx_fft_v xr[5] = {}, xi[5] = {};
+        rlx_fft_v xr[R > 5u ? R : 5u] = {}, xi[R > 5u ? R : 5u] = {};
         RLX_FFT_UNROLL for (uint r = 0u; r < R; ++r) {
             xr[r] = fr[j + r * m];
             xi[r] = fi[j + r * m];
             if (r > 0u && k > 0u) rlx_fft_vmul(xr[r], xi[r], rlx_fft_twiddle(tw, r * k * tstride, inv));
         }
-        rlx_fft_dft_v(xr, xi, R, inv);
+        if (R == 9u) rlx_fft_dft9_v(xr, xi, inv);
+        else rlx_fft_dft_v(xr, xi, R, inv);
         const uint out0 = (j - k) * R + k;
         RLX_FFT_UNROLL for (uint r = 0u; r < R; ++r) {
             tr[out0 + r * span] = xr[r];
@@ -778,8 +804,9 @@ static inline void rlx_fft_mixed_lanes(const FftParams *p, const float *tw, rlx_
     rlx_fft_v *fr = re, *fi = im, *tr = re2, *ti = im2;
     uint span = 1u;
     for (uint q = 0u; q < p->passes; ++q) {
-        const uint radix = (p->span >> (4u * q)) & 15u;   // 2, 3, 4 or 5 (the CPU's factors: no 8)
+        const uint radix = (p->span >> (4u * q)) & 15u;   // 2, 3, 4, 5 or 9 (the CPU's factors: no 8)
         switch (radix) {   // a template per radix: its values stay in registers
+            case 9u: rlx_fft_mixed_pass<9u>(fr, fi, tr, ti, tw, n, span, inv); break;
             case 2u: rlx_fft_mixed_pass<2u>(fr, fi, tr, ti, tw, n, span, inv); break;
             case 3u: rlx_fft_mixed_pass<3u>(fr, fi, tr, ti, tw, n, span, inv); break;
             case 4u: rlx_fft_mixed_pass<4u>(fr, fi, tr, ti, tw, n, span, inv); break;

@@ -107,13 +107,19 @@ def mixed_span(radices: list[int]) -> int:
 
 def mixed_radices(n: int, eights: bool) -> list[int] | None:
     """The mixed-radix form's passes for n = 2^a 3^b 5^c (None otherwise):
-    factor's, or with ``eights`` (the GPUs' fft_mixed, whose butterflies
-    take radix 8) the fewest passes for the 2^a, ceil(a / 3) of radix 8
-    and 4 as even as they come (2^7 = 8 x 4 x 4), then the 3s and 5s; each
-    pass fewer is a barrier and a trip through group memory fewer."""
+    factor's with its 3s in pairs as radix 9 (the CPU form, shaders/fft_cpu.h:
+    a sweep over the row fewer a pair), or with ``eights`` (the GPUs'
+    fft_mixed, whose butterflies take radix 8) the fewest passes for the
+    2^a, ceil(a / 3) of radix 8 and 4 as even as they come (2^7 = 8 x 4 x
+    4), then the 3s and 5s; each pass fewer is a barrier and a trip through
+    group memory fewer."""
     radices = factor(n)
-    if radices is None or not eights:
-        return radices
+    if radices is None:
+        return None
+    if not eights:
+        threes = radices.count(3)
+        return ([r for r in radices if r in (2, 4)] + [9] * (threes // 2) + [3] * (threes % 2)
+                + [r for r in radices if r == 5])
     a = (n & -n).bit_length() - 1
     passes = -(-a // 3)
     bits = [a // passes + (1 if i < a % passes else 0) for i in range(passes)]

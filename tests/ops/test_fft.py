@@ -214,12 +214,19 @@ def test_gpu_lowering_runs_mixed_lengths_in_fft_mixed(backend, monkeypatch):
 
 
 def test_mixed_radices_take_the_fewest_passes_on_gpus():
-    """The mixed-radix form's passes: factor's on the CPU; on GPUs radix-8
-    and radix-4 passes for the power of two, ceil(a / 3) of them, as even
-    as they come, then the 3s and 5s."""
+    """The mixed-radix form's passes: factor's on the CPU with its 3s two at
+    a time as radix 9 (a third one alone); on GPUs radix-8 and radix-4
+    passes for the power of two, ceil(a / 3) of them, as even as they come,
+    then the 3s and 5s."""
     from rlx.lowering.fft import MIXED_MAX_PASSES, mixed_radices, mixed_span
 
     assert mixed_radices(200, False) == [4, 2, 5, 5]
+    cpu = {2025: [9, 9, 5, 5], 2187: [9, 9, 9, 3], 12: [4, 3], 3072: [4, 4, 4, 4, 4, 3], 7: None}
+    assert {n: mixed_radices(n, False) for n in cpu} == cpu
+    for n in range(2, 4097):
+        radices = mixed_radices(n, False)
+        if radices is not None:
+            assert math.prod(radices) == n and radices.count(3) <= 1 and len(radices) <= MIXED_MAX_PASSES, n
     want = {200: [8, 5, 5], 1000: [8, 5, 5, 5], 2000: [4, 4, 5, 5, 5], 100: [4, 5, 5], 6: [2, 3], 15: [3, 5],
             1536: [8, 8, 8, 3], 384: [8, 4, 4, 3], 7: None}
     assert {n: mixed_radices(n, True) for n in want} == want
