@@ -10,13 +10,16 @@
 // - power-of-two lengths as radix-8 passes (three radix-2 stages in
 //   registers) after at most one radix-2 or radix-4 pass: a third fewer
 //   sweeps over the rows' buffer than radix 4 (16 rows of 4096 points are
-//   512 KB, in L2, so each sweep costs bandwidth);
+//   512 KB, in L2, so each sweep costs bandwidth); in the mixed-radix
+//   form the 3s two at a time as radix 9, for the same reason;
 // - AVX-512 builds 16 lanes a vector, others 8 (a 16-lane vector there is
 //   two registers' worth of work with no gain);
 // - the rfft and irfft half-length forms (rfft_post / irfft_pre) fused into
 //   the store and load: store_mode 2 unpacks the half-length transform into
 //   the N / 2 + 1 bins, load_mode 3 builds the half-length spectrum (the
 //   length-2n twiddles ride in the post / pre bindings);
+// - odd lengths' rfft, irfft and transforms of real rows two rows a
+//   transform (rlx_fft_pairs: load and store modes 4-6);
 // - powers of two above the shared limit as a four-step of two dispatches
 //   (rlx/lowering/fft.py _four_step): rows in blocks (src_rpb / dst_rpb),
 //   the column transforms' lanes adjacent complex values, so their loads and
