@@ -393,6 +393,16 @@ RLX_INLINE uint64_t rlx_fft_dst_at(const FftParams *p, uint r) {
     return rlx_fft_row_at(p->dst_offset, p->dst_row, p->dst_rpb, p->dst_block, r);
 }
 
+// Each lane's first float of rows row0 .. row0 + nrows - 1 of the source /
+// destination; lanes past nrows point at row0, a row that exists, so a
+// whole-chunk load reads valid memory (its values are never stored).
+RLX_INLINE void rlx_fft_src_rows(const float *src, const FftParams *p, uint row0, uint nrows, const float **rowp) {
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+}
+RLX_INLINE void rlx_fft_dst_rows(float *dst, const FftParams *p, uint row0, uint nrows, float **rowp) {
+    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = dst + rlx_fft_dst_at(p, row0 + (l < nrows ? l : 0u));
+}
+
 // The chunk's source rows as pointers when they are complex pairs of unit
 // step read whole (load mode 0, no pre-multiply but a window): the fast path.
 RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0, uint nrows,
@@ -408,7 +418,7 @@ RLX_INLINE bool rlx_fft_row_ptrs(const float *src, const FftParams *p, uint row0
         }
         return true;
     }
-    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+    rlx_fft_src_rows(src, p, row0, nrows, rowp);
     return true;
 }
 
@@ -555,7 +565,7 @@ static inline uint rlx_fft_load_lanes(const float *src, const float *tw, const f
     // pre-multiply but Bluestein's chirp: rfft and irfft of odd N,
     // Bluestein's first dispatch.
     if (p->src_valid == 0u && p->pre_mul <= 1u && p->load_mode <= 2u) {
-        for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+        rlx_fft_src_rows(src, p, row0, nrows, rowp);
         float *fre = (float *)re, *fim = (float *)im;
         const bool chirp = p->pre_mul == 1u;
         if (p->load_mode == 0u && p->src_step == 2u) {   // complex pairs: the transposes, then the chirp
@@ -621,8 +631,7 @@ static inline void rlx_fft_load_irfft(const float *src, const float *tw, const F
     float *fre = (float *)xr, *fim = (float *)xi;
     if (p->src_step == 2u && p->src_avail > n) {   // every bin present, complex pairs
         const float *rowp[RLX_FFT_LANES];
-        for (uint l = 0u; l < RLX_FFT_LANES; ++l)
-            rowp[l] = src + rlx_fft_src_at(p, row0 + (l < nrows ? l : 0u));
+        rlx_fft_src_rows(src, p, row0, nrows, rowp);
         rlx_fft_load_rows(rowp, n + 1u, 0u, xr, xi);
         xi[0] = rlx_fft_v{};   // bins 0 and n are real
         xi[n] = xi[0];
@@ -652,7 +661,7 @@ static inline void rlx_fft_store_lanes(float *dst, const float *tw, const float 
                                        uint row0, uint nrows, rlx_fft_v *re, rlx_fft_v *im) {
     const uint n = p->n;
     float *rowp[RLX_FFT_LANES];
-    for (uint l = 0u; l < RLX_FFT_LANES; ++l) rowp[l] = dst + rlx_fft_dst_at(p, row0 + (l < nrows ? l : 0u));
+    rlx_fft_dst_rows(dst, p, row0, nrows, rowp);
     if (p->store_mode == 0u && p->post_mul != 1u && p->dst_count == n
         && rlx_fft_columns(p->dst_row, p->dst_rpb, row0, nrows)) {
         // The four-step's columns, with its twiddles (post_mul 2) for the
@@ -936,10 +945,8 @@ static inline void rlx_fft_pairs(const float *src, float *dst, const float *tw, 
         const uint with_b = 2u * (r0 + rows) <= reals ? rows : rows - 1u;   // lanes whose b exists
         if (plain) {
             const float *ap[RLX_FFT_LANES], *bp[RLX_FFT_LANES];
-            for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-                ap[l] = src + rlx_fft_src_at(&qa, r0 + (l < rows ? l : 0u));
-                bp[l] = src + rlx_fft_src_at(&qb, r0 + (l < with_b ? l : 0u));
-            }
+            rlx_fft_src_rows(src, &qa, r0, rows, ap);
+            rlx_fft_src_rows(src, &qb, r0, with_b, bp);
             rlx_fft_load_real_rows(ap, n, b->re);
             if (with_b > 0u) rlx_fft_load_real_rows(bp, n, b->re2);
             for (uint i = 0u; i < n; ++i) b->im[i] = b->im2[i] = rlx_fft_v{};
@@ -949,10 +956,8 @@ static inline void rlx_fft_pairs(const float *src, float *dst, const float *tw, 
             }
         } else if (half) {
             const float *ap[RLX_FFT_LANES], *bp[RLX_FFT_LANES];
-            for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-                ap[l] = src + rlx_fft_src_at(&qa, r0 + (l < rows ? l : 0u));
-                bp[l] = src + rlx_fft_src_at(&qb, r0 + (l < with_b ? l : 0u));
-            }
+            rlx_fft_src_rows(src, &qa, r0, rows, ap);
+            rlx_fft_src_rows(src, &qb, r0, with_b, bp);
             rlx_fft_load_half_rows(ap, n, p->src_avail, b->re, b->im);
             if (with_b > 0u) rlx_fft_load_half_rows(bp, n, p->src_avail, b->re2, b->im2);
             for (uint i = 0u; i < n; ++i) {   // lanes without a b: zeros
@@ -996,10 +1001,8 @@ static inline void rlx_fft_pairs(const float *src, float *dst, const float *tw, 
             for (uint i = 0u; i < n; ++i) zr[i] *= ka, zi[i] *= inv_s;
             if (plain_out) {
                 float *ap[RLX_FFT_LANES], *bp[RLX_FFT_LANES];
-                for (uint l = 0u; l < RLX_FFT_LANES; ++l) {
-                    ap[l] = dst + rlx_fft_dst_at(&qa, r0 + (l < rows ? l : 0u));
-                    bp[l] = dst + rlx_fft_dst_at(&qb, r0 + (l < with_b ? l : 0u));
-                }
+                rlx_fft_dst_rows(dst, &qa, r0, rows, ap);
+                rlx_fft_dst_rows(dst, &qb, r0, with_b, bp);
                 rlx_fft_store_real_rows(ap, rows, n, zr, p->scale);
                 rlx_fft_store_real_rows(bp, with_b, n, zi, p->scale);
                 continue;

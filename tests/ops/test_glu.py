@@ -96,7 +96,22 @@ def test_glu_linear_of_a_packed_gate_and_up(rng, fmt, dtype, rows, activation):
     Fusion makes one glu_linear; on GPUs its GEMV (one row, k whole chunks)
     forms the glu itself, so no glu kernel runs; elsewhere the glu kernel
     and the GEMV. Against the float64 product either way."""
-    hidden, k, n = 64, 2 * quantized(fmt).block if quantized(fmt).block >= 64 else 96, 21
+    k = 2 * quantized(fmt).block if quantized(fmt).block >= 64 else 96
+    _check_glu_linear(rng, fmt, dtype, rows, activation, k)
+
+
+@pytest.mark.parametrize("fmt", ["q4_k", "q5_0", "q8_0"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_glu_linear_of_long_rows(rng, fmt, dtype):
+    """The same at k = 1280 (40 chunks of 32 a row): on GPUs one row of x
+    over weight rows of >= 32 chunks takes gemv1's direct rows (a SIMD
+    group a weight row, read straight from memory) after the glu is
+    formed in the tile, as Gemma's down projection (k = 2048) does."""
+    _check_glu_linear(rng, fmt, dtype, 1, "gelu_tanh", 1280)
+
+
+def _check_glu_linear(rng, fmt: str, dtype: str, rows: int, activation: str, k: int) -> None:
+    hidden, n = 64, 21
     g = rlx.Graph()
     h = g.input("h", (rows, hidden), dtype)
     gate = g.linear(h, g.param("wg", (k, hidden), dtype))
