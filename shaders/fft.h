@@ -947,6 +947,19 @@ RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
 #define RLX_FFT_REGISTER_CONJ 1
 #endif
 
+// Twiddle m of the register form: on CUDA optionally through the
+// read-only path (RLX_FFT_TWIDDLE_LDG), whose loads the compiler may move
+// above a barrier, so that a pass's twiddles arrive while the previous
+// pass runs (session 38's A/B, benchmarks/README.md "H100, session 38").
+RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *tw, uint m, uint inv) {
+#if defined(RLX_TARGET_CUDA) && defined(RLX_FFT_TWIDDLE_LDG) && RLX_FFT_TWIDDLE_LDG
+    const rlx_float2 w = __ldg((const rlx_float2 *)tw + m);
+    return rlx_cf_make(w.x, inv ? -w.y : w.y);
+#else
+    return rlx_fft_twiddle_pair(tw, m, inv);
+#endif
+}
+
 // Element r of butterfly i of a thread's P values, twiddled and
 // transformed: the radix-R butterflies of one pass over span S (inv:
 // the direction, 0 under RLX_FFT_REGISTER_CONJ).
@@ -960,9 +973,7 @@ RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE cons
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             x.v[r] = v.v[i * R + r];
-            // Plain loads: read-only __ldg ones, which the prototype's SASS
-            // hoists above barriers, measured the same on an H100 (session 35).
-            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_twiddle_pair(tw, k * r * (N / (S * R)), inv));
+            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(tw, k * r * (N / (S * R)), inv));
         }
         x = rlx_fft_dft_pow2(x, sg);
         RLX_UNROLL
