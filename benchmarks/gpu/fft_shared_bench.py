@@ -36,7 +36,6 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
-import numpy as np
 import torch
 from cuda_timing import back_to_back_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
 
@@ -47,6 +46,7 @@ from rlx.lowering.fft import (
     mixed_span,
     shared_grid,
     transform_passes,
+    twiddles,
 )
 from rlx.runtime.shader_source import kernel_source
 
@@ -177,7 +177,7 @@ def main() -> None:
                 torch.manual_seed(n)
                 x = torch.randn(rows, n, dtype=torch.complex64, device="cuda")
                 y = torch.empty_like(x)
-                tw = torch.from_numpy(np.exp(-2j * np.pi * np.arange(n) / n).astype(np.complex64)).cuda()
+                tw = torch.from_numpy(twiddles(n)).cuda()   # the lowering's table (the register form's runs too)
                 (form,) = transform_passes(n, bool(inverse))   # fft_shared's one dispatch
                 if form.radix == 1 and os.environ.get("FFT_RADIX_ORDER") == "odd":   # 5s and 3s, then 4s and 2
                     radices = sorted(mixed_radices(n, True), key=lambda r: r % 2 == 0)

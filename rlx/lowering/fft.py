@@ -203,9 +203,34 @@ def bluestein_length(n: int) -> int:
 
 
 def twiddles(n: int) -> np.ndarray:
-    """exp(-2 pi i m / n) for m < n, as f32 (re, im) pairs [n, 2]."""
+    """exp(-2 pi i m / n) for m < n, as f32 (re, im) pairs, then, for the
+    lengths fft_shared's register form takes, its own (register_twiddles):
+    [n + extra, 2]. Every other reader takes the first n pairs."""
     w = np.exp(-2j * np.pi * (np.arange(n, dtype=np.float64) / n))
-    return np.stack([w.real, w.imag], axis=-1).astype(np.float32)
+    return np.concatenate([np.stack([w.real, w.imag], axis=-1).astype(np.float32), register_twiddles(n)])
+
+
+def register_twiddles(n: int) -> np.ndarray:
+    """The register form's twiddles (shaders/fft.h
+    rlx_fft_register_butterflies), [extra, 2] f32 pairs: for each pass after
+    the first, of span S and radix R, W_{S R}^{k r} at k R + r (k < S,
+    r < R), so that a butterfly's twiddles are one run; the pass at span P
+    (the points a thread) first, then, in three passes, the one at P^2
+    (whose block starts at P R_1 = P^2). Empty for other lengths."""
+    threads = register_threads(n)
+    if not threads:
+        return np.zeros((0, 2), np.float32)
+    bits, p = n.bit_length() - 1, n // threads
+    per_bits = p.bit_length() - 1
+    count = -(-bits // per_bits)                                # passes: 2 or 3
+    last = 1 << (bits - per_bits * (count - 1))                 # the last pass's radix
+    spans = [(p, last if count == 2 else p)] + ([(p * p, last)] if count == 3 else [])
+    blocks = []
+    for span, radix in spans:
+        kr = np.outer(np.arange(span, dtype=np.float64), np.arange(radix, dtype=np.float64)).ravel()
+        w = np.exp(-2j * np.pi * (kr / (span * radix)))
+        blocks.append(np.stack([w.real, w.imag], axis=-1).astype(np.float32))
+    return np.concatenate(blocks)
 
 
 def chirp(n: int, inverse: bool) -> np.ndarray:
