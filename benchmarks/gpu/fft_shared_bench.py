@@ -13,6 +13,8 @@ only, so 1 times the digit passes in the same process) pick the cases;
 FFT_REGISTER_ONLY=1 also times the register form as a kernel of its own;
 FFT_PARAMS_BY_VALUE=1 that kernel with its FftParams passed by value (a
 __grid_constant__ parameter: constant-bank reads, not global ones);
+FFT_REGISTER_FIXED=1 the register form of one length a kernel (no switch
+over log2 N), its params by pointer and by value;
 FFT_INVERSE=1 times the inverse transform (unscaled) instead. Lengths that
 are not powers of two run the mixed-radix form (the lowering's passes and
 grid for it; FFT_RADIX_ORDER=odd runs its odd radices first) in fft_mixed
@@ -103,6 +105,45 @@ extern "C" __global__ void __launch_bounds__(256, 3) fft_register_value(const fl
     const uint gr = p->group_rows, row0 = blockIdx.x * gr;
     const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
     rlx_fft_register_form<2u>(p->span, src, dst, tw, tw, tw, p, sp, row0, rows_here, threadIdx.x, blockDim.x);
+}
+// The register form of one length a kernel (FFT_REGISTER_FIXED=1): no
+// switch over log2 N and no other length's code, so the kernel's entry
+// runs straight into its passes (session 38's stall samples: instruction
+// fetch stalls at the entry, the switch and the jump into the passes).
+template <uint BITS, bool BY_VALUE>
+__global__ void __launch_bounds__(256, 3) fft_register_fixed(const float *src, float *dst, const float *tw,
+                                                             const FftParams *pp,
+                                                             const __grid_constant__ FftParams pv) {
+    __shared__ rlx_float2 sp[RLX_FFT_SHARED_PAIRS];
+    const FftParams *p = BY_VALUE ? &pv : pp;
+    const uint gr = p->group_rows, row0 = blockIdx.x * gr;
+    const uint rows_here = p->rows - row0 < gr ? p->rows - row0 : gr;
+    rlx_fft_register_rows<BITS, 2u>(src, dst, tw, tw, tw, p, sp, row0, rows_here, threadIdx.x, blockDim.x);
+}
+template <bool BY_VALUE>
+static int rlx_bench_fixed(const float *src, float *dst, const float *tw, const void *dp, int groups, int threads,
+                           void *stream) {
+    const FftParams h = rlx_bench_host_params;
+    const FftParams *pp = (const FftParams *)dp;
+    cudaStream_t st = (cudaStream_t)stream;
+    switch (h.span) {
+    case 6: fft_register_fixed<6u, BY_VALUE><<<groups, threads, 0, st>>>(src, dst, tw, pp, h); break;
+    case 8: fft_register_fixed<8u, BY_VALUE><<<groups, threads, 0, st>>>(src, dst, tw, pp, h); break;
+    case 9: fft_register_fixed<9u, BY_VALUE><<<groups, threads, 0, st>>>(src, dst, tw, pp, h); break;
+    case 10: fft_register_fixed<10u, BY_VALUE><<<groups, threads, 0, st>>>(src, dst, tw, pp, h); break;
+    case 11: fft_register_fixed<11u, BY_VALUE><<<groups, threads, 0, st>>>(src, dst, tw, pp, h); break;
+    case 12: fft_register_fixed<12u, BY_VALUE><<<groups, threads, 0, st>>>(src, dst, tw, pp, h); break;
+    default: return -1;
+    }
+    return (int)cudaGetLastError();
+}
+extern "C" int rlx_bench_launch_fixed(const float *src, float *dst, const float *tw, const void *dp, int groups,
+                                      int threads, void *stream) {
+    return rlx_bench_fixed<false>(src, dst, tw, dp, groups, threads, stream);
+}
+extern "C" int rlx_bench_launch_fixed_value(const float *src, float *dst, const float *tw, const void *dp,
+                                            int groups, int threads, void *stream) {
+    return rlx_bench_fixed<true>(src, dst, tw, dp, groups, threads, stream);
 }
 extern "C" int rlx_bench_launch_value(const float *src, float *dst, const float *tw, const void *, int groups,
                                       int threads, void *stream) {
@@ -200,6 +241,9 @@ def main() -> None:
                         cases.append(("fft_register_only", lib.rlx_bench_launch_register, kernels[0][2]))
                     if swizzle == 2 and form.radix == 0 and os.environ.get("FFT_PARAMS_BY_VALUE") == "1":
                         cases.append(("fft_register_value", lib.rlx_bench_launch_value, kernels[0][2]))
+                    if swizzle == 2 and form.radix == 0 and os.environ.get("FFT_REGISTER_FIXED") == "1":
+                        cases.append(("fft_register_fixed", lib.rlx_bench_launch_fixed, kernels[0][2]))
+                        cases.append(("fft_register_fixed_value", lib.rlx_bench_launch_fixed_value, kernels[0][2]))
                     for kernel, launch, (groups, threads, group_rows) in cases:
                         launch.argtypes = lib.rlx_bench_launch.argtypes
                         dp = ctypes.c_void_p()
