@@ -947,40 +947,41 @@ RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
 #define RLX_FFT_REGISTER_CONJ 1
 #endif
 
-// Twiddle r of a butterfly's run wk (rlx_fft_register_butterflies): on
+// Twiddle m of a butterfly's wk (rlx_fft_register_butterflies): on
 // CUDA optionally through the read-only path (RLX_FFT_TWIDDLE_LDG), whose
 // loads the compiler may move above a barrier.
-RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *wk, uint r, uint inv) {
+RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *wk, uint m, uint inv) {
 #if defined(RLX_TARGET_CUDA) && defined(RLX_FFT_TWIDDLE_LDG) && RLX_FFT_TWIDDLE_LDG
-    const rlx_float2 w = __ldg((const rlx_float2 *)wk + r);
+    const rlx_float2 w = __ldg((const rlx_float2 *)wk + m);
 #else
-    const rlx_float2 w = ((RLX_DEVICE const rlx_float2 *)wk)[r];
+    const rlx_float2 w = ((RLX_DEVICE const rlx_float2 *)wk)[m];
 #endif
     return rlx_cf_make(w.x, inv ? -w.y : w.y);
 }
 
 // Element r of butterfly i of a thread's P values, twiddled and
 // transformed: the radix-R butterflies of one pass over span S (inv:
-// the direction, 0 under RLX_FFT_REGISTER_CONJ). Butterfly k's twiddles
-// W_{S R}^{k r} are one run of R pairs in the table past its natural N
+// the direction, 0 under RLX_FFT_REGISTER_CONJ). Twiddle W_{S R}^{k r}
+// lies at r S + k of the pass's block in the table past its natural N
 // (rlx/lowering/fft.py register_twiddles: the pass at span P at 0, the one
-// at P^2 at P^2), so its loads share one address and differ in their
-// constant offsets. Read as k r N / (S R) of the natural table, the
-// compiler chained the addresses (each the last plus k's stride), and a
-// load's register could be rewritten only once that load had read it: a
-// wait on the memory pipe a twiddle (session 38's stall samples).
+// at P^2 at P^2), so a butterfly's loads share one address and differ in
+// constant offsets, and a SIMD group's (consecutive k) read consecutive
+// pairs. Read as k r N / (S R) of the natural table, the compiler chained
+// the addresses (each the last plus k's stride) and a load's register
+// could be rewritten only once that load had read it: a wait on the
+// memory pipe a twiddle (session 38's stall samples).
 template <uint N, uint P, uint R, uint S>
 RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE const float *tw, uint t, uint inv) {
     const float sg = inv ? 1.0f : -1.0f;
     RLX_UNROLL
     for (uint i = 0u; i < P / R; ++i) {
         const uint k = (t + i * (N / P)) & (S - 1u);
-        RLX_DEVICE const float *wk = tw + 2u * (N + (S == P ? 0u : S) + k * R);
+        RLX_DEVICE const float *wk = tw + 2u * (N + (S == P ? 0u : S) + k);
         rlx_cfv<R> x;
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             x.v[r] = v.v[i * R + r];
-            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(wk, r, inv));
+            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(wk, r * S, inv));
         }
         x = rlx_fft_dft_pow2(x, sg);
         RLX_UNROLL

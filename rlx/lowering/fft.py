@@ -213,8 +213,9 @@ def twiddles(n: int) -> np.ndarray:
 def register_twiddles(n: int) -> np.ndarray:
     """The register form's twiddles (shaders/fft.h
     rlx_fft_register_butterflies), [extra, 2] f32 pairs: for each pass after
-    the first, of span S and radix R, W_{S R}^{k r} at k R + r (k < S,
-    r < R), so that a butterfly's twiddles are one run; the pass at span P
+    the first, of span S and radix R, W_{S R}^{k r} at r S + k (k < S,
+    r < R): a butterfly's twiddles at constant offsets from its first, a
+    SIMD group's (consecutive k) adjacent; the pass at span P
     (the points a thread) first, then, in three passes, the one at P^2
     (whose block starts at P R_1 = P^2). Empty for other lengths."""
     threads = register_threads(n)
@@ -227,7 +228,7 @@ def register_twiddles(n: int) -> np.ndarray:
     spans = [(p, last if count == 2 else p)] + ([(p * p, last)] if count == 3 else [])
     blocks = []
     for span, radix in spans:
-        kr = np.outer(np.arange(span, dtype=np.float64), np.arange(radix, dtype=np.float64)).ravel()
+        kr = np.outer(np.arange(radix, dtype=np.float64), np.arange(span, dtype=np.float64)).ravel()
         w = np.exp(-2j * np.pi * (kr / (span * radix)))
         blocks.append(np.stack([w.real, w.imag], axis=-1).astype(np.float32))
     return np.concatenate(blocks)
