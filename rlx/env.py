@@ -47,7 +47,9 @@ VARIABLES: tuple[EnvVar, ...] = (
            "`avx2vnni`, `avx512` or `avx512vnni` (the VNNI levels: the K-quant decode GEMVs in 16-bit integer "
            "dot products), on ARM64 `baseline`, `neon` or `neondot` (the decode GEMVs of q8_0, q5_0 and the "
            "K-quants in 8-bit integer dot products: SDOT at `neondot`, where the CPU has the dot-product "
-           "extension; widening multiplies at `neon`, for one row of x; unset: the best the CPU has). A lower "
+           "extension; widening multiplies at `neon`, for one row of x; unset: the best the CPU has; a level "
+           "the CPU lacks takes the highest one below it that it has, e.g. `avx2` for `avx2vnni` on an AVX-512 "
+           "CPU without AVX-VNNI). A lower "
            "level also turns off "
            "the hand-written kernels above it (small-M gemm, AVX-512 BF16); for tests and bug reports; read when "
            "the device is opened. The BLAS picks its own kernels (OpenBLAS: `OPENBLAS_CORETYPE`)."),

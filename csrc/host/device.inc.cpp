@@ -156,8 +156,13 @@ rlx_status device_open(int index, const char *options, rlx_device **out) {
         const std::string model = cpu_model();
         rlx_device_info &in = d->info;
 #if defined(RLX_HAVE_X86_TARGETS)
-        d->isa = std::min(d->isa, rlx_cpu::has_avx512() ? (rlx_cpu::has_avx512_vnni() ? 4 : 3)
-                                  : rlx_cpu::has_avx2() ? (rlx_cpu::has_avx_vnni() ? 2 : 1) : 0);
+        // The highest level at or below the cap that this CPU runs. The
+        // levels are not nested: AVX-512 VNNI without AVX-VNNI (AMD Zen 4,
+        // Intel Cascade Lake) runs 4 and 3 but not 2, so a cap of avx2vnni
+        // there takes avx2's kernels, not VEX VNNI ones it would fault on.
+        const bool runs[] = {true, rlx_cpu::has_avx2(), rlx_cpu::has_avx_vnni(), rlx_cpu::has_avx512(),
+                             rlx_cpu::has_avx512_vnni()};
+        while (d->isa > 0 && !runs[d->isa]) --d->isa;
         static const char *const kIsaName[] = {"baseline", "AVX2", "AVX2 + AVX-VNNI", "AVX-512", "AVX-512 VNNI"};
         static const char *const kSmallMName[] = {"", " [AVX2 small-M]", " [AVX-512 small-M]"};
         const std::string features;
