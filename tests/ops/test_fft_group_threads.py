@@ -138,6 +138,30 @@ def test_register_form_plain_rows(gt, rng, n, layout):
     _check_both_directions(gt, _complex_rows(rng, 2 * gr + 1, n), n, gr, gr * register_threads(n), layout, True)
 
 
+@pytest.mark.parametrize("n", [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 100])
+def test_register_twiddles_follow_the_passes(n):
+    """twiddles(n) is the natural table, then the register form's: for each
+    pass after the first (span S = P, then P^2 in three passes; radix R the
+    rest of log2 N), W_{S R}^{k r} at r S + k, in float64 rounded once."""
+    table = twiddles(n)
+    natural = np.exp(-2j * np.pi * np.arange(n) / n)
+    np.testing.assert_array_equal(table[:n, 0] + 1j * table[:n, 1], natural.astype(np.complex64))
+    threads = register_threads(n)
+    if not threads:
+        assert table.shape == (n, 2)
+        return
+    bits, per = n.bit_length() - 1, (n // threads).bit_length() - 1
+    radices = [1 << per] * (bits // per) + ([1 << (bits % per)] if bits % per else [])
+    at, span = n, radices[0]
+    for radix in radices[1:]:
+        block = table[at: at + span * radix]
+        got = (block[:, 0] + 1j * block[:, 1]).reshape(radix, span)
+        k, r = np.meshgrid(np.arange(span), np.arange(radix))
+        np.testing.assert_array_equal(got, np.exp(-2j * np.pi * (k * r) / (span * radix)).astype(np.complex64))
+        at, span = at + span * radix, span * radix
+    assert at == table.shape[0]
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("n", [32, 128, 512, 4096])
 def test_register_form_staged_source_and_destination(gt, rng, n, layout):
