@@ -941,11 +941,8 @@ RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
 // every twiddle sign and quarter turn a compile-time constant (the sign of
 // a run-time direction cost a multiply a turn and a select a twiddle),
 // and the direction costs one multiply an element at the load and none at
-// the store (folded into the scale). A compile-time switch, so that
-// fft_shared_bench.py can time both in one process.
-#ifndef RLX_FFT_REGISTER_CONJ
-#define RLX_FFT_REGISTER_CONJ 1
-#endif
+// the store (folded into the scale). On an H100 the inverse so takes the
+// forward's time (session 35); the run-time sign it replaced is gone.
 
 // Twiddle m of a butterfly's wk (rlx_fft_register_butterflies): on
 // CUDA optionally through the read-only path (RLX_FFT_TWIDDLE_LDG), whose
@@ -961,7 +958,7 @@ RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *wk, uint m, u
 
 // Element r of butterfly i of a thread's P values, twiddled and
 // transformed: the radix-R butterflies of one pass over span S (inv:
-// the direction, 0 under RLX_FFT_REGISTER_CONJ). Twiddle W_{S R}^{k r}
+// the direction: 0, the passes run forward on the conjugate). Twiddle W_{S R}^{k r}
 // lies at r S + k of the pass's block in the table past its natural N
 // (rlx/lowering/fft.py register_twiddles: the pass at span P at 0, the one
 // at P^2 at P^2), so a butterfly's loads share one address and differ in
@@ -1039,13 +1036,8 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
     const uint R1 = Q == 2u ? RL : P, R2 = Q == 3u ? RL : 1u;      // pass 0's radix is P
     const uint lr = tid / T, t = tid & (T - 1u), a0 = lr << BITS;
     const bool live = lr < rows_here, plain_src = rlx_fft_plain_src(p), plain_dst = rlx_fft_plain_dst(p);
-#if RLX_FFT_REGISTER_CONJ
     const uint inv = 0u;                              // the passes run forward on the conjugate
     const float conj = p->inverse ? -1.0f : 1.0f;     // its sign of the imaginary parts
-#else
-    const uint inv = p->inverse;
-    const float conj = 1.0f;
-#endif
     rlx_cfv<P> v;
     if (plain_src) {
         RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row0 + (live ? lr : 0u)) + t;

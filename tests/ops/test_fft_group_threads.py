@@ -13,8 +13,7 @@ Metal's), forward and inverse, a last group holding fewer rows, sources
 and destinations that go through group memory (real input, a strided
 destination, the real part with a scale, rfft's unpacked bins), the grid
 the lowering picks for a GPU, a thread count that does not match (the
-digit passes, with the same threads), and the run-time-sign variant
-(RLX_FFT_REGISTER_CONJ=0, a second build of the harness). Also the GPUs'
+digit passes, with the same threads). Also the GPUs'
 mixed-radix form (N = 2^a 3^b 5^c: Stockham passes of radix 2 to 5 and 8
 between the halves of group memory, the first reading the source and the
 last writing the destination where there are two passes or more), as
@@ -50,7 +49,6 @@ from rlx.lowering.fft import (
     twiddles,
 )
 
-from .helpers import build_harness
 from .test_splat_group_threads import _ptr
 
 LENGTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -79,14 +77,6 @@ def _declare(harness: ctypes.CDLL) -> ctypes.CDLL:
 @pytest.fixture(scope="module")
 def gt(group_threads_lib):
     return _declare(group_threads_lib)
-
-
-@pytest.fixture(scope="module")
-def gt_runtime_sign(tmp_path_factory):
-    """The harness with RLX_FFT_REGISTER_CONJ=0: the register form's passes
-    take the direction's sign at run time (the A/B switch of shaders/fft.h)."""
-    return _declare(build_harness(tmp_path_factory.mktemp("gt_sign") / "group_threads.so",
-                                  ("-DRLX_FFT_REGISTER_CONJ=0",)))
 
 
 def _run(gt, src, dst, n, rows, group_rows, threads, layout, inverse=0, post=None, pre=None,
@@ -236,18 +226,14 @@ def test_other_thread_counts_take_the_digit_passes(gt, rng, n, threads, layout):
 
 
 @pytest.mark.parametrize("n", [32, 256, 4096])
-def test_register_form_with_the_run_time_sign(gt_runtime_sign, rng, n):
+def test_register_form_inverse_of_real_rows(gt, rng, n):
+    """The inverse of real rows to their real parts (staged both ways) in
+    the conjugate form: the conjugate of a real source is itself."""
     gr = _group_rows(n)
     rows, threads = 2 * gr + 1, gr * register_threads(n)
-    x = _complex_rows(rng, rows, n)
-    for inverse in (0, 1):
-        y = np.zeros_like(x)
-        assert _run(gt_runtime_sign, x, y, n, rows, gr, threads, SLOTS_PADDED, inverse=inverse)
-        want = np.fft.ifft(x.astype(np.complex128)) * n if inverse else np.fft.fft(x.astype(np.complex128))
-        _assert_close(y, want, x, n)
     xr = rng.standard_normal((rows, n)).astype(np.float32)
     yr = np.zeros((rows, n), np.float32)
-    assert _run(gt_runtime_sign, xr, yr, n, rows, gr, threads, SLOTS_SWIZZLED, inverse=1, load_mode=1, src_row=n,
+    assert _run(gt, xr, yr, n, rows, gr, threads, SLOTS_SWIZZLED, inverse=1, load_mode=1, src_row=n,
                 src_step=1, store_mode=1, dst_row=n, dst_step=1)
     _assert_close(yr, (np.fft.ifft(xr.astype(np.float64)) * n).real, xr, n)
 
