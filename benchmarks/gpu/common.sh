@@ -5,7 +5,7 @@
 # the kernel cache warm-up (WARM_CACHE=0 skips it). GSPLAT=1 first starts
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
-# Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
+# Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, fft_register_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
 # stand_in_model, decode_speed and decode_speed_and_trace.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -90,13 +90,20 @@ for r in json.load(open(sys.argv[1]))['rows']:
 # test_transforms_match_numpy, rfft's fused half-length store, the window
 # and signal suites' staged loads).
 fft_sanitizers() {
-  local k="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
   local w="tests/ops/test_fft_window.py tests/test_signal.py"
+  fft_register_sanitizers
+  SAN_TIMEOUT=100 sanitize racecheck "racecheck window+signal" racecheck-w.log $w --rlx-device cuda
+  SAN_TIMEOUT=100 sanitize memcheck "memcheck window+signal" memcheck-w.log $w --rlx-device cuda
+}
+
+# fft_register_sanitizers: racecheck on every register-form length of
+# test_transforms_match_numpy, memcheck on those and rfft's fused
+# half-length store.
+fft_register_sanitizers() {
+  local k="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
   SAN_TIMEOUT=100 sanitize racecheck "racecheck fft register" racecheck.log tests/ops/test_fft.py -k "$k" --rlx-device cuda
   SAN_TIMEOUT=100 sanitize memcheck "memcheck fft register" memcheck.log tests/ops/test_fft.py -k "$k or half_length" \
     --rlx-device cuda
-  SAN_TIMEOUT=100 sanitize racecheck "racecheck window+signal" racecheck-w.log $w --rlx-device cuda
-  SAN_TIMEOUT=100 sanitize memcheck "memcheck window+signal" memcheck-w.log $w --rlx-device cuda
 }
 
 # gemv_table FILE: quant_gemv_cuda.py's rows, a line each, into the summary.

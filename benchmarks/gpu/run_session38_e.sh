@@ -17,8 +17,5 @@ FFT_SIZES="1024 4096 256 2048" FFT_SWIZZLE=2 FFT_REGISTER_ONLY=1 FFT_PARAMS_BY_V
 wait_warm
 suite "fft + window + signal (cuda, gs 0)" fft.log tests/ops/test_fft.py tests/ops/test_fft_window.py \
   tests/test_signal.py --rlx-device cuda
-k="transforms_match_numpy and (N32- or N64- or N128- or N256- or N512- or N1024- or N2048- or N4096-) and backward"
-SAN_TIMEOUT=100 sanitize racecheck "racecheck fft register" racecheck.log tests/ops/test_fft.py -k "$k" --rlx-device cuda
-SAN_TIMEOUT=100 sanitize memcheck "memcheck fft register" memcheck.log tests/ops/test_fft.py -k "$k or half_length" \
-  --rlx-device cuda
+fft_register_sanitizers
 echo "=== summary"; cat "$S"
