@@ -945,20 +945,21 @@ RLX_INLINE uint rlx_fft_slot_plus(uint a, uint d) {
 // forward's time (session 35); the run-time sign it replaced is gone.
 
 // Twiddle m of a butterfly's wk (rlx_fft_register_butterflies): on
-// CUDA optionally through the read-only path (RLX_FFT_TWIDDLE_LDG), whose
-// loads the compiler may move above a barrier.
-RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *wk, uint m, uint inv) {
+// CUDA optionally through the read-only path (RLX_FFT_TWIDDLE_LDG, an A/B
+// switch, off: session 38 measured it 0.4-0.7 us faster at N = 1024-4096
+// and 0.45 slower at 256), whose loads the compiler may move above a barrier.
+RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *wk, uint m) {
 #if defined(RLX_TARGET_CUDA) && defined(RLX_FFT_TWIDDLE_LDG) && RLX_FFT_TWIDDLE_LDG
     const rlx_float2 w = __ldg((const rlx_float2 *)wk + m);
 #else
     const rlx_float2 w = ((RLX_DEVICE const rlx_float2 *)wk)[m];
 #endif
-    return rlx_cf_make(w.x, inv ? -w.y : w.y);
+    return rlx_cf_make(w.x, w.y);
 }
 
 // Element r of butterfly i of a thread's P values, twiddled and
-// transformed: the radix-R butterflies of one pass over span S (inv:
-// the direction: 0, the passes run forward on the conjugate). Twiddle W_{S R}^{k r}
+// transformed: the radix-R butterflies of one pass over span S, always
+// forward (the inverse runs on the conjugate). Twiddle W_{S R}^{k r}
 // lies at r S + k of the pass's block in the table past its natural N
 // (rlx/lowering/fft.py register_twiddles: the pass at span P at 0, the one
 // at P^2 at P^2), so a butterfly's loads share one address and differ in
@@ -968,8 +969,7 @@ RLX_INLINE rlx_cf rlx_fft_register_twiddle(RLX_DEVICE const float *wk, uint m, u
 // could be rewritten only once that load had read it: a wait on the
 // memory pipe a twiddle (session 38's stall samples).
 template <uint N, uint P, uint R, uint S>
-RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE const float *tw, uint t, uint inv) {
-    const float sg = inv ? 1.0f : -1.0f;
+RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE const float *tw, uint t) {
     RLX_UNROLL
     for (uint i = 0u; i < P / R; ++i) {
         const uint k = (t + i * (N / P)) & (S - 1u);
@@ -978,9 +978,9 @@ RLX_INLINE rlx_cfv<P> rlx_fft_register_butterflies(rlx_cfv<P> v, RLX_DEVICE cons
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) {
             x.v[r] = v.v[i * R + r];
-            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(wk, r * S, inv));
+            if (S > 1u && r > 0u) x.v[r] = rlx_cf_mul(x.v[r], rlx_fft_register_twiddle(wk, r * S));
         }
-        x = rlx_fft_dft_pow2(x, sg);
+        x = rlx_fft_dft_pow2(x, -1.0f);
         RLX_UNROLL
         for (uint r = 0u; r < R; ++r) v.v[i * R + r] = x.v[r];
     }
@@ -1036,8 +1036,7 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
     const uint R1 = Q == 2u ? RL : P, R2 = Q == 3u ? RL : 1u;      // pass 0's radix is P
     const uint lr = tid / T, t = tid & (T - 1u), a0 = lr << BITS;
     const bool live = lr < rows_here, plain_src = rlx_fft_plain_src(p), plain_dst = rlx_fft_plain_dst(p);
-    const uint inv = 0u;                              // the passes run forward on the conjugate
-    const float conj = p->inverse ? -1.0f : 1.0f;     // its sign of the imaginary parts
+    const float conj = p->inverse ? -1.0f : 1.0f;     // the passes run forward on the conjugate
     rlx_cfv<P> v;
     if (plain_src) {
         RLX_DEVICE const rlx_float2 *in = rlx_fft_src_row(src, p, row0 + (live ? lr : 0u)) + t;
@@ -1053,17 +1052,17 @@ RLX_INLINE void rlx_fft_register_rows(RLX_DEVICE const float *src, RLX_DEVICE fl
         for (uint r = 0u; r < P; ++r) v.v[r].im *= conj;
         rlx_barrier();   // every thread has its inputs before pass 0's outputs overwrite them
     }
-    v = rlx_fft_register_butterflies<N, P, P, 1u>(v, tw, t, inv);
+    v = rlx_fft_register_butterflies<N, P, P, 1u>(v, tw, t);
     rlx_fft_register_write<N, P, P, 1u, L>(sc, v, a0, t);
     rlx_barrier();
     v = rlx_fft_register_read<N, P, R1, L>(sc, a0, t);
-    v = rlx_fft_register_butterflies<N, P, R1, P>(v, tw, t, inv);
+    v = rlx_fft_register_butterflies<N, P, R1, P>(v, tw, t);
     if (Q == 3u) {
         rlx_barrier();
         rlx_fft_register_write<N, P, R1, P, L>(sc, v, a0, t);
         rlx_barrier();
         v = rlx_fft_register_read<N, P, R2, L>(sc, a0, t);
-        v = rlx_fft_register_butterflies<N, P, R2, P * P>(v, tw, t, inv);
+        v = rlx_fft_register_butterflies<N, P, R2, P * P>(v, tw, t);
     }
     // The last pass's butterfly b (< N / RL, its span) has outputs b + r N / RL.
     if (plain_dst) {

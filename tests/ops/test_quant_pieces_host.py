@@ -66,6 +66,17 @@ def _build(tmp_path_factory, *defines: str):
     return lib
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _builds_reaped():
+    """A form no selected test asked for is still compiling at the end: stop it."""
+    yield
+    for proc, _ in _BUILDS.values():
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    _BUILDS.clear()
+
+
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
     return _build(tmp_path_factory)

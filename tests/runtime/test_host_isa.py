@@ -64,9 +64,9 @@ def _best_level() -> str:
 
 
 def _cpu_runs(level: str) -> bool:
-    """Whether this CPU has what `level` needs (ARM64: the device's own
-    answer, below its best level every level runs)."""
-    if level not in LEVEL_FLAGS:
+    """Whether this CPU has what `level` needs, from /proc/cpuinfo (ARM64,
+    or a system without that file: every level below the device's best)."""
+    if level not in LEVEL_FLAGS or not Path("/proc/cpuinfo").exists():
         return True
     flags = set()
     for line in Path("/proc/cpuinfo").read_text().splitlines():
