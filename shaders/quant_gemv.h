@@ -823,6 +823,9 @@ struct RlxQDotTile {
 #define RLX_QGEMV_DIRECT_CHUNKS 32u
 // Chunks of a row a lane has in flight there: four were 2-6% faster than two
 // at 4096 x 4096 (H100, session 37). An experiment's KERNEL_DEFINES may set another.
+#ifndef RLX_QGEMV_DIRECT_ONLY
+#define RLX_QGEMV_DIRECT_ONLY 0
+#endif
 #ifndef RLX_QGEMV_DIRECT_UNROLL
 #define RLX_QGEMV_DIRECT_UNROLL 4
 #endif
@@ -1123,6 +1126,9 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
         }
         return;
     }
+#if RLX_QGEMV_DIRECT_ONLY   // an experiment's bound (KERNEL_DEFINES): the direct rows' registers alone
+    return;
+#endif
     if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;

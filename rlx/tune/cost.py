@@ -273,7 +273,7 @@ class CostModel:
         nbytes = weight_dtype.nbytes(n * k, k) + (m * k + m * n) * isz
         t1 = nbytes / self._family_rate("quant_gemv")
         t8 = nbytes / self._family_rate("quant_gemv_m8")
-        groups = max(1, n // 8)
+        groups = max(1, -(-n // 8))   # the kernel's groups (8 rows each at least): a partial group still runs
         overhead = self.calibration.dispatch_s if groups == 1 else self.calibration.dispatch_parallel_s
         return overhead + (t1 + (t8 - t1) * (min(max(m, 1), 8) - 1) / 7.0) / self._occupancy(groups)
 
