@@ -424,13 +424,15 @@ RLX_INLINE float4 rlx_qi_x_group(RLX_GROUP_MEM const T *xc, uint c, uint g) {
 // registers (one group an SM, with the padded tile; 4096 x 4096 13.1 ->
 // 15.1 us), so it is not known to be faster. Four partial sums a row (two
 // where the scale comes out) keep the adds' dependency chains short.
-// RLX_QDOT_SPLIT_SCALE_OUT 1 (an experiment's KERNEL_DEFINES): q3_k and
-// q6_k take each half's scale out of that half's sum as well (two sums a
-// half and row), not one FMA a weight. Untimed with the direct rows, where
-// q6_k is the one format not ahead of PyTorch at 4096 x 4096 (1.00x, H100,
-// session 37); the CPU harness checks both forms.
+// RLX_QDOT_SPLIT_SCALE_OUT 1 (the default): q3_k and q6_k take each half's
+// scale out of that half's sum as well (two sums a half and row), not one
+// FMA a weight. With the direct rows it is the faster form (H100, session
+// 39, CUPTI: 4096 x 4096 q6_k 10.36 -> 9.35 us, q3_k 10.06 -> 9.40; the
+// decode step's shapes 3-4% faster; the vocabulary's gemv1i unchanged).
+// 0 (an experiment's KERNEL_DEFINES) keeps the per-weight form; the CPU
+// harness checks both forms.
 #ifndef RLX_QDOT_SPLIT_SCALE_OUT
-#define RLX_QDOT_SPLIT_SCALE_OUT 0
+#define RLX_QDOT_SPLIT_SCALE_OUT 1
 #endif
 template <typename Q, typename T, uint M>
 struct RlxQDotCodes {

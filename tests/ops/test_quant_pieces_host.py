@@ -33,7 +33,7 @@ FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k
 # defines: the first fixture starts every form at once, so they compile
 # side by side on the CI machine's two cores.
 _BUILDS: dict[tuple[str, ...], tuple[subprocess.Popen, Path]] = {}
-_FORMS = [(), ("RLX_QDOT_SPLIT_SCALE_OUT=1",)]
+_FORMS = [(), ("RLX_QDOT_SPLIT_SCALE_OUT=0",)]
 
 
 def _start_builds(tmp_path_factory) -> None:
@@ -83,10 +83,11 @@ def lib(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lib_split_scale_out(tmp_path_factory):
-    """RLX_QDOT_SPLIT_SCALE_OUT=1: q3_k and q6_k's f32 dot with each half's
-    scale out of its sum (shaders/quant_pieces.h; a GPU experiment's form)."""
-    return _build(tmp_path_factory, "RLX_QDOT_SPLIT_SCALE_OUT=1")
+def lib_per_weight_scales(tmp_path_factory):
+    """RLX_QDOT_SPLIT_SCALE_OUT=0: q3_k and q6_k's f32 dot with each half's
+    scale in every weight (shaders/quant_pieces.h; the form before session
+    39, kept as an experiment's switch)."""
+    return _build(tmp_path_factory, "RLX_QDOT_SPLIT_SCALE_OUT=0")
 
 
 def split_pieces(x: np.ndarray, pieces: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -257,12 +258,15 @@ def test_gemv_tile_forms_the_glu_of_x(lib, rng, act, name, k, threads):
     assert (x[k:] == 0).all()
 
 
+@pytest.mark.parametrize("form", ["lib", "lib_per_weight_scales"])
 @pytest.mark.parametrize("fmt", ["q3_k", "q6_k"])
-def test_f32_chunk_dot_with_each_half_scale_out_of_its_sum(lib_split_scale_out, rng, fmt):
-    """The formats with a scale a half and no min, in RLX_QDOT_SPLIT_SCALE_OUT's
-    form: one and several rows of x against the float64 product, every byte
-    alignment, and an infinite x as the dequantized product has it."""
-    lib = lib_split_scale_out
+def test_f32_chunk_dot_of_the_formats_with_a_scale_a_half(request, rng, fmt, form):
+    """The formats with a scale a half and no min, in both of
+    RLX_QDOT_SPLIT_SCALE_OUT's forms (each half's scale out of its sum, the
+    default; or in every weight): one and several rows of x against the
+    float64 product, every byte alignment, and an infinite x as the
+    dequantized product has it."""
+    lib = request.getfixturevalue(form)
     n, k = 9, 768
     w_data = random_blocks(fmt, n, k, rng)
     w = dequantize_reference(fmt, w_data, n, k)
