@@ -1073,6 +1073,36 @@ RLX_INLINE void rlx_q_gemv_pipelined(RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
 }
 #endif
 
+#ifdef RLX_TARGET_CUDA
+// The direct rows: rows j0 + sid, j0 + sid + n_work, ... (< j1) of
+// y = x W^T + bias for one row of x in the shared tile, k in whole chunks,
+// a format with int8 codes. A SIMD group takes a weight row; lane l takes
+// chunks l, l + lanes, ... read straight from the weight (through L1),
+// RLX_QGEMV_DIRECT_UNROLL of them in flight, then one SIMD reduction a row.
+// No stage copy, barriers or segmented scan: those pay off only on narrow
+// rows (the vocabulary projection's 20 chunks would leave 12 of 32 lanes
+// idle here); on rows of >= RLX_QGEMV_DIRECT_CHUNKS chunks they cost more
+// than they save (H100, session 37: 4096 x 4096 10.5-12.5 -> 7.8-10.3 us,
+// 640 x 2048 3.2-3.9 -> 2.9-3.4 us).
+template <typename Q, typename T>
+RLX_INLINE void rlx_q_gemv_direct(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, RLX_DEVICE const T *bias,
+                                  RLX_DEVICE const T *x, RLX_GROUP_MEM const T *xt, uint k, uint kp, uint has_bias,
+                                  uint act, uint j0, uint j1, uint sid, uint n_work, uint lane, uint lanes) {
+    const uint64_t row_bytes = (uint64_t)(k / (uint)Q::BLOCK) * (uint)Q::BYTES;
+    const uint chunks = k / 32u;
+    const RlxQDotTile<Q, T, 1> dot = {xt, kp, 1u};
+    for (uint j = j0 + sid; j < j1; j += n_work) {
+        RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
+        RlxQAcc<1> acc;
+        acc.v[0] = 0.0f;
+        constexpr int unroll = RLX_QGEMV_DIRECT_UNROLL;   // a macro is not expanded in the pragma
+#pragma unroll(unroll)
+        for (uint c = lane; c < chunks; c += lanes) acc = dot(wr, c, c, acc);
+        rlx_q_gemv_finish<Q, T>(acc.v[0], wr, x, k, k, lane, lanes, bias, has_bias, act, y, j);
+    }
+}
+#endif
+
 // The rows j0 + sid, j0 + sid + n_work, ... (< j1) of y = x W^T + bias, for
 // the m <= M rows of x already in the shared tile (rlx_q_stage_x): the
 // SIMD group's lanes split each row's chunks, passes of pp whole blocks.
@@ -1106,24 +1136,10 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     else area = rlx_q_gemv1i_shared() + RLX_QGEMV1I_STAGE_AT / 16u;
     uint4 *stage = area + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
     // One row of x (gemv1, gemv1n) over rows of at least RLX_QGEMV_DIRECT_CHUNKS
-    // chunks, in formats with int8 codes: a SIMD group a weight row, lane l
-    // on chunks l, l + 32, ... read straight from the weight (through L1),
-    // then one SIMD reduction a row. The staged flat passes below exist for
-    // narrow rows (the vocabulary projection's 20 chunks would leave 12 of 32
-    // lanes idle here); on rows this wide their stage copy, barriers and
-    // segmented scan cost more than they save (H100, session 37: 4096 x 4096
-    // 10.5-12.5 -> 7.8-10.3 us, 640 x 2048 3.2-3.9 -> 2.9-3.4 us).
+    // chunks, in formats with int8 codes: the direct rows (rlx_q_gemv_direct;
+    // on CUDA the lowering sends these shapes to gemv1d_q, which has them alone).
     if (PIPELINED && M == 1u && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_DIRECT_CHUNKS) {
-        const RlxQDotTile<Q, T, M> dot = {xt, kp, m};
-        for (uint j = j0 + sid; j < j1; j += n_work) {
-            RLX_DEVICE const uchar *wr = w + (uint64_t)j * row_bytes;
-            RlxQAcc<M> acc;
-            acc.v[0] = 0.0f;
-            constexpr int unroll = RLX_QGEMV_DIRECT_UNROLL;   // a macro is not expanded in the pragma
-#pragma unroll(unroll)
-            for (uint c = lane; c < chunks; c += 32u) acc = dot(wr, c, c, acc);
-            rlx_q_gemv_finish<Q, T>(acc.v[0], wr, x, tail, k, lane, lanes, bias, has_bias, act, y, j);
-        }
+        rlx_q_gemv_direct<Q, T>(w, y, bias, x, xt, k, kp, has_bias, act, j0, j1, sid, n_work, lane, lanes);
         return;
     }
 #if RLX_QGEMV_DIRECT_ONLY   // an experiment's bound (KERNEL_DEFINES): the direct rows' registers alone
@@ -1475,6 +1491,66 @@ RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_
                                        RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                                        RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
     RLX_QGEMV1_BODY(true);
+}
+
+// gemv1d_q<Q, T>: gemv1_q's direct rows (rlx_q_gemv_direct) in a kernel of
+// their own on CUDA, which the lowering picks for one row of x over weight
+// rows of at least RLX_QGEMV_DIRECT_CHUNKS chunks (k a multiple of 32) in
+// the formats with int8 codes (rlx/lowering/quant.py, _gemv_kernel); it
+// computes nothing for other shapes. Without gemv1_q's staged passes it
+// fits RLX_QGEMV1D_BOUNDS' registers without spilling, and its shared
+// memory is the x tile alone: four groups an SM where gemv1_q fits two (128
+// registers), so twice the weight rows are in flight. The glu's x
+// (QuantGemvParams.x_glu) is formed as the tile is staged, as in gemv1_q.
+// Every other target computes as gemv1_q.
+#ifndef RLX_QGEMV1D_BOUNDS
+#ifdef RLX_TARGET_CUDA
+#define RLX_QGEMV1D_BOUNDS __launch_bounds__(256, 4)
+#else
+#define RLX_QGEMV1D_BOUNDS
+#endif
+#endif
+
+#ifdef RLX_TARGET_CUDA
+template <typename Q, typename T>
+RLX_INLINE void rlx_q_gemv1d_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
+                                  RLX_DEVICE const T *bias, RLX_GROUP_MEM T *xt, uint m, uint k, uint xs, uint ys,
+                                  uint has_bias, uint act, uint x_glu, uint gate_offset, uint up_offset, uint j0,
+                                  uint j1, uint tid, uint nt, uint sw, uint sid, uint lane) {
+    const uint kp = (k + 31u) & ~31u;
+    if (kp > RLX_QGEMV1_MAX_K || kp != k || k / 32u < RLX_QGEMV_DIRECT_CHUNKS || !RlxQInt<Q>::has) return;
+    const uint n_simd = (nt + sw - 1u) / sw;
+    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
+    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
+    for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
+        if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
+        if (x_glu != 0u)
+            rlx_q_stage_x_glu<T>(x + gate_offset, x + up_offset, xt, k, kp, x_glu, tid, nt);
+        else
+            rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
+        rlx_barrier();
+        if (sid < n_work)
+            rlx_q_gemv_direct<Q, T>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, k, kp, has_bias, act,
+                                    j0, j1, sid, n_work, lane, lanes);
+    }
+}
+#endif
+
+template <typename Q, typename T>
+RLX_KERNEL RLX_QGEMV1D_BOUNDS gemv1d_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
+                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
+                                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+#ifdef RLX_TARGET_CUDA
+    RLX_QGEMV1_PREFETCH();
+    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;
+    if (j0 >= p->n || p->m == 0u) return;
+    RLX_QGEMV1_TILE_false(T);
+    rlx_q_gemv1d_rows<Q, T>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, p->act, p->x_glu,
+                            p->gate_offset, p->up_offset, j0, rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x,
+                            rlx_group_size.x, rlx_simd_width, rlx_simd_id, rlx_simd_lane);
+#else
+    RLX_QGEMV1_BODY(false);
+#endif
 }
 
 // gemv1_q's f32 form over x = the rmsnorm_add chain of o, r and the norm
