@@ -395,7 +395,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     llm = load_llm(args.model, device=args.device, max_context=args.max_context, kv_dtype=args.kv_dtype,
-                   decode_block=args.decode_block)
+                   decode_block=args.decode_block, prefill_precision=args.prefill_precision)
     print(f"[{llm.path.name}: {llm.config.architecture}, {llm.config.n_layers} layers; KV cache "
           f"{llm.kv_cache_bytes / 2**20:.1f} MiB for {llm.max_context} tokens; loaded in "
           f"{time.perf_counter() - t0:.2f} s]", file=sys.stderr)
@@ -429,7 +429,8 @@ def cmd_bench_llm(args: argparse.Namespace) -> int:
         return 2
     report = bench_llm.run_benchmark(args.model, prompt_tokens=args.prompt_tokens, gen=args.gen, ctx=args.context,
                                      threads=args.threads or env.num_threads(), device=args.device,
-                                     engines=engines, log=lambda m: print(m, file=sys.stderr))
+                                     engines=engines, prefill_precision=args.prefill_precision,
+                                     log=lambda m: print(m, file=sys.stderr))
     print(bench_llm.format_report(report))
     if args.json:
         with open(args.json, "w") as f:
@@ -694,6 +695,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context", type=int, default=None, help="context both engines allocate (default: fits)")
     p.add_argument("--threads", type=int, default=None, help="threads for both (default RLX_NUM_THREADS)")
     p.add_argument("--engines", default=",".join(("rlx", "llama.cpp")))
+    p.add_argument("--prefill-precision", choices=("f32", "bf16"), default="f32",
+                   help="rlx's prompt gemms: f32 (default) or bf16 (CPU only; bf16 tiles of the weights)")
     p.add_argument("--json", help="also write the results to this file")
     p.set_defaults(fn=cmd_bench_llm)
     p = sub.add_parser("generate", help="generate text from a GGUF LLM (streams to stdout; tokens/s on stderr)")
@@ -702,6 +705,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--max-context", type=int, default=2048, help="KV cache length in tokens (default 2048)")
+    p.add_argument("--prefill-precision", choices=("f32", "bf16"), default="f32",
+                   help="the prompt's gemms: f32 (default) or bf16 (CPU only; bf16 tiles of the weights)")
     p.add_argument("--kv-dtype", choices=("f32", "f16"), default=None,
                    help="KV cache dtype (default f32; f16 halves the cache bytes)")
     p.add_argument("--decode-block", type=int, default=None,

@@ -65,6 +65,23 @@ struct QuantGemvParams {
 
 #include "quant_formats.h"
 
+#ifdef RLX_TARGET_CPU
+// bf16 bits as an output element type of the host's dequantize_q: a
+// quantized linear's prefill tiles under precision="bf16" (rlx/lowering/quant.py),
+// which the shim's gemm reads as its bf16 B (csrc/host_bf16.h). Rounded to
+// nearest even; a NaN stays a (quiet) NaN, infinities stay infinite.
+struct rlx_bf16_bits {
+    ushort bits;
+};
+template <>
+inline rlx_bf16_bits rlx_from_float<rlx_bf16_bits>(float v) {   // no storage class on a specialization
+    uint u = rlx_float_to_bits(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return rlx_bf16_bits{(ushort)((u >> 16) | 0x40u)};
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return rlx_bf16_bits{(ushort)(u >> 16)};
+}
+#endif
+
 // ---- dequantize -----------------------------------------------------------------
 // out[i] = element i of the tensor, i < n (n a multiple of the block).
 template <typename Q, typename T>
@@ -404,3 +421,29 @@ RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_XXS, float, gemv1n_iq3_xxs_f32)
 RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_XXS, half, gemv1n_iq3_xxs_f16)
 RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_S, float, gemv1n_iq3_s_f32)
 RLX_INSTANTIATE2(gemv1n_q, QFmtIQ3_S, half, gemv1n_iq3_s_f16)
+
+#ifdef RLX_TARGET_CPU   // bf16 prefill tiles: the host only (its gemm reads bf16 B)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ4_0, rlx_bf16_bits, dequantize_q4_0_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ4_1, rlx_bf16_bits, dequantize_q4_1_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ5_0, rlx_bf16_bits, dequantize_q5_0_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ5_1, rlx_bf16_bits, dequantize_q5_1_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ8_0, rlx_bf16_bits, dequantize_q8_0_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ2_K, rlx_bf16_bits, dequantize_q2_k_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ3_K, rlx_bf16_bits, dequantize_q3_k_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ4_K, rlx_bf16_bits, dequantize_q4_k_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ5_K, rlx_bf16_bits, dequantize_q5_k_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtQ6_K, rlx_bf16_bits, dequantize_q6_k_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_NL, rlx_bf16_bits, dequantize_iq4_nl_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ4_XS, rlx_bf16_bits, dequantize_iq4_xs_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtTQ1_0, rlx_bf16_bits, dequantize_tq1_0_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtTQ2_0, rlx_bf16_bits, dequantize_tq2_0_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtMXFP4, rlx_bf16_bits, dequantize_mxfp4_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtNVFP4, rlx_bf16_bits, dequantize_nvfp4_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_S, rlx_bf16_bits, dequantize_iq1_s_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ1_M, rlx_bf16_bits, dequantize_iq1_m_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XXS, rlx_bf16_bits, dequantize_iq2_xxs_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_XS, rlx_bf16_bits, dequantize_iq2_xs_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ2_S, rlx_bf16_bits, dequantize_iq2_s_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_XXS, rlx_bf16_bits, dequantize_iq3_xxs_bf16)
+RLX_INSTANTIATE2(dequantize_q, QFmtIQ3_S, rlx_bf16_bits, dequantize_iq3_s_bf16)
+#endif

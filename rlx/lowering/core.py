@@ -82,9 +82,14 @@ class ResidentTensor:
 class Lowering:
     """Walks a graph in topological order and emits thunks."""
 
-    def __init__(self, graph: Graph, target: Target, decider, elide_views: bool = True):
+    def __init__(self, graph: Graph, target: Target, decider, elide_views: bool = True, precision: str = "f32"):
         self.graph = graph
         self.target = target
+        # The compile's precision policy (rlx/opt/precision.py): "bf16" also
+        # sets the dtype of a quantized linear's dequantized gemm tiles on the
+        # host (rlx/lowering/quant.py), which the precision pass cannot (it
+        # leaves block-format weights alone).
+        self.precision = precision
         # False materializes every view op with a copy (for bisecting).
         self.elide_views = elide_views
         self.copies_avoided = 0

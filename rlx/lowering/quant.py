@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from rlx import env
-from rlx.ir.dtype import QUANTIZED, DType
+from rlx.ir.dtype import QUANTIZED, DType, bf16
 from rlx.ir.graph import Node
 from rlx.lowering.core import Lowering, Work, float_suffix, lowers
 from rlx.lowering.norm import LAST_NORM_CHAIN, NormChain
@@ -69,7 +69,8 @@ GEMV1D_FORMATS = GEMV1I_FORMATS
 GEMV1D_MIN_CHUNKS = 32
 # Every kernel quantized_linear may dispatch (the lowerings that call it declare them).
 LINEAR_KERNELS = (*(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "gemv1n", "dequantize") for fmt in FORMATS),
-                  *(f"{kernel}_{fmt}" for kernel in ("gemv1i", "gemv1d") for fmt in sorted(GEMV1I_FORMATS)))
+                  *(f"{kernel}_{fmt}" for kernel in ("gemv1i", "gemv1d") for fmt in sorted(GEMV1I_FORMATS)),
+                  *(f"dequantize_{fmt}_bf16" for fmt in QUANTIZED))   # the host's bf16 tiles (tile_dtype)
 # Many rows: the weight is dequantized a tile of rows at a time into scratch
 # of at most this many bytes, and each tile's gemm writes its columns of C,
 # so a vocabulary-sized projection never holds a whole float copy.
@@ -164,19 +165,32 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
                     Work("quant_gemv" if m == 1 else "quant_gemv_m8"))   # bound by streaming the blocks
         return out, False
-    item = x.dtype.itemsize
+    wide_dtype = tile_dtype(lw, x.dtype)
+    item = wide_dtype.itemsize
     tile = max(1, min(n, DEQUANT_TILE_BYTES // max(k * item, 1)))
-    scratch = lw.new_value(node, (tile, k), x.dtype)
+    scratch = lw.new_value(node, (tile, k), wide_dtype)
     for r0 in range(0, n, tile):
         rows = min(tile, n - r0)
         part = w.narrow(0, r0, rows) if rows < n else w
-        wide = View.dense(scratch.storage, x.dtype, (rows, k))
-        lw.dispatch(f"{node!r} dequantize rows {r0}:{r0 + rows}", f"dequantize_{fmt}_{suffix}",
+        wide = View.dense(scratch.storage, wide_dtype, (rows, k))
+        lw.dispatch(f"{node!r} dequantize rows {r0}:{r0 + rows}", f"dequantize_{fmt}_{wide_dtype.name}",
                     [(part, "r@"), (wide, "w")], quant_params(rows * k), lw.target.elementwise_grid(rows * k),
                     Work("dequantize"))
         c = out if r0 == 0 else View(out.storage, out.dtype, (m, rows), (n, 1), r0)
         lw.gemm(f"{node!r} rows {r0}:{r0 + rows}", x, wide, c, m, rows, k, k, k, n, True)
     return out, True
+
+
+def tile_dtype(lw: Lowering, x_dtype: DType) -> DType:
+    """The dtype a quantized linear's weight is dequantized to for the gemm:
+    x's, except on the host under precision="bf16" with f32 x, where the
+    tiles are bf16 (half the bytes; the shim's gemm then rounds x to bf16
+    and multiplies with vdpbf16ps where the CPU has AVX-512 BF16:
+    csrc/host_bf16.h). The prefill of an LLM takes it by choice
+    (rlx.models.llm, prefill_precision); precision="bf16" is host-only."""
+    if lw.precision == "bf16" and lw.target.backend == "host" and x_dtype.name == "f32":
+        return bf16
+    return x_dtype
 
 
 def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int) -> str:

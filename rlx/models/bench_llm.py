@@ -50,11 +50,11 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0   # KiB on Linux
 
 
-def _worker_rlx(model: str, ids: list[int], gen: int, ctx: int, device: str) -> dict:
+def _worker_rlx(model: str, ids: list[int], gen: int, ctx: int, device: str, prefill_precision: str) -> dict:
     from rlx.models.llm import LLM
 
     t0 = time.perf_counter()
-    llm = LLM(model, device=device, max_context=ctx)
+    llm = LLM(model, device=device, max_context=ctx, prefill_precision=prefill_precision)
     tok = int(llm.prefill(ids, "token"))          # compiles the bucket and the decode step: warm-up
     tok = int(llm.step(tok, "token"))
     block = llm.decode_block if gen >= llm.decode_block > 1 else 1
@@ -108,21 +108,23 @@ def _worker_llama(model: str, ids: list[int], gen: int, ctx: int, threads: int) 
 def _worker(argv: list[str]) -> None:
     spec = json.loads(argv[0])
     if spec["engine"] == "rlx":
-        out = _worker_rlx(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["device"])
+        out = _worker_rlx(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["device"],
+                          spec.get("prefill_precision", "f32"))
     else:
         out = _worker_llama(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["threads"])
     out["peak_rss_mb"] = _peak_rss_mb()
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run_engine(engine: str, model: str, ids: list[int], gen: int, ctx: int, threads: int, device: str) -> dict:
+def run_engine(engine: str, model: str, ids: list[int], gen: int, ctx: int, threads: int, device: str,
+               prefill_precision: str = "f32") -> dict:
     """One engine in a child process (same thread count through the
     environment for rlx, n_threads for llama.cpp)."""
     from rlx import env as rlx_env
 
     env = rlx_env.with_num_threads(dict(os.environ, OMP_NUM_THREADS=str(threads)), threads)
     spec = {"engine": engine, "model": model, "ids": ids, "gen": gen, "ctx": ctx, "threads": threads,
-            "device": device}
+            "device": device, "prefill_precision": prefill_precision}
     proc = subprocess.run([sys.executable, "-m", "rlx.models.bench_llm", json.dumps(spec)], capture_output=True,
                           text=True, env=env)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
@@ -134,7 +136,10 @@ def run_engine(engine: str, model: str, ids: list[int], gen: int, ctx: int, thre
 
 def run_benchmark(model: str, *, prompt_tokens: int = 128, gen: int = 256, ctx: int | None = None,
                   threads: int = 2, device: str = "cpu", engines: tuple[str, ...] = ENGINES,
-                  log: Callable[[str], None] = lambda _: None) -> dict:
+                  prefill_precision: str = "f32", log: Callable[[str], None] = lambda _: None) -> dict:
+    """rlx and llama.cpp on the same file and prompt, each in its own
+    process; prefill_precision: rlx's (LLM's argument: "bf16" multiplies the
+    prompt in bf16 on the CPU)."""
     from rlx.models.llm import resolve_model
     from rlx.tokenizer import Tokenizer
 
@@ -144,13 +149,14 @@ def run_benchmark(model: str, *, prompt_tokens: int = 128, gen: int = 256, ctx: 
     rows = {}
     for engine in engines:
         log(f"{engine}: {len(ids)} prompt tokens, {gen} generated, {threads} threads, context {ctx} ...")
-        r = run_engine(engine, path, ids, gen, ctx, threads, device)
+        r = run_engine(engine, path, ids, gen, ctx, threads, device, prefill_precision)
         if "error" not in r:
             r["prefill_tok_s"] = len(ids) / r["prefill_s"]
             r["decode_tok_s"] = gen / r["decode_s"]
         rows[engine] = r
     report = {"model": path, "prompt_tokens": len(ids), "generated_tokens": gen, "context": ctx,
-              "threads": threads, "device": device, "engines": rows, "machine": _machine()}
+              "threads": threads, "device": device, "prefill_precision": prefill_precision, "engines": rows,
+              "machine": _machine()}
     a, b = rows.get("rlx", {}), rows.get("llama.cpp", {})
     if "decode_tok_s" in a and "decode_tok_s" in b:
         report["decode_ratio"] = a["decode_tok_s"] / b["decode_tok_s"]
@@ -182,7 +188,7 @@ def format_report(report: dict) -> str:
     if "decode_ratio" in report:
         lines.append(f"rlx / llama.cpp: prompt {report['prefill_ratio']:.2f}x, decode {report['decode_ratio']:.2f}x "
                      f"({report['prompt_tokens']} prompt tokens, {report['generated_tokens']} generated, "
-                     f"{report['threads']} threads)")
+                     f"{report['threads']} threads, rlx's prefill in {report.get('prefill_precision', 'f32')})")
     return "\n".join(lines)
 
 

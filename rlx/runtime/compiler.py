@@ -128,7 +128,7 @@ def plan_graph(graph: Graph, target: Target, decider: Decider, *, precision: str
         report.append(precision_report.describe())
     elif precision != "f32":
         raise ConfigError(f"precision={precision!r} needs the precision pass, which is switched off")
-    lw = Lowering(graph, target, decider, elide_views=enabled["views"])
+    lw = Lowering(graph, target, decider, elide_views=enabled["views"], precision=precision)
     lw.run(graph.topo_order())
     if env.verbose():
         report.extend(decider.describe_decisions())

@@ -26,6 +26,7 @@ import math
 import numpy as np
 import pytest
 
+from rlx.ir.dtype import to_bf16
 from rlx.lowering.quant import gemv_params
 from rlx.runtime import shim
 from rlx.runtime.shim import CommandBuffer
@@ -61,7 +62,9 @@ def _run(qdev, name: str, arrays, params: bytes, out_index: int, out_count: int,
     """Binds arrays (numpy arrays; None for the output) then params, dispatches, returns the output."""
     device, lib = qdev
     out = device.alloc(max(out_count * np.dtype(out_dtype).itemsize, 16))
-    out.write(0, np.full(out_count, np.nan, out_dtype))   # never-written outputs show up
+    # never-written outputs show up (integer outputs: all ones, bf16's NaN bits)
+    fill = np.nan if np.dtype(out_dtype).kind == "f" else np.iinfo(out_dtype).max
+    out.write(0, np.full(out_count, fill, out_dtype))
     bufs = [out if a is None else _upload(device, a) for a in arrays]
     with CommandBuffer(device) as cb:
         cb.set_pipeline(lib.pipeline(name))
@@ -107,6 +110,26 @@ def test_dequantize_matches_gguf(qdev, fmt, dt):
                 params = np.array([n, 0, 0, 0], np.uint32).tobytes()
                 got = _run(qdev, f"dequantize_{fmt}_{dt}", [data, None], params, 1, n, DTYPES[dt], groups, threads)
                 _assert_exact(got.reshape(rows, k), want, f"{fmt} {dt} rows={rows} k={k} grid={groups}x{threads}")
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if f != "bf16"])
+def test_dequantize_to_bf16_tiles_on_the_host(request, qdev, fmt):
+    """dequantize_<fmt>_bf16 (the host's prefill tiles under precision="bf16"):
+    the oracle's values rounded to nearest even bf16 (rlx.ir.dtype.to_bf16),
+    bit for bit, over odd row counts and several k; the other targets have
+    no such kernel."""
+    base = request.config.getoption("--rlx-device").partition(":")[0]
+    if _BACKEND.get(base, base) != "host":
+        pytest.skip("bf16 tiles are the host's alone (its gemm reads bf16 B)")
+    rng = np.random.default_rng(abs(hash((fmt, "bf16 tiles"))) % 2**32)
+    for rows in (1, 3):
+        for k in _ks(fmt):
+            data = random_blocks(fmt, rows, k, rng)
+            want = to_bf16(dequantize_reference(fmt, data, rows, k).astype(np.float32))
+            n = rows * k
+            params = np.array([n, 0, 0, 0], np.uint32).tobytes()
+            got = _run(qdev, f"dequantize_{fmt}_bf16", [data, None], params, 1, n, np.uint16, 3, 1)
+            np.testing.assert_array_equal(got.reshape(rows, k), want, f"{fmt} rows={rows} k={k}")
 
 
 # ---- gather ----------------------------------------------------------------------
