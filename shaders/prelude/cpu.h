@@ -287,6 +287,10 @@ static inline void rlx_cpu_invoke(void (*f)(A...), const rlx_cpu_ctx *c) {
         rlx_cpu_invoke(&kernel, c);                                                \
     }
 #endif
+// An instantiation for the host alone, inside #ifdef RLX_TARGET_CPU: the
+// CUDA shim finds its kernels by scanning the source for lines that start
+// with RLX_INSTANTIATE, whatever #if they sit in (csrc/cuda/device.inc.c).
+#define RLX_HOST_INSTANTIATE2(kernel, type1, type2, host_name) RLX_INSTANTIATE2(kernel, type1, type2, host_name)
 
 #include "common.h"
 #endif
