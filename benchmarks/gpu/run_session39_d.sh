@@ -8,6 +8,8 @@
 # gemv1 (GEMV1D=0) against gemv1d at 16 and 8 rows a group. Every line goes
 # into the summary as it comes (a timeout keeps what ran).
 WARM_CACHE=1 . benchmarks/gpu/common.sh
+# REAL=the device tool's $OUT, OUT=a scratch folder: only the summary comes back, line by line.
+if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
 suite "direct rows + glu (cuda, gs 0)" quant.log tests/ops/test_quant_kernels.py tests/ops/test_glu.py \
   tests/ops/test_quant.py --rlx-device cuda -k "direct_rows or glu_linear or integer_gemv or gemv1i"
 gemv_kernel_bench r4096-gemv1 ONLY_ROWS=4096 GEMV1D=0
@@ -17,5 +19,5 @@ gemv_kernel_bench r640-gemv1 ONLY_ROWS=640 GEMV1D=0
 gemv_kernel_bench r640-gemv1d ONLY_ROWS=640
 SAN_TIMEOUT=50 sanitize memcheck "memcheck gemv1d" memcheck.log tests/ops/test_quant_kernels.py --rlx-device cuda \
   -k "direct_rows and gemv1d and (q4_k or q6_k) and f32"
-cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz --exclude=summary.txt * && find . -type f ! -name logs.tgz ! -name summary.txt -delete
+[ -n "${REAL:-}" ] && tar czf "$REAL/logs.tgz" -C "$OUT" .
 echo "=== summary"; cat "$S"
