@@ -1494,10 +1494,11 @@ RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_
 }
 
 // gemv1d_q<Q, T>: gemv1_q's direct rows (rlx_q_gemv_direct) in a kernel of
-// their own on CUDA, which the lowering picks for one row of x over weight
-// rows of at least RLX_QGEMV_DIRECT_CHUNKS chunks (k a multiple of 32) in
-// the formats with int8 codes (rlx/lowering/quant.py, _gemv_kernel); it
-// computes nothing for other shapes. Without gemv1_q's staged passes it
+// their own on CUDA, for one row of x over weight rows of at least
+// RLX_QGEMV_DIRECT_CHUNKS chunks (k a multiple of 32) in the formats with
+// int8 codes (rlx/lowering/quant.py, _gemv_kernel, behind its GEMV1D switch:
+// off until a GPU run has checked and timed it); it computes nothing for
+// other shapes. Without gemv1_q's staged passes it
 // fits RLX_QGEMV1D_BOUNDS' registers without spilling, and its shared
 // memory is the x tile alone: four groups an SM where gemv1_q fits two (128
 // registers), so twice the weight rows are in flight. The glu's x

@@ -88,10 +88,10 @@ def main(out_path: str | None) -> None:
         from rlx.lowering import quant as quant_lowering
 
         quant_lowering.GEMV1I_MIN_ROWS = 1 << 30
-    if os.environ.get("GEMV1D") == "0":   # gemv1's direct rows in place of gemv1d (an A/B)
+    if os.environ.get("GEMV1D") == "1":   # gemv1d in place of gemv1's direct rows (off in the lowering: an A/B)
         from rlx.lowering import quant as quant_lowering
 
-        quant_lowering.GEMV1D_MIN_CHUNKS = 1 << 30
+        quant_lowering.GEMV1D = True
     only = int(os.environ.get("ONLY_ROWS", "0"))   # one shape (its row count) of a sweep
     rows = []
     for n, k0 in SHAPES:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Device, session 39, call c (issue 17). Call b's Nsight Compute: the 4096 x
+# Device, session 39, call c (issue 17). It ran, but the kernel library did
+# not compile there (run_session39_d.sh says why); d supersedes it. Call b's Nsight Compute: the 4096 x
 # 4096 GEMV (gemv1_q, direct rows) runs at 25% occupancy (128 registers,
 # two groups an SM) and issues an instruction every 2.7 cycles a scheduler.
 # The registers belong to gemv1_q's other paths (the pipelined stage); the

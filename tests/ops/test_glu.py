@@ -14,7 +14,7 @@ from conftest import assert_matches_reference
 
 import rlx
 from rlx.ir.dtype import quantized
-from rlx.lowering.quant import GEMV1D_FORMATS
+from rlx.lowering import quant as quant_lowering
 from rlx.opt.fusion import fuse
 from rlx.reference.blocks import dequantize_values
 from rlx.runtime.target import Target
@@ -130,7 +130,7 @@ def _check_glu_linear(rng, fmt: str, dtype: str, rows: int, activation: str, k: 
     kernels = [t.kernel for t in exe.thunks if t.kernel]
     if exe.target.backend != "host" and rows == 1:
         assert not any(kn.startswith("glu_") for kn in kernels), kernels   # the GEMV formed the glu
-        direct = k % 32 == 0 and k // 32 >= 32 and fmt in GEMV1D_FORMATS   # CUDA's direct rows (gemv1d)
+        direct = quant_lowering.GEMV1D and k % 32 == 0 and k // 32 >= 32 and fmt in quant_lowering.GEMV1D_FORMATS
         want = f"gemv1d_{fmt}" if direct and exe.target.backend == "cuda" else f"gemv1_{fmt}"
         assert any(kn.startswith(want) for kn in kernels), kernels
     else:

@@ -287,13 +287,22 @@ def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
                                           ("q4_k", 4096, 768, "gemv1_q4_k"), ("iq4_xs", 262144, 768, "gemv1_iq4_xs"),
                                           ("q6_k", 640, 2048, "gemv1d_q6_k"), ("q5_0", 21, 1024, "gemv1d_q5_0"),
                                           ("q5_0", 21, 992, "gemv1_q5_0"), ("iq4_xs", 4096, 4096, "gemv1_iq4_xs")])
-def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_preferred):
+def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_preferred, monkeypatch):
     """CUDA's decode step lowers to gemv1i (the integer form) for the formats
     with int8 codes when a group gets >= 64 rows (tall weights: the
     vocabulary projection; 16384 rows and up) and x's pieces fit its shared
     memory (k <= 4096); else, for those formats, to gemv1d (the direct rows
-    alone) on rows of >= 32 chunks, and to gemv1 otherwise; lowered without
-    a device."""
+    alone) on rows of >= 32 chunks where gemv1d is switched on (GEMV1D, off
+    until a GPU run has checked it: then gemv1), and to gemv1 otherwise;
+    lowered without a device."""
+    from rlx.lowering import quant as quant_lowering
+
+    for on in (False, True):
+        monkeypatch.setattr(quant_lowering, "GEMV1D", on)
+        _check_cuda_gemv_kernel(fmt, n, k, want if on or not want.startswith("gemv1d") else "gemv1" + want[6:])
+
+
+def _check_cuda_gemv_kernel(fmt: str, n: int, k: int, want: str) -> None:
     from rlx.runtime.target import Target
     from rlx.tune.cost import decision_model
     from rlx.tune.decide import lower_for
