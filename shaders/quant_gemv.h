@@ -823,9 +823,6 @@ struct RlxQDotTile {
 #define RLX_QGEMV_DIRECT_CHUNKS 32u
 // Chunks of a row a lane has in flight there: four were 2-6% faster than two
 // at 4096 x 4096 (H100, session 37). An experiment's KERNEL_DEFINES may set another.
-#ifndef RLX_QGEMV_DIRECT_ONLY
-#define RLX_QGEMV_DIRECT_ONLY 0
-#endif
 #ifndef RLX_QGEMV_DIRECT_UNROLL
 #define RLX_QGEMV_DIRECT_UNROLL 4
 #endif
@@ -1142,9 +1139,6 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
         rlx_q_gemv_direct<Q, T>(w, y, bias, x, xt, k, kp, has_bias, act, j0, j1, sid, n_work, lane, lanes);
         return;
     }
-#if RLX_QGEMV_DIRECT_ONLY   // an experiment's bound (KERNEL_DEFINES): the direct rows' registers alone
-    return;
-#endif
     if (PIPELINED && lanes == 32u) {   // the pipelined form keeps up to 15 bytes of slack in front of a pass
         const uint fit16 = ((RLX_QGEMV_STAGE_BYTES - RLX_QGEMV_CODES_SLACK) / (uint)Q::BYTES) * (uint)Q::BLOCK / 32u;
         const uint pp16 = ((32u < fit16 ? 32u : fit16) / cpb) * cpb;
@@ -1387,6 +1381,19 @@ RLX_INLINE bool rlx_q_gemv1_pieces(RLX_DEVICE const T *x, RLX_DEVICE const uchar
 #endif
 
 #ifndef RLX_TARGET_CPU
+// Row r of x staged into the group's tile xt (with x_glu, the glu of gate
+// and up formed as it is staged; k is then whole chunks, so the finish's
+// bf16 tail, which reads x itself, is empty), then the group's barrier.
+template <typename T>
+RLX_INLINE void rlx_q_gemv1_stage_row(RLX_DEVICE const T *x, RLX_GROUP_MEM T *xt, uint r, uint k, uint kp, uint xs,
+                                      uint x_glu, uint gate_offset, uint up_offset, uint tid, uint nt) {
+    if (x_glu != 0u)
+        rlx_q_stage_x_glu<T>(x + gate_offset, x + up_offset, xt, k, kp, x_glu, tid, nt);
+    else
+        rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
+    rlx_barrier();
+}
+
 // The GPU rows of gemv1_q (INTEGER false) and gemv1i_q (true) for group j0..j1:
 // each row of x staged into the group's tile xt (RLX_QGEMV1_MAX_K elements
 // of T; on CUDA 16-byte aligned, the integer form's pieces share it).
@@ -1409,12 +1416,7 @@ RLX_INLINE void rlx_q_gemv1_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *
             continue;   // else x takes the f32 form below
         if (INTEGER) rlx_barrier();   // the f32 tile overlaps the integer form's slots: every copy has landed
 #endif
-        // With x_glu, k is whole chunks: the finish's bf16 tail, which reads x itself, is empty.
-        if (x_glu != 0u)
-            rlx_q_stage_x_glu<T>(x + gate_offset, x + up_offset, xt, k, kp, x_glu, tid, nt);
-        else
-            rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
-        rlx_barrier();
+        rlx_q_gemv1_stage_row<T>(x, xt, r, k, kp, xs, x_glu, gate_offset, up_offset, tid, nt);
         if (sid < n_work)
             rlx_q_gemv_whole_x<Q, T, 1, !INTEGER>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, 1u, k, kp,
                                                  xs, ys, has_bias, act, j0, j1, sid, n_work, lane, lanes);
@@ -1525,11 +1527,7 @@ RLX_INLINE void rlx_q_gemv1d_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar 
     const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
     for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
         if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
-        if (x_glu != 0u)
-            rlx_q_stage_x_glu<T>(x + gate_offset, x + up_offset, xt, k, kp, x_glu, tid, nt);
-        else
-            rlx_q_stage_x<T>(x + (uint64_t)r * xs, xt, 1u, k, kp, xs, tid, nt);
-        rlx_barrier();
+        rlx_q_gemv1_stage_row<T>(x, xt, r, k, kp, xs, x_glu, gate_offset, up_offset, tid, nt);
         if (sid < n_work)
             rlx_q_gemv_direct<Q, T>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, k, kp, has_bias, act,
                                     j0, j1, sid, n_work, lane, lanes);
