@@ -17,6 +17,9 @@ from rlx.errors import RlxError
 TARGETS = ("cpu", "cuda", "metal")
 _LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"\s*$', re.M)
 _INSTANTIATE = re.compile(r"^\s*RLX_INSTANTIATE(2?)\(([^)]*)\)", re.M)
+# The host-only instantiations (shaders/prelude/cpu.h RLX_HOST_INSTANTIATE2),
+# which the CUDA shim's scan must not see.
+_HOST_INSTANTIATE = re.compile(r"^\s*RLX_HOST_INSTANTIATE(2)\(([^)]*)\)", re.M)
 
 
 def shader_dir() -> Path:
@@ -59,11 +62,14 @@ def kernel_source(target: str, user_source: str | None = None) -> str:
     return f"// rlx kernels for target '{target}' (generated; edit shaders/ instead)\n{prelude}\n{body}"
 
 
-def instantiations(source: str) -> list[tuple[str, str]]:
+def instantiations(source: str, host_only: bool = False) -> list[tuple[str, str]]:
     """(host name, C++ name expression) for every RLX_INSTANTIATE line, e.g.
-    ("binary_f32", "binary<float>"): what NVRTC's name expressions need."""
+    ("binary_f32", "binary<float>"): what NVRTC's name expressions need.
+    host_only: also the RLX_HOST_INSTANTIATE2 lines (the host's own kernels,
+    inside #ifdef RLX_TARGET_CPU)."""
     out = []
-    for two, args in _INSTANTIATE.findall(source):
+    found = _INSTANTIATE.findall(source) + (_HOST_INSTANTIATE.findall(source) if host_only else [])
+    for two, args in found:
         parts = [p.strip() for p in args.split(",")]
         if (two and len(parts) != 4) or (not two and len(parts) != 3):
             continue  # the macro definitions themselves
