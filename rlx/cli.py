@@ -576,6 +576,12 @@ def _llm_id(llm: str | None) -> str:
     return llm if llm.lower() in KNOWN_MODELS else Path(llm).name.removesuffix(".gguf")
 
 
+def _add_prefill_precision(p: argparse.ArgumentParser) -> None:
+    """--prefill-precision, as `rlx generate` and `rlx bench llm` take it (LLM's prefill_precision)."""
+    p.add_argument("--prefill-precision", choices=("f32", "bf16"), default="f32",
+                   help="rlx's prompt gemms: f32 (default) or bf16 (CPU only; bf16 tiles of the weights)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rlx", description="rlx ML runtime")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -695,8 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context", type=int, default=None, help="context both engines allocate (default: fits)")
     p.add_argument("--threads", type=int, default=None, help="threads for both (default RLX_NUM_THREADS)")
     p.add_argument("--engines", default=",".join(("rlx", "llama.cpp")))
-    p.add_argument("--prefill-precision", choices=("f32", "bf16"), default="f32",
-                   help="rlx's prompt gemms: f32 (default) or bf16 (CPU only; bf16 tiles of the weights)")
+    _add_prefill_precision(p)
     p.add_argument("--json", help="also write the results to this file")
     p.set_defaults(fn=cmd_bench_llm)
     p = sub.add_parser("generate", help="generate text from a GGUF LLM (streams to stdout; tokens/s on stderr)")
@@ -705,8 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--max-context", type=int, default=2048, help="KV cache length in tokens (default 2048)")
-    p.add_argument("--prefill-precision", choices=("f32", "bf16"), default="f32",
-                   help="the prompt's gemms: f32 (default) or bf16 (CPU only; bf16 tiles of the weights)")
+    _add_prefill_precision(p)
     p.add_argument("--kv-dtype", choices=("f32", "f16"), default=None,
                    help="KV cache dtype (default f32; f16 halves the cache bytes)")
     p.add_argument("--decode-block", type=int, default=None,

@@ -1134,7 +1134,7 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     uint4 *stage = area + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
     // One row of x (gemv1, gemv1n) over rows of at least RLX_QGEMV_DIRECT_CHUNKS
     // chunks, in formats with int8 codes: the direct rows (rlx_q_gemv_direct;
-    // on CUDA the lowering sends these shapes to gemv1d_q, which has them alone).
+    // gemv1d_q has them alone, behind the lowering's GEMV1D switch).
     if (PIPELINED && M == 1u && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_DIRECT_CHUNKS) {
         rlx_q_gemv_direct<Q, T>(w, y, bias, x, xt, k, kp, has_bias, act, j0, j1, sid, n_work, lane, lanes);
         return;

@@ -109,7 +109,7 @@ def _worker(argv: list[str]) -> None:
     spec = json.loads(argv[0])
     if spec["engine"] == "rlx":
         out = _worker_rlx(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["device"],
-                          spec.get("prefill_precision", "f32"))
+                          spec["prefill_precision"])
     else:
         out = _worker_llama(spec["model"], spec["ids"], spec["gen"], spec["ctx"], spec["threads"])
     out["peak_rss_mb"] = _peak_rss_mb()
@@ -188,7 +188,7 @@ def format_report(report: dict) -> str:
     if "decode_ratio" in report:
         lines.append(f"rlx / llama.cpp: prompt {report['prefill_ratio']:.2f}x, decode {report['decode_ratio']:.2f}x "
                      f"({report['prompt_tokens']} prompt tokens, {report['generated_tokens']} generated, "
-                     f"{report['threads']} threads, rlx's prefill in {report.get('prefill_precision', 'f32')})")
+                     f"{report['threads']} threads, rlx's prefill in {report['prefill_precision']})")
     return "\n".join(lines)
 
 

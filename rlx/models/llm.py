@@ -338,7 +338,7 @@ class LLM:
         CPU; 1: a launch a token). ``prefill_precision`` "bf16" (CPU only):
         the prefill and extend executables multiply in bf16, their
         quantized weights dequantized to bf16 tiles and x rounded to bf16
-        (on CPUs with AVX-512 BF16 about 1.3-1.7x faster gemms; looser
+        (faster where the CPU has AVX-512 BF16: benchmarks/README.md; looser
         parity bounds: tests/models/test_llm.py); decode steps stay f32.
         "f32" (the default): every executable in f32."""
         from rlx import gguf
