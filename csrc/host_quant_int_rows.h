@@ -26,23 +26,51 @@ static inline bool rlx_x_key_holds(const RlxXKey &have, const RlxXKey &want) {
 }
 static inline void rlx_x_key_store(RlxXKey &have, const RlxXKey &want) { memcpy(&have, &want, sizeof have); }
 
+// Whether a form's Dot also has run_pair(cache, wr, row_bytes, blocks, s):
+// two consecutive weight rows' sums against one row of x (s[0], s[1]),
+// each summed in the order run would sum it.
+template <typename Dot, typename = void> struct RlxHasRowPairs {
+    static constexpr bool value = false;
+};
+template <typename Dot> struct RlxHasRowPairs<Dot, decltype((void)&Dot::run_pair)> {
+    static constexpr bool value = true;
+};
+
 // Rows [j0, j1) of y = act(x W^T + bias) for the m rows of x: Dot::run
 // gives a weight row's m sums (x row r's integer copy at cache row
-// xrow[r]), the blocks are fetched a few rows ahead as in rlx_q_gemv_cpu
-// (they stream from memory once), bias and activation are applied here.
+// xrow[r]), or for one row of x Dot::run_pair two weight rows' sums where
+// the form has it; the blocks are fetched ahead as rlx_q_gemv_cpu fetches
+// them (rlx_q_prefetch_row), bias and activation are applied here.
 template <typename Dot, typename T, typename Cache>
 static inline void rlx_qint_rows(const Cache &cache, const uchar *w, uint64_t row_bytes, uint blocks, T *y,
                                  const T *bias, const QuantGemvParams *p, uint m, uint j0, uint j1) {
     uint xrow[RLX_QGEMV_MAX_M];
     for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) xrow[r] = r < m ? r : m - 1u;
-    for (uint j = j0; j < j1; ++j) {
+    const uint64_t ahead = rlx_q_prefetch_distance(row_bytes);
+    const auto emit = [&](uint j, const float *s, uint rows) {
+        const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
+        for (uint r = 0; r < rows; ++r)
+            y[(uint64_t)r * p->y_stride + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));
+    };
+    uint j = j0;
+    if constexpr (RlxHasRowPairs<Dot>::value) {
+        if (m == 1u)
+            for (; j + 2u <= j1; j += 2u) {
+                const uchar *wr = w + (uint64_t)j * row_bytes;
+                rlx_q_prefetch_row(wr, row_bytes, ahead);
+                rlx_q_prefetch_row(wr + row_bytes, row_bytes, ahead);
+                float s[2];
+                Dot::run_pair(cache, wr, row_bytes, blocks, s);
+                emit(j, s, 1u);
+                emit(j + 1u, s + 1, 1u);
+            }
+    }
+    for (; j < j1; ++j) {
         const uchar *wr = w + (uint64_t)j * row_bytes;
-        for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + 4u * row_bytes + off, 0, 2);
+        rlx_q_prefetch_row(wr, row_bytes, ahead);
         float s[RLX_QGEMV_MAX_M];
         Dot::run(cache, m, xrow, wr, blocks, s);
-        const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
-        for (uint r = 0; r < m; ++r)
-            y[(uint64_t)r * p->y_stride + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));
+        emit(j, s, m);
     }
 }
 

@@ -98,7 +98,7 @@ template <uint M> struct Rows {
 template <typename Q, typename T>
 static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
                  uint64_t dispatch) {
-    return rlx_q5x8::gemv_rows<Rows>(x, w, y, bias, p, j0, j1, dispatch);
+    return rlx_q5x8::gemv_rows<rlx_q5x8::RowDots<Rows>>(x, w, y, bias, p, j0, j1, dispatch);
 }
 
 }  // namespace

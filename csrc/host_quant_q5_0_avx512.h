@@ -21,6 +21,7 @@ namespace rlx_q5x16 {
 namespace {
 
 using rlx_q5x8::kStep;
+using rlx_q5x8::lanes_at;
 using rlx_q5x8::piece_at;
 using rlx_q5x8::row_pitch;
 using rlx_q5x8::XPieces;
@@ -45,56 +46,90 @@ RLX_Q5X16_INLINE __m512i codes(const uchar *blk, bool two) {
     return _mm512_mask_add_epi8(q, (__mmask64)qh0 | ((__mmask64)qh1 << 32), q, _mm512_set1_epi8(16));
 }
 
-// Blocks b and b + 1 (b even; only b where `two` is false) of a weight row
-// against M rows of x: acc[r] += (d s') P lane-wise (lanes 0-7 block b,
-// 8-15 block b + 1; s' = s / 181^2, d s' rounded once as the AVX2 form
-// rounds it), offset[r] += d (sum of x) for each block.
-template <uint M>
-RLX_Q5X16_INLINE void pair(const uchar *wr, uint b, bool two, const int8_t *const *xp, const float *const *xs,
-                           const float *const *xsum, __m512 *acc, float *offset) {
+// The f16 scales of blocks b (lanes 0-7) and b + 1 (8-15; zero where
+// `two` is false) as floats, blk at block b.
+RLX_Q5X16_INLINE __m512 scales(const uchar *blk, bool two) {
+    uint16_t h0, h1 = 0;
+    memcpy(&h0, blk, sizeof h0);
+    if (two) memcpy(&h1, blk + 22, sizeof h1);
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi16((short)h0)),
+                                              _mm_set1_epi16((short)h1), 1);
+    return _mm512_cvtph_ps(h);
+}
+
+// Blocks b and b + 1 (b even; only b where `two` is false) of W weight
+// rows against M rows of x: acc[w][r] += d (s' P - 2 sum x) lane-wise
+// (lanes 0-7 block b, 8-15 block b + 1; s' = s / 181^2; XPieces::lanes),
+// whose eight lanes a block add up to d (sum q x - 16 sum x), the block's
+// sum of w x. Why the scales and the -16 are lanes: as scalars (d s'
+// twice, a broadcast pair, two FMAs of d sum x a pair and a row) they cost
+// ~5% of this form's time. Why W: with one x row each weight row reloaded
+// x's five 64-byte vectors, and two weight rows a pass share them (640-wide
+// rows on a 2-core AMD EPYC, session 40: 4096 rows 82 -> 67 us, 262144
+// rows 5.5 -> 4.8 ms).
+template <uint M, uint W>
+RLX_Q5X16_INLINE void pair(const uchar *const *wr, uint b, bool two, const int8_t *const *xp, const float *const *xl,
+                           __m512 (*acc)[M]) {
     const __m512i w0 = _mm512_set1_epi16((short)(kStep * kStep)), w1 = _mm512_set1_epi16((short)kStep),
                   w2 = _mm512_set1_epi16(1);
-    const uchar *blk = wr + (uint64_t)b * 22u;
-    const __m512i q = codes(blk, two);
-    const float d0 = rlx_q_f16(blk), d1 = two ? rlx_q_f16(blk + 22) : 0.0f;
+    __m512i q[W];
+    __m512 d[W];
+    for (uint w = 0; w < W; ++w) {
+        const uchar *blk = wr[w] + (uint64_t)b * 22u;
+        q[w] = codes(blk, two);
+        d[w] = scales(blk, two);
+    }
     for (uint r = 0; r < M; ++r) {
         const int8_t *p = xp[r] + piece_at(b, 0);
-        const __m512i s0 = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)p));
-        const __m512i s1 = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)(p + 64)));
-        const __m512i s2 = _mm512_maddubs_epi16(q, _mm512_loadu_si512((const void *)(p + 128)));
-        const __m512i P = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_madd_epi16(s0, w0), s1, w1), s2, w2);
-        const float f1 = two ? d1 * xs[r][b + 1u] : 0.0f;
-        const __m512 f = _mm512_insertf32x8(_mm512_set1_ps(d0 * xs[r][b]), _mm256_set1_ps(f1), 1);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(P), f, acc[r]);
-        offset[r] = fmaf(d0, xsum[r][b], offset[r]);
-        if (two) offset[r] = fmaf(d1, xsum[r][b + 1u], offset[r]);
+        const __m512i x0 = _mm512_loadu_si512((const void *)p), x1 = _mm512_loadu_si512((const void *)(p + 64)),
+                      x2 = _mm512_loadu_si512((const void *)(p + 128));
+        const float *lanes = xl[r] + lanes_at(b);
+        const __m512 scale = _mm512_loadu_ps(lanes), offset = _mm512_loadu_ps(lanes + 16);
+        for (uint w = 0; w < W; ++w) {
+            const __m512i s0 = _mm512_maddubs_epi16(q[w], x0), s1 = _mm512_maddubs_epi16(q[w], x1),
+                          s2 = _mm512_maddubs_epi16(q[w], x2);
+            const __m512i P = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(_mm512_madd_epi16(s0, w0), s1, w1), s2, w2);
+            acc[w][r] = _mm512_fmadd_ps(_mm512_fmsub_ps(_mm512_cvtepi32_ps(P), scale, offset), d[w], acc[w][r]);
+        }
     }
 }
 
-// A weight row's sums against M rows of x (cache rows xrow[r]): blocks in
-// pairs, two pairs an iteration into their own accumulators (two FMA
-// chains a row).
+// W weight rows' sums against M rows of x (cache rows xrow[r]) into
+// out[w][r]: blocks in pairs, two pairs an iteration into their own
+// accumulators (two FMA chains a row).
+template <uint M, uint W>
+RLX_Q5X16_INLINE void rows(const XPieces &c, const uint *xrow, const uchar *const *wr, uint blocks, float (*out)[M]) {
+    __m512 even[W][M], odd[W][M];
+    const int8_t *xp[M];
+    const float *xl[M];
+    for (uint r = 0; r < M; ++r) {
+        for (uint w = 0; w < W; ++w) even[w][r] = odd[w][r] = _mm512_setzero_ps();
+        xp[r] = c.p.data() + (size_t)xrow[r] * row_pitch(blocks);
+        xl[r] = c.lanes.data() + (size_t)xrow[r] * lanes_at(blocks + 1u);
+    }
+    uint b = 0;
+    for (; b + 4u <= blocks; b += 4u) {
+        pair<M, W>(wr, b, true, xp, xl, even);
+        pair<M, W>(wr, b + 2u, true, xp, xl, odd);
+    }
+    for (; b < blocks; b += 2u) pair<M, W>(wr, b, b + 1u < blocks, xp, xl, even);
+    for (uint w = 0; w < W; ++w)
+        for (uint r = 0; r < M; ++r) out[w][r] = _mm512_reduce_add_ps(_mm512_add_ps(even[w][r], odd[w][r]));
+}
+
+// One weight row against M rows of x (rlx_q5x8::RowDots' form).
 template <uint M> struct Rows {
     RLX_Q5X16_INLINE void run(const XPieces &c, const uint *xrow, const uchar *wr, uint blocks, float *out) {
-        __m512 even[M], odd[M];
-        float offset[M], offset_odd[M];   // sums over blocks of d * (sum of x): the -16 of every code
-        const int8_t *xp[M];
-        const float *xs[M], *xsum[M];
-        for (uint r = 0; r < M; ++r) {
-            even[r] = odd[r] = _mm512_setzero_ps();
-            offset[r] = offset_odd[r] = 0.0f;
-            xp[r] = c.p.data() + (size_t)xrow[r] * row_pitch(blocks);
-            xs[r] = c.scale.data() + (size_t)xrow[r] * blocks;
-            xsum[r] = c.sum.data() + (size_t)xrow[r] * blocks;
-        }
-        uint b = 0;
-        for (; b + 4u <= blocks; b += 4u) {
-            pair<M>(wr, b, true, xp, xs, xsum, even, offset);
-            pair<M>(wr, b + 2u, true, xp, xs, xsum, odd, offset_odd);
-        }
-        for (; b < blocks; b += 2u) pair<M>(wr, b, b + 1u < blocks, xp, xs, xsum, even, offset);
-        for (uint r = 0; r < M; ++r)
-            out[r] = _mm512_reduce_add_ps(_mm512_add_ps(even[r], odd[r])) - 16.0f * (offset[r] + offset_odd[r]);
+        rows<M, 1u>(c, xrow, &wr, blocks, (float(*)[M])out);
+    }
+};
+
+// RowDots with two weight rows at once against one row of x.
+struct Dots : rlx_q5x8::RowDots<Rows> {
+    RLX_Q5X16_INLINE void run_pair(const XPieces &c, const uchar *wr, uint64_t row_bytes, uint blocks, float *s) {
+        const uint xrow[1] = {0u};
+        const uchar *two_rows[2] = {wr, wr + row_bytes};
+        rows<1u, 2u>(c, xrow, two_rows, blocks, (float(*)[1])s);
     }
 };
 
@@ -103,7 +138,7 @@ template <uint M> struct Rows {
 template <typename Q, typename T>
 static bool gemv(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
                  uint64_t dispatch) {
-    return rlx_q5x8::gemv_rows<Rows>(x, w, y, bias, p, j0, j1, dispatch);
+    return rlx_q5x8::gemv_rows<Dots>(x, w, y, bias, p, j0, j1, dispatch);
 }
 
 }  // namespace

@@ -64,7 +64,16 @@ struct XPieces : RlxXKey {
     RlxHeapBuffer<int8_t> p;      // [m][row_pitch(k / 32)]: piece_at
     RlxHeapBuffer<float> scale;   // [m][k / 32]: s / 181^2, P's scale
     RlxHeapBuffer<float> sum;     // [m][k / 32]: f32 sum of the block's x
+    // [m][pair][32], the AVX-512 form's lanes of a pair of blocks b, b + 1:
+    // 16 lanes of P's scale (b's eight, then b + 1's), then 16 of 2 sum x
+    // (a block's eight lanes of P add up to its sum of q x, so eight lanes
+    // of 2 sum x take its 16 sum x; times 2 is exact). An odd count's
+    // missing block is zeros.
+    RlxHeapBuffer<float> lanes;
 };
+
+// Where pair b / 2's lanes (XPieces::lanes) start in an x row's.
+RLX_Q5X8_INLINE size_t lanes_at(uint b) { return 32u * (b >> 1u); }
 
 RLX_Q5X8_INLINE __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
 RLX_Q5X8_INLINE __m256 load8(const half *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
@@ -97,8 +106,9 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
     if (rlx_x_key_holds(c, want)) return c.usable;
     c.dispatch = 0;   // stays invalid until filled
     const uint blocks = k / 32u;
+    const size_t lane_pitch = lanes_at(blocks + 1u);
     if (!c.p.reserve((size_t)m * row_pitch(blocks)) || !c.scale.reserve((size_t)m * blocks) ||
-        !c.sum.reserve((size_t)m * blocks))
+        !c.sum.reserve((size_t)m * blocks) || !c.lanes.reserve((size_t)m * lane_pitch))
         return false;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -128,6 +138,10 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
             const size_t at = (size_t)r * blocks + b;
             c.scale[at] = a / (kRange * kStep * kStep);
             c.sum[at] = hsum8(sum);
+            float *lanes = c.lanes.data() + (size_t)r * lane_pitch + lanes_at(b) + 8u * (b & 1u);
+            for (uint i = 0; i < 8u; ++i) lanes[i] = c.scale[at], lanes[16u + i] = 2.0f * c.sum[at];
+            if ((b & 1u) == 0u && b + 1u == blocks)
+                for (uint i = 0; i < 8u; ++i) lanes[8u + i] = lanes[24u + i] = 0.0f;
             const __m256 inv = _mm256_set1_ps(a > 0.0f ? kRange / a : 0.0f), step = _mm256_set1_ps(kStep);
             __m256 t[4], p[4];
             for (uint i = 0; i < 4u; ++i) t[i] = _mm256_mul_ps(v[i], inv);
@@ -155,16 +169,17 @@ template <template <uint> class Rows> struct RowDots {
     }
 };
 
-// Rows [j0, j1) of y = act(x W^T + bias) through a form's Rows; false
-// (nothing written) where x needs the f32 form.
-template <template <uint> class Rows, typename T>
+// Rows [j0, j1) of y = act(x W^T + bias) through a form's Dot (RowDots of
+// its Rows, or one that adds run_pair); false (nothing written) where x
+// needs the f32 form.
+template <typename Dot, typename T>
 static bool gemv_rows(const T *x, const uchar *w, T *y, const T *bias, const QuantGemvParams *p, uint j0, uint j1,
                       uint64_t dispatch) {
     static thread_local XPieces cache;
     const uint m = p->m < (uint)RLX_QGEMV_MAX_M ? p->m : (uint)RLX_QGEMV_MAX_M, k = p->k;
     if (!prepare(cache, x, m, k, p->x_stride, dispatch)) return false;
     const uint blocks = k / 32u;
-    rlx_qint_rows<RowDots<Rows>>(cache, w, (uint64_t)blocks * 22u, blocks, y, bias, p, m, j0, j1);
+    rlx_qint_rows<Dot>(cache, w, (uint64_t)blocks * 22u, blocks, y, bias, p, m, j0, j1);
     return true;
 }
 
