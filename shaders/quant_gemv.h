@@ -1167,8 +1167,7 @@ RLX_INLINE void rlx_q_gemv_whole_x(RLX_DEVICE const uchar *w, RLX_DEVICE T *y, R
     else area = rlx_q_gemv1i_shared() + RLX_QGEMV1I_STAGE_AT / 16u;
     uint4 *stage = area + sid * (RLX_QGEMV_STAGE_BYTES / 16u);
     // One row of x (gemv1, gemv1n) over rows of at least RLX_QGEMV_DIRECT_CHUNKS
-    // chunks, in formats with int8 codes: the direct rows (rlx_q_gemv_direct;
-    // gemv1d_q has them alone, behind the lowering's GEMV1D switch).
+    // chunks, in formats with int8 codes: the direct rows (rlx_q_gemv_direct).
     if (PIPELINED && M == 1u && lanes == 32u && tail == k && RlxQInt<Q>::has && chunks >= RLX_QGEMV_DIRECT_CHUNKS) {
         rlx_q_gemv_direct<Q, T>(w, y, bias, x, xt, k, kp, has_bias, act, j0, j1, sid, n_work, lane, lanes);
         return;
@@ -1527,63 +1526,6 @@ RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_
                                        RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                                        RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
     RLX_QGEMV1_BODY(true);
-}
-
-// gemv1d_q<Q, T>: gemv1_q's direct rows (rlx_q_gemv_direct) in a kernel of
-// their own on CUDA, for one row of x over weight rows of at least
-// RLX_QGEMV_DIRECT_CHUNKS chunks (k a multiple of 32) in the formats with
-// int8 codes (rlx/lowering/quant.py, _gemv_kernel, behind its GEMV1D switch:
-// off until a GPU run has checked and timed it); it computes nothing for
-// other shapes. Without gemv1_q's staged passes it
-// fits RLX_QGEMV1D_BOUNDS' registers without spilling, and its shared
-// memory is the x tile alone: four groups an SM where gemv1_q fits two (128
-// registers), so twice the weight rows are in flight. The glu's x
-// (QuantGemvParams.x_glu) is formed as the tile is staged, as in gemv1_q.
-// Every other target computes as gemv1_q.
-#ifndef RLX_QGEMV1D_BOUNDS
-#ifdef RLX_TARGET_CUDA
-#define RLX_QGEMV1D_BOUNDS __launch_bounds__(256, 4)
-#else
-#define RLX_QGEMV1D_BOUNDS
-#endif
-#endif
-
-#ifdef RLX_TARGET_CUDA
-template <typename Q, typename T>
-RLX_INLINE void rlx_q_gemv1d_rows(RLX_DEVICE const T *x, RLX_DEVICE const uchar *w, RLX_DEVICE T *y,
-                                  RLX_DEVICE const T *bias, RLX_GROUP_MEM T *xt, uint m, uint k, uint xs, uint ys,
-                                  uint has_bias, uint act, uint x_glu, uint gate_offset, uint up_offset, uint j0,
-                                  uint j1, uint tid, uint nt, uint sw, uint sid, uint lane) {
-    const uint kp = (k + 31u) & ~31u;
-    if (kp > RLX_QGEMV1_MAX_K || kp != k || k / 32u < RLX_QGEMV_DIRECT_CHUNKS || !RlxQInt<Q>::has) return;
-    const uint n_simd = (nt + sw - 1u) / sw;
-    const uint n_work = n_simd < RLX_QGEMV_SIMD_GROUPS ? n_simd : RLX_QGEMV_SIMD_GROUPS;
-    const uint lanes = nt - sid * sw < sw ? nt - sid * sw : sw;
-    for (uint r = 0; r < m; ++r) {   // uniform: every thread reaches both barriers
-        if (r > 0u) rlx_barrier();   // every SIMD group is done with row r - 1
-        rlx_q_gemv1_stage_row<T>(x, xt, r, k, kp, xs, x_glu, gate_offset, up_offset, tid, nt);
-        if (sid < n_work)
-            rlx_q_gemv_direct<Q, T>(w, y + (uint64_t)r * ys, bias, x + (uint64_t)r * xs, xt, k, kp, has_bias, act,
-                                    j0, j1, sid, n_work, lane, lanes);
-    }
-}
-#endif
-
-template <typename Q, typename T>
-RLX_KERNEL RLX_QGEMV1D_BOUNDS gemv1d_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
-                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
-#ifdef RLX_TARGET_CUDA
-    RLX_QGEMV1_PREFETCH();
-    const uint rpg = p->rows_per_group, j0 = rlx_group_id.x * rpg;
-    if (j0 >= p->n || p->m == 0u) return;
-    RLX_QGEMV1_TILE_false(T);
-    rlx_q_gemv1d_rows<Q, T>(x, w, y, bias, xt, p->m, p->k, p->x_stride, p->y_stride, p->has_bias, p->act, p->x_glu,
-                            p->gate_offset, p->up_offset, j0, rpg < p->n - j0 ? j0 + rpg : p->n, rlx_local_id.x,
-                            rlx_group_size.x, rlx_simd_width, rlx_simd_id, rlx_simd_lane);
-#else
-    RLX_QGEMV1_BODY(false);
-#endif
 }
 
 // gemv1_q's f32 form over x = the rmsnorm_add chain of o, r and the norm

@@ -88,10 +88,6 @@ def main(out_path: str | None) -> None:
         from rlx.lowering import quant as quant_lowering
 
         quant_lowering.GEMV1I_MIN_ROWS = 1 << 30
-    if os.environ.get("GEMV1D") == "1":   # gemv1d in place of gemv1's direct rows (off in the lowering: an A/B)
-        from rlx.lowering import quant as quant_lowering
-
-        quant_lowering.GEMV1D = True
     only = int(os.environ.get("ONLY_ROWS", "0"))   # one shape (its row count) of a sweep
     rows = []
     for n, k0 in SHAPES:

@@ -60,21 +60,9 @@ GEMV1I_MIN_ROWS = 64
 # shared memory with its weight slots (RLX_QGEMV1I_PIECES_BYTES, 16 KiB:
 # three pieces of 4096 elements); longer rows take gemv1's f32 form.
 GEMV1I_MAX_K = 4096
-# CUDA's direct-row GEMV (gemv1d_<fmt>, shaders/quant_gemv.h): one row of x
-# over weight rows of at least this many 32-element chunks (k a multiple of
-# 32; RLX_QGEMV_DIRECT_CHUNKS) in the formats with int8 codes (those of
-# gemv1i), where gemv1i does not apply. It is gemv1's direct rows alone, in
-# 64 registers (four groups an SM against gemv1's two).
-# Off until a GPU run has checked and timed it: session 39 wrote it but its
-# device time ran out before the kernel ran on a GPU (the CPU computes
-# gemv1d as gemv1; nvcc compiles it in CI). benchmarks/gpu/run_session39_d.sh
-# (GEMV1D=1) is that run: the suites, memcheck, and the A/B against gemv1.
-GEMV1D = False
-GEMV1D_FORMATS = GEMV1I_FORMATS
-GEMV1D_MIN_CHUNKS = 32
 # Every kernel quantized_linear may dispatch (the lowerings that call it declare them).
 LINEAR_KERNELS = (*(f"{kernel}_{fmt}" for kernel in ("gemv", "gemv1", "gemv1n", "dequantize") for fmt in FORMATS),
-                  *(f"{kernel}_{fmt}" for kernel in ("gemv1i", "gemv1d") for fmt in sorted(GEMV1I_FORMATS)),
+                  *(f"{kernel}_{fmt}" for kernel in ("gemv1i",) for fmt in sorted(GEMV1I_FORMATS)),
                   *(f"dequantize_{fmt}_bf16" for fmt in QUANTIZED))   # the host's bf16 tiles (tile_dtype)
 # Many rows: the weight is dequantized a tile of rows at a time into scratch
 # of at most this many bytes, and each tile's gemm writes its columns of C,
@@ -164,7 +152,7 @@ def quantized_linear(lw: Lowering, node: Node, x: View, w: View, bias: View | No
             x = lw.dense(node.inputs[0], at_start=True)
         rows, grid = gemv_grid(lw, n, k)
         kernel = _gemv_kernel(lw, fmt, m, k, rows)
-        if kernel in ("gemv1", "gemv1d") and norm_gemv(lw, node, x, w, out, bias, act, rows, grid):
+        if kernel == "gemv1" and norm_gemv(lw, node, x, w, out, bias, act, rows, grid):
             return out, False
         lw.dispatch(repr(node), f"{kernel}_{fmt}_{suffix}", [(x, "r"), (w, "r"), (out, "w"), (bias or out, "r")],
                     gemv_params(m, n, k, k, n, rows, bias is not None, act), grid,
@@ -201,15 +189,12 @@ def tile_dtype(lw: Lowering, x_dtype: DType) -> DType:
 def _gemv_kernel(lw: Lowering, fmt: str, m: int, k: int, rows: int) -> str:
     """The GEMV kernel's base name for m rows of x and groups of ``rows``
     weight rows: gemv1 (m = 1, x fits its tile), on CUDA its integer form
-    gemv1i (many rows a group) or its direct rows gemv1d (long rows), or
-    gemv."""
+    gemv1i (many rows a group), or gemv."""
     kp = -(-k // 32) * 32   # k in whole 32-element chunks, as the kernels' x tiles hold it
     if m != 1 or kp > GEMV1_MAX_K:
         return "gemv"
     if lw.target.backend == "cuda" and fmt in GEMV1I_FORMATS and rows >= GEMV1I_MIN_ROWS and kp <= GEMV1I_MAX_K:
         return "gemv1i"
-    if GEMV1D and lw.target.backend == "cuda" and fmt in GEMV1D_FORMATS and kp == k and k // 32 >= GEMV1D_MIN_CHUNKS:
-        return "gemv1d"
     return "gemv1"
 
 
@@ -227,7 +212,7 @@ def glu_gemv(lw: Lowering, node: Node, gate: View, up: View, w: View, act: int) 
         return None
     rows, grid = gemv_grid(lw, n, k)
     kernel = _gemv_kernel(lw, fmt, 1, k, rows)
-    if kernel not in ("gemv1", "gemv1d"):
+    if kernel != "gemv1":
         return None
     out = lw.new_value(node)
     lw.dispatch(repr(node), f"{kernel}_{fmt}_{float_suffix(node, gate.dtype)}",

@@ -14,7 +14,6 @@ from conftest import assert_matches_reference
 
 import rlx
 from rlx.ir.dtype import quantized
-from rlx.lowering import quant as quant_lowering
 from rlx.opt.fusion import fuse
 from rlx.reference.blocks import dequantize_values
 from rlx.runtime.target import Target
@@ -130,9 +129,7 @@ def _check_glu_linear(rng, fmt: str, dtype: str, rows: int, activation: str, k: 
     kernels = [t.kernel for t in exe.thunks if t.kernel]
     if exe.target.backend != "host" and rows == 1:
         assert not any(kn.startswith("glu_") for kn in kernels), kernels   # the GEMV formed the glu
-        direct = quant_lowering.GEMV1D and k % 32 == 0 and k // 32 >= 32 and fmt in quant_lowering.GEMV1D_FORMATS
-        want = f"gemv1d_{fmt}" if direct and exe.target.backend == "cuda" else f"gemv1_{fmt}"
-        assert any(kn.startswith(want) for kn in kernels), kernels
+        assert any(kn.startswith(f"gemv1_{fmt}") for kn in kernels), kernels
     else:
         assert any(kn.startswith("glu_") for kn in kernels), kernels
     gate_v = (hv.astype(np.float32) @ wg.astype(np.float32).T).astype(nd)

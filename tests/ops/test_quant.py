@@ -282,24 +282,17 @@ def test_gemv_propagates_nan_and_infinity_of_x(fmt, rng, gemv_preferred):
 
 
 @pytest.mark.parametrize("fmt,n,k,want", [("q4_k", 262144, 768, "gemv1i_q4_k"), ("q8_0", 65536, 640, "gemv1i_q8_0"),
-                                          ("q8_0", 65536, 4096, "gemv1i_q8_0"), ("q8_0", 65536, 5120, "gemv1d_q8_0"),
-                                          ("q4_k", 16384, 4096, "gemv1i_q4_k"), ("q4_k", 8192, 4096, "gemv1d_q4_k"),
+                                          ("q8_0", 65536, 4096, "gemv1i_q8_0"), ("q8_0", 65536, 5120, "gemv1_q8_0"),
+                                          ("q4_k", 16384, 4096, "gemv1i_q4_k"), ("q4_k", 8192, 4096, "gemv1_q4_k"),
                                           ("q4_k", 4096, 768, "gemv1_q4_k"), ("iq4_xs", 262144, 768, "gemv1_iq4_xs"),
-                                          ("q6_k", 640, 2048, "gemv1d_q6_k"), ("q5_0", 21, 1024, "gemv1d_q5_0"),
-                                          ("q5_0", 21, 992, "gemv1_q5_0"), ("iq4_xs", 4096, 4096, "gemv1_iq4_xs")])
-def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_preferred, monkeypatch):
+                                          ("q6_k", 640, 2048, "gemv1_q6_k"), ("q5_0", 21, 1024, "gemv1_q5_0"),
+                                          ("iq4_xs", 4096, 4096, "gemv1_iq4_xs")])
+def test_cuda_takes_the_integer_gemv_on_tall_weights_only(fmt, n, k, want, gemv_preferred):
     """CUDA's decode step lowers to gemv1i (the integer form) for the formats
     with int8 codes when a group gets >= 64 rows (tall weights: the
     vocabulary projection; 16384 rows and up) and x's pieces fit its shared
-    memory (k <= 4096); else, for those formats, to gemv1d (the direct rows
-    alone) on rows of >= 32 chunks where gemv1d is switched on (GEMV1D, off
-    until a GPU run has checked it: then gemv1), and to gemv1 otherwise;
-    lowered without a device."""
-    from rlx.lowering import quant as quant_lowering
-
-    for on in (False, True):
-        monkeypatch.setattr(quant_lowering, "GEMV1D", on)
-        _check_cuda_gemv_kernel(fmt, n, k, want if on or not want.startswith("gemv1d") else "gemv1" + want[6:])
+    memory (k <= 4096), and to gemv1 otherwise; lowered without a device."""
+    _check_cuda_gemv_kernel(fmt, n, k, want)
 
 
 def _check_cuda_gemv_kernel(fmt: str, n: int, k: int, want: str) -> None:
@@ -314,7 +307,7 @@ def _check_cuda_gemv_kernel(fmt: str, n: int, k: int, want: str) -> None:
     kernels = [t.kernel for t in lower_for(g, cuda, decision_model("cuda")) if t.kernel]
     assert [kn for kn in kernels if kn.startswith("gemv")] == [f"{want}_f32"], kernels
     host = [t.kernel for t in lower_for(g, replace_backend(cuda, "host"), decision_model("host")) if t.kernel]
-    assert not any(kn.startswith(("gemv1i", "gemv1d")) for kn in host), host
+    assert not any(kn.startswith("gemv1i") for kn in host), host
 
 
 @pytest.mark.parametrize("n,rows", [(640, 8), (2048, 8), (4095, 8), (4096, 16), (8192, 32), (16384, 64),

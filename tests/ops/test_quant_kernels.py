@@ -236,19 +236,15 @@ INTEGER_X_FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4
 
 @pytest.mark.parametrize("threads", [32, 48, 256])
 @pytest.mark.parametrize("dt", list(DTYPES))
-@pytest.mark.parametrize("kernel", ["gemv1", "gemv1d"])
 @pytest.mark.parametrize("fmt", INTEGER_X_FORMATS)
-def test_gemv1_direct_rows(qdev, fmt, dt, threads, kernel):
+def test_gemv1_direct_rows(qdev, fmt, dt, threads):
     """gemv1 over rows of >= 32 chunks in formats with int8 codes: on CUDA a
     SIMD group a weight row, lanes on strided chunks read straight from the
-    weight (shaders/quant_gemv.h, RLX_QGEMV_DIRECT_CHUNKS); gemv1d is those
-    direct rows alone (CUDA's kernel for these shapes), where a half SIMD
-    group strides by its own lanes. Odd row counts, groups whose rows do not
-    divide among the SIMD groups, 48 threads (in gemv1 a half SIMD group
-    keeps the staged passes beside full ones), k of 32 and of 33+ chunks (a
-    lane with one more chunk than others), bias and activations, and for
-    gemv1d two rows of x (an x row at a time); every target computes the
-    same values."""
+    weight (shaders/quant_gemv.h, RLX_QGEMV_DIRECT_CHUNKS). Odd row counts,
+    groups whose rows do not divide among the SIMD groups, 48 threads (a
+    half SIMD group keeps the staged passes beside full ones), k of 32 and
+    of 33+ chunks (a lane with one more chunk than others), bias and
+    activations; every target computes the same values."""
     rng = np.random.default_rng(abs(hash((fmt, dt, threads, "direct"))) % 2**32)
     elems, _ = block_size(fmt)
     for k in sorted({1024, 1280 if elems == 256 else 1056, 2304}):
@@ -256,9 +252,7 @@ def test_gemv1_direct_rows(qdev, fmt, dt, threads, kernel):
         w_data = random_blocks(fmt, n, k, rng)
         w = dequantize_reference(fmt, w_data, n, k)
         for rpg, has_bias, act in ((16, 0, ACT_NONE), (5, 1, ACT_SILU), (37, 1, ACT_GELU)):
-            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, rpg, threads, has_bias, act, rng, kernel)
-        if kernel == "gemv1d":
-            _gemv_case(qdev, fmt, dt, w_data, w, 2, n, k, 5, threads, 1, ACT_RELU, rng, kernel)
+            _gemv_case(qdev, fmt, dt, w_data, w, 1, n, k, rpg, threads, has_bias, act, rng, "gemv1")
 
 
 @pytest.mark.parametrize("threads", [48, 256])
