@@ -19,12 +19,10 @@
 //   significant) passes among equal digits.
 // Race-free by construction: every shared counter has one owner thread per
 // step (or is only changed by atomic adds), steps are separated by
-// barriers, and no two threads write one output row. A group of one thread
-// (the CPU) counts and scatters directly; larger groups (GPUs) rank a tile
-// of rows at a time in group memory: the tile is sorted stably by its
-// digit with four 2-bit splits (each a prefix sum over the tile, O(TILE log
-// TILE) work), then a row's rank among equal digits is its position in the
-// sorted tile minus its digit's first position there.
+// barriers (SIMD-group barriers within a SIMD group's own counters), and no
+// two threads write one output row. A group of one thread (the CPU) counts
+// and scatters directly; larger groups (GPUs) rank a tile of rows at a time
+// with SIMD votes (the scatter, below).
 #define RLX_SORT_RADIX 256u
 #define RLX_SORT_TILE 256u
 #define RLX_SORT_MAX_THREADS 1024u
@@ -177,63 +175,33 @@ RLX_KERNEL scan_down(RLX_BUF(RLX_DEVICE T *, data, 0), RLX_BUF(RLX_DEVICE const 
 RLX_INSTANTIATE(scan_down, uint, scan_down_u32)
 
 // ---- the scatter -------------------------------------------------------------
-// One 2-bit split of a tile's rows: ord_in (tile rows, stably sorted by
-// the digit bits below `shift`) goes to ord_out stably sorted by bits
-// [shift, shift + 2) too. Each position's one-hot of its 2-bit value (three
-// 10-bit fields; the fourth count is the position minus the other three)
-// is prefix-summed over the tile (Hillis-Steele, ping-pong in sc[0 .. 2
-// TILE)), which gives the row's place among equal values and each value's
-// start. Every thread of the group calls it (it has barriers).
-RLX_INLINE void rlx_sort_split2(RLX_GROUP_MEM const uint *dig, RLX_GROUP_MEM const uint *ord_in,
-                                RLX_GROUP_MEM uint *ord_out, RLX_GROUP_MEM uint *sc, uint len, uint shift,
-                                uint local, uint threads) {
-    for (uint q = local; q < len; q += threads) {
-        const uint v = (dig[ord_in[q]] >> shift) & 3u;
-        sc[q] = v < 3u ? 1u << (10u * v) : 0u;
-    }
-    rlx_barrier();
-    uint cur = 0u;
-    for (uint off = 1u; off < len; off <<= 1) {
-        for (uint q = local; q < len; q += threads)
-            sc[(cur ^ 1u) * RLX_SORT_TILE + q] = sc[cur * RLX_SORT_TILE + q]
-                + (q >= off ? sc[cur * RLX_SORT_TILE + q - off] : 0u);
-        rlx_barrier();
-        cur ^= 1u;
-    }
-    const uint tot = sc[cur * RLX_SORT_TILE + len - 1u];
-    const uint n0 = tot & 1023u, n1 = (tot >> 10) & 1023u, n2 = (tot >> 20) & 1023u;
-    for (uint q = local; q < len; q += threads) {
-        const uint v = (dig[ord_in[q]] >> shift) & 3u;
-        const uint ex = sc[cur * RLX_SORT_TILE + q] - (v < 3u ? 1u << (10u * v) : 0u);
-        const uint e0 = ex & 1023u, e1 = (ex >> 10) & 1023u, e2 = (ex >> 20) & 1023u;
-        const uint before = v == 0u ? e0 : (v == 1u ? e1 : (v == 2u ? e2 : q - e0 - e1 - e2));
-        const uint start = v == 0u ? 0u : (v == 1u ? n0 : (v == 2u ? n0 + n1 : n0 + n1 + n2));
-        ord_out[start + before] = ord_in[q];
-    }
-    rlx_barrier();
-}
+// GPUs rank a tile of rows at a time, with SIMD votes rather than group-wide
+// prefix sums: SIMD group w of the group owns `lanes * RLX_SORT_ITEMS`
+// consecutive rows of the tile and walks them in RLX_SORT_ITEMS rounds of one
+// row a lane. In a round, rlx_simd_match finds the lanes holding the same
+// digit; a row's place is its SIMD group's running count of that digit
+// (wc[w][digit], group memory) plus the matching lanes before it, and the
+// lowest of those lanes then adds the round's count. After the rounds, one
+// pass over the digits turns the SIMD groups' counts into output rows
+// (base[digit], then each SIMD group's count in order), and every lane writes
+// its rows. A tile costs four group barriers; the order is the rows' order
+// (rounds in order, lanes in order, SIMD groups in order): stable.
+#define RLX_SORT_ITEMS 8u   // rows a lane ranks per tile
+#define RLX_SORT_SIMD 8u    // SIMD groups that rank (a larger group's other threads only meet the barriers)
 
 template <typename T>
 RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
                         RLX_BUF(RLX_DEVICE const uint *, hist, 2), RLX_BUF(RLX_DEVICE T *, dst, 3),
                         RLX_PARAMS(SortParams, p, 4) RLX_IDS) {
-    RLX_SHARED(uint, base, RLX_SORT_RADIX);        // each digit's next output row
-    RLX_SHARED(uint, first, RLX_SORT_RADIX);       // each digit's first position in the sorted tile
-    RLX_SHARED(uint, past, RLX_SORT_RADIX);        // ... and one past its last
-    RLX_SHARED(uint, dig, RLX_SORT_TILE);          // tile row j's digit
-    RLX_SHARED(uint, ord, 2u * RLX_SORT_TILE);     // tile rows in sorted order (two buffers)
-    RLX_SHARED(uint, sc, 2u * RLX_SORT_TILE);      // the splits' prefix sums
+    RLX_SHARED(uint, base, RLX_SORT_RADIX);                  // each digit's next output row
+    RLX_SHARED(uint, wc, RLX_SORT_SIMD * RLX_SORT_RADIX);    // per SIMD group: digit counts, then first rows
     const uint b = rlx_group_id.x, blocks = p->blocks;
     if (b >= blocks) return;
     const RlxRange rows = rlx_sort_block_rows(p, count, b);
     const uint begin = rows.begin, end = rows.end;
     const uint cols = p->cols, word = p->word, shift = p->shift, mask = p->mask;
     RLX_DEVICE const T *s = src + p->src_offset;
-    RLX_FOR_GROUP(d, RLX_SORT_RADIX) {
-        base[d] = hist[d * blocks + b];
-        first[d] = 0u;
-        past[d] = 0u;
-    }
+    RLX_FOR_GROUP(d, RLX_SORT_RADIX) base[d] = hist[d * blocks + b];
     rlx_barrier();
     if (rlx_group_size.x == 1u) {
         for (uint i = begin; i < end; ++i) {
@@ -243,39 +211,56 @@ RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVIC
         }
         return;
     }
-    const uint local = rlx_local_id.x, threads = rlx_group_size.x;
-    for (uint t0 = begin; t0 < end; t0 += RLX_SORT_TILE) {
-        const uint len = end - t0 < RLX_SORT_TILE ? end - t0 : RLX_SORT_TILE;
-        RLX_FOR_GROUP(j, len) {
-            dig[j] = ((uint)s[(uint64_t)(t0 + j) * cols + word] >> shift) & mask;
-            ord[j] = j;
+    const uint width = rlx_simd_width, lane = rlx_simd_lane, sid = rlx_simd_id;
+    const uint groups_of_lanes = (rlx_group_size.x + width - 1u) / width;
+    const uint simds = groups_of_lanes < RLX_SORT_SIMD ? groups_of_lanes : RLX_SORT_SIMD;
+    const uint ranking = rlx_group_size.x < simds * width ? rlx_group_size.x : simds * width;
+    // This SIMD group's lanes that rank (0 past the first RLX_SORT_SIMD) and its rows' first row in a tile.
+    const uint lanes = sid < simds ? (ranking - sid * width < width ? ranking - sid * width : width) : 0u;
+    const uint own = sid * width * RLX_SORT_ITEMS;
+    const rlx_lanes below = lane == 0u ? (rlx_lanes)0 : (~(rlx_lanes)0) >> (64u - lane);
+    uint bits = 0u;   // the digit's width: the votes that tell digits apart
+    while (bits < 32u && (mask >> bits) != 0u) ++bits;
+    RLX_GROUP_MEM uint *mine = wc + (sid < simds ? sid : 0u) * RLX_SORT_RADIX;
+    RLX_FOR_GROUP(i, simds * RLX_SORT_RADIX) wc[i] = 0u;
+    rlx_barrier();
+    for (uint t0 = begin; t0 < end; t0 += ranking * RLX_SORT_ITEMS) {
+        uint place[RLX_SORT_ITEMS], digit[RLX_SORT_ITEMS];
+        RLX_UNROLL
+        for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
+            const uint row = t0 + own + r * lanes + lane;
+            const bool valid = lane < lanes && row < end;
+            const uint d = valid ? ((uint)s[(uint64_t)row * cols + word] >> shift) & mask : 0u;
+            const rlx_lanes peers = rlx_simd_match(d, bits, valid);
+            const uint before = rlx_lanes_count(peers & below);
+            place[r] = valid ? mine[d] + before : 0u;
+            digit[r] = d;
+            rlx_simd_barrier();   // every lane has read its digit's count
+            if (valid && before == 0u) mine[d] += rlx_lanes_count(peers);
+            rlx_simd_barrier();   // the counts are visible to the next round
         }
         rlx_barrier();
-        // Four splits leave the sorted tile in ord[0 .. len) again.
-        for (uint bit = 0u; bit < 8u; bit += 2u) {
-            const uint in = (bit / 2u) % 2u;
-            rlx_sort_split2(dig, ord + in * RLX_SORT_TILE, ord + (in ^ 1u) * RLX_SORT_TILE, sc, len, bit, local,
-                            threads);
-        }
-        // Each digit's run in the sorted tile: its owner positions write its ends.
-        RLX_FOR_GROUP(q, len) {
-            const uint d = dig[ord[q]];
-            if (q == 0u || dig[ord[q - 1u]] != d) first[d] = q;
-            if (q + 1u == len || dig[ord[q + 1u]] != d) past[d] = q + 1u;
-        }
-        rlx_barrier();
-        // Consecutive positions of one digit go to consecutive output rows.
-        RLX_FOR_GROUP(q, len) {
-            const uint j = ord[q], d = dig[j];
-            const uint o = base[d] + q - first[d];
-            for (uint c = 0u; c < cols; ++c) dst[(uint64_t)o * cols + c] = s[(uint64_t)(t0 + j) * cols + c];
-        }
-        rlx_barrier();
+        // Each digit's first output row per SIMD group: base, then the groups' counts in order.
         RLX_FOR_GROUP(d, RLX_SORT_RADIX) {
-            base[d] += past[d] - first[d];
-            first[d] = 0u;
-            past[d] = 0u;
+            uint run = base[d];
+            for (uint w = 0u; w < simds; ++w) {
+                const uint c = wc[w * RLX_SORT_RADIX + d];
+                wc[w * RLX_SORT_RADIX + d] = run;
+                run += c;
+            }
+            base[d] = run;
         }
+        rlx_barrier();
+        RLX_UNROLL
+        for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
+            const uint row = t0 + own + r * lanes + lane;
+            if (lane < lanes && row < end) {
+                const uint o = mine[digit[r]] + place[r];
+                for (uint c = 0u; c < cols; ++c) dst[(uint64_t)o * cols + c] = s[(uint64_t)row * cols + c];
+            }
+        }
+        rlx_barrier();
+        RLX_FOR_GROUP(i, simds * RLX_SORT_RADIX) wc[i] = 0u;
         rlx_barrier();
     }
 }

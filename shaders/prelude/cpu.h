@@ -98,6 +98,13 @@ RLX_INLINE float rlx_load_fresh(const float *p) { return *p; }
 #define rlx_simd_width 1u
 RLX_INLINE float rlx_simd_sum(float v) { return v; }
 #define rlx_simd_barrier() ((void)0)
+// A set of lanes of one SIMD group, bit i for lane i (64 bits: the widest
+// SIMD group of any target). rlx_simd_match: the lanes whose `value` agrees
+// with this lane's in its low `bits` bits, among the lanes where `valid`
+// (every lane of the SIMD group calls it, with the same `bits`); one lane here.
+typedef uint64_t rlx_lanes;
+RLX_INLINE rlx_lanes rlx_simd_match(uint value, uint bits, bool valid) { (void)value; (void)bits; return valid ? 1u : 0u; }
+RLX_INLINE uint rlx_lanes_count(rlx_lanes s) { return (uint)__builtin_popcountll(s); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

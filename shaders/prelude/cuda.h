@@ -280,6 +280,23 @@ RLX_INLINE unsigned rlx_cuda_warp_mask() {
 // Orders shared-memory accesses among the lanes of one warp (no group
 // barrier): every existing lane of the warp must reach it.
 RLX_INLINE void rlx_simd_barrier() { __syncwarp(rlx_cuda_warp_mask()); }
+// A set of lanes of one warp, bit i for lane i (64 bits, the type every
+// target shares). rlx_simd_match: the lanes whose `value` agrees with this
+// lane's in its low `bits` bits, among the existing lanes where `valid`: one
+// ballot a bit (the form CUB's match-based radix rank uses); every existing
+// lane of the warp calls it with the same `bits`.
+typedef uint64_t rlx_lanes;
+RLX_INLINE rlx_lanes rlx_simd_match(uint value, uint bits, bool valid) {
+    const unsigned mask = rlx_cuda_warp_mask();
+    unsigned peers = __ballot_sync(mask, valid);
+    for (uint b = 0u; b < bits; ++b) {
+        const bool on = (value >> b) & 1u;
+        const unsigned v = __ballot_sync(mask, on);
+        peers &= on ? v : ~v;
+    }
+    return peers;
+}
+RLX_INLINE uint rlx_lanes_count(rlx_lanes s) { return (uint)__popcll(s); }
 // Sum over the existing lanes of the calling warp, returned to every lane;
 // every existing lane must call it (with warp-uniform control flow). A full
 // warp: xor butterfly. A partial one (lanes 0..L-1, any L): shuffles down

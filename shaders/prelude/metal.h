@@ -134,4 +134,20 @@ RLX_INLINE float rlx_group_reduce_metal(float v, threadgroup float *scratch, uin
 // among the lanes of one simdgroup.
 #define rlx_simd_sum(v) simd_sum(v)
 #define rlx_simd_barrier() simdgroup_barrier(mem_flags::mem_threadgroup)
+// A set of lanes of one simdgroup, bit i for lane i: simd_ballot's vote_t
+// (64 bits) read through its explicit conversion. rlx_simd_match: the lanes
+// whose `value` agrees with this lane's in its low `bits` bits, among the
+// active lanes where `valid`, one ballot a bit; every active lane calls it
+// with the same `bits`.
+typedef ulong rlx_lanes;
+RLX_INLINE rlx_lanes rlx_simd_match(uint value, uint bits, bool valid) {
+    rlx_lanes peers = (rlx_lanes)simd_ballot(valid);
+    for (uint b = 0u; b < bits; ++b) {
+        const bool on = (value >> b) & 1u;
+        const rlx_lanes v = (rlx_lanes)simd_ballot(on);
+        peers &= on ? v : ~v;
+    }
+    return peers;
+}
+RLX_INLINE uint rlx_lanes_count(rlx_lanes s) { return (uint)popcount(s); }
 #endif

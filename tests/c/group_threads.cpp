@@ -31,6 +31,10 @@
 #undef RLX_FOR_GROUP
 #undef RLX_FOR_RANGE
 #undef rlx_group_atomic_add
+#undef rlx_simd_lane
+#undef rlx_simd_id
+#undef rlx_simd_width
+#undef rlx_simd_barrier
 
 static thread_local uint rlx_gt_local;
 static uint rlx_gt_size = 1;
@@ -60,6 +64,38 @@ static float rlx_gt_group_sum(float v, float *scratch) {
     return s;
 }
 #define rlx_group_sum rlx_gt_group_sum
+
+// SIMD groups of rlx_gt_width consecutive threads (gt_simd_width; 1 by
+// default, as the CPU prelude has it). Wider ones emulate the votes the
+// sort's scatter ranks with: every thread of the group posts its vote and
+// reads its SIMD group's between two group barriers, so the kernel must call
+// rlx_simd_match and rlx_simd_barrier in every thread of the group together
+// (its calls are group-uniform); a SIMD-group barrier is a group barrier.
+static uint rlx_gt_width = 1;
+#define rlx_simd_width rlx_gt_width
+#define rlx_simd_lane (rlx_gt_local % rlx_gt_width)
+#define rlx_simd_id (rlx_gt_local / rlx_gt_width)
+static void rlx_gt_simd_barrier() {
+    if (rlx_gt_width > 1u) pthread_barrier_wait(&rlx_gt_barrier);
+}
+#define rlx_simd_barrier rlx_gt_simd_barrier
+static uint rlx_gt_votes[1024];
+static bool rlx_gt_voted[1024];
+static rlx_lanes rlx_gt_simd_match(uint value, uint bits, bool valid) {
+    if (rlx_gt_width == 1u) return valid ? 1u : 0u;
+    const uint keep = bits >= 32u ? ~0u : (1u << bits) - 1u;
+    rlx_gt_votes[rlx_gt_local] = value & keep;
+    rlx_gt_voted[rlx_gt_local] = valid;
+    pthread_barrier_wait(&rlx_gt_barrier);
+    const uint first = rlx_gt_local - rlx_gt_local % rlx_gt_width;
+    const uint last = first + rlx_gt_width < rlx_gt_size ? first + rlx_gt_width : rlx_gt_size;
+    rlx_lanes peers = 0u;
+    for (uint t = first; valid && t < last; ++t)
+        if (rlx_gt_voted[t] && rlx_gt_votes[t] == (value & keep)) peers |= (rlx_lanes)1u << (t - first);
+    pthread_barrier_wait(&rlx_gt_barrier);
+    return peers;
+}
+#define rlx_simd_match rlx_gt_simd_match
 
 #include "sort.h"
 #include "splat.h"
@@ -339,6 +375,10 @@ __attribute__((visibility("default"))) void gt_rmsnorm_rope(const float *x, cons
                                 0u, 0u, 1u, add_one, eps, weight_b_from, 0u, 0u}};
     dispatch(t * h, threads, rmsnorm_rope_body, &n);
 }
+
+// SIMD groups of `width` threads for the dispatches that follow (1: the
+// default, every thread its own).
+__attribute__((visibility("default"))) void gt_simd_width(uint width) { rlx_gt_width = width; }
 
 // Rows [0, min(count, n)) of rec [n, cols] sorted into out (count < 0: n).
 __attribute__((visibility("default"))) void gt_sort(const int *rec, uint n, uint cols, uint keys, uint bits,

@@ -36,6 +36,8 @@ GROUP_SIZES = [1, 2, 3, 32, 64, 256, 1024]   # 1024: the scans' partials group o
 def lib(group_threads_lib):
     lib = group_threads_lib
     u, i, p, f = ctypes.c_uint, ctypes.c_int, ctypes.c_void_p, ctypes.c_float
+    lib.gt_simd_width.argtypes = [u]
+    lib.gt_simd_width.restype = None
     lib.gt_sort.argtypes = [p, u, u, u, u, i, u, u, u, p]
     lib.gt_sort.restype = None
     lib.gt_scan.argtypes = [p, u, u, u]
@@ -49,6 +51,17 @@ def _ptr(a: np.ndarray):
     return a.ctypes.data_as(ctypes.c_void_p)
 
 
+@pytest.fixture
+def simd(lib):
+    """Sets the harness's SIMD width (threads a vote spans) for one test:
+    32 unless the test says otherwise (a GPU warp), 1 again after it."""
+    def set_width(width: int = 32) -> None:
+        lib.gt_simd_width(width)
+    set_width()
+    yield set_width
+    lib.gt_simd_width(1)
+
+
 SORT_CASES = [(1000, 1000, 1, 2, 1), (5000, 4321, 3, 2, 2), (700, 0, 2, 1, 1), (2049, 2049, 5, 1, 7),
               (257, 255, 1, 1, 3), (1, 1, 1, 1, 1)]
 
@@ -57,7 +70,7 @@ SORT_CASES = [(1000, 1000, 1, 2, 1), (5000, 4321, 3, 2, 2), (700, 0, 2, 1, 1), (
 # of barriers on two cores: 2049 rows cover 1024 threads, 5000 rows 256).
 @pytest.mark.parametrize("threads,n,count,blocks,keys,scan_groups",
                          [(t, *case) for case in SORT_CASES for t in GROUP_SIZES if not (t == 1024 and case[0] > 4096)])
-def test_sort_with_threads(lib, rng, threads, n, count, blocks, keys, scan_groups):
+def test_sort_with_threads(lib, simd, rng, threads, n, count, blocks, keys, scan_groups):
     rec = rng.integers(-2**31, 2**31, size=(n, 3), dtype=np.int64).astype(np.int32)
     rec[:, 0] = rng.integers(0, 40, n)     # ties on the first word: stability matters
     out = np.zeros_like(rec)
@@ -68,7 +81,7 @@ def test_sort_with_threads(lib, rng, threads, n, count, blocks, keys, scan_group
 @pytest.mark.parametrize("threads", [1, 2, 32, 256])
 @pytest.mark.parametrize("keys_kind", ["equal", "random", "few"])
 @pytest.mark.parametrize("n,bits", [(999, 13), (4097, 8), (3, 5)])
-def test_sort_one_key_of_few_bits(lib, rng, threads, keys_kind, n, bits):
+def test_sort_one_key_of_few_bits(lib, simd, rng, threads, keys_kind, n, bits):
     """The renderer's tile sort: one key word, `bits` of it, two-word rows;
     all-equal keys keep the row order."""
     rec = np.stack([np.zeros(n, np.int64) + 5 if keys_kind == "equal" else
@@ -77,6 +90,21 @@ def test_sort_one_key_of_few_bits(lib, rng, threads, keys_kind, n, bits):
     out = np.zeros_like(rec)
     lib.gt_sort(_ptr(rec), n, 2, 1, bits, -1, 2, 2, threads, _ptr(out))
     np.testing.assert_array_equal(out, sort_rows(rec, n, 1))
+
+
+@pytest.mark.parametrize("width,threads,n,count", [(1, 3, 5000, 4999), (1, 64, 2049, 2049), (4, 3, 40, 17),
+                                                   (4, 18, 5000, 4999), (8, 256, 2049, 2049), (16, 100, 300, 217)])
+def test_sort_with_other_simd_widths(lib, simd, rng, width, threads, n, count):
+    """The scatter's votes at other SIMD widths: partial SIMD groups (18
+    threads of width 4, 100 of 16), and more SIMD groups than rank
+    (RLX_SORT_SIMD: 256 threads of width 8 rank with their first 64, one
+    thread a SIMD group with its first 8)."""
+    simd(width)
+    rec = rng.integers(-2**31, 2**31, size=(n, 3), dtype=np.int64).astype(np.int32)
+    rec[:, 0] = rng.integers(0, 40, n)
+    out = np.zeros_like(rec)
+    lib.gt_sort(_ptr(rec), n, 3, 2, 32, count, 3, 2, threads, _ptr(out))
+    np.testing.assert_array_equal(out[:count], sort_rows(rec, count, 2)[:count])
 
 
 @pytest.mark.parametrize("threads", GROUP_SIZES)
@@ -101,7 +129,7 @@ def test_scan_saturates(lib, threads):
 
 @pytest.mark.parametrize("threads", GROUP_SIZES)
 @pytest.mark.parametrize("max_alpha", [0.99, 0.999])
-def test_render_with_threads(lib, threads, max_alpha):
+def test_render_with_threads(lib, simd, threads, max_alpha):
     w, h, cap = 61, 45, 20000
     scene = random_scene(400, seed=4, degree=3)
     cam = Camera.look_at((0.5, -0.3, -5.0), (0, 0, 0), fx=55.0, cx=w / 2, cy=h / 2)

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Device, session 41, call a (issue 21): the sort's scatter ranked with SIMD
+# votes (shaders/sort.h) on a GPU for the first time:
+# - the sort and splat suites on cuda at group sizes 0 and 32;
+# - racecheck and memcheck on the sort suite;
+# - rlx.splat against gsplat at 100k and 1M Gaussians, 1920 x 1080 (the
+#   stages of the frame in the JSON);
+# - the decode step's speed on the stand-in (issue 18, this code).
+# Carry .gpu_carry (gguf, gsplat and plyfile wheels) and .gg/gemma-header.bin.
+# Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session41_a.sh
+# (the summary goes to $REAL line by line, so a timeout keeps what ran).
+GSPLAT=1 . benchmarks/gpu/common.sh
+if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
+suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
+suite "sort + splat (cuda, gs 32)" splat32.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda \
+  --rlx-group-size 32
+wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
+timeout 150 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
+note "splat vs gsplat rc=$?"; cut -c1-1500 "$OUT/splat-gsplat.log" | tail -8 | tee -a "$S"
+[ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+SAN_TIMEOUT=90 sanitize racecheck "racecheck sort" racecheck.log tests/ops/test_sort.py --rlx-device cuda
+SAN_TIMEOUT=90 sanitize memcheck "memcheck sort" memcheck.log tests/ops/test_sort.py --rlx-device cuda
+stand_in_model
+decode_speed session41
+[ -n "${REAL:-}" ] && { grep -h '^{' "$OUT"/llm-speed-*.log > "$REAL/llm-speed.jsonl" 2>/dev/null;
+  tar czf "$REAL/logs.tgz" -C "$OUT" --exclude='*.whl' . 2>/dev/null; }
+echo "=== summary"; cat "$S"
