@@ -10,7 +10,8 @@
 //   per group; each group counts its chunk's digits into
 //   hist[digit * blocks + block] (digit-major, so one exclusive scan gives
 //   every (digit, block) its first output row). Counts are group-memory
-//   atomic adds: sums commute, so the order of the adds does not matter.
+//   atomic adds, one per digit per SIMD group and round (rlx_simd_match):
+//   sums commute, so the order of the adds does not matter.
 // - scan_reduce / scan_partials / scan_down: the exclusive prefix sum of
 //   hist in place, over many groups (below).
 // - sort_scatter: each group walks its chunk in order and writes every row
@@ -49,6 +50,17 @@ RLX_INLINE RlxRange rlx_sort_block_rows(RLX_CONSTANT SortParams *p, RLX_DEVICE c
     return RlxRange{begin, begin + chunk < m ? begin + chunk : m};
 }
 
+// The digit's width (the votes that tell two digits apart) and a SIMD
+// group's lanes before `lane`.
+RLX_INLINE uint rlx_sort_digit_bits(uint mask) {
+    uint bits = 0u;
+    while (bits < 32u && (mask >> bits) != 0u) ++bits;
+    return bits;
+}
+RLX_INLINE rlx_lanes rlx_sort_lanes_below(uint lane) {
+    return lane == 0u ? (rlx_lanes)0 : (~(rlx_lanes)0) >> (64u - lane);
+}
+
 template <typename T>
 RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
                           RLX_BUF(RLX_DEVICE uint *, hist, 2), RLX_PARAMS(SortParams, p, 3) RLX_IDS) {
@@ -61,8 +73,22 @@ RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEV
     RLX_DEVICE const T *s = src + p->src_offset;
     RLX_FOR_GROUP(d, RLX_SORT_RADIX) h[d] = 0u;
     rlx_barrier();
-    RLX_FOR_GROUP(j, rows.end - begin) {
-        rlx_group_atomic_add(&h[((uint)s[(uint64_t)(begin + j) * cols + word] >> shift) & mask], 1u);
+    const uint len = rows.end - begin, threads = rlx_group_size.x, local = rlx_local_id.x;
+    if (threads == 1u) {
+        for (uint j = 0u; j < len; ++j) h[((uint)s[(uint64_t)(begin + j) * cols + word] >> shift) & mask] += 1u;
+    } else {
+        // One atomic add per digit per SIMD group and round: the lowest lane of
+        // each set of equal digits adds their count (keys with a common top
+        // byte, such as depths, would otherwise queue on one counter).
+        const uint bits = rlx_sort_digit_bits(mask);
+        const rlx_lanes below = rlx_sort_lanes_below(rlx_simd_lane);
+        for (uint j0 = 0u; j0 < len; j0 += threads) {   // every thread takes every round (the votes)
+            const uint j = j0 + local;
+            const bool valid = j < len;
+            const uint d = valid ? ((uint)s[(uint64_t)(begin + j) * cols + word] >> shift) & mask : 0u;
+            const rlx_lanes peers = rlx_simd_match(d, bits, valid);
+            if (valid && rlx_lanes_count(peers & below) == 0u) rlx_group_atomic_add(&h[d], rlx_lanes_count(peers));
+        }
     }
     rlx_barrier();
     RLX_FOR_GROUP(d, RLX_SORT_RADIX) hist[d * blocks + b] = h[d];
@@ -218,9 +244,8 @@ RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVIC
     // This SIMD group's lanes that rank (0 past the first RLX_SORT_SIMD) and its rows' first row in a tile.
     const uint lanes = sid < simds ? (ranking - sid * width < width ? ranking - sid * width : width) : 0u;
     const uint own = sid * width * RLX_SORT_ITEMS;
-    const rlx_lanes below = lane == 0u ? (rlx_lanes)0 : (~(rlx_lanes)0) >> (64u - lane);
-    uint bits = 0u;   // the digit's width: the votes that tell digits apart
-    while (bits < 32u && (mask >> bits) != 0u) ++bits;
+    const rlx_lanes below = rlx_sort_lanes_below(lane);
+    const uint bits = rlx_sort_digit_bits(mask);
     RLX_GROUP_MEM uint *mine = wc + (sid < simds ? sid : 0u) * RLX_SORT_RADIX;
     RLX_FOR_GROUP(i, simds * RLX_SORT_RADIX) wc[i] = 0u;
     rlx_barrier();
