@@ -6,9 +6,9 @@
 // group macros replaced by a pool of G pthreads that share the group's
 // memory (RLX_SHARED becomes a static array: groups run one after another)
 // and meet at a pthread barrier (rlx_barrier). So the GPU branches of these
-// kernels (more than one thread per group: the sort's tile splits and
-// atomic histogram, the scans' per-thread segments, the raster's pixel
-// ownership) execute here, with the
+// kernels (more than one thread per group: the sort's vote-ranked
+// histogram and scatter, with SIMD groups emulated below; the scans'
+// per-thread segments, the raster's pixel ownership) execute here, with the
 // same barriers a GPU would need; a missing barrier or a shared write by two
 // threads shows up as a wrong result (not reliably: a race may not fire).
 // tests/ops/test_splat_group_threads.py and test_norm_group_threads.py build

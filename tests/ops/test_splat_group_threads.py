@@ -6,9 +6,11 @@ another; group-memory atomic adds are real atomics), and drives the same
 dispatches as rlx/lowering/{sort,splat}.py.
 
 The host device always runs one-thread groups (so --rlx-group-size changes
-nothing there); this is where the multi-thread forms (the sort's atomic
-histogram and tile splits, the scans' per-thread segments over one or many
-groups, the raster's pixel ownership and its all-done exit) execute at all
+nothing there); this is where the multi-thread forms (the sort's
+vote-aggregated histogram and vote-ranked scatter, with the harness's
+emulated SIMD groups of 32 threads and of 1, 4, 8 and 16; the scans'
+per-thread segments over one or many groups, the raster's pixel ownership
+and its all-done exit) execute at all
 before a GPU runs them. Checked: the sort and the scan exactly against
 numpy (odd row counts, all-equal keys, random keys, a count below n, one
 and several scan groups), the renderer's depth order and sorted pairs
