@@ -321,15 +321,93 @@ struct SplatRasterParams {
     float bg_r, bg_g, bg_b, max_alpha;   // max_alpha: the clamp of a Gaussian's alpha (3DGS: 0.99)
 };
 
-// One group per tile. Per-pixel state (transmittance, r, g, b, depth, live)
-// and a batch of the tile's Gaussians live in group memory. The batch is
-// walked Gaussian by Gaussian, and for each, every pixel of the tile takes
-// its step (RLX_FOR_GROUP: a pixel always belongs to the same thread, so
-// no barrier between Gaussians; on the CPU's one-thread groups the pixel
-// loop is branch-free and vectorizes). Each pixel still composites its
-// Gaussians in sorted order, front to back: a skipped Gaussian adds 0
-// exactly. The group stops once no pixel is live (a decision every thread
-// reads from the same flags after a barrier).
+// One batched Gaussian of a tile (its conic, opacity, colour and depth)
+// and one pixel's compositing state.
+struct RlxSplatGauss {
+    float u, v, qa, qk, qm, op, cr, cg, cb, cd;
+};
+struct RlxSplatPx {
+    float t, r, g, b, d, live;   // transmittance, colour and depth sums, 1: still compositing
+};
+
+// Gaussian gs composited into pixel (px, py) of state s, front to back: a
+// skipped Gaussian adds 0 exactly. Masks are 0 / 1 floats (a form GCC
+// vectorizes): use, stop (T would fall below 1e-4: this Gaussian is not
+// added and the pixel is done), add = use and not stop.
+RLX_INLINE RlxSplatPx rlx_splat_blend(RlxSplatGauss gs, float px, float py, RlxSplatPx s, float max_alpha) {
+    const float dx = gs.u - px, dy = gs.v - py;
+    const float power = -0.5f * rlx_splat_q(gs.qa, gs.qk, gs.qm, dx, dy);
+    const float e = gs.op * rlx_exp(power);
+    const float alpha = e < max_alpha ? e : max_alpha;
+    const float test = s.t * (1.0f - alpha);
+    const float use = (power <= 0.0f ? s.live : 0.0f) * (alpha >= 1.0f / 255.0f ? 1.0f : 0.0f);
+    const float stop = test < 1.0e-4f ? use : 0.0f;
+    const float add = use - stop;
+    const float w = add * alpha * s.t;
+    RlxSplatPx o;
+    o.r = s.r + gs.cr * w;
+    o.g = s.g + gs.cg * w;
+    o.b = s.b + gs.cb * w;
+    o.d = s.d + gs.cd * w;
+    o.t = add != 0.0f ? test : s.t;
+    o.live = s.live - stop;
+    return o;
+}
+
+// Batch j of group memory bt (see splat_raster) as a Gaussian.
+RLX_INLINE RlxSplatGauss rlx_splat_batched(RLX_GROUP_MEM const float *bt, uint j) {
+    RLX_GROUP_MEM const float *g = bt + 10u * j;
+    return RlxSplatGauss{g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9]};
+}
+
+// Gaussians [b0, b0 + len) of the sorted pairs into bt, between barriers
+// (every thread of the group calls it).
+RLX_INLINE void rlx_splat_load_batch(RLX_DEVICE const float *rec, RLX_DEVICE const int *pairs,
+                                     RLX_GROUP_MEM float *bt, uint b0, uint len RLX_GROUP_IDS) {
+    rlx_barrier();
+    RLX_FOR_GROUP(j, len) {
+        RLX_DEVICE const float *r = rec + (uint64_t)(uint)pairs[2u * (uint64_t)(b0 + j) + 1u] * RLX_SPLAT_REC;
+        bt[10u * j] = r[0];
+        bt[10u * j + 1u] = r[1];
+        bt[10u * j + 2u] = r[3];
+        bt[10u * j + 3u] = r[4];
+        bt[10u * j + 4u] = r[5];
+        bt[10u * j + 5u] = r[6];
+        bt[10u * j + 6u] = r[7];
+        bt[10u * j + 7u] = r[8];
+        bt[10u * j + 8u] = r[9];
+        bt[10u * j + 9u] = r[2];
+    }
+    rlx_barrier();
+}
+
+// A pixel's finished colour (and depth and alpha) over the background.
+template <typename T>
+RLX_INLINE void rlx_splat_store(RLX_DEVICE T *image, RLX_CONSTANT SplatRasterParams *p, uint x, uint y, RlxSplatPx s) {
+    if (x >= p->width || y >= p->height) return;
+    RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * p->channels;
+    o[0] = rlx_from_float<T>(s.r + s.t * p->bg_r);
+    o[1] = rlx_from_float<T>(s.g + s.t * p->bg_g);
+    o[2] = rlx_from_float<T>(s.b + s.t * p->bg_b);
+    if (p->channels == 5u) {
+        o[3] = rlx_from_float<T>(s.d);
+        o[4] = rlx_from_float<T>(1.0f - s.t);
+    }
+}
+
+// One group per tile; a batch of the tile's Gaussians in group memory at a
+// time, each pixel compositing them in sorted order, front to back.
+// - A group of one thread a pixel (GPUs: RLX_SPLAT_PIXELS threads) keeps
+//   its pixel's state in registers and stops when a group sum of the live
+//   flags is 0.
+// - Other groups (the CPU's one-thread groups, smaller GPU groups) keep
+//   the state in group memory (px_*) and walk the batch Gaussian by
+//   Gaussian, every pixel of the tile taking its step (RLX_FOR_GROUP: a
+//   pixel always belongs to the same thread, so no barrier between
+//   Gaussians; on the CPU the pixel loop is branch-free and vectorizes).
+//   The group stops once no pixel is live (a decision every thread reads
+//   from the same flags after a barrier).
+// Both forms do the same arithmetic (rlx_splat_blend): the same image.
 template <typename T>
 RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_DEVICE const int *, pairs, 1),
                         RLX_BUF(RLX_DEVICE const int *, ranges, 2), RLX_BUF(RLX_DEVICE T *, image, 3),
@@ -343,10 +421,24 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
     RLX_SHARED(float, px_d, RLX_SPLAT_PIXELS);
     RLX_SHARED(float, px_live, RLX_SPLAT_PIXELS);   // 1: still compositing, 0: done or outside the image
     RLX_SHARED(float, bt, 10u * RLX_SPLAT_BATCH);   // u, v, a, b, c, opacity, r, g, b, depth
+    RLX_SHARED(float, scratch, 32u);                // the register form's group sums
     const uint tile = rlx_group_id.x, gx = p->gx;
     const float max_alpha = p->max_alpha;
     const uint tx0 = (tile % gx) * RLX_SPLAT_TILE, ty0 = (tile / gx) * RLX_SPLAT_TILE;
     const uint start = (uint)ranges[2u * tile], end = (uint)ranges[2u * tile + 1u];
+    if (rlx_group_size.x == RLX_SPLAT_PIXELS) {
+        const uint q = rlx_local_id.x, x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
+        const float px = (float)x + 0.5f, py = (float)y + 0.5f;
+        RlxSplatPx s{1.0f, 0.0f, 0.0f, 0.0f, 0.0f, (x < p->width && y < p->height) ? 1.0f : 0.0f};
+        for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
+            const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
+            rlx_splat_load_batch(rec, pairs, bt, b0, len RLX_GROUP_IDS_ARGS);
+            for (uint j = 0u; j < len; ++j) s = rlx_splat_blend(rlx_splat_batched(bt, j), px, py, s, max_alpha);
+            if (rlx_group_sum(s.live, scratch) == 0.0f) break;
+        }
+        rlx_splat_store(image, p, x, y, s);
+        return;
+    }
     RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
         const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
         px_x[q] = (float)x + 0.5f;
@@ -360,45 +452,19 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
     }
     for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
         const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
-        rlx_barrier();
-        RLX_FOR_GROUP(j, len) {
-            RLX_DEVICE const float *r = rec + (uint64_t)(uint)pairs[2u * (uint64_t)(b0 + j) + 1u] * RLX_SPLAT_REC;
-            bt[10u * j] = r[0];
-            bt[10u * j + 1u] = r[1];
-            bt[10u * j + 2u] = r[3];
-            bt[10u * j + 3u] = r[4];
-            bt[10u * j + 4u] = r[5];
-            bt[10u * j + 5u] = r[6];
-            bt[10u * j + 6u] = r[7];
-            bt[10u * j + 7u] = r[8];
-            bt[10u * j + 8u] = r[9];
-            bt[10u * j + 9u] = r[2];
-        }
-        rlx_barrier();
+        rlx_splat_load_batch(rec, pairs, bt, b0, len RLX_GROUP_IDS_ARGS);
         for (uint j = 0u; j < len; ++j) {
-            const float gu = bt[10u * j], gv = bt[10u * j + 1u], qa = bt[10u * j + 2u], qk = bt[10u * j + 3u];
-            const float qm = bt[10u * j + 4u], op = bt[10u * j + 5u], cr = bt[10u * j + 6u];
-            const float cg = bt[10u * j + 7u], cbl = bt[10u * j + 8u], cd = bt[10u * j + 9u];
+            const RlxSplatGauss gs = rlx_splat_batched(bt, j);
             RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
-                const float dx = gu - px_x[q], dy = gv - px_y[q];
-                const float power = -0.5f * rlx_splat_q(qa, qk, qm, dx, dy);
-                const float e = op * rlx_exp(power);
-                const float alpha = e < max_alpha ? e : max_alpha;
-                const float tr = px_t[q];
-                const float test = tr * (1.0f - alpha);
-                // Masks as 0 / 1 floats (a form GCC vectorizes): use, stop (T would fall below
-                // 1e-4: this Gaussian is not added and the pixel is done), add = use and not stop.
-                const float live = px_live[q];
-                const float use = (power <= 0.0f ? live : 0.0f) * (alpha >= 1.0f / 255.0f ? 1.0f : 0.0f);
-                const float stop = test < 1.0e-4f ? use : 0.0f;
-                const float add = use - stop;
-                const float w = add * alpha * tr;
-                px_r[q] += cr * w;
-                px_g[q] += cg * w;
-                px_b[q] += cbl * w;
-                px_d[q] += cd * w;
-                px_t[q] = add != 0.0f ? test : tr;
-                px_live[q] = live - stop;
+                const RlxSplatPx o = rlx_splat_blend(
+                    gs, px_x[q], px_y[q], RlxSplatPx{px_t[q], px_r[q], px_g[q], px_b[q], px_d[q], px_live[q]},
+                    max_alpha);
+                px_r[q] = o.r;
+                px_g[q] = o.g;
+                px_b[q] = o.b;
+                px_d[q] = o.d;
+                px_t[q] = o.t;
+                px_live[q] = o.live;
             }
         }
         rlx_barrier();
@@ -408,18 +474,8 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
     }
     rlx_barrier();
     RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
-        const uint x = tx0 + q % RLX_SPLAT_TILE, y = ty0 + q / RLX_SPLAT_TILE;
-        if (x < p->width && y < p->height) {
-            RLX_DEVICE T *o = image + ((uint64_t)y * p->width + x) * p->channels;
-            const float tr = px_t[q];
-            o[0] = rlx_from_float<T>(px_r[q] + tr * p->bg_r);
-            o[1] = rlx_from_float<T>(px_g[q] + tr * p->bg_g);
-            o[2] = rlx_from_float<T>(px_b[q] + tr * p->bg_b);
-            if (p->channels == 5u) {
-                o[3] = rlx_from_float<T>(px_d[q]);
-                o[4] = rlx_from_float<T>(1.0f - tr);
-            }
-        }
+        rlx_splat_store(image, p, tx0 + q % RLX_SPLAT_TILE, ty0 + q / RLX_SPLAT_TILE,
+                        RlxSplatPx{px_t[q], px_r[q], px_g[q], px_b[q], px_d[q], px_live[q]});
     }
 }
 RLX_INSTANTIATE(splat_raster, float, splat_raster_f32)
