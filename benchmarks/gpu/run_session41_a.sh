@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Device, session 41, call a (issue 21): the sort's scatter ranked with SIMD
-# votes (shaders/sort.h) on a GPU for the first time:
+# Device, session 41, call a (issue 21): the sort's histogram and scatter
+# ranked with SIMD votes (shaders/sort.h) and the raster's register form
+# (shaders/splat.h) on a GPU for the first time:
 # - the sort and splat suites on cuda at group sizes 0 and 32;
 # - racecheck and memcheck on the sort suite;
 # - rlx.splat against gsplat at 100k and 1M Gaussians, 1920 x 1080 (the
