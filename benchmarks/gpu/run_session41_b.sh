@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Device, session 41, call b: run_session41_a.sh's steps for a short
+# budget, the peer comparison first. The kernel library's first compile
+# runs in the background beside gsplat's JIT build; then rlx.splat against
+# gsplat (100k and 1M Gaussians, 1920 x 1080, with each stage's time), the
+# sort and splat suites on cuda, racecheck on the sort suite.
+# Carry .gpu_carry (gguf, gsplat and plyfile wheels).
+# Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session41_b.sh
+GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
+if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
+wait_warm
+wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
+timeout 150 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
+note "splat vs gsplat rc=$?"; cut -c1-1500 "$OUT/splat-gsplat.log" | tail -8 | tee -a "$S"
+[ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
+SAN_TIMEOUT=90 sanitize racecheck "racecheck sort" racecheck.log tests/ops/test_sort.py --rlx-device cuda
+suite "sort + splat (cuda, gs 32)" splat32.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda \
+  --rlx-group-size 32
+echo "=== summary"; cat "$S"
