@@ -25,7 +25,6 @@
 // and scatters directly; larger groups (GPUs) rank a tile of rows at a time
 // with SIMD votes (the scatter, below).
 #define RLX_SORT_RADIX 256u
-#define RLX_SORT_TILE 256u
 #define RLX_SORT_MAX_THREADS 1024u
 
 struct SortParams {

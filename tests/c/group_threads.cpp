@@ -67,7 +67,7 @@ static float rlx_gt_group_sum(float v, float *scratch) {
 
 // SIMD groups of rlx_gt_width consecutive threads (gt_simd_width; 1 by
 // default, as the CPU prelude has it). Wider ones emulate the votes the
-// sort's scatter ranks with: every thread of the group posts its vote and
+// sort's histogram and scatter rank with: every thread of the group posts its vote and
 // reads its SIMD group's between two group barriers, so the kernel must call
 // rlx_simd_match and rlx_simd_barrier in every thread of the group together
 // (its calls are group-uniform); a SIMD-group barrier is a group barrier.
