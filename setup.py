@@ -179,7 +179,9 @@ if sys.platform == "darwin":
             "librlx_metal.dylib",
             ["csrc/metal_shim.m"],
             include_dirs=["csrc"],
-            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/rlx_shim_table.h"],
+            # One translation unit that includes csrc/metal/*.inc.m.
+            depends=["csrc/rlx_shim.h", "csrc/rlx_gemm_check.h", "csrc/rlx_shim_table.h", "csrc/rlx_schedule_plan.h"]
+            + sorted(str(p) for p in Path("csrc/metal").glob("*.inc.m")),
             # macOS 11: compute commands in indirect command buffers (see the shim's header).
             # CoreGraphics: Apple documents that a command-line process must link it for
             # MTLCreateSystemDefaultDevice to return a device.

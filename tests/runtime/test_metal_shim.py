@@ -1,6 +1,7 @@
 """Checks on the Metal shim that run without a Mac.
 
-csrc/metal_shim.m cannot be compiled here, so these keep it honest by other
+csrc/metal_shim.m (one translation unit with its section files,
+csrc/metal/*.inc.m) cannot be compiled here, so these keep it honest by other
 means: (1) every Objective-C selector, property, class, function and constant
 it uses is listed in csrc/METAL_API.md with a reference project that makes the
 same call (the table cannot drift from the code); (2) the MSL it compiles
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from conftest import in_ci
+from shim_sources import expanded
 
 from rlx.errors import RlxError
 from rlx.runtime.shader_source import kernel_source
@@ -145,8 +147,14 @@ def table_symbols() -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def shim_code() -> str:
-    return strip_comments_and_strings(SHIM.read_text())
+def shim_source() -> str:
+    """The shim as clang reads it: metal_shim.m with its section files in place."""
+    return expanded(SHIM)
+
+
+@pytest.fixture(scope="module")
+def shim_code(shim_source) -> str:
+    return strip_comments_and_strings(shim_source)
 
 
 # ---- (1) the API table covers the shim ---------------------------------------------------------
@@ -198,7 +206,7 @@ def test_shim_declares_its_minimum_macos():
 
 
 # ---- (3) the API table matches rlx_shim.h ------------------------------------------------------
-@pytest.mark.parametrize("shim_file,backend", [("metal_shim.m", "metal"), ("cuda", "cuda")])
+@pytest.mark.parametrize("shim_file,backend", [("metal_shim.m", "metal"), ("cuda/shim.c", "cuda")])
 def test_api_table_fills_every_abi_entry_in_order(shim_file, backend):
     """The C shims' table is RLX_DEFINE_SHIM_API (csrc/rlx_shim_table.h): it
     must list every rlx_shim_api entry in the header's order, and the shim
@@ -212,8 +220,7 @@ def test_api_table_fills_every_abi_entry_in_order(shim_file, backend):
     entries = [e.strip() for e in init.split(",") if e.strip()]
     assert entries[:3] == ["RLX_SHIM_ABI_VERSION", "(uint32_t)sizeof(rlx_shim_api)", "backend_name"]
     assert entries[3:] == fields, "the table must list every rlx_shim_api entry, in the header's order"
-    shim = HEADER.parent / shim_file  # a file, or a folder of sections (csrc/cuda/: shim.c and its *.inc.c)
-    source = "\n".join(p.read_text() for p in ([shim] if shim.is_file() else sorted(shim.iterdir())))
+    source = expanded(HEADER.parent / shim_file)  # the translation unit, its section files in place
     assert re.search(rf'^RLX_DEFINE_SHIM_API\("{backend}"\)', source, re.M), f"{shim_file} must define its table"
     code = strip_comments_and_strings(source)
     shared = table[:table.index("rlx_shim_api kApi = {")]  # entries the table defines for every C shim
@@ -277,11 +284,11 @@ def test_explicit_instantiation_form_parses(tmp_path):
 
 
 @needs_gxx
-def test_the_shims_embedded_kernel_parses(tmp_path):
+def test_the_shims_embedded_kernel_parses(tmp_path, shim_source):
     """kScaleSource (C = beta*C for k == 0) is MSL inside a C string literal."""
-    text = SHIM.read_text()
+    text = shim_source
     m = re.search(r"kScaleSource\s*=\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+);", text)
-    assert m, "kScaleSource not found in metal_shim.m"
+    assert m, "kScaleSource not found in the Metal shim"
     parts = re.findall(r"\"((?:[^\"\\]|\\.)*)\"", m.group(1))
     src = "".join(p.encode().decode("unicode_escape") for p in parts)
     assert "rlx_scale_c_f32" in src and "rlx_scale_c_f16" in src
@@ -329,13 +336,16 @@ def _clang_check(cmd: list[str], tmp_path: Path, source: str, *extra: str) -> su
 
 
 def test_the_shim_type_checks_against_the_objc_stub(clang_objc, tmp_path):
-    """The unmodified shim (a copy: includes resolve from -I alone) gives no error or warning."""
+    """The unmodified shim (a copy: includes, its section files too, resolve from -I alone)
+    gives no error or warning."""
     r = _clang_check(clang_objc, tmp_path, SHIM.read_text())
     assert r.returncode == 0 and not r.stderr.strip(), f"clang rejects csrc/metal_shim.m:\n{r.stderr[-6000:]}"
     deps = subprocess.run([*(c for c in clang_objc if c != "-fsyntax-only"), "-M", str(SHIM)],
                           capture_output=True, text=True)
     for header in ("Foundation/Foundation.h", "Metal/Metal.h", "MetalPerformanceShaders/MetalPerformanceShaders.h"):
         assert str(OBJC_STUB / header) in deps.stdout, f"<{header}> did not resolve to the stub"
+    for section in sorted((SHIM.parent / "metal").glob("*.inc.m")):
+        assert str(section) in deps.stdout, f"{section.name} is not part of the shim's translation unit"
 
 
 # (label, text in the shim, its replacement, what clang's message must mention)
@@ -366,9 +376,10 @@ OBJC_MISTAKES = [
 
 
 @pytest.mark.parametrize("label,old,new,expect", OBJC_MISTAKES, ids=[m[0] for m in OBJC_MISTAKES])
-def test_the_objc_check_catches_mistakes(clang_objc, tmp_path, label, old, new, expect):
-    source = SHIM.read_text()
-    assert old in source, f"{label}: {old!r} is no longer in metal_shim.m (update this case)"
+def test_the_objc_check_catches_mistakes(clang_objc, tmp_path, shim_source, label, old, new, expect):
+    """Each mistake is planted in the expanded shim (so in whichever section file holds the line)."""
+    source = shim_source
+    assert old in source, f"{label}: {old!r} is no longer in the Metal shim (update this case)"
     r = _clang_check(clang_objc, tmp_path, source.replace(old, new, 1))
     assert r.returncode != 0, f"{label} was not caught"
     assert expect in r.stderr, f"{label}: clang failed, but not for the planted mistake:\n{r.stderr[-3000:]}"

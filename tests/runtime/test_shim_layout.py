@@ -1,17 +1,16 @@
 """The three shims read the same way (DESIGN section 7, IREE-style peers):
 the same sections in the same order, and no source file much past ~1,000
-lines. csrc/cuda/shim.c and csrc/host/shim.cpp are each one translation unit
-that includes its section files (csrc/cuda/*.inc.c, csrc/host/*.inc.cpp);
-csrc/metal_shim.m is one file. Nothing here compiles anything."""
+lines. csrc/cuda/shim.c, csrc/host/shim.cpp and csrc/metal_shim.m are each one
+translation unit that includes its section files (csrc/cuda/*.inc.c,
+csrc/host/*.inc.cpp, csrc/metal/*.inc.m). Nothing here compiles anything."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
+from shim_sources import CSRC, expanded, section_files
 
-CSRC = Path(__file__).resolve().parents[2] / "csrc"
 SHIMS = ["cuda/shim.c", "host/shim.cpp", "metal_shim.m"]
 
 # Every shim keeps these sections, in this order (a section header is a
@@ -22,13 +21,7 @@ SECTIONS = ["errors", "objects", "device", "buffers", "libraries", "command buff
             "indirect command buffers", "execution", "copies", "queues", "the ABI table"]
 MAX_LINES = 1100  # "a shim that grows past ~1,000 lines is a sign that logic leaked below the ABI"
 
-INCLUDE = re.compile(r'^#include "(\w+\.inc\.\w+)"\s*$', re.M)
 HEADER = re.compile(r"^(?:/\*|//) ---- (.+?) -{4,}", re.M)
-
-
-def expanded(path: Path) -> str:
-    """The shim's text with its section files included in place, as the compiler reads it."""
-    return INCLUDE.sub(lambda m: expanded(path.parent / m.group(1)), path.read_text())
 
 
 @pytest.mark.parametrize("shim", SHIMS)
@@ -43,13 +36,13 @@ def test_sections_in_the_common_order(shim):
     assert not missing, f"{shim} lacks the sections {[SECTIONS[i] for i in missing]}"
 
 
-@pytest.mark.parametrize("folder", ["cuda", "host"])
-def test_every_section_file_is_included_once(folder):
-    main = next((CSRC / folder).glob("shim.*"))
-    included = INCLUDE.findall(main.read_text())
+@pytest.mark.parametrize("shim,folder", [("cuda/shim.c", "cuda"), ("host/shim.cpp", "host"), ("metal_shim.m", "metal")])
+def test_every_section_file_is_included_once(shim, folder):
+    included = section_files(CSRC / shim)
+    assert all(p.is_file() for p in included), f"{shim} includes a section file that does not exist: {included}"
     assert len(included) == len(set(included))
-    assert sorted(included) == sorted(p.name for p in (CSRC / folder).glob("*.inc.*")), \
-        f"{main} must include every section file of csrc/{folder}/ (and only those)"
+    assert sorted(included) == sorted((CSRC / folder).glob("*.inc.*")), \
+        f"{shim} must include every section file of csrc/{folder}/ (and only those)"
 
 
 def test_no_source_file_is_much_past_1000_lines():
