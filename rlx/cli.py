@@ -542,7 +542,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from rlx.models import load_embedder
 
         model = load_embedder(args.model, device=args.device, precision=args.precision, cache_size=args.cache_size)
-        # Truncation to the model's length is the documented behaviour (README "Serving"); a warning per
+        # Truncation to the model's length is the documented behaviour (docs/serving.md); a warning per
         # request would only flood the log.
         warnings.filterwarnings("ignore", message=r".*tokens and were truncated")
         if args.warmup:
@@ -600,12 +600,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default=None, help="cpu (default), cuda, metal")
     p.add_argument("--precision", choices=("f32", "f16", "bf16", "fp8", "fp8-dynamic"), default="f32",
                    help="f32 (default); f16 (GPUs); bf16 (CPU: linear weights in bf16); fp8 (e4m3 linear "
-                        "weights), fp8-dynamic (and e4m3 activations); see README")
+                        "weights), fp8-dynamic (and e4m3 activations); see docs/compile.md")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--model", default=None, help="model folder or name (default: all-MiniLM-L6-v2)")
     p.add_argument("--show", type=int, default=6, help="values printed per embedding")
     p.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a tty")
-    g = p.add_argument_group("a corpus on Ray (needs rlx[ray]; see README \"Scale-out with Ray\")")
+    g = p.add_argument_group("a corpus on Ray (needs rlx[ray]; see docs/ray.md)")
     g.add_argument("--ray", action="store_true",
                    help="embed --input on Ray actors into Parquet parts under --output (a folder); resumable")
     g.add_argument("--input", help="the corpus: a .parquet or .jsonl file with a text column")

@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - depends on the environment
     ray = None
 
 # actor_options passes max_restarts / max_task_retries through map_batches' ray_remote_args, which Ray 2.60
-# marks deprecated (README "Scale-out with Ray").
+# marks deprecated (docs/ray.md).
 pytestmark = pytest.mark.filterwarnings("ignore:`ray_remote_args` is deprecated")
 
 ATOL = 1e-5

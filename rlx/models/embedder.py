@@ -244,6 +244,6 @@ def load_embedder(path_or_name: str | Path | None = None, device: str | None = "
     package's copy; the default). precision: "f32", "f16" (weights and
     activations in f16, embeddings returned as float32; for GPUs) or "bf16"
     (CPU only: linear weights stored as bf16, everything else f32; see the
-    README's precision table).
+    precision table in docs/compile.md).
     """
     return Embedder(BertModel.load(path_or_name), device=device, precision=precision, cache_size=cache_size)

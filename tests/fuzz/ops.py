@@ -431,7 +431,7 @@ def _quant(b: Builder) -> dict:
     gathered table."""
     r = b.rng.random()
     # bf16 weights in a linear: the host's AVX-512 BF16 gemm rounds x to bf16
-    # too (README, "Compile pipeline and precision"), a bound of its own that
+    # too (docs/compile.md), a bound of its own that
     # tests/ops/test_quant.py holds it to; here bf16 is dequantized and gathered.
     fmt = str(b.rng.choice([f for f in QUANT_FORMATS if r >= 0.6 or f != "bf16"]))
     k, n = quant_k(b, fmt), int(b.rng.choice([1, 3, 8, 13, 33]))
@@ -633,7 +633,7 @@ def _attention(b: Builder) -> dict:
     if bsz * max(tq, tk) * hq * max(d, dv) > MAX_NUMEL:
         tq, tk = min(tq, 17), min(tk, 17)
     # V stays finite: the fused kernel skips keys of probability exactly 0, so
-    # a NaN in V at a masked key does not reach the output there (README,
+    # a NaN in V at a masked key does not reach the output there (docs/kernels.md,
     # "NaN and infinities"), where PyTorch's 0 x NaN would.
     q, k = b.value((bsz, tq, hq, d)), b.value((bsz, tk, hkv, d))
     v = b.value((bsz, tk, hkv, dv), "finite")

@@ -11,7 +11,7 @@ its blocks, the oracle of issue 17, in float32.
 
 Semantics are PyTorch's: NaN propagates through relu / maximum / minimum /
 max / softmax / norms, argmax returns the first NaN's index. Two rlx-defined
-exceptions, both documented in the README: a softmax, masked_softmax or
+exceptions, both documented in docs/kernels.md: a softmax, masked_softmax or
 attention row whose every logit is -inf gives zeros (PyTorch would give NaN), and
 attention's causal / window masks follow rlx/ir/ops/attention.py.
 """

@@ -121,7 +121,7 @@ def test_reference_takes_bf16_leaves_as_their_values():
     np.testing.assert_allclose(out["y"], xv.astype(np.float64) @ exact.astype(np.float64).T, rtol=1e-6)
     got = rlx.compile(g, params={"w": bits}).run(x=xv, i=idx)
     np.testing.assert_array_equal(got["d"], out["d"])
-    # The host's AVX-512 BF16 gemm may round x to bf16 as well (README, "Compile pipeline and precision").
+    # The host's AVX-512 BF16 gemm may round x to bf16 as well (docs/compile.md).
     bound = 2.0 ** -7 * (np.abs(xv).astype(np.float64) @ np.abs(exact).astype(np.float64).T) + 1e-6
     assert (np.abs(got["y"] - out["y"]) <= bound).all()
 

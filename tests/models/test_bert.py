@@ -496,7 +496,7 @@ def st_model():
 # sentence (the 60 x "long" one) on 2026-12-02. Issue 20 asks 0.999, which
 # e4m3 weights do not reach on MiniLM at any scale granularity: the f32 graph
 # on e4m3-rounded weights gives the same 0.9929, and 0.999 needs ~78% of the
-# weights kept out of FP8 (benchmarks/fp8_accuracy.py, README "FP8 ...:
+# weights kept out of FP8 (benchmarks/fp8_accuracy.py, docs/fp8.md "FP8 ...:
 # accuracy"). The next test pins that the FP8 path adds nothing to it.
 # fp8-dynamic's worst sentence moves with the last bit of its inputs: the
 # embeddings' sum rounded to f16 once (a fused elementwise chain, 2026-12-03)

@@ -75,7 +75,7 @@ def test_linear_with_quantized_weights(fmt, dtype, rows, rng, gemv_preferred):
     rel = None
     if fmt == "bf16" and dtype == "f32" and exe.target.backend == "host":
         assert not any(kn.startswith(("gemv", "dequantize_")) for kn in kernels), kernels   # the host's bf16 gemm
-        rel = 2.0 ** -7   # which may round x to bf16 too (README "Compile pipeline and precision")
+        rel = 2.0 ** -7   # which may round x to bf16 too (docs/compile.md)
     else:
         path = ("gemv1_" if rows == 1 else "gemv_") if rows <= 8 else "dequantize_"
         assert any(kn.startswith(path + fmt) for kn in kernels), kernels

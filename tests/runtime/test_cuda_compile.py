@@ -1,7 +1,7 @@
 """Every shader compiles through the CUDA prelude with `nvcc --ptx`, so a
 kernel that would not compile for the GPU fails CI even without a GPU. The
 same check covers the kernels' f16 instantiations and the registered user
-kernel example of the README."""
+kernel example of docs/kernels.md."""
 
 from __future__ import annotations
 

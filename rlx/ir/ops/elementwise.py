@@ -1,6 +1,6 @@
 """Elementwise ops: binary with numpy broadcasting (add, sub, mul, div,
 maximum, minimum) and unary (gelu, silu, relu, tanh, exp, log, neg, sqrt,
-rsqrt, scale_shift). NaN propagates through all of them (README).
+rsqrt, scale_shift). NaN propagates through all of them (docs/kernels.md).
 """
 
 from __future__ import annotations

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Device, session 42, call a: rlx.splat beside gsplat in one run (100k and
+# 1M Gaussians, 1920 x 1080, each stage's time; issue 21's ratio at 1M),
+# then the LLM decode step's speed on the stand-in file (issue 18's GPU
+# number at this code). The kernel library's first compile runs in the
+# background beside gsplat's JIT build.
+# Carry .gpu_carry (gguf, gsplat and plyfile wheels) and .gg/gemma-header.bin.
+# Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session42_a.sh
+GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
+if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
+note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+wait_warm
+wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
+timeout 150 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
+note "splat vs gsplat rc=$?"; cut -c1-1500 "$OUT/splat-gsplat.log" | tail -8 | tee -a "$S"
+[ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+stand_in_model
+decode_speed session42
+[ -n "${REAL:-}" ] && cp "$OUT/llm-speed-session42.log" "$REAL/" 2>/dev/null
+echo "=== summary"; cat "$S"
