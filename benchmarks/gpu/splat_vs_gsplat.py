@@ -15,7 +15,12 @@ frame with the device synchronized: rlx ``Renderer.render`` (camera in, the
 [H, W, 5] f32 image copied to the host; and, where the Renderer has it,
 ``depth_and_alpha=False``: the [H, W, 3] RGB image); gsplat
 ``rasterization`` (image left on the device; and again with the RGB image
-copied to the host).
+copied to the host). Then each with the image left on the device: rlx's
+RGB-only schedule replayed with no input or output copies
+(benchmarks/gpu/cuda_timing.py ``bare_replay``: the frame's kernels over
+the executable's own arena, camera included), wall time around a
+synchronized run and the shim's device time; gsplat's frame between two
+CUDA events on its stream.
 
 Run: PYTHONPATH=$PWD python3 benchmarks/gpu/splat_vs_gsplat.py OUT.json"""
 
@@ -30,7 +35,8 @@ import traceback
 
 import numpy as np
 import torch
-from splat_cuda import HEIGHT, WIDTH, _camera, _psnr  # benchmarks/gpu/splat_cuda.py (the script's own folder)
+from cuda_timing import bare_replay, events_ms, replay_ms  # benchmarks/gpu/ (the script's own folder)
+from splat_cuda import HEIGHT, WIDTH, _camera, _psnr
 
 from rlx.splat import Camera, Renderer, random_scene
 
@@ -84,6 +90,7 @@ def _compare(n: int, width: int, height: int, timed: bool) -> dict:
         if timed:
             row["gsplat_frame_ms_device"] = _median_ms(gs)
             row["gsplat_frame_ms_with_rgb_to_host"] = _median_ms(lambda: gs()[0].cpu())
+            row["gsplat_frame_events_ms"] = events_ms(gs, REPEATS, warmup=1)
     alphas = [0.99]
     if "max_alpha" in inspect.signature(Renderer).parameters:
         alphas.append(0.999)
@@ -105,6 +112,14 @@ def _compare(n: int, width: int, height: int, timed: bool) -> dict:
                 row["rlx_rgb_only_frame_ms"] = _median_ms(lambda rgb=rgb: rgb.render(cam))
                 row["rlx_rgb_only_over_gsplat_with_rgb_to_host"] = (row["rlx_rgb_only_frame_ms"]
                                                                     / row["gsplat_frame_ms_with_rgb_to_host"])
+                try:   # the image left on the device, as gsplat's
+                    bare = bare_replay(rgb.exe)
+                    row["rlx_rgb_only_device_frame_ms"] = _median_ms(lambda bare=bare: bare.run([], []))
+                    row["rlx_rgb_only_device_events_ms"] = replay_ms(bare)
+                    row["rlx_on_device_over_gsplat_device"] = (row["rlx_rgb_only_device_frame_ms"]
+                                                               / row["gsplat_frame_ms_device"])
+                except Exception:
+                    row["rlx_on_device_error"] = traceback.format_exc()[-1500:]
     return row
 
 
