@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device, session 42, call b: call a's splat comparison again with each
 # side's image left on the device too (rlx's schedule replayed with no
-# copies beside gsplat's frame; issue 21), then rlx's decode against Hugging
+# copies beside gsplat's frame; issue 21) and the sort and splat suites on
+# this GPU, then rlx's decode against Hugging
 # Face transformers (bf16, static cache, generate's compiled CUDA graphs) on
 # the stand-in with the copy-bandwidth floor (issue 18), then the quantized
 # GEMV's kernel times against the copy and torch (issue 17). Every line goes
@@ -16,6 +17,7 @@ wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
 timeout 180 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
 note "splat vs gsplat rc=$?"; cut -c1-3000 "$OUT/splat-gsplat.log" | tail -3 | tee -a "$S"
 [ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
 stand_in_model
 t0=$(date +%s)
 HF_PEERS=hf_static_compiled timeout 300 python3 benchmarks/gpu/llm_cuda.py /tmp/z.gguf "$OUT/llm-cuda.json" 256 \
@@ -30,6 +32,6 @@ for k, v in d['peers'].items(): print(k, {a: (round(b, 4) if isinstance(b, float
 print('ratios', {k: round(v, 3) for k, v in d.items() if k.startswith('rlx_over')}, 'floor tok/s', round(d['floor_tok_s']), 'fraction of floor', round(d.get('fraction_of_floor', 0), 4))
 " "$OUT/llm-cuda.json" 2>&1 | tee -a "$S"
 tail -3 "$OUT/llm-cuda.log" | cut -c1-400 | tee -a "$S"
-gemv_kernel_bench h200
+gemv_kernel_bench h200 ONLY_ROWS=4096
 [ -n "${REAL:-}" ] && cp "$OUT/gemv-h200.json" "$REAL/" 2>/dev/null
 echo "=== summary"; cat "$S"
