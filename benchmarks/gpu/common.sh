@@ -6,7 +6,8 @@
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
 # Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, fft_register_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
-# stand_in_model, decode_speed and decode_speed_and_trace.
+# stand_in_model, decode_speed, decode_speed_and_trace, splat_vs_gsplat_step and
+# llm_vs_transformers.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
@@ -234,3 +235,33 @@ decode_speed_and_trace() {
   pdl_off_trace "$positions" 12
 }
 
+
+# splat_vs_gsplat_step: splat_vs_gsplat.py after gsplat's JIT build (GSPLAT=1)
+# and the kernel cache (WARM_CACHE=bg), its last rows into the summary, the
+# JSON beside the summary when $REAL is the device tool's $OUT.
+splat_vs_gsplat_step() {
+  wait_warm
+  wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
+  timeout 180 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
+  note "splat vs gsplat rc=$?"; cut -c1-3000 "$OUT/splat-gsplat.log" | tail -3 | tee -a "$S"
+  [ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+}
+
+# llm_vs_transformers GEN: llm_cuda.py on the stand-in (stand_in_model first),
+# rlx's decode against transformers bf16 with a static cache and generate's
+# compile, GEN tokens after a 128-token prompt, with the copy-bandwidth
+# floor; its summary into the summary file.
+llm_vs_transformers() {
+  local t0=$(date +%s)
+  HF_PEERS=hf_static_compiled timeout 300 python3 benchmarks/gpu/llm_cuda.py /tmp/z.gguf "$OUT/llm-cuda.json" "$1" \
+    >"$OUT/llm-cuda.log" 2>&1
+  note "llm_cuda (rlx vs transformers static compiled) rc=$? in $(( $(date +%s) - t0 )) s"
+  [ -n "${REAL:-}" ] && cp "$OUT/llm-cuda.json" "$REAL/" 2>/dev/null
+  python3 -c "
+import json, sys; d = json.load(open(sys.argv[1]))
+print('gpu', d['gpu'], 'hf', d['hf_source'][:80])
+print('rlx decode tok/s', round(d['rlx'].get('decode_tok_s', 0), 1), 'prompt tok/s', round(d['rlx'].get('prefill_tok_s', 0), 1))
+for k, v in d['peers'].items(): print(k, {a: (round(b, 4) if isinstance(b, float) else b) for a, b in v.items()})
+print('ratios', {k: round(v, 3) for k, v in d.items() if k.startswith('rlx_over')}, 'floor tok/s', round(d['floor_tok_s']), 'fraction of floor', round(d.get('fraction_of_floor', 0), 4))
+" "$OUT/llm-cuda.json" 2>&1 | tee -a "$S"
+}

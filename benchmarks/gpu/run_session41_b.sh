@@ -8,11 +8,7 @@
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session41_b.sh
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
 if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-wait_warm
-wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
-timeout 150 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
-note "splat vs gsplat rc=$?"; cut -c1-1500 "$OUT/splat-gsplat.log" | tail -8 | tee -a "$S"
-[ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+splat_vs_gsplat_step
 suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
 SAN_TIMEOUT=90 sanitize racecheck "racecheck sort" racecheck.log tests/ops/test_sort.py --rlx-device cuda
 suite "sort + splat (cuda, gs 32)" splat32.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda \

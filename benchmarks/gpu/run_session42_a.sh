@@ -9,11 +9,7 @@
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
 if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
 note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-wait_warm
-wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
-timeout 150 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
-note "splat vs gsplat rc=$?"; cut -c1-1500 "$OUT/splat-gsplat.log" | tail -8 | tee -a "$S"
-[ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+splat_vs_gsplat_step
 stand_in_model
 decode_speed session42
 [ -n "${REAL:-}" ] && cp "$OUT/llm-speed-session42.log" "$REAL/" 2>/dev/null
