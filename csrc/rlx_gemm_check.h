@@ -1,7 +1,8 @@
 /*
  * Validation shared by every shim (C and C++), so the three shims reject
  * exactly the same arguments with the same messages: an rlx_gemm_desc, and
- * a buffer binding (RLX_DEFINE_CHECK_BINDING).
+ * a buffer binding (RLX_DEFINE_CHECK_BINDING), a host copy's range
+ * (RLX_DEFINE_CHECK_COPY).
  * The caller checks that the buffers exist and belong to its device, then
  * passes their sizes in bytes.
  */
@@ -164,6 +165,19 @@ static inline rlx_status rlx_gemm_types_ok(const rlx_gemm_desc *g, const int32_t
         ARG_CHECK(b->dev == d, "%s: buffer at binding %u belongs to another device", fn, index);         \
         ARG_CHECK(offset <= b->size, "%s: offset %llu past the end of a %llu-byte buffer (binding %u)", fn, \
                   (unsigned long long)offset, (unsigned long long)b->size, index);                       \
+        return RLX_OK;                                                                                   \
+    }
+
+/* check_copy(fn, buffer, offset, host, size): a copy between host memory and
+ * bytes [offset, offset + size) of a buffer (buffer_read / buffer_write and
+ * the copies that travel with a command buffer). */
+#define RLX_DEFINE_CHECK_COPY(storage)                                                                    \
+    storage rlx_status check_copy(const char *fn, const rlx_buffer *b, uint64_t offset, const void *host, \
+                                  uint64_t size) {                                                       \
+        ARG_CHECK(b && (host || size == 0), "%s: NULL argument", fn);                                    \
+        ARG_CHECK(offset <= b->size && size <= b->size - offset,                                         \
+                  "%s: bytes [%llu, +%llu) outside a %llu-byte buffer", fn, (unsigned long long)offset,  \
+                  (unsigned long long)size, (unsigned long long)b->size);                                \
         return RLX_OK;                                                                                   \
     }
 

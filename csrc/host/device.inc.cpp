@@ -295,12 +295,7 @@ rlx_status buffer_rebind(rlx_buffer *b, void *ptr) {
 void *buffer_host_ptr(rlx_buffer *b) { return b ? b->ptr : nullptr; }
 uint64_t buffer_size(const rlx_buffer *b) { return b ? b->size : 0; }
 
-rlx_status check_copy(const char *fn, const rlx_buffer *b, uint64_t offset, const void *host, uint64_t size) {
-    ARG_CHECK(b && (host || size == 0), "%s: NULL argument", fn);
-    ARG_CHECK(offset <= b->size && size <= b->size - offset, "%s: bytes [%llu, +%llu) outside a %llu-byte buffer",
-              fn, (unsigned long long)offset, (unsigned long long)size, (unsigned long long)b->size);
-    return RLX_OK;
-}
+RLX_DEFINE_CHECK_COPY()
 
 rlx_status buffer_write(rlx_buffer *b, uint64_t offset, const void *src, uint64_t size) {
     if (rlx_status s = check_copy("buffer_write", b, offset, src, size)) return s;
