@@ -26,6 +26,9 @@
 // with SIMD votes (the scatter, below).
 #define RLX_SORT_RADIX 256u
 #define RLX_SORT_MAX_THREADS 1024u
+#define RLX_SORT_ITEMS 8u    // rows a lane ranks per tile (and a thread counts per histogram step)
+#define RLX_SORT_SIMD 8u     // SIMD groups that rank (a larger group's other threads only meet the barriers)
+#define RLX_SORT_TILE 2048u  // rows a scatter tile holds at most: RLX_SORT_SIMD SIMD groups of 32 lanes
 
 struct SortParams {
     uint n, cols, src_offset, count_offset;   // rows, words per row, src's first word, count's element
@@ -60,6 +63,34 @@ RLX_INLINE rlx_lanes rlx_sort_lanes_below(uint lane) {
     return lane == 0u ? (rlx_lanes)0 : (~(rlx_lanes)0) >> (64u - lane);
 }
 
+// ---- group-wide prefix sums --------------------------------------------------
+// rlx_group_count_scan: every thread of the group calls it with a count (the
+// group's total must fit in 32 bits); it returns the sum of the counts of
+// the threads before it (thread order) and the group's total. SIMD prefix
+// sums, then one partial per SIMD group in `scratch` (RLX_SORT_MAX_THREADS
+// entries: SIMD groups of one thread included); two group barriers, and
+// scratch is free again on return.
+struct RlxScan {
+    uint before, total;
+};
+
+RLX_INLINE RlxScan rlx_group_count_scan(uint v, RLX_GROUP_MEM uint *scratch RLX_GROUP_IDS) {
+    const uint width = rlx_simd_width, sid = rlx_simd_id, size = rlx_group_size.x;
+    const uint simds = (size + width - 1u) / width;
+    const uint in_simd = rlx_simd_prefix_exclusive_sum(v);
+    const uint last_lane = (size - sid * width < width ? size - sid * width : width) - 1u;
+    if (rlx_simd_lane == last_lane) scratch[sid] = in_simd + v;
+    rlx_barrier();
+    RlxScan r = RlxScan{in_simd, 0u};
+    for (uint w = 0u; w < simds; ++w) {
+        const uint part = scratch[w];
+        if (w < sid) r.before += part;
+        r.total += part;
+    }
+    rlx_barrier();
+    return r;
+}
+
 template <typename T>
 RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
                           RLX_BUF(RLX_DEVICE uint *, hist, 2), RLX_PARAMS(SortParams, p, 3) RLX_IDS) {
@@ -78,15 +109,25 @@ RLX_KERNEL sort_histogram(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEV
     } else {
         // One atomic add per digit per SIMD group and round: the lowest lane of
         // each set of equal digits adds their count (keys with a common top
-        // byte, such as depths, would otherwise queue on one counter).
+        // byte, such as depths, would otherwise queue on one counter). A
+        // thread loads its RLX_SORT_ITEMS keys of a step before it votes, so
+        // their memory latencies overlap instead of adding up.
         const uint bits = rlx_sort_digit_bits(mask);
         const rlx_lanes below = rlx_sort_lanes_below(rlx_simd_lane);
-        for (uint j0 = 0u; j0 < len; j0 += threads) {   // every thread takes every round (the votes)
-            const uint j = j0 + local;
-            const bool valid = j < len;
-            const uint d = valid ? ((uint)s[(uint64_t)(begin + j) * cols + word] >> shift) & mask : 0u;
-            const rlx_lanes peers = rlx_simd_match(d, bits, valid);
-            if (valid && rlx_lanes_count(peers & below) == 0u) rlx_group_atomic_add(&h[d], rlx_lanes_count(peers));
+        for (uint j0 = 0u; j0 < len; j0 += threads * RLX_SORT_ITEMS) {   // every thread takes every step (the votes)
+            uint digit[RLX_SORT_ITEMS];
+            RLX_UNROLL
+            for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
+                const uint j = j0 + r * threads + local;
+                digit[r] = j < len ? ((uint)s[(uint64_t)(begin + j) * cols + word] >> shift) & mask : 0u;
+            }
+            RLX_UNROLL
+            for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
+                const bool valid = j0 + r * threads + local < len;
+                const rlx_lanes peers = rlx_simd_match(digit[r], bits, valid);
+                if (valid && rlx_lanes_count(peers & below) == 0u)
+                    rlx_group_atomic_add(&h[digit[r]], rlx_lanes_count(peers));
+            }
         }
     }
     rlx_barrier();
@@ -103,8 +144,13 @@ RLX_INSTANTIATE(sort_histogram, uint, sort_histogram_u32)
 // - scan_partials: one group, part[0 .. groups) becomes its exclusive prefix;
 // - scan_down: group b rescans its chunk from part[b].
 // With groups == 1 the lowering dispatches scan_down alone (its base is 0).
-// Within a group, thread t takes a contiguous segment of the chunk, thread 0
-// scans the segment totals in group memory between barriers.
+// A one-thread group (the CPU) walks its chunk in place. Larger groups move
+// RLX_SCAN_STAGE elements at a time between device and group memory with
+// consecutive threads on consecutive elements (coalesced); in group memory
+// thread t scans a contiguous segment, and rlx_scan_group_sum places the
+// segments' totals.
+#define RLX_SCAN_STAGE 2048u
+
 struct ScanParams {
     uint n, offset, groups, total_offset;   // elements, the first one, chunks, where the total goes
     uint has_total, pad0, pad1, pad2;
@@ -114,112 +160,127 @@ RLX_INLINE uint rlx_scan_add(uint a, uint b) {
     const uint s = a + b;   // both <= 2^31 - 1: no wrap
     return s < 0x7FFFFFFFu ? s : 0x7FFFFFFFu;
 }
+RLX_INLINE uint rlx_scan_clamp(uint64_t v) { return v < (uint64_t)0x7FFFFFFFu ? (uint)v : 0x7FFFFFFFu; }
 
-// part[0 .. g) becomes its saturating exclusive prefix sum; returns the total.
-RLX_INLINE uint rlx_scan_serial(RLX_GROUP_MEM uint *part, uint g) {
-    uint run = 0u;
-    for (uint j = 0u; j < g; ++j) {
-        const uint v = part[j];
-        part[j] = run;
-        run = rlx_scan_add(run, v);
-    }
-    return run;
+// rlx_group_count_scan of values up to 2^31 - 1 whose sum may pass 32 bits,
+// saturating like rlx_scan_add: their low and high 16 bits are scanned apart
+// (neither sum can wrap for groups of up to 2^15 threads) and joined in 64
+// bits. Adds of non-negative values saturate the same in any order, so this
+// equals the serial saturating sum.
+RLX_INLINE RlxScan rlx_scan_group_sum(uint v, RLX_GROUP_MEM uint *scratch RLX_GROUP_IDS) {
+    const RlxScan lo = rlx_group_count_scan(v & 0xFFFFu, scratch RLX_GROUP_IDS_ARGS);
+    const RlxScan hi = rlx_group_count_scan(v >> 16, scratch RLX_GROUP_IDS_ARGS);
+    return RlxScan{rlx_scan_clamp(((uint64_t)hi.before << 16) + lo.before),
+                   rlx_scan_clamp(((uint64_t)hi.total << 16) + lo.total)};
 }
 
-// Thread t's saturating sum of its segment of d, and the rewrite of that
-// segment into its exclusive prefix from run (the scans' two passes).
+// d[0, len) becomes its exclusive prefix sum from `carry`, in place; returns
+// carry plus the chunk's sum. Every thread of the group calls it.
 template <typename T>
-RLX_INLINE uint rlx_scan_segment_sum(RLX_DEVICE const T *d, RlxRange seg) {
-    uint s = 0u;
-    for (uint i = seg.begin; i < seg.end; ++i) s = rlx_scan_add(s, (uint)d[i]);
-    return s;
-}
-template <typename T>
-RLX_INLINE void rlx_scan_segment_rewrite(RLX_DEVICE T *d, RlxRange seg, uint run) {
-    for (uint i = seg.begin; i < seg.end; ++i) {
-        const uint v = (uint)d[i];
-        d[i] = (T)run;
-        run = rlx_scan_add(run, v);
+RLX_INLINE uint rlx_scan_chunk(RLX_DEVICE T *d, uint len, uint carry, RLX_GROUP_MEM uint *stage,
+                               RLX_GROUP_MEM uint *scratch RLX_GROUP_IDS) {
+    const uint t = rlx_local_id.x, g = rlx_group_size.x;
+    if (g == 1u) {
+        for (uint i = 0u; i < len; ++i) {
+            const uint v = (uint)d[i];
+            d[i] = (T)carry;
+            carry = rlx_scan_add(carry, v);
+        }
+        return carry;
     }
+    for (uint s0 = 0u; s0 < len; s0 += RLX_SCAN_STAGE) {
+        const uint m = len - s0 < RLX_SCAN_STAGE ? len - s0 : RLX_SCAN_STAGE;
+        for (uint i = t; i < m; i += g) stage[i] = (uint)d[s0 + i];
+        rlx_barrier();
+        const RlxRange seg = rlx_group_segment(m, t, g);
+        uint sum = 0u;
+        for (uint i = seg.begin; i < seg.end; ++i) sum = rlx_scan_add(sum, stage[i]);
+        const RlxScan at = rlx_scan_group_sum(sum, scratch RLX_GROUP_IDS_ARGS);
+        uint run = rlx_scan_add(carry, at.before);
+        for (uint i = seg.begin; i < seg.end; ++i) {
+            const uint v = stage[i];
+            stage[i] = run;
+            run = rlx_scan_add(run, v);
+        }
+        rlx_barrier();
+        for (uint i = t; i < m; i += g) d[s0 + i] = (T)stage[i];
+        carry = rlx_scan_add(carry, at.total);
+        rlx_barrier();   // every thread has read the stage before the next fill
+    }
+    return carry;
 }
 
 template <typename T>
 RLX_KERNEL scan_reduce(RLX_BUF(RLX_DEVICE const T *, data, 0), RLX_BUF(RLX_DEVICE T *, part, 1),
                        RLX_PARAMS(ScanParams, p, 2) RLX_IDS) {
-    RLX_SHARED(uint, sums, RLX_SORT_MAX_THREADS);
+    RLX_SHARED(uint, scratch, RLX_SORT_MAX_THREADS);
     const uint b = rlx_group_id.x;
     if (b >= p->groups) return;
     const RlxRange chunk = rlx_group_segment(p->n, b, p->groups);
-    const uint g = rlx_group_size.x < RLX_SORT_MAX_THREADS ? rlx_group_size.x : RLX_SORT_MAX_THREADS;
-    const uint t = rlx_local_id.x;
-    const RlxRange seg = rlx_group_segment(chunk.end - chunk.begin, t, g);
-    const uint s = rlx_scan_segment_sum(data + p->offset + chunk.begin, seg);
-    if (t < g) sums[t] = s;
-    rlx_barrier();
-    if (t == 0u) part[b] = (T)rlx_scan_serial(sums, g);
+    RLX_DEVICE const T *d = data + p->offset + chunk.begin;
+    const uint len = chunk.end - chunk.begin, g = rlx_group_size.x;
+    uint s = 0u;
+    for (uint i = rlx_local_id.x; i < len; i += g) s = rlx_scan_add(s, (uint)d[i]);
+    const RlxScan sum = rlx_scan_group_sum(s, scratch RLX_GROUP_IDS_ARGS);
+    if (rlx_local_id.x == 0u) part[b] = (T)sum.total;
 }
 RLX_INSTANTIATE(scan_reduce, uint, scan_reduce_u32)
 
 template <typename T>
 RLX_KERNEL scan_partials(RLX_BUF(RLX_DEVICE T *, part, 0), RLX_PARAMS(ScanParams, p, 1) RLX_IDS) {
-    RLX_SHARED(uint, sums, RLX_SORT_MAX_THREADS);
-    const uint g = rlx_group_size.x < RLX_SORT_MAX_THREADS ? rlx_group_size.x : RLX_SORT_MAX_THREADS;
-    const uint t = rlx_local_id.x;
-    const RlxRange seg = rlx_group_segment(p->groups, t, g);
-    const uint s = rlx_scan_segment_sum(part, seg);
-    if (t < g) sums[t] = s;
-    rlx_barrier();
-    if (t == 0u) rlx_scan_serial(sums, g);
-    rlx_barrier();
-    rlx_scan_segment_rewrite(part, seg, t < g ? sums[t] : 0u);
+    RLX_SHARED(uint, stage, RLX_SCAN_STAGE);
+    RLX_SHARED(uint, scratch, RLX_SORT_MAX_THREADS);
+    rlx_scan_chunk(part, p->groups, 0u, stage, scratch RLX_GROUP_IDS_ARGS);
 }
 RLX_INSTANTIATE(scan_partials, uint, scan_partials_u32)
 
 template <typename T>
 RLX_KERNEL scan_down(RLX_BUF(RLX_DEVICE T *, data, 0), RLX_BUF(RLX_DEVICE const T *, part, 1),
                      RLX_PARAMS(ScanParams, p, 2) RLX_IDS) {
-    RLX_SHARED(uint, sums, RLX_SORT_MAX_THREADS);
+    RLX_SHARED(uint, stage, RLX_SCAN_STAGE);
+    RLX_SHARED(uint, scratch, RLX_SORT_MAX_THREADS);
     const uint b = rlx_group_id.x;
     if (b >= p->groups) return;
     const RlxRange chunk = rlx_group_segment(p->n, b, p->groups);
-    const uint g = rlx_group_size.x < RLX_SORT_MAX_THREADS ? rlx_group_size.x : RLX_SORT_MAX_THREADS;
-    const uint t = rlx_local_id.x;
-    const RlxRange seg = rlx_group_segment(chunk.end - chunk.begin, t, g);
-    RLX_DEVICE T *d = data + p->offset + chunk.begin;
-    const uint s = rlx_scan_segment_sum(d, seg);
-    if (t < g) sums[t] = s;
-    rlx_barrier();
     const uint base = p->groups > 1u ? (uint)part[b] : 0u;
-    if (t == 0u) {
-        const uint total = rlx_scan_add(base, rlx_scan_serial(sums, g));
-        if (p->has_total && b + 1u == p->groups) data[p->total_offset] = (T)total;
-    }
-    rlx_barrier();
-    rlx_scan_segment_rewrite(d, seg, t < g ? rlx_scan_add(base, sums[t]) : 0u);
+    const uint total = rlx_scan_chunk(data + p->offset + chunk.begin, chunk.end - chunk.begin, base, stage,
+                                      scratch RLX_GROUP_IDS_ARGS);
+    if (p->has_total && b + 1u == p->groups && rlx_local_id.x == 0u) data[p->total_offset] = (T)total;
 }
 RLX_INSTANTIATE(scan_down, uint, scan_down_u32)
 
 // ---- the scatter -------------------------------------------------------------
-// GPUs rank a tile of rows at a time, with SIMD votes rather than group-wide
-// prefix sums: SIMD group w of the group owns `lanes * RLX_SORT_ITEMS`
-// consecutive rows of the tile and walks them in RLX_SORT_ITEMS rounds of one
-// row a lane. In a round, rlx_simd_match finds the lanes holding the same
-// digit; a row's place is its SIMD group's running count of that digit
-// (wc[w][digit], group memory) plus the matching lanes before it, and the
-// lowest of those lanes then adds the round's count. After the rounds, one
-// pass over the digits turns the SIMD groups' counts into output rows
-// (base[digit], then each SIMD group's count in order), and every lane writes
-// its rows. A tile costs four group barriers; the order is the rows' order
-// (rounds in order, lanes in order, SIMD groups in order): stable.
-#define RLX_SORT_ITEMS 8u   // rows a lane ranks per tile
-#define RLX_SORT_SIMD 8u    // SIMD groups that rank (a larger group's other threads only meet the barriers)
-
+// GPUs take a tile of rows at a time, rank it with SIMD votes rather than
+// group-wide prefix sums, and write it out through group memory:
+// 1. SIMD group w of the group owns `lanes * RLX_SORT_ITEMS` consecutive
+//    rows of the tile; each lane loads the digits of its RLX_SORT_ITEMS rows
+//    (one a round, rows lane, lane + lanes, ...) first, then ranks them in
+//    round order: rlx_simd_match finds the lanes holding the same digit; a
+//    row's place is its SIMD group's running count of that digit (wc[w][d],
+//    group memory) plus the matching lanes before it, and the lowest of
+//    those lanes then adds the round's count.
+// 2. One pass over the digits turns the SIMD groups' counts into output
+//    rows (base[d], then each SIMD group's count in order) and keeps the
+//    tile's first output row and count of each digit; a group scan of the
+//    counts gives each digit's first slot in the tile's sorted order.
+// 3. Every ranked row writes its place in the tile and its digit into its
+//    slot of the stage.
+// 4. The group walks the stage in order, consecutive threads on
+//    consecutive slots, copying each row to its output row: a digit's rows
+//    land on consecutive rows from consecutive threads (coalesced writes,
+//    where writing from the ranking lanes scattered every row of a round).
+// The order is the rows' order (rounds in order, lanes in order, SIMD
+// groups in order): stable. Seven group barriers a tile.
 template <typename T>
 RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVICE const int *, count, 1),
                         RLX_BUF(RLX_DEVICE const uint *, hist, 2), RLX_BUF(RLX_DEVICE T *, dst, 3),
                         RLX_PARAMS(SortParams, p, 4) RLX_IDS) {
     RLX_SHARED(uint, base, RLX_SORT_RADIX);                  // each digit's next output row
+    RLX_SHARED(uint, first, RLX_SORT_RADIX);                 // the tile's first output row of each digit
+    RLX_SHARED(uint, slot0, RLX_SORT_RADIX);                 // the tile's count, then first slot, of each digit
     RLX_SHARED(uint, wc, RLX_SORT_SIMD * RLX_SORT_RADIX);    // per SIMD group: digit counts, then first rows
+    RLX_SHARED(uint, stage, RLX_SORT_TILE);                  // the sorted tile: row in the tile | digit << 16
+    RLX_SHARED(uint, scratch, RLX_SORT_MAX_THREADS);         // rlx_group_count_scan's partials
     const uint b = rlx_group_id.x, blocks = p->blocks;
     if (b >= blocks) return;
     const RlxRange rows = rlx_sort_block_rows(p, count, b);
@@ -228,7 +289,8 @@ RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVIC
     RLX_DEVICE const T *s = src + p->src_offset;
     RLX_FOR_GROUP(d, RLX_SORT_RADIX) base[d] = hist[d * blocks + b];
     rlx_barrier();
-    if (rlx_group_size.x == 1u) {
+    const uint size = rlx_group_size.x, local = rlx_local_id.x;
+    if (size == 1u) {
         for (uint i = begin; i < end; ++i) {
             const uint d = ((uint)s[(uint64_t)i * cols + word] >> shift) & mask;
             const uint o = base[d]++;
@@ -237,53 +299,82 @@ RLX_KERNEL sort_scatter(RLX_BUF(RLX_DEVICE const T *, src, 0), RLX_BUF(RLX_DEVIC
         return;
     }
     const uint width = rlx_simd_width, lane = rlx_simd_lane, sid = rlx_simd_id;
-    const uint groups_of_lanes = (rlx_group_size.x + width - 1u) / width;
+    const uint groups_of_lanes = (size + width - 1u) / width;
     const uint simds = groups_of_lanes < RLX_SORT_SIMD ? groups_of_lanes : RLX_SORT_SIMD;
-    const uint ranking = rlx_group_size.x < simds * width ? rlx_group_size.x : simds * width;
-    // This SIMD group's lanes that rank (0 past the first RLX_SORT_SIMD) and its rows' first row in a tile.
-    const uint lanes = sid < simds ? (ranking - sid * width < width ? ranking - sid * width : width) : 0u;
-    const uint own = sid * width * RLX_SORT_ITEMS;
+    // The threads that rank: at most RLX_SORT_SIMD SIMD groups, and a tile the stage holds.
+    uint ranking = size < simds * width ? size : simds * width;
+    if (ranking > RLX_SORT_TILE / RLX_SORT_ITEMS) ranking = RLX_SORT_TILE / RLX_SORT_ITEMS;
+    // This SIMD group's lanes that rank and its rows' first row in a tile.
+    const uint ahead = sid * width;
+    const uint lanes = sid < simds && ahead < ranking ? (ranking - ahead < width ? ranking - ahead : width) : 0u;
+    const uint own = ahead * RLX_SORT_ITEMS;
+    const uint tile = ranking * RLX_SORT_ITEMS;
     const rlx_lanes below = rlx_sort_lanes_below(lane);
     const uint bits = rlx_sort_digit_bits(mask);
     RLX_GROUP_MEM uint *mine = wc + (sid < simds ? sid : 0u) * RLX_SORT_RADIX;
+    // Each thread's run of consecutive digits in the scan of the tile's counts.
+    const uint per = (RLX_SORT_RADIX + size - 1u) / size;
+    const uint d0 = local * per < RLX_SORT_RADIX ? local * per : RLX_SORT_RADIX;
+    const uint d1 = d0 + per < RLX_SORT_RADIX ? d0 + per : RLX_SORT_RADIX;
     RLX_FOR_GROUP(i, simds * RLX_SORT_RADIX) wc[i] = 0u;
     rlx_barrier();
-    for (uint t0 = begin; t0 < end; t0 += ranking * RLX_SORT_ITEMS) {
+    for (uint t0 = begin; t0 < end; t0 += tile) {
         uint place[RLX_SORT_ITEMS], digit[RLX_SORT_ITEMS];
         RLX_UNROLL
         for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
             const uint row = t0 + own + r * lanes + lane;
-            const bool valid = lane < lanes && row < end;
-            const uint d = valid ? ((uint)s[(uint64_t)row * cols + word] >> shift) & mask : 0u;
+            digit[r] = lane < lanes && row < end ? ((uint)s[(uint64_t)row * cols + word] >> shift) & mask : 0u;
+        }
+        RLX_UNROLL
+        for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
+            const bool valid = lane < lanes && t0 + own + r * lanes + lane < end;
+            const uint d = digit[r];
             const rlx_lanes peers = rlx_simd_match(d, bits, valid);
             const uint before = rlx_lanes_count(peers & below);
             place[r] = valid ? mine[d] + before : 0u;
-            digit[r] = d;
             rlx_simd_barrier();   // every lane has read its digit's count
             if (valid && before == 0u) mine[d] += rlx_lanes_count(peers);
             rlx_simd_barrier();   // the counts are visible to the next round
         }
         rlx_barrier();
-        // Each digit's first output row per SIMD group: base, then the groups' counts in order.
         RLX_FOR_GROUP(d, RLX_SORT_RADIX) {
-            uint run = base[d];
+            const uint start = base[d];
+            uint run = start;
             for (uint w = 0u; w < simds; ++w) {
                 const uint c = wc[w * RLX_SORT_RADIX + d];
                 wc[w * RLX_SORT_RADIX + d] = run;
                 run += c;
             }
+            first[d] = start;
+            slot0[d] = run - start;
             base[d] = run;
+        }
+        rlx_barrier();
+        uint counted = 0u;
+        for (uint d = d0; d < d1; ++d) counted += slot0[d];
+        const RlxScan at = rlx_group_count_scan(counted, scratch RLX_GROUP_IDS_ARGS);
+        uint run = at.before;
+        for (uint d = d0; d < d1; ++d) {   // this thread's own digits only
+            const uint c = slot0[d];
+            slot0[d] = run;
+            run += c;
         }
         rlx_barrier();
         RLX_UNROLL
         for (uint r = 0u; r < RLX_SORT_ITEMS; ++r) {
-            const uint row = t0 + own + r * lanes + lane;
-            if (lane < lanes && row < end) {
-                const uint o = mine[digit[r]] + place[r];
-                for (uint c = 0u; c < cols; ++c) dst[(uint64_t)o * cols + c] = s[(uint64_t)row * cols + c];
+            const uint in_tile = own + r * lanes + lane;
+            if (lane < lanes && t0 + in_tile < end) {
+                const uint d = digit[r];
+                stage[slot0[d] + mine[d] + place[r] - first[d]] = in_tile | (d << 16);
             }
         }
         rlx_barrier();
+        const uint filled = end - t0 < tile ? end - t0 : tile;
+        for (uint i = local; i < filled; i += size) {
+            const uint e = stage[i], d = e >> 16;
+            const uint row = t0 + (e & 0xFFFFu), o = first[d] + i - slot0[d];
+            for (uint c = 0u; c < cols; ++c) dst[(uint64_t)o * cols + c] = s[(uint64_t)row * cols + c];
+        }
         RLX_FOR_GROUP(i, simds * RLX_SORT_RADIX) wc[i] = 0u;
         rlx_barrier();
     }

@@ -57,8 +57,18 @@ def gemv_trace(path: str) -> None:
               "ratio", round(r.get("kernel_rlx_over_torch", 0), 3))
 
 
+def splat_kernels(path: str) -> None:
+    """splat_kernels.py's rows: the device frame, then each kernel's us a frame and launches."""
+    for r in json.load(open(path))["rows"]:
+        k = r["kernels"]
+        print(r["gaussians"], "pairs", r["pairs"], "device frame ms", round(r["device_frame_ms"], 3), "kernels us",
+              k["kernel_us_per_run"], "launches", k["kernels_per_run"])
+        for name, us, n in k["by_kernel"]:
+            print("  ", round(us, 1), n, name[:60])
+
+
 if __name__ == "__main__":
     what, *args = sys.argv[1:]
     summaries = {"fft-breakdown": fft_breakdown, "fft-cuda": fft_cuda, "fft-shared": fft_shared,
-                 "gemv-trace": gemv_trace}
+                 "gemv-trace": gemv_trace, "splat-kernels": splat_kernels}
     summaries[what](*args)

@@ -105,6 +105,8 @@ RLX_INLINE float rlx_simd_sum(float v) { return v; }
 typedef uint64_t rlx_lanes;
 RLX_INLINE rlx_lanes rlx_simd_match(uint value, uint bits, bool valid) { (void)value; (void)bits; return valid ? 1u : 0u; }
 RLX_INLINE uint rlx_lanes_count(rlx_lanes s) { return (uint)__builtin_popcountll(s); }
+// The sum of `v` over the lanes before this one in its SIMD group (none here).
+RLX_INLINE uint rlx_simd_prefix_exclusive_sum(uint v) { (void)v; return 0u; }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

@@ -297,6 +297,19 @@ RLX_INLINE rlx_lanes rlx_simd_match(uint value, uint bits, bool valid) {
     return peers;
 }
 RLX_INLINE uint rlx_lanes_count(rlx_lanes s) { return (uint)__popcll(s); }
+// The sum of `v` over the lanes before this one in its warp (wrapping u32
+// adds); every existing lane calls it. An inclusive Kogge-Stone scan by
+// shuffles up: lane i's source i - off always exists in a partial warp.
+RLX_INLINE uint rlx_simd_prefix_exclusive_sum(uint v) {
+    const unsigned mask = rlx_cuda_warp_mask();
+    const uint lane = rlx_cuda_linear_tid() & 31u;
+    uint inclusive = v;
+    for (uint off = 1u; off < 32u; off <<= 1) {
+        const uint other = __shfl_up_sync(mask, inclusive, off);
+        if (lane >= off) inclusive += other;
+    }
+    return inclusive - v;
+}
 // Sum over the existing lanes of the calling warp, returned to every lane;
 // every existing lane must call it (with warp-uniform control flow). A full
 // warp: xor butterfly. A partial one (lanes 0..L-1, any L): shuffles down

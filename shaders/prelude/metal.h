@@ -150,4 +150,6 @@ RLX_INLINE rlx_lanes rlx_simd_match(uint value, uint bits, bool valid) {
     return peers;
 }
 RLX_INLINE uint rlx_lanes_count(rlx_lanes s) { return (uint)popcount(s); }
+// The sum of `v` over the active lanes before this one in its simdgroup.
+#define rlx_simd_prefix_exclusive_sum(v) simd_prefix_exclusive_sum(v)
 #endif

@@ -96,6 +96,20 @@ static rlx_lanes rlx_gt_simd_match(uint value, uint bits, bool valid) {
     return peers;
 }
 #define rlx_simd_match rlx_gt_simd_match
+// The SIMD prefix sum as the votes: every thread posts its value between two
+// group barriers and adds those of its SIMD group's lanes before it.
+static uint rlx_gt_values[1024];
+static uint rlx_gt_simd_prefix_exclusive_sum(uint v) {
+    if (rlx_gt_width == 1u) return 0u;
+    rlx_gt_values[rlx_gt_local] = v;
+    pthread_barrier_wait(&rlx_gt_barrier);
+    uint before = 0u;
+    for (uint t = rlx_gt_local - rlx_gt_local % rlx_gt_width; t < rlx_gt_local; ++t) before += rlx_gt_values[t];
+    pthread_barrier_wait(&rlx_gt_barrier);
+    return before;
+}
+#undef rlx_simd_prefix_exclusive_sum
+#define rlx_simd_prefix_exclusive_sum rlx_gt_simd_prefix_exclusive_sum
 
 #include "sort.h"
 #include "splat.h"

@@ -95,12 +95,15 @@ def test_sort_one_key_of_few_bits(lib, simd, rng, threads, keys_kind, n, bits):
 
 
 @pytest.mark.parametrize("width,threads,n,count", [(1, 3, 5000, 4999), (1, 64, 2049, 2049), (4, 3, 40, 17),
-                                                   (4, 18, 5000, 4999), (8, 256, 2049, 2049), (16, 100, 300, 217)])
+                                                   (4, 18, 5000, 4999), (8, 256, 2049, 2049), (16, 100, 300, 217),
+                                                   (64, 512, 3000, 2999)])
 def test_sort_with_other_simd_widths(lib, simd, rng, width, threads, n, count):
     """The scatter's votes at other SIMD widths: partial SIMD groups (18
-    threads of width 4, 100 of 16), and more SIMD groups than rank
+    threads of width 4, 100 of 16), more SIMD groups than rank
     (RLX_SORT_SIMD: 256 threads of width 8 rank with their first 64, one
-    thread a SIMD group with its first 8)."""
+    thread a SIMD group with its first 8), and SIMD groups so wide that the
+    stage bounds the tile (RLX_SORT_TILE: 512 threads of width 64 rank
+    with their first 256)."""
     simd(width)
     rec = rng.integers(-2**31, 2**31, size=(n, 3), dtype=np.int64).astype(np.int32)
     rec[:, 0] = rng.integers(0, 40, n)
@@ -117,6 +120,25 @@ def test_scan_with_threads(lib, rng, threads, n, groups):
     want = np.concatenate([[0], np.cumsum(data[:n], dtype=np.int64)])
     lib.gt_scan(_ptr(data), n, groups, threads)
     np.testing.assert_array_equal(data, want)
+
+
+@pytest.mark.parametrize("threads", [1, 32, 256])
+def test_scan_of_large_counts(lib, rng, threads):
+    """Counts near 2^31 - 1 with random low bits: the group sums of a
+    scan's segments add their low and high halves apart; the prefix sums
+    saturate at 2^31 - 1 as a serial saturating sum does."""
+    n = 3000
+    data = np.zeros(n + 1, np.int32)
+    data[:n] = rng.integers(0, 1 << 31, n) >> rng.integers(0, 31, n)   # every magnitude
+    data[:n:97] = 0x7FFFFFFF
+    want = np.concatenate([[0], np.minimum(np.cumsum(data[:n], dtype=np.int64), 0x7FFFFFFF)])
+    lib.gt_scan(_ptr(data), n, 3, threads)
+    np.testing.assert_array_equal(data, want)
+    small = np.zeros(n + 1, np.int32)
+    small[:n] = rng.integers(0, 1 << 19, n)   # sums up to ~2^30: exact, with carries between the halves
+    want = np.concatenate([[0], np.cumsum(small[:n], dtype=np.int64)])
+    lib.gt_scan(_ptr(small), n, 4, threads)
+    np.testing.assert_array_equal(small, want)
 
 
 @pytest.mark.parametrize("threads", [1, 32])
