@@ -5,7 +5,9 @@ schedule is replayed with no copies (cuda_timing.bare_replay), at 1920 x
 splat_vs_gsplat.py). A development aid: it names the kernels to work on;
 the ratio against gsplat is splat_vs_gsplat.py's.
 
-Run: PYTHONPATH=$PWD python3 benchmarks/gpu/splat_kernels.py OUT.json"""
+Run: PYTHONPATH=$PWD python3 benchmarks/gpu/splat_kernels.py OUT.json
+Under Nsight Compute: ... splat_kernels.py --frames N (N frames of the 1M
+scene, nothing timed or written)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,14 @@ from cuda_timing import bare_replay, kernel_table, replay_ms  # benchmarks/gpu/ 
 from splat_cuda import HEIGHT, WIDTH, _camera
 
 from rlx.splat import Renderer, random_scene
+
+
+def frames(count: int) -> None:
+    """`count` RGB-only frames of the 1M scene: the kernels for a profiler to see."""
+    r = Renderer(random_scene(1_000_000, seed=0, degree=3, scale=-4.0), WIDTH, HEIGHT, device="cuda",
+                 depth_and_alpha=False)
+    for _ in range(count):
+        r.render(_camera(WIDTH, HEIGHT))
 
 
 def main(out_path: str) -> None:
@@ -35,4 +45,7 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--frames":
+        frames(int(sys.argv[2]))
+    else:
+        main(sys.argv[1])
