@@ -85,6 +85,35 @@ RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float qa, float qk, float q
     return op * rlx_exp(-0.5f * q) >= 0.99f / 255.0f;
 }
 
+// One Gaussian's SH coefficients (n = 3 k floats, k <= 16) into c: the
+// f32 table in 16-byte loads where every row is 16-byte aligned (k = 4 or
+// 16; the table starts at its storage's first byte, which is 16-byte
+// aligned on every target). A warp's 32 rows are 32 lines apart, so each
+// load instruction reaches 32 lines: a fourth as many of them as scalar loads.
+RLX_INLINE void rlx_splat_sh_row(RLX_DEVICE const float *row, uint n, RLX_THREAD float *c) {
+    if ((n & 3u) == 0u) {
+        RLX_UNROLL
+        for (uint j = 0u; j < 48u; j += 4u) {
+            if (j < n) {
+                const rlx_f4 v = rlx_f4_load(row + j);
+                c[j] = v.x;
+                c[j + 1u] = v.y;
+                c[j + 2u] = v.z;
+                c[j + 3u] = v.w;
+            }
+        }
+        return;
+    }
+    RLX_UNROLL
+    for (uint j = 0u; j < 48u; ++j)
+        if (j < n) c[j] = row[j];
+}
+RLX_INLINE void rlx_splat_sh_row(RLX_DEVICE const half *row, uint n, RLX_THREAD float *c) {
+    RLX_UNROLL
+    for (uint j = 0u; j < 48u; ++j)
+        if (j < n) c[j] = rlx_to_float(row[j]);
+}
+
 template <typename T>
 RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DEVICE const T *, scales, 1),
                          RLX_BUF(RLX_DEVICE const T *, quats, 2), RLX_BUF(RLX_DEVICE const T *, opac, 3),
@@ -104,122 +133,132 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
     const float limx = 1.3f * 0.5f * (float)p->width / fx, limy = 1.3f * 0.5f * (float)p->height / fy;
     const uint k = p->sh_k;
     RLX_FOR_RANGE(i, p->n) {
-        RLX_DEVICE float *o = out + i * RLX_SPLAT_REC;
-        for (uint c = 0u; c < RLX_SPLAT_REC; ++c) o[c] = 0.0f;
-        const float mx = rlx_to_float(means[3u * i]), my = rlx_to_float(means[3u * i + 1u]);
-        const float mz = rlx_to_float(means[3u * i + 2u]);
-        const float tx = w00 * mx + w01 * my + w02 * mz + w03;
-        const float ty = w10 * mx + w11 * my + w12 * mz + w13;
-        const float tz = w20 * mx + w21 * my + w22 * mz + w23;
-        if (!(tz > 0.2f)) continue;   // near plane (and NaN)
-        // Rotation from the normalized quaternion (w, x, y, z).
-        float qw = rlx_to_float(quats[4u * i]), qx = rlx_to_float(quats[4u * i + 1u]);
-        float qy = rlx_to_float(quats[4u * i + 2u]), qz = rlx_to_float(quats[4u * i + 3u]);
-        const float qn = rlx_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
-        if (!(qn > 0.0f)) continue;
-        qw /= qn; qx /= qn; qy /= qn; qz /= qn;
-        const float r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz);
-        const float r02 = 2.0f * (qx * qz + qw * qy), r10 = 2.0f * (qx * qy + qw * qz);
-        const float r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
-        const float r20 = 2.0f * (qx * qz - qw * qy), r21 = 2.0f * (qy * qz + qw * qx);
-        const float r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
-        const float s0 = rlx_exp(rlx_to_float(scales[3u * i])), s1 = rlx_exp(rlx_to_float(scales[3u * i + 1u]));
-        const float s2 = rlx_exp(rlx_to_float(scales[3u * i + 2u]));
-        // EWA: J (2x3) at the clamped x / z, y / z; T = J W (W: the viewmat's rotation).
-        const float txc = rlx_splat_clamp(tx / tz, -limx, limx) * tz;
-        const float tyc = rlx_splat_clamp(ty / tz, -limy, limy) * tz;
-        const float j00 = fx / tz, j02 = -fx * txc / (tz * tz), j11 = fy / tz, j12 = -fy * tyc / (tz * tz);
-        const float t00 = j00 * w00 + j02 * w20, t01 = j00 * w01 + j02 * w21, t02 = j00 * w02 + j02 * w22;
-        const float t10 = j11 * w10 + j12 * w20, t11 = j11 * w11 + j12 * w21, t12 = j11 * w12 + j12 * w22;
-        // cov2d = P P^T with P = T R S (2x3): Sigma = R S S^T R^T never formed.
-        // Its determinant by Cauchy-Binet, the sum of P's squared 2x2 minors,
-        // each s_i s_j times a minor of T R: no cancellation, where a c - b^2
-        // of a needle-thin Gaussian (scales 1e4 apart) cancels to noise in f32.
-        const float q00 = t00 * r00 + t01 * r10 + t02 * r20, q01 = t00 * r01 + t01 * r11 + t02 * r21;
-        const float q02 = t00 * r02 + t01 * r12 + t02 * r22;
-        const float q10 = t10 * r00 + t11 * r10 + t12 * r20, q11 = t10 * r01 + t11 * r11 + t12 * r21;
-        const float q12 = t10 * r02 + t11 * r12 + t12 * r22;
-        const float p00 = q00 * s0, p01 = q01 * s1, p02 = q02 * s2;
-        const float p10 = q10 * s0, p11 = q11 * s1, p12 = q12 * s2;
-        const float e00 = p00 * p00 + p01 * p01 + p02 * p02, e11 = p10 * p10 + p11 * p11 + p12 * p12;
-        const float b = p00 * p10 + p01 * p11 + p02 * p12;
-        const float m01 = s0 * s1 * (q00 * q11 - q01 * q10), m02 = s0 * s2 * (q00 * q12 - q02 * q10);
-        const float m12 = s1 * s2 * (q01 * q12 - q02 * q11);
-        const float a = e00 + 0.3f, c = e11 + 0.3f;
-        // det(P P^T + 0.3 I) = det(P P^T) + 0.3 trace(P P^T) + 0.09.
-        const float det = (m01 * m01 + m02 * m02 + m12 * m12) + 0.3f * (e00 + e11) + 0.09f;
-        if (!(det > 0.0f && det <= 3.0e38f)) continue;   // NaN, and an overflowed scale's inf
-        const float mid = 0.5f * (a + c);
-        // mid^2 - det without its cancellation on round Gaussians.
-        const float half_gap = 0.5f * (e00 - e11);
-        const float disc = half_gap * half_gap + b * b;
-        const float lam = mid + rlx_sqrt(disc > 0.1f ? disc : 0.1f);
-        const float radius = rlx_splat_ceil(3.0f * rlx_sqrt(lam));
-        const float u = fx * tx / tz + cx, v = fy * ty / tz + cy;
-        const float gx = (float)p->gx, gy = (float)p->gy;
-        const float xmin = rlx_splat_clamp(rlx_splat_floor((u - radius) / 16.0f), 0.0f, gx);
-        const float xmax = rlx_splat_clamp(rlx_splat_floor((u + radius) / 16.0f) + 1.0f, 0.0f, gx);
-        const float ymin = rlx_splat_clamp(rlx_splat_floor((v - radius) / 16.0f), 0.0f, gy);
-        const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
-        const float opacity = rlx_sigmoid(rlx_to_float(opac[i]));
-        if (!(opacity > 0.0f)) continue;   // NaN too
-        const float qa = c / det, qk = -b / c, qm = 1.0f / c;   // the conic, factored (rlx_splat_q)
-        uint hits = 0u;
-        for (float ty = ymin; ty < ymax; ty += 1.0f)
-            for (float tx = xmin; tx < xmax; tx += 1.0f)
-                hits += rlx_splat_tile_hit(u, v, qa, qk, qm, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
-        if (hits == 0u) continue;
-        const float tiles = (float)hits;
-        // View-dependent colour: SH at the unit direction from the camera centre.
-        float dx = mx - px, dy = my - py, dz = mz - pz;
-        const float dn = rlx_sqrt(dx * dx + dy * dy + dz * dz);
-        dx /= dn; dy /= dn; dz /= dn;
-        RLX_DEVICE const T *shi = sh + (uint64_t)i * k * 3u;
-        float rgb[3];
-        for (uint ch = 0u; ch < 3u; ++ch) {
-            float res = 0.28209479177387814f * rlx_to_float(shi[ch]);
-            if (k > 1u) {
-                res = res - 0.4886025119029199f * dy * rlx_to_float(shi[3u + ch])
-                    + 0.4886025119029199f * dz * rlx_to_float(shi[6u + ch])
-                    - 0.4886025119029199f * dx * rlx_to_float(shi[9u + ch]);
-                if (k > 4u) {
-                    const float xx = dx * dx, yy = dy * dy, zz = dz * dz, xy = dx * dy, yz = dy * dz, xz = dx * dz;
-                    res = res + 1.0925484305920792f * xy * rlx_to_float(shi[12u + ch])
-                        + -1.0925484305920792f * yz * rlx_to_float(shi[15u + ch])
-                        + 0.31539156525252005f * (2.0f * zz - xx - yy) * rlx_to_float(shi[18u + ch])
-                        + -1.0925484305920792f * xz * rlx_to_float(shi[21u + ch])
-                        + 0.5462742152960396f * (xx - yy) * rlx_to_float(shi[24u + ch]);
-                    if (k > 9u) {
-                        res = res + -0.5900435899266435f * dy * (3.0f * xx - yy) * rlx_to_float(shi[27u + ch])
-                            + 2.890611442640554f * xy * dz * rlx_to_float(shi[30u + ch])
-                            + -0.4570457994644658f * dy * (4.0f * zz - xx - yy) * rlx_to_float(shi[33u + ch])
-                            + 0.3731763325901154f * dz * (2.0f * zz - 3.0f * xx - 3.0f * yy)
-                                  * rlx_to_float(shi[36u + ch])
-                            + -0.4570457994644658f * dx * (4.0f * zz - xx - yy) * rlx_to_float(shi[39u + ch])
-                            + 1.445305721320277f * dz * (xx - yy) * rlx_to_float(shi[42u + ch])
-                            + -0.5900435899266435f * dx * (xx - 3.0f * yy) * rlx_to_float(shi[45u + ch]);
+        // The record in registers, zeros for a culled Gaussian (each test
+        // below breaks out), stored once as four 16-byte writes.
+        float rec[RLX_SPLAT_REC];
+        RLX_UNROLL
+        for (uint j = 0u; j < RLX_SPLAT_REC; ++j) rec[j] = 0.0f;
+        do {
+            const float mx = rlx_to_float(means[3u * i]), my = rlx_to_float(means[3u * i + 1u]);
+            const float mz = rlx_to_float(means[3u * i + 2u]);
+            const float tx = w00 * mx + w01 * my + w02 * mz + w03;
+            const float ty = w10 * mx + w11 * my + w12 * mz + w13;
+            const float tz = w20 * mx + w21 * my + w22 * mz + w23;
+            if (!(tz > 0.2f)) break;   // near plane (and NaN)
+            // Rotation from the normalized quaternion (w, x, y, z).
+            float qw = rlx_to_float(quats[4u * i]), qx = rlx_to_float(quats[4u * i + 1u]);
+            float qy = rlx_to_float(quats[4u * i + 2u]), qz = rlx_to_float(quats[4u * i + 3u]);
+            const float qn = rlx_sqrt(qw * qw + qx * qx + qy * qy + qz * qz);
+            if (!(qn > 0.0f)) break;
+            qw /= qn; qx /= qn; qy /= qn; qz /= qn;
+            const float r00 = 1.0f - 2.0f * (qy * qy + qz * qz), r01 = 2.0f * (qx * qy - qw * qz);
+            const float r02 = 2.0f * (qx * qz + qw * qy), r10 = 2.0f * (qx * qy + qw * qz);
+            const float r11 = 1.0f - 2.0f * (qx * qx + qz * qz), r12 = 2.0f * (qy * qz - qw * qx);
+            const float r20 = 2.0f * (qx * qz - qw * qy), r21 = 2.0f * (qy * qz + qw * qx);
+            const float r22 = 1.0f - 2.0f * (qx * qx + qy * qy);
+            const float s0 = rlx_exp(rlx_to_float(scales[3u * i])), s1 = rlx_exp(rlx_to_float(scales[3u * i + 1u]));
+            const float s2 = rlx_exp(rlx_to_float(scales[3u * i + 2u]));
+            // EWA: J (2x3) at the clamped x / z, y / z; T = J W (W: the viewmat's rotation).
+            const float txc = rlx_splat_clamp(tx / tz, -limx, limx) * tz;
+            const float tyc = rlx_splat_clamp(ty / tz, -limy, limy) * tz;
+            const float j00 = fx / tz, j02 = -fx * txc / (tz * tz), j11 = fy / tz, j12 = -fy * tyc / (tz * tz);
+            const float t00 = j00 * w00 + j02 * w20, t01 = j00 * w01 + j02 * w21, t02 = j00 * w02 + j02 * w22;
+            const float t10 = j11 * w10 + j12 * w20, t11 = j11 * w11 + j12 * w21, t12 = j11 * w12 + j12 * w22;
+            // cov2d = P P^T with P = T R S (2x3): Sigma = R S S^T R^T never formed.
+            // Its determinant by Cauchy-Binet, the sum of P's squared 2x2 minors,
+            // each s_i s_j times a minor of T R: no cancellation, where a c - b^2
+            // of a needle-thin Gaussian (scales 1e4 apart) cancels to noise in f32.
+            const float q00 = t00 * r00 + t01 * r10 + t02 * r20, q01 = t00 * r01 + t01 * r11 + t02 * r21;
+            const float q02 = t00 * r02 + t01 * r12 + t02 * r22;
+            const float q10 = t10 * r00 + t11 * r10 + t12 * r20, q11 = t10 * r01 + t11 * r11 + t12 * r21;
+            const float q12 = t10 * r02 + t11 * r12 + t12 * r22;
+            const float p00 = q00 * s0, p01 = q01 * s1, p02 = q02 * s2;
+            const float p10 = q10 * s0, p11 = q11 * s1, p12 = q12 * s2;
+            const float e00 = p00 * p00 + p01 * p01 + p02 * p02, e11 = p10 * p10 + p11 * p11 + p12 * p12;
+            const float b = p00 * p10 + p01 * p11 + p02 * p12;
+            const float m01 = s0 * s1 * (q00 * q11 - q01 * q10), m02 = s0 * s2 * (q00 * q12 - q02 * q10);
+            const float m12 = s1 * s2 * (q01 * q12 - q02 * q11);
+            const float a = e00 + 0.3f, c = e11 + 0.3f;
+            // det(P P^T + 0.3 I) = det(P P^T) + 0.3 trace(P P^T) + 0.09.
+            const float det = (m01 * m01 + m02 * m02 + m12 * m12) + 0.3f * (e00 + e11) + 0.09f;
+            if (!(det > 0.0f && det <= 3.0e38f)) break;   // NaN, and an overflowed scale's inf
+            const float mid = 0.5f * (a + c);
+            // mid^2 - det without its cancellation on round Gaussians.
+            const float half_gap = 0.5f * (e00 - e11);
+            const float disc = half_gap * half_gap + b * b;
+            const float lam = mid + rlx_sqrt(disc > 0.1f ? disc : 0.1f);
+            const float radius = rlx_splat_ceil(3.0f * rlx_sqrt(lam));
+            const float u = fx * tx / tz + cx, v = fy * ty / tz + cy;
+            const float gx = (float)p->gx, gy = (float)p->gy;
+            const float xmin = rlx_splat_clamp(rlx_splat_floor((u - radius) / 16.0f), 0.0f, gx);
+            const float xmax = rlx_splat_clamp(rlx_splat_floor((u + radius) / 16.0f) + 1.0f, 0.0f, gx);
+            const float ymin = rlx_splat_clamp(rlx_splat_floor((v - radius) / 16.0f), 0.0f, gy);
+            const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
+            const float opacity = rlx_sigmoid(rlx_to_float(opac[i]));
+            if (!(opacity > 0.0f)) break;   // NaN too
+            const float qa = c / det, qk = -b / c, qm = 1.0f / c;   // the conic, factored (rlx_splat_q)
+            uint hits = 0u;
+            for (float ty = ymin; ty < ymax; ty += 1.0f)
+                for (float tx = xmin; tx < xmax; tx += 1.0f)
+                    hits += rlx_splat_tile_hit(u, v, qa, qk, qm, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
+            if (hits == 0u) break;
+            const float tiles = (float)hits;
+            // View-dependent colour: SH at the unit direction from the camera centre.
+            float dx = mx - px, dy = my - py, dz = mz - pz;
+            const float dn = rlx_sqrt(dx * dx + dy * dy + dz * dz);
+            dx /= dn; dy /= dn; dz /= dn;
+            float shc[48];
+            rlx_splat_sh_row(sh + (uint64_t)i * k * 3u, 3u * k, shc);
+            float rgb[3];
+            for (uint ch = 0u; ch < 3u; ++ch) {
+                float res = 0.28209479177387814f * shc[ch];
+                if (k > 1u) {
+                    res = res - 0.4886025119029199f * dy * shc[3u + ch]
+                        + 0.4886025119029199f * dz * shc[6u + ch]
+                        - 0.4886025119029199f * dx * shc[9u + ch];
+                    if (k > 4u) {
+                        const float xx = dx * dx, yy = dy * dy, zz = dz * dz, xy = dx * dy, yz = dy * dz, xz = dx * dz;
+                        res = res + 1.0925484305920792f * xy * shc[12u + ch]
+                            + -1.0925484305920792f * yz * shc[15u + ch]
+                            + 0.31539156525252005f * (2.0f * zz - xx - yy) * shc[18u + ch]
+                            + -1.0925484305920792f * xz * shc[21u + ch]
+                            + 0.5462742152960396f * (xx - yy) * shc[24u + ch];
+                        if (k > 9u) {
+                            res = res + -0.5900435899266435f * dy * (3.0f * xx - yy) * shc[27u + ch]
+                                + 2.890611442640554f * xy * dz * shc[30u + ch]
+                                + -0.4570457994644658f * dy * (4.0f * zz - xx - yy) * shc[33u + ch]
+                                + 0.3731763325901154f * dz * (2.0f * zz - 3.0f * xx - 3.0f * yy)
+                                      * shc[36u + ch]
+                                + -0.4570457994644658f * dx * (4.0f * zz - xx - yy) * shc[39u + ch]
+                                + 1.445305721320277f * dz * (xx - yy) * shc[42u + ch]
+                                + -0.5900435899266435f * dx * (xx - 3.0f * yy) * shc[45u + ch];
+                        }
                     }
                 }
+                res += 0.5f;
+                rgb[ch] = res > 0.0f ? res : 0.0f;
             }
-            res += 0.5f;
-            rgb[ch] = res > 0.0f ? res : 0.0f;
-        }
-        o[0] = u;
-        o[1] = v;
-        o[2] = tz;
-        o[3] = qa;
-        o[4] = qk;
-        o[5] = qm;
-        o[6] = opacity;
-        o[7] = rgb[0];
-        o[8] = rgb[1];
-        o[9] = rgb[2];
-        o[10] = radius;
-        o[11] = tiles;
-        o[12] = xmin;
-        o[13] = ymin;
-        o[14] = xmax;
-        o[15] = ymax;
+            rec[0] = u;
+            rec[1] = v;
+            rec[2] = tz;
+            rec[3] = qa;
+            rec[4] = qk;
+            rec[5] = qm;
+            rec[6] = opacity;
+            rec[7] = rgb[0];
+            rec[8] = rgb[1];
+            rec[9] = rgb[2];
+            rec[10] = radius;
+            rec[11] = tiles;
+            rec[12] = xmin;
+            rec[13] = ymin;
+            rec[14] = xmax;
+            rec[15] = ymax;
+        } while (false);
+        RLX_DEVICE float *o = out + i * RLX_SPLAT_REC;   // a fresh arena value: 128-byte aligned
+        RLX_UNROLL
+        for (uint j = 0u; j < RLX_SPLAT_REC; j += 4u)
+            rlx_f4_store(o + j, rec[j], rec[j + 1u], rec[j + 2u], rec[j + 3u]);
     }
 }
 RLX_INSTANTIATE(splat_project, float, splat_project_f32)
@@ -237,8 +276,7 @@ RLX_KERNEL splat_depth_keys(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_D
     RLX_FOR_RANGE(i, p->n) {
         RLX_DEVICE const T *r = rec + i * RLX_SPLAT_REC;
         const bool drawn = rlx_to_float(r[11]) > 0.0f;
-        keys[2u * i] = (int)(drawn ? rlx_float_to_bits(rlx_to_float(r[2])) : 0xFFFFFFFFu);
-        keys[2u * i + 1u] = (int)i;
+        rlx_i2_store(keys + 2u * i, (int)(drawn ? rlx_float_to_bits(rlx_to_float(r[2])) : 0xFFFFFFFFu), (int)i);
     }
 }
 RLX_INSTANTIATE(splat_depth_keys, float, splat_depth_keys_rec)
@@ -267,19 +305,19 @@ RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE c
     const uint cap = p->capacity, gx = p->gx;
     RLX_FOR_RANGE(k, p->n) {
         const uint i = (uint)order[2u * k + 1u];
-        RLX_DEVICE const T *r = rec + (uint64_t)i * RLX_SPLAT_REC;
-        if (!(rlx_to_float(r[11]) > 0.0f)) continue;
-        const uint x0 = (uint)rlx_to_float(r[12]), y0 = (uint)rlx_to_float(r[13]);
-        const uint x1 = (uint)rlx_to_float(r[14]), y1 = (uint)rlx_to_float(r[15]);
-        const float u = rlx_to_float(r[0]), v = rlx_to_float(r[1]), qa = rlx_to_float(r[3]);
-        const float qk = rlx_to_float(r[4]), qm = rlx_to_float(r[5]), op = rlx_to_float(r[6]);
+        // The record in 16-byte loads (rows are 64-byte aligned).
+        RLX_DEVICE const float *r = rec + (uint64_t)i * RLX_SPLAT_REC;
+        const rlx_f4 tiles = rlx_f4_load(r + 8u);
+        if (!(tiles.w > 0.0f)) continue;
+        const rlx_f4 head = rlx_f4_load(r), conic = rlx_f4_load(r + 4u), box = rlx_f4_load(r + 12u);
+        const uint x0 = (uint)box.x, y0 = (uint)box.y, x1 = (uint)box.z, y1 = (uint)box.w;
+        const float u = head.x, v = head.y, qa = head.w, qk = conic.x, qm = conic.y, op = conic.z;
         uint o = (uint)offsets[k];
         for (uint y = y0; y < y1; ++y) {
             for (uint x = x0; x < x1; ++x) {
                 if (o >= cap) break;
                 if (!rlx_splat_tile_hit(u, v, qa, qk, qm, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
-                pairs[2u * (uint64_t)o] = (int)(y * gx + x);
-                pairs[2u * (uint64_t)o + 1u] = (int)i;
+                rlx_i2_store(pairs + 2u * (uint64_t)o, (int)(y * gx + x), (int)i);
                 ++o;
             }
         }

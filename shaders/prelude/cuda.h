@@ -159,6 +159,8 @@ static __device__ __forceinline__ void rlx_async_wait() {
 #define RLX_SHARED(type, name, count) __shared__ type name[count]
 // RLX_SHARED memory's address space in helper parameters (Metal: threadgroup).
 #define RLX_GROUP_MEM
+// A thread's own memory (arrays) in helper parameters (Metal: thread).
+#define RLX_THREAD
 #define rlx_barrier() __syncthreads()
 
 // Group reductions (rlx_group_sum, rlx_group_max) follow common.h, below.
@@ -186,6 +188,15 @@ RLX_INLINE uint rlx_device_atomic_add_acq_rel(uint *p, uint v) {
 #endif
 }
 RLX_INLINE float rlx_load_fresh(const float *p) { return __ldcg(p); }
+// Four floats as one 16-byte access and two ints as one 8-byte access (one
+// memory instruction where four or two would each touch their own line);
+// the address aligned to the access.
+typedef float4 rlx_f4;
+RLX_INLINE rlx_f4 rlx_f4_load(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+RLX_INLINE void rlx_f4_store(float *p, float x, float y, float z, float w) {
+    *reinterpret_cast<float4 *>(p) = make_float4(x, y, z, w);
+}
+RLX_INLINE void rlx_i2_store(int *p, int a, int b) { *reinterpret_cast<int2 *>(p) = make_int2(a, b); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

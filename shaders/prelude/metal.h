@@ -40,6 +40,8 @@ typedef float2 rlx_float2;   // two floats as one 8-byte load or store
 // The address space of RLX_SHARED memory, for pointers to it that a helper
 // function takes (Metal: threadgroup; a plain pointer elsewhere).
 #define RLX_GROUP_MEM threadgroup
+// A thread's own memory (arrays) in helper parameters.
+#define RLX_THREAD thread
 // Orders threadgroup memory and device memory: kernels such as attention
 // exchange values through a device scratch region between passes, which
 // mem_threadgroup alone would not order on Metal (CUDA's __syncthreads
@@ -58,6 +60,14 @@ RLX_INLINE uint rlx_group_atomic_add(threadgroup uint *p, uint v) {
 // prelude/cuda.h's fence and atomic here: attention_split_merge is not
 // built for Metal).
 RLX_INLINE float rlx_load_fresh(device const float *p) { return *p; }
+// Four floats as one 16-byte access and two ints as one 8-byte access; the
+// address aligned to the access.
+typedef float4 rlx_f4;
+RLX_INLINE rlx_f4 rlx_f4_load(device const float *p) { return *(device const float4 *)p; }
+RLX_INLINE void rlx_f4_store(device float *p, float x, float y, float z, float w) {
+    *(device float4 *)p = float4(x, y, z, w);
+}
+RLX_INLINE void rlx_i2_store(device int *p, int a, int b) { *(device int2 *)p = int2(a, b); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }
