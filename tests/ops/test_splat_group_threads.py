@@ -112,6 +112,30 @@ def test_sort_with_other_simd_widths(lib, simd, rng, width, threads, n, count):
     np.testing.assert_array_equal(out[:count], sort_rows(rec, count, 2)[:count])
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_sort_of_random_layouts(lib, simd, seed):
+    """Random cases of everything the GPU branches depend on: rows, counted
+    rows, words a row, key words and bits, chunks, scan groups, threads and
+    SIMD width (the tile then covers anything from a few rows to several
+    tiles a chunk, partial SIMD groups, SIMD groups that do not rank)."""
+    rng = np.random.default_rng(9000 + seed)
+    width = int(rng.choice([4, 8, 16, 32]))
+    threads = int(rng.integers(width, 8 * width + 1))
+    n = int(rng.integers(1, 6000))
+    count = int(rng.integers(0, n + 1)) if seed % 2 else -1
+    cols, keys = int(rng.integers(2, 5)), int(rng.integers(1, 3))
+    bits = int(rng.integers(1, 33))
+    simd(width)
+    rec = rng.integers(-2**31, 2**31, size=(n, cols), dtype=np.int64).astype(np.int32)
+    rec[:, 0] &= (1 << bits) - 1 if bits < 32 else -1
+    rec[: n // 2, 0] = rng.integers(0, 3, n // 2)   # runs of equal keys: stability
+    out = np.zeros_like(rec)
+    blocks, scan_groups = int(rng.integers(1, 9)), int(rng.integers(1, 6))
+    lib.gt_sort(_ptr(rec), n, cols, keys, bits, count, blocks, scan_groups, threads, _ptr(out))
+    m = n if count < 0 else count
+    np.testing.assert_array_equal(out[:m], sort_rows(rec, m, keys)[:m])
+
+
 @pytest.mark.parametrize("threads", GROUP_SIZES)
 @pytest.mark.parametrize("n,groups", [(1, 1), (7, 3), (1000, 1), (1000, 4), (100_003, 13), (5, 9)])
 def test_scan_with_threads(lib, rng, threads, n, groups):
