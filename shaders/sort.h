@@ -21,9 +21,10 @@
 // Race-free by construction: every shared counter has one owner thread per
 // step (or is only changed by atomic adds), steps are separated by
 // barriers (SIMD-group barriers within a SIMD group's own counters), and no
-// two threads write one output row. A group of one thread (the CPU) counts
-// and scatters directly; larger groups (GPUs) rank a tile of rows at a time
-// with SIMD votes (the scatter, below).
+// two threads write one output row or stage slot. A group of one thread
+// (the CPU) counts and scatters directly; larger groups (GPUs) rank a tile
+// of rows at a time with SIMD votes and write it out through group memory
+// (the scatter, below).
 #define RLX_SORT_RADIX 256u
 #define RLX_SORT_MAX_THREADS 1024u
 #define RLX_SORT_ITEMS 8u    // rows a lane ranks per tile (and a thread counts per histogram step)
