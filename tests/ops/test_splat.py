@@ -338,3 +338,22 @@ def test_bad_channel_counts_are_refused(bad):
 def test_bad_depth_and_alpha_is_an_input_error():
     with pytest.raises(rlx.InputError, match="depth_and_alpha"):
         Renderer(random_scene(10), 16, 16, depth_and_alpha="no")
+
+
+@pytest.mark.parametrize("degree,scene_dtype", [(3, "f32"), (1, "f32"), (2, "f16")])
+def test_vector_accesses_land_on_aligned_buffers(degree, scene_dtype):
+    """splat_project stores its records and reads f32 SH rows of degree 1
+    and 3 in 16-byte accesses, splat_bin reads records in 16-byte loads and
+    writes 8-byte pairs, splat_depth_keys writes 8-byte rows: every buffer
+    they take (params blocks aside) starts 16-byte aligned, as the shaders
+    assume (shaders/splat.h, rlx_f4 / rlx_i2_store)."""
+    r = Renderer(random_scene(40, seed=1, degree=degree, scale=-3.0), 48, 32, scene_dtype=scene_dtype)
+    vector_kernels = ("splat_project_", "splat_bin_rec", "splat_depth_keys_rec")
+    seen = set()
+    for t in r.exe.thunks:
+        if t.kernel and t.kernel.startswith(vector_kernels):
+            seen.add(t.kernel.rsplit("_", 1)[0])
+            for b in t.bindings:
+                if b.storage.key != "params":   # the kernels' params block: scalar reads
+                    assert (b.storage.offset + b.offset) % 16 == 0, (t.kernel, b)
+    assert seen == {"splat_project", "splat_bin", "splat_depth_keys"}
