@@ -95,7 +95,7 @@ RLX_INLINE void rlx_splat_sh_row(RLX_DEVICE const float *row, uint n, RLX_THREAD
         RLX_UNROLL
         for (uint j = 0u; j < 48u; j += 4u) {
             if (j < n) {
-                const rlx_f4 v = rlx_f4_load(row + j);
+                const rlx_float4 v = *(RLX_DEVICE const rlx_float4 *)(row + j);
                 c[j] = v.x;
                 c[j + 1u] = v.y;
                 c[j + 2u] = v.z;
@@ -133,11 +133,9 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
     const float limx = 1.3f * 0.5f * (float)p->width / fx, limy = 1.3f * 0.5f * (float)p->height / fy;
     const uint k = p->sh_k;
     RLX_FOR_RANGE(i, p->n) {
-        // The record in registers, zeros for a culled Gaussian (each test
-        // below breaks out), stored once as four 16-byte writes.
-        float rec[RLX_SPLAT_REC];
-        RLX_UNROLL
-        for (uint j = 0u; j < RLX_SPLAT_REC; ++j) rec[j] = 0.0f;
+        // The record as four 16-byte parts, zeros for a culled Gaussian
+        // (each test below breaks out), stored once.
+        rlx_float4 r0 = rlx_float4{0.0f, 0.0f, 0.0f, 0.0f}, r1 = r0, r2 = r0, r3 = r0;
         do {
             const float mx = rlx_to_float(means[3u * i]), my = rlx_to_float(means[3u * i + 1u]);
             const float mz = rlx_to_float(means[3u * i + 2u]);
@@ -238,27 +236,17 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
                 res += 0.5f;
                 rgb[ch] = res > 0.0f ? res : 0.0f;
             }
-            rec[0] = u;
-            rec[1] = v;
-            rec[2] = tz;
-            rec[3] = qa;
-            rec[4] = qk;
-            rec[5] = qm;
-            rec[6] = opacity;
-            rec[7] = rgb[0];
-            rec[8] = rgb[1];
-            rec[9] = rgb[2];
-            rec[10] = radius;
-            rec[11] = tiles;
-            rec[12] = xmin;
-            rec[13] = ymin;
-            rec[14] = xmax;
-            rec[15] = ymax;
+            r0 = rlx_float4{u, v, tz, qa};
+            r1 = rlx_float4{qk, qm, opacity, rgb[0]};
+            r2 = rlx_float4{rgb[1], rgb[2], radius, tiles};
+            r3 = rlx_float4{xmin, ymin, xmax, ymax};
         } while (false);
-        RLX_DEVICE float *o = out + i * RLX_SPLAT_REC;   // a fresh arena value: 128-byte aligned
-        RLX_UNROLL
-        for (uint j = 0u; j < RLX_SPLAT_REC; j += 4u)
-            rlx_f4_store(o + j, rec[j], rec[j + 1u], rec[j + 2u], rec[j + 3u]);
+        // A fresh arena value: 128-byte aligned.
+        RLX_DEVICE rlx_float4 *o = (RLX_DEVICE rlx_float4 *)(out + i * RLX_SPLAT_REC);
+        o[0] = r0;
+        o[1] = r1;
+        o[2] = r2;
+        o[3] = r3;
     }
 }
 RLX_INSTANTIATE(splat_project, float, splat_project_f32)
@@ -276,7 +264,8 @@ RLX_KERNEL splat_depth_keys(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_D
     RLX_FOR_RANGE(i, p->n) {
         RLX_DEVICE const T *r = rec + i * RLX_SPLAT_REC;
         const bool drawn = rlx_to_float(r[11]) > 0.0f;
-        rlx_i2_store(keys + 2u * i, (int)(drawn ? rlx_float_to_bits(rlx_to_float(r[2])) : 0xFFFFFFFFu), (int)i);
+        const int key = (int)(drawn ? rlx_float_to_bits(rlx_to_float(r[2])) : 0xFFFFFFFFu);
+        *(RLX_DEVICE rlx_int2 *)(keys + 2u * i) = rlx_int2{key, (int)i};
     }
 }
 RLX_INSTANTIATE(splat_depth_keys, float, splat_depth_keys_rec)
@@ -306,10 +295,10 @@ RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE c
     RLX_FOR_RANGE(k, p->n) {
         const uint i = (uint)order[2u * k + 1u];
         // The record in 16-byte loads (rows are 64-byte aligned).
-        RLX_DEVICE const float *r = rec + (uint64_t)i * RLX_SPLAT_REC;
-        const rlx_f4 tiles = rlx_f4_load(r + 8u);
+        RLX_DEVICE const rlx_float4 *r = (RLX_DEVICE const rlx_float4 *)(rec + (uint64_t)i * RLX_SPLAT_REC);
+        const rlx_float4 tiles = r[2];
         if (!(tiles.w > 0.0f)) continue;
-        const rlx_f4 head = rlx_f4_load(r), conic = rlx_f4_load(r + 4u), box = rlx_f4_load(r + 12u);
+        const rlx_float4 head = r[0], conic = r[1], box = r[3];
         const uint x0 = (uint)box.x, y0 = (uint)box.y, x1 = (uint)box.z, y1 = (uint)box.w;
         const float u = head.x, v = head.y, qa = head.w, qk = conic.x, qm = conic.y, op = conic.z;
         uint o = (uint)offsets[k];
@@ -317,7 +306,7 @@ RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE c
             for (uint x = x0; x < x1; ++x) {
                 if (o >= cap) break;
                 if (!rlx_splat_tile_hit(u, v, qa, qk, qm, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
-                rlx_i2_store(pairs + 2u * (uint64_t)o, (int)(y * gx + x), (int)i);
+                *(RLX_DEVICE rlx_int2 *)(pairs + 2u * (uint64_t)o) = rlx_int2{(int)(y * gx + x), (int)i};
                 ++o;
             }
         }

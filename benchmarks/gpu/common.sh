@@ -6,7 +6,7 @@
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
 # Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, fft_register_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
-# stand_in_model, decode_speed, decode_speed_and_trace, splat_vs_gsplat_step and
+# stand_in_model, decode_speed, decode_speed_and_trace, sort_splat_suites, splat_vs_gsplat_step and
 # llm_vs_transformers.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -20,8 +20,11 @@ if [ "${GSPLAT:-0}" = 1 ]; then
   GSPLAT_PID=$!
 fi
 export PATH=/usr/local/cuda/bin:$PATH PYTHONPATH=$PWD
-S="$OUT/summary.txt"; : >"$S"
+# The summary: in $REAL when the caller sets it (the device tool's $OUT, so
+# that what ran comes back even after a timeout), else in $OUT.
+S="${REAL:-$OUT}/summary.txt"; : >"$S"
 note() { echo "$*" | tee -a "$S"; }
+note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1)"
 if compgen -G ".gpu_carry/gguf-*.whl" > /dev/null; then
   python3 -m pip install -q --no-deps --no-index .gpu_carry/gguf-*.whl >"$OUT/pip.log" 2>&1; note "gguf install rc=$?"
 fi
@@ -235,6 +238,16 @@ decode_speed_and_trace() {
   pdl_off_trace "$positions" 12
 }
 
+
+# sort_splat_suites GS...: the sort and splat suites on cuda at each group
+# size (0: the lowering's own), a line each into the summary.
+sort_splat_suites() {
+  local gs
+  for gs in "$@"; do
+    suite "sort + splat (cuda, gs $gs)" "splat-gs$gs.log" tests/ops/test_sort.py tests/ops/test_splat.py \
+      --rlx-device cuda --rlx-group-size "$gs"
+  done
+}
 
 # splat_vs_gsplat_step: splat_vs_gsplat.py after gsplat's JIT build (GSPLAT=1)
 # and the kernel cache (WARM_CACHE=bg), its last rows into the summary, the

@@ -12,7 +12,6 @@
 # comes (a timeout keeps what ran).
 WARM_CACHE=1 . benchmarks/gpu/common.sh
 # REAL=the device tool's $OUT, OUT=a scratch folder: only the summary comes back, line by line.
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
 suite "direct rows + glu (cuda, gs 0)" quant.log tests/ops/test_quant_kernels.py tests/ops/test_glu.py \
   tests/ops/test_quant.py --rlx-device cuda -k "direct_rows or glu_linear or integer_gemv or gemv1i"
 gemv_kernel_bench r4096-gemv1 ONLY_ROWS=4096

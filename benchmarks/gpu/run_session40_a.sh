@@ -4,7 +4,6 @@
 # in shaders/quant_gemv.h, the library builds with NVRTC and the quant, glu
 # and norm + GEMV suites pass on cuda at the device's group size and at 32.
 WARM_CACHE=1 . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
 suite "quant kernels (cuda, gs 0)" quantk.log tests/ops/test_quant_kernels.py --rlx-device cuda
 suite "quant end to end + glu + norm_gemv (cuda, gs 0)" quant.log tests/ops/test_quant.py tests/ops/test_glu.py \
   tests/ops/test_norm_gemv.py --rlx-device cuda

@@ -6,7 +6,6 @@
 # and .gg/gemma-header.bin. Not run in session 40: the start was refused and
 # the device time left was too short for another try.
 WARM_CACHE=1 . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
 stand_in_model
 decode_speed session40
 [ -n "${REAL:-}" ] && tar czf "$REAL/logs.tgz" -C "$OUT" .

@@ -11,16 +11,14 @@
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session41_a.sh
 # (the summary goes to $REAL line by line, so a timeout keeps what ran).
 GSPLAT=1 . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
+sort_splat_suites 0
 wait $GSPLAT_PID; tail -1 "$OUT/gsplat-build.log" | tee -a "$S"
 timeout 150 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
 note "splat vs gsplat rc=$?"; cut -c1-1500 "$OUT/splat-gsplat.log" | tail -8 | tee -a "$S"
 [ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
 timeout 120 python3 benchmarks/gpu/splat_sort_blocks.py 2048 4096 8192 >"$OUT/sort-blocks.log" 2>&1
 note "splat sort rows per block rc=$?"; cut -c1-600 "$OUT/sort-blocks.log" | tail -5 | tee -a "$S"
-suite "sort + splat (cuda, gs 32)" splat32.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda \
-  --rlx-group-size 32
+sort_splat_suites 32
 SAN_TIMEOUT=90 sanitize racecheck "racecheck sort" racecheck.log tests/ops/test_sort.py --rlx-device cuda
 SAN_TIMEOUT=90 sanitize memcheck "memcheck sort" memcheck.log tests/ops/test_sort.py --rlx-device cuda
 [ -n "${REAL:-}" ] && { tar czf "$REAL/logs.tgz" -C "$OUT" --exclude='*.whl' . 2>/dev/null; }

@@ -7,10 +7,8 @@
 # Carry .gpu_carry (gguf, gsplat and plyfile wheels).
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session41_b.sh
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
 splat_vs_gsplat_step
-suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
+sort_splat_suites 0
 SAN_TIMEOUT=90 sanitize racecheck "racecheck sort" racecheck.log tests/ops/test_sort.py --rlx-device cuda
-suite "sort + splat (cuda, gs 32)" splat32.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda \
-  --rlx-group-size 32
+sort_splat_suites 32
 echo "=== summary"; cat "$S"

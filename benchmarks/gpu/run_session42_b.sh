@@ -10,10 +10,8 @@
 # Carry .gpu_carry (gguf, gsplat and plyfile wheels) and .gg/gemma-header.bin.
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session42_b.sh
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 splat_vs_gsplat_step
-suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
+sort_splat_suites 0
 stand_in_model
 llm_vs_transformers 256
 tail -3 "$OUT/llm-cuda.log" | cut -c1-400 | tee -a "$S"

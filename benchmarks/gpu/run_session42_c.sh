@@ -6,8 +6,6 @@
 # Carry .gpu_carry (gguf, gsplat and plyfile wheels) and .gg/gemma-header.bin.
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session42_c.sh
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 splat_vs_gsplat_step
 stand_in_model
 llm_vs_transformers 256

@@ -6,8 +6,6 @@
 # Carry .gpu_carry (the gguf wheel) and .gg/gemma-header.bin.
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session42_d.sh
 WARM_CACHE=0 . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 stand_in_model
 llm_vs_transformers 256
 tail -3 "$OUT/llm-cuda.log" | cut -c1-400 | tee -a "$S"

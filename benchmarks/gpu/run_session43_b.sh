@@ -9,12 +9,8 @@
 # Carry .gpu_carry (the gsplat and plyfile wheels).
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session43_b.sh
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 wait_warm
-suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
-suite "sort + splat (cuda, gs 32)" splat32.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda \
-  --rlx-group-size 32
+sort_splat_suites 0 32
 timeout 150 python3 benchmarks/gpu/splat_kernels.py "$OUT/splat-kernels.json" >"$OUT/splat-kernels.log" 2>&1
 note "splat_kernels rc=$?"
 python3 benchmarks/gpu/summaries.py splat-kernels "$OUT/splat-kernels.json" 2>&1 | tee -a "$S"

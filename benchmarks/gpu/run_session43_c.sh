@@ -4,8 +4,6 @@
 # histograms and scatters, the raster): where each kernel's time goes.
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session43_c.sh
 . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 SECTIONS="--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis"
 timeout 300 ncu --clock-control none -k regex:"splat_project|splat_bin|sort_scatter|sort_histogram|splat_raster|scan_down" \
   $SECTIONS --launch-count 16 python3 benchmarks/gpu/splat_kernels.py --frames 1 >"$OUT/ncu-splat.log" 2>&1

@@ -7,10 +7,8 @@
 # it comes. Carry .gpu_carry (the gsplat and plyfile wheels).
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session43_e.sh
 GSPLAT=1 WARM_CACHE=bg . benchmarks/gpu/common.sh
-if [ -n "${REAL:-}" ]; then cp "$S" "$REAL/summary.txt"; S="$REAL/summary.txt"; fi
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
 wait_warm
-suite "sort + splat (cuda, gs 0)" splat.log tests/ops/test_sort.py tests/ops/test_splat.py --rlx-device cuda
+sort_splat_suites 0
 splat_vs_gsplat_step
 SAN_TIMEOUT=60 sanitize memcheck "memcheck splat (random scenes, f16)" memcheck-splat.log tests/ops/test_splat.py \
   --rlx-device cuda -k "random_scenes or half_precision"

@@ -29,12 +29,11 @@ RLX_INLINE uint rlx_index_div(uint64_t i, uint d) {
     return (i >> 32) == 0u ? (uint)i / d : (uint)(i / d);
 }
 
-// Group scans (the scan kernels of shaders/sort.h): thread t of the first
-// g threads takes the contiguous elements [begin, end) of n; threads past
-// g take none. Each sums its segment into part[t], then thread 0 turns the
-// totals into their exclusive prefix (rlx_scan_serial there, saturating),
-// then each thread rewrites its segment from part[t]. The scans also cut
-// their elements into groups' chunks with it.
+// Contiguous segments: thread (or group) t of g takes the elements
+// [begin, end) of n; those past g take none. The scans of shaders/sort.h cut
+// their elements into groups' chunks with it, and a staged chunk into the
+// threads' segments (each sums its own, a group scan places the totals,
+// each rewrites its own).
 struct RlxRange {
     uint begin, end;
 };

@@ -27,6 +27,10 @@ typedef unsigned short ushort;
 struct uint3 { uint x, y, z; };
 // Two floats read or written as one 8-byte unit (MSL's and CUDA's float2).
 struct alignas(8) rlx_float2 { float x, y; };
+// Four floats as one 16-byte unit, two ints as one 8-byte unit (MSL's and
+// CUDA's float4 and int2: on GPUs one memory instruction for the lot).
+struct alignas(16) rlx_float4 { float x, y, z, w; };
+struct alignas(8) rlx_int2 { int x, y; };
 // IEEE half: ARM64's __fp16 (a storage type that computes in float; GCC
 // before 13 has no _Float16 in C++ there), _Float16 elsewhere. Kernels only
 // load and store halves and compute in float, so the two behave the same.
@@ -94,17 +98,6 @@ RLX_INLINE uint rlx_cpu_group_atomic_add(uint *p, uint v) { const uint old = *p;
 // plain load is fresh after the acquire.
 RLX_INLINE uint rlx_device_atomic_add_acq_rel(uint *p, uint v) { return __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL); }
 RLX_INLINE float rlx_load_fresh(const float *p) { return *p; }
-// Four floats as one 16-byte access and two ints as one 8-byte access (on
-// GPUs one memory instruction where four or two would each touch their own
-// line); the address aligned to the access. Here plain copies.
-struct rlx_f4 {
-    float x, y, z, w;
-};
-RLX_INLINE rlx_f4 rlx_f4_load(const float *p) { return rlx_f4{p[0], p[1], p[2], p[3]}; }
-RLX_INLINE void rlx_f4_store(float *p, float x, float y, float z, float w) {
-    p[0] = x; p[1] = y; p[2] = z; p[3] = w;
-}
-RLX_INLINE void rlx_i2_store(int *p, int a, int b) { p[0] = a; p[1] = b; }
 // SIMD groups: a one-thread group is one SIMD group of one lane.
 #define rlx_simd_lane 0u
 #define rlx_simd_id 0u

@@ -11,6 +11,8 @@ typedef unsigned int uint;
 typedef unsigned char uchar;    // MSL's names (the GGUF block kernels read bytes)
 typedef unsigned short ushort;
 typedef float2 rlx_float2;   // two floats as one 8-byte load or store
+typedef float4 rlx_float4;   // four floats as one 16-byte load or store
+typedef int2 rlx_int2;       // two ints as one 8-byte load or store
 typedef unsigned long long rlx_u64;
 #ifndef __CUDACC_RTC__
 #include <stdint.h>
@@ -188,15 +190,6 @@ RLX_INLINE uint rlx_device_atomic_add_acq_rel(uint *p, uint v) {
 #endif
 }
 RLX_INLINE float rlx_load_fresh(const float *p) { return __ldcg(p); }
-// Four floats as one 16-byte access and two ints as one 8-byte access (one
-// memory instruction where four or two would each touch their own line);
-// the address aligned to the access.
-typedef float4 rlx_f4;
-RLX_INLINE rlx_f4 rlx_f4_load(const float *p) { return *reinterpret_cast<const float4 *>(p); }
-RLX_INLINE void rlx_f4_store(float *p, float x, float y, float z, float w) {
-    *reinterpret_cast<float4 *>(p) = make_float4(x, y, z, w);
-}
-RLX_INLINE void rlx_i2_store(int *p, int a, int b) { *reinterpret_cast<int2 *>(p) = make_int2(a, b); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

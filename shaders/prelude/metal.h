@@ -7,6 +7,8 @@
 #include <metal_stdlib>
 using namespace metal;
 typedef float2 rlx_float2;   // two floats as one 8-byte load or store
+typedef float4 rlx_float4;   // four floats as one 16-byte load or store
+typedef int2 rlx_int2;       // two ints as one 8-byte load or store
 
 #define RLX_TARGET_METAL 1
 
@@ -60,14 +62,6 @@ RLX_INLINE uint rlx_group_atomic_add(threadgroup uint *p, uint v) {
 // prelude/cuda.h's fence and atomic here: attention_split_merge is not
 // built for Metal).
 RLX_INLINE float rlx_load_fresh(device const float *p) { return *p; }
-// Four floats as one 16-byte access and two ints as one 8-byte access; the
-// address aligned to the access.
-typedef float4 rlx_f4;
-RLX_INLINE rlx_f4 rlx_f4_load(device const float *p) { return *(device const float4 *)p; }
-RLX_INLINE void rlx_f4_store(device float *p, float x, float y, float z, float w) {
-    *(device float4 *)p = float4(x, y, z, w);
-}
-RLX_INLINE void rlx_i2_store(device int *p, int a, int b) { *(device int2 *)p = int2(a, b); }
 
 // ---- half load/store and math ---------------------------------------------
 RLX_INLINE float rlx_to_float(float v) { return v; }

@@ -346,7 +346,7 @@ def test_vector_accesses_land_on_aligned_buffers(degree, scene_dtype):
     and 3 in 16-byte accesses, splat_bin reads records in 16-byte loads and
     writes 8-byte pairs, splat_depth_keys writes 8-byte rows: every buffer
     they take (params blocks aside) starts 16-byte aligned, as the shaders
-    assume (shaders/splat.h, rlx_f4 / rlx_i2_store)."""
+    assume (shaders/splat.h, rlx_float4 / rlx_int2)."""
     r = Renderer(random_scene(40, seed=1, degree=degree, scale=-3.0), 48, 32, scene_dtype=scene_dtype)
     vector_kernels = ("splat_project_", "splat_bin_rec", "splat_depth_keys_rec")
     seen = set()
