@@ -31,7 +31,7 @@ def _project(lw: Lowering, node: Node) -> View:
     gx, gy = _grid(w, h)
     params = struct.pack("<8I", n, k, w, h, gx, gy, 0, 0)
     lw.dispatch(repr(node), f"splat_project_{float_suffix(node, ins[0].dtype)}", [*((v, "r") for v in ins),
-                (out, "w")], params, lw.target.elementwise_grid(n * 64, scalar=True), Work("elementwise"))
+                (out, "w")], params, lw.target.elementwise_grid(n, scalar=True, cost=64), Work("elementwise"))
     return out
 
 
@@ -65,7 +65,7 @@ def _bin(lw: Lowering, node: Node) -> View:
     gx, _ = _grid(node.attrs["width"], node.attrs["height"])
     lw.dispatch(repr(node), "splat_bin_rec", [(rec, "r"), (order, "r"), (offs, "r"), (out, "w")],
                 struct.pack("<4I", n, node.attrs["capacity"], gx, 0),
-                lw.target.elementwise_grid(n * 16, scalar=True), Work("copy"))
+                lw.target.elementwise_grid(n, scalar=True, cost=16), Work("copy"))
     return out
 
 
@@ -77,7 +77,7 @@ def _ranges(lw: Lowering, node: Node) -> View:
     tiles = tiles_of(node.attrs["width"], node.attrs["height"])
     lw.dispatch(repr(node), "splat_ranges_u32", [(pairs, "r"), (count, "r"), (out, "w")],
                 struct.pack("<4I", pairs.shape[0], count.offset, tiles, 0),
-                lw.target.elementwise_grid(tiles * 64, scalar=True), Work("copy"))
+                lw.target.elementwise_grid(tiles, scalar=True, cost=64), Work("copy"))
     return out
 
 

@@ -65,7 +65,8 @@ class Target:
         """The CPU runs every group with one thread (DESIGN section 3)."""
         return self.backend == "host"
 
-    def elementwise_grid(self, n: int, scalar: bool = False) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    def elementwise_grid(self, n: int, scalar: bool = False, cost: int = 1
+                         ) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
         """Groups and threads for a range loop over n elements.
 
         CPU: a few contiguous chunks per worker, and a single group for small
@@ -75,11 +76,15 @@ class Target:
         GCC 12 keeps binary's op switch inside its loop), an order of
         magnitude slower an element than a vectorized one, so the pool pays
         off from far fewer elements (benchmarks/README.md, "CPU small
-        dispatches"). GPU: groups of up to 256 threads, the
-        grid-stride loop covers the rest; `scalar` changes nothing there."""
+        dispatches"). `cost`: an element weighs about that many scalar
+        elements on the CPU (a splat projection's tile tests), so the pool
+        splits the loop at that many fewer. GPU: groups of up to 256
+        threads, one an element, the grid-stride loop covers the rest;
+        `scalar` and `cost` change nothing there (the groups past n would
+        only start and exit)."""
         n = max(int(n), 1)
         if self.one_thread_groups:
-            groups = min(_ceil_div(n, 2048 if scalar else 16384), 4 * self.compute_units)
+            groups = min(_ceil_div(n * max(int(cost), 1), 2048 if scalar else 16384), 4 * self.compute_units)
             return (max(groups, 1), 1, 1), (1, 1, 1)
         # Tiny ops get only the SIMD groups they fill: a smaller group starts
         # and retires sooner, which is what a chain of them waits on.

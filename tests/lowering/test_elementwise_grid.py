@@ -28,3 +28,14 @@ def test_scalar_loops_get_more_groups_on_the_cpu_only():
     from dataclasses import replace
     gpu = replace(cpu, backend="cuda", simd_width=32)
     assert gpu.elementwise_grid(3456, scalar=True) == gpu.elementwise_grid(3456)
+
+
+def test_cost_weighs_elements_on_the_cpu_only():
+    cpu = host_target(2, 1 << 30)
+    # 100 elements of cost 64 are 6,400 scalar ones: four chunks of 2,048 or fewer.
+    assert cpu.elementwise_grid(100, scalar=True)[0] == (1, 1, 1)
+    assert cpu.elementwise_grid(100, scalar=True, cost=64)[0] == (4, 1, 1)
+    from dataclasses import replace
+    gpu = replace(cpu, backend="cuda", simd_width=32)
+    # One thread an element on a GPU whatever the cost: 10**6 elements, 3,907 groups of 256.
+    assert gpu.elementwise_grid(10**6, scalar=True, cost=64) == ((3907, 1, 1), (256, 1, 1))
