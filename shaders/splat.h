@@ -60,15 +60,20 @@ RLX_INLINE float rlx_splat_q(float qa, float qk, float qm, float dx, float dy) {
     return qa * t * t + qm * dy * dy;
 }
 
+// The q at which a Gaussian of opacity op falls to alpha 0.99/255 (1/255
+// with 1% of margin): op * exp(-q / 2) >= 0.99/255 is q <= reach, one log
+// a Gaussian instead of an exp a tile. Negative: no pixel is reached.
+RLX_INLINE float rlx_splat_reach(float op) { return 2.0f * rlx_log(op * (255.0f / 0.99f)); }
+
 // Whether a projected Gaussian can reach alpha >= 1/255 at any pixel centre
 // of the tile whose first pixel is (x0, y0): the smallest q over the
 // rectangle of the tile's pixel centres (0 when the mean is inside, else
 // on an edge, where the 1D minimum is the stationary point clamped to the
-// edge), and opacity * exp(-q / 2) against 1/255 with 1% of margin. The
-// rectangle holds every pixel centre, so a tile this rejects has no pixel
-// the raster would blend (rounding is far inside the margin); the 3-sigma
-// rectangle keeps about a third more tiles.
-RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float qa, float qk, float qm, float op, float x0, float y0) {
+// edge) against the Gaussian's reach (rlx_splat_reach). The rectangle
+// holds every pixel centre, so a tile this rejects has no pixel the raster
+// would blend (rounding is far inside the margin); the 3-sigma rectangle
+// keeps about a third more tiles.
+RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float qa, float qk, float qm, float reach, float x0, float y0) {
     const float dx_lo = u - (x0 + 15.5f), dx_hi = u - (x0 + 0.5f);   // dx over the tile: [dx_lo, dx_hi]
     const float dy_lo = v - (y0 + 15.5f), dy_hi = v - (y0 + 0.5f);
     float q = 0.0f;
@@ -82,7 +87,7 @@ RLX_INLINE bool rlx_splat_tile_hit(float u, float v, float qa, float qk, float q
         const float q3 = rlx_splat_q(qa, qk, qm, rlx_splat_clamp(-qk * dy_hi, dx_lo, dx_hi), dy_hi);
         q = rlx_fmin(rlx_fmin(q0, q1), rlx_fmin(q2, q3));
     }
-    return op * rlx_exp(-0.5f * q) >= 0.99f / 255.0f;
+    return q <= reach;
 }
 
 // One Gaussian's SH coefficients (n = 3 k floats, k <= 16) into c: the
@@ -187,18 +192,25 @@ RLX_KERNEL splat_project(RLX_BUF(RLX_DEVICE const T *, means, 0), RLX_BUF(RLX_DE
             const float lam = mid + rlx_sqrt(disc > 0.1f ? disc : 0.1f);
             const float radius = rlx_splat_ceil(3.0f * rlx_sqrt(lam));
             const float u = fx * tx / tz + cx, v = fy * ty / tz + cy;
-            const float gx = (float)p->gx, gy = (float)p->gy;
-            const float xmin = rlx_splat_clamp(rlx_splat_floor((u - radius) / 16.0f), 0.0f, gx);
-            const float xmax = rlx_splat_clamp(rlx_splat_floor((u + radius) / 16.0f) + 1.0f, 0.0f, gx);
-            const float ymin = rlx_splat_clamp(rlx_splat_floor((v - radius) / 16.0f), 0.0f, gy);
-            const float ymax = rlx_splat_clamp(rlx_splat_floor((v + radius) / 16.0f) + 1.0f, 0.0f, gy);
             const float opacity = rlx_sigmoid(rlx_to_float(opac[i]));
             if (!(opacity > 0.0f)) break;   // NaN too
+            const float reach = rlx_splat_reach(opacity);
+            if (!(reach >= 0.0f)) break;
+            // The tile rectangle: the 3-sigma one cut to the box of the
+            // ellipse q <= reach (half-widths sqrt(reach a), sqrt(reach c))
+            // and a pixel, which no tile outside passes rlx_splat_tile_hit:
+            // the loops below, and splat_bin's, test only tiles it may pass.
+            const float ex = rlx_sqrt(reach * a) + 1.0f, ey = rlx_sqrt(reach * c) + 1.0f;
+            const float gx = (float)p->gx, gy = (float)p->gy;
+            const float xmin = rlx_splat_clamp(rlx_splat_floor((u - rlx_fmin(radius, ex)) / 16.0f), 0.0f, gx);
+            const float xmax = rlx_splat_clamp(rlx_splat_floor((u + rlx_fmin(radius, ex)) / 16.0f) + 1.0f, 0.0f, gx);
+            const float ymin = rlx_splat_clamp(rlx_splat_floor((v - rlx_fmin(radius, ey)) / 16.0f), 0.0f, gy);
+            const float ymax = rlx_splat_clamp(rlx_splat_floor((v + rlx_fmin(radius, ey)) / 16.0f) + 1.0f, 0.0f, gy);
             const float qa = c / det, qk = -b / c, qm = 1.0f / c;   // the conic, factored (rlx_splat_q)
             uint hits = 0u;
             for (float ty = ymin; ty < ymax; ty += 1.0f)
                 for (float tx = xmin; tx < xmax; tx += 1.0f)
-                    hits += rlx_splat_tile_hit(u, v, qa, qk, qm, opacity, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
+                    hits += rlx_splat_tile_hit(u, v, qa, qk, qm, reach, 16.0f * tx, 16.0f * ty) ? 1u : 0u;
             if (hits == 0u) break;
             const float tiles = (float)hits;
             // View-dependent colour: SH at the unit direction from the camera centre.
@@ -300,12 +312,13 @@ RLX_KERNEL splat_bin(RLX_BUF(RLX_DEVICE const T *, rec, 0), RLX_BUF(RLX_DEVICE c
         if (!(tiles.w > 0.0f)) continue;
         const rlx_float4 head = r[0], conic = r[1], box = r[3];
         const uint x0 = (uint)box.x, y0 = (uint)box.y, x1 = (uint)box.z, y1 = (uint)box.w;
-        const float u = head.x, v = head.y, qa = head.w, qk = conic.x, qm = conic.y, op = conic.z;
+        const float u = head.x, v = head.y, qa = head.w, qk = conic.x, qm = conic.y;
+        const float reach = rlx_splat_reach(conic.z);   // as splat_project computed it
         uint o = (uint)offsets[k];
         for (uint y = y0; y < y1; ++y) {
             for (uint x = x0; x < x1; ++x) {
                 if (o >= cap) break;
-                if (!rlx_splat_tile_hit(u, v, qa, qk, qm, op, 16.0f * (float)x, 16.0f * (float)y)) continue;
+                if (!rlx_splat_tile_hit(u, v, qa, qk, qm, reach, 16.0f * (float)x, 16.0f * (float)y)) continue;
                 *(RLX_DEVICE rlx_int2 *)(pairs + 2u * (uint64_t)o) = rlx_int2{(int)(y * gx + x), (int)i};
                 ++o;
             }

@@ -183,7 +183,7 @@ def test_tile_hits_never_drop_a_blended_pixel():
         dx, dy = u - (x0 + lx + 0.5), v - (y0 + ly + 0.5)
         power = -0.5 * (a * dx * dx + c * dy * dy) - b * dx * dy
         alive = ((power <= 0) & (np.minimum(0.99, op * np.exp(power)) >= 1 / 255)).any()
-        hit = bool(ref.tile_hits(u, v, *factors, op, x0, y0))
+        hit = bool(ref.tile_hits(u, v, *factors, ref.reach(op), x0, y0))
         assert hit or not alive, (u, v, a, b, c, op, x0, y0)
         dead += not alive
         kept_dead += hit and not alive

@@ -19,9 +19,10 @@ Conventions (the kernels' too):
   det(P P^T) + 0.3 trace(P P^T) + 0.09 with P = J W R S and det(P P^T) the
   sum of P's squared 2x2 minors (Cauchy-Binet), never a c - b^2; the tile
   rectangle (16 x 16 pixels) is x in [floor((u - r) / 16), floor((u + r) /
-  16)] clamped to the grid (likewise y), and of it the
-  tiles touched are those where opacity exp(-q_min / 2) >= 0.99 / 255, q_min
-  the least q over the tile's pixel-centre rectangle
+  16)] clamped to the grid (likewise y), cut to the tiles that the box of
+  the ellipse q <= reach (``reach``: opacity exp(-reach / 2) = 0.99 / 255)
+  widened by a pixel can reach, and of it the tiles touched are those where
+  q_min <= reach, q_min the least q over the tile's pixel-centre rectangle
   (``tile_hits``: no pixel of another tile could pass alpha >= 1/255);
   none touched: culled.
 - colour: the SH basis of degree <= 3 at the direction from the camera
@@ -104,12 +105,19 @@ def factored_conic(a, b, c, det):
     return c / det, -b / c, 1.0 / c
 
 
-def tile_hits(u, v, qa, qk, qm, op, x0, y0) -> np.ndarray:
-    """Whether a Gaussian (mean u, v; factored conic qa, qk, qm; opacity
-    op) can reach alpha >= 1/255 (with 1% margin) at a pixel centre of the
-    tiles whose first pixels are (x0, y0) (arrays): the minimum of q over
-    the rectangle of the tile's pixel centres (0 with the mean inside; else
-    the least of the four edges' clamped 1D minima)."""
+def reach(op):
+    """The q at which a Gaussian of opacity op falls to alpha 0.99 / 255
+    (1/255 with 1% of margin): op exp(-q / 2) >= 0.99 / 255 is q <= reach
+    (negative: op itself is below it, no pixel is reached)."""
+    return 2.0 * np.log(op * (255.0 / 0.99))
+
+
+def tile_hits(u, v, qa, qk, qm, reach_q, x0, y0) -> np.ndarray:
+    """Whether a Gaussian (mean u, v; factored conic qa, qk, qm; ``reach``
+    reach_q) can reach alpha >= 1/255 (with 1% margin) at a pixel centre of
+    the tiles whose first pixels are (x0, y0) (arrays): the minimum of q
+    over the rectangle of the tile's pixel centres (0 with the mean inside;
+    else the least of the four edges' clamped 1D minima) against reach_q."""
     x0, y0 = np.asarray(x0, np.float64), np.asarray(y0, np.float64)
     dx_lo, dx_hi = u - (x0 + 15.5), u - (x0 + 0.5)
     dy_lo, dy_hi = v - (y0 + 15.5), v - (y0 + 0.5)
@@ -121,7 +129,7 @@ def tile_hits(u, v, qa, qk, qm, op, x0, y0) -> np.ndarray:
                    quad(qa, qk, qm, np.clip(-qk * dy_hi, dx_lo, dx_hi), dy_hi)))
     inside = (dx_lo <= 0) & (dx_hi >= 0) & (dy_lo <= 0) & (dy_hi >= 0)
     q = np.where(inside, 0.0, q)
-    return op * np.exp(-0.5 * q) >= 0.99 / 255.0
+    return q <= reach_q
 
 
 def gaussian_tiles(r: np.ndarray, gx: int) -> np.ndarray:
@@ -129,7 +137,7 @@ def gaussian_tiles(r: np.ndarray, gx: int) -> np.ndarray:
     x0, y0, x1, y1 = (int(t) for t in r[XMIN:YMAX + 1])
     ty, tx = np.meshgrid(np.arange(y0, y1), np.arange(x0, x1), indexing="ij")
     tx, ty = tx.reshape(-1), ty.reshape(-1)
-    hit = tile_hits(r[U], r[V], r[QA], r[QK], r[QM], r[OPACITY], 16.0 * tx, 16.0 * ty)
+    hit = tile_hits(r[U], r[V], r[QA], r[QK], r[QM], reach(r[OPACITY]), 16.0 * tx, 16.0 * ty)
     return (ty * gx + tx)[hit]
 
 
@@ -184,14 +192,24 @@ def project(means, scales, quats, opacities, sh, camera, width: int, height: int
     xmax = np.clip(np.floor((u + radius) / TILE) + 1, 0, gx)
     ymin = np.clip(np.floor((v - radius) / TILE), 0, gy)
     ymax = np.clip(np.floor((v + radius) / TILE) + 1, 0, gy)
-    rect = (xmax - xmin) * (ymax - ymin)
     opacity = 1.0 / (1.0 + np.exp(-opac))
-    keep &= (rect > 0) & (opacity > 0)
+    keep &= opacity > 0
+    # The box of the ellipse q <= reach (half-widths sqrt(reach a), sqrt(reach c))
+    # and a pixel: no tile outside it passes tile_hits.
+    reach_q = reach(np.where(keep, opacity, 1.0))
+    keep &= reach_q >= 0
+    ex = np.sqrt(np.maximum(reach_q, 0.0) * a) + 1.0
+    ey = np.sqrt(np.maximum(reach_q, 0.0) * c) + 1.0
+    xmin = np.maximum(xmin, np.clip(np.floor((u - ex) / TILE), 0, gx))
+    xmax = np.minimum(xmax, np.clip(np.floor((u + ex) / TILE) + 1, 0, gx))
+    ymin = np.maximum(ymin, np.clip(np.floor((v - ey) / TILE), 0, gy))
+    ymax = np.minimum(ymax, np.clip(np.floor((v + ey) / TILE) + 1, 0, gy))
+    keep &= (xmax > xmin) & (ymax > ymin)
     conic = factored_conic(a, b, c, dets)
     tiles = np.zeros(n)
     for i in np.flatnonzero(keep):
         ty, tx = np.meshgrid(np.arange(ymin[i], ymax[i]), np.arange(xmin[i], xmax[i]), indexing="ij")
-        tiles[i] = np.count_nonzero(tile_hits(u[i], v[i], conic[0][i], conic[1][i], conic[2][i], opacity[i],
+        tiles[i] = np.count_nonzero(tile_hits(u[i], v[i], conic[0][i], conic[1][i], conic[2][i], reach_q[i],
                                               16.0 * tx, 16.0 * ty))
     keep &= tiles > 0
 
