@@ -26,7 +26,7 @@
 #define RLX_SPLAT_TILE 16u
 #define RLX_SPLAT_PIXELS 256u
 #define RLX_SPLAT_REC 16u
-#define RLX_SPLAT_BATCH 128u
+#define RLX_SPLAT_BATCH 256u
 #define RLX_SPLAT_MAX_THREADS 1024u
 
 struct SplatProjectParams {
@@ -394,6 +394,34 @@ RLX_INLINE RlxSplatPx rlx_splat_blend(RlxSplatGauss gs, float px, float py, RlxS
     return o;
 }
 
+// rlx_splat_blend for one pixel in registers, with branches where it
+// masks: the same arithmetic where a Gaussian is added, and a skipped one
+// costs only its power and alpha. For GPU groups of one thread a pixel: a
+// warp's 32 pixels are two rows of a tile, so its lanes mostly skip the
+// same Gaussians together, and most of a tile's Gaussians reach none of a
+// given pixel. Returns false once the pixel is done (s.live 0).
+RLX_INLINE bool rlx_splat_composite(RlxSplatGauss gs, float px, float py, RLX_THREAD RlxSplatPx &s,
+                                    float max_alpha) {
+    const float dx = gs.u - px, dy = gs.v - py;
+    const float power = -0.5f * rlx_splat_q(gs.qa, gs.qk, gs.qm, dx, dy);
+    if (!(power <= 0.0f)) return true;
+    const float e = gs.op * rlx_exp(power);
+    const float alpha = e < max_alpha ? e : max_alpha;
+    if (!(alpha >= 1.0f / 255.0f)) return true;
+    const float test = s.t * (1.0f - alpha);
+    if (test < 1.0e-4f) {
+        s.live = 0.0f;
+        return false;
+    }
+    const float w = alpha * s.t;
+    s.r = s.r + gs.cr * w;
+    s.g = s.g + gs.cg * w;
+    s.b = s.b + gs.cb * w;
+    s.d = s.d + gs.cd * w;
+    s.t = test;
+    return true;
+}
+
 // Batch j of group memory bt (see splat_raster) as a Gaussian.
 RLX_INLINE RlxSplatGauss rlx_splat_batched(RLX_GROUP_MEM const float *bt, uint j) {
     RLX_GROUP_MEM const float *g = bt + 10u * j;
@@ -438,8 +466,8 @@ RLX_INLINE void rlx_splat_store(RLX_DEVICE T *image, RLX_CONSTANT SplatRasterPar
 // One group per tile; a batch of the tile's Gaussians in group memory at a
 // time, each pixel compositing them in sorted order, front to back.
 // - A group of one thread a pixel (GPUs: RLX_SPLAT_PIXELS threads) keeps
-//   its pixel's state in registers and stops when a group sum of the live
-//   flags is 0.
+//   its pixel's state in registers, skips with branches
+//   (rlx_splat_composite) and stops when a group sum of the live flags is 0.
 // - Other groups (the CPU's one-thread groups, smaller GPU groups) keep
 //   the state in group memory (px_*) and walk the batch Gaussian by
 //   Gaussian, every pixel of the tile taking its step (RLX_FOR_GROUP: a
@@ -447,7 +475,7 @@ RLX_INLINE void rlx_splat_store(RLX_DEVICE T *image, RLX_CONSTANT SplatRasterPar
 //   Gaussians; on the CPU the pixel loop is branch-free and vectorizes).
 //   The group stops once no pixel is live (a decision every thread reads
 //   from the same flags after a barrier).
-// Both forms do the same arithmetic (rlx_splat_blend): the same image.
+// Both forms do the same arithmetic where they add a Gaussian: the same image.
 template <typename T>
 RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_DEVICE const int *, pairs, 1),
                         RLX_BUF(RLX_DEVICE const int *, ranges, 2), RLX_BUF(RLX_DEVICE T *, image, 3),
@@ -473,7 +501,9 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
         for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
             const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
             rlx_splat_load_batch(rec, pairs, bt, b0, len RLX_GROUP_IDS_ARGS);
-            for (uint j = 0u; j < len; ++j) s = rlx_splat_blend(rlx_splat_batched(bt, j), px, py, s, max_alpha);
+            if (s.live != 0.0f)
+                for (uint j = 0u; j < len; ++j)
+                    if (!rlx_splat_composite(rlx_splat_batched(bt, j), px, py, s, max_alpha)) break;
             if (rlx_group_sum(s.live, scratch) == 0.0f) break;
         }
         rlx_splat_store(image, p, x, y, s);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device, session 44, call a (issue 21): session 43's vector accesses in the
 # projection and binning kernels and session 44's one thread a Gaussian and
-# tile tests against the reach (shaders/splat.h) on a GPU for the first
+# tile tests against the reach, the raster's branchy register form and
+# 256-Gaussian batches (shaders/splat.h) on a GPU for the first
 # time: the sort and splat suites on cuda at group size 0, the frame beside
 # gsplat 1.5.3 with both images on the device, memcheck on the splat
 # suite's random scenes (every SH degree) and half-precision scene, then the
