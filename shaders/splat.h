@@ -520,12 +520,42 @@ RLX_KERNEL splat_raster(RLX_BUF(RLX_DEVICE const float *, rec, 0), RLX_BUF(RLX_D
         px_d[q] = 0.0f;
         px_live[q] = (x < p->width && y < p->height) ? 1.0f : 0.0f;
     }
+    uint live0 = 0u, live1 = RLX_SPLAT_PIXELS;   // one-thread groups: the rows holding a live pixel
     for (uint b0 = start; b0 < end; b0 += RLX_SPLAT_BATCH) {
         const uint len = end - b0 < RLX_SPLAT_BATCH ? end - b0 : RLX_SPLAT_BATCH;
         rlx_splat_load_batch(rec, pairs, bt, b0, len RLX_GROUP_IDS_ARGS);
         for (uint j = 0u; j < len; ++j) {
             const RlxSplatGauss gs = rlx_splat_batched(bt, j);
-            RLX_FOR_GROUP(q, RLX_SPLAT_PIXELS) {
+            // A one-thread group (the CPU) walks only the tile's rows that
+            // the box of the ellipse q <= reach, widened by a pixel, meets
+            // (half-height sqrt(reach / qm)): no pixel of another row
+            // passes alpha >= 1/255. Of those, only the rows from the first
+            // to the last with a live pixel (found again every 32
+            // Gaussians; none: the tile is done). A skipped pixel's masked
+            // step would add exactly nothing. Wider groups keep each
+            // thread's pixels fixed (no barrier between Gaussians): every row.
+            uint q0 = 0u, q1 = RLX_SPLAT_PIXELS;
+            if (rlx_group_size.x == 1u) {
+                if ((j & 31u) == 0u) {
+                    live0 = RLX_SPLAT_PIXELS;
+                    live1 = 0u;
+                    for (uint row = 0u; row < RLX_SPLAT_PIXELS; row += RLX_SPLAT_TILE) {
+                        float any = 0.0f;
+                        for (uint c = 0u; c < RLX_SPLAT_TILE; ++c) any += px_live[row + c];
+                        if (any != 0.0f) {
+                            live0 = live0 < row ? live0 : row;
+                            live1 = row + RLX_SPLAT_TILE;
+                        }
+                    }
+                    if (live0 >= live1) break;
+                }
+                const float ey = rlx_sqrt(rlx_splat_reach(gs.op) / gs.qm) + 1.0f, cy = gs.v - (float)ty0 - 0.5f;
+                q0 = RLX_SPLAT_TILE * (uint)rlx_splat_clamp(rlx_splat_ceil(cy - ey), 0.0f, 16.0f);
+                q1 = RLX_SPLAT_TILE * (uint)rlx_splat_clamp(rlx_splat_floor(cy + ey) + 1.0f, 0.0f, 16.0f);
+                q0 = q0 > live0 ? q0 : live0;
+                q1 = q1 < live1 ? q1 : live1;
+            }
+            for (uint q = q0 + rlx_local_id.x; q < q1; q += rlx_group_size.x) {
                 const RlxSplatPx o = rlx_splat_blend(
                     gs, px_x[q], px_y[q], RlxSplatPx{px_t[q], px_r[q], px_g[q], px_b[q], px_d[q], px_live[q]},
                     max_alpha);
