@@ -6,7 +6,7 @@
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
 # Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, fft_register_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
-# stand_in_model, decode_speed, decode_speed_and_trace, sort_splat_suites, splat_vs_gsplat_step and
+# stand_in_model, decode_speed, decode_speed_and_trace, sort_splat_suites, splat_kernels_step, splat_vs_gsplat_step and
 # llm_vs_transformers.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
@@ -247,6 +247,16 @@ sort_splat_suites() {
     suite "sort + splat (cuda, gs $gs)" "splat-gs$gs.log" tests/ops/test_sort.py tests/ops/test_splat.py \
       --rlx-device cuda --rlx-group-size "$gs"
   done
+}
+
+# splat_kernels_step: splat_kernels.py (where a replayed frame spends its
+# GPU time, CUPTI) under 100 s, its summary into the summary file, the JSON
+# beside the summary when $REAL is the device tool's $OUT.
+splat_kernels_step() {
+  timeout 100 python3 benchmarks/gpu/splat_kernels.py "$OUT/splat-kernels.json" >"$OUT/splat-kernels.log" 2>&1
+  note "splat_kernels rc=$?"
+  python3 benchmarks/gpu/summaries.py splat-kernels "$OUT/splat-kernels.json" 2>&1 | tee -a "$S"
+  [ -n "${REAL:-}" ] && cp "$OUT/splat-kernels.json" "$REAL/" 2>/dev/null
 }
 
 # splat_vs_gsplat_step: splat_vs_gsplat.py after gsplat's JIT build (GSPLAT=1)

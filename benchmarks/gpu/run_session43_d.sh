@@ -13,8 +13,5 @@ wait_warm
 sort_splat_suites 0 32
 splat_vs_gsplat_step
 SAN_TIMEOUT=100 sanitize memcheck "memcheck splat" memcheck-splat.log tests/ops/test_splat.py --rlx-device cuda
-timeout 100 python3 benchmarks/gpu/splat_kernels.py "$OUT/splat-kernels.json" >"$OUT/splat-kernels.log" 2>&1
-note "splat_kernels rc=$?"
-python3 benchmarks/gpu/summaries.py splat-kernels "$OUT/splat-kernels.json" 2>&1 | tee -a "$S"
-[ -n "${REAL:-}" ] && cp "$OUT/splat-kernels.json" "$REAL/" 2>/dev/null
+splat_kernels_step
 echo "=== summary"; cat "$S"

@@ -10,8 +10,5 @@ WARM_CACHE=1 . benchmarks/gpu/common.sh
 sort_splat_suites 0
 SAN_TIMEOUT=60 sanitize memcheck "memcheck splat (random scenes, f16)" memcheck-splat.log tests/ops/test_splat.py \
   --rlx-device cuda -k "random_scenes or half_precision"
-timeout 100 python3 benchmarks/gpu/splat_kernels.py "$OUT/splat-kernels.json" >"$OUT/splat-kernels.log" 2>&1
-note "splat_kernels rc=$?"
-python3 benchmarks/gpu/summaries.py splat-kernels "$OUT/splat-kernels.json" 2>&1 | tee -a "$S"
-[ -n "${REAL:-}" ] && cp "$OUT/splat-kernels.json" "$REAL/" 2>/dev/null
+splat_kernels_step
 echo "=== summary"; cat "$S"
