@@ -17,9 +17,10 @@ import json
 import sys
 
 import numpy as np
+from test_splat_bench import bench_camera  # benchmarks/ (the script's own folder)
 
 from rlx.reference import splat as ref
-from rlx.splat import Camera, random_scene
+from rlx.splat import random_scene
 
 WIDTH, HEIGHT = 1920, 1080
 
@@ -33,9 +34,7 @@ def _warp_waste(tiles: np.ndarray) -> float:
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
     s = random_scene(n, seed=0, degree=3, scale=-4.0)
-    # The camera of benchmarks/gpu/splat_cuda.py's _camera.
-    cam = Camera.look_at((1.0, -0.5, -6.0), (0.0, 0.0, 0.0), fx=0.9 * WIDTH, fy=0.9 * WIDTH,
-                         cx=WIDTH / 2, cy=HEIGHT / 2)
+    cam = bench_camera(WIDTH, HEIGHT)
     rec = ref.project(s.means, s.scales, s.quats, s.opacities, s.sh, cam.packed(), WIDTH, HEIGHT)
     drawn = rec[:, ref.TILES] > 0
     gx, gy = ref.tile_grid(WIDTH, HEIGHT)

@@ -25,12 +25,19 @@ from bench_machine import lscpu
 N, WIDTH, HEIGHT = 100_000, 1280, 720
 
 
+def bench_camera(width: int, height: int):
+    """The splat benchmarks' camera (benchmarks/gpu/splat_cuda.py's too)."""
+    from rlx.splat import Camera
+
+    return Camera.look_at((1.0, -0.5, -6.0), (0.0, 0.0, 0.0), fx=0.9 * width, fy=0.9 * width, cx=width / 2,
+                          cy=height / 2)
+
+
 def make_renderer():
-    from rlx.splat import Camera, Renderer, random_scene
+    from rlx.splat import Renderer, random_scene
 
     scene = random_scene(N, seed=0, degree=3, scale=-4.0)
-    cam = Camera.look_at((1.0, -0.5, -6.0), (0.0, 0.0, 0.0), fx=0.9 * WIDTH, fy=0.9 * WIDTH, cx=WIDTH / 2,
-                         cy=HEIGHT / 2)
+    cam = bench_camera(WIDTH, HEIGHT)
     t = time.perf_counter()
     r = Renderer(scene, WIDTH, HEIGHT)
     compile_s = time.perf_counter() - t

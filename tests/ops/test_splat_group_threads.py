@@ -175,20 +175,26 @@ def test_scan_saturates(lib, threads):
     np.testing.assert_array_equal(data, want)
 
 
+def _render(lib, scene, cam, w, h, threads, max_alpha=0.99, cap=20000):
+    """gt_render: the whole frame at `threads` a group; (pairs, image, records,
+    depth order, sorted pairs)."""
+    img = np.zeros((h, w, 5), np.float32)
+    rec = np.zeros((scene.count, 16), np.float32)
+    order = np.zeros((scene.count, 2), np.int32)
+    srt = np.zeros((cap, 2), np.int32)
+    arrays = [np.ascontiguousarray(getattr(scene, n)) for n in ("means", "scales", "quats", "opacities", "sh")]
+    pairs = lib.gt_render(*(_ptr(a) for a in arrays), scene.count, scene.sh.shape[1], _ptr(cam.packed()), w, h,
+                          cap, max_alpha, 3, threads, _ptr(img), _ptr(rec), _ptr(order), _ptr(srt))
+    return pairs, img, rec, order, srt
+
+
 @pytest.mark.parametrize("threads", GROUP_SIZES)
 @pytest.mark.parametrize("max_alpha", [0.99, 0.999])
 def test_render_with_threads(lib, simd, threads, max_alpha):
     w, h, cap = 61, 45, 20000
     scene = random_scene(400, seed=4, degree=3)
     cam = Camera.look_at((0.5, -0.3, -5.0), (0, 0, 0), fx=55.0, cx=w / 2, cy=h / 2)
-    packed = cam.packed()
-    img = np.zeros((h, w, 5), np.float32)
-    rec = np.zeros((scene.count, 16), np.float32)
-    order = np.zeros((scene.count, 2), np.int32)
-    srt = np.zeros((cap, 2), np.int32)
-    arrays = [np.ascontiguousarray(getattr(scene, n)) for n in ("means", "scales", "quats", "opacities", "sh")]
-    pairs = lib.gt_render(*(_ptr(a) for a in arrays), scene.count, 16, _ptr(packed), w, h, cap, max_alpha,
-                          3, threads, _ptr(img), _ptr(rec), _ptr(order), _ptr(srt))
+    pairs, img, rec, order, srt = _render(lib, scene, cam, w, h, threads, max_alpha, cap)
     assert 400 < pairs <= cap
     # The depth order of the device's own records, exactly; the pairs in (tile, depth, index) order.
     np.testing.assert_array_equal(order, ref.depth_order(rec))
@@ -201,17 +207,6 @@ def test_render_with_threads(lib, simd, threads, max_alpha):
     assert ref.psnr(got, np.concatenate([want[..., :3], want[..., 4:]], -1)) >= 60.0
 
 
-def _render(lib, scene, cam, w, h, threads, max_alpha=0.99, cap=20000):
-    img = np.zeros((h, w, 5), np.float32)
-    rec = np.zeros((scene.count, 16), np.float32)
-    order = np.zeros((scene.count, 2), np.int32)
-    srt = np.zeros((cap, 2), np.int32)
-    arrays = [np.ascontiguousarray(getattr(scene, n)) for n in ("means", "scales", "quats", "opacities", "sh")]
-    lib.gt_render(*(_ptr(a) for a in arrays), scene.count, scene.sh.shape[1], _ptr(cam.packed()), w, h, cap,
-                  max_alpha, 3, threads, _ptr(img), _ptr(rec), _ptr(order), _ptr(srt))
-    return img
-
-
 @pytest.mark.parametrize("seed", [5, 6])
 def test_raster_forms_give_one_image(lib, simd, seed):
     """The raster's register form (256 threads: one a pixel, branches) and
@@ -221,7 +216,7 @@ def test_raster_forms_give_one_image(lib, simd, seed):
     w, h = 53, 37
     scene = random_scene(3000, seed=seed, degree=1, scale=-2.5)
     cam = Camera.look_at((0.2, 0.4, -5.0), (0, 0, 0), fx=50.0, cx=w / 2, cy=h / 2)
-    one = _render(lib, scene, cam, w, h, 1)
+    one = _render(lib, scene, cam, w, h, 1)[1]
     assert (one[..., 4] > 0.999).mean() > 0.2   # many pixels stop on T < 1e-4 (alpha 1 - T)
     for threads in (32, 256):
-        np.testing.assert_array_equal(_render(lib, scene, cam, w, h, threads), one)
+        np.testing.assert_array_equal(_render(lib, scene, cam, w, h, threads)[1], one)
