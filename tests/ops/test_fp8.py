@@ -162,6 +162,53 @@ def test_scaled_linear_matches_the_float64_product(rng, m, granularity, block, d
     assert (np.abs(got - want) <= bound).all(), np.max(np.abs(got - want) - bound)
 
 
+# Rows of whole 16-code pieces (k a multiple of 16): GPUs take a piece a
+# lane where each piece sits in one scale block (block columns a multiple of
+# 16, or one block a row), else a code a lane; both against float64.
+WHOLE_PIECE_SCALES = [("tensor", None), ("channel", None), ("block", (16, 32)), ("block", (3, 48)),
+                      ("block", (5, 24))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("granularity, block", WHOLE_PIECE_SCALES)
+@pytest.mark.parametrize("m, k", [(1, 208), (5, 96), (8, 1024)])
+def test_scaled_linear_on_whole_pieces_matches_the_float64_product(rng, m, k, granularity, block, dtype):
+    n, fmt = 37, "f8e5m2" if m == 5 else "f8e4m3"
+    codes, scale = _weight(rng, n, k, fmt, granularity, block)
+    g = rlx.Graph()
+    y = g.scaled_linear(g.input("x", (m, k), dtype), g.param("w", (n, k), fmt), g.param("s", scale.shape),
+                        g.param("b", (n,), dtype), activation="silu" if m == 8 else None, block=block)
+    g.set_outputs(y=y)
+    params = {"w": codes, "s": scale, "b": rng.standard_normal(n).astype(dtype)}
+    xv = rng.standard_normal((m, k)).astype(dtype)
+    exe = rlx.compile(g, params=params)
+    assert "gemv_f8_" + ("f32" if dtype == "float32" else "f16") in kernels_of(exe)
+    got = exe.run(x=xv)["y"].astype(np.float64)
+    want = run_reference(g, {"x": xv}, params)["y"].astype(np.float64)
+    size = np.abs(xv.astype(np.float64)) @ np.abs(scaled_values(codes, scale, y.attrs["block"])).T
+    slack = 1e-5 if dtype == "float32" else 4e-3
+    bound = 1.2 * (slack * size + 1e-6) + slack * np.abs(want)
+    assert (np.abs(got - want) <= bound).all(), np.max(np.abs(got - want) - bound)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_gemv_decodes_every_code_in_whole_pieces(fmt, dtype):
+    """test_gemv_decodes_every_code with k = 32 (two pieces a row): x picks
+    a column in the first piece and the last column of the second, so row
+    j of y is code j's value times them (NaN where the code is)."""
+    codes = np.repeat(np.arange(256, dtype=np.uint8)[:, None], 32, axis=1).view(FORMATS[fmt])
+    x = np.zeros((2, 32), dtype)
+    x[0, 5], x[1, 31] = 1.0, -2.0
+    g = rlx.Graph()
+    g.set_outputs(y=g.scaled_linear(g.input("x", x.shape, dtype), g.param("w", codes.shape, fmt),
+                                    g.param("s", (1,))))
+    got = rlx.compile(g, params={"w": codes, "s": np.ones(1, np.float32)}).run(x=x)["y"]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = (x.astype(np.float64) @ codes.astype(np.float64).T).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_cast_and_gemv_read_a_narrowed_input_where_it_starts(rng, fmt, dtype):
