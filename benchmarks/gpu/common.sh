@@ -6,8 +6,8 @@
 # gsplat's JIT build from the carried wheels in the background ($GSPLAT_PID:
 # the script waits on it before it needs gsplat), so it overlaps rlx's build.
 # Then the shared steps below: fft_suites, fft_benches, shared_bench, fft_sanitizers, fft_register_sanitizers, mixed_checks, gemv_table, gemv_kernel_bench, suite, sanitize, quant_checks, attention_checks, gemv_benches, pdl_off_trace,
-# stand_in_model, decode_speed, decode_speed_and_trace, sort_splat_suites, splat_kernels_step, splat_vs_gsplat_step and
-# llm_vs_transformers.
+# stand_in_model, decode_speed, decode_speed_and_trace, sort_splat_suites, splat_kernels_step, splat_vs_gsplat_step,
+# fp8_gemm_step and llm_vs_transformers.
 set -uo pipefail
 OUT=${OUT:-/tmp/rlx-out}
 mkdir -p "$OUT"
@@ -268,6 +268,18 @@ splat_vs_gsplat_step() {
   timeout 180 python3 benchmarks/gpu/splat_vs_gsplat.py "$OUT/splat-gsplat.json" >"$OUT/splat-gsplat.log" 2>&1
   note "splat vs gsplat rc=$?"; cut -c1-3000 "$OUT/splat-gsplat.log" | tail -3 | tee -a "$S"
   [ -n "${REAL:-}" ] && cp "$OUT/splat-gsplat.json" "$REAL/" 2>/dev/null
+}
+
+# fp8_gemm_step LIMIT: fp8_gemm_cuda.py (FP8 x FP8 products against
+# torch._scaled_mm: thunks, the replayed product and both sides' kernels)
+# under LIMIT s, one line a product into the summary, the JSON beside the
+# summary when $REAL is the device tool's $OUT.
+fp8_gemm_step() {
+  local t0=$(date +%s)
+  timeout "$1" python3 benchmarks/gpu/fp8_gemm_cuda.py "$OUT/fp8_gemm_cuda.json" >"$OUT/fp8-gemm-bench.log" 2>&1
+  note "fp8 gemm bench rc=$? in $(( $(date +%s) - t0 )) s"
+  [ -n "${REAL:-}" ] && cp "$OUT/fp8_gemm_cuda.json" "$REAL/" 2>/dev/null
+  python3 benchmarks/gpu/summaries.py fp8-gemm "$OUT/fp8_gemm_cuda.json" 2>&1 | tee -a "$S"
 }
 
 # llm_vs_transformers GEN: llm_cuda.py on the stand-in (stand_in_model first),

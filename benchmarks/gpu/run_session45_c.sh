@@ -12,9 +12,5 @@ WARM_CACHE=1 . benchmarks/gpu/common.sh
 suite "fp8 (cuda, gs 0)" fp8.log tests/ops/test_fp8.py --rlx-device cuda
 timeout 180 $P tests/ops/test_fp8_gemm.py --rlx-device cuda >"$OUT/fp8-gemm.log" 2>&1
 note "fp8 gemm (cuda) rc=$? $(tail -1 "$OUT/fp8-gemm.log")"; grep -E "^FAILED" "$OUT/fp8-gemm.log" | head -8 | cut -c1-250
-t0=$(date +%s)
-timeout 300 python3 benchmarks/gpu/fp8_gemm_cuda.py "$OUT/fp8_gemm_cuda.json" >"$OUT/fp8-gemm-bench.log" 2>&1
-note "fp8 gemm bench rc=$? in $(( $(date +%s) - t0 )) s"
-[ -n "${REAL:-}" ] && cp "$OUT/fp8_gemm_cuda.json" "$REAL/" 2>/dev/null
-python3 benchmarks/gpu/summaries.py fp8-gemm "$OUT/fp8_gemm_cuda.json" 2>&1 | tee -a "$S"
+fp8_gemm_step 300
 echo "=== summary"; cat "$S"

@@ -13,9 +13,5 @@ suite "fp8 (cuda, gs 0)" fp8.log tests/ops/test_fp8.py --rlx-device cuda
 suite "fp8 (cuda, gs 32)" fp8-32.log tests/ops/test_fp8.py --rlx-device cuda --rlx-group-size 32
 SAN_TIMEOUT=90 sanitize memcheck "memcheck fp8 gemv" memcheck-fp8.log tests/ops/test_fp8.py --rlx-device cuda \
   -k "whole_pieces or narrowed or decodes_every_code"
-t0=$(date +%s)
-timeout 200 python3 benchmarks/gpu/fp8_gemm_cuda.py "$OUT/fp8_gemm_cuda.json" >"$OUT/fp8-gemm-bench.log" 2>&1
-note "fp8 gemm bench rc=$? in $(( $(date +%s) - t0 )) s"
-[ -n "${REAL:-}" ] && cp "$OUT/fp8_gemm_cuda.json" "$REAL/" 2>/dev/null
-python3 benchmarks/gpu/summaries.py fp8-gemm "$OUT/fp8_gemm_cuda.json" 2>&1 | tee -a "$S"
+fp8_gemm_step 200
 echo "=== summary"; cat "$S"
