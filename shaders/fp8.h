@@ -328,9 +328,9 @@ RLX_INLINE void rlx_f8_gemv_store(RLX_THREAD const float *acc, uint m, uint j, R
 // block (k a multiple of 16, and block_cols too or one block a row), a lane
 // takes a piece a step: one 16-byte load of codes and 16 elements of each x
 // row, its 16 products summed, then scaled. A SIMD group then reads 512
-// bytes of the row a step; one code a lane read 32 (H100, session 45: that
-// loop took 12.8 us for a 2048 x 640 product at m = 1 and 35 us for 640 x
-// 2048). Other rows keep one code a lane, neighbouring lanes on
+// bytes of the row a step where one code a lane read 32, which left the
+// GEMV waiting on its loads (times: benchmarks/README.md, "H100, session
+// 45"). Other rows keep one code a lane, neighbouring lanes on
 // neighbouring bytes, the k axis a scale block at a time: the block's
 // products summed unscaled, then scaled once. All sums in f32.
 template <typename T>
