@@ -13,7 +13,7 @@
 
 #define RLX_THUNK_DISPATCH 0u
 #define RLX_THUNK_GEMM 1u
-#define RLX_THUNK_NO_BINDING 0xFFu   /* gemm_binding[3]: the gemm has no bias */
+#define RLX_THUNK_NO_BINDING 0xFFu   /* gemm_binding[3..5]: no bias / no scale */
 
 typedef struct rlx_thunk {
     uint32_t kind;            /* RLX_THUNK_DISPATCH or RLX_THUNK_GEMM */
@@ -26,10 +26,10 @@ typedef struct rlx_thunk {
     uint64_t offsets[RLX_MAX_BINDINGS];
     rlx_gemm_desc gemm;       /* gemm only */
     /* Binding-table entries that buffers[] (dispatch) and the gemm's a, b,
-     * c and bias were resolved from: read when a Program is created, never
-     * by the run loop. */
+     * c, bias, a_scale and b_scale were resolved from: read when a Program
+     * is created, never by the run loop. */
     uint8_t binding[RLX_MAX_BINDINGS];
-    uint8_t gemm_binding[4];
+    uint8_t gemm_binding[6];
 } rlx_thunk;
 
 /* A run-time value written into the params region before each run. */

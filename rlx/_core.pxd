@@ -130,7 +130,7 @@ cdef extern from "rlx_thunk.h" nogil:
         uint64_t offsets[12]
         rlx_gemm_desc gemm
         uint8_t binding[12]
-        uint8_t gemm_binding[4]
+        uint8_t gemm_binding[6]
 
     ctypedef struct rlx_patch:
         uint64_t offset

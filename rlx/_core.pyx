@@ -196,6 +196,8 @@ cdef class Program:
                 t.gemm.b = bufs[t.gemm_binding[1]]
                 t.gemm.c = bufs[t.gemm_binding[2]]
                 t.gemm.bias = NULL if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[3]]
+                t.gemm.a_scale = NULL if t.gemm_binding[4] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[4]]
+                t.gemm.b_scale = NULL if t.gemm_binding[5] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[5]]
 
         can_rebind = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.buffer_rebind != NULL
                       and self.arena_host != NULL)

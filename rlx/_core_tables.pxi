@@ -187,17 +187,20 @@ cdef class ThunkTable:
     def append_gemm(self, *, a, b, c, m, n, k, lda, ldb, ldc, trans_a=False, trans_b=False, dtype=0,
                     alpha=1.0, beta=0.0, batch=1, stride_a=0, stride_b=0, stride_c=0, outer=1,
                     outer_stride_a=0, outer_stride_b=0, outer_stride_c=0, b_dtype=None, c_dtype=None,
-                    bias=None, barrier=False):
+                    bias=None, a_scale=None, b_scale=None, barrier=False):
         """A gemm (rlx_gemm_desc, csrc/rlx_shim.h): C = alpha * op(A) @ op(B)
         + beta * C. ``a``, ``b``, ``c`` and ``bias`` (None: none) are (binding
         name, byte offset) pairs; sizes, leading dimensions, batch counts and
         strides (elements) are integers >= 0; ``dtype``, ``b_dtype`` and
         ``c_dtype`` are rlx_dtype numbers (0 f32, 1 f16, 2 bf16, 3 f8e4m3, 4
-        f8e5m2; B's and C's default to A's; a thunk's FP8 gemm has no scale
-        pointers, its scales go to an epilogue kernel). Returns its index."""
+        f8e5m2; B's and C's default to A's). ``a_scale`` / ``b_scale`` (None:
+        1) are (binding name, byte offset) pairs of one f32 each, the
+        per-tensor scales of FP8 operands (rlx_gemm_desc). Returns its index."""
         what = f"thunk {self.n_thunks} (gemm)"
         ra, rb, rc = (self._ref(f"{what}: {name}", ref) for name, ref in (("a", a), ("b", b), ("c", c)))
         rbias = None if bias is None else self._ref(f"{what}: bias", bias)
+        rsa = None if a_scale is None else self._ref(f"{what}: a_scale", a_scale)
+        rsb = None if b_scale is None else self._ref(f"{what}: b_scale", b_scale)
         dims = [_integer(f"{what}: {name}", v) for name, v in (
             ("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb), ("ldc", ldc), ("batch", batch),
             ("stride_a", stride_a), ("stride_b", stride_b), ("stride_c", stride_c), ("outer", outer),
@@ -219,6 +222,14 @@ cdef class ThunkTable:
             t.gemm_binding[3] = RLX_THUNK_NO_BINDING
         else:
             t.gemm_binding[3], t.gemm.bias_offset = rbias
+        if rsa is None:
+            t.gemm_binding[4] = RLX_THUNK_NO_BINDING
+        else:
+            t.gemm_binding[4], t.gemm.a_scale_offset = rsa
+        if rsb is None:
+            t.gemm_binding[5] = RLX_THUNK_NO_BINDING
+        else:
+            t.gemm_binding[5], t.gemm.b_scale_offset = rsb
         (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc, t.gemm.batch, t.gemm.stride_a,
          t.gemm.stride_b, t.gemm.stride_c, t.gemm.outer, t.gemm.outer_stride_a, t.gemm.outer_stride_b,
          t.gemm.outer_stride_c) = dims
@@ -245,6 +256,10 @@ cdef class ThunkTable:
                 "c": (names[t.gemm_binding[2]], g.c_offset),
                 "bias": None if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else
                 (names[t.gemm_binding[3]], g.bias_offset),
+                "a_scale": None if t.gemm_binding[4] == RLX_THUNK_NO_BINDING else
+                (names[t.gemm_binding[4]], g.a_scale_offset),
+                "b_scale": None if t.gemm_binding[5] == RLX_THUNK_NO_BINDING else
+                (names[t.gemm_binding[5]], g.b_scale_offset),
                 "m": g.m, "n": g.n, "k": g.k, "lda": g.lda, "ldb": g.ldb, "ldc": g.ldc,
                 "trans_a": bool(g.trans_a), "trans_b": bool(g.trans_b), "dtype": g.dtype, "b_dtype": g.b_dtype,
                 "c_dtype": g.c_dtype, "alpha": g.alpha, "beta": g.beta, "batch": g.batch,

@@ -5,7 +5,10 @@ torch._scaled_mm (per-tensor scales, and row-wise where this torch has it),
 at 4096^3, MiniLM 32 x 128-token shapes and Gemma 3 270M decode/prefill
 shapes; then MiniLM 32 x 128 tokens under precision fp8 and fp8-dynamic
 against rlx f16. Each rlx product is checked against the float64 product
-of the dequantized operands first. Writes JSON (argv[1]).
+of the dequantized operands first. Beside it, the same product with
+per-tensor x and weight scales (``tensorwise``: the direct form, the
+scaled gemm alone where the shape takes the FP8 gemm), against
+torch._scaled_mm's tensorwise call like for like. Writes JSON (argv[1]).
 
 rlx time: the median device time of the product's thunks, each replayed
 alone (Program.run_one: the shim's CUDA events around it), summed; torch:
@@ -72,18 +75,21 @@ def _graph_us(call, label: str) -> dict:
     return out
 
 
-def _rlx_product(m: int, n: int, k: int) -> dict:
+def _rlx_product(m: int, n: int, k: int, tensorwise: bool = False) -> dict:
     r = np.random.default_rng(m + n + k)
-    xc, xs = fp8.quantize_array(r.standard_normal((m, k)), "f8e4m3", "channel")
-    wc, ws = fp8.quantize_array(r.standard_normal((n, k)) * r.uniform(0.1, 3, (n, 1)), "f8e4m3", "channel")
+    granularity = "tensor" if tensorwise else "channel"
+    xc, xs = fp8.quantize_array(r.standard_normal((m, k)), "f8e4m3", granularity)
+    wc, ws = fp8.quantize_array(r.standard_normal((n, k)) * r.uniform(0.1, 3, (n, 1)), "f8e4m3", granularity)
+    xs_shape, ws_shape = ((1, 1), (1,)) if tensorwise else ((m, 1), (n,))
     g = rlx.Graph()
-    x = g.scaled_dequantize(g.input("x", (m, k), "f8e4m3"), g.input("xs", (m, 1)), "f16")
-    g.set_outputs(y=g.scaled_linear(x, g.param("w", (n, k), "f8e4m3"), g.param("ws", (n,))))
+    x = g.scaled_dequantize(g.input("x", (m, k), "f8e4m3"), g.input("xs", xs_shape), "f16")
+    g.set_outputs(y=g.scaled_linear(x, g.param("w", (n, k), "f8e4m3"), g.param("ws", ws_shape)))
     exe = rlx.compile(g, device="cuda", params={"w": wc, "ws": ws})
-    path = "fp8_gemm" if any((t.kernel or "").startswith("fp8_gemm_epilogue") for t in exe.thunks) else "kernel"
-    feed = {"x": xc, "xs": xs.reshape(m, 1)}
+    path = "fp8_gemm" if any(t.gemm is not None and t.gemm["dtype"] == 3 for t in exe.thunks) else "kernel"
+    feed = {"x": xc, "xs": xs.reshape(xs_shape)}
     got = exe.run(feed)["y"].astype(np.float64)
-    xv, wv = scaled_values(xc, xs, (1, k)), scaled_values(wc, ws, (1, k))
+    xv = scaled_values(xc, xs, (m, k) if tensorwise else (1, k))
+    wv = scaled_values(wc, ws, (n, k) if tensorwise else (1, k))
     want = xv @ wv.T
     size = np.abs(xv) @ np.abs(wv).T
     excess = np.abs(got - want) - (4.2e-3 * size + 4e-3 * np.abs(want) + 1e-6)
@@ -175,7 +181,17 @@ def main(out_path: str | None, folder: str | None) -> None:
             row.update(_rlx_product(m, n, k))
         except Exception:  # noqa: BLE001  (one shape's failure is recorded, the rest still run)
             row["rlx_error"] = traceback.format_exc()[-1500:]
+        try:
+            row["tensorwise"] = _rlx_product(m, n, k, tensorwise=True)
+        except Exception:  # noqa: BLE001
+            row["tensorwise"] = {"rlx_error": traceback.format_exc()[-1500:]}
         row.update(_torch_products(m, n, k))
+        tw = row["tensorwise"]
+        for mine, theirs, ratio in (("rlx_replay_us", "torch_scaled_mm_tensorwise_us", "replay_tw_rlx_over_torch"),
+                                    ("kernel_rlx_us", "kernel_torch_scaled_mm_tensorwise_us",
+                                     "kernel_tw_rlx_over_torch")):
+            if mine in tw and theirs in row:
+                row[ratio] = tw[mine] / row[theirs]
         if "rlx_us" in row and "torch_scaled_mm_tensorwise_us" in row:
             row["rlx_over_torch_tensorwise"] = row["rlx_us"] / row["torch_scaled_mm_tensorwise_us"]
         if "rlx_us" in row and "torch_scaled_mm_rowwise_us" in row:

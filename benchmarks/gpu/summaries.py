@@ -87,6 +87,10 @@ def fp8_gemm(path: str) -> None:
               "| replay/tw", r2(r.get("replay_rlx_over_torch_tensorwise")),
               "kernel/tw", r2(r.get("kernel_rlx_over_torch_tensorwise")),
               "kernel/rw", r2(r.get("kernel_rlx_over_torch_rowwise")), r.get("rlx_error", "")[-200:])
+        tw = r.get("tensorwise", {})
+        print("   tensorwise rlx", tw.get("path"), "ok", tw.get("correct"), "replay", r2(tw.get("rlx_replay_us")),
+              "kernels", r2(tw.get("kernel_rlx_us")), "| replay/tw", r2(r.get("replay_tw_rlx_over_torch")),
+              "kernel/tw", r2(r.get("kernel_tw_rlx_over_torch")), tw.get("rlx_error", "")[-200:])
 
 
 if __name__ == "__main__":

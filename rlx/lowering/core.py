@@ -213,12 +213,15 @@ class Lowering:
     def gemm(self, label: str, a: View, b: View, c: View, m: int, n: int, k: int,
              lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,
              batch: int = 1, strides: tuple[int, int, int] = (0, 0, 0),
-             outer: int = 1, outer_strides: tuple[int, int, int] = (0, 0, 0), bias: View | None = None) -> None:
+             outer: int = 1, outer_strides: tuple[int, int, int] = (0, 0, 0), bias: View | None = None,
+             a_scale: View | None = None, b_scale: View | None = None) -> None:
         """C[m, n] = alpha * A @ op(B) through the shim's BLAS; the views give
         each matrix's storage, first element and element type, ld* its row
         strides; batch repeats it at the given element strides of A, B and C,
         and outer repeats all of that at outer_strides; bias (n elements,
-        C's dtype) is added to every row when the target's gemm takes one."""
+        C's dtype) is added to every row when the target's gemm takes one;
+        a_scale / b_scale (one f32 each) multiply FP8 A / B where the
+        target's gemm takes FP8."""
         thunk = Thunk(GEMM, label, gemm=dict(
             a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
             c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
@@ -226,9 +229,14 @@ class Lowering:
             batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2],
             outer=outer, outer_strides=tuple(outer_strides),
             b_dtype=_GEMM_DTYPES[b.dtype.name], c_dtype=_GEMM_DTYPES[c.dtype.name],
-            bias=Binding(bias.storage, bias.byte_offset) if bias is not None else None))
+            bias=Binding(bias.storage, bias.byte_offset) if bias is not None else None,
+            a_scale=Binding(a_scale.storage, a_scale.byte_offset) if a_scale is not None else None,
+            b_scale=Binding(b_scale.storage, b_scale.byte_offset) if b_scale is not None else None))
         if bias is not None:
             thunk.reads.append((bias.storage, bias.byte_offset, bias.byte_offset + n * bias.dtype.itemsize))
+        for scale in (a_scale, b_scale):
+            if scale is not None:
+                thunk.reads.append((scale.storage, scale.byte_offset, scale.byte_offset + 4))
         b_rows, b_cols = (n, k) if trans_b else (k, n)
         for view, rows, cols, ld, stride, outer_stride, rw in (
                 (a, m, k, lda, strides[0], outer_strides[0], thunk.reads),

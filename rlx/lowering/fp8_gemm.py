@@ -2,7 +2,11 @@
 on FP8 tensor cores, rlx_device_info.gemm_fp8) with unit scales and an f32
 result, then one epilogue kernel (shaders/fp8.h fp8_gemm_epilogue) that
 applies the per-token x scale, the per-channel or per-tensor weight scale,
-the bias and the activation.
+the bias and the activation. Where both scales are per tensor and there is
+neither bias nor activation (``direct_form``), the gemm takes the two scales
+as its scale pointers and writes the output's dtype itself: one call, no f32
+intermediate and no epilogue pass (at 4096^3 the epilogue was a third of
+the gemm's time, benchmarks/README.md).
 
 It is taken for a scaled_linear whose x is the dequantized value of e4m3
 codes with per-row or per-tensor scales (what precision="fp8-dynamic" and
@@ -94,7 +98,7 @@ def choose_fp8_gemm(target, decider, node: Node) -> bool:
         return False
     act = ACTIVATIONS[node.attrs["activation"]]
     return bool(prefer(m, n, k, node.dtype.name, bias=len(node.inputs) == 4,
-                       activation=act in TRANSCENDENTAL_ACTS))
+                       activation=act in TRANSCENDENTAL_ACTS, epilogue=not direct_form(node)))
 
 
 def takes_fp8_gemm(lw: Lowering, node: Node) -> bool:
@@ -127,12 +131,22 @@ def absorbed(lw: Lowering, order: list[Node]) -> set[Node]:
     return out
 
 
+def direct_form(node: Node) -> bool:
+    """The FP8 gemm alone computes ``node``: per-tensor x and weight scales
+    (one f32 each: the gemm's scale pointers), no bias, no activation."""
+    operands = fp8_operands(node)
+    if operands is None or len(node.inputs) == 4 or ACTIVATIONS[node.attrs["activation"]] != 0:
+        return False
+    return all(int(d) == 1 for scale in (operands[1], node.inputs[2]) for d in scale.shape)
+
+
 def epilogue_params(m: int, n: int, x_per_row: bool, w_per_row: bool, has_bias: bool, act: int) -> bytes:
     return struct.pack("<8I", m, n, int(x_per_row), int(w_per_row), int(has_bias), act, 0, 0)
 
 
 def lower_fp8_gemm(lw: Lowering, node: Node) -> View:
-    """gemm (e4m3 x e4m3 -> f32, unit scales) then fp8_gemm_epilogue."""
+    """gemm (e4m3 x e4m3 -> f32, unit scales) then fp8_gemm_epilogue; or,
+    in the direct form, the scaled gemm into the output alone."""
     codes_node, xs_node = fp8_operands(node)
     m, n, k = _mnk(node)
     suffix = float_suffix(node, node.dtype)
@@ -140,6 +154,11 @@ def lower_fp8_gemm(lw: Lowering, node: Node) -> View:
     x_scale = lw.dense(xs_node, at_start=True)
     w = lw.dense(node.inputs[1], at_start=True)
     w_scale = lw.dense(node.inputs[2], at_start=True)
+    if direct_form(node):
+        out = lw.new_value(node)
+        lw.gemm(f"{node!r} (FP8 gemm, scaled)", codes, w, out, m, n, k, k, k, n, True,
+                a_scale=x_scale, b_scale=w_scale)
+        return out
     bias = lw.dense(node.inputs[3], at_start=True) if len(node.inputs) == 4 else None
     act = ACTIVATIONS[node.attrs["activation"]]
     out = lw.new_value(node)

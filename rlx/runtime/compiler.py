@@ -44,6 +44,9 @@ MAX_BINDINGS = 16        # rlx/_core.pyx MAX_BUFFERS: entries of one binding tab
 # a copy that small costs about what the two rebinds do.
 BIND_MIN_BYTES = 4096
 
+# A gemm thunk's bindings (Lowering.gemm): its operands, output, bias and FP8 scales.
+GEMM_OPERANDS = ("a", "b", "c", "bias", "a_scale", "b_scale")
+
 
 class Decider(Protocol):
     """The per-shape choices lowering cannot make alone (rlx/tune/cost.py's
@@ -236,7 +239,7 @@ def _plan_arena(lw: Lowering, inputs: list[Storage], outputs: list[Storage], max
     for step, thunk in enumerate(lw.thunks):
         touched = [b.storage for b in thunk.bindings] + [s for s, _, _ in thunk.reads + thunk.writes]
         if thunk.gemm:
-            touched += [thunk.gemm[k].storage for k in ("a", "b", "c", "bias") if thunk.gemm.get(k)]
+            touched += [thunk.gemm[k].storage for k in GEMM_OPERANDS if thunk.gemm.get(k)]
         for storage in touched:
             first.setdefault(id(storage), step)
             last[id(storage)] = step
@@ -446,7 +449,9 @@ def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings,
             dtype=g["dtype"], alpha=g["alpha"], beta=g["beta"], batch=g["batch"], stride_a=g["stride_a"],
             stride_b=g["stride_b"], stride_c=g["stride_c"], outer=g["outer"], outer_stride_a=osa,
             outer_stride_b=osb, outer_stride_c=osc, b_dtype=g["b_dtype"], c_dtype=g["c_dtype"],
-            bias=_binding(g["bias"]) if g.get("bias") else None, barrier=t.barrier)
+            bias=_binding(g["bias"]) if g.get("bias") else None,
+            a_scale=_binding(g["a_scale"]) if g.get("a_scale") else None,
+            b_scale=_binding(g["b_scale"]) if g.get("b_scale") else None, barrier=t.barrier)
     return table
 
 

@@ -306,14 +306,17 @@ class CostModel:
         return choice
 
     def fp8_gemm_seconds(self, m: int, n: int, k: int, dtype_name: str = "f32", *, bias: bool = False,
-                         activation: bool = False) -> float:
+                         activation: bool = False, epilogue: bool = True) -> float:
         """The FP8 x FP8 gemm path (rlx/lowering/fp8_gemm.py): the shim's
         FP8 gemm into f32, then the epilogue that reads it, the scales and
-        the bias and writes the output. The FP8 gemm is not calibrated yet:
-        it is costed as the f16 gemm curve at FP8_GEMM_SPEEDUP times the
-        rate (the call overhead unchanged)."""
+        the bias and writes the output (``epilogue`` False: the direct form,
+        the scaled gemm writing the output alone). The FP8 gemm is not
+        calibrated yet: it is costed as the f16 gemm curve at
+        FP8_GEMM_SPEEDUP times the rate (the call overhead unchanged)."""
         c = self.calibration
         gemm = c.gemm_call_s + (self.gemm_seconds(m, n, k, "f16") - c.gemm_call_s) / FP8_GEMM_SPEEDUP
+        if not epilogue:
+            return gemm
         isz = 2 if dtype_name == "f16" else 4
         nbytes = m * n * (4 + isz) + (m + n) * 4 + (n * isz if bias else 0)
         overhead = c.dispatch_s if m == 1 else c.dispatch_parallel_s
@@ -332,17 +335,19 @@ class CostModel:
         return x_pass + self.dequant_gemm_seconds(m, n, k, f8e4m3, dtype_name, epilogue=bias or activation)
 
     def prefer_fp8_gemm(self, m: int, n: int, k: int, dtype_name: str = "f32", *, bias: bool = False,
-                        activation: bool = False) -> bool:
+                        activation: bool = False, epilogue: bool = True) -> bool:
         """True when the FP8 gemm path is predicted faster than the kernel
         path for an FP8 x FP8 scaled_linear of m x n x k (output dtype
-        ``dtype_name``). Asked only where the target's gemm takes FP8."""
-        fp8 = self.fp8_gemm_seconds(m, n, k, dtype_name, bias=bias, activation=activation)
+        ``dtype_name``; ``epilogue`` False: its direct form). Asked only
+        where the target's gemm takes FP8."""
+        fp8 = self.fp8_gemm_seconds(m, n, k, dtype_name, bias=bias, activation=activation, epilogue=epilogue)
         other = self.fp8_kernel_path_seconds(m, n, k, dtype_name, bias=bias, activation=activation)
         choice = fp8 < other
-        key = ("fp8_linear", m, n, k, dtype_name, bias, activation)
+        key = ("fp8_linear", m, n, k, dtype_name, bias, activation, epilogue)
+        form = "FP8 gemm + epilogue" if epilogue else "scaled FP8 gemm"
         self._record_once(key, (
             f"FP8 x FP8 linear {m}x{n}x{k} -> {dtype_name}: {'FP8 gemm' if choice else 'kernel path'} "
-            f"(FP8 gemm + epilogue {fp8 * 1e6:.2f} us vs dequantize + gemm {other * 1e6:.2f} us)"))
+            f"({form} {fp8 * 1e6:.2f} us vs dequantize + gemm {other * 1e6:.2f} us)"))
         return choice
 
     def fft_shared_seconds(self, n: int, rows: int, groups: int) -> float:

@@ -40,15 +40,17 @@ CUDA_FP8 = Target(backend="cuda", compute_units=132, max_threads_per_group=1024,
 
 
 def _graph(m: int, n: int, k: int, *, dtype: str = "f32", w_granularity: str = "channel", block=None,
-           bias: bool = True, activation: str | None = "gelu", dynamic: bool = False):
-    """scaled_linear of e4m3 x (x_scale per row) and an e4m3 weight; with
-    ``dynamic`` x is quantized on the device (precision fp8-dynamic's form)."""
+           bias: bool = True, activation: str | None = "gelu", dynamic: bool = False, x_granularity: str = "row"):
+    """scaled_linear of e4m3 x (x_scale per row, or one for the tensor) and
+    an e4m3 weight; with ``dynamic`` x is quantized on the device (precision
+    fp8-dynamic's form)."""
     g = rlx.Graph()
     if dynamic:
         codes, xs = fp8.quantize(g, g.input("x", (m, k), "f32"))
         x = g.scaled_dequantize(codes, xs, dtype)
     else:
-        x = g.scaled_dequantize(g.input("x", (m, k), "f8e4m3"), g.input("xs", (m, 1), "f32"), dtype)
+        xs_shape = (m, 1) if x_granularity == "row" else (1, 1)
+        x = g.scaled_dequantize(g.input("x", (m, k), "f8e4m3"), g.input("xs", xs_shape, "f32"), dtype)
     w_scale_shape = {"tensor": (1,), "channel": (n,)}.get(w_granularity)
     if w_scale_shape is None:
         w_scale_shape = (-(-n // block[0]), -(-k // block[1]))
@@ -90,15 +92,21 @@ def test_choice_asks_the_cost_model():
         def __init__(self, answer):
             self.answer, self.asked = answer, []
 
-        def prefer_fp8_gemm(self, m, n, k, dtype_name, *, bias, activation):
-            self.asked.append((m, n, k, dtype_name, bias, activation))
+        def prefer_fp8_gemm(self, m, n, k, dtype_name, *, bias, activation, epilogue):
+            self.asked.append((m, n, k, dtype_name, bias, activation, epilogue))
             return self.answer
 
     for answer in (True, False):
         decider = Decider(answer)
         assert choose_fp8_gemm(CUDA_FP8, decider, node) is answer
-        assert decider.asked == [(256, 384, 384, "f32", True, True)]
+        assert decider.asked == [(256, 384, 384, "f32", True, True, True)]
     assert choose_fp8_gemm(CUDA_FP8, object(), node) is False   # a decider that cannot price it
+    # Per-tensor scales, no bias or activation: priced as the direct form (no epilogue).
+    direct = _scaled_linear_node(_graph(256, 384, 384, w_granularity="tensor", x_granularity="tensor",
+                                        bias=False, activation=None)[0])
+    decider = Decider(True)
+    assert choose_fp8_gemm(CUDA_FP8, decider, direct) is True
+    assert decider.asked == [(256, 384, 384, "f32", False, False, False)]
 
 
 def test_cost_model_prices_both_paths():
@@ -106,6 +114,8 @@ def test_cost_model_prices_both_paths():
     fp8_s = model.fp8_gemm_seconds(4096, 384, 384, "f16", bias=True)
     kernel_s = model.fp8_kernel_path_seconds(4096, 384, 384, "f16", bias=True)
     assert 0 < fp8_s < kernel_s
+    # The direct form is the gemm alone: cheaper than the gemm and its epilogue.
+    assert 0 < model.fp8_gemm_seconds(4096, 384, 384, "f16", epilogue=False) < fp8_s
     assert model.prefer_fp8_gemm(4096, 384, 384, "f16", bias=True)
     assert any("FP8 x FP8 linear 4096x384x384" in line for line in model.describe_decisions())
 
@@ -126,6 +136,30 @@ def test_lowering_for_an_fp8_target(dynamic):
     plain = lower_for(g, dataclasses.replace(CUDA_FP8, gemm_fp8=False), decision_model("cuda"))
     assert not any(t.kernel and t.kernel.startswith("fp8_gemm_epilogue") for t in plain)
     assert all(t.gemm["dtype"] != 3 for t in plain if t.gemm is not None)
+
+
+@pytest.mark.parametrize("dtype,c_dtype", [("f32", 0), ("f16", 1)])
+def test_lowering_of_the_direct_form(dtype, c_dtype):
+    """Per-tensor x and weight scales, no bias, no activation: one scaled
+    gemm into the output's dtype, the two scales as its scale pointers, and
+    no epilogue. A per-row x scale, a per-channel weight scale, a bias or an
+    activation each keep the epilogue."""
+    g, _ = _graph(256, 384, 384, dtype=dtype, w_granularity="tensor", x_granularity="tensor", bias=False,
+                  activation=None)
+    thunks = lower_for(g, CUDA_FP8, decision_model("cuda"))
+    gemms = [t.gemm for t in thunks if t.gemm is not None]
+    assert [(x["dtype"], x["b_dtype"], x["c_dtype"], x["trans_b"]) for x in gemms] == [(3, 3, c_dtype, 1)]
+    assert gemms[0]["a_scale"] is not None and gemms[0]["b_scale"] is not None
+    assert gemms[0]["a_scale"].storage is not gemms[0]["b_scale"].storage or \
+        gemms[0]["a_scale"].offset != gemms[0]["b_scale"].offset
+    assert not any(t.kernel and t.kernel.startswith(("fp8_gemm_epilogue", "dequantize_f8")) for t in thunks)
+    for change in (dict(x_granularity="row"), dict(w_granularity="channel"), dict(bias=True),
+                   dict(activation="relu")):
+        kw = dict(dtype=dtype, w_granularity="tensor", x_granularity="tensor", bias=False, activation=None)
+        kw.update(change)
+        other = lower_for(_graph(256, 384, 384, **kw)[0], CUDA_FP8, decision_model("cuda"))
+        assert any(t.kernel == f"fp8_gemm_epilogue_{dtype}" for t in other), change
+        assert all(t.gemm["a_scale"] is None and t.gemm["b_scale"] is None for t in other if t.gemm), change
 
 
 def test_env_switch_turns_the_path_off(monkeypatch):
@@ -208,7 +242,7 @@ def test_host_refuses_an_fp8_gemm_and_keeps_working():
 
 # ---- products on the device under test ------------------------------------------------------
 def _check_product(monkeypatch, m, n, k, *, dtype="f32", w_granularity="channel", act="gelu", big=False,
-                   device="cpu"):
+                   device="cpu", x_granularity="row", bias=True):
     """The product through the FP8 gemm wherever the target has it and the
     shape is legal (the cost model's choice pinned to it: its pricing is
     tested above), else through the kernel path."""
@@ -218,19 +252,24 @@ def _check_product(monkeypatch, m, n, k, *, dtype="f32", w_granularity="channel"
     if big and device in ("cpu", "host", "metal"):
         pytest.skip("the large shapes run where the device has FP8 gemms (cuda, compute capability >= 8.9)")
     r = np.random.default_rng(m + 7 * n + 13 * k)
-    xc, xs = fp8.quantize_array(r.standard_normal((m, k)) * r.uniform(0.1, 3, (m, 1)), "f8e4m3", "channel")
+    x_gran = "channel" if x_granularity == "row" else "tensor"
+    xc, xs = fp8.quantize_array(r.standard_normal((m, k)) * r.uniform(0.1, 3, (m, 1)), "f8e4m3", x_gran)
     wc, ws = fp8.quantize_array(r.standard_normal((n, k)) * r.uniform(0.1, 3, (n, 1)), "f8e4m3", w_granularity)
-    bias = r.standard_normal(n).astype(np.float32 if dtype == "f32" else np.float16)
-    g, _ = _graph(m, n, k, dtype=dtype, w_granularity=w_granularity, activation=act)
-    exe = rlx.compile(g, params={"w": wc, "ws": ws, "b": bias})
-    took = any(kern and kern.startswith("fp8_gemm_epilogue") for kern in kernels_of(exe))
+    b = r.standard_normal(n).astype(np.float32 if dtype == "f32" else np.float16)
+    g, _ = _graph(m, n, k, dtype=dtype, w_granularity=w_granularity, activation=act, bias=bias,
+                  x_granularity=x_granularity)
+    exe = rlx.compile(g, params={"w": wc, "ws": ws, **({"b": b} if bias else {})})
+    took = any(t.gemm is not None and t.gemm["dtype"] == DTYPE_F8E4M3 for t in exe.thunks)
     if big and not exe.target.gemm_fp8:
         pytest.skip("the large shapes run where the device has FP8 gemms (cuda, compute capability >= 8.9)")
     assert took == (exe.target.gemm_fp8 and fp8_gemm_shape_ok(m, n, k))
-    got = exe.run(x=xc, xs=xs.reshape(m, 1))["y"].astype(np.float64)
-    xv = scaled_values(xc, xs, (1, k))
+    # The direct form (per-tensor scales, no bias or activation) has no epilogue; every other form has one.
+    direct = x_granularity == "tensor" and w_granularity == "tensor" and not bias and act is None
+    assert any(kern and kern.startswith("fp8_gemm_epilogue") for kern in kernels_of(exe)) == (took and not direct)
+    got = exe.run(x=xc, xs=xs.reshape(m, 1) if x_granularity == "row" else xs.reshape(1, 1))["y"].astype(np.float64)
+    xv = scaled_values(xc, xs, (1, k) if x_granularity == "row" else (m, k))
     wv = scaled_values(wc, ws, (1, k) if w_granularity == "channel" else (n, k))
-    pre = xv @ wv.T + bias.astype(np.float64)
+    pre = xv @ wv.T + (b.astype(np.float64) if bias else 0.0)
     size = np.abs(xv) @ np.abs(wv).T
     slack = 2e-4 if took else 1e-5
     if dtype == "f16":
@@ -257,8 +296,28 @@ def test_fp8_x_fp8_product_on_the_device(monkeypatch, m, n, k, dtype, w_granular
     _check_product(monkeypatch, m, n, k, dtype=dtype, w_granularity=w_granularity)
 
 
+@pytest.mark.parametrize("m,n,k,dtype", [
+    (37, 48, 64, "f32"),
+    (129, 272, 160, "f16"),
+    (9, 16, 16, "f16"),
+    (33, 50, 64, "f32"),                  # n = 50: the kernel path everywhere
+])
+def test_fp8_x_fp8_direct_form_on_the_device(monkeypatch, m, n, k, dtype):
+    """Per-tensor scales, no bias, no activation: the scaled gemm alone
+    where the device has FP8 gemms (its scale pointers), the kernel path
+    elsewhere; both against the float64 product."""
+    _check_product(monkeypatch, m, n, k, dtype=dtype, w_granularity="tensor", x_granularity="tensor", act=None,
+                   bias=False)
+
+
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (4096, 1536, 384), (4096, 384, 1536), (128, 2048, 640),
                                    (128, 640, 2048)])
 def test_fp8_x_fp8_large_products_through_the_fp8_gemm(request, monkeypatch, m, n, k):
     _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True,
                    device=request.config.getoption("--rlx-device"))
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (128, 2048, 640)])
+def test_fp8_x_fp8_large_direct_form(request, monkeypatch, m, n, k):
+    _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True, w_granularity="tensor",
+                   x_granularity="tensor", bias=False, device=request.config.getoption("--rlx-device"))

@@ -174,8 +174,17 @@ def test_table_reads_back_what_was_appended(binary):
                                                                                          0.5, 0.0)
     assert (g["dtype"], g["b_dtype"], g["c_dtype"]) == (1, 1, 0)      # B's dtype defaults to A's
     assert (g["batch"], g["outer"], g["outer_stride_c"], g["barrier"]) == (2, 3, 24, False)
-    with pytest.raises(ScheduleError, match="2 thunks"):
-        table.entry(2)
+    assert (g["a_scale"], g["b_scale"]) == (None, None)                 # no FP8 scales
+    # An FP8 gemm's per-tensor scales: each its own binding and offset, either alone.
+    assert table.append_gemm(a=(ARENA, 0), b=(RESIDENT, 128), c=(ARENA, 256), m=32, n=16, k=16, lda=16, ldb=16,
+                             ldc=16, trans_b=True, dtype=3, c_dtype=1, a_scale=(ARENA, 1024),
+                             b_scale=(RESIDENT, 4)) == 2
+    assert table.append_gemm(**_GEMM, b_scale=(ARENA, 8)) == 3
+    g = table.entry(2)
+    assert (g["a_scale"], g["b_scale"], g["bias"]) == ((ARENA, 1024), (RESIDENT, 4), None)
+    assert (table.entry(3)["a_scale"], table.entry(3)["b_scale"]) == (None, (ARENA, 8))
+    with pytest.raises(ScheduleError, match="4 thunks"):
+        table.entry(4)
 
 
 _DISPATCH = {"bindings": [(ARENA, 0)], "groups": (1, 1, 1), "threads": (1, 1, 1)}
@@ -211,6 +220,8 @@ def test_bad_dispatch_appends_raise_before_c(binary, change, message):
     ({"m": -1}, "m must be >= 0, got -1"),
     ({"ldc": 2.0}, "ldc must be an integer"),
     ({"batch": -2}, "batch must be >= 0"),
+    ({"a_scale": ("scales", 0)}, "a_scale: unknown binding 'scales'"),
+    ({"b_scale": (ARENA, -4)}, "b_scale.* offset must be >= 0"),
     ({"outer_stride_b": -1}, "outer_stride_b must be >= 0"),
     ({"a": ("weights", 0)}, "a: unknown binding 'weights'"),
     ({"bias": (RESIDENT, -4)}, "bias offset must be >= 0"),
