@@ -42,6 +42,23 @@ def pytest_addoption(parser):
                           "(0: every combination of passes x pin_outputs x replay x precision)")
 
 
+def pytest_collection_finish(session):
+    """Start the nvcc PTX compiles now when the session will check them
+    (tests/runtime/ptx_runs.py says why)."""
+    if any(item.path.name == "test_cuda_compile.py" for item in session.items):
+        from runtime import ptx_runs
+
+        ptx_runs.start_once()
+
+
+def pytest_sessionfinish(session):
+    import sys
+
+    runs = sys.modules.get("runtime.ptx_runs")
+    if runs is not None:
+        runs.stop()
+
+
 _DEVICE = {"name": "cpu"}
 
 

@@ -38,10 +38,12 @@ typedef int int32_t;
 // sectors waited on one round trip after another (the params region is
 // evicted from L2 by the weights a decode step streams; Nsight Compute on
 // attention_split_merge, benchmarks/README.md). Params are written only by
-// the host, so reading them before the PDL wait is safe. RLX_PARAMS_STAGE=0
-// reads them in place (the A/B's other arm).
+// the host, so reading them before the PDL wait is safe. Off by default
+// until a GPU has timed it (benchmarks/gpu/run_session46_a.sh is the A/B:
+// KERNEL_DEFINES=RLX_PARAMS_STAGE=1 against 0); off, kernels read params
+// in place as before.
 #ifndef RLX_PARAMS_STAGE
-#define RLX_PARAMS_STAGE 1
+#define RLX_PARAMS_STAGE 0
 #endif
 template <typename P>
 static __device__ __forceinline__ const P *rlx_stage_params(const P *__restrict__ src, P *dst) {
