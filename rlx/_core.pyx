@@ -85,6 +85,11 @@ _I64_MAX = 0x7FFFFFFFFFFFFFFF
 include "_core_tables.pxi"
 
 
+cdef inline rlx_buffer *_optional_buffer(rlx_buffer **bufs, uint8_t binding) noexcept:
+    """A gemm's optional buffer (bias, FP8 scales): NULL for RLX_THUNK_NO_BINDING."""
+    return NULL if binding == RLX_THUNK_NO_BINDING else bufs[binding]
+
+
 cdef inline int _encode_thunk(const rlx_shim_api *api, rlx_cmdbuf *cb, rlx_thunk *t,
                               uint32_t barrier) noexcept nogil:
     """The one encoder: thunk t into cb (after a barrier when asked)."""
@@ -195,9 +200,9 @@ cdef class Program:
                 t.gemm.a = bufs[t.gemm_binding[0]]
                 t.gemm.b = bufs[t.gemm_binding[1]]
                 t.gemm.c = bufs[t.gemm_binding[2]]
-                t.gemm.bias = NULL if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[3]]
-                t.gemm.a_scale = NULL if t.gemm_binding[4] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[4]]
-                t.gemm.b_scale = NULL if t.gemm_binding[5] == RLX_THUNK_NO_BINDING else bufs[t.gemm_binding[5]]
+                t.gemm.bias = _optional_buffer(bufs, t.gemm_binding[3])
+                t.gemm.a_scale = _optional_buffer(bufs, t.gemm_binding[4])
+                t.gemm.b_scale = _optional_buffer(bufs, t.gemm_binding[5])
 
         can_rebind = (self.api.struct_size >= <uint32_t>sizeof(rlx_shim_api) and self.api.buffer_rebind != NULL
                       and self.arena_host != NULL)

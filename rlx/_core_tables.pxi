@@ -153,6 +153,11 @@ cdef class ThunkTable:
             raise _errors.ScheduleError(f"{what}: {exc}") from None
         return index, _integer(f"{what} offset", ref[1])
 
+    def _optional_ref(self, what, ref):
+        """_ref of an optional buffer (a gemm's bias or FP8 scale); None:
+        (RLX_THUNK_NO_BINDING, 0)."""
+        return (RLX_THUNK_NO_BINDING, 0) if ref is None else self._ref(what, ref)
+
     def append_dispatch(self, pipeline, bindings, groups, threads, barrier=False):
         """A kernel dispatch: ``pipeline`` a shim pipeline address (int),
         ``bindings`` the kernel's buffers in binding order as (binding name,
@@ -198,9 +203,8 @@ cdef class ThunkTable:
         per-tensor scales of FP8 operands (rlx_gemm_desc). Returns its index."""
         what = f"thunk {self.n_thunks} (gemm)"
         ra, rb, rc = (self._ref(f"{what}: {name}", ref) for name, ref in (("a", a), ("b", b), ("c", c)))
-        rbias = None if bias is None else self._ref(f"{what}: bias", bias)
-        rsa = None if a_scale is None else self._ref(f"{what}: a_scale", a_scale)
-        rsb = None if b_scale is None else self._ref(f"{what}: b_scale", b_scale)
+        rbias, rsa, rsb = (self._optional_ref(f"{what}: {name}", ref)
+                           for name, ref in (("bias", bias), ("a_scale", a_scale), ("b_scale", b_scale)))
         dims = [_integer(f"{what}: {name}", v) for name, v in (
             ("m", m), ("n", n), ("k", k), ("lda", lda), ("ldb", ldb), ("ldc", ldc), ("batch", batch),
             ("stride_a", stride_a), ("stride_b", stride_b), ("stride_c", stride_c), ("outer", outer),
@@ -218,18 +222,9 @@ cdef class ThunkTable:
         t.gemm_binding[0], t.gemm.a_offset = ra
         t.gemm_binding[1], t.gemm.b_offset = rb
         t.gemm_binding[2], t.gemm.c_offset = rc
-        if rbias is None:
-            t.gemm_binding[3] = RLX_THUNK_NO_BINDING
-        else:
-            t.gemm_binding[3], t.gemm.bias_offset = rbias
-        if rsa is None:
-            t.gemm_binding[4] = RLX_THUNK_NO_BINDING
-        else:
-            t.gemm_binding[4], t.gemm.a_scale_offset = rsa
-        if rsb is None:
-            t.gemm_binding[5] = RLX_THUNK_NO_BINDING
-        else:
-            t.gemm_binding[5], t.gemm.b_scale_offset = rsb
+        t.gemm_binding[3], t.gemm.bias_offset = rbias
+        t.gemm_binding[4], t.gemm.a_scale_offset = rsa
+        t.gemm_binding[5], t.gemm.b_scale_offset = rsb
         (t.gemm.m, t.gemm.n, t.gemm.k, t.gemm.lda, t.gemm.ldb, t.gemm.ldc, t.gemm.batch, t.gemm.stride_a,
          t.gemm.stride_b, t.gemm.stride_c, t.gemm.outer, t.gemm.outer_stride_a, t.gemm.outer_stride_b,
          t.gemm.outer_stride_c) = dims
@@ -251,15 +246,16 @@ cdef class ThunkTable:
                     "groups": tuple(t.groups[j] for j in range(3)),
                     "threads": tuple(t.threads[j] for j in range(3))}
         g = t.gemm
+
+        def optional(binding, offset):   # a gemm's bias or FP8 scale: None where it has none
+            return None if binding == RLX_THUNK_NO_BINDING else (names[binding], offset)
+
         return {"kind": "gemm", "barrier": bool(t.barrier_before),
                 "a": (names[t.gemm_binding[0]], g.a_offset), "b": (names[t.gemm_binding[1]], g.b_offset),
                 "c": (names[t.gemm_binding[2]], g.c_offset),
-                "bias": None if t.gemm_binding[3] == RLX_THUNK_NO_BINDING else
-                (names[t.gemm_binding[3]], g.bias_offset),
-                "a_scale": None if t.gemm_binding[4] == RLX_THUNK_NO_BINDING else
-                (names[t.gemm_binding[4]], g.a_scale_offset),
-                "b_scale": None if t.gemm_binding[5] == RLX_THUNK_NO_BINDING else
-                (names[t.gemm_binding[5]], g.b_scale_offset),
+                "bias": optional(t.gemm_binding[3], g.bias_offset),
+                "a_scale": optional(t.gemm_binding[4], g.a_scale_offset),
+                "b_scale": optional(t.gemm_binding[5], g.b_scale_offset),
                 "m": g.m, "n": g.n, "k": g.k, "lda": g.lda, "ldb": g.ldb, "ldc": g.ldc,
                 "trans_a": bool(g.trans_a), "trans_b": bool(g.trans_b), "dtype": g.dtype, "b_dtype": g.b_dtype,
                 "c_dtype": g.c_dtype, "alpha": g.alpha, "beta": g.beta, "batch": g.batch,

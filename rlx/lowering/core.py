@@ -222,6 +222,9 @@ class Lowering:
         C's dtype) is added to every row when the target's gemm takes one;
         a_scale / b_scale (one f32 each) multiply FP8 A / B where the
         target's gemm takes FP8."""
+        def optional(view: View | None) -> Binding | None:   # bias and FP8 scales
+            return Binding(view.storage, view.byte_offset) if view is not None else None
+
         thunk = Thunk(GEMM, label, gemm=dict(
             a=Binding(a.storage, a.byte_offset), b=Binding(b.storage, b.byte_offset),
             c=Binding(c.storage, c.byte_offset), m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=ldc,
@@ -229,9 +232,7 @@ class Lowering:
             batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2],
             outer=outer, outer_strides=tuple(outer_strides),
             b_dtype=_GEMM_DTYPES[b.dtype.name], c_dtype=_GEMM_DTYPES[c.dtype.name],
-            bias=Binding(bias.storage, bias.byte_offset) if bias is not None else None,
-            a_scale=Binding(a_scale.storage, a_scale.byte_offset) if a_scale is not None else None,
-            b_scale=Binding(b_scale.storage, b_scale.byte_offset) if b_scale is not None else None))
+            bias=optional(bias), a_scale=optional(a_scale), b_scale=optional(b_scale)))
         if bias is not None:
             thunk.reads.append((bias.storage, bias.byte_offset, bias.byte_offset + n * bias.dtype.itemsize))
         for scale in (a_scale, b_scale):

@@ -44,8 +44,10 @@ MAX_BINDINGS = 16        # rlx/_core.pyx MAX_BUFFERS: entries of one binding tab
 # a copy that small costs about what the two rebinds do.
 BIND_MIN_BYTES = 4096
 
-# A gemm thunk's bindings (Lowering.gemm): its operands, output, bias and FP8 scales.
-GEMM_OPERANDS = ("a", "b", "c", "bias", "a_scale", "b_scale")
+# A gemm thunk's bindings (Lowering.gemm): its operands and output, then the
+# optional ones (None where the gemm has none): bias and FP8 scales.
+OPTIONAL_GEMM_OPERANDS = ("bias", "a_scale", "b_scale")
+GEMM_OPERANDS = ("a", "b", "c", *OPTIONAL_GEMM_OPERANDS)
 
 
 class Decider(Protocol):
@@ -449,9 +451,8 @@ def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings,
             dtype=g["dtype"], alpha=g["alpha"], beta=g["beta"], batch=g["batch"], stride_a=g["stride_a"],
             stride_b=g["stride_b"], stride_c=g["stride_c"], outer=g["outer"], outer_stride_a=osa,
             outer_stride_b=osb, outer_stride_c=osc, b_dtype=g["b_dtype"], c_dtype=g["c_dtype"],
-            bias=_binding(g["bias"]) if g.get("bias") else None,
-            a_scale=_binding(g["a_scale"]) if g.get("a_scale") else None,
-            b_scale=_binding(g["b_scale"]) if g.get("b_scale") else None, barrier=t.barrier)
+            **{key: _binding(g[key]) if g.get(key) else None for key in OPTIONAL_GEMM_OPERANDS},
+            barrier=t.barrier)
     return table
 
 
