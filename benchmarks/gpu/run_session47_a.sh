@@ -33,5 +33,5 @@ before 500 "staged suites" && suite "staged: attention + norm gemv + rope + rope
 before 520 "staged quant" && suite "staged: quant kernels (cuda)" staged-quant.log tests/ops/test_quant_kernels.py --rlx-device cuda -k "gemv"
 before 530 "staged trace" && pdl_off_trace 1 8
 before 540 "racecheck" && SAN_TIMEOUT=50 sanitize racecheck "racecheck staged split attention" race-att.log \
-  tests/ops/test_attention.py --rlx-device cuda -k "split and f32"
+  tests/ops/test_attention.py --rlx-device cuda -k "gqa_split_gemma_decode or split_masks_window or gqa_split_masks"
 echo "=== summary"; cat "$S"
