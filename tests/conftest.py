@@ -42,21 +42,30 @@ def pytest_addoption(parser):
                           "(0: every combination of passes x pin_outputs x replay x precision)")
 
 
-def pytest_collection_finish(session):
-    """Start the nvcc PTX compiles now when the session will check them
-    (tests/runtime/ptx_runs.py says why)."""
-    if any(item.path.name == "test_cuda_compile.py" for item in session.items):
-        from runtime import ptx_runs
+def pytest_configure(config):
+    config.addinivalue_line("markers", "background_run(key): the test reads the result of a child process "
+                                       "run beside the suite (tests/runtime/background_runs.py)")
 
-        ptx_runs.start_once()
+
+def pytest_collection_finish(session):
+    """Start the child processes of the selected tests that run beside the
+    suite (tests/runtime/background_runs.py says why)."""
+    import sys
+
+    runs = sys.modules.get("runtime.background_runs")
+    if runs is not None:
+        runs.start_for(session.items)
 
 
 def pytest_sessionfinish(session):
     import sys
 
-    runs = sys.modules.get("runtime.ptx_runs")
+    runs = sys.modules.get("runtime.background_runs")
     if runs is not None:
         runs.stop()
+    ptx = sys.modules.get("runtime.ptx_runs")
+    if ptx is not None:
+        ptx.remove_files()
 
 
 _DEVICE = {"name": "cpu"}

@@ -13,16 +13,18 @@ import pytest
 
 from rlx.runtime.shader_source import instantiations, kernel_source
 
-from .ptx_runs import ARCHS, NVCC, finished
+from .ptx_runs import ARCHS, NVCC, RUN_MARKS, finished
 
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not installed: the CUDA compile check needs the toolkit")
+# Each architecture with the mark that starts its nvcc run beside the suite.
+ARCH_RUNS = [pytest.param(arch, marks=RUN_MARKS[arch]) for arch in ARCHS] if NVCC else list(ARCHS)
 
 
 @needs_nvcc
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCH_RUNS)
 def test_all_kernels_compile_to_ptx(arch):
-    """Both architectures' nvcc runs (tests/runtime/ptx_runs.py: started when
-    collection ended, or now)."""
+    """Each architecture's nvcc run (tests/runtime/ptx_runs.py: run beside
+    the suite from the end of collection, or now)."""
     returncode, stderr, ptx_path = finished(arch)
     assert returncode == 0, stderr
     ptx = ptx_path.read_text()
@@ -82,7 +84,7 @@ def test_static_shared_bytes_reads_ptx():
 
 
 @needs_nvcc
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCH_RUNS)
 def test_every_kernel_fits_the_static_shared_memory_of_a_block(arch):
     returncode, stderr, ptx_path = finished(arch)
     assert returncode == 0, stderr

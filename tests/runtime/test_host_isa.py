@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,8 @@ import numpy as np
 import pytest
 
 from rlx.runtime import shim
+
+from . import background_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 # The levels of this architecture, lowest first, and how the device names them.
@@ -98,20 +99,38 @@ def test_the_device_names_its_level_and_the_env_var_caps_it():
         shim.Device("host", 0, options_override={"isa": other})
 
 
-@pytest.mark.parametrize("level", ["baseline", "avx2", "avx2vnni", "avx512", "neon"])
-def test_kernel_suites_pass_at_a_forced_lower_level(level):
+def _forced_level_skip(level: str) -> str | None:
+    """Why the forced-level run of `level` does not apply here (None: it does)."""
     if level not in LEVEL_NAMES:
-        pytest.skip(f"{level} is not a level of {platform.machine()}")
+        return f"{level} is not a level of {platform.machine()}"
     order = list(LEVEL_NAMES)
     if order.index(level) >= order.index(_best_level()):
-        pytest.skip(f"this CPU's best level is {_best_level()}: the default run covers it")
+        return f"this CPU's best level is {_best_level()}: the default run covers it"
     if _level_taken(level) != level:
-        pytest.skip(f"this CPU lacks {level}: forced, it runs {_level_taken(level)}'s kernels, that case's run")
-    env = dict(os.environ, RLX_HOST_ISA=level, RLX_CALIBRATE="0")
+        return f"this CPU lacks {level}: forced, it runs {_level_taken(level)}'s kernels, that case's run"
+    return None
+
+
+def _forced_level_run(level: str):
+    """`level` with the mark of its child pytest, run beside the suite
+    (tests/runtime/background_runs.py) where it applies."""
+    if _forced_level_skip(level) is not None:
+        return level
     suites = LEVEL_BELOW_SUITES.get(level, ["tests/ops", *(f"--ignore={suite}" for suite in HARNESS_SUITES)])
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *suites],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *suites]
+    env = dict(os.environ, RLX_HOST_ISA=level, RLX_CALIBRATE="0")
+    return pytest.param(level, marks=background_runs.declare(f"isa-{level}", argv, cwd=str(ROOT), env=env,
+                                                             timeout=900))
+
+
+@pytest.mark.parametrize("level", [_forced_level_run(level) for level in
+                                   ("baseline", "avx2", "avx2vnni", "avx512", "neon")])
+def test_kernel_suites_pass_at_a_forced_lower_level(level):
+    reason = _forced_level_skip(level)
+    if reason is not None:
+        pytest.skip(reason)
+    ran = background_runs.result(f"isa-{level}")
+    assert ran.returncode == 0, ran.output_tail()
 
 
 @pytest.mark.parametrize("level", ["avx512", "avx2", "neon"])

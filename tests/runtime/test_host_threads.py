@@ -21,6 +21,8 @@ import pytest
 
 from rlx.runtime import shim
 
+from . import background_runs
+
 ROOT = Path(__file__).resolve().parents[2]
 THREAD_SENSITIVE_SUITES = ["tests/ops/test_attention.py", "tests/ops/test_reduce.py", "tests/ops/test_sort.py",
                            "tests/ops/test_topk.py", "tests/ops/test_fft.py", "tests/ops/test_state.py"]
@@ -37,10 +39,17 @@ def test_the_device_reports_its_workers_as_compute_units():
     assert shim.open_device("host", 0).info.compute_units >= 1
 
 
-@pytest.mark.parametrize("threads", [1, 7])
-def test_thread_sensitive_suites_pass_at_other_worker_counts(threads):
+def _worker_count_run(threads: int):
+    """`threads` with the mark of its child pytest, run beside the suite
+    (tests/runtime/background_runs.py)."""
+    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *THREAD_SENSITIVE_SUITES]
     env = dict(os.environ, RLX_NUM_THREADS=str(threads), RLX_CALIBRATE="0")
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                          *THREAD_SENSITIVE_SUITES], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr[-2000:]
+    return pytest.param(threads, marks=background_runs.declare(f"threads-{threads}", argv, cwd=str(ROOT), env=env,
+                                                               timeout=900))
+
+
+@pytest.mark.parametrize("threads", [_worker_count_run(1), _worker_count_run(7)])
+def test_thread_sensitive_suites_pass_at_other_worker_counts(threads):
+    ran = background_runs.result(f"threads-{threads}")
+    assert ran.returncode == 0, ran.output_tail()
     assert " passed" in ran.stdout.splitlines()[-1], ran.stdout[-500:]
