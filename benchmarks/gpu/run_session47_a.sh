@@ -6,12 +6,17 @@
 # process), then the decode step on the stand-in with and without the
 # staging, alternating, at the shipped PDL setting; the staged library's
 # suites (pytest_defines.py) and racecheck on the split attention; the
-# staged decode step's PDL-off trace. Each step is skipped once the call is
+# staged decode step's PDL-off trace. First, torch only: what cuBLASLt offers
+# for FP8 with outer-vector scales (lt_outer_probe.py). Each step is skipped once the call is
 # past its start deadline (seconds). Carry .gpu_carry and .gg/gemma-header.bin.
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session47_a.sh
 WARM_CACHE=0 . benchmarks/gpu/common.sh
 stand_in_model
 before() { [ "$SECONDS" -lt "$1" ] || { note "skipped past ${1} s: $2"; return 1; }; }
+# cuBLASLt's FP8 outer-vector scales (issue 20), torch only: no rlx kernel.
+timeout 90 python3 benchmarks/gpu/lt_outer_probe.py "$OUT/lt-outer.json" >"$OUT/lt-outer.log" 2>&1
+note "lt_outer_probe rc=$?"; cut -c1-330 "$OUT/lt-outer.log" | tee -a "$S"
+[ -n "${REAL:-}" ] && cp "$OUT/lt-outer.json" "$REAL/" 2>/dev/null
 warm_kernel_cache & W0=$!
 ( t0=$(date +%s)
   KERNEL_DEFINES=RLX_PARAMS_STAGE=1 python3 -c "
