@@ -35,7 +35,9 @@ OUT_TYPES = {"f32": (R_32F, torch.float32), "f16": (R_16F, torch.float16), "bf16
 def _library() -> ctypes.CDLL:
     """The cuBLASLt torch mapped (so rlx's shim, which searches the same
     wheels first, would find the same one)."""
-    torch.zeros(1, device="cuda") @ torch.zeros(1, 1, device="cuda").squeeze(0)
+    a = torch.zeros(16, 16, device="cuda").to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    torch._scaled_mm(a, a.T, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)   # maps cuBLASLt
     for line in open("/proc/self/maps"):
         if "libcublasLt.so" in line:
             return ctypes.CDLL(line.split()[-1])
@@ -114,7 +116,7 @@ def run_case(handle, name: str, m: int, n: int, k: int, out_name: str) -> dict:
         check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_A_SCALE_POINTER, P(a_scale.data_ptr())), "sa")
         check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_B_SCALE_POINTER, P(b_scale.data_ptr())), "sb")
 
-        def call():
+        def call(desc=desc, layouts=layouts, d=d, results=results):
             check(LT.cublasLtMatmul(handle, desc, ctypes.byref(one), P(w.data_ptr()), layouts[0], P(x.data_ptr()),
                                     layouts[1], ctypes.byref(zero), P(d.data_ptr()), layouts[2], P(d.data_ptr()),
                                     layouts[3], ctypes.byref(results[0].algo), P(ws_buf.data_ptr()),
