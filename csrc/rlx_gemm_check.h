@@ -67,6 +67,14 @@ static inline rlx_status rlx_gemm_check(const rlx_gemm_desc *g, uint64_t a_size,
                  rlx_dtype_name(g->dtype), rlx_dtype_name(g->b_dtype));
         return RLX_ERR_ARG;
     }
+    if (g->scale_mode != RLX_GEMM_SCALE_TENSOR && g->scale_mode != RLX_GEMM_SCALE_OUTER) {
+        snprintf(err, err_size, "gemm: unknown scale_mode %d", (int)g->scale_mode);
+        return RLX_ERR_ARG;
+    }
+    if (g->scale_mode == RLX_GEMM_SCALE_OUTER && (!g->a_scale || !g->b_scale)) {
+        snprintf(err, err_size, "gemm: outer-vector scales need both a_scale and b_scale");
+        return RLX_ERR_ARG;
+    }
     if (g->m < 0 || g->n < 0 || g->k < 0 || g->m > lim || g->n > lim || g->k > lim) {
         snprintf(err, err_size, "gemm: m=%lld n=%lld k=%lld must be in [0, 2^31)", (long long)g->m,
                  (long long)g->n, (long long)g->k);
@@ -120,12 +128,15 @@ static inline rlx_status rlx_gemm_bias_check(const rlx_gemm_desc *g, uint64_t bi
                              err_size) ? RLX_OK : RLX_ERR_ARG;
 }
 
-/* The scales' bytes (one f32 each), when there are any (their buffers' sizes passed in). */
+/* The scales' bytes (one f32 each, or m and n f32 for outer-vector scales),
+ * when there are any (their buffers' sizes passed in). */
 static inline rlx_status rlx_gemm_scale_check(const rlx_gemm_desc *g, uint64_t a_scale_size, uint64_t b_scale_size,
                                               char *err, size_t err_size) {
-    if (g->a_scale && !rlx_gemm_range_ok("a_scale", g->a_scale_offset, 1, 4, a_scale_size, err, err_size))
+    const int outer = g->scale_mode == RLX_GEMM_SCALE_OUTER;
+    const uint64_t a_count = outer ? (uint64_t)g->m : 1, b_count = outer ? (uint64_t)g->n : 1;
+    if (g->a_scale && !rlx_gemm_range_ok("a_scale", g->a_scale_offset, a_count, 4, a_scale_size, err, err_size))
         return RLX_ERR_ARG;
-    if (g->b_scale && !rlx_gemm_range_ok("b_scale", g->b_scale_offset, 1, 4, b_scale_size, err, err_size))
+    if (g->b_scale && !rlx_gemm_range_ok("b_scale", g->b_scale_offset, b_count, 4, b_scale_size, err, err_size))
         return RLX_ERR_ARG;
     return RLX_OK;
 }

@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-#define RLX_SHIM_ABI_VERSION 2u
+#define RLX_SHIM_ABI_VERSION 3u
 
 /* Most buffers one dispatch binds (kernel arguments, params included). */
 #define RLX_MAX_BINDINGS 12u
@@ -86,7 +86,12 @@ typedef struct rlx_device_info {
      * capability >= 8.9 with a cuBLASLt that has FP8 matmuls. Taken from the
      * reserved words, so the struct keeps its size. */
     uint32_t gemm_fp8;
-    uint32_t reserved[5];
+    /* Bit (1u << c_dtype) set: cmd_gemm takes FP8 operands with
+     * RLX_GEMM_SCALE_OUTER scales writing that C dtype (cuda, where cuBLASLt
+     * has an algorithm for it; probed when the device opens). 0 elsewhere.
+     * Taken from the reserved words. */
+    uint32_t gemm_fp8_outer;
+    uint32_t reserved[4];
 } rlx_device_info;
 
 /* Pipeline flags. */
@@ -149,7 +154,21 @@ typedef struct rlx_gemm_desc {
      * operand of that side (RLX_ERR_ARG otherwise). */
     const rlx_buffer *a_scale, *b_scale;
     uint64_t a_scale_offset, b_scale_offset;
+    /* How a_scale / b_scale are read (appended; 0 keeps the meaning above).
+     * RLX_GEMM_SCALE_OUTER: a_scale holds m f32 (one per row of C) and
+     * b_scale n f32 (one per column of C), both present, so
+     * C[i, j] = alpha * a_scale[i] * b_scale[j] * sum_k A[i, k] B[k, j]
+     * (cuBLASLt's outer-vector scales, torch._scaled_mm's rowwise call).
+     * Only for FP8 operands whose C dtype has its bit in
+     * rlx_device_info.gemm_fp8_outer (RLX_ERR_UNSUPPORTED elsewhere). */
+    int32_t scale_mode;
 } rlx_gemm_desc;
+
+/* rlx_gemm_desc.scale_mode values. */
+enum {
+    RLX_GEMM_SCALE_TENSOR = 0,  /* a_scale / b_scale: one f32 each (or NULL: 1) */
+    RLX_GEMM_SCALE_OUTER = 1    /* a_scale: m f32 along C's rows, b_scale: n f32 along its columns */
+};
 
 /*
  * A schedule: a whole command list described once, turned by the shim into

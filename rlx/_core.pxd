@@ -51,6 +51,7 @@ cdef extern from "rlx_shim.h" nogil:
         const rlx_buffer *a_scale
         const rlx_buffer *b_scale
         uint64_t a_scale_offset, b_scale_offset
+        int scale_mode
 
     cdef unsigned int RLX_SCHEDULE_DISPATCH
     cdef unsigned int RLX_SCHEDULE_GEMM

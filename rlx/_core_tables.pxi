@@ -192,15 +192,17 @@ cdef class ThunkTable:
     def append_gemm(self, *, a, b, c, m, n, k, lda, ldb, ldc, trans_a=False, trans_b=False, dtype=0,
                     alpha=1.0, beta=0.0, batch=1, stride_a=0, stride_b=0, stride_c=0, outer=1,
                     outer_stride_a=0, outer_stride_b=0, outer_stride_c=0, b_dtype=None, c_dtype=None,
-                    bias=None, a_scale=None, b_scale=None, barrier=False):
+                    bias=None, a_scale=None, b_scale=None, scale_mode=0, barrier=False):
         """A gemm (rlx_gemm_desc, csrc/rlx_shim.h): C = alpha * op(A) @ op(B)
         + beta * C. ``a``, ``b``, ``c`` and ``bias`` (None: none) are (binding
         name, byte offset) pairs; sizes, leading dimensions, batch counts and
         strides (elements) are integers >= 0; ``dtype``, ``b_dtype`` and
         ``c_dtype`` are rlx_dtype numbers (0 f32, 1 f16, 2 bf16, 3 f8e4m3, 4
         f8e5m2; B's and C's default to A's). ``a_scale`` / ``b_scale`` (None:
-        1) are (binding name, byte offset) pairs of one f32 each, the
-        per-tensor scales of FP8 operands (rlx_gemm_desc). Returns its index."""
+        1) are (binding name, byte offset) pairs: the scales of FP8 operands
+        (rlx_gemm_desc), one f32 each at ``scale_mode`` 0, m and n f32 (one
+        per row, one per column of C) at 1, the outer-vector form, which
+        needs both. Returns its index."""
         what = f"thunk {self.n_thunks} (gemm)"
         ra, rb, rc = (self._ref(f"{what}: {name}", ref) for name, ref in (("a", a), ("b", b), ("c", c)))
         rbias, rsa, rsb = (self._optional_ref(f"{what}: {name}", ref)
@@ -216,6 +218,9 @@ cdef class ThunkTable:
         dc = da if c_dtype is None else _gemm_dtype(f"{what}: c_dtype", c_dtype)
         fa, fb = _real(f"{what}: alpha", alpha), _real(f"{what}: beta", beta)
         before = _flag(f"{what}: barrier", barrier)
+        mode = _integer(f"{what}: scale_mode (0 per tensor, 1 outer vectors)", scale_mode, 0, 1)
+        if mode == 1 and (rsa[0] == RLX_THUNK_NO_BINDING or rsb[0] == RLX_THUNK_NO_BINDING):
+            raise _errors.ScheduleError(f"{what}: outer-vector scales (scale_mode 1) need a_scale and b_scale")
         cdef rlx_thunk *t = self._push()
         t.kind = RLX_THUNK_GEMM
         t.barrier_before = before
@@ -231,6 +236,7 @@ cdef class ThunkTable:
         t.gemm.trans_a, t.gemm.trans_b = ta, tb
         t.gemm.dtype, t.gemm.b_dtype, t.gemm.c_dtype = da, db, dc
         t.gemm.alpha, t.gemm.beta = fa, fb
+        t.gemm.scale_mode = mode
         return self.n_thunks - 1
 
     def entry(self, i):
@@ -255,7 +261,7 @@ cdef class ThunkTable:
                 "c": (names[t.gemm_binding[2]], g.c_offset),
                 "bias": optional(t.gemm_binding[3], g.bias_offset),
                 "a_scale": optional(t.gemm_binding[4], g.a_scale_offset),
-                "b_scale": optional(t.gemm_binding[5], g.b_scale_offset),
+                "b_scale": optional(t.gemm_binding[5], g.b_scale_offset), "scale_mode": g.scale_mode,
                 "m": g.m, "n": g.n, "k": g.k, "lda": g.lda, "ldb": g.ldb, "ldc": g.ldc,
                 "trans_a": bool(g.trans_a), "trans_b": bool(g.trans_b), "dtype": g.dtype, "b_dtype": g.b_dtype,
                 "c_dtype": g.c_dtype, "alpha": g.alpha, "beta": g.beta, "batch": g.batch,

@@ -26,7 +26,7 @@ DESC_A_SCALE_MODE, DESC_B_SCALE_MODE = 31, 32
 SCALE_SCALAR_32F, SCALE_OUTER_VEC_32F = 0, 3
 PREF_MAX_WORKSPACE_BYTES = 1
 OP_T = 1
-WORKSPACE = 32 << 20
+WORKSPACE = 4 << 20   # rlx's cuBLASLt workspace (csrc/cuda/shim.c LT_WORKSPACE)
 SHAPES = {"square": (4096, 4096, 4096), "minilm_up": (4096, 1536, 384), "gemma270m_m128_qkv": (128, 1280, 640),
           "gemma270m_m128_down": (128, 640, 2048)}
 OUT_TYPES = {"f32": (R_32F, torch.float32), "f16": (R_16F, torch.float16), "bf16": (R_16BF, torch.bfloat16)}
@@ -48,6 +48,7 @@ def _library() -> ctypes.CDLL:
 
 LT = _library()
 P = ctypes.c_void_p
+_VEC = torch.ones(4096, device="cuda")   # a scale vector the heuristic can be shown
 
 
 def check(status: int, what: str) -> None:
@@ -75,6 +76,9 @@ def plan(handle, m: int, n: int, k: int, out_type: int, outer: bool):
     status = status or set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_B_SCALE_MODE, mode)
     if status:
         return desc, None, None, -status   # this cuBLASLt has no scale modes
+    if outer:   # the heuristic refuses vector modes while the scale pointers are NULL
+        for attr in (DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER):
+            check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attr, P(_VEC.data_ptr())), "scale pointer")
     layouts = []
     for rows, cols, ld, t in ((k, n, k, R_8F_E4M3), (k, m, k, R_8F_E4M3), (n, m, n, out_type), (n, m, n, out_type)):
         lay = P()
@@ -152,9 +156,49 @@ def run_case(handle, name: str, m: int, n: int, k: int, out_name: str) -> dict:
     return row
 
 
+def which_step_fails(handle) -> list[dict]:
+    """Where the outer-vector request fails, step by step (session 47's first
+    run got status 7, CUBLAS_STATUS_INVALID_VALUE, for every output dtype):
+    each (A mode, B mode) pair and attribute numbering, at 4096^3 into bf16."""
+    rows = []
+    for a_attr, b_attr in ((31, 32), (32, 33)):
+        for a_mode, b_mode in ((3, 3), (3, 0), (0, 3), (0, 0)):
+            row = {"attrs": [a_attr, b_attr], "modes": [a_mode, b_mode]}
+            desc = P()
+            check(LT.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, R_32F), "desc")
+            check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_TRANSA, ctypes.c_int32(OP_T)), "transa")
+            row["set_a"] = set_attr(LT.cublasLtMatmulDescSetAttribute, desc, a_attr, ctypes.c_int32(a_mode))
+            row["set_b"] = set_attr(LT.cublasLtMatmulDescSetAttribute, desc, b_attr, ctypes.c_int32(b_mode))
+            if os.environ.get("PROBE_POINTERS") == "1":   # vectors set before the heuristic, as torch does
+                row["pointers"] = [set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attr, P(vec.data_ptr()))
+                                   for attr, vec in ((DESC_A_SCALE_POINTER, _VEC), (DESC_B_SCALE_POINTER, _VEC))]
+            layouts = []
+            for rows_, cols, ld, t in ((4096, 4096, 4096, R_8F_E4M3), (4096, 4096, 4096, R_8F_E4M3),
+                                       (4096, 4096, 4096, R_16BF), (4096, 4096, 4096, R_16BF)):
+                lay = P()
+                check(LT.cublasLtMatrixLayoutCreate(ctypes.byref(lay), t, ctypes.c_uint64(rows_),
+                                                    ctypes.c_uint64(cols), ctypes.c_int64(ld)), "layout")
+                layouts.append(lay)
+            pref = P()
+            check(LT.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "pref")
+            check(set_attr(LT.cublasLtMatmulPreferenceSetAttribute, pref, PREF_MAX_WORKSPACE_BYTES,
+                           ctypes.c_uint64(WORKSPACE)), "pref ws")
+            results, found = (Heuristic * 8)(), ctypes.c_int(0)
+            row["heuristic"] = LT.cublasLtMatmulAlgoGetHeuristic(handle, desc, *layouts, pref, 8, results,
+                                                                  ctypes.byref(found))
+            row["found"] = found.value
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     handle = P()
     check(LT.cublasLtCreate(ctypes.byref(handle)), "create")
+    if os.environ.get("PROBE_STEPS") == "1":
+        json.dump({"cublasLt_version": LT.cublasLtGetVersion(), "steps": which_step_fails(handle)},
+                  open(sys.argv[1], "w"), indent=1)
+        return
     out = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
            "cublasLt_version": LT.cublasLtGetVersion(), "rows": []}
     print("cublasLt", out["cublasLt_version"], flush=True)

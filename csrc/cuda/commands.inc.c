@@ -154,6 +154,8 @@ static rlx_status fp8_gemm_check(const rlx_device *d, const rlx_gemm_desc *g) {
                       : rlx_gemm_batch(g) > 1 || rlx_gemm_outer(g) > 1 ? "batched FP8 gemms are not taken"
                       : g->bias ? "no bias with FP8 operands (add it in an epilogue)"
                       : g->beta != 0.0f ? "beta must be 0"
+                      : g->scale_mode == RLX_GEMM_SCALE_OUTER && !(d->info.gemm_fp8_outer >> g->c_dtype & 1u)
+                          ? "cuBLASLt here has no outer-vector scales for this C dtype (rlx_device_info.gemm_fp8_outer)"
                       : g->k % 16 || g->lda % 16 || g->ldb % 16 ? "k, lda and ldb must be multiples of 16"
                       : ((uint64_t)g->ldc * csz) % 16 ? "ldc * sizeof(C) must be a multiple of 16 bytes"
                       : (g->a->ptr + g->a_offset) % 16 || (g->b->ptr + g->b_offset) % 16 ||
@@ -255,7 +257,9 @@ static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, c
     const size_t a_bytes = (size_t)(last * g->stride_a + (g->trans_a ? g->k : g->m) * g->lda) * sa;
     const size_t b_bytes = (size_t)(last * g->stride_b + (g->trans_b ? g->n : g->k) * g->ldb) * sb;
     const size_t c_bytes = (size_t)(last * g->stride_c + g->m * g->ldc) * sc, bias_bytes = (size_t)g->n * sc;
-    const size_t total = a_bytes + b_bytes + c_bytes + bias_bytes + LT_WORKSPACE + 4 * 256;
+    /* Outer-vector scales must point somewhere: n then m zero f32 (our B's, then our A's). */
+    const size_t scale_bytes = g->scale_mode == RLX_GEMM_SCALE_OUTER ? (size_t)(g->n + g->m) * 4 + 256 : 0;
+    const size_t total = a_bytes + b_bytes + c_bytes + bias_bytes + scale_bytes + LT_WORKSPACE + 5 * 256;
     CUdeviceptr mem = 0;
     CUevent ev0 = NULL, ev1 = NULL;
     int best = 0;
@@ -263,13 +267,20 @@ static int lt_fastest(rlx_device *d, const lt_plan *p, const rlx_gemm_desc *g, c
     if (cu.cuMemAlloc(&mem, total) != CUDA_SUCCESS) return 0;
     const CUdeviceptr a = mem, b = (a + a_bytes + 255) & ~(CUdeviceptr)255, c = (b + b_bytes + 255) & ~(CUdeviceptr)255;
     const CUdeviceptr bias = (c + c_bytes + 255) & ~(CUdeviceptr)255, ws = (bias + bias_bytes + 255) & ~(CUdeviceptr)255;
+    const CUdeviceptr scales = (ws + LT_WORKSPACE + 255) & ~(CUdeviceptr)255;
+    const CUdeviceptr scale_b = scales, scale_a = (scales + (CUdeviceptr)g->n * 4 + 255) & ~(CUdeviceptr)255;
     CUstream st = d->copy_stream;
     CUresult r = cu.cuMemsetD8Async(mem, 0, total, st);
     if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev0, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS) r = cu.cuEventCreate(&ev1, CU_EVENT_DEFAULT);
     const int ready = r == CUDA_SUCCESS &&
                       (!g->bias ||
-                       lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0);
+                       lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0) &&
+                      (g->scale_mode != RLX_GEMM_SCALE_OUTER ||  /* Lt's A is our B */
+                       (lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_A_SCALE_POINTER, &scale_b,
+                                                              sizeof scale_b) == 0 &&
+                        lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_B_SCALE_POINTER, &scale_a,
+                                                              sizeof scale_a) == 0));
     for (int i = 0; ready && i < found; ++i) {
         if (h[i].state != 0 || h[i].workspace_size > LT_WORKSPACE) continue;
         const float ms = lt_time_graph(d, p, g, &h[i].algo, a, b, c, ws, ev0, ev1);
@@ -330,7 +341,7 @@ static int lt_same(const rlx_gemm_desc *x, const rlx_gemm_desc *y) {
     return x->m == y->m && x->n == y->n && x->k == y->k && x->lda == y->lda && x->ldb == y->ldb &&
            x->ldc == y->ldc && x->trans_a == y->trans_a && x->trans_b == y->trans_b && x->dtype == y->dtype &&
            x->b_dtype == y->b_dtype && x->c_dtype == y->c_dtype && !x->bias == !y->bias &&
-           rlx_gemm_batch(x) == rlx_gemm_batch(y) &&
+           x->scale_mode == y->scale_mode && rlx_gemm_batch(x) == rlx_gemm_batch(y) &&
            (rlx_gemm_batch(x) == 1 ||
             (x->stride_a == y->stride_a && x->stride_b == y->stride_b && x->stride_c == y->stride_c));
 }
@@ -422,6 +433,17 @@ static rlx_status lt_plan_for(rlx_device *d, const rlx_gemm_desc *g, lt_plan **o
     if (!st && g->bias) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_EPILOGUE, &epilogue, sizeof epilogue);
     if (!st && g->bias)
         st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+    if (!st && g->scale_mode == RLX_GEMM_SCALE_OUTER) {  /* one f32 per row of op(A) and per column of B, Lt's terms */
+        /* The heuristic refuses vector modes (INVALID_VALUE) while the scale
+         * pointers are NULL (session 47, cuBLASLt 13.1): set this gemm's own;
+         * run_gemm sets them again per launch. Lt's A is our B. */
+        const int32_t mode = LT_SCALE_OUTER_VEC_32F;
+        const CUdeviceptr sa = g->b_scale->ptr + g->b_scale_offset, sb = g->a_scale->ptr + g->a_scale_offset;
+        st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_A_SCALE_MODE, &mode, sizeof mode);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_B_SCALE_MODE, &mode, sizeof mode);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(p->op, LT_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    }
     /* Lt's A is our B, its B our A (swapped as in run_gemm). */
     if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&p->la, bt, (uint64_t)(g->trans_b ? g->k : g->n),
                                                     (uint64_t)(g->trans_b ? g->n : g->k), g->ldb);

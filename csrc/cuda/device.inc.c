@@ -104,6 +104,8 @@ static rlx_status pick_arch(rlx_device *d, int cc) {
     return RLX_OK;
 }
 
+static uint32_t lt_outer_types(rlx_device *d);
+
 static rlx_status device_open(int index, const char *options, rlx_device **out) {
     ARG_CHECK(out, "device_open: out is NULL");
     *out = NULL;
@@ -166,8 +168,51 @@ static rlx_status device_open(int index, const char *options, rlx_device **out) 
     in->gemm_bias = load_cublaslt(d->cublas_dirs) == RLX_OK;
     /* FP8 tensor cores: Ada (8.9) and Hopper (9.0) on; cuBLASLt with FP8 matmuls. */
     in->gemm_fp8 = in->gemm_bias && major * 10 + minor >= 89 && cublaslt_has_fp8();
+    in->gemm_fp8_outer = in->gemm_fp8 ? lt_outer_types(d) : 0u;
     *out = d;
     return RLX_OK;
+}
+
+/* The C dtypes (1u << rlx_dtype bits) for which cuBLASLt has an e4m3 x e4m3
+ * algorithm with outer-vector scales (one f32 per row of A and per column
+ * of B: torch._scaled_mm's rowwise call) in rlx's "TN" form, asked of its
+ * heuristic at a 64^3 product. 0 where it has none (Ada, or a cuBLASLt
+ * without scale modes, which refuses the attribute). */
+static uint32_t lt_outer_types(rlx_device *d) {
+    if (!d->lt && lt_api.cublasLtCreate(&d->lt) != 0) return d->lt = NULL, 0u;
+    static const int32_t types[3][2] = {{RLX_DTYPE_F32, CUDA_R_32F}, {RLX_DTYPE_F16, CUDA_R_16F},
+                                        {RLX_DTYPE_BF16, CUDA_R_16BF}};
+    const int32_t op_t = CUBLAS_OP_T, mode = LT_SCALE_OUTER_VEC_32F;
+    const uint64_t ws = LT_WORKSPACE;
+    uint32_t bits = 0;
+    /* The heuristic refuses vector modes while the scale pointers are NULL. */
+    CUdeviceptr vec = 0;
+    if (cu.cuMemAlloc(&vec, 64 * sizeof(float)) != CUDA_SUCCESS) return 0u;
+    for (int i = 0; i < 3; ++i) {
+        void *op = NULL, *la = NULL, *lb = NULL, *lc = NULL, *pref = NULL;
+        lt_heuristic h;
+        int found = 0;
+        int st = lt_api.cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(op, LT_DESC_TRANSA, &op_t, sizeof op_t);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(op, LT_DESC_A_SCALE_MODE, &mode, sizeof mode);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(op, LT_DESC_B_SCALE_MODE, &mode, sizeof mode);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(op, LT_DESC_A_SCALE_POINTER, &vec, sizeof vec);
+        if (!st) st = lt_api.cublasLtMatmulDescSetAttribute(op, LT_DESC_B_SCALE_POINTER, &vec, sizeof vec);
+        if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, 64, 64, 64);
+        if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, 64, 64, 64);
+        if (!st) st = lt_api.cublasLtMatrixLayoutCreate(&lc, types[i][1], 64, 64, 64);
+        if (!st) st = lt_api.cublasLtMatmulPreferenceCreate(&pref);
+        if (!st) st = lt_api.cublasLtMatmulPreferenceSetAttribute(pref, LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        if (!st) st = lt_api.cublasLtMatmulAlgoGetHeuristic(d->lt, op, la, lb, lc, lc, pref, 1, &h, &found);
+        if (!st && found >= 1 && h.state == 0) bits |= 1u << types[i][0];
+        if (pref) lt_api.cublasLtMatmulPreferenceDestroy(pref);
+        if (lc) lt_api.cublasLtMatrixLayoutDestroy(lc);
+        if (lb) lt_api.cublasLtMatrixLayoutDestroy(lb);
+        if (la) lt_api.cublasLtMatrixLayoutDestroy(la);
+        if (op) lt_api.cublasLtMatmulDescDestroy(op);
+    }
+    cu.cuMemFree(vec);
+    return bits;
 }
 
 static rlx_status device_info(rlx_device *d, rlx_device_info *out) {

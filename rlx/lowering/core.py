@@ -214,14 +214,16 @@ class Lowering:
              lda: int, ldb: int, ldc: int, trans_b: bool, alpha: float = 1.0,
              batch: int = 1, strides: tuple[int, int, int] = (0, 0, 0),
              outer: int = 1, outer_strides: tuple[int, int, int] = (0, 0, 0), bias: View | None = None,
-             a_scale: View | None = None, b_scale: View | None = None) -> None:
+             a_scale: View | None = None, b_scale: View | None = None, outer_scales: bool = False) -> None:
         """C[m, n] = alpha * A @ op(B) through the shim's BLAS; the views give
         each matrix's storage, first element and element type, ld* its row
         strides; batch repeats it at the given element strides of A, B and C,
         and outer repeats all of that at outer_strides; bias (n elements,
         C's dtype) is added to every row when the target's gemm takes one;
         a_scale / b_scale (one f32 each) multiply FP8 A / B where the
-        target's gemm takes FP8."""
+        target's gemm takes FP8; with outer_scales, a_scale holds m f32 (one
+        per row of C) and b_scale n (one per column), where the target's
+        gemm takes outer-vector scales (gemm_fp8_outer)."""
         def optional(view: View | None) -> Binding | None:   # bias and FP8 scales
             return Binding(view.storage, view.byte_offset) if view is not None else None
 
@@ -232,12 +234,13 @@ class Lowering:
             batch=batch, stride_a=strides[0], stride_b=strides[1], stride_c=strides[2],
             outer=outer, outer_strides=tuple(outer_strides),
             b_dtype=_GEMM_DTYPES[b.dtype.name], c_dtype=_GEMM_DTYPES[c.dtype.name],
-            bias=optional(bias), a_scale=optional(a_scale), b_scale=optional(b_scale)))
+            bias=optional(bias), a_scale=optional(a_scale), b_scale=optional(b_scale),
+            scale_mode=int(outer_scales)))
         if bias is not None:
             thunk.reads.append((bias.storage, bias.byte_offset, bias.byte_offset + n * bias.dtype.itemsize))
-        for scale in (a_scale, b_scale):
+        for scale, count in ((a_scale, m if outer_scales else 1), (b_scale, n if outer_scales else 1)):
             if scale is not None:
-                thunk.reads.append((scale.storage, scale.byte_offset, scale.byte_offset + 4))
+                thunk.reads.append((scale.storage, scale.byte_offset, scale.byte_offset + 4 * count))
         b_rows, b_cols = (n, k) if trans_b else (k, n)
         for view, rows, cols, ld, stride, outer_stride, rw in (
                 (a, m, k, lda, strides[0], outer_strides[0], thunk.reads),

@@ -6,7 +6,9 @@ the bias and the activation. Where both scales are per tensor and there is
 neither bias nor activation (``direct_form``), the gemm takes the two scales
 as its scale pointers and writes the output's dtype itself: one call, no f32
 intermediate and no epilogue pass (at 4096^3 the epilogue was a third of
-the gemm's time, benchmarks/README.md).
+the gemm's time, benchmarks/README.md). Where x's scales are per row and
+the weight's per channel, the same single call takes them as outer-vector
+scales on a target whose gemm has them for the output's dtype.
 
 It is taken for a scaled_linear whose x is the dequantized value of e4m3
 codes with per-row or per-tensor scales (what precision="fp8-dynamic" and
@@ -98,7 +100,7 @@ def choose_fp8_gemm(target, decider, node: Node) -> bool:
         return False
     act = ACTIVATIONS[node.attrs["activation"]]
     return bool(prefer(m, n, k, node.dtype.name, bias=len(node.inputs) == 4,
-                       activation=act in TRANSCENDENTAL_ACTS, epilogue=not direct_form(node)))
+                       activation=act in TRANSCENDENTAL_ACTS, epilogue=direct_form(node, target) is None))
 
 
 def takes_fp8_gemm(lw: Lowering, node: Node) -> bool:
@@ -131,13 +133,32 @@ def absorbed(lw: Lowering, order: list[Node]) -> set[Node]:
     return out
 
 
-def direct_form(node: Node) -> bool:
-    """The FP8 gemm alone computes ``node``: per-tensor x and weight scales
-    (one f32 each: the gemm's scale pointers), no bias, no activation."""
+def _numel(node: Node) -> int:
+    count = 1
+    for d in node.shape:
+        count *= int(d)
+    return count
+
+
+def direct_form(node: Node, target=None) -> str | None:
+    """How the FP8 gemm alone computes ``node`` (no bias, no activation), or
+    None when it needs the epilogue: "tensor" with per-tensor x and weight
+    scales (one f32 each: the gemm's scale pointers), "outer" with one x
+    scale per row and one weight scale per output channel where ``target``'s
+    gemm takes such outer-vector scales for the output's dtype
+    (gemm_fp8_outer: cuBLASLt's, the call torch._scaled_mm's rowwise form
+    makes)."""
     operands = fp8_operands(node)
     if operands is None or len(node.inputs) == 4 or ACTIVATIONS[node.attrs["activation"]] != 0:
-        return False
-    return all(int(d) == 1 for scale in (operands[1], node.inputs[2]) for d in scale.shape)
+        return None
+    x_count, w_count = _numel(operands[1]), _numel(node.inputs[2])
+    if x_count == 1 and w_count == 1:
+        return "tensor"
+    m, n, _ = _mnk(node)
+    outer_dtypes = getattr(target, "gemm_fp8_outer", frozenset())
+    if (x_count, w_count) == (m, n) and m > 1 and n > 1 and node.dtype.name in outer_dtypes:
+        return "outer"
+    return None
 
 
 def epilogue_params(m: int, n: int, x_per_row: bool, w_per_row: bool, has_bias: bool, act: int) -> bytes:
@@ -154,10 +175,12 @@ def lower_fp8_gemm(lw: Lowering, node: Node) -> View:
     x_scale = lw.dense(xs_node, at_start=True)
     w = lw.dense(node.inputs[1], at_start=True)
     w_scale = lw.dense(node.inputs[2], at_start=True)
-    if direct_form(node):
+    form = direct_form(node, lw.target)
+    if form is not None:
         out = lw.new_value(node)
-        lw.gemm(f"{node!r} (FP8 gemm, scaled)", codes, w, out, m, n, k, k, k, n, True,
-                a_scale=x_scale, b_scale=w_scale)
+        label = "FP8 gemm, scaled" if form == "tensor" else "FP8 gemm, row and channel scales"
+        lw.gemm(f"{node!r} ({label})", codes, w, out, m, n, k, k, k, n, True,
+                a_scale=x_scale, b_scale=w_scale, outer_scales=form == "outer")
         return out
     bias = lw.dense(node.inputs[3], at_start=True) if len(node.inputs) == 4 else None
     act = ACTIVATIONS[node.attrs["activation"]]

@@ -451,6 +451,7 @@ def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings,
             dtype=g["dtype"], alpha=g["alpha"], beta=g["beta"], batch=g["batch"], stride_a=g["stride_a"],
             stride_b=g["stride_b"], stride_c=g["stride_c"], outer=g["outer"], outer_stride_a=osa,
             outer_stride_b=osb, outer_stride_c=osc, b_dtype=g["b_dtype"], c_dtype=g["c_dtype"],
+            scale_mode=g.get("scale_mode", 0),
             **{key: _binding(g[key]) if g.get(key) else None for key in OPTIONAL_GEMM_OPERANDS},
             barrier=t.barrier)
     return table

@@ -39,6 +39,12 @@ def parse_device(name: str | None) -> tuple[str, int]:
     return _BACKEND_OF[base], int(index) if index else 0
 
 
+def _dtype_names(bits: int) -> frozenset[str]:
+    """The dtype names of a mask of (1 << rlx_dtype) bits."""
+    names = {shim.DTYPE_F32: "f32", shim.DTYPE_F16: "f16", shim.DTYPE_BF16: "bf16"}
+    return frozenset(name for code, name in names.items() if bits >> code & 1)
+
+
 def open_device(name: str | None) -> tuple[shim.Device, Target]:
     backend, index = parse_device(name)
     device = shim.open_device(backend, index)
@@ -52,6 +58,7 @@ def open_device(name: str | None) -> tuple[shim.Device, Target]:
         params_alignment=256 if backend == "metal" else 16,
         gemm_bias=bool(info.gemm_bias),
         gemm_fp8=bool(getattr(info, "gemm_fp8", False)) and env.cuda_fp8_gemm(),
+        gemm_fp8_outer=_dtype_names(getattr(info, "gemm_fp8_outer", 0)) if env.cuda_fp8_gemm() else frozenset(),
     )
     return device, target
 

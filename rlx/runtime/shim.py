@@ -32,12 +32,13 @@ from rlx.errors import (
     UnsupportedOpError,
 )
 
-ABI_VERSION = 2   # csrc/rlx_shim.h RLX_SHIM_ABI_VERSION
+ABI_VERSION = 3   # csrc/rlx_shim.h RLX_SHIM_ABI_VERSION
 MAX_BINDINGS = 12
 PIPELINE_INDIRECT = 1
 DTYPE_F32 = 0
 DTYPE_F16 = 1
 DTYPE_BF16 = 2
+GEMM_SCALE_TENSOR, GEMM_SCALE_OUTER = 0, 1   # rlx_gemm_desc.scale_mode (csrc/rlx_shim.h)
 DTYPE_F8E4M3 = 3   # FP8 gemm operands, where DeviceInfo.gemm_fp8
 DTYPE_F8E5M2 = 4
 BACKENDS = ("host", "cuda", "metal")
@@ -74,7 +75,7 @@ class DeviceInfoC(ctypes.Structure):
         ("unified_memory", _u32),
         ("supports_f16", _u32),
         ("compute_units", _u32),
-        ("gemm_bias", _u32), ("gemm_fp8", _u32), ("reserved", _u32 * 5),
+        ("gemm_bias", _u32), ("gemm_fp8", _u32), ("gemm_fp8_outer", _u32), ("reserved", _u32 * 4),
     ]
 
 
@@ -96,6 +97,7 @@ class GemmDescC(ctypes.Structure):
         ("b_dtype", _i32), ("c_dtype", _i32),
         ("bias", _p), ("bias_offset", _u64),
         ("a_scale", _p), ("b_scale", _p), ("a_scale_offset", _u64), ("b_scale_offset", _u64),
+        ("scale_mode", _i32),
     ]
 
 
@@ -348,6 +350,9 @@ class DeviceInfo:
     compute_units: int
     gemm_bias: bool = False   # cmd_gemm adds a bias itself
     gemm_fp8: bool = False    # cmd_gemm takes FP8 A and B (cuda, compute capability >= 8.9)
+    # The C dtypes (DTYPE_* bits) cmd_gemm writes from FP8 operands with
+    # outer-vector scales (GEMM_SCALE_OUTER): cuda, where cuBLASLt has them.
+    gemm_fp8_outer: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -380,7 +385,7 @@ class Device:
             max_buffer_length=raw.max_buffer_length, max_threads_per_group=raw.max_threads_per_group,
             simd_width=raw.simd_width, unified_memory=bool(raw.unified_memory),
             supports_f16=bool(raw.supports_f16), compute_units=raw.compute_units, gemm_bias=bool(raw.gemm_bias),
-            gemm_fp8=bool(raw.gemm_fp8))
+            gemm_fp8=bool(raw.gemm_fp8), gemm_fp8_outer=int(raw.gemm_fp8_outer))
         self._builtin: Library | None = None
         self._can_wrap: bool | None = None
         # What this device made and may still own, freed by close() first
@@ -670,13 +675,13 @@ class CommandBuffer:
              outer_strides: tuple[int, int, int] = (0, 0, 0), b_dtype: int | None = None,
              c_dtype: int | None = None, bias: Buffer | None = None, bias_offset: int = 0,
              a_scale: Buffer | None = None, a_scale_offset: int = 0, b_scale: Buffer | None = None,
-             b_scale_offset: int = 0) -> None:
+             b_scale_offset: int = 0, scale_mode: int = 0) -> None:
         self._keep += [a, b, c, bias, a_scale, b_scale]
         desc = GemmDescC(_addr(a), _addr(b), _addr(c), a_offset, b_offset, c_offset, m, n, k, lda, ldb, ldc,
                          int(trans_a), int(trans_b), dtype, alpha, beta, batch, stride_a, stride_b, stride_c,
                          outer, *outer_strides, dtype if b_dtype is None else b_dtype,
                          dtype if c_dtype is None else c_dtype, _addr(bias), bias_offset, _addr(a_scale),
-                         _addr(b_scale), a_scale_offset, b_scale_offset)
+                         _addr(b_scale), a_scale_offset, b_scale_offset, scale_mode)
         self._check(self._api.cmd_gemm(self.address, ctypes.byref(desc)), "cmd_gemm")
 
     def execute_icb(self, icb: Icb, start: int, count: int) -> None:

@@ -51,6 +51,10 @@ class Target:
     # The shim's gemm takes FP8 operands (rlx_device_info.gemm_fp8: cuda on
     # compute capability >= 8.9 with cuBLASLt, unless RLX_CUDA_FP8_GEMM=0).
     gemm_fp8: bool = False
+    # The output dtypes ("f32", "f16", "bf16") the FP8 gemm writes with outer-
+    # vector scales, one per row of x and one per output channel
+    # (rlx_device_info.gemm_fp8_outer: cuda where cuBLASLt has them).
+    gemm_fp8_outer: frozenset[str] = frozenset()
 
     @property
     def gemm_mixes(self) -> frozenset[tuple[str, str, str]]:

@@ -162,6 +162,36 @@ def test_lowering_of_the_direct_form(dtype, c_dtype):
         assert all(t.gemm["a_scale"] is None and t.gemm["b_scale"] is None for t in other if t.gemm), change
 
 
+@pytest.mark.parametrize("dtype,c_dtype", [("f32", 0), ("f16", 1)])
+def test_lowering_of_the_outer_form(dtype, c_dtype):
+    """x scaled per row and the weight per channel, no bias, no activation,
+    on a target whose FP8 gemm takes outer-vector scales for the output's
+    dtype (gemm_fp8_outer): one gemm with both scale vectors (scale_mode 1)
+    and no epilogue. Without that dtype in gemm_fp8_outer, with a bias, an
+    activation or a per-tensor x scale: the gemm and the epilogue."""
+    outer = dataclasses.replace(CUDA_FP8, gemm_fp8_outer=frozenset({dtype}))
+    g, _ = _graph(256, 384, 384, dtype=dtype, bias=False, activation=None)
+    thunks = lower_for(g, outer, decision_model("cuda"))
+    gemms = [t.gemm for t in thunks if t.gemm is not None]
+    assert [(x["dtype"], x["c_dtype"], x["scale_mode"]) for x in gemms] == [(3, c_dtype, 1)]
+    assert gemms[0]["a_scale"] is not None and gemms[0]["b_scale"] is not None
+    # The thunk reads every byte of both vectors (m and n f32): the memory plan keeps them alive.
+    scales = [(gemms[0][key].storage, gemms[0][key].offset) for key in ("a_scale", "b_scale")]
+    spans = [hi - lo for t in thunks if t.gemm for st, lo, hi in t.reads
+             if any(st is storage and lo == offset for storage, offset in scales)]
+    assert sorted(spans) == [256 * 4, 384 * 4]
+    assert not any(t.kernel and t.kernel.startswith(("fp8_gemm_epilogue", "dequantize_f8")) for t in thunks)
+    other_dtype = "f16" if dtype == "f32" else "f32"
+    for target, change in ((dataclasses.replace(CUDA_FP8, gemm_fp8_outer=frozenset({other_dtype})), {}),
+                           (CUDA_FP8, {}), (outer, dict(bias=True)), (outer, dict(activation="gelu")),
+                           (outer, dict(x_granularity="tensor"))):
+        kw = dict(dtype=dtype, bias=False, activation=None)
+        kw.update(change)
+        other = lower_for(_graph(256, 384, 384, **kw)[0], target, decision_model("cuda"))
+        assert any(t.kernel == f"fp8_gemm_epilogue_{dtype}" for t in other), change
+        assert all(t.gemm.get("scale_mode", 0) == 0 for t in other if t.gemm), change
+
+
 def test_env_switch_turns_the_path_off(monkeypatch):
     from rlx import env
 
@@ -221,6 +251,11 @@ def test_host_refuses_an_fp8_gemm_and_keeps_working():
         # A scale on a float operand means nothing: a bad argument.
         with pytest.raises(RlxError, match="a_scale"):
             cb.gemm(c, c, c, 8, 8, 8, lda=8, ldb=8, ldc=8, a_scale=c)
+        # Outer-vector scales need both scales; a scale mode must be one the ABI knows.
+        with pytest.raises(RlxError, match="outer-vector scales need both"):
+            cb.gemm(c, c, c, 8, 8, 8, lda=8, ldb=8, ldc=8, scale_mode=shim.GEMM_SCALE_OUTER)
+        with pytest.raises(RlxError, match="unknown scale_mode 7"):
+            cb.gemm(c, c, c, 8, 8, 8, lda=8, ldb=8, ldc=8, scale_mode=7)
         # The same command buffer still encodes and runs a plain gemm.
         ones = np.ones((8, 8), np.float32)
         c.write(0, ones)
@@ -263,9 +298,13 @@ def _check_product(monkeypatch, m, n, k, *, dtype="f32", w_granularity="channel"
     if big and not exe.target.gemm_fp8:
         pytest.skip("the large shapes run where the device has FP8 gemms (cuda, compute capability >= 8.9)")
     assert took == (exe.target.gemm_fp8 and fp8_gemm_shape_ok(m, n, k))
-    # The direct form (per-tensor scales, no bias or activation) has no epilogue; every other form has one.
-    direct = x_granularity == "tensor" and w_granularity == "tensor" and not bias and act is None
+    # The direct forms have no epilogue (no bias or activation; per-tensor scales, or per-row x and
+    # per-channel w scales where the device's gemm takes them as outer vectors); every other form has one.
+    outer = x_granularity == "row" and w_granularity == "channel" and dtype in exe.target.gemm_fp8_outer
+    direct = not bias and act is None and ((x_granularity == "tensor" and w_granularity == "tensor") or outer)
     assert any(kern and kern.startswith("fp8_gemm_epilogue") for kern in kernels_of(exe)) == (took and not direct)
+    modes = {t.gemm["scale_mode"] for t in exe.thunks if t.gemm is not None and t.gemm["dtype"] == DTYPE_F8E4M3}
+    assert modes == ({int(outer and direct)} if took else set())
     got = exe.run(x=xc, xs=xs.reshape(m, 1) if x_granularity == "row" else xs.reshape(1, 1))["y"].astype(np.float64)
     xv = scaled_values(xc, xs, (1, k) if x_granularity == "row" else (m, k))
     wv = scaled_values(wc, ws, (1, k) if w_granularity == "channel" else (n, k))
@@ -310,6 +349,21 @@ def test_fp8_x_fp8_direct_form_on_the_device(monkeypatch, m, n, k, dtype):
                    bias=False)
 
 
+@pytest.mark.parametrize("m,n,k,dtype", [
+    (37, 48, 64, "f32"),
+    (129, 272, 160, "f16"),
+    (9, 16, 16, "f16"),
+    (33, 50, 64, "f32"),                  # n = 50: the kernel path everywhere
+])
+def test_fp8_x_fp8_row_and_channel_scales_without_bias_on_the_device(monkeypatch, m, n, k, dtype):
+    """x scaled per row and the weight per channel, no bias, no activation:
+    the gemm with outer-vector scales alone where the device's gemm takes
+    them for this dtype (gemm_fp8_outer), the gemm and the epilogue where it
+    has FP8 gemms without them, the kernel path elsewhere; all against the
+    float64 product."""
+    _check_product(monkeypatch, m, n, k, dtype=dtype, act=None, bias=False)
+
+
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (4096, 1536, 384), (4096, 384, 1536), (128, 2048, 640),
                                    (128, 640, 2048)])
 def test_fp8_x_fp8_large_products_through_the_fp8_gemm(request, monkeypatch, m, n, k):
@@ -321,3 +375,9 @@ def test_fp8_x_fp8_large_products_through_the_fp8_gemm(request, monkeypatch, m, 
 def test_fp8_x_fp8_large_direct_form(request, monkeypatch, m, n, k):
     _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True, w_granularity="tensor",
                    x_granularity="tensor", bias=False, device=request.config.getoption("--rlx-device"))
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (128, 2048, 640)])
+def test_fp8_x_fp8_large_outer_form(request, monkeypatch, m, n, k):
+    _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True, bias=False,
+                   device=request.config.getoption("--rlx-device"))

@@ -183,8 +183,12 @@ def test_table_reads_back_what_was_appended(binary):
     g = table.entry(2)
     assert (g["a_scale"], g["b_scale"], g["bias"]) == ((ARENA, 1024), (RESIDENT, 4), None)
     assert (table.entry(3)["a_scale"], table.entry(3)["b_scale"]) == (None, (ARENA, 8))
-    with pytest.raises(ScheduleError, match="4 thunks"):
-        table.entry(4)
+    assert (g["scale_mode"], table.entry(3)["scale_mode"]) == (0, 0)
+    # Outer-vector scales (m and n f32): the mode travels with the gemm.
+    assert table.append_gemm(**_GEMM, a_scale=(ARENA, 16), b_scale=(RESIDENT, 32), scale_mode=1) == 4
+    assert table.entry(4)["scale_mode"] == 1
+    with pytest.raises(ScheduleError, match="5 thunks"):
+        table.entry(5)
 
 
 _DISPATCH = {"bindings": [(ARENA, 0)], "groups": (1, 1, 1), "threads": (1, 1, 1)}
@@ -229,6 +233,8 @@ def test_bad_dispatch_appends_raise_before_c(binary, change, message):
     ({"c_dtype": "f32"}, "c_dtype must be an integer"),
     ({"alpha": "1"}, "alpha must be a real number"),
     ({"trans_b": 2}, "trans_b must be a bool"),
+    ({"scale_mode": 2}, "scale_mode .* must be <= 1"),
+    ({"scale_mode": 1, "a_scale": (ARENA, 0)}, "outer-vector scales .* need a_scale and b_scale"),
 ])
 def test_bad_gemm_appends_raise_before_c(change, message):
     table = ThunkTable()
