@@ -57,6 +57,19 @@ def pytest_collection_finish(session):
         runs.start_for(session.items)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """When each child run beside the suite started and ran, and how long
+    its test waited (what CI's time depends on)."""
+    import sys
+
+    runs = sys.modules.get("runtime.background_runs")
+    lines = runs.timeline() if runs is not None else []
+    if lines:
+        terminalreporter.section("runs beside the suite")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session):
     import sys
 

@@ -65,6 +65,11 @@ class _State:
     worker: threading.Thread | None = None
     stopping: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The timeline CI's summary prints (``timeline``): seconds since the
+    # first run was queued that each run started, and its test's wait.
+    origin: float | None = None
+    started: dict[str, float] = field(default_factory=dict)
+    waited: dict[str, float] = field(default_factory=dict)
 
 
 _state = _State()
@@ -106,6 +111,7 @@ def _work() -> None:
         key = _state.todo.get()
         if key is None:
             return
+        _state.started[key] = time.monotonic() - (_state.origin or time.monotonic())
         result = (Result(None, "", f"{key}: the session ended first", 0.0) if _state.stopping
                   else _execute(key, nice=True))
         _state.results[key] = result
@@ -115,6 +121,8 @@ def _work() -> None:
 def start(keys: Iterable[str]) -> None:
     """Queue the declared runs ``keys`` (each once, in order) behind those
     already queued, and start the worker if it is not running."""
+    if _state.origin is None:
+        _state.origin = time.monotonic()
     for key in keys:
         if key in _state.declared and key not in _state.queued:
             _state.queued.add(key)
@@ -136,8 +144,24 @@ def result(key: str) -> Result:
         if key not in _state.results:
             _state.results[key] = _execute(key, nice=False)
         return _state.results[key]
+    start = time.monotonic()
     _state.done[key].wait()
+    _state.waited[key] = time.monotonic() - start
     return _state.results[key]
+
+
+def timeline() -> list[str]:
+    """A line per queued run: when it started (seconds after the queue
+    was filled), how long it ran, and how long its test waited for it."""
+    lines = []
+    for key in sorted(_state.queued, key=lambda k: _state.started.get(k, float("inf"))):
+        ran = _state.results.get(key)
+        if key not in _state.started or ran is None:
+            lines.append(f"{key}: not run")
+            continue
+        waited = f", its test waited {_state.waited[key]:.0f} s" if key in _state.waited else ""
+        lines.append(f"{key}: started at +{_state.started[key]:.0f} s, ran {ran.seconds:.0f} s{waited}")
+    return lines
 
 
 def stop() -> None:
