@@ -38,10 +38,12 @@ typedef int int32_t;
 // sectors waited on one round trip after another (the params region is
 // evicted from L2 by the weights a decode step streams; Nsight Compute on
 // attention_split_merge, benchmarks/README.md). Params are written only by
-// the host, so reading them before the PDL wait is safe. Off by default
-// until a GPU has timed it (benchmarks/gpu/run_session46_a.sh is the A/B:
-// KERNEL_DEFINES=RLX_PARAMS_STAGE=1 against 0); off, kernels read params
-// in place as before.
+// the host, so reading them before the PDL wait is safe. Off: on an H100
+// the decode step was 0.7-2% slower with it (the barrier and the copy cost
+// more than the round trips they save; benchmarks/README.md). Kept as a
+// switch for the A/B (KERNEL_DEFINES=RLX_PARAMS_STAGE=1 against the
+// default, benchmarks/gpu/run_session47_a.sh); off, kernels read params in
+// place.
 #ifndef RLX_PARAMS_STAGE
 #define RLX_PARAMS_STAGE 0
 #endif
