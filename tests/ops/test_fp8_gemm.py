@@ -335,33 +335,27 @@ def test_fp8_x_fp8_product_on_the_device(monkeypatch, m, n, k, dtype, w_granular
     _check_product(monkeypatch, m, n, k, dtype=dtype, w_granularity=w_granularity)
 
 
+# The two scale layouts the FP8 gemm takes without an epilogue: per tensor
+# (torch._scaled_mm's tensorwise call) and x per row with w per channel (its
+# rowwise call, cuBLASLt's outer-vector scales).
+DIRECT_SCALES = [pytest.param("tensor", "tensor", id="tensorwise"), pytest.param("row", "channel", id="rowwise")]
+
+
+@pytest.mark.parametrize("x_granularity,w_granularity", DIRECT_SCALES)
 @pytest.mark.parametrize("m,n,k,dtype", [
     (37, 48, 64, "f32"),
     (129, 272, 160, "f16"),
     (9, 16, 16, "f16"),
     (33, 50, 64, "f32"),                  # n = 50: the kernel path everywhere
 ])
-def test_fp8_x_fp8_direct_form_on_the_device(monkeypatch, m, n, k, dtype):
-    """Per-tensor scales, no bias, no activation: the scaled gemm alone
-    where the device has FP8 gemms (its scale pointers), the kernel path
-    elsewhere; both against the float64 product."""
-    _check_product(monkeypatch, m, n, k, dtype=dtype, w_granularity="tensor", x_granularity="tensor", act=None,
-                   bias=False)
-
-
-@pytest.mark.parametrize("m,n,k,dtype", [
-    (37, 48, 64, "f32"),
-    (129, 272, 160, "f16"),
-    (9, 16, 16, "f16"),
-    (33, 50, 64, "f32"),                  # n = 50: the kernel path everywhere
-])
-def test_fp8_x_fp8_row_and_channel_scales_without_bias_on_the_device(monkeypatch, m, n, k, dtype):
-    """x scaled per row and the weight per channel, no bias, no activation:
-    the gemm with outer-vector scales alone where the device's gemm takes
-    them for this dtype (gemm_fp8_outer), the gemm and the epilogue where it
-    has FP8 gemms without them, the kernel path elsewhere; all against the
-    float64 product."""
-    _check_product(monkeypatch, m, n, k, dtype=dtype, act=None, bias=False)
+def test_fp8_x_fp8_direct_form_on_the_device(monkeypatch, m, n, k, dtype, x_granularity, w_granularity):
+    """No bias, no activation: the scaled gemm alone where the device's FP8
+    gemm takes these scales (per tensor: its scale pointers; per row and
+    channel: outer-vector scales, where gemm_fp8_outer has the dtype), the
+    gemm and the epilogue where it has FP8 gemms without them, the kernel
+    path elsewhere; all against the float64 product."""
+    _check_product(monkeypatch, m, n, k, dtype=dtype, w_granularity=w_granularity, x_granularity=x_granularity,
+                   act=None, bias=False)
 
 
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (4096, 1536, 384), (4096, 384, 1536), (128, 2048, 640),
@@ -371,13 +365,8 @@ def test_fp8_x_fp8_large_products_through_the_fp8_gemm(request, monkeypatch, m, 
                    device=request.config.getoption("--rlx-device"))
 
 
+@pytest.mark.parametrize("x_granularity,w_granularity", DIRECT_SCALES)
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (128, 2048, 640)])
-def test_fp8_x_fp8_large_direct_form(request, monkeypatch, m, n, k):
-    _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True, w_granularity="tensor",
-                   x_granularity="tensor", bias=False, device=request.config.getoption("--rlx-device"))
-
-
-@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (128, 2048, 640)])
-def test_fp8_x_fp8_large_outer_form(request, monkeypatch, m, n, k):
-    _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True, bias=False,
-                   device=request.config.getoption("--rlx-device"))
+def test_fp8_x_fp8_large_direct_form(request, monkeypatch, m, n, k, x_granularity, w_granularity):
+    _check_product(monkeypatch, m, n, k, dtype="f16", act=None, big=True, w_granularity=w_granularity,
+                   x_granularity=x_granularity, bias=False, device=request.config.getoption("--rlx-device"))
