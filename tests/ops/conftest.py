@@ -7,7 +7,7 @@ import pytest
 
 from rlx.lowering import attention as lowering_attention
 
-from .helpers import build_harness
+from .helpers import group_threads_harness, remove_group_threads_harness
 
 
 @pytest.fixture
@@ -28,4 +28,5 @@ def group_threads_lib(tmp_path_factory):
     """tests/c/group_threads.cpp built once for every group-thread suite
     (splat, norm, FFT: ~15 s a build on 2 cores); each suite declares the
     functions it calls."""
-    return build_harness(tmp_path_factory.mktemp("gt") / "group_threads.so")
+    yield group_threads_harness()   # built beside the suite (helpers.GROUP_THREADS_MARK)
+    remove_group_threads_harness()

@@ -22,29 +22,53 @@ from __future__ import annotations
 import ctypes
 import math
 import shutil
-import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import TOL
+from runtime import background_runs
 
 import rlx
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def build_harness(out: Path, defines: tuple[str, ...] = ()) -> ctypes.CDLL:
-    """tests/c/group_threads.cpp built as `out` (with -D `defines`) and loaded."""
+def _harness_argv(out: Path) -> list[str]:
+    """g++ building tests/c/group_threads.cpp as the shared library `out`."""
     cxx = shutil.which("g++")
     assert cxx, "g++ builds rlx's host shim; the group-thread harness needs it too"   # a failure, not a skip
-    build = subprocess.run([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{ROOT / 'shaders'}",
-                            "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros",
-                            "-fopenmp-simd", "-Wall", "-Werror", "-Wno-unused-function", *defines,
-                            str(ROOT / "tests/c/group_threads.cpp"), "-o", str(out)],
-                           capture_output=True, text=True, timeout=300)
-    assert build.returncode == 0, build.stderr[-4000:]
-    return ctypes.CDLL(str(out))
+    return [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-pthread", f"-I{ROOT / 'shaders'}", "-fno-math-errno",
+            "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros", "-fopenmp-simd", "-Wall", "-Werror",
+            "-Wno-unused-function", str(ROOT / "tests/c/group_threads.cpp"), "-o", str(out)]
+
+
+_HARNESS_DIRS: list[Path] = []
+
+
+def _harness_path() -> Path:
+    if not _HARNESS_DIRS:
+        _HARNESS_DIRS.append(Path(tempfile.mkdtemp(prefix="rlx-group-threads-")))
+    return _HARNESS_DIRS[0] / "group_threads.so"
+
+
+# The harness is built once, beside the suite from the end of collection
+# (tests/runtime/background_runs.py): the suites that load it carry this mark.
+GROUP_THREADS_MARK = background_runs.declare("group-threads harness", lambda: _harness_argv(_harness_path()),
+                                             timeout=600)
+
+
+def group_threads_harness() -> ctypes.CDLL:
+    """tests/c/group_threads.cpp's build, waited for, and loaded."""
+    ran = background_runs.result("group-threads harness")
+    assert ran.returncode == 0, ran.output_tail()
+    return ctypes.CDLL(str(_harness_path()))
+
+
+def remove_group_threads_harness() -> None:
+    while _HARNESS_DIRS:
+        shutil.rmtree(_HARNESS_DIRS.pop(), ignore_errors=True)
 
 DTYPES = ["f32", "f16"]
 

@@ -49,7 +49,10 @@ from rlx.lowering.fft import (
     twiddles,
 )
 
+from .helpers import GROUP_THREADS_MARK
 from .test_splat_group_threads import _ptr
+
+pytestmark = GROUP_THREADS_MARK   # the harness builds beside the suite
 
 LENGTHS = [32, 64, 128, 256, 512, 1024, 2048, 4096]
 LAYOUTS = [SLOTS_PADDED, SLOTS_SWIZZLED]

@@ -20,7 +20,10 @@ from rlx.ir.dtype import f32
 from rlx.ir.ops.rope import rope_inv_freq
 from rlx.reference import REFERENCE
 
+from .helpers import GROUP_THREADS_MARK
 from .test_splat_group_threads import _ptr, lib  # noqa: F401  (lib: the harness build, a module fixture)
+
+pytestmark = GROUP_THREADS_MARK   # the harness builds beside the suite
 
 GROUP_SIZES = [1, 3, 32, 64, 256]
 TOL = dict(rtol=1e-5, atol=1e-5)

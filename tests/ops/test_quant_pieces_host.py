@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import shutil
-import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from runtime import background_runs
 
 from .quant_helpers import block_size, dequantize_reference, random_blocks
 
@@ -29,35 +30,35 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"]   # the harness's order
 
 
-# The harness's builds (g++, ~25 s each on two cores), keyed by their -D
-# defines: the first fixture starts every form at once, so they compile
-# side by side on the CI machine's two cores.
-_BUILDS: dict[tuple[str, ...], tuple[subprocess.Popen, Path]] = {}
-_FORMS = [(), ("RLX_QDOT_SPLIT_SCALE_OUT=0",)]
+# The harness's forms, keyed by their -D defines, each built beside the
+# suite from the end of collection (tests/runtime/background_runs.py).
+_FORMS = {(): "quant-pieces harness", ("RLX_QDOT_SPLIT_SCALE_OUT=0",): "quant-pieces harness, split scale out 0"}
+_DIRS: list[Path] = []
 
 
-def _start_builds(tmp_path_factory) -> None:
+def _out(defines: tuple[str, ...]) -> Path:
+    if not _DIRS:
+        _DIRS.append(Path(tempfile.mkdtemp(prefix="rlx-quant-pieces-")))
+    return _DIRS[0] / f"quant_pieces_host{len(defines)}.so"
+
+
+def _argv(defines: tuple[str, ...]) -> list[str]:
     cxx = shutil.which("g++")
     assert cxx, "g++ builds rlx's host shim; the quant-pieces harness needs it too"   # a failure, not a skip
-    for defines in _FORMS:
-        if defines in _BUILDS:
-            continue
-        out = tmp_path_factory.mktemp("qp") / "quant_pieces_host.so"
-        proc = subprocess.Popen([cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-I{ROOT / 'shaders'}", "-Wall",
-                                 "-Werror", "-Wno-unused-function", "-fopenmp-simd",
-                                 "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
-                                 str(ROOT / "tests/c/quant_pieces_host.cpp"), "-o", str(out)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        _BUILDS[defines] = (proc, out)
+    return [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", f"-I{ROOT / 'shaders'}", "-Wall", "-Werror",
+            "-Wno-unused-function", "-fopenmp-simd", "-Wno-unknown-pragmas", *(f"-D{d}" for d in defines),
+            str(ROOT / "tests/c/quant_pieces_host.cpp"), "-o", str(_out(defines))]
 
 
-def _build(tmp_path_factory, *defines: str):
+pytestmark = [background_runs.declare(key, lambda defines=defines: _argv(defines), timeout=600)
+              for defines, key in _FORMS.items()]
+
+
+def _build(*defines: str):
     """The harness as a shared library, with -D defines (an experiment switch's other form)."""
-    _start_builds(tmp_path_factory)
-    proc, out = _BUILDS[defines]
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-4000:]
-    lib = ctypes.CDLL(str(out))
+    ran = background_runs.result(_FORMS[defines])
+    assert ran.returncode == 0, ran.output_tail()
+    lib = ctypes.CDLL(str(_out(defines)))
     p, u, i = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int
     lib.qph_dot.argtypes = [i, u, p, u, u, p, p, p, p]
     lib.qph_dot.restype = i
@@ -67,27 +68,23 @@ def _build(tmp_path_factory, *defines: str):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _builds_reaped():
-    """A form no selected test asked for is still compiling at the end: stop it."""
+def _builds_removed():
     yield
-    for proc, _ in _BUILDS.values():
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
-    _BUILDS.clear()
+    while _DIRS:
+        shutil.rmtree(_DIRS.pop(), ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    return _build(tmp_path_factory)
+def lib():
+    return _build()
 
 
 @pytest.fixture(scope="module")
-def lib_per_weight_scales(tmp_path_factory):
+def lib_per_weight_scales():
     """RLX_QDOT_SPLIT_SCALE_OUT=0: q3_k and q6_k's f32 dot with each half's
     scale in every weight (shaders/quant_pieces.h; the form before session
     39, kept as an experiment's switch)."""
-    return _build(tmp_path_factory, "RLX_QDOT_SPLIT_SCALE_OUT=0")
+    return _build("RLX_QDOT_SPLIT_SCALE_OUT=0")
 
 
 def split_pieces(x: np.ndarray, pieces: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

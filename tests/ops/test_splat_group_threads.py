@@ -30,6 +30,9 @@ from rlx.reference import splat as ref
 from rlx.reference.sort import sort_rows
 from rlx.splat import Camera, random_scene
 
+from .helpers import GROUP_THREADS_MARK
+
+pytestmark = GROUP_THREADS_MARK   # the harness builds beside the suite
 ROOT = Path(__file__).resolve().parents[2]
 GROUP_SIZES = [1, 2, 3, 32, 64, 256, 1024]   # 1024: the scans' partials group on CUDA takes that many
 
