@@ -8,8 +8,8 @@
 # gemm_fp8_outer), the FP8 products against torch._scaled_mm (the per-row
 # rows take the outer form where it applies), then the decode step with and
 # without the staging, alternating, with the staged library's suites
-# between the pairs, while time is left. Call b (run_session47_b.sh) goes
-# on from there on the same warm machine, if device time is left. Each
+# between the pairs, while time is left (session 47: the staging was
+# slower, benchmarks/README.md). Each
 # step is skipped once the call is past its start deadline (seconds).
 # Carry .gpu_carry and .gg/gemma-header.bin.
 # Run as: REAL=$OUT OUT=/tmp/w bash benchmarks/gpu/run_session47_a.sh
