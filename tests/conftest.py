@@ -42,6 +42,14 @@ def pytest_addoption(parser):
                           "(0: every combination of passes x pin_outputs x replay x precision)")
 
 
+def _loaded(module: str):
+    """``module`` if a collected test module imported it, else None (the
+    session hooks below act only for suites that were collected)."""
+    import sys
+
+    return sys.modules.get(module)
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "background_run(key): the test reads the result of a child process "
                                        "run beside the suite (tests/runtime/background_runs.py)")
@@ -50,9 +58,7 @@ def pytest_configure(config):
 def pytest_collection_finish(session):
     """Start the child processes of the selected tests that run beside the
     suite (tests/runtime/background_runs.py says why)."""
-    import sys
-
-    runs = sys.modules.get("runtime.background_runs")
+    runs = _loaded("runtime.background_runs")
     if runs is not None:
         runs.start_for(session.items)
 
@@ -60,9 +66,7 @@ def pytest_collection_finish(session):
 def pytest_terminal_summary(terminalreporter):
     """When each child run beside the suite started and ran, and how long
     its test waited (what CI's time depends on)."""
-    import sys
-
-    runs = sys.modules.get("runtime.background_runs")
+    runs = _loaded("runtime.background_runs")
     lines = runs.timeline() if runs is not None else []
     if lines:
         terminalreporter.section("runs beside the suite")
@@ -71,12 +75,10 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_sessionfinish(session):
-    import sys
-
-    runs = sys.modules.get("runtime.background_runs")
+    runs = _loaded("runtime.background_runs")
     if runs is not None:
         runs.stop()
-    ptx = sys.modules.get("runtime.ptx_runs")
+    ptx = _loaded("runtime.ptx_runs")
     if ptx is not None:
         ptx.remove_files()
 

@@ -65,20 +65,25 @@ def set_attr(fn, obj, attr: int, value) -> int:
     return fn(obj, attr, ctypes.byref(value), ctypes.sizeof(value))
 
 
-def plan(handle, m: int, n: int, k: int, out_type: int, outer: bool):
-    """(desc, layouts, heuristic results, count) for row-major D[m, n] = x[m, k] @ w[n, k]^T,
-    i.e. column-major D^T[n, m] = w (k x n, transposed) times x^T (k x m)."""
+def descriptor(modes: tuple[int, int], attrs: tuple[int, int] = (DESC_A_SCALE_MODE, DESC_B_SCALE_MODE),
+               pointers: bool = True):
+    """A matmul descriptor in rlx's "TN" form with scale modes ``modes`` set
+    through attributes ``attrs``, and (``pointers``) both scale pointers
+    set: (desc, the status of each step)."""
     desc = P()
     check(LT.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, R_32F), "desc")
     check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_TRANSA, ctypes.c_int32(OP_T)), "transa")
-    mode = ctypes.c_int32(SCALE_OUTER_VEC_32F if outer else SCALE_SCALAR_32F)
-    status = set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_A_SCALE_MODE, mode)
-    status = status or set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_B_SCALE_MODE, mode)
-    if status:
-        return desc, None, None, -status   # this cuBLASLt has no scale modes
-    if outer:   # the heuristic refuses vector modes while the scale pointers are NULL
-        for attr in (DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER):
-            check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attr, P(_VEC.data_ptr())), "scale pointer")
+    steps = {"set_a": set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attrs[0], ctypes.c_int32(modes[0])),
+             "set_b": set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attrs[1], ctypes.c_int32(modes[1]))}
+    if pointers:   # the heuristic refuses vector modes while the scale pointers are NULL
+        steps["pointers"] = [set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attr, P(_VEC.data_ptr()))
+                             for attr in (DESC_A_SCALE_POINTER, DESC_B_SCALE_POINTER)]
+    return desc, steps
+
+
+def heuristic(handle, desc, m: int, n: int, k: int, out_type: int):
+    """(layouts, results, status, count) for row-major D[m, n] = x[m, k] @ w[n, k]^T,
+    i.e. column-major D^T[n, m] = w (k x n, transposed) times x^T (k x m)."""
     layouts = []
     for rows, cols, ld, t in ((k, n, k, R_8F_E4M3), (k, m, k, R_8F_E4M3), (n, m, n, out_type), (n, m, n, out_type)):
         lay = P()
@@ -93,7 +98,18 @@ def plan(handle, m: int, n: int, k: int, out_type: int, outer: bool):
     found = ctypes.c_int(0)
     status = LT.cublasLtMatmulAlgoGetHeuristic(handle, desc, *layouts, pref, 8, results, ctypes.byref(found))
     LT.cublasLtMatmulPreferenceDestroy(pref)
-    return desc, layouts, results, (found.value if status == 0 else -status)
+    return layouts, results, status, found.value
+
+
+def plan(handle, m: int, n: int, k: int, out_type: int, outer: bool):
+    """(desc, layouts, heuristic results, count; a negative count is the
+    failing status) of the outer-vector or the per-tensor form."""
+    mode = SCALE_OUTER_VEC_32F if outer else SCALE_SCALAR_32F
+    desc, steps = descriptor((mode, mode), pointers=outer)
+    if steps["set_a"] or steps["set_b"]:
+        return desc, None, None, -(steps["set_a"] or steps["set_b"])   # this cuBLASLt has no scale modes
+    layouts, results, status, found = heuristic(handle, desc, m, n, k, out_type)
+    return desc, layouts, results, (found if status == 0 else -status)
 
 
 def run_case(handle, name: str, m: int, n: int, k: int, out_name: str) -> dict:
@@ -159,36 +175,15 @@ def run_case(handle, name: str, m: int, n: int, k: int, out_name: str) -> dict:
 def which_step_fails(handle) -> list[dict]:
     """Where the outer-vector request fails, step by step (session 47's first
     run got status 7, CUBLAS_STATUS_INVALID_VALUE, for every output dtype):
-    each (A mode, B mode) pair and attribute numbering, at 4096^3 into bf16."""
+    each (A mode, B mode) pair and attribute numbering, at 4096^3 into bf16,
+    with the scale pointers set before the heuristic when PROBE_POINTERS=1."""
     rows = []
-    for a_attr, b_attr in ((31, 32), (32, 33)):
-        for a_mode, b_mode in ((3, 3), (3, 0), (0, 3), (0, 0)):
-            row = {"attrs": [a_attr, b_attr], "modes": [a_mode, b_mode]}
-            desc = P()
-            check(LT.cublasLtMatmulDescCreate(ctypes.byref(desc), COMPUTE_32F, R_32F), "desc")
-            check(set_attr(LT.cublasLtMatmulDescSetAttribute, desc, DESC_TRANSA, ctypes.c_int32(OP_T)), "transa")
-            row["set_a"] = set_attr(LT.cublasLtMatmulDescSetAttribute, desc, a_attr, ctypes.c_int32(a_mode))
-            row["set_b"] = set_attr(LT.cublasLtMatmulDescSetAttribute, desc, b_attr, ctypes.c_int32(b_mode))
-            if os.environ.get("PROBE_POINTERS") == "1":   # vectors set before the heuristic, as torch does
-                row["pointers"] = [set_attr(LT.cublasLtMatmulDescSetAttribute, desc, attr, P(vec.data_ptr()))
-                                   for attr, vec in ((DESC_A_SCALE_POINTER, _VEC), (DESC_B_SCALE_POINTER, _VEC))]
-            layouts = []
-            for rows_, cols, ld, t in ((4096, 4096, 4096, R_8F_E4M3), (4096, 4096, 4096, R_8F_E4M3),
-                                       (4096, 4096, 4096, R_16BF), (4096, 4096, 4096, R_16BF)):
-                lay = P()
-                check(LT.cublasLtMatrixLayoutCreate(ctypes.byref(lay), t, ctypes.c_uint64(rows_),
-                                                    ctypes.c_uint64(cols), ctypes.c_int64(ld)), "layout")
-                layouts.append(lay)
-            pref = P()
-            check(LT.cublasLtMatmulPreferenceCreate(ctypes.byref(pref)), "pref")
-            check(set_attr(LT.cublasLtMatmulPreferenceSetAttribute, pref, PREF_MAX_WORKSPACE_BYTES,
-                           ctypes.c_uint64(WORKSPACE)), "pref ws")
-            results, found = (Heuristic * 8)(), ctypes.c_int(0)
-            row["heuristic"] = LT.cublasLtMatmulAlgoGetHeuristic(handle, desc, *layouts, pref, 8, results,
-                                                                  ctypes.byref(found))
-            row["found"] = found.value
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    for attrs in ((31, 32), (32, 33)):
+        for modes in ((3, 3), (3, 0), (0, 3), (0, 0)):
+            desc, steps = descriptor(modes, attrs, pointers=os.environ.get("PROBE_POINTERS") == "1")
+            _, _, status, found = heuristic(handle, desc, 4096, 4096, 4096, R_16BF)
+            rows.append({"attrs": list(attrs), "modes": list(modes), **steps, "heuristic": status, "found": found})
+            print(json.dumps(rows[-1]), flush=True)
     return rows
 
 

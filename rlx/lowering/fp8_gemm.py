@@ -63,9 +63,7 @@ def fp8_operands(node: Node) -> tuple[Node, Node] | None:
     if x.op != "scaled_dequantize" or x.inputs[0].dtype.name != _CODES:
         return None
     codes = x.inputs[0]
-    rows = 1
-    for d in codes.shape[:-1]:
-        rows *= int(d)
+    rows = codes.shape.numel // max(int(codes.shape[-1]), 1)
     if not _whole_rows(x.attrs["block"], max(rows, 1), k):
         return None
     return codes, x.inputs[1]
@@ -79,10 +77,7 @@ def fp8_gemm_shape_ok(m: int, n: int, k: int) -> bool:
 
 def _mnk(node: Node) -> tuple[int, int, int]:
     n, k = (int(d) for d in node.inputs[1].shape)
-    numel = 1
-    for d in node.inputs[0].shape:
-        numel *= int(d)
-    return numel // max(k, 1), n, k
+    return node.inputs[0].shape.numel // max(k, 1), n, k
 
 
 def choose_fp8_gemm(target, decider, node: Node) -> bool:
@@ -133,13 +128,6 @@ def absorbed(lw: Lowering, order: list[Node]) -> set[Node]:
     return out
 
 
-def _numel(node: Node) -> int:
-    count = 1
-    for d in node.shape:
-        count *= int(d)
-    return count
-
-
 def direct_form(node: Node, target=None) -> str | None:
     """How the FP8 gemm alone computes ``node`` (no bias, no activation), or
     None when it needs the epilogue: "tensor" with per-tensor x and weight
@@ -151,7 +139,7 @@ def direct_form(node: Node, target=None) -> str | None:
     operands = fp8_operands(node)
     if operands is None or len(node.inputs) == 4 or ACTIVATIONS[node.attrs["activation"]] != 0:
         return None
-    x_count, w_count = _numel(operands[1]), _numel(node.inputs[2])
+    x_count, w_count = operands[1].shape.numel, node.inputs[2].shape.numel
     if x_count == 1 and w_count == 1:
         return "tensor"
     m, n, _ = _mnk(node)

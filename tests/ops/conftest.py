@@ -24,9 +24,8 @@ def fused_attention_kernel(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def group_threads_lib(tmp_path_factory):
+def group_threads_lib():
     """tests/c/group_threads.cpp built once for every group-thread suite
-    (splat, norm, FFT: ~15 s a build on 2 cores); each suite declares the
-    functions it calls."""
+    (splat, norm, FFT); each suite declares the functions it calls."""
     yield group_threads_harness()   # built beside the suite (helpers.GROUP_THREADS_MARK)
     remove_group_threads_harness()

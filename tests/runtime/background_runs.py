@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -81,6 +82,12 @@ def declare(key: str, argv: Callable[[], Sequence[str]] | Sequence[str], *, cwd:
     build = argv if callable(argv) else (lambda: tuple(argv))
     _state.declared[key] = Run(build, cwd, env, timeout)
     return getattr(pytest.mark, MARK)(key)
+
+
+def child_pytest(*args: str) -> list[str]:
+    """The argv of a child pytest over ``args`` (suites, options) that stops
+    at its first failure and writes no cache."""
+    return [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *args]
 
 
 def _execute(key: str, nice: bool) -> Result:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -117,7 +116,7 @@ def _forced_level_run(level: str):
     if _forced_level_skip(level) is not None:
         return level
     suites = LEVEL_BELOW_SUITES.get(level, ["tests/ops", *(f"--ignore={suite}" for suite in HARNESS_SUITES)])
-    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *suites]
+    argv = background_runs.child_pytest(*suites)
     env = dict(os.environ, RLX_HOST_ISA=level, RLX_CALIBRATE="0")
     return pytest.param(level, marks=background_runs.declare(f"isa-{level}", argv, cwd=str(ROOT), env=env,
                                                              timeout=900))

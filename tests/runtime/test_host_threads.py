@@ -42,8 +42,8 @@ def test_the_device_reports_its_workers_as_compute_units():
 def _worker_count_run(threads: int):
     """`threads` with the mark of its child pytest, run beside the suite
     (tests/runtime/background_runs.py)."""
-    argv = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *THREAD_SENSITIVE_SUITES]
     env = dict(os.environ, RLX_NUM_THREADS=str(threads), RLX_CALIBRATE="0")
+    argv = background_runs.child_pytest(*THREAD_SENSITIVE_SUITES)
     return pytest.param(threads, marks=background_runs.declare(f"threads-{threads}", argv, cwd=str(ROOT), env=env,
                                                                timeout=900))
 
