@@ -183,7 +183,11 @@ enum {
  * those entries later is not seen by the schedule). What it reads at each
  * execution: the contents of those buffers, params regions included, so
  * params bytes patched before a run (dynamic values) take effect without a
- * new schedule. The buffers, pipelines and ICBs a schedule names must outlive
+ * new schedule, except for a kernel that takes its params struct by value
+ * (cuda: the prelude's rlx_params_value): its dispatches, in a schedule or
+ * an ICB, carry the struct's bytes as the binding held them when encoded
+ * (the Cython core encodes a thunk with patched params directly, passing
+ * its bytes with cmd_set_bytes). The buffers, pipelines and ICBs a schedule names must outlive
  * it. Executions of one schedule write the same memory: they must not overlap
  * on different queues (in one queue they run in commit order).
  *
@@ -269,7 +273,11 @@ typedef struct rlx_shim_api {
     rlx_status (*cmd_begin)(rlx_device *dev, rlx_cmdbuf **out);
     rlx_status (*cmd_set_pipeline)(rlx_cmdbuf *cb, rlx_pipeline *pipe);
     rlx_status (*cmd_set_buffer)(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *buf, uint64_t offset);
-    /* Copies size bytes (at most 4096) into the command; bound like a buffer. */
+    /* Copies size bytes (at most 4096) into the command; bound like a buffer
+     * (a kernel that takes its params struct by value gets them as its
+     * argument). A buffer bound where a kernel takes the params by value
+     * is read when the dispatch is encoded: slow (cuda: a copy from the
+     * device per dispatch), for callers that hold no copy of the bytes. */
     rlx_status (*cmd_set_bytes)(rlx_cmdbuf *cb, uint32_t index, const void *data, uint32_t size);
     rlx_status (*cmd_dispatch)(rlx_cmdbuf *cb, const uint32_t groups[3], const uint32_t threads[3]);
     /* Every later command sees the memory effects of every earlier one. */

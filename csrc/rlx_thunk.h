@@ -30,6 +30,14 @@ typedef struct rlx_thunk {
      * is created, never by the run loop. */
     uint8_t binding[RLX_MAX_BINDINGS];
     uint8_t gemm_binding[6];
+    /* Dispatch only: the bytes of its params struct, the last binding.
+     * Encoded directly, the params travel as those bytes (cmd_set_bytes),
+     * which a CUDA kernel takes by value; a recorded dispatch binds the
+     * params region, which holds the same bytes. params_size 0: none
+     * declared, the last binding is bound as a buffer. */
+    uint32_t params_size;
+    uint64_t params_at;       /* where the bytes lie in the table's params bytes */
+    const uint8_t *params;    /* a Program's copy of them: set when it is made */
 } rlx_thunk;
 
 /* A run-time value written into the params region before each run. */

@@ -86,6 +86,7 @@ cdef extern from "rlx_shim.h" nogil:
         int (*cmd_begin)(rlx_device *dev, rlx_cmdbuf **out) noexcept nogil
         int (*cmd_set_pipeline)(rlx_cmdbuf *cb, rlx_pipeline *pipe) noexcept nogil
         int (*cmd_set_buffer)(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *buf, uint64_t offset) noexcept nogil
+        int (*cmd_set_bytes)(rlx_cmdbuf *cb, uint32_t index, const void *data, uint32_t size) noexcept nogil
         int (*cmd_dispatch)(rlx_cmdbuf *cb, const uint32_t *groups, const uint32_t *threads) noexcept nogil
         int (*cmd_barrier)(rlx_cmdbuf *cb) noexcept nogil
         int (*cmd_gemm)(rlx_cmdbuf *cb, const rlx_gemm_desc *desc) noexcept nogil
@@ -132,6 +133,9 @@ cdef extern from "rlx_thunk.h" nogil:
         rlx_gemm_desc gemm
         uint8_t binding[12]
         uint8_t gemm_binding[6]
+        uint32_t params_size
+        uint64_t params_at
+        const uint8_t *params
 
     ctypedef struct rlx_patch:
         uint64_t offset
@@ -177,6 +181,7 @@ cdef class ThunkTable:
     cdef uint32_t n_thunks
     cdef uint32_t capacity
     cdef readonly Bindings bindings
+    cdef bytearray params_bytes    # the dispatches' params structs, at their thunks' params_at
 
     cdef rlx_thunk *_push(self) except NULL
 
@@ -197,6 +202,9 @@ cdef class Program:
     cdef uint32_t n_outputs
     cdef rlx_patch *patches
     cdef uint32_t n_patches
+    cdef uint8_t *params_host      # the table's params bytes, patched as the arena is
+    cdef rlx_patch *params_patches # patches of those bytes: offset into params_host
+    cdef uint32_t n_params_patches
     cdef int64_t *dynamic
     cdef uint32_t n_dynamic
     cdef rlx_queue *queue          # this program's own queue, NULL: the device's (shim without queues)
@@ -225,6 +233,8 @@ cdef class Program:
     cdef int run_nogil(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef void _bind_io(self, const void *const *inputs, void *const *outputs) noexcept nogil
     cdef void _unbind_io(self) noexcept nogil
+    cdef _find_params_patches(self, uint32_t arena)
+    cdef void _patch_params_host(self) noexcept nogil
     cdef _record(self, segments)
     cdef _add_schedule(self, uint32_t start, uint32_t count)
     cdef int _encode_range(self, rlx_cmdbuf *cb, uint32_t start, uint32_t end) noexcept nogil

@@ -16,7 +16,7 @@ from numbers import Real
 
 from cpython.buffer cimport PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.math cimport INFINITY
 from libc.string cimport memcpy, memset, strncpy
 
@@ -100,7 +100,10 @@ cdef inline int _encode_thunk(const rlx_shim_api *api, rlx_cmdbuf *cb, rlx_thunk
     if t.kind == RLX_THUNK_DISPATCH:
         st |= api.cmd_set_pipeline(cb, t.pipeline)
         for j in range(t.n_bindings):
-            st |= api.cmd_set_buffer(cb, j, t.buffers[j], t.offsets[j])
+            if t.params != NULL and j == t.n_bindings - 1:   # the params struct, as bytes
+                st |= api.cmd_set_bytes(cb, j, t.params, t.params_size)
+            else:
+                st |= api.cmd_set_buffer(cb, j, t.buffers[j], t.offsets[j])
         st |= api.cmd_dispatch(cb, t.groups, t.threads)
     else:
         st |= api.cmd_gemm(cb, &t.gemm)
@@ -112,6 +115,34 @@ cdef inline int _record_thunk(const rlx_shim_api *api, rlx_icb *icb, uint32_t in
     """The dispatch t as entry ``index`` of an indirect command buffer."""
     return api.icb_encode_dispatch(icb, index, t.pipeline, t.n_bindings, t.buffers, t.offsets, t.groups,
                                    t.threads, barrier)
+
+
+def direct_where_patched(segments, patched):
+    """The segment plan with each dispatch in ``patched`` (its params change
+    per run) taken out of its replay segment as a direct one: a replayed
+    dispatch may carry its params as they were when recorded (a CUDA kernel
+    takes them by value), so those are encoded every run."""
+    if not patched:
+        return segments
+    out = []
+    for kind, start, count in segments:
+        if kind != SEGMENT_REPLAY:
+            out.append((kind, start, count))
+            continue
+        run_start = start
+        for i in range(start, start + count):
+            if i in patched:
+                if i > run_start:
+                    out.append((SEGMENT_REPLAY, run_start, i - run_start))
+                last = out[len(out) - 1] if out else None
+                if last is not None and last[0] == SEGMENT_DIRECT and last[1] + last[2] == i:
+                    out[len(out) - 1] = (SEGMENT_DIRECT, last[1], last[2] + 1)
+                else:
+                    out.append((SEGMENT_DIRECT, i, 1))
+                run_start = i + 1
+        if run_start < start + count:
+            out.append((SEGMENT_REPLAY, run_start, start + count - run_start))
+    return out
 
 
 def _io(what, pairs, bindable=False):
@@ -191,11 +222,18 @@ cdef class Program:
             raise MemoryError()
         if self.n_thunks:
             memcpy(self.thunks, table.thunks, self.n_thunks * sizeof(rlx_thunk))
+        # The dispatches' params bytes, a copy of the table's (patched per run).
+        self.params_host = <uint8_t *>malloc(max(1, len(table.params_bytes)))
+        if self.params_host == NULL:
+            raise MemoryError()
+        if len(table.params_bytes):
+            memcpy(self.params_host, <const char *>table.params_bytes, len(table.params_bytes))
         for i in range(self.n_thunks):
             t = &self.thunks[i]
             if t.kind == RLX_THUNK_DISPATCH:
                 for j in range(t.n_bindings):
                     t.buffers[j] = bufs[t.binding[j]]
+                t.params = self.params_host + t.params_at if t.params_size else NULL
             else:
                 t.gemm.a = bufs[t.gemm_binding[0]]
                 t.gemm.b = bufs[t.gemm_binding[1]]
@@ -234,6 +272,7 @@ cdef class Program:
                 raise _errors.ScheduleError(f"patch {i} names dynamic value {sym} of {n_dynamic}")
             self.patches[i].offset = off
             self.patches[i].symbol = sym
+        patched = self._find_params_patches(table.bindings.index(ARENA))
         self.n_dynamic = n_dynamic
         self.dynamic = <int64_t *>calloc(max(1, n_dynamic), sizeof(int64_t))
         # explore_launch: each schedule also in its serial form, the faster
@@ -251,7 +290,43 @@ cdef class Program:
                         segments[last] = (kind, segments[last][1], segments[last][2] + 1)
                     else:
                         segments.append((kind, i, 1))
-            self._record(segments)
+            self._record(direct_where_patched(segments, patched))
+
+    cdef _find_params_patches(self, uint32_t arena):
+        """The params bytes each patch hits (a dispatch whose declared params
+        are bound in the arena over the patched word): they are patched with
+        the arena, so a directly encoded dispatch passes the run's values.
+        Returns the indices of those dispatches."""
+        cdef uint32_t i, k, last
+        cdef rlx_thunk *t
+        hits = []
+        for i in range(self.n_thunks):
+            t = &self.thunks[i]
+            if t.kind != RLX_THUNK_DISPATCH or not t.params_size:
+                continue
+            last = t.n_bindings - 1
+            if t.binding[last] != arena:
+                continue
+            for k in range(self.n_patches):
+                if t.offsets[last] <= self.patches[k].offset and \
+                        self.patches[k].offset + 4 <= t.offsets[last] + t.params_size:
+                    hits.append((i, t.params_at + self.patches[k].offset - t.offsets[last], self.patches[k].symbol))
+        self.params_patches = <rlx_patch *>calloc(max(1, len(hits)), sizeof(rlx_patch))
+        if self.params_patches == NULL:
+            raise MemoryError()
+        for k, (i, at, sym) in enumerate(hits):
+            self.params_patches[k].offset = at
+            self.params_patches[k].symbol = sym
+        self.n_params_patches = len(hits)
+        return frozenset(i for i, _, _ in hits)
+
+    cdef void _patch_params_host(self) noexcept nogil:
+        """This run's dynamic values into the params bytes the patches hit."""
+        cdef uint32_t i
+        cdef int32_t value
+        for i in range(self.n_params_patches):
+            value = <int32_t>self.dynamic[self.params_patches[i].symbol]
+            memcpy(self.params_host + self.params_patches[i].offset, &value, 4)
 
     cdef _record(self, segments):
         """Turn the segment plan into schedules, once: every run of replay and
@@ -352,6 +427,8 @@ cdef class Program:
         free(self.inputs)
         free(self.outputs)
         free(self.patches)
+        free(self.params_patches)
+        free(self.params_host)
         free(self.dynamic)
         free(self.steps)
         pthread_mutex_destroy(&self.lock)
@@ -591,6 +668,7 @@ cdef class Program:
         self.run_serial = self.launch_choice == 1 or (
             self.launch_choice == -1 and self.launch_trials >= LAUNCH_WARMUP_RUNS and self.launch_trials % 2 == 1)
         self._bind_io(inputs, outputs)
+        self._patch_params_host()
         if self.staged:
             status = self._run_staged(inputs, outputs)
             if status == RLX_ERR_UNSUPPORTED_STATUS:   # the shim prefers direct copies after all

@@ -4,6 +4,10 @@
 # before anything reaches C.
 
 
+# The most bytes a params struct may have: cmd_set_bytes' limit (csrc/rlx_shim.h).
+MAX_PARAMS_BYTES = 4096
+
+
 def _integer(what, value, lo=0, hi=_I64_MAX):
     """value as a Python int in [lo, hi], else a ScheduleError naming it."""
     if isinstance(value, bool):
@@ -121,6 +125,7 @@ cdef class ThunkTable:
     def __init__(self, bindings=None):
         self.bindings = bindings if isinstance(bindings, Bindings) else \
             Bindings() if bindings is None else Bindings(bindings)
+        self.params_bytes = bytearray()
 
     def __dealloc__(self):
         free(self.thunks)
@@ -158,12 +163,17 @@ cdef class ThunkTable:
         (RLX_THUNK_NO_BINDING, 0)."""
         return (RLX_THUNK_NO_BINDING, 0) if ref is None else self._ref(what, ref)
 
-    def append_dispatch(self, pipeline, bindings, groups, threads, barrier=False):
+    def append_dispatch(self, pipeline, bindings, groups, threads, barrier=False, params=None):
         """A kernel dispatch: ``pipeline`` a shim pipeline address (int),
         ``bindings`` the kernel's buffers in binding order as (binding name,
         byte offset) pairs (at most RLX_MAX_BINDINGS), ``groups`` and
         ``threads`` per group 3 positive integers each, ``barrier`` True
-        when it must wait for the thunks before it. Returns its index."""
+        when it must wait for the thunks before it. ``params``: the bytes
+        of its params struct (1 to 4096), which the last binding holds
+        when the program runs: a directly encoded dispatch passes them as
+        bytes (a CUDA kernel takes the struct by value), and a patched one
+        is encoded directly (Program). None: the last binding is bound as
+        a buffer only. Returns its index."""
         what = f"thunk {self.n_thunks} (dispatch)"
         address = _integer(f"{what}: pipeline (a shim pipeline address)", pipeline, 1, <uintptr_t>-1)
         if not isinstance(bindings, (tuple, list)):
@@ -175,8 +185,23 @@ cdef class ThunkTable:
         g = _triple(f"{what}: groups", groups)
         th = _triple(f"{what}: threads", threads)
         before = _flag(f"{what}: barrier", barrier)
+        if params is not None:
+            if not isinstance(params, (bytes, bytearray, memoryview)):
+                raise _errors.ScheduleError(f"{what}: params must be bytes (the params struct), got "
+                                            f"{type(params).__name__}")
+            params = bytes(params)
+            if not 1 <= len(params) <= MAX_PARAMS_BYTES:
+                raise _errors.ScheduleError(f"{what}: params must be 1 to {MAX_PARAMS_BYTES} bytes, got "
+                                            f"{len(params)}")
+            if not refs:
+                raise _errors.ScheduleError(f"{what}: params are the last binding's bytes, and it has no bindings")
         cdef rlx_thunk *t = self._push()
         cdef uint32_t j
+        if params is not None:
+            self.params_bytes.extend(b"\0" * (-len(self.params_bytes) % 16))
+            t.params_at = len(self.params_bytes)
+            t.params_size = len(params)
+            self.params_bytes.extend(params)
         t.kind = RLX_THUNK_DISPATCH
         t.barrier_before = before
         t.pipeline = <rlx_pipeline *><uintptr_t>address
@@ -250,7 +275,9 @@ cdef class ThunkTable:
             return {"kind": "dispatch", "barrier": bool(t.barrier_before), "pipeline": <uintptr_t>t.pipeline,
                     "bindings": [(names[t.binding[j]], t.offsets[j]) for j in range(t.n_bindings)],
                     "groups": tuple(t.groups[j] for j in range(3)),
-                    "threads": tuple(t.threads[j] for j in range(3))}
+                    "threads": tuple(t.threads[j] for j in range(3)),
+                    "params": bytes(self.params_bytes[t.params_at:t.params_at + t.params_size])
+                    if t.params_size else None}
         g = t.gemm
 
         def optional(binding, offset):   # a gemm's bias or FP8 scale: None where it has none

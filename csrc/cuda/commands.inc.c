@@ -79,31 +79,58 @@ static rlx_status cmd_set_buffer(rlx_cmdbuf *cb, uint32_t index, rlx_buffer *b, 
     rlx_status s = check_binding(cb->dev, "cmd_set_buffer", index, b, offset);
     if (s) return s;
     cb->bind[index] = b->ptr + offset;
+    cb->bind_end[index] = b->ptr + b->size;
     cb->bind_set |= 1u << index;
     cb->bind_bytes &= ~(1u << index);
     return RLX_OK;
 }
 
-/* Bytes go to a host staging area now and to the device scratch at commit. */
+/* A slot of size bytes in cb->bytes (ALIGN-aligned), at *at. */
+static rlx_status bytes_reserve(rlx_cmdbuf *cb, size_t size, size_t *at) {
+    *at = (cb->bytes_len + ALIGN - 1) / ALIGN * ALIGN;
+    if (*at + size > cb->bytes_cap) {
+        size_t cap = cb->bytes_cap ? 2 * cb->bytes_cap : 16384;
+        while (cap < *at + size) cap *= 2;
+        uint8_t *p = realloc(cb->bytes, cap);
+        if (!p) return fail(RLX_ERR_OOM, "command buffer: out of memory (set_bytes data)");
+        cb->bytes = p, cb->bytes_cap = cap;
+    }
+    cb->bytes_len = *at + size;
+    return RLX_OK;
+}
+
+/* Bytes go to a host staging area now and to the device scratch at commit
+ * (or, for a parameter the kernel takes by value, into the launch). */
 static rlx_status cmd_set_bytes(rlx_cmdbuf *cb, uint32_t index, const void *data, uint32_t size) {
     CB_CHECK(cb, "cmd_set_bytes");
     ARG_CHECK(index < RLX_MAX_BINDINGS, "cmd_set_bytes: binding index %u >= %u", index, RLX_MAX_BINDINGS);
     ARG_CHECK(data && size >= 1 && size <= MAX_BYTES, "cmd_set_bytes: need 1..%u bytes of non-NULL data, got %u",
               MAX_BYTES, size);
-    const size_t at = (cb->bytes_len + ALIGN - 1) / ALIGN * ALIGN;
-    if (at + size > cb->bytes_cap) {
-        size_t cap = cb->bytes_cap ? 2 * cb->bytes_cap : 16384;
-        while (cap < at + size) cap *= 2;
-        uint8_t *p = realloc(cb->bytes, cap);
-        if (!p) return fail(RLX_ERR_OOM, "cmd_set_bytes: out of memory");
-        cb->bytes = p, cb->bytes_cap = cap;
-    }
+    size_t at;
+    rlx_status s = bytes_reserve(cb, size, &at);
+    if (s) return s;
     memcpy(cb->bytes + at, data, size);
-    cb->bytes_len = at + size;
     cb->bind[index] = at;
+    cb->bind_size[index] = size;
     cb->bind_set |= 1u << index;
     cb->bind_bytes |= 1u << index;
     return RLX_OK;
+}
+
+/* The size bytes a by-value parameter takes, from device memory at src (at
+ * most avail bytes of it; the rest zero): the params struct a binding points
+ * at, read when the dispatch is encoded. Params are written by the host
+ * before a run and never by kernels, so what is read here is what the
+ * kernel would have read through the pointer. */
+static rlx_status read_value(rlx_device *d, const char *fn, CUdeviceptr src, CUdeviceptr avail, uint32_t size,
+                             uint8_t *dst) {
+    memset(dst, 0, size);
+    const size_t n = avail < size ? (size_t)avail : size;
+    rlx_status s = set_ctx(d);
+    if (s || !n) return s;
+    CUresult r = cu.cuMemcpyDtoHAsync(dst, src, n, d->copy_stream);  /* as buffer_read */
+    if (r == CUDA_SUCCESS) r = cu.cuStreamSynchronize(d->copy_stream);
+    return r == CUDA_SUCCESS ? RLX_OK : cu_fail(r, fn);
 }
 
 static rlx_status cmd_dispatch(rlx_cmdbuf *cb, const uint32_t groups[3], const uint32_t threads[3]) {
@@ -114,9 +141,28 @@ static rlx_status cmd_dispatch(rlx_cmdbuf *cb, const uint32_t groups[3], const u
     const uint32_t need = (1u << cb->pipe->n_params) - 1u;
     ARG_CHECK((cb->bind_set & need) == need, "cmd_dispatch: the kernel takes %u buffers; bindings set: 0x%x",
               cb->pipe->n_params, cb->bind_set);
-    cmd_t c = {.kind = CMD_DISPATCH, .fn = cb->pipe->fn, .bytes_mask = cb->bind_bytes};
+    const rlx_pipeline *p = cb->pipe;
+    cmd_t c = {.kind = CMD_DISPATCH, .fn = p->fn, .bytes_mask = cb->bind_bytes & ~p->value_mask,
+               .value_mask = p->value_mask};
     for (int i = 0; i < 3; ++i) c.groups[i] = groups[i], c.threads[i] = threads ? threads[i] : 1;
     memcpy(c.args, cb->bind, sizeof c.args);
+    /* By-value params: the set_bytes data as it is, or the bytes the bound
+     * buffer holds now (read from the device: the slow path, for callers
+     * that bind the params region rather than its bytes). */
+    for (uint32_t i = 0; i < p->n_params; ++i) {
+        if (!(p->value_mask >> i & 1u)) continue;
+        size_t at;
+        if ((s = bytes_reserve(cb, p->value_size[i], &at))) return s;
+        if (cb->bind_bytes >> i & 1u) {
+            const uint32_t n = cb->bind_size[i] < p->value_size[i] ? cb->bind_size[i] : p->value_size[i];
+            memset(cb->bytes + at, 0, p->value_size[i]);
+            memcpy(cb->bytes + at, cb->bytes + cb->bind[i], n);
+        } else if ((s = read_value(cb->dev, "cmd_dispatch (params by value)", cb->bind[i],
+                                   cb->bind_end[i] - cb->bind[i], p->value_size[i], cb->bytes + at))) {
+            return s;
+        }
+        c.args[i] = at;
+    }
     return push(cb, &c);
 }
 

@@ -484,7 +484,14 @@ static rlx_status library_compile(rlx_device *d, const char *source, const char 
     size_t image_size = 0;
     rlx_library *lib = NULL;
     CUmodule mod = NULL;
-    rlx_status s = library_source(d, source, &src, &prelude);
+    /* Without cuFuncGetParamInfo the shim cannot tell a params struct taken
+     * by value from a pointer: kernels then take params by pointer. */
+    sbuf opts = {0};
+    if (!cu.cuFuncGetParamInfo) sb_str(&opts, "-DRLX_PARAMS_BY_VALUE=0 ");
+    sb_str(&opts, options ? options : "");
+    options = opts.p ? opts.p : options;
+    rlx_status s = opts.oom ? fail(RLX_ERR_OOM, "library_compile: out of memory") : RLX_OK;
+    if (s == RLX_OK) s = library_source(d, source, &src, &prelude);
     if (s == RLX_OK) s = parse_instantiations(src.p, &k);
     if (s != RLX_OK) goto done;
     snprintf(ver, sizeof ver, "%s_%d nvrtc %d.%d driver %d", d->cubin ? "sm" : "compute", d->arch, nv.major,
@@ -524,7 +531,7 @@ static rlx_status library_compile(rlx_device *d, const char *source, const char 
     *out = lib;
 done:
     names_free(&k);
-    free(image), free(src.p), free(prelude.p);
+    free(image), free(src.p), free(prelude.p), free(opts.p);
     return s;
 }
 
@@ -549,16 +556,22 @@ static rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t 
     int max_threads = 0;
     CU_CHECK(cu.cuModuleGetFunction(&fn, lib->mod, lib->names.k[i].lowered), "cuModuleGetFunction");
     CU_CHECK(cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn), "cuFuncGetAttribute");
-    /* Every rlx kernel parameter is a pointer (a binding); count them where the
-     * driver can tell (12.4+), so a missing binding is an argument error
-     * instead of a kernel reading a garbage pointer. */
-    uint32_t n_params = 0;
+    /* Every rlx kernel parameter is a binding: a buffer's pointer, or a params
+     * struct by value (the prelude's rlx_params_value, 16-byte aligned, so
+     * never pointer-sized). Count them where the driver can tell (12.4+; the
+     * library is compiled with params by pointer where it cannot, see
+     * library_compile), so a missing binding is an argument error instead of
+     * a kernel reading a garbage pointer. */
+    uint32_t n_params = 0, value_mask = 0, value_size[RLX_MAX_BINDINGS] = {0};
     size_t off, size;
     while (cu.cuFuncGetParamInfo && n_params <= RLX_MAX_BINDINGS &&
            cu.cuFuncGetParamInfo(fn, n_params, &off, &size) == CUDA_SUCCESS) {
-        if (size != sizeof(CUdeviceptr))
+        if (size != sizeof(CUdeviceptr) && (size % 16u || size > MAX_BYTES))
             return fail(RLX_ERR_UNSUPPORTED, "pipeline_get: '%s' parameter %u is %zu bytes; rlx kernels take "
-                        "pointers only", function, n_params, size);
+                        "pointers and params structs (a multiple of 16 bytes, at most %u)", function, n_params,
+                        size, MAX_BYTES);
+        if (size != sizeof(CUdeviceptr) && n_params < RLX_MAX_BINDINGS)
+            value_mask |= 1u << n_params, value_size[n_params] = (uint32_t)size;
         ++n_params;
     }
     if (n_params > RLX_MAX_BINDINGS)
@@ -567,6 +580,8 @@ static rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t 
     rlx_pipeline *p = calloc(1, sizeof *p);
     if (!p) return fail(RLX_ERR_OOM, "pipeline_get: out of memory");
     p->lib = lib, p->fn = fn, p->flags = flags, p->max_threads = (uint32_t)max_threads, p->n_params = n_params;
+    p->value_mask = value_mask;
+    memcpy(p->value_size, value_size, sizeof value_size);
     *out = p;
     if (info) {
         memset(info, 0, sizeof *info);

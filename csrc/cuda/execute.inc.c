@@ -34,17 +34,41 @@ static rlx_status icb_encode_dispatch(rlx_icb *icb, uint32_t index, rlx_pipeline
     ARG_CHECK(n_bindings == 0 || (buffers && offsets), "icb_encode_dispatch: buffers or offsets is NULL");
     rlx_status s = check_grid(icb->dev, "icb_encode_dispatch", p, groups, threads);
     if (s) return s;
-    icb_entry e = {.fn = p->fn};
+    icb_entry e = {.fn = p->fn, .value_mask = p->value_mask};
     for (uint32_t i = 0; i < n_bindings; ++i) {
         if ((s = check_binding(icb->dev, "icb_encode_dispatch", i, buffers[i], offsets[i]))) return s;
         e.args[i] = buffers[i]->ptr + offsets[i];
     }
+    /* By-value params: the bytes their bindings hold now, read once here;
+     * every replay launches with them. */
+    size_t total = 0;
+    for (uint32_t i = 0; i < p->n_params; ++i)
+        if (p->value_mask >> i & 1u) total += p->value_size[i];
+    if (total && !(e.values = malloc(total))) return fail(RLX_ERR_OOM, "icb_encode_dispatch: out of memory");
+    size_t at = 0;
+    for (uint32_t i = 0; i < p->n_params && total; ++i) {
+        if (!(p->value_mask >> i & 1u)) continue;
+        s = read_value(icb->dev, "icb_encode_dispatch (params by value)", e.args[i],
+                       buffers[i]->ptr + buffers[i]->size - e.args[i], p->value_size[i], e.values + at);
+        if (s) return free(e.values), s;
+        e.args[i] = at, at += p->value_size[i];
+    }
     for (int i = 0; i < 3; ++i) e.groups[i] = groups[i], e.threads[i] = threads ? threads[i] : 1;
     pthread_mutex_lock(&icb->dev->mu);  /* a commit on another thread may be reading entries */
     e.version = icb->version = __atomic_add_fetch(&g_icb_version, 1, __ATOMIC_RELAXED);
+    uint8_t *old = icb->entries[index].values;
     icb->entries[index] = e;
     pthread_mutex_unlock(&icb->dev->mu);
+    free(old);
     return RLX_OK;
+}
+
+/* A launch's kernelParams: for each binding, where its value lies (the
+ * pointer in args, or the by-value bytes at values + args[i]). */
+static void launch_params(void *params[RLX_MAX_BINDINGS], CUdeviceptr args[RLX_MAX_BINDINGS], uint32_t value_mask,
+                          uint8_t *values) {
+    for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j)
+        params[j] = (value_mask >> j & 1u) ? (void *)(values + args[j]) : (void *)&args[j];
 }
 
 static void icb_free(rlx_icb *icb) {
@@ -54,6 +78,7 @@ static void icb_free(rlx_icb *icb) {
         for (int i = 0; i < icb->n_graphs; ++i)
             if (icb->graphs[i].exec) cu.cuGraphExecDestroy(icb->graphs[i].exec);
     }
+    for (uint32_t i = 0; i < icb->capacity; ++i) free(icb->entries[i].values);
     free(icb->entries), free(icb);
 }
 
@@ -95,7 +120,7 @@ static rlx_status icb_graph_for(rlx_icb *icb, uint32_t start, uint32_t count, CU
     for (uint32_t i = start; r == CUDA_SUCCESS && i < start + count; ++i) {
         icb_entry *e = &icb->entries[i];
         void *params[RLX_MAX_BINDINGS];
-        for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &e->args[j];
+        launch_params(params, e->args, e->value_mask, e->values);
         CUDA_KERNEL_NODE_PARAMS_v1 kp = {e->fn, e->groups[0], e->groups[1], e->groups[2], e->threads[0],
                                          e->threads[1], e->threads[2], 0, params, NULL};
         r = cu.cuGraphAddKernelNode(&node, graph, prev ? &prev : NULL, prev ? 1 : 0, &kp);
@@ -229,10 +254,9 @@ static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspac
         if (c->kind == CMD_DISPATCH) {
             CUdeviceptr vals[RLX_MAX_BINDINGS];
             void *params[RLX_MAX_BINDINGS];
-            for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) {
+            for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j)
                 vals[j] = (c->bytes_mask >> j & 1u) ? cb->scratch + c->args[j] : c->args[j];
-                params[j] = &vals[j];
-            }
+            launch_params(params, vals, c->value_mask, cb->bytes);
             *what = "cuLaunchKernel";
             r = launch_kernel(pdl, stream, c->fn, c->groups, c->threads, params);
         } else if (c->kind == CMD_GEMM) {
@@ -259,7 +283,7 @@ static void launch_cmds(rlx_cmdbuf *cb, CUstream stream, CUdeviceptr lt_workspac
                     break;
                 }
                 void *params[RLX_MAX_BINDINGS];
-                for (int j = 0; j < (int)RLX_MAX_BINDINGS; ++j) params[j] = &en->args[j];
+                launch_params(params, en->args, en->value_mask, en->values);
                 *what = "cuLaunchKernel (capture)";
                 r = launch_kernel(pdl, stream, en->fn, en->groups, en->threads, params);
             }

@@ -115,12 +115,22 @@ typedef struct ptr_array { struct ptr_array *next; rlx_gemm_desc key; CUdevicept
 
 struct rlx_buffer { rlx_device *dev; CUdeviceptr ptr; uint64_t size; };
 struct rlx_library;  /* below, with the kernel names */
-struct rlx_pipeline { rlx_library *lib; CUfunction fn; uint32_t flags, max_threads, n_params; };
+/* value_mask bit i: parameter i is a params struct taken by value (the CUDA
+ * prelude's rlx_params_value, value_size[i] bytes), launched with the bytes
+ * of binding i rather than its address. */
+struct rlx_pipeline {
+    rlx_library *lib;
+    CUfunction fn;
+    uint32_t flags, max_threads, n_params, value_mask;
+    uint32_t value_size[RLX_MAX_BINDINGS];
+};
 
 typedef struct {
     CUfunction fn;              /* NULL: never encoded */
     uint32_t groups[3], threads[3];
-    CUdeviceptr args[RLX_MAX_BINDINGS];
+    CUdeviceptr args[RLX_MAX_BINDINGS];  /* value_mask bit i: args[i] is an offset into values */
+    uint32_t value_mask;
+    uint8_t *values;            /* the by-value params' bytes, read when encoded */
     uint64_t version;           /* icb->version when encoded */
 } icb_entry;
 typedef struct { uint32_t start, count; uint64_t built; CUgraphExec exec; } icb_graph;
@@ -145,6 +155,7 @@ struct rlx_queue {
 enum { CMD_DISPATCH, CMD_GEMM, CMD_ICB, CMD_SCHEDULE };
 typedef struct {
     uint32_t kind, bytes_mask;  /* bytes_mask bit i: args[i] is an offset into the set_bytes scratch */
+    uint32_t value_mask;        /* bit i: args[i] is an offset into cb->bytes, passed by value */
     CUfunction fn;
     uint32_t groups[3], threads[3];
     CUdeviceptr args[RLX_MAX_BINDINGS];
@@ -168,6 +179,8 @@ struct rlx_cmdbuf {
     size_t scratch_cap;
     rlx_pipeline *pipe;
     CUdeviceptr bind[RLX_MAX_BINDINGS];
+    CUdeviceptr bind_end[RLX_MAX_BINDINGS];  /* a buffer binding: its buffer's end */
+    uint32_t bind_size[RLX_MAX_BINDINGS];    /* a set_bytes binding: its size */
     uint32_t bind_set, bind_bytes;
     int state, waited, recorded;
     rlx_status status;

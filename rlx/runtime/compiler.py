@@ -441,7 +441,7 @@ def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings,
             # below the device's (register pressure) just gets smaller groups.
             tx = max(1, min(t.threads[0], pipeline.max_threads_per_group or t.threads[0]))
             table.append_dispatch(pipeline.address, [_binding(b) for b in t.bindings], t.groups,
-                                  (tx, t.threads[1], t.threads[2]), barrier=t.barrier)
+                                  (tx, t.threads[1], t.threads[2]), barrier=t.barrier, params=t.params)
             continue
         g = t.gemm
         osa, osb, osc = g["outer_strides"]

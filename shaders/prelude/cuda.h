@@ -25,11 +25,36 @@ typedef int int32_t;
 #endif
 
 // ---- kernel signature -------------------------------------------------------
-// __global__ functions cannot take references, so params come as a pointer
-// into the params region (DESIGN section 3).
 #define RLX_KERNEL __global__ void
 #define RLX_BUF(type, name, index) type name
+// Params by value (DESIGN section 3): the struct travels in the launch, and
+// the kernel reads its fields from the constant bank, where a field costs no
+// memory round trip. Read through a pointer into the params region, the
+// fields a kernel branches on first (bound checks, split counts, offsets)
+// were a chain of dependent global reads, each a trip to DRAM, because the
+// weights a decode step streams evict the params region from L2 (Nsight
+// Compute on attention_split_merge, benchmarks/README.md). __grid_constant__
+// lets the kernel take the struct's address without a local copy, so
+// `p->field`, `p[0]` and helpers taking `const P *` read it in place. The
+// wrapper is 16-byte aligned, so its size is never 8: the CUDA shim tells a
+// by-value params struct from a buffer pointer by its size
+// (cuFuncGetParamInfo) and passes the params binding's bytes. 0: a pointer
+// into the params region, as on Metal and the CPU (the shim compiles with 0
+// where the driver cannot report parameter sizes).
+#ifndef RLX_PARAMS_BY_VALUE
+#define RLX_PARAMS_BY_VALUE 1
+#endif
+template <typename P>
+struct __align__(16) rlx_params_value {
+    P fields;
+    __device__ __forceinline__ const P *operator->() const { return &fields; }
+    __device__ __forceinline__ operator const P *() const { return &fields; }
+};
+#if RLX_PARAMS_BY_VALUE
+#define RLX_PARAMS(type, name, index) const __grid_constant__ rlx_params_value<type> name
+#else
 #define RLX_PARAMS(type, name, index) const type *__restrict__ name
+#endif
 // A kernel's params copied into shared memory at its entry, before any
 // thread returns (every thread must reach the barrier): the first warp
 // reads the struct in one coalesced request, so its sectors cost one memory

@@ -37,17 +37,23 @@ def binary(dev):
     return dev.builtin_library().pipeline("binary_f32", shim.PIPELINE_INDIRECT)
 
 
+@pytest.mark.parametrize("declared", [False, True], ids=["params_in_arena", "params_declared"])
 @pytest.mark.parametrize("staged", [None, True])
 @pytest.mark.parametrize("replay", [True, False])
-def test_dynamic_value_is_patched_into_params_before_each_run(dev, binary, replay, staged):
+def test_dynamic_value_is_patched_into_params_before_each_run(dev, binary, replay, staged, declared):
     """staged=True: inputs, patches and outputs travel in the command buffer
-    (cmd_upload / cmd_download), the path a GPU without unified memory takes."""
+    (cmd_upload / cmd_download), the path a GPU without unified memory takes.
+    declared: the table carries the dispatch's params bytes, so the patch
+    reaches them too, and the dispatch is encoded every run instead of
+    replayed (a CUDA kernel takes its params by value: a recording would
+    keep the value it was recorded with)."""
     arena = dev.alloc(4096)
     x_off, y_off, p_off = 0, 1024, 2048
-    arena.write(p_off, binary_params(N, 0, True, 0, 0, (N,), (1,), (1,)))
+    params = binary_params(N, 0, True, 0, 0, (N,), (1,), (1,))
+    arena.write(p_off, params)
     table = ThunkTable(Bindings((ARENA,)))
     table.append_dispatch(binary.address, [(ARENA, x_off), (ARENA, x_off), (ARENA, y_off), (ARENA, p_off)],
-                          (1, 1, 1), (1, 1, 1), barrier=False)
+                          (1, 1, 1), (1, 1, 1), barrier=False, params=params if declared else None)
     # Symbol 0 patches BinaryParams.n (the first field): the active extent.
     prog = _program(dev, table, {ARENA: arena}, [(x_off, 4 * N)], [(y_off, 4 * N)], patches=[(p_off, 0)],
                     n_dynamic=1, replay=replay, staged=staged)
@@ -61,8 +67,48 @@ def test_dynamic_value_is_patched_into_params_before_each_run(dev, binary, repla
     prog.run([np.ones(N, np.float32)], [y])
     np.testing.assert_array_equal(y[:4], 2.0)          # patched extent
     np.testing.assert_array_equal(y[4:], 2 * x[4:])    # untouched beyond it
+    encoded_per_run = 1 if declared or not replay else 0
+    assert prog.counters()["thunks_encoded"] == 2 * encoded_per_run
     with pytest.raises(Exception, match="out of range"):
         prog.set_dynamic(1, 3)
+
+
+@pytest.mark.parametrize("replay", [True, False])
+def test_directly_encoded_dispatch_passes_its_declared_params_bytes(dev, binary, replay):
+    """Encoded directly, a dispatch's params travel as the table's bytes
+    (cmd_set_bytes), which is how a CUDA kernel gets them by value; a
+    recorded one binds the params region. Here the two disagree on purpose
+    (the region says 4 elements, the bytes 16), so each path shows which
+    it read."""
+    arena = dev.alloc(4096)
+    x_off, y_off, p_off = 0, 1024, 2048
+    arena.write(p_off, binary_params(4, 0, True, 0, 0, (4,), (1,), (1,)))
+    table = ThunkTable(Bindings((ARENA,)))
+    table.append_dispatch(binary.address, [(ARENA, x_off), (ARENA, x_off), (ARENA, y_off), (ARENA, p_off)],
+                          (1, 1, 1), (1, 1, 1), params=binary_params(N, 0, True, 0, 0, (N,), (1,), (1,)))
+    prog = _program(dev, table, {ARENA: arena}, [(x_off, 4 * N)], [(y_off, 4 * N)], replay=replay)
+    x = np.arange(1, N + 1, dtype=np.float32)
+    y = np.zeros(N, np.float32)
+    prog.run([x], [y])
+    extent = 4 if replay else N
+    np.testing.assert_array_equal(y[:extent], 2 * x[:extent])
+    np.testing.assert_array_equal(y[extent:], 0.0)
+
+
+def test_patched_dispatches_leave_the_replayed_segments():
+    """direct_where_patched: each patched dispatch becomes a direct segment
+    (neighbours merged), the rest of its replay range stays recorded, and
+    gemm and direct segments pass through."""
+    from rlx._core import direct_where_patched
+
+    from rlx.opt.segments import DIRECT, GEMM, REPLAY
+
+    plan = [(REPLAY, 0, 5), (GEMM, 5, 1), (REPLAY, 6, 2), (DIRECT, 8, 1)]
+    assert direct_where_patched(plan, frozenset()) == plan
+    assert direct_where_patched(plan, {1, 2, 7}) == [
+        (REPLAY, 0, 1), (DIRECT, 1, 2), (REPLAY, 3, 2), (GEMM, 5, 1), (REPLAY, 6, 1), (DIRECT, 7, 1),
+        (DIRECT, 8, 1)]
+    assert direct_where_patched([(REPLAY, 0, 3)], {0, 1, 2}) == [(DIRECT, 0, 3)]
 
 
 def test_staged_copies_can_be_switched_between_runs(dev):
@@ -167,7 +213,8 @@ def test_table_reads_back_what_was_appended(binary):
     assert len(table) == 2
     d = table.entry(0)
     assert d == {"kind": "dispatch", "barrier": True, "pipeline": binary.address,
-                 "bindings": [(ARENA, 64), ("shared params 0", 8)], "groups": (2, 1, 1), "threads": (32, 1, 1)}
+                 "bindings": [(ARENA, 64), ("shared params 0", 8)], "groups": (2, 1, 1), "threads": (32, 1, 1),
+                 "params": None}
     g = table.entry(1)
     assert (g["a"], g["b"], g["c"], g["bias"]) == ((ARENA, 0), (RESIDENT, 128), (ARENA, 256), (RESIDENT, 512))
     assert (g["m"], g["n"], g["k"], g["trans_a"], g["trans_b"], g["alpha"], g["beta"]) == (3, 4, 5, False, True,
@@ -189,6 +236,11 @@ def test_table_reads_back_what_was_appended(binary):
     assert table.entry(4)["scale_mode"] == 1
     with pytest.raises(ScheduleError, match="5 thunks"):
         table.entry(5)
+    # Declared params bytes read back as given, each dispatch its own.
+    assert table.append_dispatch(binary.address, [(ARENA, 0)], (1, 1, 1), (1, 1, 1), params=b"\x01\x02\x03") == 5
+    assert table.append_dispatch(binary.address, [(ARENA, 0)], (1, 1, 1), (1, 1, 1),
+                                 params=bytearray(range(40))) == 6
+    assert table.entry(5)["params"] == b"\x01\x02\x03" and table.entry(6)["params"] == bytes(range(40))
 
 
 _DISPATCH = {"bindings": [(ARENA, 0)], "groups": (1, 1, 1), "threads": (1, 1, 1)}
@@ -210,6 +262,10 @@ _GEMM = {"a": (ARENA, 0), "b": (ARENA, 0), "c": (ARENA, 0), "m": 1, "n": 1, "k":
     ({"threads": (1, -1, 1)}, r"threads\[1\] must be >= 1"),
     ({"threads": (2 ** 32, 1, 1)}, r"threads\[0\] must be <= 4294967295"),
     ({"barrier": "yes"}, "barrier must be a bool"),
+    ({"params": "n=16"}, "params must be bytes"),
+    ({"params": b""}, "params must be 1 to 4096 bytes, got 0"),
+    ({"params": bytes(4097)}, "params must be 1 to 4096 bytes, got 4097"),
+    ({"params": b"abcd", "bindings": []}, "it has no bindings"),
 ])
 def test_bad_dispatch_appends_raise_before_c(binary, change, message):
     table = ThunkTable()
