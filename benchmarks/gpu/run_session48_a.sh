@@ -31,7 +31,10 @@ decode_pair a
 before 360 "attention" && suite "attention (cuda)" att.log tests/ops/test_attention.py --rlx-device cuda
 before 380 "norm gemv + rope" && suite "norm gemv + rope + rope cache (cuda)" ngr.log tests/ops/test_norm_gemv.py \
   tests/ops/test_rope.py tests/ops/test_rope_cache.py --rlx-device cuda
+before 400 "quant gemv" && suite "quant gemv kernels (cuda)" quant.log tests/ops/test_quant_kernels.py --rlx-device cuda -k gemv
 decode_pair b
+before 450 "memcheck" && sanitize memcheck "memcheck attention split" memcheck.log tests/ops/test_attention.py \
+  --rlx-device cuda -k split
 before 470 "trace" && pdl_off_trace 1 12
 before 500 "gemv bv-1" && gemv_kernel_bench bv-1 ONLY_ROWS=4096
 before 530 "gemv bv-0" && gemv_kernel_bench bv-0 ONLY_ROWS=4096 KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=0

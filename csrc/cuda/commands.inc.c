@@ -151,9 +151,13 @@ static rlx_status cmd_dispatch(rlx_cmdbuf *cb, const uint32_t groups[3], const u
      * that bind the params region rather than its bytes). */
     for (uint32_t i = 0; i < p->n_params; ++i) {
         if (!(p->value_mask >> i & 1u)) continue;
+        if ((cb->bind_bytes >> i & 1u) && cb->bind_size[i] >= p->value_size[i]) {
+            c.args[i] = cb->bind[i];  /* the set_bytes slot as it is */
+            continue;
+        }
         size_t at;
         if ((s = bytes_reserve(cb, p->value_size[i], &at))) return s;
-        if (cb->bind_bytes >> i & 1u) {
+        if (cb->bind_bytes >> i & 1u) {  /* shorter than the kernel's struct (its tail padding): zeros after */
             const uint32_t n = cb->bind_size[i] < p->value_size[i] ? cb->bind_size[i] : p->value_size[i];
             memset(cb->bytes + at, 0, p->value_size[i]);
             memcpy(cb->bytes + at, cb->bytes + cb->bind[i], n);
