@@ -24,19 +24,19 @@ rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$OUT/warm1.l
   echo "pointer-params kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm1.log" ) & W1=$!
 wait $W0 $W1; tail -3 "$OUT/warm.log" | tee -a "$S"; tail -1 "$OUT/warm1.log" | tee -a "$S"
 decode_pair() {
-  before ${D1:-340} "decode bv-1$1" && decode_speed "bv-1$1"
-  before ${D0:-380} "decode bv-0$1" && decode_speed "bv-0$1" KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=0
+  before ${D1:-290} "decode bv-1$1" && decode_speed "bv-1$1"
+  before ${D0:-330} "decode bv-0$1" && decode_speed "bv-0$1" KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=0
 }
 decode_pair a
-before 370 "cts" && suite "shim conformance (cuda)" cts.log tests/cts -k cuda
-before 385 "attention" && suite "attention (cuda)" att.log tests/ops/test_attention.py --rlx-device cuda
-before 395 "norm gemv + rope" && suite "norm gemv + rope + rope cache (cuda)" ngr.log tests/ops/test_norm_gemv.py \
+before 320 "cts" && suite "shim conformance (cuda)" cts.log tests/cts -k cuda
+before 335 "attention" && suite "attention (cuda)" att.log tests/ops/test_attention.py --rlx-device cuda
+before 345 "norm gemv + rope" && suite "norm gemv + rope + rope cache (cuda)" ngr.log tests/ops/test_norm_gemv.py \
   tests/ops/test_rope.py tests/ops/test_rope_cache.py --rlx-device cuda
-before 400 "quant gemv" && suite "quant gemv kernels (cuda)" quant.log tests/ops/test_quant_kernels.py --rlx-device cuda -k gemv
-D1=405 D0=420 decode_pair b
-before 420 "trace" && pdl_off_trace 1 12
-before 425 "gemv bv-1" && gemv_kernel_bench bv-1 ONLY_ROWS=4096
-before 430 "gemv bv-0" && gemv_kernel_bench bv-0 ONLY_ROWS=4096 KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=0
-before 430 "memcheck" && sanitize memcheck "memcheck attention split" memcheck.log tests/ops/test_attention.py \
+before 350 "quant gemv" && suite "quant gemv kernels (cuda)" quant.log tests/ops/test_quant_kernels.py --rlx-device cuda -k gemv
+D1=350 D0=360 decode_pair b
+before 360 "trace" && pdl_off_trace 1 12
+before 365 "gemv bv-1" && gemv_kernel_bench bv-1 ONLY_ROWS=4096
+before 370 "gemv bv-0" && gemv_kernel_bench bv-0 ONLY_ROWS=4096 KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=0
+before 370 "memcheck" && sanitize memcheck "memcheck attention split" memcheck.log tests/ops/test_attention.py \
   --rlx-device cuda -k split
 echo "=== summary"; cat "$S"
