@@ -23,6 +23,7 @@ g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x))
 rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$OUT/warm1.log" 2>&1
   echo "pointer-params kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm1.log" ) & W1=$!
 wait $W0 $W1; tail -3 "$OUT/warm.log" | tee -a "$S"; tail -1 "$OUT/warm1.log" | tee -a "$S"
+timeout 60 python3 benchmarks/gpu/params_smoke.py cuda 2>&1 | tail -3 | tee -a "$S"
 decode_pair() {
   before ${D1:-290} "decode bv-1$1" && decode_speed "bv-1$1"
   before ${D0:-330} "decode bv-0$1" && decode_speed "bv-0$1" KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=0
