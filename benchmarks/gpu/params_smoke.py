@@ -21,7 +21,7 @@ params = {"w": rng.standard_normal((37, 19)).astype(np.float32), "gamma": rng.ra
           "beta": rng.standard_normal(19).astype(np.float32)}
 xv = rng.standard_normal((5, 37)).astype(np.float32)
 exe = rlx.compile(g, device=dev, params=params)
-for replay in range(2):
+for _ in range(2):   # the second run replays
     got = exe.run(x=xv)
 ref = rlx.run_reference(g, {"x": xv}, params)
 for k in ref:
