@@ -2,12 +2,15 @@
 sum) compiled for a device and checked against the numpy reference, run
 twice (the second run replays): the quickest end-to-end check that kernels
 get their params (session 48: by value on CUDA).
-Usage: python3 benchmarks/gpu/params_smoke.py [DEVICE]"""
+Usage: [KERNEL_DEFINES=...] python3 benchmarks/gpu/params_smoke.py [DEVICE]"""
 import sys
 
 import numpy as np
+from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py (the script's own folder)
 
 import rlx
+
+apply_kernel_defines()
 
 dev = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 rng = np.random.default_rng(0)
