@@ -450,8 +450,7 @@ template <typename T>
 RLX_KERNEL attention_split(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RLX_DEVICE const T *, k, 1),
                            RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
                            RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
-                           RLX_PARAMS(AttentionParams, params, 6) RLX_IDS) {
-    RLX_STAGED_PARAMS(AttentionParams, p, params);
+                           RLX_PARAMS(AttentionParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
 #ifdef RLX_TARGET_CUDA
     rlx_att_split_prefetch<T>(p, q, k, v, mask, length);
@@ -588,8 +587,7 @@ RLX_KERNEL attention_split_merge(RLX_BUF(RLX_DEVICE const T *, q, 0), RLX_BUF(RL
                                  RLX_BUF(RLX_DEVICE const T *, v, 2), RLX_BUF(RLX_DEVICE const T *, mask, 3),
                                  RLX_BUF(RLX_DEVICE const int *, length, 4), RLX_BUF(RLX_DEVICE float *, part, 5),
                                  RLX_BUF(RLX_DEVICE T *, out, 6), RLX_BUF(RLX_DEVICE uint *, count, 7),
-                                 RLX_PARAMS(AttentionParams, params, 8) RLX_IDS) {
-    RLX_STAGED_PARAMS(AttentionParams, p, params);
+                                 RLX_PARAMS(AttentionParams, p, 8) RLX_IDS) {
     RLX_SHARED(float, probs, RLX_ATT_SPLIT_KEYS);
     RLX_SHARED(float, scratch, 32);
     RLX_SHARED(float, weight, RLX_ATT_MERGE_SPLITS);

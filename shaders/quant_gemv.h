@@ -1038,8 +1038,7 @@ RLX_INLINE void rlx_q_gemv1_prefetch(RLX_DEVICE const uchar *w, RLX_CONSTANT Qua
 template <typename Q, typename T>
 RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1_q(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const uchar *, w, 1),
                                      RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
-                                     RLX_PARAMS(QuantGemvParams, params, 4) RLX_IDS) {
-    RLX_STAGED_PARAMS(QuantGemvParams, p, params);
+                                     RLX_PARAMS(QuantGemvParams, p, 4) RLX_IDS) {
     RLX_QGEMV1_BODY(false);
 }
 
@@ -1069,8 +1068,7 @@ RLX_KERNEL RLX_QGEMV1_BOUNDS gemv1n_q(RLX_BUF(RLX_DEVICE const T *, o, 0), RLX_B
                                       RLX_BUF(RLX_DEVICE T *, y, 2), RLX_BUF(RLX_DEVICE const T *, bias, 3),
                                       RLX_BUF(RLX_DEVICE const T *, r, 4), RLX_BUF(RLX_DEVICE const T *, nw, 5),
                                       RLX_BUF(RLX_DEVICE const T *, nw_next, 6), RLX_BUF(RLX_DEVICE T *, out, 7),
-                                      RLX_PARAMS(QuantGemvParams, params, 8) RLX_IDS) {
-    RLX_STAGED_PARAMS(QuantGemvParams, p, params);
+                                      RLX_PARAMS(QuantGemvParams, p, 8) RLX_IDS) {
     // The norm weights are not prefetched before the wait as the GEMV's rows
     // are: in session 24's PDL-off trace that made the kernel 0.5 us slower.
     RLX_QGEMV1_PREFETCH();

@@ -156,8 +156,7 @@ template <typename T>
 RLX_KERNEL rmsnorm_rope(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_DEVICE const int *, pos, 1),
                         RLX_BUF(RLX_DEVICE const float *, inv_freq, 2), RLX_BUF(RLX_DEVICE const T *, weight_a, 3),
                         RLX_BUF(RLX_DEVICE const T *, weight_b, 4), RLX_BUF(RLX_DEVICE T *, y, 5),
-                        RLX_PARAMS(RmsNormRopeParams, params, 6) RLX_IDS) {
-    RLX_STAGED_PARAMS(RmsNormRopeParams, p, params);
+                        RLX_PARAMS(RmsNormRopeParams, p, 6) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     const uint row = rlx_group_id.x;
     if (row >= p->rows) return;

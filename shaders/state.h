@@ -100,8 +100,7 @@ RLX_KERNEL rmsnorm_rope_cache(RLX_BUF(RLX_DEVICE const T *, x, 0), RLX_BUF(RLX_D
                               RLX_BUF(RLX_DEVICE T *, y, 5), RLX_BUF(RLX_DEVICE T *, dst, 6),
                               RLX_BUF(RLX_DEVICE T *, dst2, 7), RLX_BUF(RLX_DEVICE const T *, src2, 8),
                               RLX_BUF(RLX_DEVICE const int *, slot, 9),
-                              RLX_PARAMS(RmsNormRopeCacheParams, params, 10) RLX_IDS) {
-    RLX_STAGED_PARAMS(RmsNormRopeCacheParams, p, params);
+                              RLX_PARAMS(RmsNormRopeCacheParams, p, 10) RLX_IDS) {
     RLX_SHARED(float, scratch, 32);
     RLX_CONSTANT RmsNormRopeParams *rp = &p->rope;
     RLX_CONSTANT SetRowsParams *cp = &p->cache;

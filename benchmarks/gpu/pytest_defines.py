@@ -1,6 +1,6 @@
 """pytest under KERNEL_DEFINES (kernel_defines.py): the suites against a
-compile-time variant of the kernel library, e.g. the staged params
-(``KERNEL_DEFINES=RLX_PARAMS_STAGE=1 python3 benchmarks/gpu/pytest_defines.py
+compile-time variant of the kernel library, e.g. params by value
+(``KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=1 python3 benchmarks/gpu/pytest_defines.py
 tests/ops/test_attention.py --rlx-device cuda``). Arguments go to pytest."""
 
 from __future__ import annotations

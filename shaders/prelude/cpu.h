@@ -64,8 +64,6 @@ struct rlx_ids {
 #define RLX_KERNEL static inline void
 #define RLX_BUF(type, name, index) type name
 #define RLX_PARAMS(type, name, index) const type *name
-// The params under another name (prelude/cuda.h stages them in shared memory).
-#define RLX_STAGED_PARAMS(type, name, arg) const type *name = arg
 #define RLX_IDS , rlx_ids rlx_ids_arg
 #define rlx_group_id (rlx_ids_arg.group_id)
 #define rlx_num_groups (rlx_ids_arg.num_groups)

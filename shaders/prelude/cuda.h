@@ -59,39 +59,6 @@ struct __align__(16) rlx_params_value {
 #else
 #define RLX_PARAMS(type, name, index) const type *__restrict__ name
 #endif
-// A kernel's params copied into shared memory at its entry, before any
-// thread returns (every thread must reach the barrier): the first warp
-// reads the struct in one coalesced request, so its sectors cost one memory
-// round trip together. Read field by field where they are used, a kernel
-// whose bound check, split count and offsets sit in different 32-byte
-// sectors waited on one round trip after another (the params region is
-// evicted from L2 by the weights a decode step streams; Nsight Compute on
-// attention_split_merge, benchmarks/README.md). Params are written only by
-// the host, so reading them before the PDL wait is safe. Off: on an H100
-// the decode step was 0.7-2% slower with it (the barrier and the copy cost
-// more than the round trips they save; benchmarks/README.md). Kept as a
-// switch for the A/B (KERNEL_DEFINES=RLX_PARAMS_STAGE=1 against the
-// default, benchmarks/gpu/run_session47_a.sh); off, kernels read params in
-// place.
-#ifndef RLX_PARAMS_STAGE
-#define RLX_PARAMS_STAGE 0
-#endif
-template <typename P>
-static __device__ __forceinline__ const P *rlx_stage_params(const P *__restrict__ src, P *dst) {
-    static_assert(sizeof(P) % 4u == 0u, "params are whole 32-bit words");
-    const unsigned *from = reinterpret_cast<const unsigned *>(src);
-    unsigned *to = reinterpret_cast<unsigned *>(dst);
-    for (unsigned i = threadIdx.x; i < sizeof(P) / 4u; i += blockDim.x) to[i] = __ldg(from + i);
-    __syncthreads();
-    return dst;
-}
-#if RLX_PARAMS_STAGE
-#define RLX_STAGED_PARAMS(type, name, arg)                \
-    __shared__ __align__(16) type rlx_staged_##name;      \
-    const type *name = rlx_stage_params<type>(arg, &rlx_staged_##name)
-#else
-#define RLX_STAGED_PARAMS(type, name, arg) const type *__restrict__ name = arg
-#endif
 #define RLX_IDS
 #define rlx_num_groups gridDim
 #define rlx_group_size blockDim

@@ -17,8 +17,6 @@ typedef uint4 rlx_uint4;     // sixteen bytes as one load or store
 #define RLX_KERNEL [[kernel]] void
 #define RLX_BUF(type, name, index) type name [[buffer(index)]]
 #define RLX_PARAMS(type, name, index) constant type *name [[buffer(index)]]
-// The params under another name (prelude/cuda.h stages them in shared memory).
-#define RLX_STAGED_PARAMS(type, name, arg) constant type *name = arg
 #define RLX_IDS                                                                     \
     , uint3 rlx_group_id [[threadgroup_position_in_grid]],                          \
       uint3 rlx_local_id [[thread_position_in_threadgroup]],                        \

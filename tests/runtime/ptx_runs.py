@@ -14,10 +14,9 @@ NVCC = shutil.which("nvcc") or next((str(p) for p in (Path("/usr/local/cuda/bin/
 ARCHS = ("sm_80", "sm_90")
 # Compile-time switches each architecture's run sets, so that both arms of
 # a switch are compiled without a third nvcc run: sm_80 takes params by
-# value (RLX_PARAMS_BY_VALUE, off by default until a GPU times it) and
-# stages the decode kernels' params in shared memory (RLX_PARAMS_STAGE, off
-# by default); sm_90 compiles the defaults the library ships.
-ARCH_DEFINES = {"sm_80": ("-DRLX_PARAMS_BY_VALUE=1", "-DRLX_PARAMS_STAGE=1"), "sm_90": ()}
+# value (RLX_PARAMS_BY_VALUE, off by default until a GPU times it); sm_90
+# compiles the defaults the library ships.
+ARCH_DEFINES = {"sm_80": ("-DRLX_PARAMS_BY_VALUE=1",), "sm_90": ()}
 
 _dirs: list[Path] = []
 
