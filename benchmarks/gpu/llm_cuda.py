@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import torch
+from kernel_defines import apply_kernel_defines  # benchmarks/gpu/kernel_defines.py (the script's own folder)
 
 import rlx.gguf
 from rlx.models.bench_llm import prompt_ids, run_benchmark
@@ -96,6 +97,7 @@ def _hf_decode(model, ids: list[int], gen: int, **kw) -> dict:
 
 def main(model: str, out: str, gen: str = "256") -> None:
     n_gen = int(gen)
+    defines = apply_kernel_defines()   # KERNEL_DEFINES: a kernel variant (an A/B across calls)
     path = Path(model)
     with rlx.gguf.open(path) as f:
         cfg = LlmConfig.from_gguf(f)
@@ -128,6 +130,7 @@ def main(model: str, out: str, gen: str = "256") -> None:
             if "decode_tok_s" in p:
                 result[f"rlx_over_{name}"] = r["decode_tok_s"] / p["decode_tok_s"]
         result["fraction_of_floor"] = r["decode_tok_s"] / result["floor_tok_s"]
+    result["kernel_defines"] = defines
     Path(out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("rlx",)}, indent=1))
     print("rlx", json.dumps(r))
