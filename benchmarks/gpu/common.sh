@@ -44,6 +44,21 @@ warm_kernel_cache() {
   echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log"
 }
 wait_warm() { [ -n "${WARM_PID:-}" ] && wait "$WARM_PID"; tail -1 "$OUT/warm.log" | tee -a "$S"; }
+# warm_kernel_caches DEFINES: the default library and the one compiled under
+# KERNEL_DEFINES=DEFINES, built at once (NVRTC builds one per process), for
+# an A/B in one call; their lines into the summary.
+warm_kernel_caches() {
+  warm_kernel_cache & local w0=$!
+  ( local t0=$(date +%s)
+    KERNEL_DEFINES="$1" python3 -c "
+import sys; sys.path.insert(0, 'benchmarks/gpu')
+from kernel_defines import apply_kernel_defines; apply_kernel_defines()
+import numpy as np, rlx
+g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x))
+rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$OUT/warm1.log" 2>&1
+    echo "kernel cache ($1) warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm1.log" ) & local w1=$!
+  wait $w0 $w1; tail -1 "$OUT/warm.log" | tee -a "$S"; tail -1 "$OUT/warm1.log" | tee -a "$S"
+}
 case "${WARM_CACHE:-1}" in
   1) warm_kernel_cache; tail -1 "$OUT/warm.log" | tee -a "$S" ;;
   bg) warm_kernel_cache & WARM_PID=$! ;;

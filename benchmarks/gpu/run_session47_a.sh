@@ -20,16 +20,7 @@ timeout 90 python3 benchmarks/gpu/lt_outer_probe.py "$OUT/lt-outer.json" >"$OUT/
 note "lt_outer_probe rc=$?"; cut -c1-330 "$OUT/lt-outer.log" | tee -a "$S"
 [ -n "${REAL:-}" ] && cp "$OUT/lt-outer.json" "$REAL/" 2>/dev/null
 python3 -c "import rlx.runtime.shim as s; print('device info', s.open_device('cuda', 0).info)" 2>&1 | tail -1 | tee -a "$S"
-warm_kernel_cache & W0=$!
-( t0=$(date +%s)
-  KERNEL_DEFINES=RLX_PARAMS_STAGE=1 python3 -c "
-import sys; sys.path.insert(0, 'benchmarks/gpu')
-from kernel_defines import apply_kernel_defines; apply_kernel_defines()
-import numpy as np, rlx
-g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x))
-rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$OUT/warm1.log" 2>&1
-  echo "staged kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm1.log" ) & W1=$!
-wait $W0 $W1; tail -1 "$OUT/warm.log" | tee -a "$S"; tail -1 "$OUT/warm1.log" | tee -a "$S"
+warm_kernel_caches RLX_PARAMS_STAGE=1
 before 430 "fp8 suite" && suite "fp8 gemm (cuda)" fp8.log tests/ops/test_fp8_gemm.py --rlx-device cuda
 before 450 "fp8 bench" && FP8_SHAPES="square minilm_up gemma270m_m128_qkv" FP8_MINILM=0 fp8_gemm_step 60
 decode_pair() {

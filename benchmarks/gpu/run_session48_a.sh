@@ -14,16 +14,7 @@ WARM_CACHE=0 . benchmarks/gpu/common.sh
 stand_in_model
 trap 'cp "$OUT"/*.json "${REAL:-$OUT}"/ 2>/dev/null' EXIT
 before() { [ "$SECONDS" -lt "$1" ] || { note "skipped past ${1} s: $2"; return 1; }; }
-warm_kernel_cache & W0=$!
-( t0=$(date +%s)
-  KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=1 python3 -c "
-import sys; sys.path.insert(0, 'benchmarks/gpu')
-from kernel_defines import apply_kernel_defines; apply_kernel_defines()
-import numpy as np, rlx
-g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x))
-rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$OUT/warm1.log" 2>&1
-  echo "by-value kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm1.log" ) & W1=$!
-wait $W0 $W1; tail -3 "$OUT/warm.log" | tee -a "$S"; tail -1 "$OUT/warm1.log" | tee -a "$S"
+warm_kernel_caches RLX_PARAMS_BY_VALUE=1
 BV=KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=1
 env $BV timeout 60 python3 benchmarks/gpu/params_smoke.py cuda 2>&1 | tail -3 | tee -a "$S"
 decode_pair() {
