@@ -100,7 +100,12 @@ typedef struct rlx_device_info {
 typedef struct rlx_pipeline_info {
     uint32_t max_threads_per_group;
     uint32_t execution_width;
-    uint32_t reserved[6];
+    /* Bit i: the kernel takes binding i's bytes by value (cuda: a params
+     * struct, the prelude's rlx_params_value), so an ICB entry or schedule
+     * keeps the bytes the binding held when it was encoded. 0 on shims
+     * whose kernels read every binding through memory. */
+    uint32_t value_bindings;
+    uint32_t reserved[5];
 } rlx_pipeline_info;
 
 /*

@@ -30,6 +30,11 @@ typedef struct rlx_thunk {
      * is created, never by the run loop. */
     uint8_t binding[RLX_MAX_BINDINGS];
     uint8_t gemm_binding[6];
+    /* Dispatch only: 1 where the pipeline takes the params struct by value
+     * (rlx_pipeline_info.value_bindings): recorded, it keeps the bytes it
+     * was recorded with, so a Program encodes it directly when a run
+     * patches them. */
+    uint8_t params_by_value;
     /* Dispatch only: the bytes of its params struct, the last binding.
      * Encoded directly, the params travel as those bytes (cmd_set_bytes),
      * which a CUDA kernel takes by value; a recorded dispatch binds the

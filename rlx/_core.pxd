@@ -133,6 +133,7 @@ cdef extern from "rlx_thunk.h" nogil:
         rlx_gemm_desc gemm
         uint8_t binding[12]
         uint8_t gemm_binding[6]
+        uint8_t params_by_value
         uint32_t params_size
         uint64_t params_at
         const uint8_t *params

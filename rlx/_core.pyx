@@ -119,9 +119,9 @@ cdef inline int _record_thunk(const rlx_shim_api *api, rlx_icb *icb, uint32_t in
 
 def direct_where_patched(segments, patched):
     """The segment plan with each dispatch in ``patched`` (its params change
-    per run) taken out of its replay segment as a direct one: a replayed
-    dispatch may carry its params as they were when recorded (a CUDA kernel
-    takes them by value), so those are encoded every run."""
+    per run, and its kernel takes them by value) taken out of its replay
+    segment as a direct one: replayed, it would carry its params as they
+    were when recorded, so it is encoded every run."""
     if not patched:
         return segments
     out = []
@@ -296,7 +296,8 @@ cdef class Program:
         """The params bytes each patch hits (a dispatch whose declared params
         are bound in the arena over the patched word): they are patched with
         the arena, so a directly encoded dispatch passes the run's values.
-        Returns the indices of those dispatches."""
+        Returns the indices of those whose pipeline takes the params by
+        value (a recorded one would keep its recorded bytes)."""
         cdef uint32_t i, k, last
         cdef rlx_thunk *t
         hits = []
@@ -318,7 +319,7 @@ cdef class Program:
             self.params_patches[k].offset = at
             self.params_patches[k].symbol = sym
         self.n_params_patches = len(hits)
-        return frozenset(i for i, _, _ in hits)
+        return frozenset(i for i, _, _ in hits if self.thunks[i].params_by_value)
 
     cdef void _patch_params_host(self) noexcept nogil:
         """This run's dynamic values into the params bytes the patches hit."""

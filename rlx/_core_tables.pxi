@@ -163,7 +163,8 @@ cdef class ThunkTable:
         (RLX_THUNK_NO_BINDING, 0)."""
         return (RLX_THUNK_NO_BINDING, 0) if ref is None else self._ref(what, ref)
 
-    def append_dispatch(self, pipeline, bindings, groups, threads, barrier=False, params=None):
+    def append_dispatch(self, pipeline, bindings, groups, threads, barrier=False, params=None,
+                        params_by_value=False):
         """A kernel dispatch: ``pipeline`` a shim pipeline address (int),
         ``bindings`` the kernel's buffers in binding order as (binding name,
         byte offset) pairs (at most RLX_MAX_BINDINGS), ``groups`` and
@@ -171,9 +172,12 @@ cdef class ThunkTable:
         when it must wait for the thunks before it. ``params``: the bytes
         of its params struct (1 to 4096), which the last binding holds
         when the program runs: a directly encoded dispatch passes them as
-        bytes (a CUDA kernel takes the struct by value), and a patched one
-        is encoded directly (Program). None: the last binding is bound as
-        a buffer only. Returns its index."""
+        bytes (a CUDA kernel takes the struct by value). None: the last
+        binding is bound as a buffer only. ``params_by_value``: the pipeline
+        takes the params by value (Pipeline.takes_by_value of the last
+        binding), so a recorded one keeps the bytes it was recorded with
+        and the Program encodes it directly when a run patches them.
+        Returns its index."""
         what = f"thunk {self.n_thunks} (dispatch)"
         address = _integer(f"{what}: pipeline (a shim pipeline address)", pipeline, 1, <uintptr_t>-1)
         if not isinstance(bindings, (tuple, list)):
@@ -185,6 +189,9 @@ cdef class ThunkTable:
         g = _triple(f"{what}: groups", groups)
         th = _triple(f"{what}: threads", threads)
         before = _flag(f"{what}: barrier", barrier)
+        by_value = _flag(f"{what}: params_by_value", params_by_value)
+        if by_value and params is None:
+            raise _errors.ScheduleError(f"{what}: params_by_value needs the params bytes (params=)")
         if params is not None:
             if not isinstance(params, (bytes, bytearray, memoryview)):
                 raise _errors.ScheduleError(f"{what}: params must be bytes (the params struct), got "
@@ -201,6 +208,7 @@ cdef class ThunkTable:
             self.params_bytes.extend(b"\0" * (-len(self.params_bytes) % 16))
             t.params_at = len(self.params_bytes)
             t.params_size = len(params)
+            t.params_by_value = by_value
             self.params_bytes.extend(params)
         t.kind = RLX_THUNK_DISPATCH
         t.barrier_before = before
@@ -277,7 +285,8 @@ cdef class ThunkTable:
                     "groups": tuple(t.groups[j] for j in range(3)),
                     "threads": tuple(t.threads[j] for j in range(3)),
                     "params": bytes(self.params_bytes[t.params_at:t.params_at + t.params_size])
-                    if t.params_size else None}
+                    if t.params_size else None,
+                    "params_by_value": bool(t.params_by_value)}
         g = t.gemm
 
         def optional(binding, offset):   # a gemm's bias or FP8 scale: None where it has none

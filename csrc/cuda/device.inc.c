@@ -587,6 +587,7 @@ static rlx_status pipeline_get(rlx_library *lib, const char *function, uint32_t 
         memset(info, 0, sizeof *info);
         info->max_threads_per_group = (uint32_t)max_threads;
         info->execution_width = 32;
+        info->value_bindings = value_mask;
     }
     return RLX_OK;
 }

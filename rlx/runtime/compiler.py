@@ -440,8 +440,10 @@ def pack_thunks(thunks: list[Thunk], libraries: dict, bindings: Bindings,
             # Kernels are correct for any group size, so a pipeline whose limit is
             # below the device's (register pressure) just gets smaller groups.
             tx = max(1, min(t.threads[0], pipeline.max_threads_per_group or t.threads[0]))
+            by_value = t.params is not None and pipeline.takes_by_value(len(t.bindings) - 1)
             table.append_dispatch(pipeline.address, [_binding(b) for b in t.bindings], t.groups,
-                                  (tx, t.threads[1], t.threads[2]), barrier=t.barrier, params=t.params)
+                                  (tx, t.threads[1], t.threads[2]), barrier=t.barrier, params=t.params,
+                                  params_by_value=by_value)
             continue
         g = t.gemm
         osa, osb, osc = g["outer_strides"]

@@ -80,7 +80,8 @@ class DeviceInfoC(ctypes.Structure):
 
 
 class PipelineInfoC(ctypes.Structure):
-    _fields_ = [("max_threads_per_group", _u32), ("execution_width", _u32), ("reserved", _u32 * 6)]
+    _fields_ = [("max_threads_per_group", _u32), ("execution_width", _u32), ("value_bindings", _u32),
+                ("reserved", _u32 * 5)]
 
 
 class GemmDescC(ctypes.Structure):
@@ -610,7 +611,7 @@ class Library:
                 self.address, name.encode(), flags, ctypes.byref(handle), ctypes.byref(info))
             check(self.device.shim, status, f"kernel {name!r}")
             self._pipelines[key] = Pipeline(self, handle.value, name, info.max_threads_per_group,
-                                            info.execution_width)
+                                            info.execution_width, info.value_bindings)
         return self._pipelines[key]
 
 
@@ -621,6 +622,12 @@ class Pipeline:
     name: str
     max_threads_per_group: int
     execution_width: int
+    value_bindings: int = 0   # bit i: binding i taken by value (rlx_pipeline_info.value_bindings)
+
+    def takes_by_value(self, binding: int) -> bool:
+        """Whether the kernel takes binding ``binding``'s bytes by value: a
+        recorded dispatch then keeps the bytes it was recorded with."""
+        return bool(self.value_bindings >> binding & 1)
 
 
 # ---- encoding helpers for the conformance tests (not the run path) --------------------

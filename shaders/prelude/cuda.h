@@ -40,13 +40,11 @@ typedef int int32_t;
 // by-value params struct from a buffer pointer by its size
 // (cuFuncGetParamInfo) and passes the params binding's bytes. 0: a pointer
 // into the params region, as on Metal and the CPU (the shim compiles with 0
-// where the driver cannot report parameter sizes). Off by default until a
-// GPU has run and timed it: written in session 48, whose device calls were
-// all refused or taken back (benchmarks/gpu/run_session48_a.sh is the A/B,
-// KERNEL_DEFINES=RLX_PARAMS_BY_VALUE=1 against the default). The CUDA
-// shim and the Cython core handle both forms.
+// where the driver cannot report parameter sizes; KERNEL_DEFINES=
+// RLX_PARAMS_BY_VALUE=0 in the GPU benchmarks is the A/B). The CUDA shim
+// and the Cython core handle both forms.
 #ifndef RLX_PARAMS_BY_VALUE
-#define RLX_PARAMS_BY_VALUE 0
+#define RLX_PARAMS_BY_VALUE 1
 #endif
 template <typename P>
 struct __align__(16) rlx_params_value {

@@ -106,25 +106,29 @@ def test_icb_bad_arguments(device, lib):
 
 
 def test_icb_replay_picks_up_patched_params(device, lib):
-    """An ICB range is recorded once (on cuda: a CUDA graph built once); its
-    kernels read params through their bound buffers, so rewriting the params
-    bytes changes the next replay."""
+    """An ICB range is recorded once (on cuda: a CUDA graph built once). A
+    kernel that reads its params through the bound buffer sees rewritten
+    params bytes at the next replay; one that takes them by value (the
+    pipeline's value_bindings) keeps the bytes the buffer held when the
+    entry was encoded (csrc/rlx_shim.h)."""
     n = 1000
     x0 = np.linspace(-1, 1, n).astype(np.float32)
     x, two = upload(device, x0), upload(device, np.full(n, 2, np.float32))
     params = upload(device, np.frombuffer(binary_params(n, ADD), np.uint8))
     icb = Icb(device, 2)
     add = lib.pipeline("binary_f32", PIPELINE_INDIRECT)
+    assert add.value_bindings in (0, 1 << 3)     # only the params struct may travel by value
     icb.encode_dispatch(0, add, [x, two, x, params], (4, 1, 1), (256, 1, 1))
     icb.encode_dispatch(1, add, [x, two, x, params], (4, 1, 1), (256, 1, 1), barrier_before=True)
     expect = x0.copy()
-    for op in (ADD, MUL, ADD):
+    for op in (MUL, ADD, MUL):
         params.write(0, binary_params(n, op))
+        runs_op = ADD if add.takes_by_value(3) else op
         for _ in range(3):
             with CommandBuffer(device) as cb:
                 cb.execute_icb(icb, 0, 2)
                 cb.commit()
                 assert cb.wait() > 0.0
-            expect = (expect + 2 + 2) if op == ADD else (expect * 4)
+            expect = (expect + 2 + 2) if runs_op == ADD else (expect * 4)
     np.testing.assert_allclose(download(x, np.float32, n), expect, rtol=1e-6)
     icb.free()

@@ -13,10 +13,11 @@ from . import background_runs
 NVCC = shutil.which("nvcc") or next((str(p) for p in (Path("/usr/local/cuda/bin/nvcc"),) if p.exists()), None)
 ARCHS = ("sm_80", "sm_90")
 # Compile-time switches each architecture's run sets, so that both arms of
-# a switch are compiled without a third nvcc run: sm_80 takes params by
-# value (RLX_PARAMS_BY_VALUE, off by default until a GPU times it); sm_90
-# compiles the defaults the library ships.
-ARCH_DEFINES = {"sm_80": ("-DRLX_PARAMS_BY_VALUE=1",), "sm_90": ()}
+# a switch are compiled without a third nvcc run: sm_80 takes params
+# through a pointer (RLX_PARAMS_BY_VALUE=0, what the shim compiles where the
+# driver cannot report parameter sizes); sm_90 compiles the defaults the
+# library ships (params by value).
+ARCH_DEFINES = {"sm_80": ("-DRLX_PARAMS_BY_VALUE=0",), "sm_90": ()}
 
 _dirs: list[Path] = []
 

@@ -37,23 +37,27 @@ def binary(dev):
     return dev.builtin_library().pipeline("binary_f32", shim.PIPELINE_INDIRECT)
 
 
-@pytest.mark.parametrize("declared", [False, True], ids=["params_in_arena", "params_declared"])
+@pytest.mark.parametrize("declared", [None, "bytes", "by_value"],
+                         ids=["params_in_arena", "params_declared", "params_by_value"])
 @pytest.mark.parametrize("staged", [None, True])
 @pytest.mark.parametrize("replay", [True, False])
 def test_dynamic_value_is_patched_into_params_before_each_run(dev, binary, replay, staged, declared):
     """staged=True: inputs, patches and outputs travel in the command buffer
     (cmd_upload / cmd_download), the path a GPU without unified memory takes.
     declared: the table carries the dispatch's params bytes, so the patch
-    reaches them too, and the dispatch is encoded every run instead of
-    replayed (a CUDA kernel takes its params by value: a recording would
-    keep the value it was recorded with)."""
+    reaches them too (a directly encoded dispatch passes them). "by_value":
+    the table also says the pipeline takes them by value (a CUDA kernel: a
+    recording would keep the value it was recorded with), so the dispatch
+    is encoded every run instead of replayed; otherwise the replay reads
+    the patched params region."""
     arena = dev.alloc(4096)
     x_off, y_off, p_off = 0, 1024, 2048
     params = binary_params(N, 0, True, 0, 0, (N,), (1,), (1,))
     arena.write(p_off, params)
     table = ThunkTable(Bindings((ARENA,)))
     table.append_dispatch(binary.address, [(ARENA, x_off), (ARENA, x_off), (ARENA, y_off), (ARENA, p_off)],
-                          (1, 1, 1), (1, 1, 1), barrier=False, params=params if declared else None)
+                          (1, 1, 1), (1, 1, 1), barrier=False, params=params if declared else None,
+                          params_by_value=declared == "by_value")
     # Symbol 0 patches BinaryParams.n (the first field): the active extent.
     prog = _program(dev, table, {ARENA: arena}, [(x_off, 4 * N)], [(y_off, 4 * N)], patches=[(p_off, 0)],
                     n_dynamic=1, replay=replay, staged=staged)
@@ -67,7 +71,7 @@ def test_dynamic_value_is_patched_into_params_before_each_run(dev, binary, repla
     prog.run([np.ones(N, np.float32)], [y])
     np.testing.assert_array_equal(y[:4], 2.0)          # patched extent
     np.testing.assert_array_equal(y[4:], 2 * x[4:])    # untouched beyond it
-    encoded_per_run = 1 if declared or not replay else 0
+    encoded_per_run = 1 if declared == "by_value" or not replay else 0
     assert prog.counters()["thunks_encoded"] == 2 * encoded_per_run
     with pytest.raises(Exception, match="out of range"):
         prog.set_dynamic(1, 3)
@@ -214,7 +218,7 @@ def test_table_reads_back_what_was_appended(binary):
     d = table.entry(0)
     assert d == {"kind": "dispatch", "barrier": True, "pipeline": binary.address,
                  "bindings": [(ARENA, 64), ("shared params 0", 8)], "groups": (2, 1, 1), "threads": (32, 1, 1),
-                 "params": None}
+                 "params": None, "params_by_value": False}
     g = table.entry(1)
     assert (g["a"], g["b"], g["c"], g["bias"]) == ((ARENA, 0), (RESIDENT, 128), (ARENA, 256), (RESIDENT, 512))
     assert (g["m"], g["n"], g["k"], g["trans_a"], g["trans_b"], g["alpha"], g["beta"]) == (3, 4, 5, False, True,
@@ -241,6 +245,10 @@ def test_table_reads_back_what_was_appended(binary):
     assert table.append_dispatch(binary.address, [(ARENA, 0)], (1, 1, 1), (1, 1, 1),
                                  params=bytearray(range(40))) == 6
     assert table.entry(5)["params"] == b"\x01\x02\x03" and table.entry(6)["params"] == bytes(range(40))
+    assert not table.entry(5)["params_by_value"]
+    assert table.append_dispatch(binary.address, [(ARENA, 0)], (1, 1, 1), (1, 1, 1), params=b"\x01" * 16,
+                                 params_by_value=True) == 7
+    assert table.entry(7)["params_by_value"] and not table.entry(0)["params_by_value"]
 
 
 _DISPATCH = {"bindings": [(ARENA, 0)], "groups": (1, 1, 1), "threads": (1, 1, 1)}
@@ -266,6 +274,8 @@ _GEMM = {"a": (ARENA, 0), "b": (ARENA, 0), "c": (ARENA, 0), "m": 1, "n": 1, "k":
     ({"params": b""}, "params must be 1 to 4096 bytes, got 0"),
     ({"params": bytes(4097)}, "params must be 1 to 4096 bytes, got 4097"),
     ({"params": b"abcd", "bindings": []}, "it has no bindings"),
+    ({"params_by_value": True}, "params_by_value needs the params bytes"),
+    ({"params": b"abcd", "params_by_value": 2}, "params_by_value must be a bool"),
 ])
 def test_bad_dispatch_appends_raise_before_c(binary, change, message):
     table = ThunkTable()

@@ -94,6 +94,23 @@ def test_every_kernel_fits_the_static_shared_memory_of_a_block(arch):
     assert not over, over
 
 
+@needs_nvcc
+@pytest.mark.parametrize("arch", [run for run in ARCH_RUNS if "sm_90" in str(run)])
+def test_params_taken_by_value_stay_in_param_space(arch):
+    """sm_90 compiles the library's default, params by value
+    (`__grid_constant__ rlx_params_value`): a kernel reads the struct's
+    fields where the launch put them. A copy into local memory (a helper
+    taking the struct by value, a non-const use) would bring back the
+    memory round trips by-value params remove; the library uses no local
+    memory otherwise, so any local load or store is one."""
+    returncode, stderr, ptx_path = finished(arch)
+    assert returncode == 0, stderr
+    ptx = ptx_path.read_text()
+    assert ".param .align 16" in ptx              # the structs travel as 16-byte aligned params
+    local = [line.strip() for line in ptx.splitlines() if "ld.local" in line or "st.local" in line]
+    assert not local, local[:5]
+
+
 def test_instantiation_lines_use_the_spellings_the_cuda_shim_reads():
     """The CUDA shim maps host names to NVRTC name expressions by reading
     `RLX_INSTANTIATE(` / `RLX_INSTANTIATE2(` lines (csrc/cuda/device.inc.c,
