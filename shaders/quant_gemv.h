@@ -111,13 +111,18 @@ RLX_INLINE void rlx_q_stage_x_norm(RLX_DEVICE const T *o, RLX_DEVICE const T *r,
 // (32-34 against 27 GB/s). Wide rows are left to the hardware prefetcher,
 // which streams within a row: there a 4-row software fetch cost 4096 x 4096
 // q8_0 15% (41 against 35 GB/s). A prefetch past the end never faults.
+// Both helpers are forced inline: a prefetch has no effect the compiler
+// must keep, and GCC 12 outlined the row loop (partial inlining), then
+// deleted the call as free of side effects, so no GEMV prefetched
+// (tests/runtime/test_host_prefetch.py checks the built library).
 #define RLX_Q_PREFETCH_ROW_LIMIT 2048u
 #define RLX_Q_PREFETCH_AHEAD 5632u
-static inline uint64_t rlx_q_prefetch_distance(uint64_t row_bytes) {
+static inline __attribute__((always_inline)) uint64_t rlx_q_prefetch_distance(uint64_t row_bytes) {
     if (row_bytes == 0u || row_bytes >= RLX_Q_PREFETCH_ROW_LIMIT) return 0u;
     return (RLX_Q_PREFETCH_AHEAD + row_bytes - 1u) / row_bytes * row_bytes;
 }
-static inline void rlx_q_prefetch_row(const uchar *wr, uint64_t row_bytes, uint64_t distance) {
+static inline __attribute__((always_inline)) void rlx_q_prefetch_row(const uchar *wr, uint64_t row_bytes,
+                                                                    uint64_t distance) {
     if (distance)
         for (uint64_t off = 0; off < row_bytes; off += 64u) __builtin_prefetch(wr + distance + off, 0, 2);
 }
