@@ -36,6 +36,16 @@ template <typename Dot> struct RlxHasRowPairs<Dot, decltype((void)&Dot::run_pair
     static constexpr bool value = true;
 };
 
+// Whether a form's x cache has add_spikes(wr, s, rows): products of x
+// elements kept out of its integer copy, added to each weight row's sums
+// (csrc/host_quant_q5_0_pieces.h).
+template <typename Cache, typename = void> struct RlxHasSpikes {
+    static constexpr bool value = false;
+};
+template <typename Cache> struct RlxHasSpikes<Cache, decltype((void)&Cache::add_spikes)> {
+    static constexpr bool value = true;
+};
+
 // Rows [j0, j1) of y = act(x W^T + bias) for the m rows of x: Dot::run
 // gives a weight row's m sums (x row r's integer copy at cache row
 // xrow[r]), or for one row of x Dot::run_pair two weight rows' sums where
@@ -47,7 +57,8 @@ static inline void rlx_qint_rows(const Cache &cache, const uchar *w, uint64_t ro
     uint xrow[RLX_QGEMV_MAX_M];
     for (uint r = 0; r < RLX_QGEMV_MAX_M; ++r) xrow[r] = r < m ? r : m - 1u;
     const uint64_t ahead = rlx_q_prefetch_distance(row_bytes);
-    const auto emit = [&](uint j, const float *s, uint rows) {
+    const auto emit = [&](uint j, float *s, uint rows) {
+        if constexpr (RlxHasSpikes<Cache>::value) cache.add_spikes(w + (uint64_t)j * row_bytes, s, rows);
         const float bv = p->has_bias ? rlx_to_float(bias[j]) : 0.0f;
         for (uint r = 0; r < rows; ++r)
             y[(uint64_t)r * p->y_stride + j] = rlx_from_float<T>(rlx_activation(p->act, s[r] + bv));

@@ -15,16 +15,21 @@
 // conversion and one FMA a block, where a base of 254 took two of each:
 // benchmarks/README.md, "Quantized GEMV"), exact in 32 bits (a lane: 4
 // products of at most 31 * (127 * 32761 + 91 * 182)). w = d (q - 16) gives
-// d (sum q x - 16 sum x), sum x in f32. A block whose sum |x| minus its
-// maximum is under kWideFloor times the maximum (a spike beside small
-// values: the small values' error is the maximum's times 2^-23) sends the
-// dispatch to the f32 form: the ARM64 form's "narrow block" rule
-// (csrc/host_quant_arm64.h, where three pieces measured far inside the
-// tests' bound), which a 32-element block of Gaussian x passes at ~11
-// times the maximum and a 30-sigma outlier in it fails. So do NaN,
-// infinities and a maximum under 1e-24 (above it the block's scale
-// d s / 181^2 is a normal float for every f16 d from 6e-8 up), which the
-// f32 form propagates as every other kernel does, and a failed allocation.
+// d (sum q x - 16 sum x), sum x in f32. A block is narrow where its sum
+// |x| minus its maximum is at least kWideFloor times the maximum: the
+// ARM64 form's rule (csrc/host_quant_arm64.h, where three pieces measured
+// far inside the tests' bound), which a 32-element block of Gaussian x
+// passes at ~11 times the maximum and a 30-sigma outlier in it fails (the
+// small values' error would be the maximum's times 2^-23). A wide block
+// whose other 31 elements are narrow (a spike: Gemma's activations have
+// them in a few channels, which sent whole dispatches to the f32 form)
+// keeps its largest element apart: the pieces and the f32 sum hold the
+// rest, and each weight row adds that element's product in f32
+// (XPieces::add_spikes). A block wide without its largest element (two
+// spikes) sends the dispatch to the f32 form; so do NaN, infinities and a
+// maximum under 1e-24 (above it the block's scale d s / 181^2 is a normal
+// float for every f16 d from 6e-8 up), which the f32 form propagates as
+// every other kernel does, and a failed allocation.
 //
 // x is converted once per dispatch and thread (rlx_ids::dispatch), as in
 // csrc/host_quant_vnni.h: the groups of one dispatch share x.
@@ -58,9 +63,18 @@ RLX_Q5X8_INLINE size_t piece_at(uint b, uint piece) { return 192u * (b >> 1u) + 
 // second half zero).
 RLX_Q5X8_INLINE size_t row_pitch(uint blocks) { return 192u * ((blocks + 1u) >> 1u); }
 
+// A wide block's largest element, kept out of the pieces (see "Precision").
+struct Spike {
+    uint block, element;
+    float x;
+};
+
 // x rows as three int8 pieces a 32-element block.
 struct XPieces : RlxXKey {
     bool usable = false;
+    bool any_spike = false;
+    RlxHeapBuffer<Spike> spikes;   // [m][k / 32]: row r's first spike_count[r]
+    RlxHeapBuffer<uint> spike_count;   // [m]
     RlxHeapBuffer<int8_t> p;      // [m][row_pitch(k / 32)]: piece_at
     RlxHeapBuffer<float> scale;   // [m][k / 32]: s / 181^2, P's scale
     RlxHeapBuffer<float> sum;     // [m][k / 32]: f32 sum of the block's x
@@ -70,6 +84,18 @@ struct XPieces : RlxXKey {
     // of 2 sum x take its 16 sum x; times 2 is exact). An odd count's
     // missing block is zeros.
     RlxHeapBuffer<float> lanes;
+
+    // Adds each of the first `rows` x rows' spikes times weight row wr
+    // (q5_0 blocks) to its sum s[r].
+    void add_spikes(const uchar *wr, float *s, uint rows) const {
+        if (!any_spike) return;
+        const uint blocks = k / 32u;
+        for (uint r = 0; r < rows; ++r) {
+            const Spike *sp = spikes.data() + (size_t)r * blocks;
+            for (uint i = 0; i < spike_count[r]; ++i)
+                s[r] += QFmtQ5_0::elem(wr + 22u * (uint64_t)sp[i].block, sp[i].element) * sp[i].x;
+        }
+    }
 };
 
 // Where pair b / 2's lanes (XPieces::lanes) start in an x row's.
@@ -98,6 +124,33 @@ RLX_Q5X8_INLINE __m256i pack32(__m256 a, __m256 b, __m256 c, __m256 d) {
     return _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+// A wide block (v: its 32 elements) without its largest element, which
+// goes to row r's spikes; a (the block's maximum |x|) and sum (of x) become
+// the rest's. False where the rest is not narrow either (or is under
+// kMinBlockMax): the f32 form.
+RLX_Q5X8_INLINE bool take_spike(XPieces &c, uint r, uint blocks, uint b, __m256 v[4], float &a, float &sum) {
+    float e[32];
+    for (uint i = 0; i < 4u; ++i) _mm256_storeu_ps(e + 8u * i, v[i]);
+    uint top = 0;
+    for (uint i = 1; i < 32u; ++i)
+        if (fabsf(e[i]) > fabsf(e[top])) top = i;
+    const float spike = e[top];
+    e[top] = 0.0f;
+    float rest_max = 0.0f, rest_abs = 0.0f, rest_sum = 0.0f;
+    for (uint i = 0; i < 32u; ++i) {
+        rest_max = fmaxf(rest_max, fabsf(e[i]));
+        rest_abs += fabsf(e[i]);
+        rest_sum += e[i];
+    }
+    if (rest_max != 0.0f && (rest_max < kMinBlockMax || rest_abs - rest_max < kWideFloor * rest_max)) return false;
+    c.spikes[(size_t)r * blocks + c.spike_count[r]++] = Spike{b, top, spike};
+    c.any_spike = true;
+    for (uint i = 0; i < 4u; ++i) v[i] = _mm256_loadu_ps(e + 8u * i);
+    a = rest_max;
+    sum = rest_sum;
+    return true;
+}
+
 // Fills c for this dispatch's x (m rows of k, k a multiple of 32); false
 // where x needs the f32 form.
 template <typename T>
@@ -108,8 +161,11 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
     const uint blocks = k / 32u;
     const size_t lane_pitch = lanes_at(blocks + 1u);
     if (!c.p.reserve((size_t)m * row_pitch(blocks)) || !c.scale.reserve((size_t)m * blocks) ||
-        !c.sum.reserve((size_t)m * blocks) || !c.lanes.reserve((size_t)m * lane_pitch))
+        !c.sum.reserve((size_t)m * blocks) || !c.lanes.reserve((size_t)m * lane_pitch) ||
+        !c.spikes.reserve((size_t)m * blocks) || !c.spike_count.reserve(m))
         return false;
+    c.any_spike = false;
+    for (uint r = 0; r < m; ++r) c.spike_count[r] = 0u;
     const __m256 sign = _mm256_set1_ps(-0.0f);
     constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     c.usable = true;
@@ -130,14 +186,16 @@ static bool prepare(XPieces &c, const T *x, uint m, uint k, uint stride, uint64_
                 const __m256 z = _mm256_sub_ps(v[i], v[i]);   // NaN exactly for NaN and +-inf
                 unordered = _mm256_or_ps(unordered, _mm256_cmp_ps(z, z, _CMP_UNORD_Q));
             }
-            const float a = hmax8(amax), total = hsum8(abs_sum);
-            if (_mm256_movemask_ps(unordered) != 0 || (a != 0.0f && (a < kMinBlockMax || total - a < kWideFloor * a))) {
+            float a = hmax8(amax), block_sum = hsum8(sum);
+            const float total = hsum8(abs_sum);
+            if (_mm256_movemask_ps(unordered) != 0 || (a != 0.0f && a < kMinBlockMax) ||
+                (a != 0.0f && total - a < kWideFloor * a && !take_spike(c, r, blocks, b, v, a, block_sum))) {
                 c.usable = false;
                 break;
             }
             const size_t at = (size_t)r * blocks + b;
             c.scale[at] = a / (kRange * kStep * kStep);
-            c.sum[at] = hsum8(sum);
+            c.sum[at] = block_sum;
             float *lanes = c.lanes.data() + (size_t)r * lane_pitch + lanes_at(b) + 8u * (b & 1u);
             for (uint i = 0; i < 8u; ++i) lanes[i] = c.scale[at], lanes[16u + i] = 2.0f * c.sum[at];
             if ((b & 1u) == 0u && b + 1u == blocks)

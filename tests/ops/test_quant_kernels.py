@@ -313,9 +313,13 @@ def test_gemv_of_hard_x(qdev, fmt, dt):
     (csrc/host_quant_vnni.h for the K-quants, csrc/host_quant_q5_0_avx2.h and
     _avx512.h for q5_0, csrc/host_quant_arm64.h on ARM64): x with an outlier in
     every block that the pieces still take (20 times the rest), a spike over
-    small values that sends the dispatch to the f32 form, a block of
-    zeros, a block under 1e-30, a one-hot row, and rows of different
-    scales in one dispatch. Every case against the same float64 bound.
+    small values (the K-quants send the dispatch to the f32 form; q5_0 on
+    x86 keeps the spike apart in f32), a spike the size of its block's other
+    values together (where the rest's products are half the bound's sum, so
+    a dropped or misscaled rest fails), two such spikes a block (the f32
+    form everywhere), a block of zeros, a block under 1e-30, a one-hot row,
+    and rows of different scales in one dispatch. Every case against the
+    same float64 bound.
     Rows of 32-element blocks come in three lengths: the AVX-512 q5_0 form
     takes blocks four at a time, then a pair, then a lone block."""
     for k in (640, 672, 704) if block_size(fmt)[0] == 32 else (768,):
@@ -333,13 +337,18 @@ def _hard_x_case(qdev, fmt, dt, k):
     outlier[:, 7::32] = 10.0                                    # ~20x the block's typical |x|
     spiky = rng.standard_normal((3, k + 3)) * 1e-3
     spiky[:, 5::32] = big
+    lone = plain.copy()
+    lone[:, 9::32] = 12.0                                       # ~ the sum of the block's other |x|
+    twin = plain * 0.1
+    twin[:, 9::32], twin[:, 10::32] = 4.0, -4.0                 # wide without either one
     holes = plain.copy()
     holes[:, 32:64] = 0.0
     holes[1, 96:128] *= 1e-36 if dt == "f32" else 0.0
     one_hot = np.zeros((3, k + 3))
     one_hot[0, 100], one_hot[1, 3], one_hot[2, k - 1] = 1.0, -2.0, 0.5
     scales = plain * np.array([[1e-3], [1.0], [1e3 if dt == "f32" else 4.0]])   # f16: y under 65504
-    for name, x in (("plain", plain), ("outlier", outlier), ("spiky", spiky), ("holes", holes),
+    for name, x in (("plain", plain), ("outlier", outlier), ("spiky", spiky), ("lone", lone), ("twin", twin),
+                    ("holes", holes),
                     ("one_hot", one_hot), ("scales", scales)):
         for m in (1, 3):
             try:
