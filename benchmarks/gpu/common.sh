@@ -37,11 +37,18 @@ P="python3 -m pytest -q -p no:cacheprovider"
 # Pay it once here, untimed by the steps.
 # WARM_CACHE=bg starts it in the background instead (beside a step that
 # builds with nvcc), and wait_warm waits for it and notes its line.
+# warm_kernel_cache [DEFINES [LOG]]: the library compiled under
+# KERNEL_DEFINES=DEFINES (none: the default), its line into $OUT/LOG
+# (warm.log).
 warm_kernel_cache() {
-  local t0=$(date +%s)
-  python3 -c "import numpy as np, rlx; g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x)); rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" \
-    >"$OUT/warm.log" 2>&1
-  echo "kernel cache warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm.log"
+  local t0=$(date +%s) log="$OUT/${2:-warm.log}"
+  KERNEL_DEFINES="${1:-}" python3 -c "
+import sys; sys.path.insert(0, 'benchmarks/gpu')
+from kernel_defines import apply_kernel_defines; apply_kernel_defines()
+import numpy as np, rlx
+g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x))
+rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$log" 2>&1
+  echo "kernel cache${1:+ ($1)} warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$log"
 }
 wait_warm() { [ -n "${WARM_PID:-}" ] && wait "$WARM_PID"; tail -1 "$OUT/warm.log" | tee -a "$S"; }
 # warm_kernel_caches DEFINES: the default library and the one compiled under
@@ -49,14 +56,7 @@ wait_warm() { [ -n "${WARM_PID:-}" ] && wait "$WARM_PID"; tail -1 "$OUT/warm.log
 # an A/B in one call; their lines into the summary.
 warm_kernel_caches() {
   warm_kernel_cache & local w0=$!
-  ( local t0=$(date +%s)
-    KERNEL_DEFINES="$1" python3 -c "
-import sys; sys.path.insert(0, 'benchmarks/gpu')
-from kernel_defines import apply_kernel_defines; apply_kernel_defines()
-import numpy as np, rlx
-g = rlx.Graph(); x = g.input('x', (2, 3)); g.set_outputs(y=g.relu(x))
-rlx.compile(g, device='cuda').run(x=np.ones((2, 3), np.float32))" >"$OUT/warm1.log" 2>&1
-    echo "kernel cache ($1) warm rc=$? in $(( $(date +%s) - t0 )) s" >>"$OUT/warm1.log" ) & local w1=$!
+  warm_kernel_cache "$1" warm1.log & local w1=$!
   wait $w0 $w1; tail -1 "$OUT/warm.log" | tee -a "$S"; tail -1 "$OUT/warm1.log" | tee -a "$S"
 }
 case "${WARM_CACHE:-1}" in
