@@ -430,7 +430,7 @@ def cmd_bench_llm(args: argparse.Namespace) -> int:
     report = bench_llm.run_benchmark(args.model, prompt_tokens=args.prompt_tokens, gen=args.gen, ctx=args.context,
                                      threads=args.threads or env.num_threads(), device=args.device,
                                      engines=engines, prefill_precision=args.prefill_precision,
-                                     log=lambda m: print(m, file=sys.stderr))
+                                     rounds=args.rounds, log=lambda m: print(m, file=sys.stderr))
     print(bench_llm.format_report(report))
     if args.json:
         with open(args.json, "w") as f:
@@ -576,6 +576,17 @@ def _llm_id(llm: str | None) -> str:
     return llm if llm.lower() in KNOWN_MODELS else Path(llm).name.removesuffix(".gguf")
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1 (argparse prints the error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _add_prefill_precision(p: argparse.ArgumentParser) -> None:
     """--prefill-precision, as `rlx generate` and `rlx bench llm` take it (LLM's prefill_precision)."""
     p.add_argument("--prefill-precision", choices=("f32", "bf16"), default="f32",
@@ -701,6 +712,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--context", type=int, default=None, help="context both engines allocate (default: fits)")
     p.add_argument("--threads", type=int, default=None, help="threads for both (default RLX_NUM_THREADS)")
     p.add_argument("--engines", default=",".join(("rlx", "llama.cpp")))
+    p.add_argument("--rounds", type=_positive_int, default=1,
+                   help="run the engines this many times, taking turns going first; the ratios are the median "
+                        "of the rounds' (default 1)")
     _add_prefill_precision(p)
     p.add_argument("--json", help="also write the results to this file")
     p.set_defaults(fn=cmd_bench_llm)

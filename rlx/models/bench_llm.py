@@ -2,7 +2,8 @@
 llama.cpp (llama-cpp-python) on the same GGUF file, the same token ids and
 the same thread count, each engine in a process of its own (so neither
 sees the other's caches, threads or memory), with the ratios of one run
-and each process's peak RSS.
+and each process's peak RSS; ``rounds`` repeats the pair, alternating
+which engine goes first, and reports the median of the rounds' ratios.
 
 The prompt's time is the fastest of PREFILL_REPEATS runs. Both decode
 greedily for exactly ``gen`` tokens (EOS does not stop them):
@@ -15,12 +16,15 @@ from __future__ import annotations
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from rlx.errors import InputError
 
 ENGINES = ("rlx", "llama.cpp")
 PREFILL_REPEATS = 3   # the prompt is processed this many times (from an empty cache): the fastest counts
@@ -136,32 +140,70 @@ def run_engine(engine: str, model: str, ids: list[int], gen: int, ctx: int, thre
 
 def run_benchmark(model: str, *, prompt_tokens: int = 128, gen: int = 256, ctx: int | None = None,
                   threads: int = 2, device: str = "cpu", engines: tuple[str, ...] = ENGINES,
-                  prefill_precision: str = "f32", log: Callable[[str], None] = lambda _: None) -> dict:
+                  prefill_precision: str = "f32", rounds: int = 1,
+                  log: Callable[[str], None] = lambda _: None) -> dict:
     """rlx and llama.cpp on the same file and prompt, each in its own
     process; prefill_precision: rlx's (LLM's argument: "bf16" multiplies the
-    prompt in bf16 on the CPU)."""
+    prompt in bf16 on the CPU). With rounds > 1 the engines take turns
+    (rlx then llama.cpp, then the other way round, and so on), each round's
+    ratio pairs two runs minutes apart at most, and the report gives each
+    engine's median round and the median of the rounds' ratios: a shared
+    machine whose speed drifts during the runs moves both engines of a
+    round, where one run each would compare two different machines."""
     from rlx.models.llm import resolve_model
     from rlx.tokenizer import Tokenizer
 
+    if rounds < 1:
+        raise InputError(f"rounds must be at least 1, got {rounds}")
     path = str(resolve_model(model))
     ids = prompt_ids(Tokenizer.from_gguf(path), prompt_tokens)
     ctx = ctx or max(512, prompt_tokens + gen + 8)
-    rows = {}
-    for engine in engines:
-        log(f"{engine}: {len(ids)} prompt tokens, {gen} generated, {threads} threads, context {ctx} ...")
-        r = run_engine(engine, path, ids, gen, ctx, threads, device, prefill_precision)
-        if "error" not in r:
-            r["prefill_tok_s"] = len(ids) / r["prefill_s"]
-            r["decode_tok_s"] = gen / r["decode_s"]
-        rows[engine] = r
+    per_round: list[dict] = []
+    for turn in range(rounds):
+        rows = {}
+        for engine in engines if turn % 2 == 0 else tuple(reversed(engines)):
+            log(f"{engine}{f' (round {turn + 1} of {rounds})' if rounds > 1 else ''}: {len(ids)} prompt tokens, "
+                f"{gen} generated, {threads} threads, context {ctx} ...")
+            r = run_engine(engine, path, ids, gen, ctx, threads, device, prefill_precision)
+            if "error" not in r:
+                r["prefill_tok_s"] = len(ids) / r["prefill_s"]
+                r["decode_tok_s"] = gen / r["decode_s"]
+            rows[engine] = r
+        per_round.append({e: rows[e] for e in engines})
     report = {"model": path, "prompt_tokens": len(ids), "generated_tokens": gen, "context": ctx,
-              "threads": threads, "device": device, "prefill_precision": prefill_precision, "engines": rows,
-              "machine": _machine()}
-    a, b = rows.get("rlx", {}), rows.get("llama.cpp", {})
-    if "decode_tok_s" in a and "decode_tok_s" in b:
-        report["decode_ratio"] = a["decode_tok_s"] / b["decode_tok_s"]
-        report["prefill_ratio"] = a["prefill_tok_s"] / b["prefill_tok_s"]
+              "threads": threads, "device": device, "prefill_precision": prefill_precision,
+              "engines": {e: _median_round([r[e] for r in per_round]) for e in engines}, "machine": _machine()}
+    ratios = [_ratios(r) for r in per_round]
+    if all(ratios):
+        report["decode_ratio"] = statistics.median(r[0] for r in ratios)
+        report["prefill_ratio"] = statistics.median(r[1] for r in ratios)
+    if rounds > 1:
+        report["rounds"] = per_round
+        if all(ratios):
+            report["round_ratios"] = [{"decode": d, "prefill": p} for d, p in ratios]
     return report
+
+
+def _ratios(rows: dict) -> tuple[float, float] | None:
+    """(decode, prompt) tokens/s of rlx over llama.cpp in one round, or None."""
+    a, b = rows.get("rlx", {}), rows.get("llama.cpp", {})
+    if "decode_tok_s" not in a or "decode_tok_s" not in b:
+        return None
+    return a["decode_tok_s"] / b["decode_tok_s"], a["prefill_tok_s"] / b["prefill_tok_s"]
+
+
+def _median_round(runs: list[dict]) -> dict:
+    """An engine's runs as one row: the run of median decode speed (an
+    error if any run failed), its peak RSS the largest of all runs'."""
+    failed = [r for r in runs if "error" in r]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r["decode_tok_s"])
+    row = dict(ordered[(len(ordered) - 1) // 2])
+    if len(runs) > 1:
+        row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
+        row["prefill_tok_s"] = statistics.median(r["prefill_tok_s"] for r in runs)
+    return row
 
 
 def _machine() -> dict:
@@ -179,7 +221,14 @@ def _machine() -> dict:
 
 
 def format_report(report: dict) -> str:
-    lines = [f"{'engine':<10} {'prompt tok/s':>13} {'decode tok/s':>13} {'peak RSS MB':>12}"]
+    lines = []
+    if "round_ratios" in report:
+        lines += [f"round {i + 1}: rlx {r['rlx']['decode_tok_s']:.1f}, llama.cpp {r['llama.cpp']['decode_tok_s']:.1f} "
+                  f"decode tok/s: decode {q['decode']:.2f}x, prompt {q['prefill']:.2f}x"
+                  for i, (r, q) in enumerate(zip(report["rounds"], report["round_ratios"]))]
+    rounds = len(report.get("rounds", ())) or 1
+    lines.append(f"{'engine':<10} {'prompt tok/s':>13} {'decode tok/s':>13} {'peak RSS MB':>12}"
+                 + (f"   (medians of {rounds} rounds)" if rounds > 1 else ""))
     for engine, r in report["engines"].items():
         if "error" in r:
             lines.append(f"{engine:<10} {r['error']}")
@@ -187,7 +236,8 @@ def format_report(report: dict) -> str:
         lines.append(f"{engine:<10} {r['prefill_tok_s']:>13.1f} {r['decode_tok_s']:>13.1f} {r['peak_rss_mb']:>12.0f}")
     if "decode_ratio" in report:
         lines.append(f"rlx / llama.cpp: prompt {report['prefill_ratio']:.2f}x, decode {report['decode_ratio']:.2f}x "
-                     f"({report['prompt_tokens']} prompt tokens, {report['generated_tokens']} generated, "
+                     f"({'median of the rounds; ' if rounds > 1 else ''}"
+                     f"{report['prompt_tokens']} prompt tokens, {report['generated_tokens']} generated, "
                      f"{report['threads']} threads, rlx's prefill in {report['prefill_precision']})")
     return "\n".join(lines)
 
