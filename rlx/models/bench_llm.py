@@ -71,15 +71,16 @@ def _worker_rlx(model: str, ids: list[int], gen: int, ctx: int, device: str, pre
         tok = int(llm.prefill(ids, "token"))
         prefill_s = min(prefill_s, time.perf_counter() - t0)
     t0 = time.perf_counter()
-    done = 0
-    while done < gen:   # greedy, as generate() runs it: in blocks while gen allows
-        if block > 1 and gen - done >= block:
-            tok, done = llm.step_block(tok)[-1], done + block
+    tokens: list[int] = []
+    while len(tokens) < gen:   # greedy, as generate() runs it: in blocks while gen allows
+        if block > 1 and gen - len(tokens) >= block:
+            tokens += [int(t) for t in llm.step_block(tok)]
         else:
-            tok, done = int(llm.step(tok, "token")), done + 1
+            tokens.append(int(llm.step(tok, "token")))
+        tok = tokens[-1]
     decode_s = time.perf_counter() - t0
     return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": decode_s, "kv_cache_bytes": llm.kv_cache_bytes,
-            "device": llm._first.device.info.name if llm._first is not None else device}
+            "device": llm._first.device.info.name if llm._first is not None else device, "tokens": tokens}
 
 
 def _worker_llama(model: str, ids: list[int], gen: int, ctx: int, threads: int) -> dict:
@@ -98,15 +99,27 @@ def _worker_llama(model: str, ids: list[int], gen: int, ctx: int, threads: int) 
         t0 = time.perf_counter()
         llm.eval(ids)
         prefill_s = min(prefill_s, time.perf_counter() - t0)
-    tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    n_vocab = llm.n_vocab()
+
+    def last_argmax() -> int:
+        # The last token's logits row in llama.cpp's own buffer: without
+        # logits_all, llama-cpp-python (0.3) no longer copies it to
+        # `scores`, whose rows stay zero (an argmax of zeros fed token 0).
+        row = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(n_vocab,))
+        return int(np.argmax(row))
+
+    tok = last_argmax()
     t0 = time.perf_counter()
+    tokens = []
     for _ in range(gen):
         llm.eval([tok])
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+        tok = last_argmax()
+        tokens.append(tok)
     decode_s = time.perf_counter() - t0
     import llama_cpp
 
-    return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": decode_s, "version": llama_cpp.__version__}
+    return {"load_s": load_s, "prefill_s": prefill_s, "decode_s": decode_s, "version": llama_cpp.__version__,
+            "tokens": tokens}
 
 
 def _worker(argv: list[str]) -> None:
@@ -173,6 +186,10 @@ def run_benchmark(model: str, *, prompt_tokens: int = 128, gen: int = 256, ctx: 
     report = {"model": path, "prompt_tokens": len(ids), "generated_tokens": gen, "context": ctx,
               "threads": threads, "device": device, "prefill_precision": prefill_precision,
               "engines": {e: _median_round([r[e] for r in per_round]) for e in engines}, "machine": _machine()}
+    first = per_round[0]
+    if all("tokens" in first.get(e, {}) for e in ("rlx", "llama.cpp")):
+        a, b = first["rlx"]["tokens"], first["llama.cpp"]["tokens"]
+        report["greedy_tokens_agree"] = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     ratios = [_ratios(r) for r in per_round]
     if all(ratios):
         report["decode_ratio"] = statistics.median(r[0] for r in ratios)
@@ -239,6 +256,9 @@ def format_report(report: dict) -> str:
                      f"({'median of the rounds; ' if rounds > 1 else ''}"
                      f"{report['prompt_tokens']} prompt tokens, {report['generated_tokens']} generated, "
                      f"{report['threads']} threads, rlx's prefill in {report['prefill_precision']})")
+    if "greedy_tokens_agree" in report:
+        lines.append(f"greedy tokens: the engines' first {report['greedy_tokens_agree']} of "
+                     f"{report['generated_tokens']} agree (llama.cpp's CPU kernels quantize activations to 8 bits)")
     return "\n".join(lines)
 
 

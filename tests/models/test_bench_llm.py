@@ -71,6 +71,15 @@ def test_a_failed_run_is_reported_not_averaged(monkeypatch, tiny_path):
     assert "boom" in bench_llm.format_report(report)
 
 
+def test_greedy_tokens_compared(monkeypatch, tiny_path):
+    tokens = {"rlx": [5, 6, 7, 8], "llama.cpp": [5, 6, 9, 8]}
+    monkeypatch.setattr(bench_llm, "run_engine", lambda engine, *a, **k: {
+        "prefill_s": 0.1, "decode_s": 1.0, "peak_rss_mb": 1.0, "tokens": tokens[engine]})
+    report = bench_llm.run_benchmark(str(tiny_path), prompt_tokens=8, gen=4)
+    assert report["greedy_tokens_agree"] == 2
+    assert "first 2 of 4 agree" in bench_llm.format_report(report)
+
+
 def test_rounds_must_be_positive(tiny_path):
     with pytest.raises(InputError, match="rounds"):
         bench_llm.run_benchmark(str(tiny_path), rounds=0)
@@ -84,4 +93,5 @@ def test_rlx_runs_in_its_own_process(tiny_path):
         assert "error" not in r, r
         assert r["decode_tok_s"] > 0 and r["prefill_tok_s"] > 0 and r["peak_rss_mb"] > 0
     assert report["engines"]["rlx"]["decode_tok_s"] in {r["decode_tok_s"] for r in runs}
+    assert runs[0]["tokens"] == runs[1]["tokens"] and len(runs[0]["tokens"]) == 8   # greedy: the same ids twice
     assert "decode_ratio" not in report   # no peer ran
