@@ -800,9 +800,16 @@ def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str
     named "model", a system message prepended to the first user turn."""
     if architecture != "gemma3":
         raise UnsupportedOpError(f"no chat template for architecture {architecture!r}")
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise InputError(f"chat: messages must be a list of {{'role': ..., 'content': ...}} dicts, "
+                         f"got {type(messages).__name__}")
     out, system = [], ""
     for m in messages:
+        if not isinstance(m, Mapping):
+            raise InputError(f"chat: each message must be a dict with 'role' and 'content', got {type(m).__name__}")
         role, content = m.get("role"), m.get("content", "")
+        if not isinstance(content, str):
+            raise InputError(f"chat: a message's content must be a string, got {type(content).__name__}")
         if role == "system":
             system += content + "\n\n"
             continue

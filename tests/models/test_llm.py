@@ -392,6 +392,10 @@ def test_generation_api_and_errors(llm):
         with pytest.raises(InputError, match="prompt"):
             list(llm.generate(prompt, max_tokens=2))
     assert len(list(llm.generate([2, 100], max_tokens=np.int64(2), stop=None))) <= 2
+    for messages in ("hello", {"role": "user", "content": "hi"}, ["hi"], [{"role": "user", "content": 3}],
+                     [{"role": "wizard", "content": "hi"}]):
+        with pytest.raises(InputError, match="chat"):
+            list(llm.chat(messages, max_tokens=2))
     assert llm.kv_cache_bytes == 2 * sum(llm.layout.rows) * llm.config.kv_dim * 4
 
 
