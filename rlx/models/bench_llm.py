@@ -210,16 +210,21 @@ def _ratios(rows: dict) -> tuple[float, float] | None:
 
 
 def _median_round(runs: list[dict]) -> dict:
-    """An engine's runs as one row: the run of median decode speed (an
-    error if any run failed), its peak RSS the largest of all runs'."""
+    """An engine's runs as one row (an error if any run failed): the
+    decode of the run of median decode speed, the prompt of the run of
+    median prompt speed (the lower middle run of an even count), and the
+    largest peak RSS of all runs."""
     failed = [r for r in runs if "error" in r]
     if failed:
         return failed[0]
-    ordered = sorted(runs, key=lambda r: r["decode_tok_s"])
-    row = dict(ordered[(len(ordered) - 1) // 2])
-    if len(runs) > 1:
-        row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
-        row["prefill_tok_s"] = statistics.median(r["prefill_tok_s"] for r in runs)
+
+    def middle(key: str) -> dict:
+        return sorted(runs, key=lambda r: r[key])[(len(runs) - 1) // 2]
+
+    row = dict(middle("decode_tok_s"))
+    prompt = middle("prefill_tok_s")
+    row["prefill_s"], row["prefill_tok_s"] = prompt["prefill_s"], prompt["prefill_tok_s"]
+    row["peak_rss_mb"] = max(r["peak_rss_mb"] for r in runs)
     return row
 
 

@@ -47,6 +47,8 @@ def test_rounds_alternate_and_report_the_median_ratio(monkeypatch, tiny_path):
     rlx = report["engines"]["rlx"]
     assert rlx["decode_tok_s"] == pytest.approx(16 / 2.0)           # the median round's run
     assert rlx["peak_rss_mb"] == max(r["rlx"]["peak_rss_mb"] for r in report["rounds"])
+    assert rlx["prefill_s"] == pytest.approx(0.2)                      # the median prompt run's time ...
+    assert rlx["prefill_tok_s"] == pytest.approx(report["prompt_tokens"] / 0.2)   # ... and its speed
     text = bench_llm.format_report(report)
     assert "round 3:" in text and "median of the rounds" in text and "decode 2.00x" in text
 
