@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rlx.errors import InputError
+from rlx.errors import InputError, UnsupportedPrecisionError
 from rlx.models.llm import LLM
 from rlx.reference.llm import reference_generate, reference_logits
 
@@ -91,7 +91,7 @@ def test_sliding_window_ring_buffer_past_its_wrap(gemma_path, weights):
     assert top1 >= 0.995 and kl <= 1e-3, (top1, kl)
 
 
-def test_bf16_prefill_matches_the_float64_oracle(gemma_path, weights):
+def test_bf16_prefill_matches_the_float64_oracle(gemma_path, weights, request):
     """prefill_precision="bf16": the prefill's gemms on bf16 tiles of the
     quantized weights with x rounded to bf16 (the CPU's bf16 gemm), decode
     steps in f32 after it, reading the cache the prefill wrote. Looser
@@ -101,8 +101,16 @@ def test_bf16_prefill_matches_the_float64_oracle(gemma_path, weights):
     EPYC with AVX-512 BF16: decode top-1 1.0, mean KL 6.8e-6; last rows KL
     1.1e-3 at 5 tokens, 4.3e-5 at 16; llama.cpp's own KL against the
     oracle is 0.004-0.006). f32 elsewhere: the decode executable's kernels
-    take no bf16 tile."""
+    take no bf16 tile. GPUs have no bf16 tile form: LLM refuses the
+    option for a GPU device, and a compile that reaches a GPU anyway (the
+    suite's --rlx-device redirect) fails with a clear error."""
+    with pytest.raises(InputError, match="prefill_precision='bf16' runs on the CPU only"):
+        LLM(gemma_path, max_context=16, device="cuda", prefill_precision="bf16")
     model = LLM(gemma_path, max_context=128, prefill_precision="bf16")
+    if request.config.getoption("--rlx-device") != "cpu":
+        with pytest.raises(UnsupportedPrecisionError, match="bf16"):
+            model.prefill(model.tokenizer.encode(TEXT)[:8])
+        return
     ids = model.tokenizer.encode(TEXT)
     half = len(ids) // 2
     want = reference_logits(weights, ids)
