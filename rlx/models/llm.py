@@ -127,7 +127,7 @@ def _check_supported(cfg: LlmConfig) -> None:
     if cfg.rope_scale != 1.0:
         raise UnsupportedOpError(f"{cfg.architecture}: RoPE position scaling {cfg.rope_scale} is not supported "
                                  "by the compiled model (the float64 reference has it)")
-    if cfg.activation != "gelu_tanh":
+    if cfg.activation not in ("gelu_tanh", "silu"):
         raise UnsupportedOpError(f"{cfg.architecture}: FFN activation {cfg.activation!r} is not supported")
 
 
@@ -147,6 +147,11 @@ class _GraphBuilder:
         if t is None:
             raise ModelLoadError(f"tensor {name!r} is missing from the model file")
         return g.param(name, t.shape, t.dtype)
+
+    def project(self, g: Graph, x: Node, name: str) -> Node:
+        """x @ W^T for the weight ``<name>.weight``, plus ``<name>.bias`` where the file has one."""
+        bias = self.param(g, name + ".bias") if name + ".bias" in self.weights else None
+        return g.linear(x, self.param(g, name + ".weight"), bias)
 
     def norm(self, g: Graph, x: Node, name: str) -> Node:
         if name not in self.weights:
@@ -242,13 +247,15 @@ class _GraphBuilder:
         nh, hd = cfg.n_heads, cfg.head_dim
         nkv = cfg.n_kv_heads
         embd = self.param(g, "token_embd.weight")
-        x = g.mul(g.gather(embd, ids), g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
+        x = g.gather(embd, ids)
+        if cfg.embed_scale != 1.0:
+            x = g.mul(x, g.constant(np.full((cfg.hidden,), cfg.embed_scale, np.float32)))
         for il, kind in enumerate(cfg.layer_kinds):
             p = f"blk.{il}."
             h = self.norm(g, x, p + "attn_norm.weight")
-            q = g.reshape(g.linear(h, self.param(g, p + "attn_q.weight")), (t, nh, hd))
-            k = g.reshape(g.linear(h, self.param(g, p + "attn_k.weight")), (t, nkv, hd))
-            v = g.reshape(g.linear(h, self.param(g, p + "attn_v.weight")), (t, nkv, hd))
+            q = g.reshape(self.project(g, h, p + "attn_q"), (t, nh, hd))
+            k = g.reshape(self.project(g, h, p + "attn_k"), (t, nkv, hd))
+            v = g.reshape(self.project(g, h, p + "attn_v"), (t, nkv, hd))
             q, k = self.norm(g, q, p + "attn_q_norm.weight"), self.norm(g, k, p + "attn_k_norm.weight")
             base, _ = cfg.rope_for_layer(il)
             q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
@@ -269,7 +276,7 @@ class _GraphBuilder:
                                 softcap=cfg.attn_softcap)
                 if kv != "f32":
                     a = g.cast(a, "f32")
-                o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
+                o = self.project(g, g.reshape(a, (t, nh * hd)), p + "attn_output")
                 x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
                 x = self.ffn(g, x, p)
                 continue
@@ -288,7 +295,7 @@ class _GraphBuilder:
                 a = g.attention(g.reshape(q, (1, t, nh, hd)), g.reshape(k, (1, t, nkv, hd)),
                                 g.reshape(v, (1, t, nkv, hd)), masks[kind], scale=cfg.attn_scale,
                                 softcap=cfg.attn_softcap)
-            o = g.linear(g.reshape(a, (t, nh * hd)), self.param(g, p + "attn_output.weight"))
+            o = self.project(g, g.reshape(a, (t, nh * hd)), p + "attn_output")
             x = g.add(x, self.norm(g, o, p + "post_attention_norm.weight"))
             x = self.ffn(g, x, p)
         if not decode:

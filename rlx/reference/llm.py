@@ -1,4 +1,4 @@
-"""The float64 oracle of decoder-only LLM inference from a GGUF file (Gemma 3).
+"""The float64 oracle of decoder-only LLM inference from a GGUF file (Gemma 3, Llama, Qwen 2 and Qwen 3).
 
 Every compiled LLM path is checked against this module: a teacher-forced
 forward pass in float64 over the dequantized weights (``gguf.quants``, the
@@ -24,6 +24,14 @@ Conventions (each checked against llama.cpp; tests/models/test_llm_reference.py)
 * Layer il is sliding-window ("local") when il % 6 < 5 (llama.cpp's ``set_swa_pattern(6)``):
   its RoPE base is 10000 and a query at position p sees keys at p - window < k <= p.
   Every 6th layer is global: RoPE base ``rope.freq_base``, full causal attention.
+* Llama ("llama": Llama 1-3, Mistral, TinyLlama and the other files llama.cpp loads as
+  llama), Qwen 2 ("qwen2") and Qwen 3 ("qwen3"), as llama.cpp builds them: pre-norm
+  blocks with no post norms and no embedding scale, SwiGLU (silu(gate) * up), causal GQA
+  attention scaled by 1/sqrt(head_dim) on every layer. Llama rotates adjacent pairs
+  (x[2i], x[2i + 1]) (llama.cpp's LLAMA_ROPE_TYPE_NORM: its converter permuted q and k
+  for that), the Qwens the halves. Qwen 2 adds biases to q, k and v; Qwen 3 norms q and k
+  per head as Gemma 3 does. Any of them may carry q/k/v/output biases (llama.cpp reads
+  them where the file has them).
 
     cfg = LlmConfig.from_gguf(f)                 # f: an open rlx.gguf.GGUFFile
     logits = reference_logits(f, tokens)         # float64 [T, vocab]
@@ -51,10 +59,12 @@ from rlx.errors import InputError, ModelLoadError
 __all__ = [
     "Generation", "LlmConfig", "LlmWeights", "SUPPORTED_ARCHITECTURES", "attention", "clear_cache",
     "final_hidden", "gelu_tanh", "gemma3_layer_kinds", "load_weights", "project", "reference_generate",
-    "reference_logits", "rms_norm", "rope",
+    "reference_logits", "rms_norm", "rope", "silu",
 ]
 
-SUPPORTED_ARCHITECTURES = ("gemma3",)
+SUPPORTED_ARCHITECTURES = ("gemma3", "llama", "qwen2", "qwen3")
+# How each architecture rotates pairs of q/k features (llama.cpp's llama_model_rope_type).
+_ROPE_LAYOUTS = {"llama": "interleaved", "qwen2": "neox", "qwen3": "neox"}
 
 # llama.cpp's gemma3 constants (src/llama-model.cpp, LLM_ARCH_GEMMA3 in load_hparams): they are not in the file.
 _GEMMA3_SWA_PATTERN = 6              # hparams.set_swa_pattern(6): 5 local layers, then 1 global
@@ -94,7 +104,7 @@ class LlmConfig:
     rope_base: float                   # global layers
     rope_base_local: float             # sliding-window layers
     rope_scale: float                  # linear position scale of the global layers (llama.cpp's freq_scale); 1: none
-    rope_layout: str                   # "neox": rotate (x[i], x[i + d/2]); "normal": rotate (x[2i], x[2i + 1])
+    rope_layout: str                   # "neox": rotate (x[i], x[i + d/2]); "interleaved": (x[2i], x[2i + 1])
     sliding_window: int | None         # None: no sliding-window layers
     swa_pattern: int                   # layer il is local when il % swa_pattern < swa_pattern - 1 (0: every layer)
     attn_scale: float                  # multiplies q.k (applied to q, as llama.cpp does)
@@ -102,7 +112,7 @@ class LlmConfig:
     attn_softcap: float | None         # scores -> cap * tanh(scores / cap); None: none
     final_softcap: float | None        # logits -> cap * tanh(logits / cap); None: none
     norm_offset: float                 # added to each stored RMSNorm weight (GGUF: 0, the converter added Gemma's 1)
-    activation: str                    # of the gated FFN: act(gate) * up; "gelu_tanh"
+    activation: str                    # of the gated FFN: act(gate) * up; "gelu_tanh" or "silu"
     tied_output: bool                  # the output projection is the token embedding (no output.weight)
     bos_id: int | None
     eos_id: int | None
@@ -158,8 +168,8 @@ class LlmConfig:
         # missing tensor was noticed.
         if f"blk.{cfg.n_layers - 1}.attn_q.weight" not in file.tensors:
             held = sum(1 for name in file.tensors if name.startswith("blk.") and name.endswith(".attn_q.weight"))
-            raise ModelLoadError(f"{file.path}: metadata key 'gemma3.block_count' is {cfg.n_layers}, but the file "
-                                 f"holds {held} layers' tensors")
+            raise ModelLoadError(f"{file.path}: metadata key '{cfg.architecture}.block_count' is {cfg.n_layers}, "
+                                 f"but the file holds {held} layers' tensors")
         return cfg
 
     @classmethod
@@ -173,7 +183,9 @@ class LlmConfig:
         if arch not in SUPPORTED_ARCHITECTURES:
             raise ModelLoadError(f"{source}: architecture {arch!r} is not supported by the LLM reference "
                                  f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
-        return _gemma3_config(metadata, set(tensor_names), source)
+        if arch == "gemma3":
+            return _gemma3_config(metadata, set(tensor_names), source)
+        return _llama_family_config(arch, metadata, set(tensor_names), source)
 
 
 def _get(metadata: Mapping[str, Any], key: str, kind: type, source: str, default: Any = ...) -> Any:
@@ -189,30 +201,68 @@ def _get(metadata: Mapping[str, Any], key: str, kind: type, source: str, default
     return kind(value)
 
 
-def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -> LlmConfig:
-    p = "gemma3."
+class _Hparams:
+    """Typed reads of one architecture's metadata keys (``<arch>.<key>``), errors naming the key."""
 
-    def positive(key: str, kind: type = int, default: Any = ...) -> Any:
-        value = _get(md, p + key, kind, source, default)
+    def __init__(self, arch: str, md: Mapping[str, Any], source: str) -> None:
+        self.prefix, self.md, self.source = arch + ".", md, source
+
+    def get(self, key: str, kind: type, default: Any = ...) -> Any:
+        return _get(self.md, self.prefix + key, kind, self.source, default)
+
+    def positive(self, key: str, kind: type = int, default: Any = ...) -> Any:
+        value = self.get(key, kind, default)
         if value is not None and not value > 0:
-            raise ModelLoadError(f"{source}: metadata key {p + key!r} is {value!r}, expected a positive value")
+            raise ModelLoadError(f"{self.source}: metadata key {self.prefix + key!r} is {value!r}, expected a "
+                                 "positive value")
         return value
 
+    def heads(self, n_heads: int, n_kv_heads: int, head_dim: int) -> None:
+        """Checks the attention shape the reference (and the compiled model) can run."""
+        value_length = self.positive("attention.value_length", default=head_dim)
+        if value_length != head_dim:
+            raise ModelLoadError(f"{self.source}: metadata key {self.prefix + 'attention.value_length'!r} is "
+                                 f"{value_length}, but the reference needs it equal to attention.key_length "
+                                 f"({head_dim})")
+        if n_heads % n_kv_heads:
+            raise ModelLoadError(f"{self.source}: attention.head_count {n_heads} is not a multiple of "
+                                 f"attention.head_count_kv {n_kv_heads}")
+        if head_dim % 2:
+            raise ModelLoadError(f"{self.source}: attention.key_length {head_dim} is odd; RoPE rotates pairs")
+
+    def vocab_size(self) -> int:
+        vocab = self.md.get(self.prefix + "vocab_size")
+        if vocab is None:
+            tokens = self.md.get("tokenizer.ggml.tokens")
+            if not isinstance(tokens, list):
+                raise ModelLoadError(f"{self.source}: neither metadata key {self.prefix + 'vocab_size'!r} nor "
+                                     "'tokenizer.ggml.tokens' gives the vocabulary size")
+            vocab = len(tokens)
+        return _get({"v": vocab}, "v", int, self.source)
+
+    def rope_scale(self) -> float:
+        """llama.cpp's freq_scale: 1 / rope.scaling.factor for linear scaling (1: none)."""
+        scaling = self.md.get(self.prefix + "rope.scaling.type", "none")
+        factor = self.get("rope.scaling.factor", float, default=0.0)
+        if scaling not in ("none", "linear"):
+            raise ModelLoadError(f"{self.source}: metadata key {self.prefix + 'rope.scaling.type'!r} is "
+                                 f"{scaling!r}; the reference supports 'none' and 'linear'")
+        return 1.0 / factor if scaling == "linear" and factor > 0 else 1.0
+
+    def token_id(self, key: str) -> int | None:
+        return _get(self.md, key, int, self.source, default=None)
+
+
+def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -> LlmConfig:
+    hp = _Hparams("gemma3", md, source)
+    p, positive = hp.prefix, hp.positive
     n_layers, hidden, ffn = positive("block_count"), positive("embedding_length"), positive("feed_forward_length")
     n_heads, n_kv_heads = positive("attention.head_count"), positive("attention.head_count_kv")
     head_dim = positive("attention.key_length")
-    value_length = positive("attention.value_length", default=head_dim)
-    if value_length != head_dim:
-        raise ModelLoadError(f"{source}: metadata key {p + 'attention.value_length'!r} is {value_length}, but the "
-                             f"reference needs it equal to attention.key_length ({head_dim})")
-    if n_heads % n_kv_heads:
-        raise ModelLoadError(f"{source}: attention.head_count {n_heads} is not a multiple of attention.head_count_kv "
-                             f"{n_kv_heads}")
-    if head_dim % 2:
-        raise ModelLoadError(f"{source}: attention.key_length {head_dim} is odd; RoPE rotates pairs")
+    hp.heads(n_heads, n_kv_heads, head_dim)
 
     # A missing or zero window means no sliding-window layers (llama.cpp: LLAMA_SWA_TYPE_NONE, one RoPE base).
-    window = _get(md, p + "attention.sliding_window", int, source, default=0)
+    window = hp.get("attention.sliding_window", int, default=0)
     sliding_window = window if window > 0 else None
 
     # llama.cpp ignores attention.sliding_window_pattern for gemma3 and hard-codes 6; a file that says otherwise
@@ -222,42 +272,69 @@ def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
         raise ModelLoadError(f"{source}: metadata key {p + 'attention.sliding_window_pattern'!r} is {pattern!r}, "
                              f"but llama.cpp's gemma3 uses {_GEMMA3_SWA_PATTERN} whatever the file says")
 
-    vocab = md.get(p + "vocab_size")
-    if vocab is None:
-        tokens = md.get("tokenizer.ggml.tokens")
-        if not isinstance(tokens, list):
-            raise ModelLoadError(f"{source}: neither metadata key {p + 'vocab_size'!r} nor 'tokenizer.ggml.tokens' "
-                                 "gives the vocabulary size")
-        vocab = len(tokens)
-    vocab = _get({"v": vocab}, "v", int, source)
-
-    scaling = md.get(p + "rope.scaling.type", "none")
-    factor = _get(md, p + "rope.scaling.factor", float, source, default=0.0)
-    if scaling not in ("none", "linear"):
-        raise ModelLoadError(f"{source}: metadata key {p + 'rope.scaling.type'!r} is {scaling!r}; the reference "
-                             "supports 'none' and 'linear'")
-    # llama.cpp: freq_scale = 1 / factor (0: none), applied to the global layers only (the local ones use 1).
-    rope_scale = 1.0 / factor if scaling == "linear" and factor > 0 else 1.0
-
     # No attention softcap: Gemma 3 dropped Gemma 2's, and llama.cpp's gemma3 never reads attn_logit_softcapping.
-    final_cap = _get(md, p + "final_logit_softcapping", float, source, default=0.0)
+    final_cap = hp.get("final_logit_softcapping", float, default=0.0)
     # query_pre_attn_scalar: head_dim, except the 27B's hidden / n_heads (llama.cpp's f_attention_scale).
     attn_scale = 1.0 / math.sqrt(hidden / n_heads if n_layers == _GEMMA3_27B_LAYERS else head_dim)
 
-    def token_id(key: str) -> int | None:
-        return _get(md, key, int, source, default=None)
-
     return LlmConfig(
         architecture="gemma3", n_layers=n_layers, hidden=hidden, ffn=ffn, n_heads=n_heads, n_kv_heads=n_kv_heads,
-        head_dim=head_dim, vocab_size=vocab, context_length=positive("context_length"),
+        head_dim=head_dim, vocab_size=hp.vocab_size(), context_length=positive("context_length"),
         rms_eps=positive("attention.layer_norm_rms_epsilon", float),
         rope_base=positive("rope.freq_base", float),
         rope_base_local=positive("rope.freq_base_swa", float, default=_GEMMA3_ROPE_BASE_LOCAL),
-        rope_scale=rope_scale, rope_layout="neox", sliding_window=sliding_window, swa_pattern=_GEMMA3_SWA_PATTERN,
-        attn_scale=attn_scale, embed_scale=math.sqrt(hidden),
+        rope_scale=hp.rope_scale(), rope_layout="neox", sliding_window=sliding_window,
+        swa_pattern=_GEMMA3_SWA_PATTERN, attn_scale=attn_scale, embed_scale=math.sqrt(hidden),
         attn_softcap=None, final_softcap=final_cap if final_cap > 0 else None,
         norm_offset=0.0, activation="gelu_tanh", tied_output="output.weight" not in tensor_names,
-        bos_id=token_id("tokenizer.ggml.bos_token_id"), eos_id=token_id("tokenizer.ggml.eos_token_id"),
+        bos_id=hp.token_id("tokenizer.ggml.bos_token_id"), eos_id=hp.token_id("tokenizer.ggml.eos_token_id"),
+    )
+
+
+# Per-layer tensors the llama-family blocks read ("blk.N.<name>"); a file with others (mixture-of-experts
+# routers, FFN biases, ...) needs a block this module does not build, and is refused rather than run without them.
+_LLAMA_FAMILY_LAYER_TENSORS = frozenset(
+    [f"attn_{x}.weight" for x in ("norm", "q", "k", "v", "output", "q_norm", "k_norm")]
+    + [f"attn_{x}.bias" for x in ("q", "k", "v", "output")]
+    + [f"ffn_{x}.weight" for x in ("norm", "gate", "up", "down")])
+
+
+def _llama_family_config(arch: str, md: Mapping[str, Any], tensor_names: set[str], source: str) -> LlmConfig:
+    """Llama, Qwen 2 and Qwen 3 as llama.cpp reads them (src/llama-model.cpp load_hparams): head_count_kv
+    defaults to head_count, key_length to embedding_length / head_count, rope.freq_base to 10000."""
+    hp = _Hparams(arch, md, source)
+    p, positive = hp.prefix, hp.positive
+    experts = hp.get("expert_count", int, default=0)
+    if experts:
+        raise ModelLoadError(f"{source}: metadata key {p + 'expert_count'!r} is {experts}: mixture-of-experts "
+                             "models are not supported")
+    n_layers, hidden, ffn = positive("block_count"), positive("embedding_length"), positive("feed_forward_length")
+    n_heads = positive("attention.head_count")
+    n_kv_heads = positive("attention.head_count_kv", default=n_heads)
+    if hidden % n_heads and p + "attention.key_length" not in md:
+        raise ModelLoadError(f"{source}: embedding_length {hidden} is not a multiple of attention.head_count "
+                             f"{n_heads} and metadata key {p + 'attention.key_length'!r} is missing")
+    head_dim = positive("attention.key_length", default=hidden // n_heads)
+    hp.heads(n_heads, n_kv_heads, head_dim)
+    rope_dim = positive("rope.dimension_count", default=head_dim)
+    if rope_dim != head_dim:
+        raise ModelLoadError(f"{source}: metadata key {p + 'rope.dimension_count'!r} is {rope_dim}: RoPE over part "
+                             f"of a head (attention.key_length {head_dim}) is not supported")
+    if "rope_freqs.weight" in tensor_names:
+        raise ModelLoadError(f"{source}: tensor 'rope_freqs.weight' (per-frequency RoPE factors, Llama 3.1's "
+                             "long-context scaling) is not supported")
+    for name in sorted(tensor_names):
+        if name.startswith("blk.") and name.split(".", 2)[-1] not in _LLAMA_FAMILY_LAYER_TENSORS:
+            raise ModelLoadError(f"{source}: tensor {name!r} belongs to a block rlx's {arch} model does not build")
+    return LlmConfig(
+        architecture=arch, n_layers=n_layers, hidden=hidden, ffn=ffn, n_heads=n_heads, n_kv_heads=n_kv_heads,
+        head_dim=head_dim, vocab_size=hp.vocab_size(), context_length=positive("context_length"),
+        rms_eps=positive("attention.layer_norm_rms_epsilon", float),
+        rope_base=positive("rope.freq_base", float, default=10000.0), rope_base_local=10000.0,
+        rope_scale=hp.rope_scale(), rope_layout=_ROPE_LAYOUTS[arch], sliding_window=None, swa_pattern=0,
+        attn_scale=1.0 / math.sqrt(head_dim), embed_scale=1.0, attn_softcap=None, final_softcap=None,
+        norm_offset=0.0, activation="silu", tied_output="output.weight" not in tensor_names,
+        bos_id=hp.token_id("tokenizer.ggml.bos_token_id"), eos_id=hp.token_id("tokenizer.ggml.eos_token_id"),
     )
 
 
@@ -288,6 +365,10 @@ class LayerWeights:
     w_up: np.ndarray
     w_down: np.ndarray
     post_ffn_norm: np.ndarray | None
+    bq: np.ndarray | None = None       # projection biases (Qwen 2's q, k and v; any that a file has)
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    bo: np.ndarray | None = None
 
 
 class LlmWeights:
@@ -335,6 +416,10 @@ class LlmWeights:
                 w_up=f64(b + "ffn_up.weight", (cfg.ffn, h)),
                 w_down=f64(b + "ffn_down.weight", (h, cfg.ffn)),
                 post_ffn_norm=f64(b + "post_ffw_norm.weight", (h,), required=False),
+                bq=f64(b + "attn_q.bias", (cfg.q_dim,), required=False),
+                bk=f64(b + "attn_k.bias", (cfg.kv_dim,), required=False),
+                bv=f64(b + "attn_v.bias", (cfg.kv_dim,), required=False),
+                bo=f64(b + "attn_output.bias", (h,), required=False),
             ))
         self.output_norm: np.ndarray = f64("output_norm.weight", (h,))
         embd = tensor("token_embd.weight", (cfg.vocab_size, h))
@@ -425,7 +510,8 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
 def rope(x: np.ndarray, positions: np.ndarray, base: float, scale: float = 1.0, layout: str = "neox") -> np.ndarray:
     """Rotary embedding of x [T, heads, d] at ``positions`` [T]: pair i turns by (scale * pos) * base^(-2i/d).
 
-    "neox" pairs (x[i], x[i + d/2]) (Gemma, llama.cpp's LLAMA_ROPE_TYPE_NEOX), "normal" pairs (x[2i], x[2i+1])."""
+    "neox" pairs (x[i], x[i + d/2]) (Gemma, Qwen: llama.cpp's LLAMA_ROPE_TYPE_NEOX), "interleaved" (or llama.cpp's
+    name, "normal") pairs (x[2i], x[2i+1]) (Llama: LLAMA_ROPE_TYPE_NORM)."""
     d = x.shape[-1]
     half = d // 2
     inv_freq = base ** (-np.arange(half, dtype=np.float64) * 2.0 / d)
@@ -433,10 +519,10 @@ def rope(x: np.ndarray, positions: np.ndarray, base: float, scale: float = 1.0, 
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]             # broadcast over heads
     if layout == "neox":
         a, b = x[..., :half], x[..., half:]
-    elif layout == "normal":
+    elif layout in ("interleaved", "normal"):
         a, b = x[..., 0::2], x[..., 1::2]
     else:
-        raise ValueError(f"unknown RoPE layout {layout!r} (neox, normal)")
+        raise ValueError(f"unknown RoPE layout {layout!r} (neox, interleaved)")
     ra, rb = a * cos - b * sin, a * sin + b * cos
     if layout == "neox":
         return np.concatenate([ra, rb], axis=-1)
@@ -448,6 +534,14 @@ def rope(x: np.ndarray, positions: np.ndarray, base: float, scale: float = 1.0, 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     """GELU with the tanh approximation (Gemma's ``gelu_pytorch_tanh``, llama.cpp's ggml_gelu)."""
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x) (SwiGLU's gate: Llama, Qwen), in a form that does not overflow for large |x|."""
+    return x * (0.5 * (1.0 + np.tanh(0.5 * x)))
+
+
+_ACTIVATIONS = {"gelu_tanh": gelu_tanh, "silu": silu}
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray, *, scale: float,
@@ -478,25 +572,31 @@ def _norm(x: np.ndarray, w: np.ndarray | None, cfg: LlmConfig) -> np.ndarray:
     return x if w is None else rms_norm(x, w + cfg.norm_offset, cfg.rms_eps)
 
 
+def _affine(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
+    return x @ w.T if b is None else x @ w.T + b
+
+
 def _layer(x: np.ndarray, lw: LayerWeights, cfg: LlmConfig, il: int, positions: np.ndarray) -> np.ndarray:
-    """One Gemma 3 block on the residual stream x [T, hidden]."""
+    """One block on the residual stream x [T, hidden] (the norms a file leaves out are identities)."""
     t, d = x.shape[0], cfg.head_dim
     h = rms_norm(x, lw.attn_norm + cfg.norm_offset, cfg.rms_eps)
-    q = (h @ lw.wq.T).reshape(t, cfg.n_heads, d)
-    k = (h @ lw.wk.T).reshape(t, cfg.n_kv_heads, d)
-    v = (h @ lw.wv.T).reshape(t, cfg.n_kv_heads, d)
+    q = _affine(h, lw.wq, lw.bq).reshape(t, cfg.n_heads, d)
+    k = _affine(h, lw.wk, lw.bk).reshape(t, cfg.n_kv_heads, d)
+    v = _affine(h, lw.wv, lw.bv).reshape(t, cfg.n_kv_heads, d)
     q, k = _norm(q, lw.q_norm, cfg), _norm(k, lw.k_norm, cfg)      # per head, over head_dim
     base, scale = cfg.rope_for_layer(il)
     q = rope(q, positions, base, scale, cfg.rope_layout)
     k = rope(k, positions, base, scale, cfg.rope_layout)
     a = attention(q, k, v, positions, scale=cfg.attn_scale, window=cfg.window_for_layer(il),
                   softcap=cfg.attn_softcap)
-    x = x + _norm(a.reshape(t, cfg.q_dim) @ lw.wo.T, lw.post_attn_norm, cfg)
+    x = x + _norm(_affine(a.reshape(t, cfg.q_dim), lw.wo, lw.bo), lw.post_attn_norm, cfg)
 
     h = rms_norm(x, lw.ffn_norm + cfg.norm_offset, cfg.rms_eps)
-    if cfg.activation != "gelu_tanh":
-        raise ModelLoadError(f"activation {cfg.activation!r} is not supported by the reference (gelu_tanh)")
-    f = (gelu_tanh(h @ lw.w_gate.T) * (h @ lw.w_up.T)) @ lw.w_down.T
+    act = _ACTIVATIONS.get(cfg.activation)
+    if act is None:
+        raise ModelLoadError(f"activation {cfg.activation!r} is not supported by the reference "
+                             f"({', '.join(_ACTIVATIONS)})")
+    f = (act(h @ lw.w_gate.T) * (h @ lw.w_up.T)) @ lw.w_down.T
     return x + _norm(f, lw.post_ffn_norm, cfg)
 
 

@@ -145,7 +145,7 @@ def test_config_derived_settings():
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"general.architecture": "llama"}, "architecture 'llama' is not supported"),
+    ({"general.architecture": "falcon"}, "architecture 'falcon' is not supported"),
     ({"general.architecture": None}, "'general.architecture' is missing"),
     (dict(block_count=None), "'gemma3.block_count' is missing"),
     (dict(embedding_length=None), "'gemma3.embedding_length' is missing"),
@@ -180,8 +180,8 @@ def test_config_from_gguf_errors(tmp_path):
         metadata = {key.replace("gemma3.", arch + ".", 1): value for key, value in _metadata().items()}
         return write_gguf(path, arch, metadata, {"token_embd.weight": np.zeros((embd_rows, 640), np.float32)})
 
-    with rlx.gguf.open(write(tmp_path / "llama.gguf", "llama", 1000)) as f:
-        with pytest.raises(ModelLoadError, match=r"llama\.gguf: architecture 'llama' is not supported"):
+    with rlx.gguf.open(write(tmp_path / "falcon.gguf", "falcon", 1000)) as f:
+        with pytest.raises(ModelLoadError, match=r"falcon\.gguf: architecture 'falcon' is not supported"):
             LlmConfig.from_gguf(f)
     with rlx.gguf.open(write(tmp_path / "bad.gguf", "gemma3", 999)) as f:
         with pytest.raises(ModelLoadError, match=r"'token_embd.weight' has shape \(999, 640\), expected"):

@@ -92,3 +92,67 @@ def write_tiny_gemma(path: Path, seed: int = 0, *, hidden: int = HIDDEN, ffn: in
     projections = {name: projections_format for name in tensors
                    if projections_format and name.startswith("blk.") and not name.endswith("norm.weight")}
     return write_gguf(path, "gemma3", metadata, tensors, quantize=projections)
+
+
+# The llama-family blocks write_tiny_decoder adds per architecture, as llama.cpp reads them:
+# Qwen 2's q/k/v biases, Qwen 3's per-head q/k norms (none for Llama).
+_FAMILY_EXTRAS = {"llama": (), "qwen2": ("bias",), "qwen3": ("qk_norm",)}
+
+
+def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HIDDEN, ffn: int = FFN,
+                       heads: int = 4, kv_heads: int = 2, head_dim: int | None = None, layers: int = LAYERS,
+                       rope_base: float = 10000.0, tied: bool = True, output_bias: bool = False,
+                       projections_format: str | None = "q8_0") -> Path:
+    """A tiny random model of a llama-family architecture ("llama", "qwen2", "qwen3") with the vocabulary
+    of write_tiny_gemma. head_dim None: hidden / heads, written as no attention.key_length (llama.cpp's
+    default); otherwise written. tied False writes an output.weight of its own; output_bias adds an
+    attn_output.bias (llama.cpp reads one where a llama file has it)."""
+    extras = _FAMILY_EXTRAS[arch]
+    tokens, scores, types = _vocabulary()
+    vocab = len(tokens)
+    rng = np.random.default_rng(seed)
+    hd = head_dim or hidden // heads
+
+    def w(*shape: int, scale: float = 0.08) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    embd = w(vocab, hidden, scale=0.15)
+    embd[len(_SPECIAL):len(_SPECIAL) + 256] *= 0.1
+    tensors = {"token_embd.weight": embd, "output_norm.weight": (1.0 + w(hidden, scale=0.2))}
+    if not tied:
+        tensors["output.weight"] = w(vocab, hidden, scale=0.15)
+    for il in range(layers):
+        p = f"blk.{il}."
+        tensors.update({
+            p + "attn_norm.weight": 1.0 + w(hidden, scale=0.2),
+            p + "attn_q.weight": w(heads * hd, hidden, scale=0.25), p + "attn_k.weight": w(kv_heads * hd, hidden,
+                                                                                         scale=0.25),
+            p + "attn_v.weight": w(kv_heads * hd, hidden), p + "attn_output.weight": w(hidden, heads * hd),
+            p + "ffn_norm.weight": 1.0 + w(hidden, scale=0.2),
+            p + "ffn_gate.weight": w(ffn, hidden), p + "ffn_up.weight": w(ffn, hidden),
+            p + "ffn_down.weight": w(hidden, ffn),
+        })
+        if "bias" in extras:
+            tensors.update({p + "attn_q.bias": w(heads * hd, scale=0.5), p + "attn_k.bias": w(kv_heads * hd, scale=0.5),
+                            p + "attn_v.bias": w(kv_heads * hd, scale=0.5)})
+        if "qk_norm" in extras:
+            tensors.update({p + "attn_q_norm.weight": 1.0 + w(hd, scale=0.2),
+                            p + "attn_k_norm.weight": 1.0 + w(hd, scale=0.2)})
+        if output_bias:
+            tensors[p + "attn_output.bias"] = w(hidden, scale=0.5)
+    metadata = {
+        f"{arch}.context_length": CONTEXT, f"{arch}.embedding_length": hidden, f"{arch}.block_count": layers,
+        f"{arch}.feed_forward_length": ffn, f"{arch}.attention.head_count": heads,
+        f"{arch}.attention.head_count_kv": kv_heads, f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
+        f"{arch}.rope.freq_base": float(rope_base), f"{arch}.rope.dimension_count": hd,
+        "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
+        "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
+        "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.padding_token_id": 0,
+    }
+    if head_dim is not None:
+        metadata[f"{arch}.attention.key_length"] = head_dim
+        metadata[f"{arch}.attention.value_length"] = head_dim
+    projections = {name: projections_format for name in tensors
+                   if projections_format and name.startswith("blk.") and name.endswith(".weight")
+                   and not name.endswith("norm.weight")}
+    return write_gguf(path, arch, metadata, tensors, quantize=projections)
