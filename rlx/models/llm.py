@@ -38,6 +38,7 @@ from rlx.arg_types import is_integer
 from rlx.errors import InputError, ModelLoadError, UnsupportedOpError
 from rlx.ir.graph import Graph, Node
 from rlx.ir.ops.topk import MAX_K
+from rlx.models.chat_template import ChatTemplate, template_for
 from rlx.reference.llm import LlmConfig
 
 DEFAULT_MAX_CONTEXT = 2048
@@ -782,50 +783,32 @@ class LLM:
             return sampler.pick(result, history)
         return sampler.pick_top(*result)
 
-    def chat(self, messages: Sequence[Mapping[str, str]], keep_context: bool = False,
+    def chat_template(self, name: str | None = None) -> ChatTemplate:
+        """The chat template ``name`` (rlx.models.chat_template.TEMPLATES), else
+        the file's (tokenizer.chat_template), else the architecture's default."""
+        return template_for(self.file.metadata, self.config.architecture, name)
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, str]], template: str | None = None) -> str:
+        """The conversation as the chat template renders it, the assistant's turn open."""
+        return self.chat_template(template).render(messages)
+
+    def chat(self, messages: Sequence[Mapping[str, str]], keep_context: bool = False, template: str | None = None,
              **kwargs: Any) -> Iterator[str]:
         """generate() on the conversation ({"role": "user" | "assistant" |
-        "system", "content": ...} dicts) in the model's chat template.
+        "system", "content": ...} dicts) in the model's chat template (or
+        ``template``, a name from rlx.models.chat_template.TEMPLATES).
         keep_context: ``messages`` are the conversation's new turns, appended
         to the cached context (the model's last reply, closed with its end
         of turn, is already there) instead of rendering the whole
         conversation again."""
-        prompt = chat_prompt(self.config.architecture, messages)
+        chat = self.chat_template(template)
+        prompt = chat.render(messages)
         if keep_context and self.position > 0:
             # The reply's end of turn (the unfed token generate stopped at, or
-            # written here when it stopped early), then the template's newline.
+            # written here when it stopped early), then what separates turns.
             closed = self._unfed is not None and self.tokenizer.is_eog(self._unfed)
-            prompt = ("" if closed else "<end_of_turn>") + "\n" + prompt
+            prompt = ("" if closed else chat.end_of_turn) + chat.after_turn + prompt
         return self.generate(prompt, add_bos=True, keep_context=keep_context, **kwargs)
-
-
-def chat_prompt(architecture: str, messages: Sequence[Mapping[str, str]]) -> str:
-    """The conversation as the model's chat template renders it, ending
-    with the model's turn open. Gemma's template (the one Gemma 3 files
-    ship, written out: this GGUF has no tokenizer.chat_template key):
-    turns in <start_of_turn>role ... <end_of_turn>, the assistant's role
-    named "model", a system message prepended to the first user turn."""
-    if architecture != "gemma3":
-        raise UnsupportedOpError(f"no chat template for architecture {architecture!r}")
-    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
-        raise InputError(f"chat: messages must be a list of {{'role': ..., 'content': ...}} dicts, "
-                         f"got {type(messages).__name__}")
-    out, system = [], ""
-    for m in messages:
-        if not isinstance(m, Mapping):
-            raise InputError(f"chat: each message must be a dict with 'role' and 'content', got {type(m).__name__}")
-        role, content = m.get("role"), m.get("content", "")
-        if not isinstance(content, str):
-            raise InputError(f"chat: a message's content must be a string, got {type(content).__name__}")
-        if role == "system":
-            system += content + "\n\n"
-            continue
-        if role not in ("user", "assistant"):
-            raise InputError(f"chat: role must be system, user or assistant, got {role!r}")
-        if role == "user" and system:
-            content, system = system + content, ""
-        out.append(f"<start_of_turn>{'model' if role == 'assistant' else 'user'}\n{content}<end_of_turn>\n")
-    return "".join(out) + "<start_of_turn>model\n"
 
 
 def _progress_reporter(progress: bool | Callable[[int, int], None] | None, total: int,

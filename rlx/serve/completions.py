@@ -63,10 +63,8 @@ class CompletionRoutes:
 
     def _tokenize(self, req: GenerationRequest) -> list[int]:
         if req.chat:
-            from rlx.models.llm import chat_prompt
-
             try:
-                prompt = chat_prompt(self.llm.config.architecture, req.messages)
+                prompt = self.llm.chat_prompt(req.messages)
             except (InputError, UnsupportedOpError) as e:
                 raise ApiError(str(e), param="messages", code="invalid_value") from None
         else:
