@@ -26,8 +26,10 @@ a byte lacks its ``<0xXX>`` token, gets ``engine="python"``: llama.cpp's own loo
 (``llm_tokenizer_spm_session``) in Python, exact on all of the above too, 22 ms for that prompt and 0.14 s
 to build.
 
-Only ``tokenizer.ggml.model == "llama"`` is supported; other models ("gpt2" BPE with merges, "bert",
-"t5", ...) raise ``ModelLoadError`` naming the model, and a missing or malformed key raises
+``tokenizer.ggml.model == "gpt2"`` (byte-level BPE with ranked merges: Llama 3, Qwen, SmolLM) takes
+rlx.tokenizer_bpe's engine, the same ``tokenizers`` package fed the merges and the pre-tokenizer that
+``tokenizer.ggml.pre`` names, behind the same special-token partition and decoding rules. Other models
+("bert", "t5", ...) raise ``ModelLoadError`` naming the model, and a missing or malformed key raises
 ``ModelLoadError`` naming the key.
 """
 
@@ -45,6 +47,7 @@ from rlx.errors import ConfigError, InputError, ModelLoadError
 from rlx.gguf import GGUFFile
 from rlx.gguf import open as gguf_open
 from rlx.text_input import require_text
+from rlx.tokenizer_bpe import BpeEngine, PreTokenizer, byte_decode, clean_spaces, pre_tokenizer
 from rlx.tokenizer_merges import merge_table
 
 __all__ = ["Tokenizer", "TokenAttr", "StreamDecoder"]
@@ -90,17 +93,19 @@ _K = "tokenizer.ggml."
 
 
 class Tokenizer:
-    """A SentencePiece-style (llama.cpp "llama"/SPM) tokenizer whose ids equal llama.cpp's.
+    """A llama.cpp tokenizer whose ids equal llama.cpp's: SentencePiece-style ("llama"/SPM), or byte-level
+    BPE ("gpt2") when built with ``bpe=(merges, pre-tokenizer)``.
 
     Build it with ``from_gguf`` or ``from_metadata``; the constructor takes the decoded vocabulary.
-    Tokens are looked up by their exact text; ``scores`` rank the merges (higher merges first).
+    Tokens are looked up by their exact text; for SPM ``scores`` rank the merges (higher merges first).
     """
 
     def __init__(self, tokens: Sequence[str], scores: Sequence[float] | None = None,
                  token_types: Sequence[int] | None = None, *, bos_id: int | None = 1, eos_id: int | None = 2,
                  unk_id: int | None = 0, pad_id: int | None = None, eot_id: int | None = None,
                  add_bos: bool = True, add_eos: bool = False, add_space_prefix: bool = True,
-                 engine: Engine = "auto", source: str = "tokenizer") -> None:
+                 engine: Engine = "auto", source: str = "tokenizer",
+                 bpe: tuple[Sequence[str], PreTokenizer] | None = None) -> None:
         n = len(tokens)
         if n == 0:
             raise ModelLoadError(f"{source}: {_K}tokens is empty")
@@ -178,6 +183,19 @@ class Tokenizer:
         self._placeholders: dict[int, str] = {}
         if engine not in ("auto", "tokenizers", "python"):
             raise ConfigError(f"engine must be 'auto', 'tokenizers' or 'python', got {engine!r}")
+        # Byte-level BPE ("gpt2"): its own tokenizers pipeline, no space prefix, bytes from the byte alphabet.
+        self.model: str = "llama" if bpe is None else "gpt2"
+        self._byte_level: BpeEngine | None = None
+        self._clean_spaces = False
+        if bpe is not None:
+            if engine == "python":
+                raise ConfigError(f"{source}: the python engine is SentencePiece's; a gpt2 vocabulary takes "
+                                  "tokenizers")
+            merges, pre = bpe
+            self._byte_level = BpeEngine(self._tokens, self._to_id, merges, pre, source)
+            self._clean_spaces = pre.clean_spaces
+            self.engine = "tokenizers"
+            return
         if engine != "python":
             built = self._build_bpe()
             if not isinstance(built, str):
@@ -243,9 +261,9 @@ class Tokenizer:
             raise ModelLoadError(f"{source}: no {_K}model key: the file carries no tokenizer")
         if not isinstance(model, str):
             raise ModelLoadError(f"{source}: {_K}model must be a string, got {type(model).__name__}")
-        if model != "llama":
-            raise ModelLoadError(f"{source}: {_K}model is {model!r}; only 'llama' (SentencePiece) tokenizers are "
-                                 "supported")
+        if model not in ("llama", "gpt2"):
+            raise ModelLoadError(f"{source}: {_K}model is {model!r}; the supported tokenizers are 'llama' "
+                                 "(SentencePiece) and 'gpt2' (byte-level BPE)")
         tokens = _list(metadata, "tokens", str, source, required=True)
         n = len(tokens)
         scores = _list(metadata, "scores", (int, float), source, at_least=n)
@@ -263,6 +281,18 @@ class Tokenizer:
                 raise ModelLoadError(f"{source}: {_K}{key} must be a bool, got {value!r}")
             return value
 
+        if model == "gpt2":
+            # llama.cpp's BPE defaults: BOS and EOS 11, no UNK, no space prefix, add_bos as the pre-tokenizer says.
+            pre = metadata.get(_K + "pre")
+            pre = pre_tokenizer(pre if isinstance(pre, str) else None, source)
+            merges = _list(metadata, "merges", str, source)
+            if merges is None:
+                raise ModelLoadError(f"{source}: no {_K}merges key: a gpt2 tokenizer needs its merges")
+            return cls(tokens, scores, types, bos_id=ident("bos_token_id", 11), eos_id=ident("eos_token_id", 11),
+                       unk_id=ident("unknown_token_id", None), pad_id=ident("padding_token_id", None),
+                       eot_id=ident("eot_token_id", None), add_bos=flag("add_bos_token", pre.add_bos),
+                       add_eos=flag("add_eos_token", False), add_space_prefix=flag("add_space_prefix", False),
+                       engine=engine, source=source, bpe=(merges, pre))
         return cls(tokens, scores, types, bos_id=ident("bos_token_id", 1), eos_id=ident("eos_token_id", 2),
                    unk_id=ident("unknown_token_id", 0), pad_id=ident("padding_token_id", None),
                    eot_id=ident("eot_token_id", None), add_bos=flag("add_bos_token", True),
@@ -301,7 +331,8 @@ class Tokenizer:
         return self.vocab_size
 
     def __repr__(self) -> str:
-        return f"Tokenizer(llama/SPM, {self.vocab_size} tokens, bos={self.bos_id}, eos={self.eos_id})"
+        kind = "llama/SPM" if self._byte_level is None else "gpt2/BPE"
+        return f"Tokenizer({kind}, {self.vocab_size} tokens, bos={self.bos_id}, eos={self.eos_id})"
 
     def _check(self, token_id: int) -> int:
         if not 0 <= token_id < self.vocab_size:
@@ -328,6 +359,14 @@ class Tokenizer:
                 raise InputError("add_bos=True, but the vocabulary has no BOS token")
             out.append(self.bos_id)
         frags = self._partition(text, parse_special) if text else []
+        if self._byte_level is not None:
+            for frag in frags:
+                out.extend((frag,) if isinstance(frag, int) else self._byte_level.encode(frag))
+            if eos:
+                if self.eos_id is None:
+                    raise InputError("add_eos=True, but the vocabulary has no EOS token")
+                out.append(self.eos_id)
+            return out
         prev_special = True   # a space prefix goes before the first text and before text after a special token
         for k, frag in enumerate(frags):
             if isinstance(frag, str):
@@ -470,7 +509,8 @@ class Tokenizer:
         if attr & _USER_DEFINED:
             return self._tokens[token_id].encode()
         if attr & _NORMAL:
-            return self._tokens[token_id].replace(_SPACE, " ").encode()
+            text = self._tokens[token_id]
+            return byte_decode(text) if self._byte_level is not None else text.replace(_SPACE, " ").encode()
         if attr & _BYTE:
             return bytes((self._byte_of[token_id],))
         return b""
@@ -478,7 +518,8 @@ class Tokenizer:
     def decode_bytes(self, ids: Iterable[int], *, special: bool = False) -> bytes:
         """The bytes of ``ids`` (llama.cpp's ``llama_detokenize`` with remove_special=False,
         unparse_special=``special``): the pieces joined, and, where the vocabulary adds a space prefix, one
-        leading space of the first piece removed."""
+        leading space of the first piece removed; a BPE vocabulary whose pre-tokenizer asks for it then drops
+        spaces before punctuation and contractions as llama.cpp does (tokenizer_bpe.clean_spaces)."""
         out = bytearray()
         first = True
         for i in ids:
@@ -488,7 +529,7 @@ class Tokenizer:
                     piece = piece[1:]
                 first = False
             out += piece
-        return bytes(out)
+        return clean_spaces(bytes(out)) if self._clean_spaces else bytes(out)
 
     def decode(self, ids: Iterable[int], *, special: bool = False) -> str:
         """The text of ``ids``: ``decode_bytes`` as UTF-8, with U+FFFD for incomplete or invalid sequences.
@@ -508,7 +549,8 @@ class StreamDecoder:
 
     A character split over byte tokens (an emoji, a rare CJK character) comes out whole with the token that
     ends it, never as U+FFFD halves; the concatenated outputs of ``push`` and ``flush`` equal
-    ``Tokenizer.decode`` of all the ids.
+    ``Tokenizer.decode`` of all the ids (except for the clean-up of spaces that some BPE vocabularies' decode
+    does on the whole text: the stream gives the pieces as they are, as llama.cpp's token_to_piece does).
     """
 
     def __init__(self, tokenizer: Tokenizer, *, special: bool = False) -> None:

@@ -212,6 +212,29 @@ def test_compiled_greedy_generation_matches_the_oracle(compiled):
     assert ref.agrees_with(out), (out, ref.tokens)
 
 
+def test_a_qwen2_file_with_a_byte_level_bpe_vocabulary(tmp_path):
+    """A "gpt2" tokenizer (tiny_bpe) in a Qwen 2 file: the chat template's control tokens become single ids,
+    greedy generation follows the oracle, and the text streamed equals the decoded ids' pieces."""
+    from rlx.models.llm import LLM
+
+    from . import tiny_bpe
+
+    meta = tiny_bpe.metadata(tiny_bpe.vocabulary(), "qwen2")
+    path = write_tiny_decoder(tmp_path / "qwen2-bpe.gguf", "qwen2", seed=3, tokenizer=meta)
+    llm = LLM(path, max_context=128)
+    assert llm.tokenizer.model == "gpt2" and not llm.tokenizer.add_bos
+    prompt = llm.chat_prompt([{"role": "user", "content": "Hello world"}])
+    ids = llm.tokenizer.encode(prompt)
+    start = llm.tokenizer.token_to_id("<|im_start|>")
+    assert ids[0] == start and ids.count(start) == 2
+    text = "".join(llm.generate(ids, max_tokens=10))
+    out = [int(llm.prefill(ids, "token"))]
+    while len(out) < llm.stats.generated_tokens:
+        out.append(int(llm.step(out[-1], "token")))
+    assert text == b"".join(llm.tokenizer.token_to_piece(i) for i in out).decode("utf-8", errors="replace")
+    assert reference_generate(str(path), ids, 10, stop_at_eos=True).agrees_with(out)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-fixture"]:
         write_fixture()

@@ -372,9 +372,9 @@ def test_another_tokenizer_model_is_refused(tmp_path):
     from rlx.errors import ModelLoadError
     from rlx.tokenizer import Tokenizer
 
-    path = _write_gguf(tmp_path / "gpt2.gguf", {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a", "b"],
-                                                "tokenizer.ggml.merges": ["a b"]})
-    with pytest.raises(ModelLoadError, match=r"gpt2\.gguf: tokenizer\.ggml\.model is 'gpt2'; only 'llama'"):
+    path = _write_gguf(tmp_path / "t5.gguf", {"tokenizer.ggml.model": "t5", "tokenizer.ggml.tokens": ["a", "b"]})
+    with pytest.raises(ModelLoadError, match=r"t5\.gguf: tokenizer\.ggml\.model is 't5'; the supported tokenizers "
+                                             r"are 'llama' \(SentencePiece\) and 'gpt2'"):
         Tokenizer.from_gguf(path)
 
 

@@ -102,14 +102,18 @@ _FAMILY_EXTRAS = {"llama": (), "qwen2": ("bias",), "qwen3": ("qk_norm",)}
 def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HIDDEN, ffn: int = FFN,
                        heads: int = 4, kv_heads: int = 2, head_dim: int | None = None, layers: int = LAYERS,
                        rope_base: float = 10000.0, tied: bool = True, output_bias: bool = False,
-                       projections_format: str | None = "q8_0") -> Path:
+                       projections_format: str | None = "q8_0", tokenizer: dict | None = None) -> Path:
     """A tiny random model of a llama-family architecture ("llama", "qwen2", "qwen3") with the vocabulary
     of write_tiny_gemma. head_dim None: hidden / heads, written as no attention.key_length (llama.cpp's
     default); otherwise written. tied False writes an output.weight of its own; output_bias adds an
-    attn_output.bias (llama.cpp reads one where a llama file has it)."""
+    attn_output.bias (llama.cpp reads one where a llama file has it). tokenizer: the tokenizer.ggml.* metadata
+    of another vocabulary (tests/models/tiny_bpe.py metadata()) in place of the SPM one."""
     extras = _FAMILY_EXTRAS[arch]
     tokens, scores, types = _vocabulary()
-    vocab = len(tokens)
+    spm = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
+           "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
+           "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.padding_token_id": 0}
+    vocab = len((tokenizer or spm)["tokenizer.ggml.tokens"])
     rng = np.random.default_rng(seed)
     hd = head_dim or hidden // heads
 
@@ -117,7 +121,8 @@ def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HI
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
     embd = w(vocab, hidden, scale=0.15)
-    embd[len(_SPECIAL):len(_SPECIAL) + 256] *= 0.1
+    if tokenizer is None:
+        embd[len(_SPECIAL):len(_SPECIAL) + 256] *= 0.1
     tensors = {"token_embd.weight": embd, "output_norm.weight": (1.0 + w(hidden, scale=0.2))}
     if not tied:
         tensors["output.weight"] = w(vocab, hidden, scale=0.15)
@@ -144,10 +149,7 @@ def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HI
         f"{arch}.context_length": CONTEXT, f"{arch}.embedding_length": hidden, f"{arch}.block_count": layers,
         f"{arch}.feed_forward_length": ffn, f"{arch}.attention.head_count": heads,
         f"{arch}.attention.head_count_kv": kv_heads, f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
-        f"{arch}.rope.freq_base": float(rope_base), f"{arch}.rope.dimension_count": hd,
-        "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
-        "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
-        "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.padding_token_id": 0,
+        f"{arch}.rope.freq_base": float(rope_base), f"{arch}.rope.dimension_count": hd, **(tokenizer or spm),
     }
     if head_dim is not None:
         metadata[f"{arch}.attention.key_length"] = head_dim
