@@ -103,6 +103,11 @@ class Node:
         return f"%{self.id} = {self.op}({args}) : {self.type}{tail}"
 
 
+def _factors(f: Any) -> Any:
+    """rope's freq_factors as a tuple (attributes are hashable); the op's check names anything else."""
+    return tuple(f) if isinstance(f, (list, tuple, np.ndarray)) else f
+
+
 def _ref(x: Any) -> str:
     return f"%{x.id}" if isinstance(x, Node) else f"<not a node: {type(x).__name__}>"
 
@@ -496,7 +501,7 @@ class Graph:
     def rmsnorm_rope(self, x: Node, positions: Node, weight: Node, eps: float = 1e-6, add_one: bool = False,
                      base: float = 10000.0, layout: str = "neox", rotary_dim: int | None = None,
                      weight_b: Node | None = None, weight_b_from: int | None = None, *,
-                     name: str | None = None) -> Node:
+                     freq_factors: Sequence[float] | None = None, name: str | None = None) -> Node:
         """rope(rmsnorm(x, weight), positions) in one kernel: the per-head
         query/key norm over D, then RoPE (see ``rope``). With weight_b, the
         heads from weight_b_from on are normed by it instead (a query's and
@@ -504,7 +509,7 @@ class Graph:
         inputs = (x, positions, weight) if weight_b is None else (x, positions, weight, weight_b)
         extra = {} if weight_b is None else {"weight_b_from": weight_b_from}
         return self.op("rmsnorm_rope", inputs, eps=eps, add_one=add_one, base=base, layout=layout,
-                       rotary_dim=rotary_dim, name=name, **extra)
+                       rotary_dim=rotary_dim, freq_factors=_factors(freq_factors), name=name, **extra)
 
     def linear(self, x: Node, weight: Node, bias: Node | None = None, activation: str | None = None,
                transpose_b: bool = True, *, name: str | None = None) -> Node:
@@ -529,11 +534,14 @@ class Graph:
         return self.op("concat", tuple(xs), axis=axis, name=name)
 
     def rope(self, x: Node, positions: Node, base: float = 10000.0, layout: str = "neox",
-             rotary_dim: int | None = None, *, name: str | None = None) -> Node:
+             rotary_dim: int | None = None, *, freq_factors: Sequence[float] | None = None,
+             name: str | None = None) -> Node:
         """Rotary position embedding of x [..., T, H, D] at int32 positions
         [T] or [B, T]; layout "neox" (half-split) or "interleaved"; only the
-        first rotary_dim (default D) features rotate."""
-        return self.op("rope", (x, positions), base=base, layout=layout, rotary_dim=rotary_dim, name=name)
+        first rotary_dim (default D) features rotate; freq_factors (one a
+        rotated pair) divide the pairs' frequencies (Llama 3's rope_freqs)."""
+        return self.op("rope", (x, positions), base=base, layout=layout, rotary_dim=rotary_dim,
+                       freq_factors=_factors(freq_factors), name=name)
 
     def attention(self, q: Node, k: Node, v: Node, mask: Node | None = None, causal: bool = False,
                   scale: float | None = None, softcap: float | None = None, window: int | None = None, *,

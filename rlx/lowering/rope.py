@@ -1,7 +1,7 @@
 """Lowering of RoPE (shaders/rope.h) and its params packer. The kernel
 reads x through strides with a contiguous feature axis, so head slices of a
 packed QKV tensor cost no copy; the inv_freq table is one resident value per
-(base, rotary_dim) per compile."""
+(base, rotary_dim, freq_factors) per compile."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rlx.runtime.views import RESIDENT, View
 
 # inv_freq tables, one per (base, rotary_dim) per compile: rope nodes of every
 # layer share one resident table.
-_TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple[float, int], View]] = weakref.WeakKeyDictionary()
+_TABLES: weakref.WeakKeyDictionary[Lowering, dict[tuple, View]] = weakref.WeakKeyDictionary()
 
 
 def rope_params(node: Node, n: int, per_row: int, t: int, h: int, d: int, half: int, interleaved: bool,
@@ -31,12 +31,14 @@ def rope_params(node: Node, n: int, per_row: int, t: int, h: int, d: int, half: 
     return struct.pack("<16I", *P.u32_fields(node, fields))
 
 
-def _inv_freq_table(lw: Lowering, base: float, rotary_dim: int) -> View:
+def _inv_freq_table(lw: Lowering, node: Node) -> View:
     tables = _TABLES.setdefault(lw, {})
-    key = (float(base), int(rotary_dim))
+    base, rotary_dim, factors = node.attrs["base"], node.attrs["rotary_dim"], node.attrs.get("freq_factors")
+    key = (float(base), int(rotary_dim), factors)
     if key not in tables:
-        value = rope_inv_freq(base, rotary_dim)
-        name = f"rope_inv_freq(base={key[0]:g}, rotary_dim={key[1]})"
+        value = rope_inv_freq(base, rotary_dim, factors)
+        scaled = "" if factors is None else f", freq_factors={len(tables)}"
+        name = f"rope_inv_freq(base={key[0]:g}, rotary_dim={key[1]}{scaled})"
         storage = lw.new_storage(f"constant:{name}", value.nbytes, RESIDENT)
         lw.resident.append(ResidentTensor(storage, value, name))
         tables[key] = View.dense(storage, f32, value.shape)
@@ -96,7 +98,7 @@ def _rope(lw: Lowering, node: Node) -> View:
     out = lw.new_value(node)
     n = r.rows * r.per_row
     if n:
-        table = _inv_freq_table(lw, node.attrs["base"], node.attrs["rotary_dim"])
+        table = _inv_freq_table(lw, node)
         lw.dispatch(repr(node), f"rope_{float_suffix(node, node.dtype)}",
                     [(r.x, "r"), (r.pos, "r"), (table, "r"), (out, "w")], r.params(node, n, out),
                     lw.target.elementwise_grid(n), Work("unary"))
@@ -110,7 +112,7 @@ def _rmsnorm_rope(lw: Lowering, node: Node) -> View:
     w_b = lw.dense(node.inputs[3], at_start=True) if len(node.inputs) == 4 else w
     out = lw.new_value(node)
     if r.rows and r.d:
-        table = _inv_freq_table(lw, node.attrs["base"], node.attrs["rotary_dim"])
+        table = _inv_freq_table(lw, node)
         params = r.params(node, r.rows, out)
         # RmsNormRopeParams: RopeParams with add_one in its last word, then eps and weight_b_from.
         params = params[:-4] + struct.pack("<I f 3I", int(node.attrs["add_one"]), node.attrs["eps"],

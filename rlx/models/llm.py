@@ -125,9 +125,6 @@ def default_kv_dtype(device: str) -> str:
 
 
 def _check_supported(cfg: LlmConfig) -> None:
-    if cfg.rope_scale != 1.0:
-        raise UnsupportedOpError(f"{cfg.architecture}: RoPE position scaling {cfg.rope_scale} is not supported "
-                                 "by the compiled model (the float64 reference has it)")
     if cfg.activation not in ("gelu_tanh", "silu"):
         raise UnsupportedOpError(f"{cfg.architecture}: FFN activation {cfg.activation!r} is not supported")
 
@@ -148,6 +145,17 @@ class _GraphBuilder:
         if t is None:
             raise ModelLoadError(f"tensor {name!r} is missing from the model file")
         return g.param(name, t.shape, t.dtype)
+
+    def rope_factors(self, il: int) -> tuple[float, ...] | None:
+        """Layer il's RoPE frequency divisors: the file's rope_freqs (Llama 3.1+) and a linear position
+        scale s (as 1 / s on every pair) folded into one table, or None where there is neither."""
+        _, scale = self.cfg.rope_for_layer(il)
+        freqs = self.weights.get("rope_freqs.weight")
+        if freqs is None and scale == 1.0:
+            return None
+        half = self.cfg.head_dim // 2
+        factors = np.ones(half, np.float64) if freqs is None else freqs.numpy().astype(np.float64).reshape(half)
+        return tuple(float(f) for f in factors / scale)
 
     def project(self, g: Graph, x: Node, name: str) -> Node:
         """x @ W^T for the weight ``<name>.weight``, plus ``<name>.bias`` where the file has one."""
@@ -259,8 +267,9 @@ class _GraphBuilder:
             v = g.reshape(self.project(g, h, p + "attn_v"), (t, nkv, hd))
             q, k = self.norm(g, q, p + "attn_q_norm.weight"), self.norm(g, k, p + "attn_k_norm.weight")
             base, _ = cfg.rope_for_layer(il)
-            q = g.rope(q, positions, base=base, layout=cfg.rope_layout)
-            k = g.rope(k, positions, base=base, layout=cfg.rope_layout)
+            factors = self.rope_factors(il)
+            q = g.rope(q, positions, base=base, layout=cfg.rope_layout, freq_factors=factors)
+            k = g.rope(k, positions, base=base, layout=cfg.rope_layout, freq_factors=factors)
             rows, kv = self.layout.rows[il], self.layout.dtype
             k_state, v_state = caches[il]
             if extend:

@@ -302,7 +302,7 @@ def _match_rmsnorm_rope(node: Node, m: _Matcher) -> Match | None:
     (x, w), n, r = norm.inputs, norm.attrs, node.attrs
     return "rmsnorm_rope", [norm], lambda mapped, g: g.rmsnorm_rope(
         mapped(x), mapped(positions), mapped(w), eps=n["eps"], add_one=n["add_one"], base=r["base"],
-        layout=r["layout"], rotary_dim=r["rotary_dim"])
+        layout=r["layout"], rotary_dim=r["rotary_dim"], freq_factors=r.get("freq_factors"))
 
 
 def _windowed_signal(node: Node, m: _Matcher) -> tuple[Node, Node] | None:

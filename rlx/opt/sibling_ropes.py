@@ -12,7 +12,7 @@ original reads its heads of the result back as a narrow: one kernel launch
 less per layer, which a GPU decode step pays in latency.
 
 A pair merges only when it is exactly that: the same positions node and
-attributes (eps, add_one, base, layout, rotary_dim), one weight each (a
+attributes (eps, add_one, base, layout, rotary_dim, freq_factors), one weight each (a
 param or input), x of
 rank 3 read from a rank-2 projection's last axis, the two ranges adjacent,
 and neither node a graph output. Everything else is left alone.
@@ -26,7 +26,7 @@ from rlx.ir.graph import Graph, Node
 from rlx.opt.rewrite import rebuild
 
 CAPABILITY = "sibling_ropes"   # a target capability (rlx/runtime/target.py), after the siblings pass
-_SAME = ("eps", "add_one", "base", "layout", "rotary_dim")
+_SAME = ("eps", "add_one", "base", "layout", "rotary_dim", "freq_factors")
 
 
 @dataclass

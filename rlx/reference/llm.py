@@ -31,7 +31,8 @@ Conventions (each checked against llama.cpp; tests/models/test_llm_reference.py)
   (x[2i], x[2i + 1]) (llama.cpp's LLAMA_ROPE_TYPE_NORM: its converter permuted q and k
   for that), the Qwens the halves. Qwen 2 adds biases to q, k and v; Qwen 3 norms q and k
   per head as Gemma 3 does. Any of them may carry q/k/v/output biases (llama.cpp reads
-  them where the file has them).
+  them where the file has them). A file's ``rope_freqs.weight`` (Llama 3.1 and later) divides
+  each pair's RoPE frequency on every layer, as llama.cpp's freq_factors do.
 
     cfg = LlmConfig.from_gguf(f)                 # f: an open rlx.gguf.GGUFFile
     logits = reference_logits(f, tokens)         # float64 [T, vocab]
@@ -320,9 +321,6 @@ def _llama_family_config(arch: str, md: Mapping[str, Any], tensor_names: set[str
     if rope_dim != head_dim:
         raise ModelLoadError(f"{source}: metadata key {p + 'rope.dimension_count'!r} is {rope_dim}: RoPE over part "
                              f"of a head (attention.key_length {head_dim}) is not supported")
-    if "rope_freqs.weight" in tensor_names:
-        raise ModelLoadError(f"{source}: tensor 'rope_freqs.weight' (per-frequency RoPE factors, Llama 3.1's "
-                             "long-context scaling) is not supported")
     for name in sorted(tensor_names):
         if name.startswith("blk.") and name.split(".", 2)[-1] not in _LLAMA_FAMILY_LAYER_TENSORS:
             raise ModelLoadError(f"{source}: tensor {name!r} belongs to a block rlx's {arch} model does not build")
@@ -422,6 +420,8 @@ class LlmWeights:
                 bo=f64(b + "attn_output.bias", (h,), required=False),
             ))
         self.output_norm: np.ndarray = f64("output_norm.weight", (h,))
+        # Per-pair RoPE frequency divisors, every layer (Llama 3.1+'s long-context scaling), where the file has them.
+        self.rope_freqs: np.ndarray | None = f64("rope_freqs.weight", (d // 2,), required=False)
         embd = tensor("token_embd.weight", (cfg.vocab_size, h))
         self._embd = _RawMatrix(embd)
         out = embd if cfg.tied_output else tensor("output.weight", (cfg.vocab_size, h))
@@ -507,14 +507,18 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def rope(x: np.ndarray, positions: np.ndarray, base: float, scale: float = 1.0, layout: str = "neox") -> np.ndarray:
-    """Rotary embedding of x [T, heads, d] at ``positions`` [T]: pair i turns by (scale * pos) * base^(-2i/d).
+def rope(x: np.ndarray, positions: np.ndarray, base: float, scale: float = 1.0, layout: str = "neox",
+         factors: np.ndarray | None = None) -> np.ndarray:
+    """Rotary embedding of x [T, heads, d] at ``positions`` [T]: pair i turns by (scale * pos) * base^(-2i/d),
+    divided by factors[i] where given (llama.cpp's rope_freqs: Llama 3's long-context factors).
 
     "neox" pairs (x[i], x[i + d/2]) (Gemma, Qwen: llama.cpp's LLAMA_ROPE_TYPE_NEOX), "interleaved" (or llama.cpp's
     name, "normal") pairs (x[2i], x[2i+1]) (Llama: LLAMA_ROPE_TYPE_NORM)."""
     d = x.shape[-1]
     half = d // 2
     inv_freq = base ** (-np.arange(half, dtype=np.float64) * 2.0 / d)
+    if factors is not None:
+        inv_freq = inv_freq / np.asarray(factors, np.float64)
     angle = (scale * np.asarray(positions, np.float64))[:, None] * inv_freq     # [T, half]
     cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]             # broadcast over heads
     if layout == "neox":
@@ -576,7 +580,8 @@ def _affine(x: np.ndarray, w: np.ndarray, b: np.ndarray | None) -> np.ndarray:
     return x @ w.T if b is None else x @ w.T + b
 
 
-def _layer(x: np.ndarray, lw: LayerWeights, cfg: LlmConfig, il: int, positions: np.ndarray) -> np.ndarray:
+def _layer(x: np.ndarray, lw: LayerWeights, cfg: LlmConfig, il: int, positions: np.ndarray,
+           rope_freqs: np.ndarray | None = None) -> np.ndarray:
     """One block on the residual stream x [T, hidden] (the norms a file leaves out are identities)."""
     t, d = x.shape[0], cfg.head_dim
     h = rms_norm(x, lw.attn_norm + cfg.norm_offset, cfg.rms_eps)
@@ -585,8 +590,8 @@ def _layer(x: np.ndarray, lw: LayerWeights, cfg: LlmConfig, il: int, positions: 
     v = _affine(h, lw.wv, lw.bv).reshape(t, cfg.n_kv_heads, d)
     q, k = _norm(q, lw.q_norm, cfg), _norm(k, lw.k_norm, cfg)      # per head, over head_dim
     base, scale = cfg.rope_for_layer(il)
-    q = rope(q, positions, base, scale, cfg.rope_layout)
-    k = rope(k, positions, base, scale, cfg.rope_layout)
+    q = rope(q, positions, base, scale, cfg.rope_layout, rope_freqs)
+    k = rope(k, positions, base, scale, cfg.rope_layout, rope_freqs)
     a = attention(q, k, v, positions, scale=cfg.attn_scale, window=cfg.window_for_layer(il),
                   softcap=cfg.attn_softcap)
     x = x + _norm(_affine(a.reshape(t, cfg.q_dim), lw.wo, lw.bo), lw.post_attn_norm, cfg)
@@ -618,7 +623,7 @@ def final_hidden(weights: LlmWeights, tokens: Sequence[int]) -> np.ndarray:
     positions = np.arange(ids.size, dtype=np.int64)
     x = weights.embed(ids) * cfg.embed_scale
     for il, lw in enumerate(weights.layers):
-        x = _layer(x, lw, cfg, il, positions)
+        x = _layer(x, lw, cfg, il, positions, weights.rope_freqs)
     return rms_norm(x, weights.output_norm + cfg.norm_offset, cfg.rms_eps)
 
 

@@ -21,7 +21,7 @@ def rope(xs: list[np.ndarray], attrs: dict, out: TensorType) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     rd = int(attrs["rotary_dim"])
     half = rd // 2
-    inv = rope_inv_freq(attrs["base"], rd)
+    inv = rope_inv_freq(attrs["base"], rd, attrs.get("freq_factors"))
     # positions [T] or [B, T] -> angle [..., T, 1, half] as float32 (one rounding, as the kernel).
     angle = (np.asarray(pos).astype(np.float32)[..., None] * inv).astype(np.float32)
     angle = angle.astype(np.float64)[..., None, :]

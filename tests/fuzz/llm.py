@@ -1,6 +1,8 @@
-"""Random tiny Gemma 3 models: rlx.models.llm.LLM built from a GGUF file of
-random shape and settings, its teacher-forced logits against the float64
-oracle (rlx.reference.llm) on the same file.
+"""Random tiny decoder models: rlx.models.llm.LLM built from a GGUF file of
+random shape and settings (Gemma 3, or of the same shape Llama, Qwen 2 or
+Qwen 3: tied or untied output, an attention-output bias, Llama 3's
+rope_freqs; linear RoPE scaling on some Gemma files), its teacher-forced
+logits against the float64 oracle (rlx.reference.llm) on the same file.
 
 ``llm_case(seed)`` is a pure function of its seed: hidden and FFN widths,
 1-8 query heads over 1-8 KV heads (grouped or not), head dims 8 to 256
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.models.tiny_llm import write_tiny_gemma
+from tests.models.tiny_llm import write_tiny_decoder, write_tiny_gemma
 
 from .ops import repro_command
 
@@ -65,6 +67,15 @@ def llm_case(seed: int) -> LlmCase:
                   projections_format="q8_0" if quantized else None)
     if quantized and (config["heads"] * config["head_dim"]) % 32:
         config["projections_format"] = None   # attn_output's rows would not be whole blocks
+    if rng.random() < 0.2:
+        config["rope_linear_factor"] = float(rng.choice([2.0, 8.0]))   # Gemma: the global layers' scaling
+    # Half the cases a llama-family model of the same shape (its own blocks in place of Gemma's settings).
+    arch = str(rng.choice(["gemma3", "gemma3", "llama", "qwen2", "qwen3"]))
+    if arch != "gemma3":
+        for key in ("sliding_window", "rope_base_local", "final_softcap"):
+            del config[key]
+        config.update(arch=arch, tied=bool(rng.random() < 0.5), output_bias=bool(rng.random() < 0.3),
+                      rope_freqs=arch == "llama" and bool(rng.random() < 0.5))
     context = int(rng.choice([32, 64, 128]))
     n = int(rng.integers(1, context))
     ids = [2] + [int(t) for t in rng.integers(6, 326, n - 1)]   # <bos>, then words and bytes (tiny_llm's vocabulary)
@@ -89,7 +100,10 @@ def check_llm_case(case: LlmCase) -> str | None:
     from rlx.reference import llm as reference
 
     with tempfile.TemporaryDirectory() as folder:
-        path = write_tiny_gemma(Path(folder) / "model.gguf", seed=case.seed, **case.config)
+        config = dict(case.config)
+        arch = config.pop("arch", "gemma3")
+        path = (write_tiny_gemma(Path(folder) / "model.gguf", seed=case.seed, **config) if arch == "gemma3"
+                else write_tiny_decoder(Path(folder) / "model.gguf", arch, seed=case.seed, **config))
         one = LLM(path, max_context=case.context)
         got = one.logits(case.ids)
         try:

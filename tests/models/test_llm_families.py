@@ -33,10 +33,12 @@ else:   # run as a script (--write-fixture)
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "llama_family_logits.npz"
 COMMAND = ".venv/bin/python tests/models/test_llm_families.py --write-fixture"
 # One model a case: GQA everywhere (4 query heads, 2 kv heads); Llama with an untied output and an
-# attention-output bias, Qwen 2 with its q/k/v biases, Qwen 3 with q/k norms and a head_dim that is not
-# hidden / heads (so q's width differs from the residual's).
+# attention-output bias; Llama 3 style RoPE (a rope_freqs tensor, base 500000) with linear scaling;
+# Qwen 2 with its q/k/v biases; Qwen 3 with q/k norms and a head_dim that is not hidden / heads (so q's
+# width differs from the residual's).
 CASES = {
     "llama": dict(arch="llama", tied=False, output_bias=True),
+    "llama3": dict(arch="llama", rope_base=500000.0, rope_freqs=True, rope_linear_factor=2.0),
     "qwen2": dict(arch="qwen2"),
     "qwen3": dict(arch="qwen3", head_dim=24),
 }
@@ -131,7 +133,6 @@ def test_llama_defaults():
 @pytest.mark.parametrize("changes, tensors, message", [
     (dict(expert_count=8), (), "'llama.expert_count' is 8: mixture-of-experts"),
     (dict(rope__dimension_count=64), (), "'llama.rope.dimension_count' is 64: RoPE over part of a head"),
-    ({}, ("rope_freqs.weight",), "'rope_freqs.weight' (per-frequency RoPE factors"),
     ({}, ("blk.0.ffn_gate_inp.weight",), "'blk.0.ffn_gate_inp.weight' belongs to a block"),
     (dict(attention__layer_norm_rms_epsilon=None), (), "'llama.attention.layer_norm_rms_epsilon' is missing"),
     (dict(attention__head_count=30), (), "not a multiple of attention.head_count 30 and metadata key"),

@@ -102,12 +102,15 @@ _FAMILY_EXTRAS = {"llama": (), "qwen2": ("bias",), "qwen3": ("qk_norm",)}
 def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HIDDEN, ffn: int = FFN,
                        heads: int = 4, kv_heads: int = 2, head_dim: int | None = None, layers: int = LAYERS,
                        rope_base: float = 10000.0, tied: bool = True, output_bias: bool = False,
-                       projections_format: str | None = "q8_0", tokenizer: dict | None = None) -> Path:
+                       projections_format: str | None = "q8_0", tokenizer: dict | None = None,
+                       rope_freqs: bool = False, rope_linear_factor: float = 0.0) -> Path:
     """A tiny random model of a llama-family architecture ("llama", "qwen2", "qwen3") with the vocabulary
     of write_tiny_gemma. head_dim None: hidden / heads, written as no attention.key_length (llama.cpp's
     default); otherwise written. tied False writes an output.weight of its own; output_bias adds an
     attn_output.bias (llama.cpp reads one where a llama file has it). tokenizer: the tokenizer.ggml.* metadata
-    of another vocabulary (tests/models/tiny_bpe.py metadata()) in place of the SPM one."""
+    of another vocabulary (tests/models/tiny_bpe.py metadata()) in place of the SPM one. rope_freqs: a
+    rope_freqs.weight of per-pair frequency divisors, as Llama 3.1+ files carry (1 for the fast pairs, up to
+    8 for the slow ones); rope_linear_factor: linear RoPE scaling by that factor."""
     extras = _FAMILY_EXTRAS[arch]
     tokens, scores, types = _vocabulary()
     spm = {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
@@ -126,6 +129,8 @@ def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HI
     tensors = {"token_embd.weight": embd, "output_norm.weight": (1.0 + w(hidden, scale=0.2))}
     if not tied:
         tensors["output.weight"] = w(vocab, hidden, scale=0.15)
+    if rope_freqs:
+        tensors["rope_freqs.weight"] = np.geomspace(1.0, 8.0, hd // 2).astype(np.float32)
     for il in range(layers):
         p = f"blk.{il}."
         tensors.update({
@@ -151,6 +156,9 @@ def write_tiny_decoder(path: Path, arch: str, seed: int = 0, *, hidden: int = HI
         f"{arch}.attention.head_count_kv": kv_heads, f"{arch}.attention.layer_norm_rms_epsilon": 1e-5,
         f"{arch}.rope.freq_base": float(rope_base), f"{arch}.rope.dimension_count": hd, **(tokenizer or spm),
     }
+    if rope_linear_factor:
+        metadata[f"{arch}.rope.scaling.type"] = "linear"
+        metadata[f"{arch}.rope.scaling.factor"] = float(rope_linear_factor)
     if head_dim is not None:
         metadata[f"{arch}.attention.key_length"] = head_dim
         metadata[f"{arch}.attention.value_length"] = head_dim

@@ -145,7 +145,55 @@ def test_rope_ir_errors():
     with pytest.raises(GraphError, match="unknown attribute"):
         g.op("rope", (x, pos), theta=1.0)
     node = g.rope(x, pos)
-    assert node.attrs == {"base": 10000.0, "layout": "neox", "rotary_dim": 8}
+    assert node.attrs == {"base": 10000.0, "layout": "neox", "rotary_dim": 8, "freq_factors": None}
+    for bad, match in (([1.0, 2.0, 3.0], "must be 4 finite positive"), ([1.0, 0.0, 1.0, 1.0], "finite positive"),
+                       ([1.0, float("nan"), 1.0, 1.0], "finite positive"), (["a", 1, 1, 1], "sequence of numbers"),
+                       (3.0, "sequence of numbers")):
+        with pytest.raises(GraphError, match=match):
+            g.rope(x, pos, freq_factors=bad)
+    assert g.rope(x, pos, freq_factors=np.array([1, 2, 4, 8])).attrs["freq_factors"] == (1.0, 2.0, 4.0, 8.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["neox", "interleaved"])
+@pytest.mark.parametrize("rotary_dim", [None, 16])
+def test_rope_freq_factors(rng, dtype, layout, rotary_dim):
+    """Per-pair frequency divisors (Llama 3's rope_freqs; a linear scale as 1 / s) against the reference,
+    the reference against the float64 angle pos * base^(-2i/rd) / f[i], and two factor tables in one graph
+    (each rope reads its own)."""
+    d, rd = 32, rotary_dim or 32
+    f1 = tuple(float(v) for v in rng.uniform(0.5, 8.0, rd // 2))
+    f2 = tuple(1.0 / 4.0 for _ in range(rd // 2))
+    g = rlx.Graph()
+    x = g.input("x", (1, 6, 2, d), dtype)
+    pos = g.input("pos", (6,), "i32")
+    kw = dict(base=500000.0, layout=layout, rotary_dim=rotary_dim)
+    g.set_outputs(a=g.rope(x, pos, freq_factors=f1, **kw), b=g.rope(x, pos, freq_factors=f2, **kw),
+                  c=g.rope(x, pos, **kw))
+    ins = {"x": _rand(rng, (1, 6, 2, d), dtype), "pos": rng.integers(0, 9000, (6,)).astype(np.int32)}
+    assert_matches_reference(g, ins)
+    ref = rlx.run_reference(g, ins)
+    xs = ins["x"].astype(np.float64)
+    for name, factors in (("a", f1), ("b", f2)):
+        inv = 500000.0 ** (-2.0 * np.arange(rd // 2) / rd) / np.asarray(factors)
+        ang = ins["pos"].astype(np.float64)[:, None, None] * inv
+        a, b = (xs[..., :rd // 2], xs[..., rd // 2:rd]) if layout == "neox" else (xs[..., 0:rd:2], xs[..., 1:rd:2])
+        want = a * np.cos(ang) - b * np.sin(ang)
+        got = ref[name][..., :rd // 2] if layout == "neox" else ref[name][..., 0:rd:2]
+        np.testing.assert_allclose(got.astype(np.float64), want, rtol=0, atol=2e-3 * np.abs(xs).max())
+
+
+def test_fused_rmsnorm_rope_keeps_the_freq_factors(rng):
+    """rmsnorm then rope with factors fuses into rmsnorm_rope carrying them (one kernel, the reference's
+    result)."""
+    factors = tuple(float(v) for v in rng.uniform(0.5, 4.0, 16))
+    g = _rmsnorm_rope_graph((5, 3, 32), (5,), "f32", False, False, base=1e4, freq_factors=factors)
+    ins = {"x": _rand(rng, (5, 3, 32), "f32"), "pos": rng.integers(0, 3000, (5,)).astype(np.int32)}
+    exe, _ = assert_matches_reference(g, ins, {"w": _rand(rng, (32,), "f32")})
+    assert _kernels(exe) == ["rmsnorm_rope_f32"]
+    plain = _rmsnorm_rope_graph((5, 3, 32), (5,), "f32", False, False, base=1e4)
+    w = {"w": _rand(rng, (32,), "f32")}
+    assert not np.allclose(rlx.run_reference(g, ins, w)["y"], rlx.run_reference(plain, ins, w)["y"])
 
 
 # ---------------------------------------------------------------- rmsnorm + RoPE (per-head q/k norms)

@@ -5,7 +5,10 @@ rope(x, positions): x [T, H, D] or [B, T, H, D] float, positions int32 [T]
   rotary_dim) for i < rotary_dim / 2, angle = position * inv_freq[i]; the pair
   (a, b) = (x[i], x[i + rotary_dim/2]) ("neox") or (x[2i], x[2i+1])
   ("interleaved") becomes (a cos - b sin, a sin + b cos). Features at and
-  past rotary_dim pass through unchanged.
+  past rotary_dim pass through unchanged. freq_factors (rotary_dim / 2
+  positive floats, or None) divide inv_freq per pair: Llama 3's long-context
+  factors (llama.cpp's rope_freqs), and a linear position scale s as 1 / s
+  for every pair.
 
 rmsnorm_rope(x, positions, weight) = rope(rmsnorm(x, weight), positions):
   the per-head query/key norm (over D) of Gemma 3, Qwen 3 and the like, and
@@ -27,15 +30,19 @@ from rlx.ir.ops.common import _attrs, _bool, _float, _float_type, _int, _number,
 
 ROPE_LAYOUTS = ("neox", "interleaved")
 
-def rope_inv_freq(base: float, rotary_dim: int) -> np.ndarray:
-    """inv_freq[i] = base ** (-2i / rotary_dim) for i < rotary_dim / 2, in
-    float64 rounded once to float32: the table the kernel reads and the
-    reference multiplies by, so both compute the same float32 angle."""
+def rope_inv_freq(base: float, rotary_dim: int, freq_factors: tuple[float, ...] | None = None) -> np.ndarray:
+    """inv_freq[i] = base ** (-2i / rotary_dim) / freq_factors[i] for i <
+    rotary_dim / 2, in float64 rounded once to float32: the table the kernel
+    reads and the reference multiplies by, so both compute the same float32
+    angle."""
     i = np.arange(rotary_dim // 2, dtype=np.float64)
-    return (float(base) ** (-2.0 * i / rotary_dim)).astype(np.float32)
+    inv = float(base) ** (-2.0 * i / rotary_dim)
+    if freq_factors is not None:
+        inv = inv / np.asarray(freq_factors, np.float64)
+    return inv.astype(np.float32)
 
 def _infer_rope(types: list[TensorType], attrs: dict) -> TensorType:
-    _attrs("rope", attrs, {"base": 10000.0, "layout": "neox", "rotary_dim": None})
+    _attrs("rope", attrs, {"base": 10000.0, "layout": "neox", "rotary_dim": None, "freq_factors": None})
     x, pos = types
     _float_type("rope", x, "x")
     if x.rank not in (3, 4):
@@ -56,6 +63,16 @@ def _infer_rope(types: list[TensorType], attrs: dict) -> TensorType:
     if rd <= 0 or rd % 2 or rd > d:
         raise ShapeError(f"rope: rotary_dim must be even, > 0 and <= D={d} for x {x.shape!r}, got {rd}")
     attrs["rotary_dim"] = rd
+    factors = attrs["freq_factors"]
+    if factors is not None:
+        try:
+            factors = tuple(float(f) for f in factors)
+        except (TypeError, ValueError):
+            raise GraphError(f"rope: freq_factors must be a sequence of numbers, got {factors!r}") from None
+        if len(factors) != rd // 2 or not all(np.isfinite(f) and f > 0 for f in factors):
+            raise GraphError(f"rope: freq_factors must be {rd // 2} finite positive numbers (one a rotated "
+                             f"pair), got {len(factors)}")
+        attrs["freq_factors"] = factors
     return x
 
 
