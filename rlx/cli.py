@@ -17,7 +17,7 @@ import numpy as np
 
 import rlx
 from rlx import env
-from rlx.errors import RlxError
+from rlx.errors import RlxError, UnsupportedOpError
 
 
 def _build_details() -> dict:
@@ -405,8 +405,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     n_prompt = len(llm.tokenizer.encode(args.prompt))
     if n_prompt > 256:
         print(f"[prefill: {n_prompt} prompt tokens ...]", file=sys.stderr, flush=True)
-    stream = (llm.chat([{"role": "user", "content": args.prompt}], **kwargs) if args.chat
-              else llm.generate(args.prompt, **kwargs))
+    stream = (llm.chat([{"role": "user", "content": args.prompt}], template=args.chat_template, **kwargs)
+              if args.chat or args.chat_template else llm.generate(args.prompt, **kwargs))
     try:
         for piece in stream:
             sys.stdout.write(piece)
@@ -535,7 +535,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          max_wait_ms=args.max_wait_ms, max_queue=args.max_queue, max_inputs=args.max_inputs,
                          max_chars=args.max_chars, max_batch_tokens=args.max_batch_tokens or None,
                          llm_name=args.llm_name or _llm_id(args.llm), max_tokens=args.max_tokens,
-                         max_gen_queue=args.max_gen_queue)
+                         max_gen_queue=args.max_gen_queue, chat_template=args.chat_template)
     served, model, llm = [], None, None
     t0 = time.perf_counter()
     if embed:
@@ -557,12 +557,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
             for temperature in (0.0, 1.0):
                 for _ in llm.generate("warm up", max_tokens=2, temperature=temperature, seed=0):
                     pass
+        try:
+            chat = llm.chat_template(config.chat_template).name
+        except UnsupportedOpError as e:   # completions still serve; chat requests answer 400 with this
+            chat = "none"
+            print(f"rlx serve: warning: {e}", file=sys.stderr)
         served.append(f"generation {config.llm_name!r} ({llm.path.name}, {llm.config.n_layers} layers, "
-                      f"context {llm.max_context})")
+                      f"context {llm.max_context}, chat template {chat})")
     print(f"rlx serve: loaded in {time.perf_counter() - t0:.1f} s; serving {'; '.join(served)} "
           f"on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
     uvicorn.run(create_app(model, config, llm), host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _chat_template_arg(p: argparse.ArgumentParser) -> None:
+    from rlx.models.chat_template import TEMPLATES
+
+    p.add_argument("--chat-template", default=None, choices=list(TEMPLATES), metavar="NAME",
+                   help="chat template in place of the model's own (implies --chat for generate): "
+                        + ", ".join(TEMPLATES))
 
 
 def _llm_id(llm: str | None) -> str:
@@ -660,6 +673,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="tokens a generation request may ask for, and the default (default 2048)")
     p.add_argument("--max-gen-queue", type=int, default=64,
                    help="generation requests waiting for the LLM before 429 (default 64)")
+    _chat_template_arg(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--device", default="cpu", help="cpu (default), cuda, metal")
@@ -739,6 +753,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", action="append", help="a stop string (repeatable)")
     p.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
+    _chat_template_arg(p)
     p.set_defaults(fn=cmd_generate)
     p = sub.add_parser("splat", help="3D Gaussian Splatting: splat render SCENE.ply --camera CAMS -o DIR")
     ssub = p.add_subparsers(dest="action", required=True)

@@ -64,7 +64,7 @@ class CompletionRoutes:
     def _tokenize(self, req: GenerationRequest) -> list[int]:
         if req.chat:
             try:
-                prompt = self.llm.chat_prompt(req.messages)
+                prompt = self.llm.chat_prompt(req.messages, self.config.chat_template)
             except (InputError, UnsupportedOpError) as e:
                 raise ApiError(str(e), param="messages", code="invalid_value") from None
         else:

@@ -60,6 +60,7 @@ class ServeConfig:
     max_tokens: int = 2048         # tokens one request may ask for (more: 400); also the default
     max_gen_queue: int = 64        # generations waiting for the LLM (not counting the running one) before 429
     max_prompt_chars: int = 262144   # characters of a prompt (all messages) before it is tokenized (more: 413)
+    chat_template: str | None = None   # a name from rlx.models.chat_template.TEMPLATES; None: the model's own
 
     def __post_init__(self) -> None:
         for name in ("max_batch", "max_queue", "max_inputs", "max_chars", "max_body_bytes", "max_tokens",
@@ -74,6 +75,12 @@ class ServeConfig:
             raise ConfigError(f"max_wait_ms must be a finite number >= 0, got {self.max_wait_ms!r}")
         if not self.model_name or not self.llm_name:
             raise ConfigError("model_name and llm_name must not be empty")
+        if self.chat_template is not None:
+            from rlx.models.chat_template import TEMPLATES
+
+            if self.chat_template not in TEMPLATES:
+                raise ConfigError(f"chat_template must be one of {', '.join(TEMPLATES)} (or None), got "
+                                  f"{self.chat_template!r}")
 
 
 @dataclass(frozen=True)

@@ -193,6 +193,22 @@ def test_chat_on_a_qwen2_file_continues_the_conversation(tmp_path):
     assert reply == llm.tokenizer.decode(llm.context[len(before) - 4:len(before) + 1])
 
 
+def test_cli_and_server_take_a_template_by_name(tmp_path, capsys):
+    from rlx.cli import main
+    from rlx.errors import ConfigError
+    from rlx.serve.limits import ServeConfig
+
+    from .tiny_llm import write_tiny_decoder
+
+    path = write_tiny_decoder(tmp_path / "llama.gguf", "llama")
+    assert main(["generate", "the quick fox", "--model", str(path), "--max-tokens", "3", "--max-context", "256",
+                 "--chat-template", "llama3"]) == 0
+    assert "prompt tokens" in capsys.readouterr().err
+    assert ServeConfig(chat_template="phi3").chat_template == "phi3"
+    with pytest.raises(ConfigError, match="chat_template must be one of"):
+        ServeConfig(chat_template="vicuna")
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-fixture"]:
         write_fixture()
