@@ -4,8 +4,11 @@
 // each is kept, in TSC cycles a weight row, with the largest difference of
 // their outputs. For kernel changes smaller than the shared VM's drift
 // between two benchmark processes (benchmarks/README.md, "CPU, session 50").
-// The blocks are random bytes after an f16 scale at offset 0 (q4_0, q5_0,
-// q8_0: BLOCK_BYTES 18, 22, 34).
+// The blocks are random bytes with small f16 scales where the format keeps
+// them: at offset 0 for the 32-element formats (q4_0, q5_0, q8_0:
+// BLOCK_BYTES 18, 22, 34); d and dmin at 0 and 2 for q4_k / q5_k (144,
+// 176), d at 208 for q6_k (210), d and dmin at 80 and 82 for q2_k (84), d
+// at 108 for q3_k (110): those are blocks of 256 elements.
 //
 // Build: gcc -O2 -mf16c benchmarks/quant_gemv_ab.c -o /tmp/quant_gemv_ab -ldl
 // Run:   /tmp/quant_gemv_ab OLD.so NEW.so rlx_k_gemv1_q5_0_f32__avx512vnni N K BLOCK_BYTES [COPIES]
@@ -45,14 +48,27 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    const size_t row_bytes = (size_t)(k / 32u) * block_bytes, matrix = row_bytes * n;
+    // f16 scale offsets of the K-quants' 256-element blocks (-1: none).
+    int scale_at[2] = {0, -1};
+    unsigned block_elems = 32u;
+    switch (block_bytes) {
+        case 144: case 176: scale_at[1] = 2; block_elems = 256u; break;
+        case 210: scale_at[0] = 208; block_elems = 256u; break;
+        case 84: scale_at[0] = 80, scale_at[1] = 82; block_elems = 256u; break;
+        case 110: scale_at[0] = 108; block_elems = 256u; break;
+        default: break;
+    }
+    const size_t row_bytes = (size_t)(k / block_elems) * block_bytes, matrix = row_bytes * n;
     uint8_t *w = aligned_alloc(64, (matrix * copies + 63) / 64 * 64 + 64);
     srand(1);
     for (size_t b = 0; b < matrix * copies / block_bytes; ++b) {
         uint8_t *blk = w + b * block_bytes;
-        const uint16_t d = _cvtss_sh(0.01f + (float)(rand() % 100) * 1e-4f, 0);
-        memcpy(blk, &d, sizeof d);
-        for (unsigned t = 2; t < block_bytes; ++t) blk[t] = (uint8_t)rand();
+        for (unsigned t = 0; t < block_bytes; ++t) blk[t] = (uint8_t)rand();
+        for (int s = 0; s < 2; ++s) {
+            if (scale_at[s] < 0) continue;
+            const uint16_t d = _cvtss_sh(0.01f + (float)(rand() % 100) * 1e-4f, 0);
+            memcpy(blk + scale_at[s], &d, sizeof d);
+        }
     }
     float *x = malloc(k * sizeof(float)), *y[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
     for (unsigned i = 0; i < k; ++i) x[i] = (float)((rand() % 2001) - 1000) * 1e-3f;
