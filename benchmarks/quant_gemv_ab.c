@@ -10,6 +10,12 @@
 // 176), d at 208 for q6_k (210), d and dmin at 80 and 82 for q2_k (84), d
 // at 108 for q3_k (110): those are blocks of 256 elements.
 //
+// Control first: OLD.so against a copy of itself (another path, so that it
+// loads twice) must time equal. In session 51 the second library loaded ran
+// 11-14% slower whichever it was, until the kernels' per-thread x scratch
+// (csrc/host_heap_buffer.h) started on a 64-byte line: with malloc's
+// alignment its vectors straddled cache lines wherever it happened to land.
+//
 // Build: gcc -O2 -mf16c benchmarks/quant_gemv_ab.c -o /tmp/quant_gemv_ab -ldl
 // Run:   /tmp/quant_gemv_ab OLD.so NEW.so rlx_k_gemv1_q5_0_f32__avx512vnni N K BLOCK_BYTES [COPIES]
 //        (COPIES distinct weight matrices a timed run: 8 of 1024 x 640 q5_0 are 3.6 MB, past L2)

@@ -4,11 +4,16 @@
 // libstdc++'s always_inline allocator members then fail to inline into the
 // pragma's functions (GCC 13: "target specific option mismatch"). Its
 // members only call malloc's family: any level's copy of them runs anywhere.
+// The array starts on a 64-byte line: the forms read it in 64-byte vectors
+// (x's 16-bit and 8-bit pieces), and from malloc's 16-byte alignment three
+// loads in four straddled two cache lines (the AVX-512 VNNI q4_k GEMV 12%
+// slower a row, by where a thread's buffer happened to land; session 51).
 #ifndef RLX_HOST_HEAP_BUFFER_H
 #define RLX_HOST_HEAP_BUFFER_H
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 template <typename T> struct RlxHeapBuffer {
     T *p = nullptr;
@@ -19,9 +24,11 @@ template <typename T> struct RlxHeapBuffer {
     ~RlxHeapBuffer() { free(p); }
     bool reserve(size_t count) {   // false: out of memory (the old contents are kept)
         if (count <= n) return true;
-        T *q = (T *)realloc(p, count * sizeof(T));
-        if (!q) return false;
-        p = q, n = count;
+        void *q = nullptr;
+        if (posix_memalign(&q, 64, count * sizeof(T)) != 0) return false;
+        if (p) memcpy(q, p, n * sizeof(T));
+        free(p);
+        p = (T *)q, n = count;
         return true;
     }
     T *data() { return p; }
