@@ -46,3 +46,15 @@ def write_gguf(path: Path, arch: str, metadata: Mapping[str, Any],
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def changed_metadata(md: dict[str, Any], arch: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """md with ``changes`` applied (a value of None deletes the key): keys under "general." or
+    "tokenizer." as given, others under "<arch>." with "__" for each dot (attention__head_count)."""
+    for key, value in changes.items():
+        full = key if key.startswith(("general.", "tokenizer.")) else f"{arch}." + key.replace("__", ".")
+        if value is None:
+            md.pop(full, None)
+        else:
+            md[full] = value
+    return md

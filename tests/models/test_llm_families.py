@@ -25,9 +25,11 @@ from rlx.errors import ModelLoadError
 from rlx.reference.llm import LlmConfig, reference_generate, reference_logits
 
 if __package__:
+    from .gguf_writer import changed_metadata
     from .tiny_llm import write_tiny_decoder
 else:   # run as a script (--write-fixture)
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.models.gguf_writer import changed_metadata
     from tests.models.tiny_llm import write_tiny_decoder
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "llama_family_logits.npz"
@@ -111,13 +113,7 @@ def _llama_metadata(**changes) -> dict:
     md = {"general.architecture": "llama", "llama.context_length": 4096, "llama.embedding_length": 4096,
           "llama.block_count": 32, "llama.feed_forward_length": 11008, "llama.attention.head_count": 32,
           "llama.attention.layer_norm_rms_epsilon": 1e-5, "tokenizer.ggml.tokens": ["t"] * 32000}
-    for key, value in changes.items():
-        full = key if key.startswith(("general.", "tokenizer.")) else "llama." + key.replace("__", ".")
-        if value is None:
-            md.pop(full, None)
-        else:
-            md[full] = value
-    return md
+    return changed_metadata(md, "llama", changes)
 
 
 def test_llama_defaults():

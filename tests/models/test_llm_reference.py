@@ -97,13 +97,9 @@ def _metadata(**changes) -> dict:
         "gemma3.attention.head_count_kv": 1, "tokenizer.ggml.tokens": ["t"] * 1000,
         "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
     }
-    for key, value in changes.items():
-        full = key if key.startswith(("general.", "tokenizer.")) else "gemma3." + key.replace("__", ".")
-        if value is None:
-            md.pop(full, None)
-        else:
-            md[full] = value
-    return md
+    from .gguf_writer import changed_metadata
+
+    return changed_metadata(md, "gemma3", changes)
 
 
 def test_config_from_real_file(gemma_path):
