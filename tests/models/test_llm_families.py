@@ -232,6 +232,25 @@ def test_a_qwen2_file_with_a_byte_level_bpe_vocabulary(tmp_path):
     assert reference_generate(str(path), ids, 10, stop_at_eos=True).agrees_with(out)
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3"])
+def test_the_zero_weight_stand_in_loads_and_decodes(tmp_path, arch):
+    """benchmarks/gpu/llama_stand_in.py (the GPU decode-speed file) at a small size: a model rlx loads, with
+    its architecture's blocks, that prefills and decodes (zero weights: every logit 0, argmax 0)."""
+    import importlib.util
+
+    from rlx.models.llm import LLM
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "llama_stand_in.py"
+    spec = importlib.util.spec_from_file_location("llama_stand_in", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = module.write_stand_in(tmp_path / "s.gguf", arch, hidden=256, layers=2, ffn=512, heads=4, kv_heads=2,
+                                 vocab=1024)
+    llm = LLM(path, max_context=64)
+    assert (llm.config.architecture, llm.config.n_layers, llm.config.head_dim) == (arch, 2, 64)
+    assert int(llm.prefill(list(range(2, 20)), output="token")) == 0 and int(llm.step(5, output="token")) == 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-fixture"]:
         write_fixture()
