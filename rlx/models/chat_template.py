@@ -160,7 +160,7 @@ TEMPLATES: dict[str, ChatTemplate] = {t.name: t for t in (
 )}
 
 # Architectures whose files may carry no template, and the one their models were tuned with.
-_ARCHITECTURE_DEFAULTS = {"gemma3": "gemma"}
+_ARCHITECTURE_DEFAULTS = {"gemma3": "gemma", "gemma2": "gemma"}
 _DEFAULT = "chatml"   # llama.cpp's, for a model without a template
 
 

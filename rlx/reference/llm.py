@@ -1,4 +1,4 @@
-"""The float64 oracle of decoder-only LLM inference from a GGUF file (Gemma 3, Llama, Qwen 2 and Qwen 3).
+"""The float64 oracle of decoder-only LLM inference from a GGUF file (Gemma 3 and 2, Llama, Qwen 2 and 3).
 
 Every compiled LLM path is checked against this module: a teacher-forced
 forward pass in float64 over the dequantized weights (``gguf.quants``, the
@@ -24,6 +24,9 @@ Conventions (each checked against llama.cpp; tests/models/test_llm_reference.py)
 * Layer il is sliding-window ("local") when il % 6 < 5 (llama.cpp's ``set_swa_pattern(6)``):
   its RoPE base is 10000 and a query at position p sees keys at p - window < k <= p.
   Every 6th layer is global: RoPE base ``rope.freq_base``, full causal attention.
+* Gemma 2 ("gemma2"): Gemma 3's blocks without the q/k norms; every other layer (il % 2 == 0)
+  sliding-window, one RoPE base for all layers; scores capped by 50 tanh(s / 50) and the logits
+  by 30 tanh(l / 30) unless the file says otherwise (llama.cpp's defaults).
 * Llama ("llama": Llama 1-3, Mistral, TinyLlama and the other files llama.cpp loads as
   llama), Qwen 2 ("qwen2") and Qwen 3 ("qwen3"), as llama.cpp builds them: pre-norm
   blocks with no post norms and no embedding scale, SwiGLU (silu(gate) * up), causal GQA
@@ -63,7 +66,7 @@ __all__ = [
     "reference_logits", "rms_norm", "rope", "silu",
 ]
 
-SUPPORTED_ARCHITECTURES = ("gemma3", "llama", "qwen2", "qwen3")
+SUPPORTED_ARCHITECTURES = ("gemma3", "gemma2", "llama", "qwen2", "qwen3")
 # How each architecture rotates pairs of q/k features (llama.cpp's llama_model_rope_type).
 _ROPE_LAYOUTS = {"llama": "interleaved", "qwen2": "neox", "qwen3": "neox"}
 
@@ -71,6 +74,11 @@ _ROPE_LAYOUTS = {"llama": "interleaved", "qwen2": "neox", "qwen3": "neox"}
 _GEMMA3_SWA_PATTERN = 6              # hparams.set_swa_pattern(6): 5 local layers, then 1 global
 _GEMMA3_ROPE_BASE_LOCAL = 10000.0    # hparams.rope_freq_base_train_swa (unless rope.freq_base_swa is given)
 _GEMMA3_27B_LAYERS = 62              # 27B: q scaled by 1/sqrt(hidden / n_heads), others 1/sqrt(head_dim)
+# llama.cpp's gemma2 constants (LLM_ARCH_GEMMA2 in load_hparams): every other layer sliding-window, the
+# softcaps' defaults where the file has no key, and the 27B's (46 layers) attention scale.
+_GEMMA2_SWA_PATTERN = 2
+_GEMMA2_ATTN_SOFTCAP, _GEMMA2_FINAL_SOFTCAP = 50.0, 30.0
+_GEMMA2_27B_LAYERS = 46
 
 # How many rows of the output matrix are cast to float64 at a time: 16384 x 640 x 8 B = 84 MB.
 _OUTPUT_BLOCK_ROWS = 16384
@@ -186,6 +194,8 @@ class LlmConfig:
                                  f"(supported: {', '.join(SUPPORTED_ARCHITECTURES)})")
         if arch == "gemma3":
             return _gemma3_config(metadata, set(tensor_names), source)
+        if arch == "gemma2":
+            return _gemma2_config(metadata, set(tensor_names), source)
         return _llama_family_config(arch, metadata, set(tensor_names), source)
 
 
@@ -287,6 +297,33 @@ def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
         rope_scale=hp.rope_scale(), rope_layout="neox", sliding_window=sliding_window,
         swa_pattern=_GEMMA3_SWA_PATTERN, attn_scale=attn_scale, embed_scale=math.sqrt(hidden),
         attn_softcap=None, final_softcap=final_cap if final_cap > 0 else None,
+        norm_offset=0.0, activation="gelu_tanh", tied_output="output.weight" not in tensor_names,
+        bos_id=hp.token_id("tokenizer.ggml.bos_token_id"), eos_id=hp.token_id("tokenizer.ggml.eos_token_id"),
+    )
+
+
+def _gemma2_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -> LlmConfig:
+    """Gemma 2 as llama.cpp reads it: Gemma 3's blocks without q/k norms, every other layer (the even
+    ones) sliding-window, one RoPE base for all layers, attention and final logit softcaps."""
+    hp = _Hparams("gemma2", md, source)
+    positive = hp.positive
+    n_layers, hidden, ffn = positive("block_count"), positive("embedding_length"), positive("feed_forward_length")
+    n_heads = positive("attention.head_count")
+    n_kv_heads = positive("attention.head_count_kv", default=n_heads)
+    head_dim = positive("attention.key_length", default=hidden // n_heads)
+    hp.heads(n_heads, n_kv_heads, head_dim)
+    window = hp.get("attention.sliding_window", int, default=0)
+    base = positive("rope.freq_base", float, default=10000.0)
+    attn_cap = hp.get("attn_logit_softcapping", float, default=_GEMMA2_ATTN_SOFTCAP)
+    final_cap = hp.get("final_logit_softcapping", float, default=_GEMMA2_FINAL_SOFTCAP)
+    attn_scale = 1.0 / math.sqrt(hidden / n_heads if n_layers == _GEMMA2_27B_LAYERS else head_dim)
+    return LlmConfig(
+        architecture="gemma2", n_layers=n_layers, hidden=hidden, ffn=ffn, n_heads=n_heads, n_kv_heads=n_kv_heads,
+        head_dim=head_dim, vocab_size=hp.vocab_size(), context_length=positive("context_length"),
+        rms_eps=positive("attention.layer_norm_rms_epsilon", float), rope_base=base, rope_base_local=base,
+        rope_scale=hp.rope_scale(), rope_layout="neox", sliding_window=window if window > 0 else None,
+        swa_pattern=_GEMMA2_SWA_PATTERN, attn_scale=attn_scale, embed_scale=math.sqrt(hidden),
+        attn_softcap=attn_cap if attn_cap > 0 else None, final_softcap=final_cap if final_cap > 0 else None,
         norm_offset=0.0, activation="gelu_tanh", tied_output="output.weight" not in tensor_names,
         bos_id=hp.token_id("tokenizer.ggml.bos_token_id"), eos_id=hp.token_id("tokenizer.ggml.eos_token_id"),
     )

@@ -1,6 +1,6 @@
 """Random tiny decoder models: rlx.models.llm.LLM built from a GGUF file of
-random shape and settings (Gemma 3, or of the same shape Llama, Qwen 2 or
-Qwen 3: tied or untied output, an attention-output bias, Llama 3's
+random shape and settings (Gemma 3, or of the same shape Gemma 2 (an
+attention softcap), Llama, Qwen 2 or Qwen 3: tied or untied output, an attention-output bias, Llama 3's
 rope_freqs; linear RoPE scaling on some Gemma files), its teacher-forced
 logits against the float64 oracle (rlx.reference.llm) on the same file.
 
@@ -70,8 +70,11 @@ def llm_case(seed: int) -> LlmCase:
     if rng.random() < 0.2:
         config["rope_linear_factor"] = float(rng.choice([2.0, 8.0]))   # Gemma: the global layers' scaling
     # Half the cases a llama-family model of the same shape (its own blocks in place of Gemma's settings).
-    arch = str(rng.choice(["gemma3", "gemma3", "llama", "qwen2", "qwen3"]))
-    if arch != "gemma3":
+    arch = str(rng.choice(["gemma3", "gemma3", "gemma2", "llama", "qwen2", "qwen3"]))
+    if arch == "gemma2":   # Gemma 3's settings but no local RoPE base; an attention softcap
+        config.pop("rope_base_local")
+        config.update(arch=arch, attn_softcap=float(rng.choice([0.0, 50.0, 3.0])))
+    elif arch != "gemma3":
         for key in ("sliding_window", "rope_base_local", "final_softcap"):
             del config[key]
         config.update(arch=arch, tied=bool(rng.random() < 0.5), output_bias=bool(rng.random() < 0.3),
@@ -102,8 +105,9 @@ def check_llm_case(case: LlmCase) -> str | None:
     with tempfile.TemporaryDirectory() as folder:
         config = dict(case.config)
         arch = config.pop("arch", "gemma3")
-        path = (write_tiny_gemma(Path(folder) / "model.gguf", seed=case.seed, **config) if arch == "gemma3"
-                else write_tiny_decoder(Path(folder) / "model.gguf", arch, seed=case.seed, **config))
+        path = (write_tiny_gemma(Path(folder) / "model.gguf", seed=case.seed, arch=arch, **config)
+                if arch.startswith("gemma") else
+                write_tiny_decoder(Path(folder) / "model.gguf", arch, seed=case.seed, **config))
         one = LLM(path, max_context=case.context)
         got = one.logits(case.ids)
         try:

@@ -40,11 +40,13 @@ def _vocabulary() -> tuple[list[str], list[float], list[int]]:
 def write_tiny_gemma(path: Path, seed: int = 0, *, hidden: int = HIDDEN, ffn: int = FFN, heads: int = HEADS,
                      kv_heads: int = KV_HEADS, head_dim: int = HEAD_DIM, layers: int = LAYERS,
                      sliding_window: int = 0, rope_base: float = 10000.0, rope_base_local: float | None = None,
-                     rope_linear_factor: float = 0.0, final_softcap: float = 0.0,
+                     rope_linear_factor: float = 0.0, final_softcap: float = 0.0, arch: str = "gemma3",
+                     attn_softcap: float = 0.0,
                      projections_format: str | None = "q8_0") -> Path:
     """Writes the model to ``path`` (float32 weights from ``seed``) and returns it. The keywords
     change its shape and Gemma 3 settings (the fuzzer's random models, tests/fuzz/llm.py);
-    ``projections_format``: the GGML type of the layers' projections (None: float32)."""
+    ``projections_format``: the GGML type of the layers' projections (None: float32); arch "gemma2"
+    writes Gemma 2's keys and blocks (no q/k norms; attn_softcap: its attention logit softcap)."""
     tokens, scores, types = _vocabulary()
     vocab = len(tokens)
     rng = np.random.default_rng(seed)
@@ -61,37 +63,40 @@ def write_tiny_gemma(path: Path, seed: int = 0, *, hidden: int = HIDDEN, ffn: in
             p + "attn_norm.weight": np.ones(hidden, np.float32),
             p + "attn_q.weight": w(heads * head_dim, hidden), p + "attn_k.weight": w(kv_heads * head_dim, hidden),
             p + "attn_v.weight": w(kv_heads * head_dim, hidden), p + "attn_output.weight": w(hidden, heads * head_dim),
-            p + "attn_q_norm.weight": np.ones(head_dim, np.float32),
-            p + "attn_k_norm.weight": np.ones(head_dim, np.float32),
             p + "post_attention_norm.weight": np.full(hidden, LAYER_GAIN, np.float32),
             p + "ffn_norm.weight": np.ones(hidden, np.float32),
             p + "ffn_gate.weight": w(ffn, hidden), p + "ffn_up.weight": w(ffn, hidden),
             p + "ffn_down.weight": w(hidden, ffn),
             p + "post_ffw_norm.weight": np.full(hidden, LAYER_GAIN, np.float32),
         })
+        if arch == "gemma3":   # Gemma 2 has no q/k norms
+            tensors.update({p + "attn_q_norm.weight": np.ones(head_dim, np.float32),
+                            p + "attn_k_norm.weight": np.ones(head_dim, np.float32)})
     metadata = {
-        "gemma3.context_length": CONTEXT, "gemma3.embedding_length": hidden, "gemma3.block_count": layers,
-        "gemma3.feed_forward_length": ffn, "gemma3.attention.head_count": heads,
-        "gemma3.attention.head_count_kv": kv_heads, "gemma3.attention.key_length": head_dim,
-        "gemma3.attention.value_length": head_dim, "gemma3.attention.layer_norm_rms_epsilon": 1e-6,
-        "gemma3.rope.freq_base": float(rope_base),
+        f"{arch}.context_length": CONTEXT, f"{arch}.embedding_length": hidden, f"{arch}.block_count": layers,
+        f"{arch}.feed_forward_length": ffn, f"{arch}.attention.head_count": heads,
+        f"{arch}.attention.head_count_kv": kv_heads, f"{arch}.attention.key_length": head_dim,
+        f"{arch}.attention.value_length": head_dim, f"{arch}.attention.layer_norm_rms_epsilon": 1e-6,
+        f"{arch}.rope.freq_base": float(rope_base),
         "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.scores": scores,
         "tokenizer.ggml.token_type": types, "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
         "tokenizer.ggml.unknown_token_id": 3, "tokenizer.ggml.padding_token_id": 0,
     }
     if sliding_window:
-        metadata["gemma3.attention.sliding_window"] = int(sliding_window)
+        metadata[f"{arch}.attention.sliding_window"] = int(sliding_window)
     if rope_base_local is not None:
-        metadata["gemma3.rope.freq_base_swa"] = float(rope_base_local)
+        metadata[f"{arch}.rope.freq_base_swa"] = float(rope_base_local)
     if rope_linear_factor:
-        metadata["gemma3.rope.scaling.type"] = "linear"
-        metadata["gemma3.rope.scaling.factor"] = float(rope_linear_factor)
+        metadata[f"{arch}.rope.scaling.type"] = "linear"
+        metadata[f"{arch}.rope.scaling.factor"] = float(rope_linear_factor)
     if final_softcap:
-        metadata["gemma3.final_logit_softcapping"] = float(final_softcap)
+        metadata[f"{arch}.final_logit_softcapping"] = float(final_softcap)
+    if attn_softcap:
+        metadata[f"{arch}.attn_logit_softcapping"] = float(attn_softcap)
     # The projections in Q8_0 by default, as real files quantize them (the norms and the embedding stay float32).
     projections = {name: projections_format for name in tensors
                    if projections_format and name.startswith("blk.") and not name.endswith("norm.weight")}
-    return write_gguf(path, "gemma3", metadata, tensors, quantize=projections)
+    return write_gguf(path, arch, metadata, tensors, quantize=projections)
 
 
 # The llama-family blocks write_tiny_decoder adds per architecture, as llama.cpp reads them:
