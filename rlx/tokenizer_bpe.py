@@ -1,5 +1,5 @@
 """The byte-level BPE side of rlx.tokenizer: GGUF's "gpt2" tokenizer model
-(Llama 3, Qwen 2/3, SmolLM and the other GPT-2-style vocabularies), id for id
+(Llama 3 and 4, Qwen 2/3, Mistral's Tekken, DeepSeek V3, SmolLM and the other GPT-2-style vocabularies), id for id
 with llama.cpp (``src/llama-vocab.cpp``: ``llm_tokenizer_bpe_session``,
 ``llama_decode_text``, ``detokenize``'s clean-up of spaces).
 
@@ -28,6 +28,19 @@ __all__ = ["PRE_TOKENIZERS", "PreTokenizer", "BpeEngine", "byte_decode", "clean_
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Mistral's Tekken and OpenAI's o200k (GPT-4o, Llama 4) as llama.cpp rewrites them: its engine has no
+# \p{Lu} / \p{Ll} classes, so "an upper-case letter" is a letter that is not a-z and "a lower-case one" a
+# letter that is not A-Z (which differs from the originals for letters outside ASCII: llama.cpp's ids are
+# the ones matched here).
+_UPPER, _LOWER = r"((?=[\p{L}])([^a-z]))", r"((?=[\p{L}])([^A-Z]))"
+_TEKKEN = (rf"[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+|[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*|\p{{N}}"
+           r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_CONTRACTIONS = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+_O200K = (rf"[^\r\n\p{{L}}\p{{N}}]?{_UPPER}*{_LOWER}+{_CONTRACTIONS}?|[^\r\n\p{{L}}\p{{N}}]?{_UPPER}+{_LOWER}*"
+          rf"{_CONTRACTIONS}?|\p{{N}}{{1,3}}| ?[^\s\p{{L}}\p{{N}}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+_DEEPSEEK3 = (r"\p{N}{1,3}", "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
+              r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+              r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
           r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -57,6 +70,9 @@ PRE_TOKENIZERS: dict[str, PreTokenizer] = {
                      "exaone4"), _GPT2_PRE),
     **dict.fromkeys(("starcoder", "refact", "codeshell", "exaone", "minerva-7b"), PreTokenizer(_DIGITS_GPT2)),
     **dict.fromkeys(("smollm", "command-r"), PreTokenizer(_DIGITS_GPT2, clean_spaces=False)),
+    "tekken": PreTokenizer((_TEKKEN,), ignore_merges=True, add_bos=True, clean_spaces=False),
+    **dict.fromkeys(("gpt-4o", "llama4"), PreTokenizer((_O200K,), clean_spaces=False)),
+    "deepseek-v3": PreTokenizer(_DEEPSEEK3, clean_spaces=False),
 }
 
 

@@ -6,7 +6,8 @@ special-token strings, encoded with and without BOS and special-token parsing,
 and decoded. llama.cpp's ids and texts are in tests/fixtures/bpe_tokens.json
 (with the vocabulary itself); where llama-cpp-python is installed, more random
 texts are compared live. Measured here before the fixture was written: 4,061
-texts x 4 modes x 7 pre-tokenizers, all equal to llama-cpp-python 0.3.36.
+texts x 4 modes x 7 pre-tokenizers and 3,061 x 4 x 4 more (tekken, gpt-4o,
+llama4, deepseek-v3), all equal to llama-cpp-python 0.3.36.
 
 The fixture is written by this file:
     .venv/bin/python tests/models/test_tokenizer_bpe.py --write-fixture
@@ -41,7 +42,7 @@ else:   # run as a script (--write-fixture)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "bpe_tokens.json"
 COMMAND = ".venv/bin/python tests/models/test_tokenizer_bpe.py --write-fixture"
-PRES = ("llama-bpe", "qwen2", "gpt-2", "smollm")
+PRES = ("llama-bpe", "qwen2", "gpt-2", "smollm", "tekken", "gpt-4o")
 TEXTS = CASES + random_texts(seed=4242, count=60) + [
     "I'm sure it's you're we've they'll he'd DON'T", "a , b . c ! d ? e ' f 's 'm 're 've 'll 'd 't",
     "12345678 x 3.14159", "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", "<tool_call>{}</tool_call>",
@@ -133,7 +134,8 @@ def test_the_python_engine_is_spm_only(fixture):
         Tokenizer.from_metadata(tiny_bpe.metadata(fixture["vocabulary"], "qwen2"), engine="python")
 
 
-@pytest.mark.parametrize("pre", ("llama-bpe", "qwen2", "gpt-2", "smollm", "starcoder", "dbrx", "stablelm2"))
+@pytest.mark.parametrize("pre", ("llama-bpe", "qwen2", "gpt-2", "smollm", "starcoder", "dbrx", "stablelm2", "tekken",
+                                 "gpt-4o", "llama4", "deepseek-v3"))
 def test_live_against_llama_cpp(tmp_path, fixture, pre):
     pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed: the fixture stands in for it")
     path = _write_gguf(tmp_path / f"{pre}.gguf", tiny_bpe.metadata(fixture["vocabulary"], pre))
