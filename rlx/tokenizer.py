@@ -362,11 +362,16 @@ class Tokenizer:
         if self._byte_level is not None:
             for frag in frags:
                 out.extend((frag,) if isinstance(frag, int) else self._byte_level.encode(frag))
-            if eos:
-                if self.eos_id is None:
-                    raise InputError("add_eos=True, but the vocabulary has no EOS token")
-                out.append(self.eos_id)
-            return out
+        else:
+            self._encode_spm(frags, out)
+        if eos:
+            if self.eos_id is None:
+                raise InputError("add_eos=True, but the vocabulary has no EOS token")
+            out.append(self.eos_id)
+        return out
+
+    def _encode_spm(self, frags: list[str | int], out: list[int]) -> None:
+        """The SentencePiece ids of the partitioned text: the space prefix and "▁" escapes, then the merges."""
         prev_special = True   # a space prefix goes before the first text and before text after a special token
         for k, frag in enumerate(frags):
             if isinstance(frag, str):
@@ -388,11 +393,6 @@ class Tokenizer:
                     out.append(frag)
                 else:
                     self._spm(frag, out)
-        if eos:
-            if self.eos_id is None:
-                raise InputError("add_eos=True, but the vocabulary has no EOS token")
-            out.append(self.eos_id)
-        return out
 
     def _partition(self, text: str, parse_special: bool) -> list[str | int]:
         """llama.cpp's tokenizer_st_partition: split out every occurrence of each special token, one token at a
