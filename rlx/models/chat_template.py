@@ -101,16 +101,19 @@ def _mistral(leading: str, trailing: str, trim_reply: bool) -> Callable[[_Turns]
     return render
 
 
-def _render_mistral_v7(turns: _Turns) -> str:
-    out = []
-    for role, content in turns:
-        if role == "system":
-            out.append(f"[SYSTEM_PROMPT] {content}[/SYSTEM_PROMPT]")
-        elif role == "user":
-            out.append(f"[INST] {content}[/INST]")
-        else:
-            out.append(f" {content}</s>")
-    return "".join(out)
+def _mistral_v7(space: str) -> Callable[[_Turns], str]:
+    """Mistral's v7 turns ([SYSTEM_PROMPT], [INST]); ``space`` after each tag ("" for v7-tekken)."""
+    def render(turns: _Turns) -> str:
+        out = []
+        for role, content in turns:
+            if role == "system":
+                out.append(f"[SYSTEM_PROMPT]{space}{content}[/SYSTEM_PROMPT]")
+            elif role == "user":
+                out.append(f"[INST]{space}{content}[/INST]")
+            else:
+                out.append(f"{space}{content}</s>")
+        return "".join(out)
+    return render
 
 
 def _tagged(end: str) -> Callable[[_Turns], str]:
@@ -152,7 +155,8 @@ TEMPLATES: dict[str, ChatTemplate] = {t.name: t for t in (
     ChatTemplate("mistral-v1", _mistral(" ", " ", trim_reply=False), "</s>", ""),
     ChatTemplate("mistral-v3", _mistral("", " ", trim_reply=True), "</s>", ""),
     ChatTemplate("mistral-v3-tekken", _mistral("", "", trim_reply=False), "</s>", ""),
-    ChatTemplate("mistral-v7", _render_mistral_v7, "</s>", ""),
+    ChatTemplate("mistral-v7", _mistral_v7(" "), "</s>", ""),
+    ChatTemplate("mistral-v7-tekken", _mistral_v7(""), "</s>", ""),
     ChatTemplate("phi3", _tagged("<|end|>\n"), "<|end|>", "\n"),
     ChatTemplate("phi4", _render_phi4, "<|im_end|>", ""),
     ChatTemplate("falcon3", _tagged("\n"), "", ""),
@@ -173,7 +177,7 @@ def detect(jinja: str) -> str | None:
         return None if "<end_of_utterance>" in jinja else "chatml"
     if jinja.startswith("mistral") or "[INST]" in jinja:
         if "[SYSTEM_PROMPT]" in jinja:
-            return None if '"[SYSTEM_PROMPT]"' in jinja else "mistral-v7"   # not v7-tekken
+            return "mistral-v7"   # llama.cpp's rule too: v7-tekken only by name
         if "' [INST] ' + system_message" in jinja or "[AVAILABLE_TOOLS]" in jinja:
             if " [INST]" in jinja:
                 return "mistral-v1"

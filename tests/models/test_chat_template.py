@@ -77,7 +77,7 @@ JINJA = {
                    "{{- '[INST] ' + message['content'] + '[/INST]' }}{%- endfor %}", "mistral-v3"),
     "mistral-v3-tekken": ("{%- for message in messages %}{{- '[AVAILABLE_TOOLS]' }}{{- \"[INST]\" + "
                           "message['content'] + \"[/INST]\" }}{%- endfor %}", "mistral-v3-tekken"),
-    "mistral-v7-tekken": ("{{- \"[SYSTEM_PROMPT]\" + system + \"[/SYSTEM_PROMPT]\" }}[INST]", None),
+    "mistral-v7-tekken": ("{{- \"[SYSTEM_PROMPT]\" + system + \"[/SYSTEM_PROMPT]\" }}[INST]", "mistral-v7"),
     "falcon3-glm": ("{{ '<|user|>\\n' + message['content'] + '</s>' + '<|assistant|>\\n' }}", "falcon3"),
     "plain": ("{% for message in messages %}{{ message['content'] }}{% endfor %}", None),
 }
