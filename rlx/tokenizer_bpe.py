@@ -23,7 +23,7 @@ from typing import Any
 
 from rlx.errors import ModelLoadError
 
-__all__ = ["PRE_TOKENIZERS", "PreTokenizer", "BpeEngine", "byte_decode", "clean_spaces"]
+__all__ = ["PRE_TOKENIZERS", "PreTokenizer", "BpeEngine", "byte_decode", "clean_spaces", "pre_tokenizer"]
 
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
 _LLAMA3 = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"

@@ -25,7 +25,7 @@ Conventions (each checked against llama.cpp; tests/models/test_llm_reference.py)
   its RoPE base is 10000 and a query at position p sees keys at p - window < k <= p.
   Every 6th layer is global: RoPE base ``rope.freq_base``, full causal attention.
 * Gemma 2 ("gemma2"): Gemma 3's blocks without the q/k norms; every other layer (il % 2 == 0)
-  sliding-window, one RoPE base for all layers; scores capped by 50 tanh(s / 50) and the logits
+  sliding-window, one RoPE base and position scale for all layers; scores capped by 50 tanh(s / 50) and the logits
   by 30 tanh(l / 30) unless the file says otherwise (llama.cpp's defaults).
 * Llama ("llama": Llama 1-3, Mistral, TinyLlama and the other files llama.cpp loads as
   llama), Qwen 2 ("qwen2") and Qwen 3 ("qwen3"), as llama.cpp builds them: pre-norm
@@ -125,6 +125,7 @@ class LlmConfig:
     tied_output: bool                  # the output projection is the token embedding (no output.weight)
     bos_id: int | None
     eos_id: int | None
+    rope_scale_local: float = 1.0      # the sliding-window layers' position scale (Gemma 3: none; Gemma 2: rope_scale)
 
     # -- derived ---------------------------------------------------------------------------------------------------
 
@@ -150,9 +151,9 @@ class LlmConfig:
         return tuple("local" if n == 0 or il % n < n - 1 else "global" for il in range(self.n_layers))
 
     def rope_for_layer(self, il: int) -> tuple[float, float]:
-        """(base, position scale) of layer il's RoPE: local layers use the local base and no scaling."""
+        """(base, position scale) of layer il's RoPE: local layers use the local base and scale."""
         if self.layer_kinds[il] == "local":
-            return self.rope_base_local, 1.0
+            return self.rope_base_local, self.rope_scale_local
         return self.rope_base, self.rope_scale
 
     def window_for_layer(self, il: int) -> int | None:
@@ -228,7 +229,23 @@ class _Hparams:
                                  "positive value")
         return value
 
-    def heads(self, n_heads: int, n_kv_heads: int, head_dim: int) -> None:
+    def attention_shape(self, hidden: int, llama_defaults: bool = True) -> tuple[int, int, int]:
+        """(heads, kv heads, head dim), checked. llama_defaults: kv heads default to the heads and the head
+        dim to hidden / heads, as llama.cpp defaults them; else (Gemma 3's reader) both keys are required."""
+        n_heads = self.positive("attention.head_count")
+        if not llama_defaults:
+            n_kv_heads, head_dim = self.positive("attention.head_count_kv"), self.positive("attention.key_length")
+        else:
+            n_kv_heads = self.positive("attention.head_count_kv", default=n_heads)
+            if hidden % n_heads and self.prefix + "attention.key_length" not in self.md:
+                raise ModelLoadError(f"{self.source}: embedding_length {hidden} is not a multiple of "
+                                     f"attention.head_count {n_heads} and metadata key "
+                                     f"{self.prefix + 'attention.key_length'!r} is missing")
+            head_dim = self.positive("attention.key_length", default=hidden // n_heads)
+        self._check_heads(n_heads, n_kv_heads, head_dim)
+        return n_heads, n_kv_heads, head_dim
+
+    def _check_heads(self, n_heads: int, n_kv_heads: int, head_dim: int) -> None:
         """Checks the attention shape the reference (and the compiled model) can run."""
         value_length = self.positive("attention.value_length", default=head_dim)
         if value_length != head_dim:
@@ -268,9 +285,7 @@ def _gemma3_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
     hp = _Hparams("gemma3", md, source)
     p, positive = hp.prefix, hp.positive
     n_layers, hidden, ffn = positive("block_count"), positive("embedding_length"), positive("feed_forward_length")
-    n_heads, n_kv_heads = positive("attention.head_count"), positive("attention.head_count_kv")
-    head_dim = positive("attention.key_length")
-    hp.heads(n_heads, n_kv_heads, head_dim)
+    n_heads, n_kv_heads, head_dim = hp.attention_shape(hidden, llama_defaults=False)
 
     # A missing or zero window means no sliding-window layers (llama.cpp: LLAMA_SWA_TYPE_NONE, one RoPE base).
     window = hp.get("attention.sliding_window", int, default=0)
@@ -308,21 +323,20 @@ def _gemma2_config(md: Mapping[str, Any], tensor_names: set[str], source: str) -
     hp = _Hparams("gemma2", md, source)
     positive = hp.positive
     n_layers, hidden, ffn = positive("block_count"), positive("embedding_length"), positive("feed_forward_length")
-    n_heads = positive("attention.head_count")
-    n_kv_heads = positive("attention.head_count_kv", default=n_heads)
-    head_dim = positive("attention.key_length", default=hidden // n_heads)
-    hp.heads(n_heads, n_kv_heads, head_dim)
+    n_heads, n_kv_heads, head_dim = hp.attention_shape(hidden)
     window = hp.get("attention.sliding_window", int, default=0)
     base = positive("rope.freq_base", float, default=10000.0)
     attn_cap = hp.get("attn_logit_softcapping", float, default=_GEMMA2_ATTN_SOFTCAP)
     final_cap = hp.get("final_logit_softcapping", float, default=_GEMMA2_FINAL_SOFTCAP)
     attn_scale = 1.0 / math.sqrt(hidden / n_heads if n_layers == _GEMMA2_27B_LAYERS else head_dim)
+    rope_scale = hp.rope_scale()   # every layer's: llama.cpp's swa layers keep the train scale for gemma2
     return LlmConfig(
         architecture="gemma2", n_layers=n_layers, hidden=hidden, ffn=ffn, n_heads=n_heads, n_kv_heads=n_kv_heads,
         head_dim=head_dim, vocab_size=hp.vocab_size(), context_length=positive("context_length"),
         rms_eps=positive("attention.layer_norm_rms_epsilon", float), rope_base=base, rope_base_local=base,
-        rope_scale=hp.rope_scale(), rope_layout="neox", sliding_window=window if window > 0 else None,
-        swa_pattern=_GEMMA2_SWA_PATTERN, attn_scale=attn_scale, embed_scale=math.sqrt(hidden),
+        rope_scale=rope_scale, rope_scale_local=rope_scale, rope_layout="neox",
+        sliding_window=window if window > 0 else None, swa_pattern=_GEMMA2_SWA_PATTERN, attn_scale=attn_scale,
+        embed_scale=math.sqrt(hidden),
         attn_softcap=attn_cap if attn_cap > 0 else None, final_softcap=final_cap if final_cap > 0 else None,
         norm_offset=0.0, activation="gelu_tanh", tied_output="output.weight" not in tensor_names,
         bos_id=hp.token_id("tokenizer.ggml.bos_token_id"), eos_id=hp.token_id("tokenizer.ggml.eos_token_id"),
@@ -347,13 +361,7 @@ def _llama_family_config(arch: str, md: Mapping[str, Any], tensor_names: set[str
         raise ModelLoadError(f"{source}: metadata key {p + 'expert_count'!r} is {experts}: mixture-of-experts "
                              "models are not supported")
     n_layers, hidden, ffn = positive("block_count"), positive("embedding_length"), positive("feed_forward_length")
-    n_heads = positive("attention.head_count")
-    n_kv_heads = positive("attention.head_count_kv", default=n_heads)
-    if hidden % n_heads and p + "attention.key_length" not in md:
-        raise ModelLoadError(f"{source}: embedding_length {hidden} is not a multiple of attention.head_count "
-                             f"{n_heads} and metadata key {p + 'attention.key_length'!r} is missing")
-    head_dim = positive("attention.key_length", default=hidden // n_heads)
-    hp.heads(n_heads, n_kv_heads, head_dim)
+    n_heads, n_kv_heads, head_dim = hp.attention_shape(hidden)
     rope_dim = positive("rope.dimension_count", default=head_dim)
     if rope_dim != head_dim:
         raise ModelLoadError(f"{source}: metadata key {p + 'rope.dimension_count'!r} is {rope_dim}: RoPE over part "

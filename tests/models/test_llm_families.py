@@ -44,8 +44,9 @@ CASES = {
     "llama3": dict(arch="llama", rope_base=500000.0, rope_freqs=True, rope_linear_factor=2.0),
     "qwen2": dict(arch="qwen2"),
     "qwen3": dict(arch="qwen3", head_dim=24),
-    # Gemma 2: every other layer a window of 5 keys (the prompt is longer), both softcaps small enough to bite.
-    "gemma2": dict(arch="gemma2", sliding_window=5, attn_softcap=3.0, final_softcap=4.0),
+    # Gemma 2: every other layer a window of 5 keys (the prompt is longer), both softcaps small enough to bite,
+    # linear RoPE scaling (on every layer: 0.47 off with the local layers unscaled).
+    "gemma2": dict(arch="gemma2", sliding_window=5, attn_softcap=3.0, final_softcap=4.0, rope_linear_factor=4.0),
 }
 # The fixture's prompt: BOS, then ids of the tiny vocabulary's words and letters.
 PROMPT = [2, *np.random.default_rng(7).integers(262, 326, 23).tolist()]
@@ -146,6 +147,9 @@ def test_gemma2_defaults():
     cfg = LlmConfig.from_metadata(md)
     assert (cfg.attn_softcap, cfg.final_softcap, cfg.sliding_window, cfg.attn_scale) == (50.0, 30.0, 4096, 1 / 16)
     assert cfg.layer_kinds[:4] == ("local", "global", "local", "global") and cfg.rope_for_layer(0) == (1e4, 1.0)
+    scaled = LlmConfig.from_metadata(changed_metadata(dict(md), "gemma2", dict(rope__scaling__type="linear",
+                                                                               rope__scaling__factor=4.0)))
+    assert scaled.rope_for_layer(0) == scaled.rope_for_layer(1) == (1e4, 0.25)
     assert cfg.tied_output and cfg.rope_base_local == cfg.rope_base and cfg.embed_scale == 2304 ** 0.5
     big = LlmConfig.from_metadata(changed_metadata(dict(md), "gemma2", dict(block_count=46, embedding_length=4608,
                                                                             attention__head_count=32,
